@@ -1,0 +1,118 @@
+"""`Tuning`: how hard to tune (plain data), its presets, and the AUTOTUNE_* environment switches."""
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import OptionError
+
+Preset = Literal["fast", "default", "thorough"]
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "fast": {"warmup": 1, "reps": 5, "refine_topk": 0, "refine_reps": 0},
+    "default": {"warmup": 2, "reps": 10, "refine_topk": 3, "refine_reps": 10},
+    "thorough": {"warmup": 5, "reps": 50, "refine_topk": 5, "refine_reps": 50},
+}
+
+
+def _default_workers() -> int:
+    return min(8, os.cpu_count() or 1)
+
+
+class Tuning(BaseModel):
+    """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    preset: Preset = "default"
+    warmup: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
+    reps: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
+    refine_topk: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
+    refine_reps: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
+    seed: Optional[int] = None
+    force: bool = False
+    compile_workers: int = Field(default_factory=_default_workers, ge=0)
+    compile_timeout_s: Optional[float] = Field(default=None, gt=0)
+    flush_l2: bool = True
+    cuda_graph: bool = False
+    distributed: Optional[Literal["shard", "rank0", "off"]] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        preset = data.get("preset", "default")
+        if preset not in PRESETS:
+            return data  # the Literal check reports it with the valid names
+        return {**PRESETS[preset], **{k: v for k, v in data.items() if v is not None or k in ("seed",)}}
+
+    @classmethod
+    def coerce(cls, value: Union["Tuning", str, dict, None]) -> "Tuning":
+        """Accept a Tuning, a preset name, a dict of fields, or None (defaults)."""
+        try:
+            if value is None:
+                return cls()
+            if isinstance(value, Tuning):
+                return value
+            if isinstance(value, str):
+                return cls(preset=value)
+            if isinstance(value, dict):
+                return cls(**value)
+        except ValidationError as exc:
+            raise OptionError(f"invalid tuning options: {_describe(exc)}") from None
+        raise OptionError(f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; "
+                          f"got {type(value).__name__}")
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "tuning"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def env_force() -> bool:
+    """AUTOTUNE_FORCE=1: retune every key, ignoring cached winners."""
+    return _env_flag("AUTOTUNE_FORCE")
+
+
+def env_offline() -> bool:
+    """AUTOTUNE_OFFLINE=1: never tune; a miss launches the fallback config."""
+    return _env_flag("AUTOTUNE_OFFLINE")
+
+
+def env_disable() -> bool:
+    """AUTOTUNE_DISABLE=1: launch the first config with no tuning at all."""
+    return _env_flag("AUTOTUNE_DISABLE")
+
+
+def env_print_level() -> int:
+    """AUTOTUNE_PRINT: 0 silent, 1 one line per tuning, 2 every trial."""
+    raw = os.environ.get("AUTOTUNE_PRINT", "0").strip()
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return 1 if _env_flag("AUTOTUNE_PRINT") else 0
+
+
+def env_progress() -> bool:
+    """AUTOTUNE_PROGRESS=0 turns the progress bar off."""
+    return os.environ.get("AUTOTUNE_PROGRESS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_dir() -> str:
+    """AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune."""
+    explicit = os.environ.get("AUTOTUNE_CACHE_DIR")
+    if explicit:
+        return os.path.expanduser(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autotune")

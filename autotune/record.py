@@ -1,0 +1,72 @@
+"""What a tuning produced: one `Trial` per config and the `TuningRecord` that the cache stores."""
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .space import Config
+
+SCHEMA_VERSION = 1
+
+
+class TrialStatus(str, Enum):
+    """How a config's trial ended."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    TIMEOUT = "timeout"
+    RUNTIME_ERROR = "runtime_error"
+    VERIFY_FAILED = "verify_failed"
+    SKIPPED = "skipped"
+
+
+class Trial(BaseModel):
+    """One config's measurement: its samples, median and min in milliseconds, or its error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: Config
+    status: TrialStatus = TrialStatus.SKIPPED
+    median_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    samples_ms: list[float] = Field(default_factory=list)
+    error: Optional[str] = None
+    compile_s: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is TrialStatus.OK
+
+
+class TuningRecord(BaseModel):
+    """Everything one tuning of one key produced; the JSON body of a disk cache entry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    kernel: str
+    source_hash: str
+    device: str
+    triton_version: str
+    torch_version: str
+    space_checksum: str
+    key: list[Any]
+    dtypes: list[str] = Field(default_factory=list)
+    winner: Config
+    trials: list[Trial]
+    tuning_s: float
+    timestamp: float = Field(default_factory=time.time)
+
+    def trial_for(self, config: Config) -> Optional[Trial]:
+        """The trial of `config`, or None."""
+        for trial in self.trials:
+            if trial.config == config:
+                return trial
+        return None
+
+    @property
+    def winner_trial(self) -> Optional[Trial]:
+        return self.trial_for(self.winner)

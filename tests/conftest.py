@@ -1,0 +1,39 @@
+"""Test configuration: run Triton through its CPU interpreter unless a CUDA GPU is present."""
+from __future__ import annotations
+
+import os
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+if not _has_cuda():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+ON_GPU = os.environ.get("TRITON_INTERPRET", "0") != "1" and _has_cuda()
+
+
+def pytest_collection_modifyitems(config, items):
+    if ON_GPU:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (TRITON_INTERPRET=1 run)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache_dir(tmp_path, monkeypatch):
+    """Every test gets its own cache directory and no AUTOTUNE_* mode switches from the outside."""
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
+    for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS"):
+        monkeypatch.delenv(name, raising=False)
+    yield
