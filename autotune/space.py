@@ -1,12 +1,18 @@
 """Search spaces and the `Config` they are made of."""
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
-from collections.abc import Mapping
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Iterator
 
-from .errors import SpaceError
+from .errors import OptionError, SpaceError
+
+__all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "as_space", "validate_space"]
 
 _JSON_SCALARS = (bool, int, float, str, type(None))
 
@@ -111,3 +117,336 @@ class Config(Mapping[str, Any]):
 
         return core_schema.no_info_plain_validator_function(
             validate, serialization=core_schema.plain_serializer_function_ser_schema(lambda c: c.to_json()))
+
+
+# --------------------------------------------------------------------------------------------------
+# Search spaces
+# --------------------------------------------------------------------------------------------------
+
+# A space whose filtered configs number at most this many keeps them in memory once materialised.
+_CACHE_LIMIT = 1 << 16
+
+
+class SearchSpace(ABC):
+    """An immutable, lazily iterated, ordered set of `Config`s, optionally filtered by `where` predicates.
+
+    Subclasses yield the unfiltered configs from `_iter_all` and name their fields in `_declared_fields`.
+    """
+
+    _preds: tuple[Callable[[Config], bool], ...] = ()
+    _pred_sources: tuple[str, ...] = ()
+    _cache: list[Config] | None = None
+    _checksum: str | None = None
+
+    # -- subclass hooks -------------------------------------------------------------------------
+    @abstractmethod
+    def _iter_all(self) -> Iterator[Config]:
+        """The configs before `where` filtering, in order, without duplicates."""
+
+    @abstractmethod
+    def _declared_fields(self) -> frozenset[str]:
+        """The union of the fields of the unfiltered configs (no predicate is called)."""
+
+    def _len_all(self) -> int:
+        """The number of configs before filtering."""
+        return sum(1 for _ in self._iter_all())
+
+    @abstractmethod
+    def _describe(self) -> str:
+        """A short repr of the unfiltered space."""
+
+    # -- immutability ---------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; where() and + return new spaces")
+
+    def _set(self, **attrs: Any) -> None:
+        for name, value in attrs.items():
+            object.__setattr__(self, name, value)
+
+    def _derived(self, **attrs: Any) -> "SearchSpace":
+        new = object.__new__(type(self))
+        for name, value in self.__dict__.items():
+            object.__setattr__(new, name, value)
+        new._set(_cache=None, _checksum=None, **attrs)
+        return new
+
+    # -- public API -----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Config]:
+        """Yield the configs lazily, in order; predicates run only as configs are reached."""
+        if self._cache is not None:
+            return iter(self._cache)
+        if not self._preds:
+            return self._iter_all()
+        preds = self._preds
+        return (c for c in self._iter_all() if all(p(c) for p in preds))
+
+    def __len__(self) -> int:
+        """The number of configs left after filtering."""
+        if self._cache is not None:
+            return len(self._cache)
+        if not self._preds:
+            return self._len_all()
+        return len(self.configs())
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None
+
+    def configs(self) -> list[Config]:
+        """The configs as a list (a fresh list; the materialised configs are cached when not huge)."""
+        if self._cache is not None:
+            return list(self._cache)
+        out = list(iter(self))
+        if len(out) <= _CACHE_LIMIT:
+            self._set(_cache=out)
+        return list(out)
+
+    def first(self) -> Config:
+        """The first config; SpaceError when the space is empty."""
+        for config in self:
+            return config
+        raise SpaceError(f"search space {self!r} is empty; it has no first config")
+
+    def fields(self) -> frozenset[str]:
+        """The union of the field names over the space's configs (as declared, before `where` filtering)."""
+        return self._declared_fields()
+
+    def where(self, pred: str | Callable[[Config], bool]) -> "SearchSpace":
+        """A new space keeping the configs for which `pred` (a callable or a `$X` string) holds; chains."""
+        from .template import compile_predicate
+
+        fn = compile_predicate(pred, config_fields=self._declared_fields())
+        source = pred if isinstance(pred, str) else getattr(pred, "__name__", repr(pred))
+        return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,))
+
+    def __add__(self, other: Any) -> "SearchSpace":
+        """The union: this space's configs, then the other's, duplicates dropped."""
+        try:
+            other_space = as_space(other)
+        except SpaceError:
+            return NotImplemented
+        return UnionSpace(self, other_space)
+
+    def __radd__(self, other: Any) -> "SearchSpace":
+        try:
+            other_space = as_space(other)
+        except SpaceError:
+            return NotImplemented
+        return UnionSpace(other_space, self)
+
+    def checksum(self) -> str:
+        """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds."""
+        if self._checksum is None:
+            h = hashlib.sha256()
+            for config in self:
+                h.update(config.canonical().encode())
+                h.update(b"\n")
+            self._set(_checksum=h.hexdigest())
+        return self._checksum  # type: ignore[return-value]
+
+    @property
+    def is_filtered(self) -> bool:
+        """Whether `where` predicates apply to this space."""
+        return bool(self._preds)
+
+    def unfiltered_len(self) -> int:
+        """The number of configs before any `where` filtering."""
+        return self._len_all()
+
+    def __repr__(self) -> str:
+        return self._describe() + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
+                                          for s in self._pred_sources)
+
+
+def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
+    """Drop repeated configs, comparing canonical JSON (so 1, 1.0 and True stay distinct)."""
+    seen: set[str] = set()
+    for config in configs:
+        key = config.canonical()
+        if key not in seen:
+            seen.add(key)
+            yield config
+
+
+def _materialise_axis(name: str, values: Any) -> tuple[Any, ...]:
+    if isinstance(values, (str, bytes)) or isinstance(values, Mapping) or not isinstance(values, Iterable):
+        raise SpaceError(f"axis {name!r} = {values!r} is a single value, not an iterable of values; wrap it in a "
+                         f"tuple: {name}=({values!r},)")
+    out: list[Any] = []
+    seen: set[str] = set()
+    for v in values:
+        clean = _check_json_value(name, v)
+        key = json.dumps(clean)
+        if key not in seen:
+            seen.add(key)
+            out.append(clean)
+    if not out:
+        raise SpaceError(f"axis {name!r} has no values; give it at least one, e.g. {name}=(64,)")
+    return tuple(out)
+
+
+class CartesianSpace(SearchSpace):
+    """The product of named axes, in `itertools.product` order (last axis fastest).
+
+    Each axis is any iterable of JSON-friendly values (tuple, list, range), materialised at construction.
+    """
+
+    def __init__(self, **axes: Iterable[Any]) -> None:
+        clean: dict[str, tuple[Any, ...]] = {}
+        for name, values in axes.items():
+            if not name.isidentifier():
+                raise SpaceError(f"axis name {name!r} is not a Python identifier")
+            clean[name] = _materialise_axis(name, values)
+        self._set(_axes=clean, _names=tuple(clean), _values=tuple(clean.values()))
+
+    @property
+    def axes(self) -> dict[str, tuple[Any, ...]]:
+        """The axes as a fresh dict name -> tuple of values."""
+        return dict(self._axes)
+
+    def _iter_all(self) -> Iterator[Config]:
+        names = self._names
+        return (Config(dict(zip(names, combo))) for combo in itertools.product(*self._values))
+
+    def _len_all(self) -> int:
+        return math.prod(len(v) for v in self._values)
+
+    def _declared_fields(self) -> frozenset[str]:
+        return frozenset(self._names)
+
+    def _describe(self) -> str:
+        return "CartesianSpace(" + ", ".join(f"{k}={v!r}" for k, v in self._axes.items()) + ")"
+
+
+class FixedSpace(SearchSpace):
+    """An explicit list of configs (mappings or `Config`s), which may differ in fields; duplicates dropped."""
+
+    def __init__(self, configs: Iterable[Mapping[str, Any] | Config]) -> None:
+        if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
+            raise SpaceError(f"FixedSpace takes a list of mappings, got {type(configs).__name__}: {configs!r}")
+        items: list[Config] = []
+        for i, c in enumerate(configs):
+            if isinstance(c, Config):
+                items.append(c)
+            elif isinstance(c, Mapping):
+                items.append(Config(c))
+            else:
+                raise SpaceError(f"FixedSpace item {i} is {type(c).__name__} {c!r}; each config must be a mapping "
+                                 "of field -> value (or an autotune.Config)")
+        unique = tuple(_dedup(items))
+        fields: frozenset[str] = frozenset().union(*(c.keys() for c in unique)) if unique else frozenset()
+        self._set(_items=unique, _fields=fields)
+
+    def _iter_all(self) -> Iterator[Config]:
+        return iter(self._items)
+
+    def _len_all(self) -> int:
+        return len(self._items)
+
+    def _declared_fields(self) -> frozenset[str]:
+        return self._fields
+
+    def _describe(self) -> str:
+        shown = ", ".join(repr(c) for c in self._items[:3])
+        more = f", ... ({len(self._items)} configs)" if len(self._items) > 3 else ""
+        return f"FixedSpace([{shown}{more}])"
+
+
+class UnionSpace(SearchSpace):
+    """`a + b`: the configs of `a`, then those of `b`, duplicates dropped."""
+
+    def __init__(self, first: SearchSpace, second: SearchSpace) -> None:
+        self._set(_parts=(first, second))
+
+    def _iter_all(self) -> Iterator[Config]:
+        return _dedup(itertools.chain(*self._parts))
+
+    def _declared_fields(self) -> frozenset[str]:
+        return self._parts[0].fields() | self._parts[1].fields()
+
+    def _describe(self) -> str:
+        return f"({self._parts[0]!r} + {self._parts[1]!r})"
+
+
+def _is_triton_config(obj: Any) -> bool:
+    triton = sys.modules.get("triton")
+    cls = getattr(triton, "Config", None) if triton is not None else None
+    return cls is not None and isinstance(obj, cls)
+
+
+def _from_triton_config(cfg: Any, index: int) -> Config:
+    if getattr(cfg, "pre_hook", None) is not None:
+        raise SpaceError(f"triton.Config {index} ({cfg}) has a pre_hook, which a search space cannot carry; use "
+                         "autotune.compat.autotune (the drop-in for triton.autotune), which supports pre_hook")
+    if getattr(cfg, "ir_override", None) is not None:
+        raise SpaceError(f"triton.Config {index} ({cfg}) has an ir_override, which autotune does not support; "
+                         "drop it from the config")
+    fields = dict(cfg.kwargs)
+    for option in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        value = getattr(cfg, option, None)
+        if value is not None:
+            if option in fields:
+                raise SpaceError(f"triton.Config {index} has {option!r} both in its kwargs and as an option; "
+                                 "keep one")
+            fields[option] = value
+    return Config(fields)
+
+
+def as_space(obj: Any) -> SearchSpace:
+    """Turn what `space=` accepts into a SearchSpace: a space, a dict of axes, or a list of mappings/triton.Configs."""
+    if isinstance(obj, SearchSpace):
+        return obj
+    if isinstance(obj, Mapping) and not isinstance(obj, Config):
+        return CartesianSpace(**obj)
+    if isinstance(obj, (list, tuple)):
+        items: list[Any] = []
+        for i, item in enumerate(obj):
+            if _is_triton_config(item):
+                items.append(_from_triton_config(item, i))
+            elif isinstance(item, Mapping):
+                items.append(item)
+            else:
+                raise SpaceError(f"space item {i} is {type(item).__name__} {item!r}; a list space holds mappings, "
+                                 "autotune.Configs or triton.Configs")
+        return FixedSpace(items)
+    raise SpaceError(f"space must be a SearchSpace, a dict of axes (CartesianSpace), or a list of configs "
+                     f"(FixedSpace); got {type(obj).__name__}: {obj!r}")
+
+
+def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Collection[str],
+                   compile_options: Collection[str], static_options: Mapping[str, Any],
+                   derived_names: Collection[str] = ()) -> None:
+    """Check a space against its kernel when decorating; raise SpaceError/OptionError naming problem and fix."""
+    configs = space.configs()
+    if not configs:
+        if space.is_filtered and space.unfiltered_len() > 0:
+            raise SpaceError(f"the search space of {kernel_name} is empty: its where() filters removed all "
+                             f"{space.unfiltered_len()} configs of {space!r}; loosen the predicates")
+        raise SpaceError(f"the search space of {kernel_name} is empty; give it at least one config")
+    fields = space.fields()
+    for name in sorted(static_options):
+        if name in fields:
+            raise OptionError(f"{name!r} is both a static option and a space field of {kernel_name}; pick one: "
+                              f"drop {name}= from @autotune(...) or remove the {name!r} field from the space")
+    options = frozenset(compile_options)
+    for name in sorted(static_options):
+        if name not in options:
+            import difflib
+            close = difflib.get_close_matches(name, sorted(options), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise OptionError(f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
+                              f"num_warps, num_stages, num_ctas, maxnreg).{hint}")
+    derived = frozenset(derived_names)
+    constexprs = frozenset(constexpr_names)
+    for name in sorted(fields):
+        if name in derived:
+            raise SpaceError(f"{name!r} is both a space field and a derive= name of {kernel_name}; remove it from "
+                             "one of them")
+        if name not in constexprs and name not in options:
+            import difflib
+            close = difflib.get_close_matches(name, sorted(constexprs | options), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            listed = ", ".join(sorted(constexprs)) if constexprs else "(none)"
+            raise SpaceError(f"space field {name!r} is neither a tl.constexpr parameter of {kernel_name} nor a "
+                             f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
+                             "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
+                             f"`{name}: tl.constexpr`")
