@@ -58,7 +58,7 @@ _FRIENDLY_NODE_NAMES = {
 
 
 def _suggest(name: str, valid: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, list(valid), n=1)
+    close = difflib.get_close_matches(name, sorted(valid), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 

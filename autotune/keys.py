@@ -1,0 +1,183 @@
+"""Tuning keys: which calls share a tuned winner, and bucketing helpers for dynamic sizes.
+
+A key is `(key_values, dtypes)`: the values the `key=` spec computes from the call's arguments (JSON-friendly,
+so they can name a cache file) and the dtype of every tensor argument, which is always part of the key, as
+in Triton.  `KeyBuilder` compiles the spec once; calling it runs on every launch and is kept cheap.
+"""
+from __future__ import annotations
+
+import operator
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import AutotuneError, ExpressionError
+from .template import Expression
+
+__all__ = ["KeyBuilder", "pow2_bucket", "anchor"]
+
+_SCALARS = frozenset({int, float, bool, str, type(None)})
+_NO_DTYPE = frozenset({int, float, bool, str, type(None)})
+_DTYPE_STR: dict[Any, str] = {}
+
+
+def pow2_bucket(n: int) -> int:
+    """The next power of two >= n (1 for n <= 1): one tuning per power-of-two size range."""
+    n = operator.index(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def anchor(n: int, base: int) -> int:
+    """`n` rounded up to a multiple of `base` (> 0): one tuning per `base`-wide size range."""
+    n, base = operator.index(n), operator.index(base)
+    if base <= 0:
+        raise ValueError(f"anchor(n, base) needs base > 0, got base={base}")
+    return -(-n // base) * base
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _normalise(value: Any, what: str) -> Any:
+    """A key value as a JSON-friendly Python value (int/float/bool/str/None or tuples of those)."""
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, (tuple, list)):  # torch.Size is a tuple
+        return tuple(_normalise(v, what) for v in value)
+    if _is_tensor(value):
+        raise ExpressionError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
+                              "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, (bool, int, float, str)):  # subclasses, e.g. an IntEnum
+        return _builtin(value)
+    if hasattr(value, "__index__"):  # numpy integers, torch.SymInt
+        return operator.index(value)
+    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalars (float, bool)
+        return _normalise(value.item(), what)
+    if isinstance(value, float) or hasattr(value, "__float__"):
+        return float(value)
+    raise AutotuneError(f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly; key values must be "
+                        "int, float, bool, str, None or tuples of those")
+
+
+def _builtin(value: Any) -> Any:
+    if isinstance(value, str):
+        return str.__str__(value)
+    return int(value) if isinstance(value, int) else float(value)
+
+
+def _dtype_str(dtype: Any) -> str:
+    try:
+        return _DTYPE_STR[dtype]
+    except (KeyError, TypeError):
+        s = str(dtype)
+        try:
+            _DTYPE_STR[dtype] = s
+        except TypeError:
+            pass
+        return s
+
+
+class KeyBuilder:
+    """Compiles a `key=` spec once and maps each call's named arguments to `(key_values, dtypes)`.
+
+    `spec` is None (one entry for all calls), a list of argument names / expression strings, or a callable
+    receiving the named arguments as keywords.
+    """
+
+    __slots__ = ("spec", "arg_names", "_values", "_names_only", "_entries", "_fn")
+
+    def __init__(self, spec: None | str | Sequence[str] | Callable[..., Any], *, arg_names: Sequence[str]) -> None:
+        self.spec = spec
+        self.arg_names: tuple[str, ...] = tuple(arg_names)
+        self._names_only: tuple[str, ...] | None = None
+        self._entries: tuple[Any, ...] = ()
+        self._fn: Callable[..., Any] | None = None
+        if spec is None:
+            self._values = self._values_none
+        elif isinstance(spec, str) or isinstance(spec, (list, tuple)):
+            items = [spec] if isinstance(spec, str) else list(spec)
+            entries: list[Any] = []
+            for i, item in enumerate(items):
+                if not isinstance(item, str):
+                    raise ExpressionError(f"key[{i}] = {item!r}: key entries must be argument names or expression "
+                                          "strings; for anything else pass a callable key=")
+                stripped = item.strip()
+                if stripped in self.arg_names:
+                    entries.append(stripped)
+                else:
+                    entries.append(Expression(item, config_fields=None, arg_names=self.arg_names, what=f"key[{i}]"))
+            self._entries = tuple(entries)
+            if all(isinstance(e, str) for e in entries):
+                self._names_only = tuple(entries)
+                self._values = self._values_names
+            else:
+                self._values = self._values_entries
+        elif callable(spec):
+            self._fn = spec
+            self._values = self._values_callable
+        else:
+            raise ExpressionError(f"key must be None, a list of argument names or expression strings, or a callable; "
+                                  f"got {type(spec).__name__}: {spec!r}")
+
+    # -- key values ---------------------------------------------------------------------------------
+    def _values_none(self, args: Mapping[str, Any]) -> tuple:
+        return ()
+
+    def _values_names(self, args: Mapping[str, Any]) -> tuple:
+        try:
+            values = tuple([args[n] for n in self._names_only])  # type: ignore[union-attr]
+        except KeyError as exc:
+            raise ExpressionError(f"key argument {exc.args[0]!r} was not passed; passed: "
+                                  f"{', '.join(args) or '(none)'}") from None
+        for v in values:
+            if type(v) not in _SCALARS:
+                return tuple(_normalise(v, repr(n)) for v, n in zip(values, self._names_only))  # type: ignore[arg-type]
+        return values
+
+    def _values_entries(self, args: Mapping[str, Any]) -> tuple:
+        out = []
+        for entry in self._entries:
+            if isinstance(entry, str):
+                try:
+                    v = args[entry]
+                except KeyError:
+                    raise ExpressionError(f"key argument {entry!r} was not passed; passed: "
+                                          f"{', '.join(args) or '(none)'}") from None
+                what = repr(entry)
+            else:
+                v = entry({}, args)
+                what = repr(entry.source)
+            out.append(v if type(v) in _SCALARS else _normalise(v, what))
+        return tuple(out)
+
+    def _values_callable(self, args: Mapping[str, Any]) -> tuple:
+        result = self._fn(**args)  # type: ignore[misc]
+        name = getattr(self._fn, "__name__", "callable")
+        if not isinstance(result, tuple):
+            result = (result,)
+        return tuple(v if type(v) in _SCALARS else _normalise(v, f"from {name}()") for v in result)
+
+    # -- the key ------------------------------------------------------------------------------------
+    def dtypes(self, args: Mapping[str, Any]) -> tuple[str, ...]:
+        """str(dtype) of every argument, in signature order, that has a `.dtype` (tensors)."""
+        out = []
+        for name in self.arg_names:
+            v = args.get(name)
+            if type(v) in _NO_DTYPE:
+                continue
+            dt = getattr(v, "dtype", None)
+            if dt is not None:
+                out.append(_dtype_str(dt))
+        return tuple(out)
+
+    def __call__(self, args: Mapping[str, Any]) -> tuple[tuple, tuple[str, ...]]:
+        """The key of one call: (key_values, dtypes) from the call's named arguments."""
+        return self._values(args), self.dtypes(args)
+
+    def __repr__(self) -> str:
+        return f"KeyBuilder({self.spec!r})"

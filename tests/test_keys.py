@@ -1,0 +1,154 @@
+"""Tuning keys: spec forms, normalisation to JSON-friendly values, dtypes, errors, bucketing helpers."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autotune.errors import AutotuneError, ExpressionError
+from autotune.keys import KeyBuilder, anchor, pow2_bucket
+
+ARGS = ("x", "y", "M", "N", "FLAG")
+
+
+def _args(**kw):
+    base = {"x": torch.empty(4, 8, dtype=torch.float16), "y": torch.empty(3, dtype=torch.float32),
+            "M": 128, "N": 64, "FLAG": True}
+    base.update(kw)
+    return base
+
+
+def test_key_none_is_one_entry_but_keeps_dtypes():
+    assert KeyBuilder(None, arg_names=ARGS)(_args()) == ((), ("torch.float16", "torch.float32"))
+
+
+def test_key_names():
+    kb = KeyBuilder(["M", "N"], arg_names=ARGS)
+    assert kb(_args()) == ((128, 64), ("torch.float16", "torch.float32"))
+    assert kb(_args(M=256))[0] == (256, 64)
+
+
+def test_key_single_string_is_one_entry():
+    assert KeyBuilder("M", arg_names=ARGS)(_args())[0] == (128,)
+
+
+def test_key_expressions():
+    kb = KeyBuilder(["x.shape[0]", "x.shape", "M // 64", "FLAG", "x.stride(0)"], arg_names=ARGS)
+    values, dtypes = kb(_args())
+    assert values == (4, (4, 8), 2, True, 8)
+    assert type(values[1]) is tuple  # torch.Size became a plain tuple
+    assert json.loads(json.dumps(values)) == [4, [4, 8], 2, True, 8]
+
+
+def test_key_callable_receives_named_args():
+    seen = {}
+
+    def key(**kw):
+        seen.update(kw)
+        return (kw["M"] * 2, kw["x"].dtype)
+
+    values, _ = KeyBuilder(key, arg_names=ARGS)(_args())
+    assert values == (256, "torch.float16")
+    assert set(seen) == set(ARGS)
+    assert KeyBuilder(lambda M, **_: M, arg_names=ARGS)(_args())[0] == (128,)  # non-tuple -> 1-tuple
+
+
+def test_key_normalises_numpy_and_dtypes():
+    np = pytest.importorskip("numpy")
+    kb = KeyBuilder(["M", "N", "FLAG"], arg_names=ARGS)
+    values, dtypes = kb(_args(M=np.int64(7), N=np.float32(0.5), FLAG=np.bool_(False)))
+    assert values == (7, 0.5, False)
+    assert [type(v) for v in values] == [int, float, bool]
+    assert dtypes == ("torch.float16", "torch.float32", "int64", "float32", "bool")  # numpy scalars have a dtype
+    assert KeyBuilder(["M"], arg_names=ARGS)(_args(M=torch.float16))[0] == ("torch.float16",)
+
+
+def test_dtypes_in_signature_order_for_args_with_dtype():
+    kb = KeyBuilder(None, arg_names=("a", "n", "b"))
+    args = {"b": torch.empty(1, dtype=torch.int32), "n": 3, "a": torch.empty(1, dtype=torch.bfloat16)}
+    assert kb(args)[1] == ("torch.bfloat16", "torch.int32")
+    assert kb.dtypes({"n": 1}) == ()
+
+
+def test_tensor_as_key_value_suggests_shape():
+    kb = KeyBuilder(["x"], arg_names=ARGS)
+    with pytest.raises(ExpressionError, match=r"key 'x' is a tensor.*use e\.g\. x\.shape\[0\]") as info:
+        kb(_args())
+    assert isinstance(info.value, AutotuneError)
+    with pytest.raises(AutotuneError, match="is a tensor"):
+        KeyBuilder(lambda x, **_: x, arg_names=ARGS)(_args())
+
+
+def test_non_json_key_value():
+    with pytest.raises(AutotuneError, match="not JSON-friendly"):
+        KeyBuilder(lambda **_: object(), arg_names=ARGS)(_args())
+
+
+def test_unknown_key_names_list_kernel_args():
+    with pytest.raises(ExpressionError, match=r"key\[1\] expression 'K': unknown name 'K'; kernel arguments: "
+                                              r"FLAG, M, N, x, y"):
+        KeyBuilder(["M", "K"], arg_names=ARGS)
+    with pytest.raises(ExpressionError, match=r"config fields \(\$X\) are not available"):
+        KeyBuilder(["$BLOCK"], arg_names=ARGS)
+
+
+def test_bad_key_specs():
+    with pytest.raises(ExpressionError, match="key must be None, a list"):
+        KeyBuilder(3, arg_names=ARGS)
+    with pytest.raises(ExpressionError, match=r"key\[0\] = 3: key entries must be argument names"):
+        KeyBuilder([3], arg_names=ARGS)
+
+
+def test_missing_key_argument():
+    args = _args()
+    del args["M"]
+    with pytest.raises(ExpressionError, match="key argument 'M' was not passed"):
+        KeyBuilder(["M"], arg_names=ARGS)(args)
+    with pytest.raises(ExpressionError, match="reads argument 'M', which was not passed"):
+        KeyBuilder(["M + 1"], arg_names=ARGS)(args)
+
+
+def test_key_call_is_cheap():
+    import timeit
+
+    kb = KeyBuilder(["M", "N"], arg_names=ARGS)
+    args = _args()
+    per_call = min(timeit.repeat(lambda: kb(args), number=2000, repeat=3)) / 2000
+    assert per_call < 50e-6  # generous: ~1 us on a laptop
+
+
+# ---------------------------------------------------------------------------------------------- bucketing
+def test_pow2_bucket_examples():
+    assert [pow2_bucket(n) for n in (-3, 0, 1, 2, 3, 4, 5, 1000, 1024, 1025)] == [1, 1, 1, 2, 4, 4, 8, 1024, 1024,
+                                                                                  2048]
+
+
+def test_anchor_examples_and_errors():
+    assert [anchor(n, 64) for n in (0, 1, 64, 65, 128)] == [0, 64, 64, 128, 128]
+    with pytest.raises(ValueError, match="base > 0"):
+        anchor(10, 0)
+    with pytest.raises(ValueError, match="base > 0"):
+        anchor(10, -8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-10, 1 << 40))
+def test_property_pow2_bucket(n):
+    b = pow2_bucket(n)
+    assert b >= 1 and b & (b - 1) == 0  # a power of two
+    assert b >= n
+    assert b == 1 or b // 2 < n  # the smallest such
+    assert pow2_bucket(b) == b
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 1 << 40), st.integers(1, 1 << 12))
+def test_property_anchor(n, base):
+    a = anchor(n, base)
+    assert a % base == 0 and n <= a < n + base
+    assert a == math.ceil(n / base) * base if n < (1 << 50) else True
+    assert anchor(a, base) == a
