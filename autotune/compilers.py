@@ -33,3 +33,86 @@ def compile_option_names() -> frozenset[str]:
             if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__name__.endswith("Options"):
                 names.update(f.name for f in dataclasses.fields(value))
     return frozenset(names - _INTERNAL_OPTION_FIELDS)
+
+
+# ---------------------------------------------------------------------------------------------- compilers
+import contextlib  # noqa: E402
+from concurrent.futures import Executor, Future  # noqa: E402
+from typing import Any, Callable, ContextManager  # noqa: E402
+
+from .space import Config  # noqa: E402
+
+# (positional args, keyword args incl. meta-parameters and compile options, grid) for one config's launch
+LaunchArgs = tuple[tuple, dict, Any]
+
+
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+class InterpreterCompiler:
+    """Triton's CPU interpreter compiles nothing: every config is ready at once, in space order."""
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        return _done(None)
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        return result
+
+
+class FunctionCompiler:
+    """Runs `compile_fn(config)` on the pool; for explicit targets, tests, and custom toolchains."""
+
+    def __init__(self, compile_fn: Callable[[Config], Any]) -> None:
+        self.compile_fn = compile_fn
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        return executor.submit(self.compile_fn, config)
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        return result
+
+
+def _async_compile_mode() -> type:
+    try:
+        from triton import AsyncCompileMode
+    except ImportError:  # pragma: no cover - older layouts
+        from triton.runtime._async_compile import AsyncCompileMode
+    return AsyncCompileMode
+
+
+class JitCompiler:
+    """Compiles through the kernel's own JIT for the active GPU, in the pool, via `triton.AsyncCompileMode`.
+
+    Inside the mode, a JIT warm-up submits the compile to our executor and returns a `FutureKernel` that,
+    once resolved on the calling thread, sits in the JIT's kernel cache: the winner's launch compiles nothing.
+    """
+
+    def __init__(self, kernel: Any, prepare: Callable[[Config], LaunchArgs]) -> None:
+        self.kernel = kernel
+        self.prepare = prepare
+        self._future_kernels: dict[Config, Any] = {}
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        return _async_compile_mode()(executor)
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        args, kwargs, grid = self.prepare(config)
+        compiled = self.kernel.warmup(*args, grid=grid, **kwargs)
+        future = getattr(compiled, "future", None) if type(compiled).__name__ == "FutureKernel" else None
+        if future is None:  # already in the JIT's cache, or compiled synchronously
+            return _done(compiled)
+        self._future_kernels[config] = compiled
+        return future
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        future_kernel = self._future_kernels.pop(config, None)
+        return future_kernel.result() if future_kernel is not None else result

@@ -1,0 +1,184 @@
+"""The compile -> measure pipeline: a thread pool compiles configs; the calling thread takes them in completion order.
+
+Measuring happens on the calling thread (it owns the CUDA stream); compiling happens in the pool, so the
+first config is being measured while the last ones are still compiling.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
+
+from .record import TrialStatus
+from .space import Config
+
+
+class Compiler(Protocol):
+    """Turns a config into something launchable. `submit` must not block on the compile itself."""
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        """A context held around every submit and the whole drain (e.g. Triton's AsyncCompileMode)."""
+        ...
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        """Start compiling `config` on `executor`; the future resolves when it is compiled, or raises its error."""
+        ...
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        """Called on the calling thread once `config` compiled (e.g. to install it in Triton's kernel cache)."""
+        ...
+
+
+@dataclass
+class CompileOutcome:
+    """One config leaving the compile stage: compiled (`status` ok) or with its error."""
+
+    config: Config
+    status: TrialStatus
+    result: Any = None
+    error: Optional[BaseException] = None
+    compile_s: Optional[float] = None
+    order: int = 0  # position in completion order
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted function at once on the calling thread: `compile_workers=0`."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the future carries it to the consumer
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            future.set_exception(exc)
+        return future
+
+
+@dataclass
+class _Submitted:
+    config: Config
+    future: Future
+    submitted_at: float = field(default_factory=time.perf_counter)
+
+
+def _outcome(sub: _Submitted, compiler: Compiler, order: int) -> CompileOutcome:
+    elapsed = time.perf_counter() - sub.submitted_at
+    try:
+        result = compiler.finalize(sub.config, sub.future.result())
+    except Exception as exc:  # a compile error is data: recorded, the config skipped
+        return CompileOutcome(sub.config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=elapsed, order=order)
+    return CompileOutcome(sub.config, TrialStatus.OK, result=result, compile_s=elapsed, order=order)
+
+
+def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler, *, workers: int,
+                                   timeout_s: Optional[float] = None) -> ContextManager[Iterator[CompileOutcome]]:
+    """Context manager yielding an iterator of `CompileOutcome`s in completion order.
+
+    Leaving the context (normally, by an exception or by Ctrl-C) cancels what has not started and waits for
+    the compiles in flight, so no pool thread outlives the tuning.
+    """
+    return _pipeline(list(configs), compiler, workers, timeout_s)
+
+
+@contextlib.contextmanager
+def _pipeline(configs: list[Config], compiler: Compiler, workers: int,
+              timeout_s: Optional[float]) -> Iterator[Iterator[CompileOutcome]]:
+    if workers <= 0:
+        executor: Executor = InlineExecutor()
+        with compiler.session(executor):
+            yield _serial(configs, compiler, executor)
+        return
+    executor = StartTrackingExecutor(workers)
+    abandoned = threading.Event()
+    try:
+        with compiler.session(executor):
+            yield _parallel(configs, compiler, executor, timeout_s, abandoned)
+    finally:
+        # A compile that timed out cannot be stopped; everything else is waited for.
+        executor.shutdown(wait=not abandoned.is_set(), cancel_futures=True)
+
+
+def _serial(configs: list[Config], compiler: Compiler, executor: Executor) -> Iterator[CompileOutcome]:
+    for order, config in enumerate(configs):
+        try:
+            sub = _Submitted(config, compiler.submit(config, executor))
+        except Exception as exc:
+            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, order=order)
+            continue
+        yield _outcome(sub, compiler, order)
+
+
+def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, timeout_s: Optional[float],
+              abandoned: threading.Event) -> Iterator[CompileOutcome]:
+    pending: dict[Future, _Submitted] = {}
+    order = 0
+    for config in configs:
+        try:
+            future = compiler.submit(config, executor)
+        except Exception as exc:
+            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, order=order)
+            order += 1
+            continue
+        pending[future] = _Submitted(config, future)
+    while pending:
+        done, _ = wait(list(pending), timeout=_next_deadline(pending, timeout_s), return_when=FIRST_COMPLETED)
+        if not done:
+            for future in _expired(pending, timeout_s):
+                sub = pending.pop(future)
+                abandoned.set()
+                yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
+                                     error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
+                                     compile_s=time.perf_counter() - _started_at(future), order=order)
+                order += 1
+            continue
+        for future in sorted(done, key=lambda f: pending[f].submitted_at):
+            sub = pending.pop(future)
+            yield _outcome(sub, compiler, order)
+            order += 1
+
+
+class StartTrackingExecutor(Executor):
+    """A thread pool whose futures remember when their function started running (for compile timeouts)."""
+
+    def __init__(self, max_workers: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="autotune-compile")
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        started: dict[str, float] = {}
+
+        def timed() -> Any:
+            started["t"] = time.perf_counter()
+            return fn(*args, **kwargs)
+
+        future = self._pool.submit(timed)
+        future._autotune_started = started  # type: ignore[attr-defined]
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def _started_at(future: Future) -> float:
+    return getattr(future, "_autotune_started", {}).get("t", time.perf_counter())
+
+
+def _next_deadline(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> Optional[float]:
+    if timeout_s is None:
+        return None
+    running = [getattr(f, "_autotune_started", {}).get("t") for f in pending]
+    running = [t for t in running if t is not None]
+    if not running:
+        return 0.05 if any(hasattr(f, "_autotune_started") for f in pending) else None
+    return max(0.0, min(running) + timeout_s - time.perf_counter())
+
+
+def _expired(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> list[Future]:
+    if timeout_s is None:
+        return []
+    now = time.perf_counter()
+    return [f for f in pending if (t := getattr(f, "_autotune_started", {}).get("t")) is not None
+            and now - t >= timeout_s and not f.done()]

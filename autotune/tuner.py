@@ -1,0 +1,232 @@
+"""Tune one key: run the compile->measure pipeline over the configs, refine the best, pick the winner.
+
+The tuner knows nothing about caching or launching policy: it is given a function that launches one config
+and returns the trials and the winner. Argument safety (restore_value, reset_to_zero, setup, verify) lives
+here because it wraps every trial run.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+from .errors import NoValidConfigError, VerificationError
+from .options import Tuning
+from .pipeline import Compiler, compile_in_order_of_completion
+from .record import Trial, TrialStatus
+from .space import Config
+from .timing import Timer, summarize
+
+logger = logging.getLogger("autotune")
+
+
+class Reference:
+    """`verify=Reference(fn, outputs=("out",), atol=..., rtol=...)`: compare a config's outputs with `fn`'s.
+
+    `fn(**named_args)` returns the expected value of each output argument (one tensor, a sequence in the
+    order of `outputs`, or a dict by name). It is computed once per tuning, on the arguments as passed.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, outputs: Sequence[str], atol: float = 1e-5,
+                 rtol: float = 1e-5) -> None:
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        if not outputs:
+            raise ValueError("Reference needs the names of the output arguments to compare: outputs=('out',)")
+        self.fn = fn
+        self.outputs = tuple(outputs)
+        self.atol = atol
+        self.rtol = rtol
+
+    def expected(self, named_args: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the reference once and map each output name to its expected tensor."""
+        value = self.fn(**named_args)
+        if isinstance(value, Mapping):
+            return {name: value[name] for name in self.outputs}
+        if not isinstance(value, (tuple, list)):
+            value = (value,)
+        if len(value) != len(self.outputs):
+            raise ValueError(f"the reference returned {len(value)} values for outputs {self.outputs}")
+        return {name: v.detach().clone() for name, v in zip(self.outputs, value)}
+
+    def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+        """Raise VerificationError naming the first output that differs beyond atol/rtol."""
+        import torch
+
+        for name in self.outputs:
+            got, want = named_args[name], expected[name]
+            if got.shape != want.shape or not torch.allclose(got.float(), want.to(got.device).float(),
+                                                             atol=self.atol, rtol=self.rtol, equal_nan=True):
+                diff = (got.float() - want.to(got.device).float()).abs().max().item() if got.shape == want.shape \
+                    else f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+                raise VerificationError(f"output {name!r} differs from the reference (max abs diff {diff}, "
+                                        f"atol={self.atol}, rtol={self.rtol})")
+
+
+class ArgumentGuard:
+    """Snapshots the `restore_value` and `reset_to_zero` tensors so every trial, and the final launch,
+    sees the caller's arguments exactly as passed."""
+
+    def __init__(self, named_args: Mapping[str, Any], restore_value: Sequence[str],
+                 reset_to_zero: Sequence[str]) -> None:
+        self.named_args = named_args
+        self.restore_value = [n for n in restore_value if named_args.get(n) is not None]
+        self.reset_to_zero = [n for n in reset_to_zero if named_args.get(n) is not None]
+        self._snapshots = {n: named_args[n].clone() for n in {*self.restore_value, *self.reset_to_zero}}
+
+    def before_run(self) -> None:
+        """Restore `restore_value` arguments and zero `reset_to_zero` ones, before each trial run."""
+        for name in self.restore_value:
+            self.named_args[name].copy_(self._snapshots[name])
+        for name in self.reset_to_zero:
+            self.named_args[name].zero_()
+
+    def restore_all(self) -> None:
+        """Put every guarded argument back as the caller passed it."""
+        for name, snapshot in self._snapshots.items():
+            self.named_args[name].copy_(snapshot)
+
+
+class ProgressSink(Protocol):
+    def compiled(self, config: Config) -> None: ...
+    def measured(self, config: Config, median_ms: float) -> None: ...
+    def failed(self, config: Config, status: TrialStatus) -> None: ...
+
+
+class _NoProgress:
+    def compiled(self, config: Config) -> None: pass
+    def measured(self, config: Config, median_ms: float) -> None: pass
+    def failed(self, config: Config, status: TrialStatus) -> None: pass
+
+
+@dataclass
+class TuneJob:
+    """Everything needed to tune one key."""
+
+    configs: Sequence[Config]                 # every config of the space, in space order
+    run_config: Callable[[Config], Any]       # launches one config once on the caller's stream
+    compiler: Compiler
+    timer: Timer
+    tuning: Tuning
+    named_args: Mapping[str, Any]
+    skip: frozenset = frozenset()             # configs pruned away: recorded as skipped
+    restore_value: Sequence[str] = ()
+    reset_to_zero: Sequence[str] = ()
+    setup: Optional[Callable[..., Any]] = None
+    verify: Optional[Callable[..., Any] | Reference] = None
+    synchronize: Callable[[], None] = lambda: None
+    progress: ProgressSink = field(default_factory=_NoProgress)
+    kernel_name: str = "kernel"
+
+
+@dataclass
+class TuneOutcome:
+    winner: Config
+    trials: list[Trial]
+    tuning_s: float
+
+
+def tune(job: TuneJob) -> TuneOutcome:
+    """Compile and measure every config of `job`, refine the best, and return the winner and all trials."""
+    started = time.perf_counter()
+    trials = {c: Trial(config=c) for c in job.configs}
+    order = [c for c in job.configs if c not in job.skip]
+    if job.tuning.seed is not None:
+        random.Random(job.tuning.seed).shuffle(order)
+    guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
+    try:
+        expected = job.verify.expected(job.named_args) if isinstance(job.verify, Reference) else None
+        if len(order) == 1 and job.verify is None:
+            # One candidate: nothing to compare, so nothing to measure (as triton.autotune does).
+            return TuneOutcome(order[0], list(trials.values()), time.perf_counter() - started)
+        with compile_in_order_of_completion(order, job.compiler, workers=job.tuning.compile_workers,
+                                            timeout_s=job.tuning.compile_timeout_s) as outcomes:
+            for outcome in outcomes:
+                trial = trials[outcome.config]
+                trial.compile_s = outcome.compile_s
+                if outcome.status is not TrialStatus.OK:
+                    _fail(job, trial, outcome.status, outcome.error)
+                    continue
+                job.progress.compiled(outcome.config)
+                _measure(job, trial, guard, expected)
+        ok = sorted((t for t in trials.values() if t.ok), key=lambda t: t.median_ms)
+        if not ok:
+            raise NoValidConfigError(_no_valid_message(job.kernel_name, trials.values()), list(trials.values()))
+        _refine(job, ok[: job.tuning.refine_topk], guard)
+        winner = min(ok, key=lambda t: t.median_ms).config
+        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
+    finally:
+        guard.restore_all()
+
+
+def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optional[dict]) -> None:
+    config, named = trial.config, job.named_args
+
+    def before() -> None:
+        guard.before_run()
+        if job.setup is not None:
+            job.setup(**named)
+
+    try:
+        before()
+        job.run_config(config)  # the checked run: output as one untuned launch would leave it
+        if job.verify is not None:
+            job.synchronize()
+            if isinstance(job.verify, Reference):
+                job.verify.check(named, expected)
+            elif not job.verify(**named):
+                raise VerificationError("verify(...) returned False")
+    except VerificationError as exc:
+        warnings.warn(f"autotune: {job.kernel_name} config {dict(config)} failed verification and is skipped: "
+                      f"{exc}", stacklevel=4)
+        _fail(job, trial, TrialStatus.VERIFY_FAILED, exc)
+        return
+    except Exception as exc:
+        _fail(job, trial, TrialStatus.RUNTIME_ERROR, exc)
+        return
+    try:
+        samples = job.timer.measure(lambda: job.run_config(config), warmup=job.tuning.warmup,
+                                    reps=job.tuning.reps, before=before)
+    except Exception as exc:
+        _fail(job, trial, TrialStatus.RUNTIME_ERROR, exc)
+        return
+    trial.samples_ms = samples
+    trial.median_ms, trial.min_ms = summarize(samples)
+    trial.status = TrialStatus.OK
+    trial.error = None
+    job.progress.measured(config, trial.median_ms)
+    logger.debug("%s %s: median %.4f ms", job.kernel_name, dict(config), trial.median_ms)
+
+
+def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> None:
+    """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike."""
+    if len(top) < 2 or job.tuning.refine_reps <= 0:
+        return
+    extra: dict[Config, list[float]] = {t.config: [] for t in top}
+    for _ in range(job.tuning.refine_reps):
+        for trial in top:
+            extra[trial.config] += job.timer.measure(lambda c=trial.config: job.run_config(c), warmup=0, reps=1,
+                                                     before=guard.before_run)
+    for trial in top:
+        trial.samples_ms = trial.samples_ms + extra[trial.config]
+        trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
+
+
+def _fail(job: TuneJob, trial: Trial, status: TrialStatus, error: Optional[BaseException]) -> None:
+    trial.status = status
+    trial.error = f"{type(error).__name__}: {error}" if error is not None else None
+    job.progress.failed(trial.config, status)
+    logger.info("%s %s: %s %s", job.kernel_name, dict(trial.config), status.value, trial.error or "")
+
+
+def _no_valid_message(kernel_name: str, trials: Any) -> str:
+    lines = [f"no config of {kernel_name} ran successfully; each failed:"]
+    for trial in trials:
+        if trial.status is TrialStatus.SKIPPED:
+            continue
+        lines.append(f"  {dict(trial.config)}: {trial.status.value}: {trial.error}")
+    lines.append("Fix the kernel or the search space (or widen verify's tolerances) and call again.")
+    return "\n".join(lines)
