@@ -1,0 +1,814 @@
+"""The tuning cache: in memory per decorated kernel, and on disk as one JSON file per entry.
+
+On-disk layout (under `options.cache_dir()`, i.e. AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune,
+else ~/.cache/autotune)::
+
+    <cache dir>/
+      <kernel dir>/                 the kernel name, sanitised (see `kernel_dirname`)
+        <entry id>.json             one TuningRecord as JSON; entry id = sha256(device, key, dtypes)[:32]
+        <entry id>.lock             the entry's file lock: writes and single-flight tuning
+        .<entry id>.json.<pid>.<rand>.tmp   a write in progress (then os.replace'd onto the .json)
+
+The kernel source hash, the Triton version and the space checksum are *not* part of the file name:
+they are checked when an entry is read, and an entry that no longer matches is tuned again and
+replaced in place, so editing a kernel does not leave stale files behind. The device is part of the
+name, so GPUs of different kinds sharing one cache directory (a shared file system) keep their own
+winners side by side.
+
+Nothing in a cache directory is ever unpickled or evaluated: entries are parsed with `json` and
+validated by the pydantic `TuningRecord` model.
+
+Faults (a corrupt, truncated or unreadable entry, an entry of another schema version, a read-only
+directory, a full disk) never crash a launch: they raise a `CacheWarning` naming the file and what
+was done, tuning goes on in memory, and an existing good entry is never overwritten by a failed write
+(writes go to a temporary file that is `os.replace`d onto the entry only once fully written).
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import sys
+import textwrap
+import threading
+import time
+import warnings
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import filelock
+from pydantic import ValidationError
+
+from .errors import AutotuneError
+from .options import cache_dir
+from .record import SCHEMA_VERSION, TrialStatus, TuningRecord
+from .space import Config
+
+__all__ = [
+    "CacheWarning", "CacheEntryError", "KernelCache", "DiskEntry",
+    "device_fingerprint", "source_hash", "runtime_versions",
+    "clear_autotune_cache", "stats", "reset_stats",
+    "kernel_dirname", "entry_id", "entry_path", "disk_entries", "load_record", "store_record",
+]
+
+logger = logging.getLogger("autotune")
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_ENTRY_SUFFIX = ".json"
+_LOCK_SUFFIX = ".lock"
+_STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
+_LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
+_STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_configs", "tuning_s")
+
+
+class CacheWarning(UserWarning):
+    """Something went wrong with the disk cache; the launch went on (tuning in memory)."""
+
+
+class CacheEntryError(AutotuneError, ValueError):
+    """A cache file could not be used: corrupt, truncated, or of another schema version."""
+
+    def __init__(self, message: str, kind: str = "corrupt", schema_version: Any = None) -> None:
+        super().__init__(message)
+        self.kind = kind                      # "corrupt" or "schema"
+        self.schema_version = schema_version
+
+
+# --------------------------------------------------------------------------------------------------
+# Warnings and logging
+
+
+def _warn(message: str) -> None:
+    """Warn with CacheWarning, attributed to the first caller outside the autotune package, and log it."""
+    level = 1
+    frame = sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, CacheWarning, stacklevel=level)
+    # Without any handler configured, logging's last-resort handler would print the same text a second time.
+    if logger.hasHandlers():
+        logger.warning(message)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fingerprints
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_fingerprint(index: int) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"{torch.cuda.get_device_name(index)} sm{major}{minor}"
+
+
+def device_fingerprint() -> str:
+    """The device a winner is valid for: "interpreter" under TRITON_INTERPRET=1 or without CUDA,
+    else "<device name> sm<major><minor>" of the current CUDA device.
+
+    Why: timings (and which configs compile at all) depend on the GPU model, so entries are kept per
+    device and an entry tuned on another device is never used.
+    """
+    if _interpreting():
+        return "interpreter"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "interpreter"
+        return _cuda_fingerprint(torch.cuda.current_device())
+    except Exception:  # pragma: no cover - a broken CUDA setup; Triton will complain at launch
+        return "interpreter"
+
+
+def _innermost_function(kernel: Any) -> tuple[Any, Optional[str]]:
+    """Unwrap autotune/heuristics/JIT layers (`.fn`) down to the Python function; also return the
+    first `src` string seen on the way (a JITFunction's source, exactly what Triton compiles)."""
+    obj, src = kernel, None
+    for _ in range(16):
+        if src is None:
+            candidate = getattr(type(obj), "src", None)
+            if candidate is not None:  # a property on JITFunction; don't trigger __getattr__ magic elsewhere
+                value = getattr(obj, "src", None)
+                if isinstance(value, str):
+                    src = value
+        if inspect.isfunction(obj):
+            break
+        nxt = getattr(obj, "fn", None)
+        if nxt is None or nxt is obj:
+            break
+        obj = nxt
+    return obj, src
+
+
+def _source_text(kernel: Any) -> str:
+    fn, src = _innermost_function(kernel)
+    if src is not None:
+        return src
+    try:
+        raw = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"cannot read the source of kernel {kernel!r}: {exc}") from None
+    # As triton.JITFunction does: drop decorators, keep from `def name(` on, so the hash is the same
+    # through the interpreter (no `.src`) and the JIT.
+    match = re.search(r"^def\s+\w+\s*\(", raw, re.MULTILINE)
+    return raw[match.start():] if match else raw
+
+
+def source_hash(kernel: Any) -> str:
+    """sha256 (hex) of a Triton kernel's source: `JITFunction.src`, else the source of the innermost
+    Python function with its decorators stripped (the same text, so JIT and interpreter agree).
+
+    Why: a winner tuned for an older version of the kernel body may be wrong or slow for the new one,
+    so a changed source invalidates the kernel's cache entries.
+    """
+    return hashlib.sha256(_source_text(kernel).encode("utf-8")).hexdigest()
+
+
+def runtime_versions() -> tuple[str, str]:
+    """(triton.__version__, torch.__version__): recorded in every entry; a Triton upgrade invalidates."""
+    import torch
+    import triton
+
+    return str(triton.__version__), str(torch.__version__)
+
+
+def _triton_version() -> str:
+    return runtime_versions()[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys, file names
+
+
+def _jsonable(value: Any) -> Any:
+    """The JSON form of a key value: tuples become lists; numpy/torch scalars their Python value;
+    non-finite floats and anything else its `str` (so e.g. a torch.dtype reads `torch.float16`)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):  # numpy / torch scalars
+        try:
+            return _jsonable(value.item())
+        except Exception:
+            pass
+    return str(value)
+
+
+def _key_text(key: Iterable[Any]) -> str:
+    """Canonical text of a key: equal for a key tuple in memory and its JSON list on disk."""
+    return json.dumps(_jsonable(list(key)), sort_keys=True, separators=(",", ":"))
+
+
+def _as_key_tuple(key: Any) -> tuple:
+    """A key given by a user (`clear_autotune_cache(kernel, key=...)`): a tuple/list as is, else `(key,)`."""
+    if isinstance(key, (tuple, list)):
+        return tuple(key)
+    return (key,)
+
+
+def kernel_dirname(kernel_name: str) -> str:
+    """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
+    (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
+    different names never share a directory."""
+    clean = re.sub(r"[^A-Za-z0-9._-]", "_", kernel_name)[:80]
+    if clean.startswith("."):
+        clean = "_" + clean[1:]
+    if clean != kernel_name or not clean:
+        clean = f"{clean}-{hashlib.sha256(kernel_name.encode('utf-8')).hexdigest()[:8]}"
+    return clean
+
+
+def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
+    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256."""
+    text = json.dumps([device, json.loads(_key_text(key)), [str(d) for d in dtypes]],
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _root(directory: str | os.PathLike | None = None) -> Path:
+    return Path(directory) if directory is not None else Path(cache_dir())
+
+
+def entry_path(kernel_name: str, device: str, key: Iterable[Any], dtypes: Iterable[str],
+               directory: str | os.PathLike | None = None) -> Path:
+    """Where the entry of (kernel, device, key, dtypes) lives (the file may not exist)."""
+    return _root(directory) / kernel_dirname(kernel_name) / (entry_id(device, key, dtypes) + _ENTRY_SUFFIX)
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_suffix(_LOCK_SUFFIX)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading and writing one entry
+
+
+def _parse(data: bytes, path: Path) -> TuningRecord:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        what = "empty" if not data.strip() else f"not valid JSON ({exc})"
+        raise CacheEntryError(f"{path} is {what}") from None
+    if not isinstance(obj, dict):
+        raise CacheEntryError(f"{path} is not a JSON object")
+    version = obj.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CacheEntryError(f"{path} has schema version {version!r}, this autotune reads {SCHEMA_VERSION}",
+                              kind="schema", schema_version=version)
+    try:
+        return TuningRecord.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "record"
+        raise CacheEntryError(f"{path} is not a valid tuning record ({exc.error_count()} errors; "
+                              f"{loc}: {first['msg']})") from None
+
+
+def load_record(path: str | os.PathLike) -> TuningRecord:
+    """Read and validate one cache file. Raises OSError when unreadable and CacheEntryError when corrupt,
+    truncated or of another schema version (`.kind == "schema"`). JSON only; nothing is evaluated."""
+    path = Path(path)
+    return _parse(path.read_bytes(), path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a seam: tests make it raise OSError(ENOSPC) to play a full disk)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _record_json(record: TuningRecord) -> bytes:
+    clean = record.model_copy(update={"key": _jsonable(list(record.key)),
+                                      "dtypes": [str(d) for d in record.dtypes]})
+    return (clean.model_dump_json(indent=1) + "\n").encode("utf-8")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file next to `path`, fsync it, then os.replace it onto `path`.
+    A reader sees the old file or the new one, never half of one; on any error the temporary file is
+    removed and `path` is untouched. The caller holds the entry's lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _acquire(path: Path, what: str) -> filelock.BaseFileLock:
+    """Take the entry's file lock, blocking; log when another process holds it for a while.
+    Raises OSError when the lock file cannot be created (read-only or missing directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(_lock_path(path)))
+    try:
+        lock.acquire(timeout=_LOCK_NOTICE_S)
+    except filelock.Timeout:
+        logger.info("waiting for another process tuning %s (lock %s)", what, _lock_path(path))
+        lock.acquire()
+    return lock
+
+
+def store_record(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
+    """Write `record` as the entry of its (kernel, device, key, dtypes), atomically and under the
+    entry's lock, replacing what was there. For importers (`autotune import`); raises OSError on failure."""
+    path = entry_path(record.kernel, record.device, record.key, record.dtypes, directory)
+    lock = _acquire(path, f"{record.kernel} key {_key_text(record.key)}")
+    try:
+        _atomic_write(path, _record_json(record))
+    finally:
+        lock.release()
+    return path
+
+
+@dataclass(frozen=True)
+class DiskEntry:
+    """One file of the disk cache as found by `disk_entries`: its record, or why it could not be read."""
+
+    path: Path
+    kernel: str                       # the record's kernel name; the directory name when unreadable
+    record: Optional[TuningRecord]
+    error: Optional[str]
+
+
+def _kernel_dirs(root: Path, kernel: Optional[str]) -> list[Path]:
+    if kernel is not None:
+        d = root / kernel_dirname(kernel)
+        return [d] if d.is_dir() else []
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def _entry_files(d: Path) -> list[Path]:
+    try:
+        return sorted(p for p in d.iterdir() if p.name.endswith(_ENTRY_SUFFIX) and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None) -> list[DiskEntry]:
+    """Every entry file under the cache directory (or of one kernel, by name), parsed but not validated
+    against any kernel: for the CLI and for export. Unreadable files come back with `error` set."""
+    out = []
+    for d in _kernel_dirs(_root(directory), kernel):
+        for path in _entry_files(d):
+            try:
+                record = load_record(path)
+            except (OSError, CacheEntryError) as exc:
+                out.append(DiskEntry(path, kernel or d.name, None, str(exc)))
+                continue
+            if kernel is not None and record.kernel != kernel:
+                continue
+            out.append(DiskEntry(path, record.kernel, record, None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Process-wide state: live caches (for clear_autotune_cache) and stats
+
+
+_REGISTRY_LOCK = threading.Lock()
+_LIVE: "weakref.WeakSet[KernelCache]" = weakref.WeakSet()
+_STATS: dict[str, dict[str, float]] = {}
+_TLS = threading.local()
+
+
+def _new_stats() -> dict[str, float]:
+    return {name: (0.0 if name == "tuning_s" else 0) for name in _STAT_FIELDS}
+
+
+def _bump(kernel_name: str, **increments: float) -> None:
+    with _REGISTRY_LOCK:
+        counters = _STATS.setdefault(kernel_name, _new_stats())
+        for name, inc in increments.items():
+            counters[name] += inc
+
+
+def stats() -> dict[str, dict[str, float]]:
+    """Counters of this process, per kernel name: hits (memory), disk_hits, misses (tuned, or missed
+    offline), tunings, failed_configs (trials not "ok" in this process's tunings) and tuning_s."""
+    with _REGISTRY_LOCK:
+        return {name: dict(counters) for name, counters in _STATS.items()}
+
+
+def reset_stats() -> None:
+    """Zero every counter of `stats()` (kernels stay listed)."""
+    with _REGISTRY_LOCK:
+        for name in _STATS:
+            _STATS[name] = _new_stats()
+
+
+def _live_caches() -> list["KernelCache"]:
+    with _REGISTRY_LOCK:
+        return list(_LIVE)
+
+
+# --------------------------------------------------------------------------------------------------
+# The per-kernel cache
+
+Ident = tuple[tuple, tuple[str, ...]]
+
+
+class KernelCache:
+    """Memory + disk cache of one decorated kernel. Thread-safe.
+
+    Memory maps (key, dtypes) to the TuningRecord in use. On a memory miss the disk entry is read and
+    used if it still matches this kernel (source hash, space checksum, winner in the space) and this
+    machine (device fingerprint, Triton version). Otherwise the key is tuned once: across threads by
+    a per-key lock, across processes by the entry's file lock, held for the whole tuning.
+    """
+
+    def __init__(self, kernel_name: str, source_hash: str, space_checksum: str,
+                 space_contains: Callable[[Config], bool]) -> None:
+        self.kernel_name = kernel_name
+        self.source_hash = source_hash
+        self.space_checksum = space_checksum
+        self.space_contains = space_contains
+        self._memory: dict[Ident, TuningRecord] = {}
+        self._lock = threading.Lock()
+        self._key_locks: dict[Ident, threading.Lock] = {}
+        self._offline_missed: set[Ident] = set()
+        self._warned: set[tuple] = set()
+        with _REGISTRY_LOCK:
+            _LIVE.add(self)
+            _STATS.setdefault(kernel_name, _new_stats())
+
+    def __repr__(self) -> str:
+        return f"KernelCache({self.kernel_name!r}, entries={len(self._memory)})"
+
+    # -- paths ------------------------------------------------------------------------------------
+
+    def entry_path(self, key: tuple, dtypes: tuple[str, ...]) -> Path:
+        """The disk entry of `key` on this device (the file may not exist)."""
+        return entry_path(self.kernel_name, device_fingerprint(), key, dtypes)
+
+    # -- validity ---------------------------------------------------------------------------------
+
+    def stale_reason(self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...]) -> Optional[str]:
+        """Why `record` may not be used for `key` here, or None when it may."""
+        if record.kernel != self.kernel_name:
+            return f"it belongs to kernel {record.kernel!r}"
+        if record.source_hash != self.source_hash:
+            return "the kernel source changed"
+        device = device_fingerprint()
+        if record.device != device:
+            return f"it was tuned on {record.device!r}, this is {device!r}"
+        triton_version = _triton_version()
+        if record.triton_version != triton_version:
+            return f"it was tuned with Triton {record.triton_version}, this is {triton_version}"
+        if record.space_checksum != self.space_checksum:
+            return "the search space changed"
+        if _key_text(record.key) != _key_text(key) or [str(d) for d in record.dtypes] != [str(d) for d in dtypes]:
+            return "its key differs"
+        try:
+            contained = bool(self.space_contains(record.winner))
+        except Exception as exc:  # a predicate that chokes on the stored config: not usable
+            return f"checking its winner against the space failed ({exc})"
+        if not contained:
+            return f"its winner {record.winner!r} is not in the search space"
+        return None
+
+    # -- disk reads -------------------------------------------------------------------------------
+
+    def _warn_once(self, path: Path, message: str) -> None:
+        """Warn about a file once per state of that file (the same bad file is read twice per miss)."""
+        try:
+            st = path.stat()
+            sig = (str(path), st.st_mtime_ns, st.st_size, message)
+        except OSError:
+            sig = (str(path), None, None, message)
+        with self._lock:
+            if sig in self._warned:
+                return
+            self._warned.add(sig)
+        _warn(message)
+
+    def _read(self, key: tuple, dtypes: tuple[str, ...], path: Path) -> tuple[Optional[TuningRecord], str]:
+        """The usable record at `path` and the file's state: "valid", "absent", "stale", "corrupt",
+        "unreadable", "schema_newer", "schema_older". Warns (once per file state) on faults."""
+        what = f"{self.kernel_name} key {_key_text(key)}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None, "absent"
+        except OSError as exc:
+            self._warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
+                                  f"{exc.strerror or exc}); ignoring it and tuning {what}")
+            return None, "unreadable"
+        try:
+            record = _parse(data, path)
+        except CacheEntryError as exc:
+            if exc.kind == "schema":
+                newer = isinstance(exc.schema_version, int) and exc.schema_version > SCHEMA_VERSION
+                if newer:
+                    self._warn_once(path, f"autotune cache: {exc}; it was written by a newer autotune and is "
+                                          f"left in place; tuning {what} with the winner kept in memory only")
+                    return None, "schema_newer"
+                self._warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
+                return None, "schema_older"
+            self._warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
+            return None, "corrupt"
+        reason = self.stale_reason(record, key, dtypes)
+        if reason is not None:
+            logger.info("autotune cache: %s is out of date (%s); tuning %s again", path, reason, what)
+            return None, "stale"
+        return record, "valid"
+
+    def _remember(self, ident: Ident, record: TuningRecord) -> None:
+        with self._lock:
+            self._memory[ident] = record
+
+    # -- the main entry point ---------------------------------------------------------------------
+
+    def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
+                    force: bool = False) -> tuple[TuningRecord, str]:
+        """The record for (key, dtypes), and how it was found: "memory", "disk" or "tuned".
+
+        Single flight: at most one thread per process and one process per cache directory tunes a key at
+        a time; the others wait and use its winner. `force=True` ignores entries that existed before this
+        call (but takes a winner another thread or process produced while this call waited). If `tune()`
+        raises, nothing is stored, the locks are released and the exception propagates.
+        """
+        dtypes = tuple(dtypes)
+        ident: Ident = (key, dtypes)
+        if not force:
+            record = self._memory.get(ident)
+            if record is not None:
+                _bump(self.kernel_name, hits=1)
+                return record, "memory"
+            record, _ = self._read(key, dtypes, self.entry_path(key, dtypes))
+            if record is not None:
+                self._remember(ident, record)
+                _bump(self.kernel_name, disk_hits=1)
+                return record, "disk"
+
+        tuning_now: set = getattr(_TLS, "tuning", None) or set()
+        _TLS.tuning = tuning_now
+        if (id(self), ident) in tuning_now:
+            raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread "
+                                "(a tuning launched the autotuned kernel itself?)")
+
+        started = time.time()
+
+        def fresh(rec: Optional[TuningRecord]) -> bool:
+            return rec is not None and (not force or rec.timestamp >= started)
+
+        with self._key_lock(ident):
+            record = self._memory.get(ident)
+            if fresh(record):
+                _bump(self.kernel_name, hits=1)
+                return record, "memory"
+            path = self.entry_path(key, dtypes)
+            what = f"{self.kernel_name} key {_key_text(key)}"
+            try:
+                file_lock: Optional[filelock.BaseFileLock] = _acquire(path, what)
+                lock_error: Optional[OSError] = None
+            except OSError as exc:
+                file_lock, lock_error = None, exc
+            try:
+                state = "unlocked"
+                if file_lock is not None:
+                    record, state = self._read(key, dtypes, path)
+                    if fresh(record):
+                        self._remember(ident, record)
+                        _bump(self.kernel_name, disk_hits=1)
+                        return record, "disk"
+                else:
+                    self._warn_once(_lock_path(path),
+                                    f"autotune cache: cannot lock {_lock_path(path)} ({lock_error.__class__.__name__}: "
+                                    f"{lock_error.strerror or lock_error}); tuning {what} without cross-process "
+                                    "single flight, the winner is kept in memory only")
+                tuning_now.add((id(self), ident))
+                try:
+                    record = tune()
+                finally:
+                    tuning_now.discard((id(self), ident))
+                if not isinstance(record, TuningRecord):
+                    raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
+                self._remember(ident, record)
+                failed = sum(1 for t in record.trials if t.status is not TrialStatus.OK)
+                _bump(self.kernel_name, misses=1, tunings=1, failed_configs=failed, tuning_s=float(record.tuning_s))
+                mismatch = self.stale_reason(record, key, dtypes)
+                if mismatch is not None:
+                    _warn(f"autotune cache: the record tuned for {what} would not be accepted when read back "
+                          f"({mismatch}); it is used now but will be tuned again by the next process")
+                if file_lock is not None:
+                    if state == "schema_newer":
+                        pass  # warned when read: a newer autotune's entry is left alone
+                    else:
+                        self._write(path, record, what)
+                return record, "tuned"
+            finally:
+                if file_lock is not None:
+                    file_lock.release()
+
+    def _key_lock(self, ident: Ident) -> threading.Lock:
+        with self._lock:
+            lock = self._key_locks.get(ident)
+            if lock is None:
+                lock = self._key_locks[ident] = threading.Lock()
+            return lock
+
+    def _write(self, path: Path, record: TuningRecord, what: str) -> None:
+        try:
+            data = _record_json(record)
+        except Exception as exc:  # a key value pydantic cannot serialise, say
+            _warn(f"autotune cache: cannot serialise the record of {what} ({exc}); "
+                  "the winner is kept in memory only")
+            return
+        try:
+            _atomic_write(path, data)
+        except OSError as exc:
+            reason = "the disk is full" if exc.errno == errno.ENOSPC else f"{exc.__class__.__name__}: {exc.strerror or exc}"
+            _warn(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
+                  "only and any previous entry is unchanged")
+            return
+        logger.debug("autotune cache: wrote %s", path)
+
+    # -- offline mode, introspection, clearing ------------------------------------------------------
+
+    def peek(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+        """The record in memory, else a valid disk entry (then kept in memory), else None; never tunes.
+        Counts hits / disk_hits. For AUTOTUNE_OFFLINE."""
+        dtypes = tuple(dtypes)
+        ident: Ident = (key, dtypes)
+        record = self._memory.get(ident)
+        if record is not None:
+            _bump(self.kernel_name, hits=1)
+            return record
+        record, _ = self._read(key, dtypes, self.entry_path(key, dtypes))
+        if record is not None:
+            self._remember(ident, record)
+            _bump(self.kernel_name, disk_hits=1)
+        return record
+
+    def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
+        """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns
+        once per key."""
+        ident: Ident = (key, tuple(dtypes))
+        _bump(self.kernel_name, misses=1)
+        with self._lock:
+            first = ident not in self._offline_missed
+            self._offline_missed.add(ident)
+        return first
+
+    def records(self) -> dict[Ident, TuningRecord]:
+        """A copy of what is in memory: {(key, dtypes): record}."""
+        with self._lock:
+            return dict(self._memory)
+
+    def _clear_memory(self, key: Optional[tuple]) -> set[str]:
+        """Drop memory entries (of `key`, all dtypes, or all); return the entry ids dropped."""
+        wanted = None if key is None else _key_text(key)
+        device = device_fingerprint()
+        removed = set()
+        with self._lock:
+            for ident in list(self._memory):
+                if wanted is None or _key_text(ident[0]) == wanted:
+                    del self._memory[ident]
+                    removed.add(entry_id(device, ident[0], ident[1]))
+            self._offline_missed = {i for i in self._offline_missed if wanted is not None and _key_text(i[0]) != wanted}
+        return removed
+
+    def clear(self, key: Optional[tuple] = None) -> int:
+        """Remove this kernel's entries, memory and disk (of `key`, every dtype variant and device, or
+        all); return how many distinct entries were removed."""
+        if key is not None:
+            key = _as_key_tuple(key)
+        removed = {(kernel_dirname(self.kernel_name), i) for i in self._clear_memory(key)}
+        removed |= _clear_disk(self.kernel_name, key)
+        return len(removed)
+
+
+# --------------------------------------------------------------------------------------------------
+# Clearing
+
+
+def _remove(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        _warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); "
+              "it stays")
+        return False
+
+
+def _sweep_tmp(d: Path) -> None:
+    """Remove temporary files left by writers killed mid-write (old enough not to be in flight)."""
+    try:
+        names = list(d.iterdir())
+    except OSError:
+        return
+    now = time.time()
+    for p in names:
+        if p.name.startswith(".") and p.name.endswith(".tmp"):
+            try:
+                if now - p.stat().st_mtime > _STALE_TMP_S:
+                    p.unlink()
+            except OSError:
+                pass
+
+
+def _clear_disk(kernel_name: Optional[str], key: Optional[tuple]) -> set[tuple[str, str]]:
+    """Remove entry files (of one kernel by name, optionally one key, or all); lock files stay, as
+    removing a lock file another process holds would break its mutual exclusion."""
+    wanted = None if key is None else _key_text(key)
+    removed = set()
+    for d in _kernel_dirs(_root(), kernel_name):
+        for path in _entry_files(d):
+            if kernel_name is not None or wanted is not None:
+                try:
+                    obj = json.loads(path.read_bytes().decode("utf-8"))
+                except (OSError, ValueError):
+                    obj = None
+                if isinstance(obj, dict):
+                    if kernel_name is not None and obj.get("kernel", kernel_name) != kernel_name:
+                        continue
+                    if wanted is not None and ("key" not in obj or _key_text(_as_key_tuple(obj["key"])) != wanted):
+                        continue
+                elif wanted is not None:
+                    continue  # unreadable: its key is unknown, so it is not "that key's" entry
+            if _remove(path):
+                removed.add((d.name, path.name[: -len(_ENTRY_SUFFIX)]))
+        _sweep_tmp(d)
+    return removed
+
+
+def _kernel_name_of(kernel: Any) -> tuple[str, Optional[KernelCache]]:
+    if isinstance(kernel, str):
+        return kernel, None
+    cache = getattr(kernel, "cache", None)
+    if isinstance(cache, KernelCache):
+        return cache.kernel_name, cache
+    name = getattr(kernel, "name", None)
+    if isinstance(name, str):
+        return name, None
+    raise TypeError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel or a kernel name, "
+                    f"got {type(kernel).__name__}")
+
+
+def clear_autotune_cache(kernel: Any = None, key: Any = None) -> int:
+    """Remove tuned winners from memory (every kernel loaded in this process) and disk.
+
+    - no arguments: everything, every kernel, on disk also those not loaded in this process;
+    - `kernel` (the decorated object or its name): that kernel's entries;
+    - `kernel` and `key`: the entries of that key, every dtype variant (and device) of it. `key` is
+      the tuple the `key=` spec computes, e.g. `(1024,)` for `key=["n"]`; a single value means a
+      1-tuple. `key` without `kernel` raises ValueError.
+
+    Returns the number of distinct entries removed (one in memory and on disk counts once).
+    """
+    if key is not None and kernel is None:
+        raise ValueError("clear_autotune_cache(key=...) needs kernel= as well: keys are per kernel")
+    if key is not None:
+        key = _as_key_tuple(key)
+    removed: set[tuple[str, str]] = set()
+    if kernel is None:
+        for cache in _live_caches():
+            removed |= {(kernel_dirname(cache.kernel_name), i) for i in cache._clear_memory(None)}
+        removed |= _clear_disk(None, None)
+        return len(removed)
+    name, own = _kernel_name_of(kernel)
+    caches = [c for c in _live_caches() if c.kernel_name == name]
+    if own is not None and own not in caches:
+        caches.append(own)
+    for cache in caches:
+        removed |= {(kernel_dirname(name), i) for i in cache._clear_memory(key)}
+    removed |= _clear_disk(name, key)
+    return len(removed)
