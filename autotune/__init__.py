@@ -1,8 +1,32 @@
-"""autotune: a decorator-driven JIT autotuner for Triton kernels."""
+"""autotune: a decorator-driven JIT autotuner for Triton kernels.
+
+`@autotune(space=..., key=..., grid=...)` above `@triton.jit`: the first call for a key compiles every config
+in a thread pool, measures each as soon as it is compiled, launches the fastest and caches it on disk.
+"""
 from __future__ import annotations
 
+from . import keys
+from .cache import clear_autotune_cache, stats
+from .decorator import Autotuned, TuningResult, autotune, autotune_launch
 from .errors import AutotuneError, NoValidConfigError, VerificationError
 from .options import Tuning
-from .space import Config
+from .record import Trial, TrialStatus, TuningRecord
+from .space import CartesianSpace, Config, FixedSpace, SearchSpace
+from .tuner import Reference
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "autotune", "autotune_launch", "CartesianSpace", "FixedSpace", "SearchSpace", "Config", "Tuning",
+    "TuningResult", "clear_autotune_cache", "precompile", "AutotuneError", "NoValidConfigError",
+    "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
+]
+
+
+def __getattr__(name: str):
+    # precompile pulls in Triton's compiler front end; import it only when asked for.
+    if name == "precompile":
+        from .precompile import precompile
+
+        return precompile
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

@@ -36,4 +36,7 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
     for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS"):
         monkeypatch.delenv(name, raising=False)
+    from autotune.cache import reset_stats
+
+    reset_stats()
     yield

@@ -1,0 +1,371 @@
+"""`@autotune`: the decorated-kernel object, from a call to the launch of the winning config.
+
+A call binds the arguments, builds the key, asks the kernel's cache for the winner (which tunes on a miss,
+once, whatever the number of threads and processes asking) and launches it.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from triton.runtime.jit import KernelInterface
+
+from . import cache as _cache
+from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
+from .errors import AutotuneError, OptionError, SpaceError
+from .keys import KeyBuilder
+from .options import Tuning, env_disable, env_force, env_offline
+from .record import TuningRecord
+from .space import Config, SearchSpace, as_space, validate_space
+from .template import compile_derive, compile_grid
+from .timing import make_timer
+from .tuner import Reference, TuneJob, tune
+
+__all__ = ["Autotuned", "autotune", "autotune_launch", "TuningResult"]
+
+
+def _base_kernel(fn: Any) -> Any:
+    """The innermost Triton function under wrappers such as `triton.heuristics` (each keeps it in `.fn`)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    inner = fn
+    while not isinstance(inner, (JITFunction, InterpretedFunction)):
+        inner = getattr(inner, "fn", None)
+        if inner is None:
+            return fn
+    return inner
+
+
+def _is_interpreted(base: Any) -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(base, InterpretedFunction)
+
+
+def _python_fn(base: Any) -> Callable:
+    fn = getattr(base, "fn", base)
+    return fn
+
+
+def _constexpr_names(base: Any) -> list[str]:
+    """Names of the kernel's `tl.constexpr` parameters (from the JIT's params, or the annotations)."""
+    params = getattr(base, "params", None)
+    if params and hasattr(params[0], "is_constexpr"):
+        return [p.name for p in params if p.is_constexpr]
+    names = []
+    for p in inspect.signature(_python_fn(base)).parameters.values():
+        ann = p.annotation
+        text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
+        if ann is not inspect.Parameter.empty and "constexpr" in str(text):
+            names.append(p.name)
+    return names
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    """What `autotune_launch` returns: the config launched, its grid, the key's record, and whether it was cached."""
+
+    config: Config
+    grid: Any
+    record: Optional[TuningRecord]
+    cache_hit: bool
+
+
+class Autotuned(KernelInterface):
+    """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
+
+    def __init__(self, fn: Any, *, space: Any, key: Any = None, grid: Any = None,
+                 derive: Optional[Mapping[str, Any]] = None, tuning: Union[Tuning, str, dict, None] = None,
+                 restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (),
+                 verify: Optional[Union[Callable[..., bool], Reference]] = None,
+                 setup: Optional[Callable[..., Any]] = None, do_bench: Optional[Callable[..., Any]] = None,
+                 prune: Optional[Callable[[list[Config], dict], Sequence[Any]]] = None,
+                 fallback: Optional[Mapping[str, Any]] = None, **static_options: Any) -> None:
+        self.fn = fn
+        self.base_fn = _base_kernel(fn)
+        if not hasattr(self.base_fn, "arg_names"):
+            raise AutotuneError(f"@autotune decorates a @triton.jit kernel; got {fn!r}. "
+                                "Put @autotune above @triton.jit.")
+        python_fn = _python_fn(self.base_fn)
+        self.name: str = python_fn.__name__
+        self.arg_names: list[str] = list(self.base_fn.arg_names)
+        self.constexpr_names = _constexpr_names(self.base_fn)
+        self._defaults = {p.name: p.default for p in inspect.signature(python_fn).parameters.values()
+                          if p.default is not inspect.Parameter.empty}
+        self.tuning = Tuning.coerce(tuning)
+        self.space: SearchSpace = as_space(space)
+        self._compile_options = compile_option_names()
+        unknown = sorted(set(static_options) - self._compile_options)
+        if unknown:
+            raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {self.name}: not a Triton "
+                              f"compile option; static options are compile options such as num_warps, num_stages, "
+                              f"num_ctas, maxnreg. Put meta-parameters in the space instead.")
+        self.static_options = dict(static_options)
+        derive = dict(derive or {})
+        bad_derived = sorted(set(derive) - set(self.constexpr_names))
+        if bad_derived:
+            raise SpaceError(f"derive={{{', '.join(map(repr, bad_derived))}: ...}} on {self.name}: a derived value "
+                             f"must name a tl.constexpr parameter of the kernel; constexprs: {self.constexpr_names}")
+        validate_space(self.space, kernel_name=self.name, constexpr_names=self.constexpr_names,
+                       compile_options=self._compile_options, static_options=self.static_options,
+                       derived_names=derive)
+        for what, names in (("restore_value", restore_value), ("reset_to_zero", reset_to_zero)):
+            missing = [n for n in names if n not in self.arg_names]
+            if missing:
+                raise OptionError(f"{what}={list(names)} on {self.name}: {missing} are not arguments of the kernel; "
+                                  f"arguments: {self.arg_names}")
+        self.configs: list[Config] = self.space.configs()
+        fields = self.space.fields()
+        self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
+        self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
+        self._key = KeyBuilder(key, arg_names=self.arg_names)
+        self.restore_value = tuple(restore_value)
+        self.reset_to_zero = tuple(reset_to_zero)
+        self.verify = verify
+        self.setup = setup
+        self.do_bench = do_bench
+        self.prune = prune
+        self.fallback = Config(fallback) if fallback is not None else None
+        if self.fallback is not None:
+            validate_space(as_space([self.fallback]), kernel_name=self.name, constexpr_names=self.constexpr_names,
+                           compile_options=self._compile_options, static_options=self.static_options,
+                           derived_names=derive)
+        self.interpreted = _is_interpreted(self.base_fn)
+        config_set = frozenset(self.configs)
+        self.cache = _cache.KernelCache(self.name, _cache.source_hash(self.base_fn), self.space.checksum(),
+                                        config_set.__contains__)
+        self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
+        self.best_config: Optional[Config] = None
+        self._last_key: Optional[tuple] = None
+        self._split_cache: dict[Config, tuple[dict, dict]] = {}
+        self._forced: set = set()
+        self._forced_lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------------------ calling
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Launch with the decorator's `grid=`; tunes first on a new key."""
+        if self._grid is None:
+            raise AutotuneError(f"{self.name} was decorated without grid=; launch it as {self.name}[grid](...) "
+                                f"or give @autotune(grid=...)")
+        return self.run(*args, grid=None, warmup=False, **kwargs)
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        named = self._named_args(args, kwargs)
+        config, _, _ = self._select(named, args, kwargs, grid)
+        self.best_config = config
+        launch_args, launch_kwargs, launch_grid = self._launch_args(config, args, kwargs, grid, named)
+        return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+    def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
+        """Tune (if needed) and compile the winner for these arguments without launching it."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    def _named_args(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        if len(args) > len(self.arg_names):
+            raise TypeError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
+                            f"got {len(args)} positional")
+        named = dict(self._defaults)
+        named.update(zip(self.arg_names, args))
+        named.update(kwargs)
+        return named
+
+    def _select(self, named: dict, args: tuple, kwargs: dict, grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
+        """The config to launch for these arguments, the key's record, and how it was found."""
+        if env_disable():
+            return self._fallback_config(), None, "disabled"
+        key, dtypes = self._key(named)
+        self._last_key = (key, dtypes)
+        if env_offline():
+            record = self.cache.peek(key, dtypes)
+            if record is not None:
+                return record.winner, record, "cache"
+            if self.cache.count_offline_miss(key, dtypes):
+                warnings.warn(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
+                              f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned",
+                              _cache.CacheWarning, stacklevel=4)
+            return self._fallback_config(), None, "offline"
+        force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
+        record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, named, args, kwargs, grid),
+                                             force=force)
+        if force and how == "tuned":
+            with self._forced_lock:
+                self._forced.add((key, dtypes))
+        return record.winner, record, how
+
+    def _fallback_config(self) -> Config:
+        return self.fallback if self.fallback is not None else self.configs[0]
+
+    def _split(self, config: Config) -> tuple[dict, dict]:
+        """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
+        split = self._split_cache.get(config)
+        if split is None:
+            meta = {k: v for k, v in config.items() if k not in self._compile_options}
+            options = {**self.static_options, **{k: v for k, v in config.items() if k in self._compile_options}}
+            split = self._split_cache[config] = (meta, options)
+        return split
+
+    def _launch_args(self, config: Config, args: tuple, kwargs: dict, grid: Any,
+                     named: Mapping[str, Any]) -> tuple[tuple, dict, Any]:
+        meta, options = self._split(config)
+        if kwargs:
+            conflicts = sorted(kwargs.keys() & config.keys())
+            if conflicts:
+                raise AutotuneError(f"Conflicting meta-parameters: {', '.join(conflicts)} passed to {self.name} and "
+                                    f"set by its search space. Make sure that you don't re-define auto-tuned symbols.")
+        launch_kwargs = {**kwargs, **options, **meta}
+        values: Mapping[str, Any] = config
+        if self._derive is not None:
+            derived = self._derive(config, named)
+            launch_kwargs.update(derived)
+            values = {**config, **derived}
+        if grid is None:
+            if self._grid is None:
+                raise AutotuneError(f"{self.name} needs a grid: give @autotune(grid=...) or launch {self.name}[grid](...)")
+            grid = self._grid(values, named)
+        return args, launch_kwargs, grid
+
+    # ------------------------------------------------------------------------------------------ tuning
+    def _tune(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict, grid: Any) -> TuningRecord:
+        from .report import emit
+
+        def prepare(config: Config) -> tuple:
+            return self._launch_args(config, args, kwargs, grid, named)
+
+        def run_config(config: Config) -> Any:
+            launch_args, launch_kwargs, launch_grid = prepare(config)
+            return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+
+        skip = frozenset(self._pruned_away(named))
+        job = TuneJob(configs=self.configs, run_config=run_config, compiler=self._compiler(prepare),
+                      timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
+                                       flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
+                      tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
+                      reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
+                      synchronize=self._synchronize, progress=self._progress(key, len(self.configs) - len(skip)),
+                      kernel_name=self.name)
+        try:
+            outcome = tune(job)
+        finally:
+            close = getattr(job.progress, "close", None)
+            if close is not None:
+                close()
+        triton_version, torch_version = _cache.runtime_versions()
+        record = TuningRecord(kernel=self.name, source_hash=self.cache.source_hash, device=_cache.device_fingerprint(),
+                              triton_version=triton_version, torch_version=torch_version,
+                              space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
+                              winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s)
+        emit(record, cache_hit=False)
+        return record
+
+    def _pruned_away(self, named: dict) -> list[Config]:
+        if self.prune is None:
+            return []
+        kept = [Config(c) for c in self.prune(list(self.configs), dict(named))]
+        if not kept:
+            raise AutotuneError(f"prune= on {self.name} removed every config; it must keep at least one")
+        unknown = [c for c in kept if c not in set(self.configs)]
+        if unknown:
+            raise AutotuneError(f"prune= on {self.name} returned configs that are not in the space: {unknown}")
+        kept_set = set(kept)
+        return [c for c in self.configs if c not in kept_set]
+
+    def _compiler(self, prepare: Callable[[Config], tuple]) -> Any:
+        if self.compiler_factory is not None:
+            return self.compiler_factory(self, prepare)
+        if self.interpreted:
+            return InterpreterCompiler()
+        return JitCompiler(self.fn, prepare)
+
+    def _synchronize(self) -> None:
+        if not self.interpreted:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _progress(self, key: tuple, total: int) -> Any:
+        from .progress import TuningProgress
+
+        return TuningProgress(self.name, key, total)
+
+    # ------------------------------------------------------------------------------------------ inspection
+    def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:
+        """The tuning record of `key` (the tuple the key spec computes), or of the last call's key."""
+        records = self.cache.records()
+        if key is None:
+            if self._last_key is None or self._last_key not in records:
+                raise KeyError(f"{self.name} has no tuning record yet; call it first or pass key=")
+            return records[self._last_key]
+        wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+        matches = [rec for (k, _), rec in records.items() if k == wanted]
+        if not matches:
+            raise KeyError(f"{self.name} has no record for key {wanted}; keys: {sorted({k for k, _ in records})}")
+        if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
+            return records[self._last_key]
+        return matches[-1]
+
+    def cache_info(self) -> dict[str, Any]:
+        """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
+        counters = _cache.stats().get(self.name, {})
+        return {"entries": len(self.cache.records()), **counters}
+
+    def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
+        """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
+        from .report import plot_trials, report_table
+
+        record = self.record(key)
+        if png is not None:
+            plot_trials(record, png)
+        return report_table(record)
+
+    def __repr__(self) -> str:
+        return f"<autotuned {self.name}: {len(self.configs)} configs>"
+
+
+def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[Mapping[str, Any]] = None,
+             tuning: Union[Tuning, str, dict, None] = None, restore_value: Sequence[str] = (),
+             reset_to_zero: Sequence[str] = (), verify: Optional[Union[Callable[..., bool], Reference]] = None,
+             setup: Optional[Callable[..., Any]] = None, do_bench: Optional[Callable[..., Any]] = None,
+             prune: Optional[Callable[[list[Config], dict], Sequence[Any]]] = None,
+             fallback: Optional[Mapping[str, Any]] = None, **static_compile_options: Any) -> Callable[[Any], Autotuned]:
+    """Decorate a `@triton.jit` kernel with a search space; see DESIGN.md section 1 for the full story."""
+    # Validate what can be validated without the kernel now, so a bad option fails at the decorator line.
+    Tuning.coerce(tuning)
+    as_space(space)
+
+    def decorate(fn: Any) -> Autotuned:
+        return Autotuned(fn, space=space, key=key, grid=grid, derive=derive, tuning=tuning,
+                         restore_value=restore_value, reset_to_zero=reset_to_zero, verify=verify, setup=setup,
+                         do_bench=do_bench, prune=prune, fallback=fallback, **static_compile_options)
+
+    return decorate
+
+
+_launch_registry: dict[tuple, Autotuned] = {}
+_launch_registry_lock = threading.Lock()
+
+
+def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]] = None,
+                    grid: Any = None, key: Any = None, **autotune_options: Any) -> TuningResult:
+    """Functional form of `@autotune`: tune (or reuse) and launch `kernel` once; returns a `TuningResult`.
+
+    The autotuned wrapper is kept per (kernel, space, grid, key, options), so repeated calls hit its cache.
+    """
+    space_obj = as_space(space)
+    ident = (id(kernel), space_obj.checksum(), repr(grid), repr(key), repr(sorted(autotune_options.items())))
+    with _launch_registry_lock:
+        tuned = _launch_registry.get(ident)
+        if tuned is None or tuned.fn is not kernel:
+            tuned = _launch_registry[ident] = Autotuned(kernel, space=space_obj, key=key, grid=grid,
+                                                        **autotune_options)
+    kwargs = dict(kwargs or {})
+    named = tuned._named_args(tuple(args), kwargs)
+    config, record, how = tuned._select(named, tuple(args), kwargs, None)
+    tuned.best_config = config
+    launch_args, launch_kwargs, launch_grid = tuned._launch_args(config, tuple(args), kwargs, None, named)
+    tuned.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+    return TuningResult(config=config, grid=launch_grid, record=record, cache_hit=how in ("memory", "disk", "cache"))

@@ -1,0 +1,46 @@
+"""Small Triton kernels shared by the tests (run through the interpreter on a CPU)."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def scale_2d_kernel(x, out, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out = 2 * x over a 2-D grid of BLOCK_M x BLOCK_N tiles."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * stride_m + rn[None, :]
+    tl.store(out + offs, 2 * tl.load(x + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def accumulate_kernel(x, acc, n, BLOCK: tl.constexpr):
+    """In place: acc += x. Run twice, it adds twice: tuning must restore `acc` between trials."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(acc + offs, tl.load(acc + offs, mask=mask) + tl.load(x + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def add_wrong_when_64_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    """Adds, except that the BLOCK=64 config subtracts: a config that is wrong on purpose."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x + offs, mask=mask)
+    b = tl.load(y + offs, mask=mask)
+    if BLOCK == 64:
+        tl.store(out + offs, a - b, mask=mask)
+    else:
+        tl.store(out + offs, a + b, mask=mask)

@@ -1,0 +1,86 @@
+"""Every mistake that can be known when decorating is raised there, with a message naming the fix."""
+from __future__ import annotations
+
+import pytest
+
+from autotune import AutotuneError, CartesianSpace, autotune
+from autotune.errors import ExpressionError, OptionError, SpaceError
+from kernels_for_tests import add_kernel
+
+
+def deco(**kwargs):
+    kwargs.setdefault("space", {"BLOCK": (32, 64)})
+    kwargs.setdefault("key", ["n"])
+    return autotune(**kwargs)(add_kernel)
+
+
+def test_field_that_is_neither_constexpr_nor_compile_option():
+    with pytest.raises(SpaceError, match="BLOK") as info:
+        deco(space={"BLOK": (32,)})
+    assert "BLOCK" in str(info.value)
+
+
+def test_empty_space_and_where_that_empties_it():
+    with pytest.raises(SpaceError, match="no values"):
+        deco(space={"BLOCK": ()})
+    with pytest.raises(SpaceError, match="where"):
+        deco(space=CartesianSpace(BLOCK=(32, 64)).where("$BLOCK > 1000"))
+
+
+def test_static_option_also_a_space_field_says_pick_one():
+    with pytest.raises(OptionError, match="pick one"):
+        deco(space=[{"BLOCK": 32}, {"BLOCK": 64, "num_warps": 8}], num_warps=4)
+
+
+def test_unknown_static_option():
+    with pytest.raises(OptionError, match="compile option"):
+        deco(BLOCK=32)
+
+
+def test_unknown_dollar_name_in_grid_lists_valid_fields():
+    with pytest.raises(ExpressionError, match="BLOCK"):
+        deco(grid="(cdiv(n, $BLOCKK),)")
+
+
+def test_unknown_argument_in_grid():
+    with pytest.raises(ExpressionError, match="N"):
+        deco(grid="(cdiv(N, $BLOCK),)")
+
+
+def test_unknown_key_argument():
+    with pytest.raises(ExpressionError, match="size"):
+        deco(key=["size"])
+
+
+def test_statement_in_expression_rejected():
+    with pytest.raises(ExpressionError):
+        deco(grid="(lambda: 1)()")
+
+
+def test_derive_must_name_a_constexpr():
+    with pytest.raises(SpaceError, match="constexpr"):
+        deco(space={"num_warps": (4,)}, derive={"n": "2"})
+
+
+def test_restore_value_must_name_arguments():
+    with pytest.raises(OptionError, match="acc"):
+        deco(restore_value=["acc"])
+
+
+def test_bad_tuning_options():
+    with pytest.raises(OptionError, match="reps"):
+        deco(tuning={"reps": 0})
+    with pytest.raises(OptionError, match="preset"):
+        deco(tuning="quick")
+    with pytest.raises(OptionError, match="bogus"):
+        deco(tuning={"bogus": 1})
+
+
+def test_not_a_triton_kernel():
+    with pytest.raises(AutotuneError, match="triton.jit"):
+        autotune(space={"BLOCK": (32,)})(lambda x: x)
+
+
+def test_value_not_json_serialisable():
+    with pytest.raises(SpaceError, match="JSON"):
+        deco(space={"BLOCK": (object(),)})

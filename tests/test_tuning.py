@@ -1,0 +1,273 @@
+"""End-to-end tuning of real Triton kernels through the interpreter: spaces, keys, records, safety."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import triton
+
+from autotune import (CartesianSpace, Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
+                      autotune, autotune_launch)
+from autotune.compilers import FunctionCompiler
+from kernels_for_tests import accumulate_kernel, add_kernel, add_wrong_when_64_kernel, scale_2d_kernel
+
+FAST = Tuning(preset="fast", reps=2, warmup=0, compile_workers=2)
+
+
+def make_add(space=None, **kwargs):
+    kwargs.setdefault("tuning", FAST)
+    return autotune(space=space or {"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                    **kwargs)(add_kernel)
+
+
+def vectors(n):
+    torch.manual_seed(n)
+    return torch.randn(n), torch.randn(n), torch.empty(n)
+
+
+def test_cartesian_space_tunes_vector_add_and_matches_torch():
+    add = make_add()
+    x, y, out = vectors(300)
+    add(x, y, out, 300)
+    torch.testing.assert_close(out, x + y)
+    record = add.record((300,))
+    assert [t.config for t in record.trials] == [Config(BLOCK=b) for b in (32, 64, 128)]
+    assert all(t.status is TrialStatus.OK and t.median_ms > 0 and len(t.samples_ms) >= 2 for t in record.trials)
+    assert record.winner == min(record.trials, key=lambda t: t.median_ms).config
+    assert add.best_config == record.winner
+    assert record.dtypes == ["torch.float32"] * 3
+    assert record.kernel == "add_kernel" and record.device == "interpreter"
+
+
+def test_fixed_space_with_2d_tiled_kernel():
+    space = FixedSpace([{"BLOCK_M": 16, "BLOCK_N": 32}, {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 2}])
+    scale = autotune(space=space, key=["M", "N"], grid="(cdiv(M, $BLOCK_M), cdiv(N, $BLOCK_N))",
+                     tuning=FAST)(scale_2d_kernel)
+    x = torch.randn(37, 45)
+    out = torch.empty_like(x)
+    scale(x, out, 37, 45, x.stride(0))
+    torch.testing.assert_close(out, 2 * x)
+    record = scale.record((37, 45))
+    assert {t.config for t in record.trials} == set(space)
+    assert all(t.status is TrialStatus.OK for t in record.trials)
+
+
+def test_same_key_does_not_retune_new_key_does_and_force_retunes():
+    add = make_add()
+    x, y, out = vectors(256)
+    add(x, y, out, 256)
+    add(x, y, out, 256)
+    assert add.cache_info()["tunings"] == 1
+    assert add.cache_info()["hits"] >= 1
+    x2, y2, out2 = vectors(100)
+    add(x2, y2, out2, 100)
+    assert add.cache_info()["tunings"] == 2
+    torch.testing.assert_close(out2, x2 + y2)
+    forced = make_add(tuning=FAST.model_copy(update={"force": True}))
+    forced(x, y, out, 256)       # force ignores the winner another tuning stored on disk
+    forced(x, y, out, 256)       # ... but tunes once per key in this process
+    assert forced.cache_info()["tunings"] == 3
+
+
+def test_dtype_is_part_of_the_key():
+    add = make_add()
+    x, y, out = vectors(64)
+    add(x, y, out, 64)
+    add(x.double(), y.double(), out.double(), 64)
+    assert add.cache_info()["tunings"] == 2
+
+
+def test_triton_style_grid_callable_still_works():
+    add = autotune(space={"BLOCK": (32, 64)}, key=["n"], tuning=FAST)(add_kernel)
+    x, y, out = vectors(200)
+    add[lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)](x, y, out, 200)
+    torch.testing.assert_close(out, x + y)
+    with pytest.raises(Exception, match="grid"):
+        add(x, y, out, 200)
+
+
+def test_derive_adds_a_meta_parameter_from_the_arguments():
+    add = autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "next_power_of_2(n)"},
+                   grid="(cdiv(n, $BLOCK),)", tuning=FAST)(add_kernel)
+    x, y, out = vectors(100)
+    add(x, y, out, 100)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_a_failing_config_is_recorded_and_another_wins():
+    # BLOCK=48 is not a power of two: tl.arange rejects it when the config runs.
+    add = make_add({"BLOCK": (48, 64)})
+    x, y, out = vectors(128)
+    add(x, y, out, 128)
+    torch.testing.assert_close(out, x + y)
+    record = add.record()
+    bad = record.trial_for(Config(BLOCK=48))
+    assert bad.status is TrialStatus.RUNTIME_ERROR and "arange" in bad.error.lower() or "power of 2" in bad.error
+    assert record.winner == Config(BLOCK=64)
+
+
+def test_compile_errors_are_recorded_and_skipped():
+    def compile_fn(config):
+        if config["BLOCK"] == 32:
+            raise RuntimeError("ptxas: out of registers")
+        return None
+
+    add = make_add()
+    add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+    x, y, out = vectors(128)
+    add(x, y, out, 128)
+    trial = add.record().trial_for(Config(BLOCK=32))
+    assert trial.status is TrialStatus.COMPILE_ERROR and "out of registers" in trial.error
+    assert add.best_config != Config(BLOCK=32)
+
+
+def test_all_configs_failing_raises_no_valid_config_error_naming_each():
+    add = make_add({"BLOCK": (48, 96)})
+    x, y, out = vectors(64)
+    with pytest.raises(NoValidConfigError) as info:
+        add(x, y, out, 64)
+    message = str(info.value)
+    assert "{'BLOCK': 48}" in message and "{'BLOCK': 96}" in message and "runtime_error" in message
+    assert len(info.value.trials) == 2
+    assert add.cache_info()["entries"] == 0
+
+
+def test_in_place_kernel_with_restore_value_equals_one_untuned_launch():
+    tuned = autotune(space={"BLOCK": (16, 32, 64)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     restore_value=["acc"], tuning=Tuning(preset="fast", reps=3, warmup=1))(accumulate_kernel)
+    x = torch.randn(100)
+    acc = torch.randn(100)
+    expected = acc.clone()
+    accumulate_kernel[(triton.cdiv(100, 32),)](x, expected, 100, BLOCK=32)
+    tuned(x, acc, 100)
+    assert torch.equal(acc, expected)
+
+
+def test_in_place_kernel_without_restore_value_is_clobbered():
+    # The control for the test above: without restore_value every trial adds again.
+    tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     tuning=Tuning(preset="fast", reps=2, warmup=0))(accumulate_kernel)
+    x = torch.ones(50)
+    acc = torch.zeros(50)
+    tuned(x, acc, 50)
+    assert acc[0].item() > 1
+
+
+def test_reset_to_zero_zeroes_before_each_trial_and_final_launch_sees_input():
+    tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)", reset_to_zero=["acc"],
+                     tuning=Tuning(preset="fast", reps=2, warmup=1))(accumulate_kernel)
+    x = torch.ones(40)
+    acc = torch.zeros(40)
+    seen = []
+    tuned.setup = lambda **args: seen.append(args["acc"].abs().sum().item())
+    tuned(x, acc, 40)
+    assert seen and all(s == 0 for s in seen)
+    assert torch.equal(acc, torch.ones(40))
+
+
+def test_verify_with_a_reference_rejects_the_wrong_config():
+    tuned = autotune(space={"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
+                     verify=Reference(lambda x, y, **_: x + y, outputs=("out",), atol=1e-6))(add_wrong_when_64_kernel)
+    x, y, out = vectors(150)
+    with pytest.warns(UserWarning, match="failed verification"):
+        tuned(x, y, out, 150)
+    record = tuned.record()
+    assert record.trial_for(Config(BLOCK=64)).status is TrialStatus.VERIFY_FAILED
+    assert "out" in record.trial_for(Config(BLOCK=64)).error
+    assert record.winner != Config(BLOCK=64)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_verify_with_a_callable():
+    calls = []
+
+    def check(x, y, out, **_):
+        calls.append(1)
+        return torch.allclose(out, x + y)
+
+    tuned = autotune(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
+                     verify=check)(add_wrong_when_64_kernel)
+    x, y, out = vectors(90)
+    with pytest.warns(UserWarning):
+        tuned(x, y, out, 90)
+    assert len(calls) == 2
+    assert tuned.best_config == Config(BLOCK=128)
+
+
+def test_static_compile_options_reach_every_config():
+    add = make_add({"BLOCK": (32, 64)}, num_warps=2)
+    x, y, out = vectors(64)
+    add(x, y, out, 64)
+    assert add._split(Config(BLOCK=32))[1] == {"num_warps": 2}
+
+
+def test_conflicting_meta_parameter_at_call_time():
+    add = make_add()
+    x, y, out = vectors(64)
+    with pytest.raises(Exception, match="Conflicting meta-parameters: BLOCK"):
+        add(x, y, out, 64, BLOCK=32)
+
+
+def test_seed_shuffles_trial_order_but_keeps_every_trial():
+    order = []
+    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.model_copy(update={"seed": 3, "compile_workers": 0}))
+    add.setup = None
+    add.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda c: order.append(c["BLOCK"]))
+    x, y, out = vectors(64)
+    add(x, y, out, 64)
+    assert sorted(order) == [16, 32, 64, 128] and order != [16, 32, 64, 128]
+    assert [t.config["BLOCK"] for t in add.record().trials] == [16, 32, 64, 128]
+
+
+def test_threads_on_one_key_share_one_tuning():
+    add = make_add()
+    x, y = torch.randn(128), torch.randn(128)
+    outs = [torch.empty(128) for _ in range(4)]
+    errors = []
+
+    def call(out):
+        try:
+            add(x, y, out, 128)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=(o,)) for o in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert add.cache_info()["tunings"] == 1
+    for out in outs:
+        torch.testing.assert_close(out, x + y)
+
+
+def test_autotune_launch_functional_form():
+    x, y, out = vectors(96)
+    result = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"],
+                             grid="(cdiv(n, $BLOCK),)", tuning=FAST)
+    torch.testing.assert_close(out, x + y)
+    assert result.cache_hit is False and result.config in (Config(BLOCK=32), Config(BLOCK=64))
+    assert result.grid == (triton.cdiv(96, result.config["BLOCK"]),)
+    assert len(result.record.trials) == 2
+    again = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"],
+                            grid="(cdiv(n, $BLOCK),)", tuning=FAST)
+    assert again.cache_hit is True and again.config == result.config
+
+
+def test_single_config_space_is_launched_without_measuring():
+    add = make_add({"BLOCK": (64,)})
+    x, y, out = vectors(70)
+    add(x, y, out, 70)
+    torch.testing.assert_close(out, x + y)
+    assert add.record().trials[0].status is TrialStatus.SKIPPED
+
+
+def test_prune_skips_configs_and_records_them():
+    add = make_add({"BLOCK": (16, 32, 64)}, prune=lambda configs, args: [c for c in configs if c["BLOCK"] >= 32])
+    x, y, out = vectors(64)
+    add(x, y, out, 64)
+    record = add.record()
+    assert record.trial_for(Config(BLOCK=16)).status is TrialStatus.SKIPPED
+    assert record.winner["BLOCK"] >= 32
