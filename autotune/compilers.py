@@ -38,7 +38,7 @@ def compile_option_names() -> frozenset[str]:
 # ---------------------------------------------------------------------------------------------- compilers
 import contextlib  # noqa: E402
 from concurrent.futures import Executor, Future  # noqa: E402
-from typing import Any, Callable, ContextManager  # noqa: E402
+from typing import Any, Callable, ContextManager, Iterator  # noqa: E402
 
 from .space import Config  # noqa: E402
 
@@ -101,8 +101,18 @@ class JitCompiler:
         self.prepare = prepare
         self._future_kernels: dict[Config, Any] = {}
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
-        return _async_compile_mode()(executor)
+    @contextlib.contextmanager
+    def session(self, executor: Executor) -> Iterator[Any]:
+        # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
+        # compiles are cancelled first so that leaving the mode waits only for those already running.
+        mode = _async_compile_mode()(executor, ignore_errors=True)
+        with mode:
+            try:
+                yield mode
+            except BaseException:
+                for future in list(getattr(mode, "raw_futures", ())):
+                    future.cancel()
+                raise
 
     def submit(self, config: Config, executor: Executor) -> Future:
         args, kwargs, grid = self.prepare(config)
