@@ -1,0 +1,184 @@
+"""The command line: `python -m autotune cache ...` in a real subprocess, plus its helpers in-process."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune import cli
+from autotune.cache import device_fingerprint, disk_entries, runtime_versions, store_record
+from autotune.options import cache_dir
+from autotune.record import Trial, TrialStatus, TuningRecord
+from autotune.space import Config
+
+REPO = Path(__file__).resolve().parents[1]
+F32 = ["torch.float32", "torch.float32"]
+F16 = ["torch.float16", "torch.float16"]
+
+
+def record(kernel, key, dtypes=F32, winner=64, device=None) -> TuningRecord:
+    tv, pv = runtime_versions()
+    trials = [Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=0.01 * b if b != winner else 0.123,
+                    min_ms=0.1, samples_ms=[0.1, 0.2]) for b in (32, 64, 128)]
+    trials.append(Trial(config=Config(BLOCK=4096), status=TrialStatus.COMPILE_ERROR,
+                        error="out of resources: shared memory\nmore detail"))
+    return TuningRecord(kernel=kernel, source_hash="ab" * 32, device=device or device_fingerprint(),
+                        triton_version=tv, torch_version=pv, space_checksum="cd" * 32, key=list(key),
+                        dtypes=list(dtypes), winner=Config(BLOCK=winner), trials=trials, tuning_s=1.5)
+
+
+def run_cli(*args: str, cache: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if cache is not None:
+        env["AUTOTUNE_CACHE_DIR"] = cache
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(REPO))
+
+
+@pytest.fixture
+def filled():
+    store_record(record("matmul", [1024, 512, 256], winner=128))
+    store_record(record("vadd", [1024]))
+    store_record(record("vadd", [1024], F16, winner=32))
+    store_record(record("vadd", [256]))
+    store_record(record("vadd", [1024, 512]))
+    return Path(cache_dir())
+
+
+def test_list_empty():
+    res = run_cli("cache", "list")
+    assert res.returncode == 0 and "no entries" in res.stdout
+
+
+def test_list_shows_a_table(filled):
+    bad = filled / "vadd" / ("e" * 32 + ".json")
+    bad.write_text('{"schema_version": 1, "kernel": "vadd"')          # truncated
+    res = run_cli("cache", "list")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["KERNEL", "KEY", "DTYPES", "DEVICE", "WINNER", "MEDIAN_MS", "AGE"]
+    rows = [line.split() for line in lines[2:7]]
+    assert [r[:2] for r in rows] == [["matmul", "[1024,512,256]"], ["vadd", "[256]"], ["vadd", "[1024]"],
+                                     ["vadd", "[1024]"], ["vadd", "[1024,512]"]]
+    assert rows[0][2:6] == ["float32,float32", "interpreter", "BLOCK=128", "0.1230"]
+    assert {r[4] for r in rows[2:4]} == {"BLOCK=64", "BLOCK=32"}
+    assert bad.name in res.stdout and "not valid JSON" in res.stdout
+    assert "5 entries, 1 unusable" in res.stdout
+    # columns line up: every row of the table starts its KEY column where the header does
+    col = lines[0].index("KEY")
+    assert all(line[col - 2:col] == "  " and line[col] != " " for line in lines[2:7])
+
+
+def test_list_filters_and_json(filled):
+    res = run_cli("cache", "list", "--kernel", "matmul", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert len(data) == 1 and data[0]["record"]["key"] == [1024, 512, 256] and data[0]["error"] is None
+
+
+def test_show_kernel_with_trials(filled):
+    res = run_cli("cache", "show", "vadd")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert out.count("vadd  key=") == 4
+    assert "winner:    BLOCK=64" in out and "compile_error" in out and "out of resources: shared memory" in out
+    assert "more detail" not in out                                  # first line of an error only
+    star = [line for line in out.splitlines() if line.strip().startswith("*")]
+    assert len(star) == 4 and all("0.1230" in line for line in star)   # the winner, on top of each table
+
+
+def test_show_one_key_and_unknown(filled):
+    res = run_cli("cache", "show", "vadd", "--key", "1024")
+    assert res.returncode == 0 and res.stdout.count("vadd  key=[1024]") == 2
+    res = run_cli("cache", "show", "vadd", "--key", "[1024, 512]")
+    assert res.returncode == 0 and res.stdout.count("key=[1024,512]") == 1
+    res = run_cli("cache", "show", "nope")
+    assert res.returncode == 1 and "no entries for kernel 'nope'" in res.stderr
+
+
+@pytest.mark.parametrize("key_arg, left", [("1024", 3), ("[1024, 512]", 4), ("1024,512", 4), ("256", 4)])
+def test_clear_a_key(filled, key_arg, left):
+    res = run_cli("cache", "clear", "--kernel", "vadd", "--key", key_arg)
+    assert res.returncode == 0, res.stderr
+    removed = 5 - left
+    assert f"removed {removed} entr" in res.stdout
+    assert len(disk_entries()) == left
+
+
+def test_clear_kernel_and_all(filled):
+    res = run_cli("cache", "clear", "--kernel", "vadd")
+    assert res.returncode == 0 and "removed 4 entries (kernel 'vadd')" in res.stdout
+    assert [e.kernel for e in disk_entries()] == ["matmul"]
+    res = run_cli("cache", "clear")
+    assert res.returncode == 0 and "removed 1 entry (all kernels)" in res.stdout
+    assert disk_entries() == []
+
+
+def test_clear_key_without_kernel_is_an_error(filled):
+    res = run_cli("cache", "clear", "--key", "1024")
+    assert res.returncode == 2 and "--key needs --kernel" in res.stderr
+    assert len(disk_entries()) == 5
+
+
+def test_cache_dir_option_and_path(tmp_path):
+    other = tmp_path / "elsewhere"
+    res = run_cli("cache", "path", "--cache-dir", str(other))
+    assert res.returncode == 0 and res.stdout.strip() == str(other)
+    res = run_cli("cache", "path")
+    assert res.stdout.strip() == cache_dir()
+
+
+def test_usage_errors():
+    res = run_cli()
+    assert res.returncode == 2 and "usage: autotune" in res.stderr
+    res = run_cli("cache", "bogus")
+    assert res.returncode == 2
+
+
+# ---------------------------------------------------------------------------------------------- in-process
+
+
+def test_parse_key():
+    assert cli.parse_key("1024") == (1024,)
+    assert cli.parse_key("[1024, 512]") == (1024, 512)
+    assert cli.parse_key("1024,512") == (1024, 512)
+    assert cli.parse_key("1024, fp16") == (1024, "fp16")
+    assert cli.parse_key('"abc"') == ("abc",)
+    assert cli.parse_key("abc") == ("abc",)
+    assert cli.parse_key("[[2, 3], 1]") == ([2, 3], 1)
+
+
+def test_format_table_aligns():
+    text = cli.format_table(["A", "LONGER"], [["xxxx", 1], ["y", 22]], right={1})
+    assert text.splitlines() == ["A     LONGER", "----  ------", "xxxx       1", "y         22"]
+
+
+def test_main_in_process(filled, capsys):
+    assert cli.main(["cache", "clear", "--kernel", "matmul"]) == 0
+    assert "removed 1 entry" in capsys.readouterr().out
+
+
+def test_subcommands_can_be_registered(monkeypatch, capsys):
+    calls = []
+
+    def register(subparsers: argparse._SubParsersAction) -> None:
+        p = subparsers.add_parser("hello")
+        p.add_argument("--name", default="world")
+        p.set_defaults(func=lambda args: calls.append(args.name) or 3)
+
+    monkeypatch.setattr(cli, "REGISTRARS", [cli.register_cache, register])
+    assert cli.main(["hello", "--name", "x"]) == 3 and calls == ["x"]
+
+    # A module named in SUBCOMMAND_MODULES contributes through register_cli; a missing one is skipped.
+    import types
+    mod = types.ModuleType("autotune_fake_plugin")
+    mod.register_cli = lambda sp: sp.add_parser("plugged").set_defaults(func=lambda a: 0)
+    monkeypatch.setitem(sys.modules, "autotune_fake_plugin", mod)
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["autotune_fake_plugin", "autotune_not_there_yet"])
+    assert cli.main(["plugged"]) == 0
