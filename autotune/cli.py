@@ -10,9 +10,9 @@ $XDG_CACHE_HOME/autotune, else ~/.cache/autotune).
 
 Adding a subcommand: write `register(subparsers)` that adds a parser and sets
 `func=handler` (handler(args) -> int exit status) with `parser.set_defaults`, then either append it to
-`REGISTRARS` below, or, from another module of the package, define `register_cli(subparsers)` there and
-add the module's name to `SUBCOMMAND_MODULES` (imported only when the CLI runs; a module that does not
-exist yet is skipped).
+`REGISTRARS` below, or, from another module of the package, define the registrar there and add
+"module:function" (or just "module" for a function named `register_cli`) to `SUBCOMMAND_MODULES`:
+those are imported only when the CLI runs, and one that does not exist (yet) is skipped.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 Registrar = Callable[["argparse._SubParsersAction"], None]
 
-# Modules that may contribute subcommands through a `register_cli(subparsers)` function.
-SUBCOMMAND_MODULES: list[str] = ["autotune.precompile"]
+# Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
+SUBCOMMAND_MODULES: list[str] = ["autotune.report:register_report_command", "autotune.precompile"]
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -287,9 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _module_registrar(name: str) -> Optional[Registrar]:
+def _module_registrar(spec: str) -> Optional[Registrar]:
     import importlib
 
+    name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
@@ -301,7 +302,7 @@ def _module_registrar(name: str) -> Optional[Registrar]:
         print(f"autotune: the subcommands of {name} are unavailable: {exc.__class__.__name__}: {exc}",
               file=sys.stderr)
         return None
-    return getattr(module, "register_cli", None)
+    return getattr(module, attr or "register_cli", None)
 
 
 def _version() -> str:

@@ -180,5 +180,15 @@ def test_subcommands_can_be_registered(monkeypatch, capsys):
     mod = types.ModuleType("autotune_fake_plugin")
     mod.register_cli = lambda sp: sp.add_parser("plugged").set_defaults(func=lambda a: 0)
     monkeypatch.setitem(sys.modules, "autotune_fake_plugin", mod)
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["autotune_fake_plugin", "autotune_not_there_yet"])
+    mod.other = lambda sp: sp.add_parser("other").set_defaults(func=lambda a: 4)
+    monkeypatch.setitem(sys.modules, "autotune_fake_plugin", mod)
+    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["autotune_fake_plugin", "autotune_fake_plugin:other",
+                                                    "autotune_not_there_yet"])
     assert cli.main(["plugged"]) == 0
+    assert cli.main(["other"]) == 4
+
+
+def test_report_subcommand_is_wired(filled):
+    res = run_cli("report", "vadd", "--key", "256")
+    assert res.returncode == 0, res.stderr
+    assert "BLOCK" in res.stdout
