@@ -1,0 +1,260 @@
+"""The cache under the real decorator: a Triton vector add through the interpreter, in this process and
+in fresh Python processes (which must launch the winner from disk without tuning)."""
+from __future__ import annotations
+
+import errno
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import autotune.cache as cache_mod
+from autotune import clear_autotune_cache, stats
+from autotune.cache import CacheWarning, disk_entries, load_record
+from autotune.space import Config
+
+REPO = Path(__file__).resolve().parents[1]
+
+KERNEL_MODULE = '''
+import triton
+import triton.language as tl
+from autotune import autotune, Tuning
+
+
+@autotune(space={{"BLOCK": {blocks}}}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=0))
+@triton.jit
+def vadd(x, y, out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n{extra}
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+'''
+
+CHILD = '''
+import json, sys, warnings
+import torch
+sys.path.insert(0, sys.argv[1])
+import kmod
+import autotune
+n = int(sys.argv[2])
+x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    kmod.vadd(x, y, out, n)
+torch.testing.assert_close(out, x + y)
+print(json.dumps({"stats": autotune.stats()["vadd"], "info": kmod.vadd.cache_info(),
+                  "best": dict(kmod.vadd.best_config),
+                  "warnings": [str(w.message) for w in caught]}))
+'''
+
+_counter = itertools.count()
+
+
+def write_kernel(directory: Path, blocks=(32, 64), extra: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "kmod.py"
+    path.write_text(KERNEL_MODULE.format(blocks=tuple(blocks), extra=extra))
+    return path
+
+
+def load_kernel(tmp_path: Path, blocks=(32, 64), extra: str = ""):
+    """A freshly decorated `vadd` (empty memory), from a module file of its own."""
+    path = write_kernel(tmp_path / f"k{next(_counter)}", blocks, extra)
+    spec = importlib.util.spec_from_file_location(f"kmod_e2e_{next(_counter)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.vadd
+
+
+def call(kernel, n=256):
+    torch.manual_seed(n)
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    kernel(x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    return kernel.best_config
+
+
+def run_child(module_dir: Path, n: int = 256, **env_extra: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["TRITON_INTERPRET"] = "1"
+    env.update(env_extra)
+    script = module_dir / "child.py"
+    script.write_text(CHILD)
+    res = subprocess.run([sys.executable, str(script), str(module_dir), str(n)], capture_output=True, text=True,
+                         env=env, timeout=240)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stats():
+    cache_mod.reset_stats()
+    yield
+
+
+def only_entry():
+    (entry,) = disk_entries("vadd")
+    return load_record(entry.path)
+
+
+# ---------------------------------------------------------------------------------------------- across processes
+
+
+def test_a_second_process_launches_the_winner_from_disk_without_tuning(tmp_path):
+    mod = write_kernel(tmp_path / "m").parent
+    first = run_child(mod)
+    assert first["stats"]["tunings"] == 1 and first["stats"]["misses"] == 1
+    second = run_child(mod)
+    assert second["stats"]["tunings"] == 0 and second["stats"]["misses"] == 0
+    assert second["stats"]["disk_hits"] == 1
+    assert second["best"] == first["best"] == dict(only_entry().winner)
+    assert first["warnings"] == second["warnings"] == []
+
+
+def test_an_edited_kernel_retunes_in_the_next_process(tmp_path):
+    mod = write_kernel(tmp_path / "m").parent
+    run_child(mod)
+    old = only_entry()
+    write_kernel(tmp_path / "m", extra="\n    mask = mask & (offs >= 0)")   # same result, new source
+    edited = run_child(mod)
+    assert edited["stats"]["tunings"] == 1 and edited["stats"]["disk_hits"] == 0
+    new = only_entry()                                    # replaced in place
+    assert new.source_hash != old.source_hash and new.timestamp > old.timestamp
+    assert run_child(mod)["stats"]["tunings"] == 0
+
+
+def test_offline_process_uses_cached_winner_and_falls_back_on_a_miss(tmp_path):
+    mod = write_kernel(tmp_path / "m", blocks=(64, 32)).parent
+    tuned = run_child(mod, n=256)
+    hit = run_child(mod, n=256, AUTOTUNE_OFFLINE="1")
+    assert hit["best"] == tuned["best"] and hit["stats"]["tunings"] == 0 and hit["warnings"] == []
+    miss = run_child(mod, n=100, AUTOTUNE_OFFLINE="1")
+    assert miss["best"] == {"BLOCK": 64}                  # the space's first config
+    assert miss["stats"]["misses"] == 1 and miss["stats"]["tunings"] == 0
+    assert len(miss["warnings"]) == 1 and "OFFLINE" in miss["warnings"][0]
+    assert len(disk_entries("vadd")) == 1                 # offline writes nothing
+
+
+# ---------------------------------------------------------------------------------------------- in this process
+
+
+def test_offline_miss_warns_once_per_key_and_counts(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    vadd = load_kernel(tmp_path, blocks=(64, 32))
+    with pytest.warns(CacheWarning, match="OFFLINE") as caught:
+        for _ in range(3):
+            assert call(vadd, 256) == Config(BLOCK=64)
+        call(vadd, 100)
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 2   # once per key
+    s = stats()["vadd"]
+    assert s["misses"] == 4 and s["tunings"] == 0
+    assert disk_entries() == []
+
+
+def test_offline_hit_uses_the_winner(tmp_path, monkeypatch):
+    winner = call(load_kernel(tmp_path, blocks=(32, 64, 128)))
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    vadd = load_kernel(tmp_path, blocks=(32, 64, 128))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert call(vadd) == winner
+    assert stats()["vadd"]["disk_hits"] == 1 and stats()["vadd"]["tunings"] == 1   # the one tuning was the first
+
+
+def test_disable_mode_neither_tunes_nor_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_DISABLE", "1")
+    vadd = load_kernel(tmp_path, blocks=(128, 32))
+    assert call(vadd) == Config(BLOCK=128)
+    assert stats()["vadd"]["tunings"] == 0 and disk_entries() == []
+
+
+def test_force_mode_retunes_over_a_disk_entry(tmp_path, monkeypatch):
+    call(load_kernel(tmp_path))
+    before = only_entry()
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
+    vadd = load_kernel(tmp_path)
+    call(vadd)
+    assert stats()["vadd"]["tunings"] == 2 and stats()["vadd"]["disk_hits"] == 0
+    assert only_entry().timestamp > before.timestamp
+
+
+@pytest.mark.parametrize("blocks", [(32, 64, 128), (64, 128), (16, 32)])
+def test_a_changed_space_retunes(tmp_path, blocks):
+    call(load_kernel(tmp_path, blocks=(32, 64)))
+    vadd = load_kernel(tmp_path, blocks=blocks)   # (32, 64, 128) and (64, 128) may still hold the old winner
+    call(vadd)
+    assert stats()["vadd"]["tunings"] == 2 and stats()["vadd"]["disk_hits"] == 0
+    assert only_entry().winner["BLOCK"] in blocks
+    assert call(load_kernel(tmp_path, blocks=blocks)) == only_entry().winner
+    assert stats()["vadd"]["disk_hits"] == 1
+
+
+def test_another_device_retunes(tmp_path, monkeypatch):
+    call(load_kernel(tmp_path))
+    monkeypatch.setattr(cache_mod, "device_fingerprint", lambda: "NVIDIA H100 80GB HBM3 sm90")
+    call(load_kernel(tmp_path))
+    assert stats()["vadd"]["tunings"] == 2
+    assert sorted(e.record.device for e in disk_entries("vadd")) == ["NVIDIA H100 80GB HBM3 sm90", "interpreter"]
+
+
+def test_another_triton_version_retunes(tmp_path, monkeypatch):
+    call(load_kernel(tmp_path))
+    real = cache_mod.runtime_versions()
+    monkeypatch.setattr(cache_mod, "runtime_versions", lambda: ("3.0.0", real[1]))
+    call(load_kernel(tmp_path))
+    assert stats()["vadd"]["tunings"] == 2
+    assert only_entry().triton_version == "3.0.0"
+
+
+def test_corrupt_entry_warns_and_the_launch_is_right(tmp_path):
+    call(load_kernel(tmp_path))
+    (entry,) = disk_entries("vadd")
+    entry.path.write_text(entry.path.read_text()[:40])
+    vadd = load_kernel(tmp_path)
+    with pytest.warns(CacheWarning, match=entry.path.name):
+        call(vadd)
+    assert stats()["vadd"]["tunings"] == 2
+    assert only_entry().winner == vadd.best_config
+
+
+def test_full_disk_warns_and_the_launch_is_right(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(cache_mod, "_write_all", full)
+    vadd = load_kernel(tmp_path)
+    with pytest.warns(CacheWarning, match="disk is full"):
+        call(vadd)
+    assert disk_entries() == []
+    call(vadd)
+    assert stats()["vadd"]["hits"] == 1 and stats()["vadd"]["tunings"] == 1
+
+
+def test_clear_autotune_cache_on_a_decorated_kernel(tmp_path):
+    vadd = load_kernel(tmp_path)
+    call(vadd, 256)
+    call(vadd, 100)
+    call(vadd, 300)
+    with pytest.raises(ValueError):
+        clear_autotune_cache(key=(256,))
+    assert clear_autotune_cache(vadd, key=(256,)) == 1        # in memory and on disk: counted once
+    assert sorted(tuple(e.record.key) for e in disk_entries("vadd")) == [(100,), (300,)]
+    call(vadd, 256)                                           # tunes again
+    assert stats()["vadd"]["tunings"] == 4
+    assert clear_autotune_cache("vadd", key=100) == 1
+    assert clear_autotune_cache(vadd) == 2
+    assert vadd.cache_info()["entries"] == 0 and disk_entries() == []
+    call(vadd, 256)
+    assert clear_autotune_cache() == 1
+    call(vadd, 256)
+    assert stats()["vadd"]["tunings"] == 6
