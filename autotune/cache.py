@@ -65,6 +65,8 @@ logger = logging.getLogger("autotune")
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
+_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.\d+\.[0-9a-f]{8}\.tmp$")
 _STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
 _STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_configs", "tuning_s")
@@ -374,7 +376,7 @@ def _kernel_dirs(root: Path, kernel: Optional[str]) -> list[Path]:
 
 def _entry_files(d: Path) -> list[Path]:
     try:
-        return sorted(p for p in d.iterdir() if p.name.endswith(_ENTRY_SUFFIX) and not p.name.startswith("."))
+        return sorted(p for p in d.iterdir() if _ENTRY_NAME.match(p.name))
     except OSError:
         return []
 
@@ -737,7 +739,7 @@ def _sweep_tmp(d: Path) -> None:
         return
     now = time.time()
     for p in names:
-        if p.name.startswith(".") and p.name.endswith(".tmp"):
+        if _TMP_NAME.match(p.name):
             try:
                 if now - p.stat().st_mtime > _STALE_TMP_S:
                     p.unlink()

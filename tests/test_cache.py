@@ -605,3 +605,29 @@ def test_offline_warning_resets_after_clear():
     assert kc.count_offline_miss((1,), DT) is True
     kc.clear()
     assert kc.count_offline_miss((1,), DT) is True
+
+
+def test_clear_never_touches_files_that_are_not_entries():
+    kc = new_cache()
+    _fill(kc, [(1,)])
+    root = Path(cache_dir())
+    foreign = [root / "some-tool" / "config.json", root / "add" / "notes.json", root / "top.json"]
+    for p in foreign:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("{}")
+    assert clear_autotune_cache() == 1
+    assert all(p.exists() for p in foreign)
+    assert [e.path.name for e in disk_entries()] == []
+
+
+def test_clear_sweeps_old_temporary_files_only():
+    kc = new_cache()
+    _fill(kc, [(1,)])
+    d = path_of((1,)).parent
+    old = d / f".{'a' * 32}.json.123.deadbeef.tmp"
+    new = d / f".{'b' * 32}.json.456.cafef00d.tmp"
+    for p in (old, new):
+        p.write_text("partial")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert kc.clear() == 1
+    assert not old.exists() and new.exists()
