@@ -192,3 +192,15 @@ def test_report_subcommand_is_wired(filled):
     res = run_cli("report", "vadd", "--key", "256")
     assert res.returncode == 0, res.stderr
     assert "BLOCK" in res.stdout
+
+
+def test_console_script(tmp_path):
+    import shutil
+
+    exe = shutil.which("autotune")
+    if exe is None:
+        pytest.skip("the autotune console script is not installed (pip install -e .)")
+    store_record(record("vadd", [8]))
+    res = subprocess.run([exe, "cache", "list"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "vadd" in res.stdout and "[8]" in res.stdout
