@@ -595,6 +595,8 @@ class KernelCache:
                 return record, "memory"
             path = self.entry_path(key, dtypes)
             what = f"{self.kernel_name} key {_key_text(key)}"
+            if str(path) in tuning_now:  # another KernelCache of the same kernel name, re-entered: flock would hang
+                raise AutotuneError(f"{what} is already being tuned by this thread")
             try:
                 file_lock: Optional[filelock.BaseFileLock] = _acquire(path, what)
                 lock_error: Optional[OSError] = None
@@ -613,11 +615,12 @@ class KernelCache:
                                     f"autotune cache: cannot lock {_lock_path(path)} ({lock_error.__class__.__name__}: "
                                     f"{lock_error.strerror or lock_error}); tuning {what} without cross-process "
                                     "single flight, the winner is kept in memory only")
-                tuning_now.add((id(self), ident))
+                marks = ((id(self), ident), str(path))
+                tuning_now.update(marks)
                 try:
                     record = tune()
                 finally:
-                    tuning_now.discard((id(self), ident))
+                    tuning_now.difference_update(marks)
                 if not isinstance(record, TuningRecord):
                     raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
                 self._remember(ident, record)

@@ -202,6 +202,14 @@ def test_recursive_tuning_of_the_same_key_is_an_error_not_a_hang():
 
     with pytest.raises(AutotuneError, match="already being tuned"):
         kc.get_or_tune(key, DT, tune)
+    twin = new_cache()   # same kernel name, another object: same entry file, same lock
+
+    def tune_twin():
+        return twin.get_or_tune(key, DT, Tuner(key))[0]
+
+    with pytest.raises(AutotuneError, match="already being tuned"):
+        kc.get_or_tune(key, DT, tune_twin)
+    assert kc.get_or_tune(key, DT, Tuner(key))[1] == "tuned"    # nothing left held
 
 
 def test_force_retunes_and_replaces():
