@@ -56,7 +56,7 @@ from .space import Config
 __all__ = [
     "CacheWarning", "CacheEntryError", "KernelCache", "DiskEntry",
     "device_fingerprint", "source_hash", "runtime_versions",
-    "clear_autotune_cache", "stats", "reset_stats",
+    "clear_autotune_cache", "stats", "reset_stats", "count", "count_tuning", "failed_configs", "key_text",
     "kernel_dirname", "entry_id", "entry_path", "disk_entries", "load_record", "store_record",
 ]
 
@@ -216,9 +216,12 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _key_text(key: Iterable[Any]) -> str:
+def key_text(key: Iterable[Any]) -> str:
     """Canonical text of a key: equal for a key tuple in memory and its JSON list on disk."""
     return json.dumps(_jsonable(list(key)), sort_keys=True, separators=(",", ":"))
+
+
+_key_text = key_text   # the name other modules used first
 
 
 def _as_key_tuple(key: Any) -> tuple:
@@ -419,6 +422,25 @@ def _bump(kernel_name: str, **increments: float) -> None:
             counters[name] += inc
 
 
+def count(kernel_name: str, **increments: float) -> None:
+    """Add to this process's counters of a kernel (`hits=1`, `disk_hits=1`, ...): for code that finds a
+    record outside `KernelCache.get_or_tune` (e.g. a rank that received its winner from rank 0)."""
+    unknown = set(increments) - set(_STAT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown counters {sorted(unknown)}; counters: {list(_STAT_FIELDS)}")
+    _bump(kernel_name, **increments)
+
+
+def failed_configs(record: TuningRecord) -> int:
+    """How many trials of `record` did not end "ok" (what `stats()["failed_configs"]` adds up)."""
+    return sum(1 for t in record.trials if t.status is not TrialStatus.OK)
+
+
+def count_tuning(kernel_name: str, record: TuningRecord) -> None:
+    """Count one tuning that produced `record`: misses, tunings, failed_configs and tuning_s."""
+    _bump(kernel_name, misses=1, tunings=1, failed_configs=failed_configs(record), tuning_s=float(record.tuning_s))
+
+
 def stats() -> dict[str, dict[str, float]]:
     """Counters of this process, per kernel name: hits (memory), disk_hits, misses (tuned, or missed
     offline), tunings, failed_configs (trials not "ok" in this process's tunings) and tuning_s."""
@@ -553,6 +575,15 @@ class KernelCache:
         with self._lock:
             self._memory[ident] = record
 
+    def remember(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord) -> None:
+        """Put `record` in memory for (key, dtypes), without touching the disk or the counters (a record
+        agreed on with other ranks, say)."""
+        self._remember((key, tuple(dtypes)), record)
+
+    def in_memory(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+        """The record in memory for (key, dtypes), or None; reads no disk, counts nothing."""
+        return self._memory.get((key, tuple(dtypes)))
+
     # -- the main entry point ---------------------------------------------------------------------
 
     def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
@@ -624,8 +655,7 @@ class KernelCache:
                 if not isinstance(record, TuningRecord):
                     raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
                 self._remember(ident, record)
-                failed = sum(1 for t in record.trials if t.status is not TrialStatus.OK)
-                _bump(self.kernel_name, misses=1, tunings=1, failed_configs=failed, tuning_s=float(record.tuning_s))
+                count_tuning(self.kernel_name, record)
                 mismatch = self.stale_reason(record, key, dtypes)
                 if mismatch is not None:
                     _warn(f"autotune cache: the record tuned for {what} would not be accepted when read back "

@@ -639,3 +639,19 @@ def test_clear_sweeps_old_temporary_files_only():
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     assert kc.clear() == 1
     assert not old.exists() and new.exists()
+
+
+def test_public_helpers_for_other_modules():
+    kc = new_cache()
+    rec = make_record((1,))
+    assert kc.in_memory((1,), DT) is None
+    kc.remember((1,), list(DT), rec)
+    assert kc.in_memory((1,), DT) is rec and kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "memory"
+    cache_mod.count("add", disk_hits=2)
+    cache_mod.count_tuning("add", rec)
+    s = stats()["add"]
+    assert (s["disk_hits"], s["tunings"], s["failed_configs"], s["hits"]) == (2, 1, 1, 1)
+    assert cache_mod.failed_configs(rec) == 1
+    with pytest.raises(ValueError):
+        cache_mod.count("add", bogus=1)
+    assert cache_mod.key_text((1, (2, 3))) == cache_mod.key_text([1, [2, 3]]) == "[1,[2,3]]"
