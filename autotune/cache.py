@@ -432,8 +432,9 @@ def count(kernel_name: str, **increments: float) -> None:
 
 
 def failed_configs(record: TuningRecord) -> int:
-    """How many trials of `record` did not end "ok" (what `stats()["failed_configs"]` adds up)."""
-    return sum(1 for t in record.trials if t.status is not TrialStatus.OK)
+    """How many trials of `record` failed: not "ok", and not "skipped" (pruned or a lone candidate, never run);
+    what `stats()["failed_configs"]` adds up."""
+    return sum(1 for t in record.trials if t.status not in (TrialStatus.OK, TrialStatus.SKIPPED))
 
 
 def count_tuning(kernel_name: str, record: TuningRecord) -> None:
