@@ -537,23 +537,40 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def _key_matches(record: TuningRecord, text: str) -> bool:
-    """Does `--key TEXT` select this record?
+def _key_candidates(text: str) -> list[tuple]:
+    """The keys `--key TEXT` may mean: a Python literal (`1024`, `(1024, 512)`, `("a", 3)`), JSON
+    (`[1024, 512]`, `true`), or a comma list whose items are literals or else bare strings
+    (`1024,row` -> `(1024, "row")`, as `autotune cache show --key` reads it)."""
+    def as_tuple(value: Any) -> tuple:
+        return _normalise(value) if isinstance(value, (tuple, list)) else (value,)
 
-    TEXT is a Python literal (`1024`, `1024,512`, `(1024, 512)`, `("a", 3)`) compared with the
-    record's key values (every dtype variant matches), or else the record's printed key
-    (`(1024,) float32`) or its key/dtype tuple printed without spaces.
+    def item(part: str) -> Any:
+        for parse in (ast.literal_eval, json.loads):
+            try:
+                return parse(part)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+        return part
+
+    out = []
+    for parse in (ast.literal_eval, json.loads):
+        try:
+            out.append(as_tuple(parse(text)))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    out.append(tuple(item(part.strip()) for part in text.split(",") if part.strip()))
+    return out
+
+
+def _key_matches(record: TuningRecord, text: str) -> bool:
+    """Does `--key TEXT` select this record? Every dtype variant of a key matches.
+
+    TEXT is compared with the record's key values under each reading of `_key_candidates`, and
+    also with the printed key (`(1024,) float32`, spaces ignored).
     """
     key = _normalise(record.key)
-    try:
-        parsed = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        parsed = None
-    else:
-        if not isinstance(parsed, (tuple, list)):
-            parsed = (parsed,)
-        if _normalise(parsed) == key:
-            return True
+    if key in _key_candidates(text):
+        return True
     printed = _fmt_key(record).removeprefix("key=")
     squeeze = lambda s: "".join(s.split())  # noqa: E731
     return squeeze(text) in (squeeze(printed), squeeze(repr(key)))
@@ -646,10 +663,11 @@ def register_report_command(subparsers: "argparse._SubParsersAction[argparse.Arg
                     "With several keys and a file option, each file name gets the key appended.")
     parser.add_argument("kernel", metavar="KERNEL", help="kernel name (its function name, or the qualified name)")
     parser.add_argument("--key", default=None,
-                        help="only this key: a Python literal such as 1024 or '(1024, 512)'; every dtype variant matches")
+                        help="only this key: 1024, '1024,512', '(1024, 512)' or JSON '[1024, 512]'; "
+                             "every dtype variant matches")
     parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
     parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")
-    parser.add_argument("--cache-dir", default=None, help="cache directory (default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
+    parser.add_argument("--cache-dir", metavar="DIR", default=None, help="cache directory (default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
     parser.set_defaults(func=run_report_command)
     return parser

@@ -334,6 +334,31 @@ def test_cli_report_unknown_kernel_or_key_fails_with_a_hint(cached, capsys):
     assert status == 1 and "(1024,) float32" in err and "(2048,) float32" in err
 
 
+@pytest.mark.parametrize("text", ["2048", "(2048,)", "[2048]", "2048,", "(2048,) float32", " ( 2048 , ) "])
+def test_key_may_be_written_several_ways(cached, text):
+    assert find_records("add", text) == [cached[1]]
+
+
+def test_string_keys_can_be_given_bare_as_with_cache_show():
+    from autotune.cache import store_record
+
+    rec = make_record([ok(Config(BLOCK=8), 1.0)], kernel="norm", key=[4096, "row"])
+    store_record(rec)
+    for text in ("4096,row", "(4096, 'row')", '[4096, "row"]'):
+        assert find_records("norm", text) == [rec], text
+    assert find_records("norm", "4096,col") == []
+
+
+def test_the_autotune_command_line_runs_report(cached, tmp_path, capsys):
+    from autotune.cli import main
+
+    assert main(["report", "add", "--key", "1024", "--png", str(tmp_path / "x.png")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(report_table(cached[0])) and f"wrote {tmp_path / 'x.png'}" in out
+    assert (tmp_path / "x.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "empty")]) == 1
+
+
 # ------------------------------------------------------------------------------------------ a real tuning
 
 import triton  # noqa: E402  (after conftest has set TRITON_INTERPRET=1 on a machine without a GPU)
