@@ -65,6 +65,65 @@ def _constexpr_names(base: Any) -> list[str]:
     return names
 
 
+# `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
+# `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
+PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, Any], None]
+_PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
+
+
+def check_top_k(top_k: Any, where: str = "top_k") -> None:
+    """Validate a perf-model `top_k` as triton.autotune reads it: an int >= 1, or a float <= 1.0 (a fraction)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or (isinstance(top_k, float) and top_k > 1.0):
+        raise TypeError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
+                        "keep) or 2) an int (how many to keep)")
+    if isinstance(top_k, int) and top_k < 1:
+        raise OptionError(f"{where}={top_k!r}: an int top_k must be >= 1; pruning must keep at least one config")
+
+
+def top_k_count(n: int, top_k: Union[int, float]) -> int:
+    """How many of `n` configs a perf model keeps: an int as is, a float as that fraction of `n`; never 0."""
+    if isinstance(top_k, float):
+        return max(1, int(n * top_k))
+    return max(1, int(top_k))
+
+
+def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callable[[list[Config], dict], Sequence[Any]]]:
+    """Normalise `prune=` to one callable `(configs, named_args) -> kept configs`.
+
+    The dict form is triton.autotune's `prune_configs_by` for the native decorator: `early_config_prune(configs,
+    named_args)` filters first; then, if `perf_model` is given, each config is estimated with
+    `perf_model(**named_args, **config)` and the `top_k` lowest estimates are kept (`top_k` an int, or a float
+    <= 1.0 meaning that fraction of the configs; at least one is always kept; default 1.0, i.e. all).
+    """
+    if prune is None or callable(prune):
+        return prune
+    if not isinstance(prune, Mapping):
+        raise OptionError(f"prune= on {kernel_name} takes a callable (configs, named_args) -> configs or a dict with "
+                          f"keys {list(_PRUNE_KEYS)}; got {type(prune).__name__}")
+    unknown = sorted(set(prune) - set(_PRUNE_KEYS))
+    if unknown:
+        raise OptionError(f"prune= on {kernel_name}: unknown keys {unknown}; the keys are {list(_PRUNE_KEYS)}")
+    early = prune.get("early_config_prune")
+    perf_model = prune.get("perf_model")
+    top_k = prune.get("top_k", 1.0)
+    for name, fn in (("early_config_prune", early), ("perf_model", perf_model)):
+        if fn is not None and not callable(fn):
+            raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
+    check_top_k(top_k, "prune['top_k']")
+
+    def pruner(configs: list[Config], named: dict) -> list[Any]:
+        kept = list(early(configs, named)) if early is not None else list(configs)
+        if perf_model is None or not kept:
+            return kept
+        k = top_k_count(len(kept), top_k)
+        if len(kept) <= k:
+            return kept
+        estimate = {i: perf_model(**{**named, **Config(c)}) for i, c in enumerate(kept)}
+        return [kept[i] for i in sorted(estimate, key=estimate.__getitem__)[:k]]
+
+    return pruner
+
+
 @dataclass(frozen=True)
 class TuningResult:
     """What `autotune_launch` returns: the config launched, its grid, the key's record, and whether it was cached."""
@@ -83,7 +142,7 @@ class Autotuned(KernelInterface):
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (),
                  verify: Optional[Union[Callable[..., bool], Reference]] = None,
                  setup: Optional[Callable[..., Any]] = None, do_bench: Optional[Callable[..., Any]] = None,
-                 prune: Optional[Callable[[list[Config], dict], Sequence[Any]]] = None,
+                 prune: PruneSpec = None,
                  fallback: Optional[Mapping[str, Any]] = None, **static_options: Any) -> None:
         self.fn = fn
         self.base_fn = _base_kernel(fn)
@@ -128,7 +187,7 @@ class Autotuned(KernelInterface):
         self.verify = verify
         self.setup = setup
         self.do_bench = do_bench
-        self.prune = prune
+        self.prune = as_pruner(prune, self.name)
         self.fallback = Config(fallback) if fallback is not None else None
         if self.fallback is not None:
             validate_space(as_space([self.fallback]), kernel_name=self.name, constexpr_names=self.constexpr_names,
@@ -238,7 +297,7 @@ class Autotuned(KernelInterface):
 
         def run_config(config: Config) -> Any:
             launch_args, launch_kwargs, launch_grid = prepare(config)
-            return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+            return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
         skip = frozenset(self._pruned_away(named))
         job = TuneJob(configs=self.configs, run_config=run_config, compiler=self._compiler(prepare),
@@ -261,6 +320,11 @@ class Autotuned(KernelInterface):
                               winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s)
         emit(record, cache_hit=False)
         return record
+
+    def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
+        """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
+        drop-in (`autotune.compat`) overrides it to call Triton's pre/post hooks around each run."""
+        return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
 
     def _pruned_away(self, named: dict) -> list[Config]:
         if self.prune is None:
@@ -330,12 +394,13 @@ def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[
              tuning: Union[Tuning, str, dict, None] = None, restore_value: Sequence[str] = (),
              reset_to_zero: Sequence[str] = (), verify: Optional[Union[Callable[..., bool], Reference]] = None,
              setup: Optional[Callable[..., Any]] = None, do_bench: Optional[Callable[..., Any]] = None,
-             prune: Optional[Callable[[list[Config], dict], Sequence[Any]]] = None,
+             prune: PruneSpec = None,
              fallback: Optional[Mapping[str, Any]] = None, **static_compile_options: Any) -> Callable[[Any], Autotuned]:
     """Decorate a `@triton.jit` kernel with a search space; see DESIGN.md section 1 for the full story."""
     # Validate what can be validated without the kernel now, so a bad option fails at the decorator line.
     Tuning.coerce(tuning)
     as_space(space)
+    as_pruner(prune)
 
     def decorate(fn: Any) -> Autotuned:
         return Autotuned(fn, space=space, key=key, grid=grid, derive=derive, tuning=tuning,
