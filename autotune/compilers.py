@@ -126,3 +126,13 @@ class JitCompiler:
     def finalize(self, config: Config, result: Any) -> Any:
         future_kernel = self._future_kernels.pop(config, None)
         return future_kernel.result() if future_kernel is not None else result
+
+
+class TargetCompiler(FunctionCompiler):
+    """Compiles for an explicit GPU target (no GPU needed), on the pool: `autotune.precompile`'s compiler.
+
+    Each item submitted is a job naming a config and a target; `compile_fn(job)` specializes the kernel as a
+    launch would and calls `triton.compile(..., target=GPUTarget(...))` (in this process, or in a helper
+    process under TRITON_INTERPRET=1). It runs on the pool's threads, so several targets and configs compile
+    at once; the result is whatever `compile_fn` returns (precompile: a `CompiledConfig`).
+    """

@@ -1,0 +1,547 @@
+"""precompile for explicit targets (no GPU), the report, resource checks, export/import, the CLI.
+
+Real compiles are few and shared: one 4-config matmul space for cuda:90 and cuda:80 (module fixture), a
+4-config kernel with failing configs for cuda:80, and a 2-config vector add for cuda:90. Under
+TRITON_INTERPRET=1 the compiles run in autotune's helper processes (started once, reused).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import autotune
+import autotune.precompile as pc
+from autotune import FixedSpace, autotune as autotune_decorator
+from autotune.cache import disk_entries, load_record, store_record
+from autotune.precompile import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
+                                 export_archive, import_archive, limits_for, parse_signature, parse_target,
+                                 precompile)
+from kernels_for_tests import add_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from kernels import matmul  # noqa: E402
+
+ON_GPU = os.environ.get("TRITON_INTERPRET", "0") != "1" and torch.cuda.is_available()
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+tuned_add = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_kernel)
+ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32:16"}
+
+
+@triton.jit
+def tile_transpose_kernel(x, out, BM: tl.constexpr, BN: tl.constexpr):
+    """out = x.T for one BM x BN tile; large tiles need a lot of shared memory for the transpose."""
+    tl.static_assert(BM * BN <= 65536, "tile too large")
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    t = tl.load(x + rm[:, None] * BN + rn[None, :])
+    tl.store(out + rn[:, None] * BM + rm[None, :], tl.trans(t))
+
+
+FAILING_SPACE = FixedSpace([
+    {"BM": 32, "BN": 32, "num_warps": 4},      # compiles
+    {"BM": 48, "BN": 32, "num_warps": 4},      # tl.arange needs a power of 2
+    {"BM": 512, "BN": 256, "num_warps": 4},    # tl.static_assert
+    {"BM": 256, "BN": 256, "num_warps": 8},    # compiles to 256 KiB of shared memory: over sm_80's 163 KiB
+])
+tuned_transpose = autotune_decorator(space=FAILING_SPACE, grid=(1,))(tile_transpose_kernel)
+
+
+def matmul_args(dtype=torch.float16, n=64):
+    a = torch.zeros(n, n, dtype=dtype)
+    return (a, a, a, n, n, n, *a.stride(), *a.stride(), *a.stride())
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def triton_cache(tmp_path_factory):
+    """One Triton compile cache for the module (tests that need their own point TRITON_CACHE_DIR elsewhere)."""
+    path = tmp_path_factory.mktemp("triton-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def _use_module_triton_cache(triton_cache, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(triton_cache))
+
+
+@pytest.fixture(scope="module")
+def matmul_runs(triton_cache):
+    """The CPU matmul space precompiled for two targets, twice: (kernel, first report, second report)."""
+    kernel = matmul.make_matmul(matmul.CPU_SPACE)
+    first = precompile(kernel, *matmul_args(), targets=["cuda:90", "cuda:80"], workers=2)
+    second = precompile(kernel, *matmul_args(), targets=["cuda:90", "cuda:80"], workers=2)
+    return kernel, first, second
+
+
+@pytest.fixture(scope="module")
+def add_run(triton_cache):
+    """The vector add's two configs precompiled for cuda:90 from example arguments."""
+    x = torch.zeros(1024)
+    return precompile(tuned_add, x, x, x, 1024, targets=["cuda:90"], workers=2)
+
+
+# ---------------------------------------------------------------------------------------------- precompile
+
+
+def _cache_metadata(triton_cache: Path, name: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in triton_cache.glob(f"*/{name}.json")]
+
+
+def test_matmul_space_compiles_for_two_targets_into_tritons_cache(matmul_runs, triton_cache):
+    kernel, first, _ = matmul_runs
+    assert first.failed == []
+    assert len(first.compiled) == 2 * len(kernel.configs) == 8
+    assert first.fresh == 8 and first.cache_hits == 0
+    for target in ("cuda:90", "cuda:80"):
+        compiled, failed = first.for_target(target)
+        assert sorted(map(str, (c.config for c in compiled))) == sorted(map(str, kernel.configs))
+        assert failed == []
+    cubins = {p.parent for p in triton_cache.glob("*/_matmul_kernel.cubin")}
+    assert {Path(c.path) for c in first.compiled} <= cubins
+    archs = sorted(m["target"]["arch"] for m in _cache_metadata(triton_cache, "_matmul_kernel"))
+    assert archs.count(90) >= 4 and archs.count(80) >= 4
+    assert all(c.n_regs and 0 < c.n_regs <= 255 for c in first.compiled)      # read from the cubin
+    assert all(c.shared_bytes is not None for c in first.compiled)
+    assert first.wall_s > 0 and first.configs_per_s > 0
+    assert "8 compiled (8 now, 0 already in Triton's cache), 0 failed" in first.summary()
+
+
+def test_second_precompile_is_a_cache_hit_and_much_faster(matmul_runs):
+    _, first, second = matmul_runs
+    assert second.cache_hits == 8 and second.fresh == 0 and second.failed == []
+    assert {c.hash for c in second.compiled} == {c.hash for c in first.compiled}
+    assert sum(c.compile_s for c in second.compiled) < 0.25 * sum(c.compile_s for c in first.compiled)
+    assert second.wall_s < first.wall_s
+
+
+def test_failing_configs_are_reported_with_their_errors_and_the_rest_compile():
+    report = precompile(tuned_transpose, torch.float32, torch.float32, targets=["cuda:80"], workers=2)
+    assert [dict(c.config) for c in report.compiled] == [{"BM": 32, "BN": 32, "num_warps": 4}]
+    failed = {(f.config["BM"], f.config["BN"]): f for f in report.failed}
+    assert set(failed) == {(48, 32), (512, 256), (256, 256)}
+    assert failed[48, 32].kind == "compile_error" and "power of 2" in failed[48, 32].error
+    assert failed[512, 256].kind == "compile_error" and "tile too large" in failed[512, 256].error
+    oor = failed[256, 256]
+    assert oor.kind == "out_of_resources"
+    assert "262144 bytes of shared memory" in oor.error and "sm_80" in oor.error and "166912" in oor.error
+    assert not report.ok and "3 failed" in report.summary()
+    assert "out_of_resources" in str(report)
+
+
+def test_signature_specializes_like_the_example_arguments(add_run):
+    assert add_run.fresh + add_run.cache_hits == 2 and add_run.failed == []
+    by_signature = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
+    assert by_signature.cache_hits == 2
+    assert {c.hash for c in by_signature.compiled} == {c.hash for c in add_run.compiled}
+    # n=1000 is not a multiple of 16: another specialization, another binary
+    as_string = precompile(tuned_add, signature="x=*fp32, y=*fp32, out=*fp32, n=i32", targets=["cuda:90"], workers=0)
+    assert not {c.hash for c in as_string.compiled} & {c.hash for c in add_run.compiled}
+    x = torch.zeros(1000)
+    from_args = precompile(tuned_add, x, x, x, 1000, targets=["cuda:90"], workers=0)
+    assert {c.hash for c in from_args.compiled} == {c.hash for c in as_string.compiled}
+
+
+def test_jit_launch_path_finds_explicit_target_precompile(matmul_runs, triton_cache):
+    """What precompile stored for cuda:90 is what Triton's JIT looks up when launching on a cuda:90 GPU.
+
+    Without a GPU: a process without the interpreter, a stub driver reporting cuda:90, and the launch path
+    `Autotuned._launch_args` -> `JITFunction.run(..., warmup=True)` (everything but the launch itself).
+    Triton's compilation listener reports each lookup; every one must be a cache hit on a precompiled hash.
+    """
+    _, first, _ = matmul_runs
+    expected = sorted(c.hash for c in first.compiled if c.target == "cuda:90")
+    script = f"""
+import json, sys, torch, triton
+sys.path.insert(0, {str(ROOT)!r})
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from kernels import matmul
+
+class StubDriver:
+    def get_current_device(self): return 0
+    def get_current_stream(self, device): return 0
+    def get_current_target(self): return GPUTarget("cuda", 90, 32)
+
+driver.set_active(StubDriver())
+events = []
+triton.knobs.compilation.listener = lambda **kw: events.append((kw["metadata"]["hash"], kw["cache_hit"]))
+kernel = matmul.make_matmul(matmul.CPU_SPACE)
+a = torch.zeros(64, 64, dtype=torch.float16)
+args = (a, a, a, 64, 64, 64, *a.stride(), *a.stride(), *a.stride())
+named = kernel._named_args(args, {{}})
+for config in kernel.configs:
+    launch_args, launch_kwargs, grid = kernel._launch_args(config, args, {{}}, None, named)
+    kernel.fn.run(*launch_args, grid=grid, warmup=True, **launch_kwargs)
+print(json.dumps(events))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(triton_cache)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    events = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(events) == 4
+    assert all(hit for _, hit in events), f"the JIT compiled instead of loading: {events}"
+    assert sorted(h for h, _ in events) == expected
+
+
+def test_thread_pool_compiles_two_at_once(monkeypatch):
+    """Structure only (timings are in bench/): with workers=2 two compiles are in flight at the same time on
+    the pool's threads; with workers=0 everything runs on the calling thread."""
+    lock = threading.Lock()
+    state = {"in_flight": 0, "max": 0, "threads": set()}
+    barrier = threading.Barrier(2, timeout=20)
+
+    def fake_run_job(plan, job):
+        with lock:
+            state["in_flight"] += 1
+            state["max"] = max(state["max"], state["in_flight"])
+            state["threads"].add(threading.current_thread().name)
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                barrier.wait()  # only passes when a second compile is running at the same time
+            time.sleep(0.01)
+        finally:
+            with lock:
+                state["in_flight"] -= 1
+        return CompiledConfig(config=job.config, target=str(job.target), cached=False, compile_s=0.01)
+
+    monkeypatch.setattr(pc, "_run_job", fake_run_job)
+    report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90", "cuda:80"], workers=2)
+    assert len(report.compiled) == 4 and report.failed == []
+    assert state["max"] == 2
+    assert len(state["threads"]) == 2 and all(n.startswith("autotune-compile") for n in state["threads"])
+
+    state.update(max=0, threads=set())
+    serial = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
+    assert len(serial.compiled) == 2 and state["max"] == 1
+    assert state["threads"] == {threading.main_thread().name}
+
+
+def test_winners_only_compiles_the_cached_winner(monkeypatch):
+    compiled = []
+    monkeypatch.setattr(pc, "_run_job", lambda plan, job: compiled.append(dict(job.config)) or CompiledConfig(
+        config=job.config, target=str(job.target), cached=True, compile_s=0.0))
+    autotune.clear_autotune_cache(tuned_add)
+    with pytest.raises(PrecompileError, match="no cached winner of add_kernel"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True)
+    winner = _tune_add()
+    report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True)
+    assert compiled == [winner]
+    assert any("no winner of add_kernel was tuned on cuda:90" in n for n in report.notes)
+
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+
+def test_bad_calls_fail_before_compiling_with_a_fix():
+    with pytest.raises(PrecompileError, match="example arguments .* or signature="):
+        precompile(tuned_add, targets=["cuda:90"])
+    with pytest.raises(PrecompileError, match="not both"):
+        precompile(tuned_add, torch.zeros(4), signature=ADD_SIGNATURE, targets=["cuda:90"])
+    with pytest.raises(PrecompileError, match=r"no value for \['n'\]"):
+        precompile(tuned_add, signature={"x": "*fp32", "y": "*fp32", "out": "*fp32"}, targets=["cuda:90"])
+    with pytest.raises(PrecompileError, match=r"\['m'\], which are not arguments"):
+        precompile(tuned_add, signature={**ADD_SIGNATURE, "m": "i32"}, targets=["cuda:90"])
+    with pytest.raises(PrecompileError, match="cuda:<compute capability>"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:nine"])
+    with pytest.raises(PrecompileError, match="TRITON_INTERPRET=1"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=None)
+    with pytest.raises(PrecompileError, match="@autotune-decorated"):
+        precompile(add_kernel, signature=ADD_SIGNATURE, targets=["cuda:90"])
+
+
+def test_parse_target_and_limits():
+    assert str(parse_target("cuda:90")) == "cuda:90" and parse_target("sm_80").arch == 80
+    assert parse_target("cuda:sm_90a").arch == 90 and parse_target("cuda:90").warp_size == 32
+    assert parse_target("hip:gfx942").warp_size == 64 and parse_target("gfx1100").warp_size == 32
+    with pytest.raises(PrecompileError, match="hip:<gfx arch>"):
+        parse_target("hip:mi300")
+    assert limits_for("cuda:80").shared_bytes == 163 * 1024
+    assert limits_for("cuda:90").shared_bytes == 227 * 1024
+    assert limits_for("cuda:86").shared_bytes == 99 * 1024
+    assert limits_for("cuda:91").shared_bytes == 227 * 1024      # an unknown arch: the closest older one
+    assert limits_for("hip:gfx942").shared_bytes == 64 * 1024
+    assert pc._over_limits(parse_target("cuda:90"), shared=1024, n_regs=255, num_warps=8, warp_size=32) is None
+    message = pc._over_limits(parse_target("cuda:90"), shared=0, n_regs=200, num_warps=16, warp_size=32)
+    assert "registers per block" in message and "65536" in message   # 200 regs x 512 threads
+
+
+def test_parse_signature_entries():
+    values = parse_signature("a=*fp16, b=*bf16:1, n=i32:16, m=i64, s=1, f=fp32, flag=u1, none=null")
+    assert values["a"].dtype == torch.float16 and values["a"].data_ptr() % 16 == 0
+    assert values["b"].data_ptr() % 16 != 0
+    assert values["n"] % 16 == 0 and values["m"] > 2**31 and values["m"] % 16
+    assert values["s"] == 1 and values["f"] == 1.5 and values["flag"] is True and values["none"] is None
+    assert parse_signature('{"x": "*fp32", "BLOCK": 64}')["BLOCK"] == 64
+    for bad, message in [("x", "write name=type"), ("x=*fp99", "unknown element type"), ("x=f16", "unknown type"),
+                         ("x=constexpr", "give the constexpr's value")]:
+        with pytest.raises(PrecompileError, match=message):
+            parse_signature(bad)
+
+
+def test_cubin_register_count_matches_the_report(add_run):
+    cubin = Path(add_run.compiled[0].path, "add_kernel.cubin").read_bytes()
+    usage = cubin_resource_usage(cubin)
+    assert usage["n_regs"] == add_run.compiled[0].n_regs and usage["frame_bytes"] == 0
+    assert cubin_resource_usage(b"not an elf") == {"n_regs": None, "frame_bytes": None}
+
+
+def test_precompile_is_also_the_package_attribute():
+    assert autotune.precompile.precompile is precompile
+    assert callable(autotune.precompile)
+
+
+# ---------------------------------------------------------------------------------------------- archives
+
+
+def _tune_add(n: int = 1024) -> dict:
+    """Tune the vector add afresh (memory and this test's disk cache cleared), so its record is on disk."""
+    autotune.clear_autotune_cache(tuned_add)
+    x = torch.arange(n, dtype=torch.float32)
+    out = torch.empty_like(x)
+    tuned_add(x, x, out, n)
+    return dict(tuned_add.best_config)
+
+
+@pytest.fixture
+def exported(tmp_path, monkeypatch):
+    """The tuned vector add with its winner compiled for cuda:90 (own Triton cache), exported."""
+    triton_dir = tmp_path / "triton-src"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(triton_dir))
+    winner = _tune_add()
+    report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True, workers=0)
+    assert [dict(c.config) for c in report.compiled] == [winner]
+    archive = tmp_path / "deploy.tar.gz"
+    manifest = export_archive(archive, kernels=[tuned_add])
+    return archive, manifest, winner
+
+
+def test_export_writes_records_binaries_and_a_manifest(exported):
+    archive, manifest, winner = exported
+    assert manifest.kernels == ["add_kernel"] and manifest.targets == ["cuda:90"]
+    assert manifest.triton_version == triton.__version__ and manifest.torch_version == torch.__version__
+    assert [r.winner for r in manifest.records] == [winner] and manifest.records[0].device == "interpreter"
+    assert len(manifest.binaries) == 1 and "add_kernel.cubin" in manifest.binaries[0].files
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names[0] == "manifest.json"
+    assert any(n.startswith("records/add_kernel/") for n in names)
+    assert any(n.endswith("/add_kernel.cubin") for n in names)
+
+
+def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_path):
+    archive, _, winner = exported
+    fresh_cache, fresh_triton = tmp_path / "fresh-autotune", tmp_path / "fresh-triton"
+    script = f"""
+import json, sys, torch, autotune
+from autotune.precompile import import_archive
+report = import_archive(sys.argv[1])
+from test_precompile import tuned_add
+x = torch.arange(1024, dtype=torch.float32)
+out = torch.empty_like(x)
+tuned_add(x, x, out, 1024)
+print(json.dumps({{"imported": len(report.records_imported), "binaries": len(report.binaries_imported),
+                  "stats": autotune.stats()["add_kernel"], "winner": dict(tuned_add.best_config),
+                  "correct": bool(torch.equal(out, 2 * x))}}))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(fresh_cache), TRITON_CACHE_DIR=str(fresh_triton),
+               AUTOTUNE_PROGRESS="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", script, str(archive)], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["imported"] == 1 and result["binaries"] == 1
+    assert result["stats"]["disk_hits"] == 1 and result["stats"]["tunings"] == 0
+    assert result["winner"] == winner and result["correct"]
+    assert list(fresh_triton.glob("*/add_kernel.cubin"))
+    group = json.loads(next(fresh_triton.glob("*/__grp__add_kernel.json")).read_text())
+    assert all(p.startswith(str(fresh_triton)) and os.path.exists(p) for p in group["child_paths"].values())
+
+
+def test_import_keeps_a_newer_entry_and_replaces_an_older_one(exported, tmp_path):
+    archive, _, _ = exported
+    dest, dest_triton = tmp_path / "dest", tmp_path / "dest-triton"
+    first = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
+    assert len(first.records_imported) == 1 and len(first.binaries_imported) == 1
+    again = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
+    assert again.records_imported == [] and "already present" in again.records_skipped[0][1]
+    assert again.binaries_skipped and "already in Triton's cache" in again.binaries_skipped[0][1]
+
+    (entry,) = disk_entries("add_kernel", dest)
+    newer = entry.record.model_copy(update={"timestamp": entry.record.timestamp + 100})
+    store_record(newer, dest)
+    skipped = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
+    assert skipped.records_imported == [] and "is newer" in skipped.records_skipped[0][1]
+    assert load_record(entry.path).timestamp == newer.timestamp
+
+    store_record(entry.record.model_copy(update={"timestamp": entry.record.timestamp - 100}), dest)
+    replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
+    assert replaced.records_imported == [str(entry.path)]
+    assert load_record(entry.path).timestamp == entry.record.timestamp
+
+
+def _rewrite_archive(src: Path, dst: Path, edit) -> None:
+    with tarfile.open(src) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(dst, "w:gz") as tar:
+        for member, data in members:
+            data = edit(member.name, data)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+
+
+def test_import_refuses_another_triton_version_unless_forced(exported, tmp_path):
+    archive, _, _ = exported
+    other = tmp_path / "other.tar.gz"
+
+    def older_triton(name, data):
+        if name != "manifest.json":
+            return data
+        manifest = json.loads(data)
+        manifest["triton_version"] = "3.0.0"
+        return json.dumps(manifest).encode()
+
+    _rewrite_archive(archive, other, older_triton)
+    with pytest.raises(ArchiveError, match=r"Triton 3\.0\.0.*force=True \(--force\)"):
+        import_archive(other, cache_dir=tmp_path / "d1", triton_cache_dir=tmp_path / "t1")
+    assert not (tmp_path / "d1").exists()
+    with pytest.warns(UserWarning, match="Triton 3.0.0"):
+        report = import_archive(other, force=True, cache_dir=tmp_path / "d1", triton_cache_dir=tmp_path / "t1")
+    assert len(report.records_imported) == 1 and report.warnings
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "tampered"])
+def test_import_rejects_unsafe_or_corrupt_archives_and_writes_nothing(exported, tmp_path, kind):
+    archive, _, _ = exported
+    bad = tmp_path / f"{kind}.tar.gz"
+    if kind == "tampered":
+        _rewrite_archive(archive, bad, lambda name, data: data + b" " if name.endswith(".cubin") else data)
+        match = "does not match its checksum"
+    else:
+        with tarfile.open(archive) as src, tarfile.open(bad, "w:gz") as tar:
+            for member in src.getmembers():
+                tar.addfile(member, src.extractfile(member))
+            evil = tarfile.TarInfo({"dotdot": "records/../../evil.json", "absolute": "/tmp/evil.json",
+                                    "symlink": "triton/X/link"}[kind])
+            if kind == "symlink":
+                evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tar.addfile(evil)
+            else:
+                evil.size = 2
+                tar.addfile(evil, io.BytesIO(b"{}"))
+        match = "unsafe archive"
+    with pytest.raises(ArchiveError, match=match):
+        import_archive(bad, cache_dir=tmp_path / "dest", triton_cache_dir=tmp_path / "dest-triton")
+    assert not (tmp_path / "dest").exists() and not (tmp_path / "dest-triton").exists()
+
+
+def test_export_names_what_is_missing(tmp_path):
+    with pytest.raises(ArchiveError, match=r"nothing to export for \['no_such_kernel'\]"):
+        export_archive(tmp_path / "a.tar.gz", kernels=["no_such_kernel"])
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_precompile_export_import(add_run, tmp_path, capsys):
+    from autotune.cli import main
+
+    code = main(["precompile", "test_precompile:tuned_add", "--target", "cuda:90",
+                 "--signature", "x=*fp32,y=*fp32,out=*fp32,n=i32:16", "--workers", "0", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["cache_hits"] == 2 and report["failed"] == []
+
+    assert main(["precompile", "test_precompile:tuned_add", "--target", "cuda:90"]) == 2
+    assert "signature=" in capsys.readouterr().err
+
+    _tune_add()
+    archive = tmp_path / "cli.tar.gz"
+    assert main(["export", str(archive), "--kernel", "add_kernel"]) == 0
+    assert re.search(r"1 records and [1-9]\d* compiled kernels of add_kernel for cuda:90", capsys.readouterr().out)
+    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "c"),
+                 "--triton-cache-dir", str(tmp_path / "t")]) == 0
+    assert re.search(r"imported 1 records \(0 skipped\) and [1-9]\d* compiled kernels", capsys.readouterr().out)
+    assert main(["import", str(tmp_path / "missing.tar.gz")]) == 1
+    assert "not a readable .tar.gz" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- GPU
+
+
+def _count_compiles():
+    events = []
+    previous = triton.knobs.compilation.listener
+
+    def listener(**kw):
+        events.append(bool(kw["cache_hit"]))
+        if previous is not None:
+            previous(**kw)
+
+    triton.knobs.compilation.listener = listener
+    return events, previous
+
+
+@pytest.mark.gpu
+def test_gpu_precompile_for_the_active_gpu_then_launch_compiles_nothing(tmp_path, monkeypatch):
+    """targets=None goes through the kernel's JIT: tuning and the winner's launch find every config compiled."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    jit = triton.JITFunction(add_kernel.fn)     # fresh in-memory caches
+    kernel = autotune_decorator(space={"BLOCK": (64, 128, 256, 512)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(jit)
+    x = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    report = precompile(kernel, x, x, out, 4096, targets=None, workers=2)
+    assert len(report.compiled) == 4 and report.failed == [] and report.fresh == 4
+    assert all(c.n_regs is not None for c in report.compiled)
+    device = torch.cuda.current_device()
+    in_memory = len(jit.device_caches[device][0])
+    events, previous = _count_compiles()
+    try:
+        kernel(x, x, out, 4096)
+        torch.cuda.synchronize()
+    finally:
+        triton.knobs.compilation.listener = previous
+    assert events == [], "the launch path called triton.compile"
+    assert len(jit.device_caches[device][0]) == in_memory
+    torch.testing.assert_close(out, 2 * x)
+
+
+@pytest.mark.gpu
+def test_gpu_explicit_target_precompile_is_loaded_not_compiled(tmp_path, monkeypatch):
+    """An explicit-target precompile for this GPU's arch: tuning here loads every config from Triton's cache."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    major, minor = torch.cuda.get_device_capability()
+    jit = triton.JITFunction(add_kernel.fn)
+    kernel = autotune_decorator(space={"BLOCK": (64, 128, 256, 512)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(jit)
+    x = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    report = precompile(kernel, x, x, out, 4096, targets=[f"cuda:{major}{minor}"], workers=2)
+    assert len(report.compiled) == 4 and report.failed == []
+    events, previous = _count_compiles()
+    try:
+        kernel(x, x, out, 4096)
+        torch.cuda.synchronize()
+    finally:
+        triton.knobs.compilation.listener = previous
+    assert len(events) == 4 and all(events), f"cache hits per config: {events}"
+    torch.testing.assert_close(out, 2 * x)
