@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from triton.runtime.jit import KernelInterface
 
 from . import cache as _cache
+from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
 from .errors import AutotuneError, OptionError, SpaceError
 from .keys import KeyBuilder
@@ -249,8 +250,14 @@ class Autotuned(KernelInterface):
                               _cache.CacheWarning, stacklevel=4)
             return self._fallback_config(), None, "offline"
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
-        record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, named, args, kwargs, grid),
-                                             force=force)
+        dist_mode = _distributed.active_mode(self.tuning.distributed)
+        if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
+            record, how = _distributed.agree(
+                self.cache, key, dtypes, dist_mode,
+                lambda select: self._tune(key, dtypes, named, args, kwargs, grid, select=select), force=force)
+        else:
+            record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, named, args, kwargs, grid),
+                                                 force=force)
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))
@@ -289,7 +296,10 @@ class Autotuned(KernelInterface):
         return args, launch_kwargs, grid
 
     # ------------------------------------------------------------------------------------------ tuning
-    def _tune(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict, grid: Any) -> TuningRecord:
+    def _tune(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict, grid: Any,
+              select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
+        """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
+        others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
         from .report import emit
 
         def prepare(config: Config) -> tuple:
@@ -300,13 +310,16 @@ class Autotuned(KernelInterface):
             return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
         skip = frozenset(self._pruned_away(named))
+        if select is not None:
+            mine = set(select([c for c in self.configs if c not in skip]))
+            skip = frozenset(c for c in self.configs if c not in mine)
         job = TuneJob(configs=self.configs, run_config=run_config, compiler=self._compiler(prepare),
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
                       synchronize=self._synchronize, progress=self._progress(key, len(self.configs) - len(skip)),
-                      kernel_name=self.name)
+                      kernel_name=self.name, measure_single=select is not None)
         try:
             outcome = tune(job)
         finally:
@@ -318,7 +331,8 @@ class Autotuned(KernelInterface):
                               triton_version=triton_version, torch_version=torch_version,
                               space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
                               winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s)
-        emit(record, cache_hit=False)
+        if select is None:
+            emit(record, cache_hit=False)
         return record
 
     def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:

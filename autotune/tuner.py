@@ -120,6 +120,7 @@ class TuneJob:
     synchronize: Callable[[], None] = lambda: None
     progress: ProgressSink = field(default_factory=_NoProgress)
     kernel_name: str = "kernel"
+    measure_single: bool = False              # measure a lone candidate too (its timing is compared elsewhere)
 
 
 @dataclass
@@ -139,7 +140,7 @@ def tune(job: TuneJob) -> TuneOutcome:
     guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
     try:
         expected = job.verify.expected(job.named_args) if isinstance(job.verify, Reference) else None
-        if len(order) == 1 and job.verify is None:
+        if len(order) == 1 and job.verify is None and not job.measure_single:
             # One candidate: nothing to compare, so nothing to measure (as triton.autotune does).
             return TuneOutcome(order[0], list(trials.values()), time.perf_counter() - started)
         with compile_in_order_of_completion(order, job.compiler, workers=job.tuning.compile_workers,

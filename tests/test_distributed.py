@@ -1,0 +1,457 @@
+"""Tuning across torch.distributed ranks (`Tuning(distributed=...)`, autotune/distributed.py).
+
+The multi-process tests spawn real gloo process groups (2, 3 and 4 processes, `init_method=file://`) that
+tune tiny kernels through the interpreter. Each spawn runs several scenarios in a row on the same group and
+every rank writes what it saw (what it compiled, the winner it launched, whether its output is right, the
+error it raised) to a JSON file that the tests read. One spawn per world size, shared by the tests through
+a module-scoped cache, keeps the suite to a few process start-ups.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
+from autotune import distributed as adist
+from autotune.compilers import InterpreterCompiler
+from autotune.record import Trial
+from kernels_for_tests import add_kernel
+
+FAST = dict(preset="fast", reps=2, warmup=0, refine_topk=0, compile_workers=0)
+SPACE = {"BLOCK": (16, 32, 64, 128)}
+# Round-robin over 2 ranks: rank 0 gets 16 and 32, rank 1 gets 24 and 48, which are not powers of 2
+# (tl.arange refuses them): rank 1's whole shard fails. Over 4 ranks, ranks 1 and 3 fail.
+HALF_BAD_SPACE = {"BLOCK": (16, 24, 32, 48)}
+ALL_BAD_SPACE = {"BLOCK": (24, 48)}
+WORKER_TIMEOUT_S = 30.0     # the process group's timeout in the functional spawns (only a failure waits for it)
+HANG_TIMEOUT_S = 3.0        # the process group's timeout in the spawn where a rank never joins
+
+
+# ------------------------------------------------------------------------------------------------------
+# What each rank runs (in a spawned process: module-level functions, importable by the child)
+
+
+class _RecordingCompiler(InterpreterCompiler):
+    """The interpreter's (no-op) compiler, noting each config this rank compiles, i.e. measures."""
+
+    def __init__(self, seen: list) -> None:
+        self.seen = seen
+
+    def submit(self, config: Config, executor: Any) -> Any:
+        self.seen.append(config["BLOCK"])
+        return super().submit(config, executor)
+
+
+def _make(space: dict, mode: str | None, seen: list, **kwargs: Any) -> Any:
+    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      tuning=Tuning(**FAST, distributed=mode), **kwargs)(add_kernel)
+    kernel.compiler_factory = lambda k, prepare: _RecordingCompiler(seen)
+    return kernel
+
+
+def _launch(kernel: Any, n: int, rank: int) -> dict:
+    """Call the kernel on rank-specific data; what this rank launched, measured and whether it is right."""
+    torch.manual_seed(1000 * rank + n)
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    kernel(x, y, out, n)
+    record = kernel.record((n,))
+    agreement = [a for a in adist.agreements(kernel) if a.key == (n,)]
+    return {
+        "winner": kernel.best_config["BLOCK"],
+        "correct": bool(torch.allclose(out, x + y)),
+        "trials": {str(t.config["BLOCK"]): t.status.value for t in record.trials},
+        "measured_by": {str(c["BLOCK"]): r for c, r in agreement[-1].measured_by.items()} if agreement else None,
+        "source": agreement[-1].source if agreement else None,
+    }
+
+
+def _caught(fn: Callable[[], Any]) -> dict:
+    started = time.perf_counter()
+    try:
+        return {"result": fn(), "seconds": time.perf_counter() - started}
+    except Exception as exc:  # the test inspects the error each rank raised
+        return {"error": type(exc).__name__, "message": str(exc), "seconds": time.perf_counter() - started,
+                "is_autotune_error": isinstance(exc, AutotuneError)}
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+
+
+def _entries(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.rglob("*.json")) if directory.exists() else []
+
+
+def _scenario_shard(rank: int, world: int, out: Path) -> dict:
+    seen: list = []
+    result = _launch(_make(SPACE, "shard", seen), 200, rank)
+    result["compiled"] = seen
+    return result
+
+
+def _scenario_rank0(rank: int, world: int, out: Path) -> dict:
+    seen: list = []
+    result = _launch(_make(SPACE, "rank0", seen), 201, rank)
+    result["compiled"] = seen
+    return result
+
+
+def _scenario_default_is_rank0(rank: int, world: int, out: Path) -> dict:
+    seen: list = []
+    result = _launch(_make(SPACE, None, seen), 202, rank)
+    result["compiled"] = seen
+    return result
+
+
+def _scenario_failing_shard(rank: int, world: int, out: Path) -> dict:
+    seen: list = []
+    result = _launch(_make(HALF_BAD_SPACE, "shard", seen), 203, rank)
+    result["compiled"] = seen
+    return result
+
+
+def _scenario_all_fail(rank: int, world: int, out: Path) -> dict:
+    results = {}
+    for mode, n in (("shard", 204), ("rank0", 205)):
+        results[mode] = _caught(lambda: _launch(_make(ALL_BAD_SPACE, mode, []), n, rank))
+    return results
+
+
+def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
+    """Each rank has its own cache directory: only rank 0's is read or written."""
+    from autotune.cache import load_record, store_record
+
+    own = out / f"cache-rank{rank}"
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
+    steps: dict[str, Any] = {}
+    # 1. a miss everywhere: tuned in shards, stored by rank 0 only
+    seen: list = []
+    steps["tuned"] = {**_launch(_make(SPACE, "shard", seen), 300, rank), "compiled": seen,
+                      "entries": _entries(own)}
+    # 2. a fresh kernel object (empty memory): rank 0 hits its disk, the others (empty disks) follow it
+    seen = []
+    steps["rank0_disk_hit"] = {**_launch(_make(SPACE, "shard", seen), 300, rank), "compiled": seen}
+    # 3. only rank 1 has an entry (with winner 128): rank 0 misses, so everyone tunes; rank 1's entry is unused
+    if rank == 1:
+        stored = load_record(next((out / "cache-rank0").rglob("*.json")))
+        store_record(stored.model_copy(update={"key": [301], "winner": Config(BLOCK=128)}), directory=own)
+    _barrier()
+    seen = []
+    steps["rank1_only_hit"] = {**_launch(_make(SPACE, "shard", seen), 301, rank), "compiled": seen}
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
+    return steps
+
+
+def _scenario_shared_cache(rank: int, world: int, out: Path) -> dict:
+    """All ranks share one cache directory: one entry, and a second kernel object reads it on every rank."""
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-one-dir")
+    seen: list = []
+    first = _launch(_make(SPACE, "rank0", seen), 310, rank)
+    _barrier()
+    entries = _entries(out / "cache-one-dir")
+    again: list = []
+    second = _launch(_make(SPACE, "rank0", again), 310, rank)
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
+    return {"first": first, "entries": entries, "second": second, "compiled_again": again}
+
+
+def _scenario_prune_raises_on_one_rank(rank: int, world: int, out: Path) -> dict:
+    def prune(configs: list, named: dict) -> list:
+        if rank == world - 1:
+            raise RuntimeError(f"prune exploded on rank {rank}")
+        return configs
+
+    return _caught(lambda: _launch(_make(SPACE, "shard", [], prune=prune), 320, rank))
+
+
+def _scenario_prune_differs_per_rank(rank: int, world: int, out: Path) -> dict:
+    """prune= looking at rank-specific data: the ranks still agree, and are warned."""
+    import warnings
+
+    def prune(configs: list, named: dict) -> list:
+        return [c for c in configs if rank == 0 or c["BLOCK"] != 128]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seen: list = []
+        result = _launch(_make(SPACE, "shard", seen, prune=prune), 325, rank)
+    result["compiled"] = seen
+    result["warnings"] = [str(w.message) for w in caught]
+    return result
+
+
+def _scenario_different_keys(rank: int, world: int, out: Path) -> dict:
+    n = 330 if rank == 0 else 331
+    return _caught(lambda: _launch(_make(SPACE, "rank0", []), n, rank))
+
+
+SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
+    "shard": _scenario_shard,
+    "rank0": _scenario_rank0,
+    "default": _scenario_default_is_rank0,
+    "failing_shard": _scenario_failing_shard,
+    "all_fail": _scenario_all_fail,
+    "cache_decided_by_rank0": _scenario_cache_decided_by_rank0,
+    "shared_cache": _scenario_shared_cache,
+    "prune_raises": _scenario_prune_raises_on_one_rank,
+    "prune_differs": _scenario_prune_differs_per_rank,
+    "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
+}
+
+
+def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[str], missing: int) -> None:
+    """One rank: join the gloo group, run the scenarios, write what happened to out/rank<r>.json."""
+    import torch.distributed as dist
+
+    out_dir = Path(out)
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(out_dir / "cache-shared")
+    os.environ.pop("AUTOTUNE_FORCE", None)
+    results: dict[str, Any] = {}
+    # Join with a generous timeout (start-up skew on a loaded machine), then set the group's timeout for the test.
+    dist.init_process_group("gloo", init_method=f"file://{out_dir / 'pg-init'}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=60))
+    dist.barrier()
+    dist.distributed_c10d._set_pg_timeout(timedelta(seconds=timeout_s))
+    try:
+        if missing >= 0:
+            if rank == missing:
+                time.sleep(timeout_s + 1)  # alive but never calls the kernel
+                results["hang"] = {"skipped": True}
+            else:
+                results["hang"] = _caught(lambda: _launch(_make(SPACE, "shard", []), 400, rank))
+        for name in scenarios:
+            try:
+                results[name] = SCENARIOS[name](rank, world, out_dir)
+            except Exception:
+                results[name] = {"crash": traceback.format_exc()}
+    finally:
+        (out_dir / f"rank{rank}.json").write_text(json.dumps(results, indent=1, default=str))
+        if missing < 0:
+            dist.destroy_process_group()
+
+
+def _spawn(tmp: Path, world: int, scenarios: list[str], *, timeout_s: float = WORKER_TIMEOUT_S,
+           missing: int = -1) -> tuple[list[dict], float]:
+    import torch.multiprocessing as mp
+
+    started = time.perf_counter()
+    mp.spawn(_worker, args=(world, str(tmp), timeout_s, scenarios, missing), nprocs=world, join=True)
+    results = [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(world)]
+    for r, res in enumerate(results):
+        for name, value in res.items():
+            assert not (isinstance(value, dict) and "crash" in value), f"rank {r} {name}:\n{value['crash']}"
+    return results, time.perf_counter() - started
+
+
+_RUNS: dict[int, list[dict]] = {}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], list[dict]]:
+    """`runs(world)`: every scenario's per-rank results for a spawned job of `world` ranks (spawned once)."""
+
+    def get(world: int) -> list[dict]:
+        if world not in _RUNS:
+            names = list(SCENARIOS) if world == 2 else ["shard", "rank0", "failing_shard"]
+            _RUNS[world], _ = _spawn(tmp_path_factory.mktemp(f"world{world}"), world, names)
+        return _RUNS[world]
+
+    return get
+
+
+def _shard_of(space: dict, rank: int, world: int) -> list[int]:
+    return list(space["BLOCK"][rank::world])
+
+
+# ------------------------------------------------------------------------------------------------------
+# Without a process group
+
+
+def test_shard_assignment_is_round_robin_balanced_and_covers_every_config():
+    configs = [Config(BLOCK=b) for b in range(10)]
+    for world in (1, 2, 3, 4):
+        shards = [adist.shard(configs, r, world) for r in range(world)]
+        assert sorted((c for s in shards for c in s), key=lambda c: c["BLOCK"]) == configs
+        assert max(map(len, shards)) - min(map(len, shards)) <= 1
+        assert shards[1 % world] == configs[1 % world::world]
+    assert adist.shard(configs[:1], 3, 4) == []
+
+
+def test_without_a_process_group_every_mode_tunes_locally():
+    for n, mode in ((100, "shard"), (101, "rank0"), (102, "off"), (103, None)):
+        assert adist.active_mode(mode) is None
+        seen: list = []
+        kernel = _make(SPACE, mode, seen)
+        result = _launch(kernel, n, 0)
+        assert result["correct"] and sorted(seen) == [16, 32, 64, 128]
+        assert set(result["trials"].values()) == {"ok"}
+
+
+def test_tuning_rejects_an_unknown_distributed_mode():
+    from autotune.errors import OptionError
+
+    with pytest.raises(OptionError, match="distributed"):
+        Tuning.coerce({"distributed": "all"})
+
+
+def test_merge_takes_the_measured_trial_of_each_config_and_the_rank_that_measured_it():
+    a, b, c = Config(BLOCK=16), Config(BLOCK=32), Config(BLOCK=64)
+    ok = dict(status=TrialStatus.OK, median_ms=1.0, min_ms=1.0, samples_ms=[1.0])
+    rank0 = [Trial(config=a, **ok), Trial(config=b), Trial(config=c, status=TrialStatus.RUNTIME_ERROR, error="x")]
+    rank1 = [Trial(config=a), Trial(config=b, **ok), Trial(config=c)]
+    merged, by = adist._merge([{"rank": 1, "trials": rank1}, {"rank": 0, "trials": rank0}])
+    assert [t.config for t in merged] == [a, b, c]
+    assert [t.status for t in merged] == [TrialStatus.OK, TrialStatus.OK, TrialStatus.RUNTIME_ERROR]
+    assert by == {a: 0, b: 1, c: 0}
+    empty, none_by = adist._merge([{"rank": 0, "trials": [Trial(config=a)]}, {"rank": 1, "trials": []}])
+    assert [t.status for t in empty] == [TrialStatus.SKIPPED] and none_by == {}
+
+
+# ------------------------------------------------------------------------------------------------------
+# Real gloo process groups
+
+
+def _same_winner_and_correct(results: list[dict], name: str) -> int:
+    winners = {res[name]["winner"] for res in results}
+    assert len(winners) == 1, f"{name}: ranks launched different configs: {winners}"
+    assert all(res[name]["correct"] for res in results)
+    return winners.pop()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_shard_mode_measures_each_config_on_exactly_one_rank_and_all_ranks_launch_one_winner(runs, world):
+    results = runs(world)
+    winner = _same_winner_and_correct(results, "shard")
+    compiled = [sorted(res["shard"]["compiled"]) for res in results]
+    for rank, mine in enumerate(compiled):
+        assert mine == sorted(_shard_of(SPACE, rank, world)), f"rank {rank} measured {mine}"
+    assert sorted(b for mine in compiled for b in mine) == [16, 32, 64, 128]   # each exactly once
+    expected_by = {str(b): r for r in range(world) for b in _shard_of(SPACE, r, world)}
+    for res in results:
+        assert res["shard"]["measured_by"] == expected_by
+        assert res["shard"]["trials"] == {"16": "ok", "32": "ok", "64": "ok", "128": "ok"}
+        assert res["shard"]["source"] == "tuned"
+    assert winner in SPACE["BLOCK"]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_rank0_mode_measures_only_on_rank_0(runs, world):
+    results = runs(world)
+    _same_winner_and_correct(results, "rank0")
+    assert sorted(results[0]["rank0"]["compiled"]) == [16, 32, 64, 128]
+    assert all(res["rank0"]["compiled"] == [] for res in results[1:])
+    for res in results:
+        assert res["rank0"]["measured_by"] == {"16": 0, "32": 0, "64": 0, "128": 0}
+        assert res["rank0"]["trials"] == {"16": "ok", "32": "ok", "64": "ok", "128": "ok"}
+
+
+def test_default_mode_under_a_process_group_is_rank0(runs):
+    results = runs(2)
+    _same_winner_and_correct(results, "default")
+    assert sorted(results[0]["default"]["compiled"]) == [16, 32, 64, 128]
+    assert results[1]["default"]["compiled"] == []
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_rank_whose_whole_shard_fails_still_agrees_on_a_winner(runs, world):
+    results = runs(world)
+    winner = _same_winner_and_correct(results, "failing_shard")
+    assert winner in (16, 32)
+    bad_ranks = [r for r in range(world) if all(b in (24, 48) for b in _shard_of(HALF_BAD_SPACE, r, world))]
+    assert bad_ranks  # the setup really has a rank with nothing that runs
+    for res in results:
+        trials = res["failing_shard"]["trials"]
+        assert trials == {"16": "ok", "24": "runtime_error", "32": "ok", "48": "runtime_error"}
+    for r in bad_ranks:
+        assert sorted(results[r]["failing_shard"]["compiled"]) == sorted(_shard_of(HALF_BAD_SPACE, r, world))
+
+
+def test_when_no_config_runs_on_any_rank_every_rank_raises_no_valid_config(runs):
+    for res in runs(2):
+        for mode in ("shard", "rank0"):
+            outcome = res["all_fail"][mode]
+            assert outcome.get("error") == "NoValidConfigError", (mode, outcome)
+            assert "24" in outcome["message"] and "48" in outcome["message"]
+
+
+def test_only_rank_0_reads_and_writes_the_disk_cache(runs):
+    results = runs(2)
+    tuned = [res["cache_decided_by_rank0"]["tuned"] for res in results]
+    assert len(tuned[0]["entries"]) == 1 and tuned[1]["entries"] == []
+    # A fresh kernel object: rank 0 hits its disk; rank 1, whose disk is empty, follows without tuning.
+    hit = [res["cache_decided_by_rank0"]["rank0_disk_hit"] for res in results]
+    assert [h["source"] for h in hit] == ["disk", "disk"]
+    assert [h["compiled"] for h in hit] == [[], []]
+    assert hit[0]["winner"] == hit[1]["winner"] == tuned[0]["winner"]
+    assert all(h["correct"] for h in hit)
+    # Only rank 1 has an entry: rank 0 decides to tune, and rank 1 tunes its shard instead of using its entry.
+    miss = [res["cache_decided_by_rank0"]["rank1_only_hit"] for res in results]
+    assert [m["source"] for m in miss] == ["tuned", "tuned"]
+    assert sorted(miss[1]["compiled"]) == _shard_of(SPACE, 1, 2)
+    assert miss[0]["winner"] == miss[1]["winner"] and all(m["correct"] for m in miss)
+
+
+def test_ranks_sharing_a_cache_directory_write_one_entry_and_reuse_it(runs):
+    results = runs(2)
+    for res in results:
+        shared = res["shared_cache"]
+        assert len(shared["entries"]) == 1
+        assert shared["compiled_again"] == [] and shared["second"]["source"] == "disk"
+        assert shared["second"]["winner"] == shared["first"]["winner"] == results[0]["shared_cache"]["first"]["winner"]
+
+
+def test_an_error_on_one_rank_is_raised_on_every_rank_naming_it(runs):
+    results = runs(2)
+    failing = results[1]["prune_raises"]
+    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"]
+    other = results[0]["prune_raises"]
+    assert other["error"] == "DistributedTuningError"
+    assert "rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+
+
+def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):
+    results = runs(2)
+    _same_winner_and_correct(results, "prune_differs")
+    assert sorted(results[0]["prune_differs"]["compiled"]) == [16, 64]   # of [16, 32, 64, 128]
+    assert sorted(results[1]["prune_differs"]["compiled"]) == [32]       # of [16, 32, 64]
+    for res in results:
+        assert res["prune_differs"]["trials"]["128"] == "skipped"
+        assert any("prune= kept different configs on different ranks" in w for w in res["prune_differs"]["warnings"])
+
+
+def test_ranks_at_different_keys_raise_instead_of_pairing_unrelated_collectives(runs):
+    for rank, res in enumerate(runs(2)):
+        outcome = res["different_keys"]
+        assert outcome["error"] == "DistributedTuningError" and outcome["is_autotune_error"]
+        assert "not tuning the same thing" in outcome["message"]
+        assert "(330,)" in outcome["message"] or "[330]" in outcome["message"]
+        assert f"rank {rank} of 2" in outcome["message"]
+
+
+def test_a_rank_that_never_joins_makes_the_others_raise_within_the_timeout_naming_it(tmp_path):
+    results, _ = _spawn(tmp_path, 3, [], timeout_s=HANG_TIMEOUT_S, missing=2)
+    leader, other = results[0]["hang"], results[1]["hang"]
+    for rank, outcome in ((0, leader), (1, other)):
+        assert outcome["error"] == "DistributedTuningError", outcome
+        assert outcome["seconds"] < HANG_TIMEOUT_S + 5, outcome
+        message = outcome["message"]
+        assert f"rank {rank} of 3" in message and "add_kernel key (400,)" in message
+        assert "distributed='shard'" in message and "timeout is 3 s" in message
+    assert "rank(s) 2 did not reach this call" in leader["message"]
+    assert "rank 0 did not answer" in other["message"] and "rank 0's error names the missing ranks" in other["message"]
+    assert results[2]["hang"] == {"skipped": True}
+
+
+def test_agreement_errors_are_autotune_errors():
+    assert issubclass(adist.DistributedTuningError, AutotuneError)
+    assert issubclass(adist.DistributedTuningError, RuntimeError)
