@@ -135,7 +135,7 @@ _SUPPORTED_TRITON = "3.6 to 3.9"
 
 
 class PrecompileError(AutotuneError, ValueError):
-    """precompile() cannot start: a bad target, signature, kernel or missing winners (the message says how to fix it)."""
+    """precompile() cannot start: a bad target, signature, kernel or missing winners (the message says the fix)."""
 
 
 class ArchiveError(AutotuneError, ValueError):
@@ -720,9 +720,9 @@ class _Helper:
     def __init__(self, env: dict[str, str], fingerprint: tuple) -> None:
         self.fingerprint = fingerprint
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-c", "from autotune.precompile import _helper_main; _helper_main()"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-                                     cwd=os.getcwd())
+        command = [sys.executable, "-c", "from autotune.precompile import _helper_main; _helper_main()"]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, cwd=os.getcwd())
 
     def call(self, request: dict) -> dict:
         try:
@@ -1162,6 +1162,7 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
     def prepare(config: Config) -> tuple:
         return tuned._launch_args(config, args, dict(kwargs), (1,), named)
 
+    listening = _LISTENER.install()
     session = _LISTENER.session()
     started = time.perf_counter()
     try:
@@ -1179,12 +1180,20 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
                     kind = "out_of_resources" if type(exc).__name__ == "OutOfResources" else "compile_error"
                     report.failed.append(FailedConfig(outcome.config, str(target), _error_text(exc), kind))
                     continue
-                info = _describe(compiled, target, outcome.compile_s or 0.0, session.get(compiled.hash))
+                # No compile event for its hash: triton.compile was not called, the JIT's memory had it.
+                cached = session.get(compiled.hash, True) if listening else None
+                info = _describe(compiled, target, outcome.compile_s or 0.0, cached)
                 n_regs = getattr(compiled, "n_regs", None)
+                problem = _over_limits(target, shared=None, n_regs=n_regs, num_warps=info["num_warps"],
+                                       warp_size=info["warp_size"])
+                if problem is not None:
+                    report.failed.append(FailedConfig(outcome.config, str(target), problem, "out_of_resources"))
+                    continue
                 report.compiled.append(CompiledConfig(
                     config=outcome.config, target=str(target), cached=info["cached"], compile_s=info["seconds"],
                     hash=info["hash"], shared_bytes=info["shared"], num_warps=info["num_warps"],
-                    n_regs=n_regs if n_regs is not None else info["n_regs"], n_spills=getattr(compiled, "n_spills", None),
+                    n_regs=n_regs if n_regs is not None else info["n_regs"],
+                    n_spills=getattr(compiled, "n_spills", None),
                     frame_bytes=info["frame_bytes"], path=info["path"]))
     finally:
         _LISTENER.close(session)
@@ -1460,7 +1469,8 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     now = time.time()
     try:
         with tarfile.open(tmp, "w:gz") as tar:
-            for name, data in [(_MANIFEST, manifest.model_dump_json(indent=1).encode("utf-8"))] + sorted(members.items()):
+            manifest_json = manifest.model_dump_json(indent=1).encode("utf-8")
+            for name, data in [(_MANIFEST, manifest_json)] + sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), now, 0o644
                 tar.addfile(info, io.BytesIO(data))
@@ -1491,7 +1501,8 @@ def _check_member(member: tarfile.TarInfo) -> PurePosixPath:
     parts = path.parts
     if name == _MANIFEST:
         return path
-    if len(parts) == 3 and parts[0] in (_RECORDS_PREFIX, _TRITON_PREFIX) and all(_SAFE_NAME.match(p) for p in parts[1:]):
+    if len(parts) == 3 and parts[0] in (_RECORDS_PREFIX, _TRITON_PREFIX) \
+            and all(_SAFE_NAME.match(p) for p in parts[1:]):
         return path
     raise ArchiveError(f"unexpected archive member {name!r}: an autotune archive holds {_MANIFEST}, "
                        f"{_RECORDS_PREFIX}/<kernel>/<entry>.json and {_TRITON_PREFIX}/<entry>/<file>")

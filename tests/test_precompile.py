@@ -203,6 +203,58 @@ print(json.dumps(events))
     assert sorted(h for h, _ in events) == expected
 
 
+STUB_GPU = """
+import json, sys, torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from autotune.precompile import cubin_resource_usage
+
+class StubUtils:
+    def get_device_properties(self, device): return {"max_shared_mem": 163 * 1024}
+    def load_binary(self, name, kernel, shared, device):
+        return object(), object(), cubin_resource_usage(kernel)["n_regs"], 0, 1024
+
+class StubDriver:  # an sm_80 GPU as far as Triton's JIT and kernel loading can tell
+    utils = StubUtils()
+    def get_current_device(self): return 0
+    def get_current_stream(self, device): return 0
+    def get_current_target(self): return GPUTarget("cuda", 80, 32)
+    def launcher_cls(self, src, metadata): return lambda *args: None
+
+driver.set_active(StubDriver())
+"""
+
+
+def test_targets_none_compiles_through_the_jit_on_a_stub_gpu(triton_cache):
+    """targets=None on CPU, with a stub sm_80 driver: the configs go through the kernel's JIT (AsyncCompileMode),
+    Triton's own OutOfResources check at load time fails the big one, and the JIT's in-memory cache then holds
+    the compiled config: a launch of it calls triton.compile no more."""
+    script = STUB_GPU + """
+from autotune.precompile import precompile
+from test_precompile import tuned_transpose as kernel
+report = precompile(kernel, torch.float32, torch.float32, targets=None, workers=2)
+events = []
+triton.knobs.compilation.listener = lambda **kw: events.append(kw["cache_hit"])
+x = torch.zeros(32 * 32)
+launch_args, launch_kwargs, grid = kernel._launch_args(kernel.configs[0], (x, x), {}, None, {})
+kernel.fn.run(*launch_args, grid=grid, warmup=True, **launch_kwargs)
+print(json.dumps({"report": report.to_dict(), "events_after": events}))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(triton_cache),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    report = result["report"]
+    assert report["targets"] == ["cuda:80"]
+    assert [c["config"] for c in report["compiled"]] == [{"BM": 32, "BN": 32, "num_warps": 4}]
+    assert report["compiled"][0]["n_regs"] > 0
+    kinds = {(f["config"]["BM"], f["config"]["BN"]): f["kind"] for f in report["failed"]}
+    assert kinds == {(48, 32): "compile_error", (512, 256): "compile_error", (256, 256): "out_of_resources"}
+    assert result["events_after"] == []
+
+
 def test_thread_pool_compiles_two_at_once(monkeypatch):
     """Structure only (timings are in bench/): with workers=2 two compiles are in flight at the same time on
     the pool's threads; with workers=0 everything runs on the calling thread."""
