@@ -431,6 +431,15 @@ def count(kernel_name: str, **increments: float) -> None:
     _bump(kernel_name, **increments)
 
 
+def count_hit(kernel_name: str) -> None:
+    """Count one memory hit: the decorated kernel's hot path, kept to one locked increment."""
+    with _REGISTRY_LOCK:
+        counters = _STATS.get(kernel_name)
+        if counters is None:
+            counters = _STATS[kernel_name] = _new_stats()
+        counters["hits"] += 1
+
+
 def failed_configs(record: TuningRecord) -> int:
     """How many trials of `record` failed: not "ok", and not "skipped" (pruned or a lone candidate, never run);
     what `stats()["failed_configs"]` adds up."""

@@ -235,11 +235,24 @@ class Autotuned(KernelInterface):
         return named
 
     def _select(self, named: dict, args: tuple, kwargs: dict, grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
-        """The config to launch for these arguments, the key's record, and how it was found."""
+        """The config to launch for these arguments, the key's record, and how it was found.
+
+        The hot path is a memory hit: key, one dict lookup, one counter. The AUTOTUNE_* switches are read only
+        when a key is not in memory yet, i.e. when a process first meets it.
+        """
+        key, dtypes = self._key(named)
+        ident = (key, dtypes)
+        self._last_key = ident
+        record = self.cache.in_memory(key, dtypes)
+        if record is not None and (not self.tuning.force or ident in self._forced):
+            _cache.count_hit(self.name)
+            return record.winner, record, "memory"
+        return self._select_on_miss(key, dtypes, named, args, kwargs, grid)
+
+    def _select_on_miss(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict,
+                        grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
         if env_disable():
             return self._fallback_config(), None, "disabled"
-        key, dtypes = self._key(named)
-        self._last_key = (key, dtypes)
         if env_offline():
             record = self.cache.peek(key, dtypes)
             if record is not None:
@@ -261,6 +274,10 @@ class Autotuned(KernelInterface):
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))
+        if how == "disk":
+            from .report import emit
+
+            emit(record, cache_hit=True)
         return record.winner, record, how
 
     def _fallback_config(self) -> Config:
