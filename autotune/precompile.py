@@ -345,6 +345,10 @@ class _StandInPointer:
     def data_ptr(self) -> int:
         return self._ptr
 
+    def ptr_range(self) -> int:
+        """Bytes addressed: small, as for a tensor under 2 GiB (the AMD backend's buffer-ops specialization)."""
+        return 1 << 20
+
     def __repr__(self) -> str:
         return f"<stand-in *{self.type_name}>"
 
@@ -367,13 +371,22 @@ def _pointer_standin(type_name: str, aligned: bool) -> _StandInPointer:
     return _StandInPointer(dtype, type_name, aligned)
 
 
+def _wrap_dtype(arg: Any) -> Any:
+    """An example argument given as a torch dtype stands for an aligned tensor of that dtype (as in Triton's
+    `kernel.warmup(torch.float16, ...)`)."""
+    if type(arg).__name__ == "dtype" and type(arg).__module__ == "torch":
+        return _StandInPointer(arg, str(arg).replace("torch.", ""))
+    return arg
+
+
 def parse_signature(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
     """Turn a `signature=` into stand-in argument values by name, which Triton's JIT specializes as described.
 
     A dict `{name: entry}` or a string `"name=entry, name=entry"` (entries as below; a JSON object works too):
 
     - `"*fp16"`, `"*bf16"`, `"*fp32"`, `"*i32"`, `"*fp8e4nv"`, ...: a pointer, 16-byte aligned as torch
-      allocations are (`tt.divisibility=16`); `"*fp16:1"` for one that may not be (a view at an odd offset);
+      allocations are (`tt.divisibility=16`), into a buffer under 2 GiB (AMD's buffer-ops specialization);
+      `"*fp16:1"` for one that may not be aligned (a view at an odd offset);
     - `"i32"`, `"i64"`, `"u64"`: an integer not divisible by 16; `"i32:16"` (`"i64:16"`): divisible by 16,
       as the JIT specializes sizes and strides that are multiples of 16;
     - `"fp32"`, `"u1"`: a float, a bool;
@@ -1059,7 +1072,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     - `*example_args`: arguments as a launch passes them (tensors, sizes, strides; a torch dtype stands for a
       tensor of that dtype); or `signature=` instead: a dict / string of argument types, see `parse_signature`.
       The compiled kernels are found by launches whose arguments specialize the same way.
-    - `targets`: `["cuda:90", "cuda:80", "hip:gfx942"]`: no GPU needed. None: the active GPU, through the
+    - `targets`: `["cuda:90", "cuda:80", "hip:gfx942"]` (or one): no GPU needed. None: the active GPU, through the
       kernel's JIT, so this process's later launches compile nothing.
     - `space`: another space to compile instead of the kernel's; `winners_only`: only the winners in the
       tuning cache (for each target, those tuned on that architecture where there are any).
@@ -1091,9 +1104,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
             raise PrecompileError(f"signature names {unknown}, which are not arguments of {tuned.name}; "
                                   f"arguments: {tuned.arg_names}")
     else:
-        from triton.runtime.jit import MockTensor
-
-        args, kwargs = tuple(MockTensor.wrap_dtype(a) for a in example_args), {}
+        args, kwargs = tuple(_wrap_dtype(a) for a in example_args), {}
     if len(args) > len(tuned.arg_names):
         raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
                               f"got {len(args)} example arguments")
@@ -1110,6 +1121,8 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
                                   "targets=['cuda:90']")
         return _precompile_jit(tuned, args, kwargs, space, winners_only, workers, timeout_s)
 
+    if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
+        targets = [targets]  # one target given bare
     target_list = list(dict.fromkeys(parse_target(t) for t in targets))
     if not target_list:
         raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
@@ -1643,6 +1656,11 @@ def _cmd_precompile(args: Any) -> int:
         os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
     if args.triton_cache_dir:
         os.environ["TRITON_CACHE_DIR"] = args.triton_cache_dir
+    if args.signature is None:
+        print("autotune precompile: --signature is required: the argument types decide the specialization, e.g. "
+              "--signature 'x=*fp32,y=*fp32,out=*fp32,n=i32:16' (pointers '*fp16'..., sizes 'i32' or 'i32:16' when "
+              "a multiple of 16, literal 1 for unit strides)", file=sys.stderr)
+        return 2
     try:
         report = precompile(args.kernel, signature=args.signature, targets=args.targets,
                             winners_only=args.winners_only, workers=args.workers, timeout_s=args.timeout)
@@ -1682,7 +1700,7 @@ def _cmd_import(args: Any) -> int:
 
 def register_cli(subparsers: Any) -> None:
     """`autotune precompile`, `autotune export`, `autotune import` (registered by autotune.cli)."""
-    dirs = argparse_parent()
+    dirs = _argparse_parent()
     p = subparsers.add_parser(
         "precompile", parents=[dirs], help="compile a kernel's configs for GPU targets ahead of time",
         description="Compile every config of an @autotune kernel's space (or only its cached winners) for each "
@@ -1717,7 +1735,7 @@ def register_cli(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_import)
 
 
-def argparse_parent() -> Any:
+def _argparse_parent() -> Any:
     import argparse
 
     parent = argparse.ArgumentParser(add_help=False)
