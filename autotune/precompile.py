@@ -1257,6 +1257,8 @@ def load_kernel(spec: str) -> Any:
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             path = Path(module_name).resolve()
+            if str(path.parent) not in sys.path:  # as running the file would; helper processes import it by name
+                sys.path.insert(0, str(path.parent))
             spec_obj = importlib.util.spec_from_file_location(path.stem, path)
             if spec_obj is None or spec_obj.loader is None:
                 raise PrecompileError(f"kernel {spec!r}: cannot load {path}")
