@@ -49,8 +49,10 @@ class InlineExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
+        clock: dict[str, float] = {"t": time.perf_counter()}
+        future._autotune_started = clock  # type: ignore[attr-defined]
         try:
-            future.set_result(fn(*args, **kwargs))
+            future.set_result(_timed_call(clock, fn, args, kwargs))
         except BaseException as exc:  # noqa: BLE001 - the future carries it to the consumer
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -65,8 +67,25 @@ class _Submitted:
     submitted_at: float = field(default_factory=time.perf_counter)
 
 
+def _timed_call(clock: dict[str, float], fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run a compile, noting in `clock` when it started ("t") and ended ("end") on its thread."""
+    clock["t"] = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        clock["end"] = time.perf_counter()
+
+
+def _compile_seconds(future: Future) -> Optional[float]:
+    """How long the compile behind `future` ran on its thread (queueing excluded); None if nothing ran."""
+    clock = getattr(future, "_autotune_started", None)
+    if not clock or "end" not in clock:
+        return None
+    return clock["end"] - clock["t"]
+
+
 def _outcome(sub: _Submitted, compiler: Compiler, order: int) -> CompileOutcome:
-    elapsed = time.perf_counter() - sub.submitted_at
+    elapsed = _compile_seconds(sub.future)
     try:
         result = compiler.finalize(sub.config, sub.future.result())
     except Exception as exc:  # a compile error is data: recorded, the config skipped
@@ -149,12 +168,7 @@ class StartTrackingExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         started: dict[str, float] = {}
-
-        def timed() -> Any:
-            started["t"] = time.perf_counter()
-            return fn(*args, **kwargs)
-
-        future = self._pool.submit(timed)
+        future = self._pool.submit(_timed_call, started, fn, args, kwargs)
         future._autotune_started = started  # type: ignore[attr-defined]
         return future
 

@@ -71,11 +71,26 @@ class ArgumentGuard:
     sees the caller's arguments exactly as passed."""
 
     def __init__(self, named_args: Mapping[str, Any], restore_value: Sequence[str],
-                 reset_to_zero: Sequence[str]) -> None:
+                 reset_to_zero: Sequence[str], poisoned_outputs: Sequence[str] = ()) -> None:
         self.named_args = named_args
         self.restore_value = [n for n in restore_value if named_args.get(n) is not None]
         self.reset_to_zero = [n for n in reset_to_zero if named_args.get(n) is not None]
-        self._snapshots = {n: named_args[n].clone() for n in {*self.restore_value, *self.reset_to_zero}}
+        guarded = {*self.restore_value, *self.reset_to_zero}
+        # Outputs checked by a Reference are filled with a sentinel before each checked run, so a config that
+        # leaves part of an output unwritten cannot pass on the previous trial's values; restored at the end.
+        self.poisoned = [n for n in poisoned_outputs if named_args.get(n) is not None and n not in guarded]
+        self._snapshots = {n: named_args[n].clone() for n in {*guarded, *self.poisoned}}
+
+    def poison_outputs(self) -> None:
+        """Fill the checked outputs with NaN (floats) or the dtype's largest value (integers)."""
+        import torch
+
+        for name in self.poisoned:
+            tensor = self.named_args[name]
+            if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+                tensor.fill_(float("nan"))
+            elif tensor.dtype != torch.bool:
+                tensor.fill_(torch.iinfo(tensor.dtype).max)
 
     def before_run(self) -> None:
         """Restore `restore_value` arguments and zero `reset_to_zero` ones, before each trial run."""
@@ -137,7 +152,8 @@ def tune(job: TuneJob) -> TuneOutcome:
     order = [c for c in job.configs if c not in job.skip]
     if job.tuning.seed is not None:
         random.Random(job.tuning.seed).shuffle(order)
-    guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
+    checked = job.verify.outputs if isinstance(job.verify, Reference) else ()
+    guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero, checked)
     try:
         expected = job.verify.expected(job.named_args) if isinstance(job.verify, Reference) else None
         if len(order) == 1 and job.verify is None and not job.measure_single:
@@ -173,6 +189,8 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
 
     try:
         before()
+        if job.verify is not None:
+            guard.poison_outputs()
         job.run_config(config)  # the checked run: output as one untuned launch would leave it
         if job.verify is not None:
             job.synchronize()

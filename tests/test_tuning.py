@@ -271,3 +271,32 @@ def test_prune_skips_configs_and_records_them():
     record = add.record()
     assert record.trial_for(Config(BLOCK=16)).status is TrialStatus.SKIPPED
     assert record.winner["BLOCK"] >= 32
+
+
+def test_verify_catches_a_config_that_leaves_part_of_the_output_unwritten():
+    # `n // $BLOCK` instead of cdiv: BLOCK=64 on n=96 never writes the tail. Without the sentinel fill, the
+    # previous trial's correct output would still be there and the broken config would pass.
+    tuned = autotune(space=FixedSpace([{"BLOCK": 32}, {"BLOCK": 64}]), key=["n"], grid="(n // $BLOCK,)",
+                     tuning=FAST.model_copy(update={"compile_workers": 0}),
+                     verify=Reference(lambda x, y, **_: x + y, outputs=("out",)))(add_kernel)
+    x, y, out = vectors(96)
+    with pytest.warns(UserWarning, match="failed verification"):
+        tuned(x, y, out, 96)
+    assert tuned.record().trial_for(Config(BLOCK=64)).status is TrialStatus.VERIFY_FAILED
+    assert tuned.best_config == Config(BLOCK=32)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_compile_seconds_are_the_compile_itself_not_the_queue():
+    def compile_fn(config):
+        import time
+
+        time.sleep(0.2)
+
+    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.model_copy(update={"compile_workers": 1}))
+    add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+    x, y, out = vectors(64)
+    add(x, y, out, 64)
+    seconds = [t.compile_s for t in add.record().trials]
+    # With one worker the last config waits ~0.6 s in the queue; its compile still takes ~0.2 s.
+    assert all(0.19 <= s < 0.45 for s in seconds), seconds
