@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -127,6 +126,7 @@ __all__ = [
     "precompile", "PrecompileReport", "CompiledConfig", "FailedConfig", "PrecompileError",
     "Target", "parse_target", "ResourceLimits", "limits_for", "parse_signature", "cubin_resource_usage",
     "export_archive", "import_archive", "ArchiveManifest", "ImportReport", "ArchiveError", "register_cli",
+    "load_kernel",
 ]
 
 logger = logging.getLogger("autotune")
