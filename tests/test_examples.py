@@ -42,6 +42,21 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "no entries in",
         "cache cleared: by key, by kernel, and everything",
     ),
+    "quickstart.py": (
+        "space: 7 configs; winner: Config(",
+        "tunings: 1, cache hits: 1, output matches torch: True",
+    ),
+    "migrate_from_triton.py": (
+        "next process: winner read from the disk cache without tuning: True, same winner: True, output equal: True",
+        "migrated from triton.autotune by changing one import",
+    ),
+    "deploy_precompiled.py": (
+        "[deploy] stats: disk_hits=2 tunings=0",
+        "deployed: tuned and precompiled on one machine, served on another with no tuning",
+    ),
+    "distributed_tuning.py": (
+        "second call with the same key: memory hit (1), no communication",
+    ),
 }
 
 
