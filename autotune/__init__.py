@@ -11,6 +11,7 @@ from .decorator import Autotuned, TuningResult, autotune, autotune_launch
 from .distributed import DistributedTuningError
 from .errors import AutotuneError, NoValidConfigError, VerificationError
 from .options import Tuning
+from .precompile import precompile
 from .record import Trial, TrialStatus, TuningRecord
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .tuner import Reference
@@ -24,11 +25,3 @@ __all__ = [
     "CacheWarning", "DistributedTuningError",
 ]
 
-
-def __getattr__(name: str):
-    # precompile pulls in Triton's compiler front end; import it only when asked for.
-    if name == "precompile":
-        from .precompile import precompile
-
-        return precompile
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

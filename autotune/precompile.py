@@ -1745,22 +1745,3 @@ def _argparse_parent() -> Any:
     parent.add_argument("--triton-cache-dir", metavar="DIR",
                         help="Triton's compile cache (default: TRITON_CACHE_DIR, else ~/.triton/cache)")
     return parent
-
-
-# ================================================================================================ module as function
-
-
-class _CallableModule(type(sys)):
-    """`autotune.precompile` is both this module and, called, the `precompile` function.
-
-    Why: `autotune/__init__.py` exposes `precompile` lazily through a module `__getattr__` that imports this
-    module; importing a submodule sets the package attribute of the same name to the module, so after the
-    first `from autotune import precompile` the name resolves to the module. Making the module callable keeps
-    `precompile(kernel, ...)` working however it was imported.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> PrecompileReport:
-        return precompile(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
