@@ -41,7 +41,6 @@ class CompileOutcome:
     result: Any = None
     error: Optional[BaseException] = None
     compile_s: Optional[float] = None
-    order: int = 0  # position in completion order
 
 
 class InlineExecutor(Executor):
@@ -49,8 +48,8 @@ class InlineExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
-        clock: dict[str, float] = {"t": time.perf_counter()}
-        future._autotune_started = clock  # type: ignore[attr-defined]
+        clock: dict[str, float] = {}
+        future._autotune_clock = clock  # type: ignore[attr-defined]
         try:
             future.set_result(_timed_call(clock, fn, args, kwargs))
         except BaseException as exc:  # noqa: BLE001 - the future carries it to the consumer
@@ -76,21 +75,25 @@ def _timed_call(clock: dict[str, float], fn: Callable[..., Any], args: tuple, kw
         clock["end"] = time.perf_counter()
 
 
+def _clock(future: Future) -> dict[str, float]:
+    """The start ("t") and end ("end") of the compile behind `future`, as far as they happened; {} when the
+    future did not come from one of our executors (nothing was compiled, e.g. the interpreter)."""
+    return getattr(future, "_autotune_clock", {})
+
+
 def _compile_seconds(future: Future) -> Optional[float]:
     """How long the compile behind `future` ran on its thread (queueing excluded); None if nothing ran."""
-    clock = getattr(future, "_autotune_started", None)
-    if not clock or "end" not in clock:
-        return None
-    return clock["end"] - clock["t"]
+    clock = _clock(future)
+    return clock["end"] - clock["t"] if "end" in clock else None
 
 
-def _outcome(sub: _Submitted, compiler: Compiler, order: int) -> CompileOutcome:
+def _outcome(sub: _Submitted, compiler: Compiler) -> CompileOutcome:
     elapsed = _compile_seconds(sub.future)
     try:
         result = compiler.finalize(sub.config, sub.future.result())
     except Exception as exc:  # a compile error is data: recorded, the config skipped
-        return CompileOutcome(sub.config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=elapsed, order=order)
-    return CompileOutcome(sub.config, TrialStatus.OK, result=result, compile_s=elapsed, order=order)
+        return CompileOutcome(sub.config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=elapsed)
+    return CompileOutcome(sub.config, TrialStatus.OK, result=result, compile_s=elapsed)
 
 
 def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler, *, workers: int,
@@ -122,25 +125,23 @@ def _pipeline(configs: list[Config], compiler: Compiler, workers: int,
 
 
 def _serial(configs: list[Config], compiler: Compiler, executor: Executor) -> Iterator[CompileOutcome]:
-    for order, config in enumerate(configs):
+    for config in configs:
         try:
             sub = _Submitted(config, compiler.submit(config, executor))
         except Exception as exc:
-            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, order=order)
+            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc)
             continue
-        yield _outcome(sub, compiler, order)
+        yield _outcome(sub, compiler)
 
 
 def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, timeout_s: Optional[float],
               abandoned: threading.Event) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
-    order = 0
     for config in configs:
         try:
             future = compiler.submit(config, executor)
         except Exception as exc:
-            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, order=order)
-            order += 1
+            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc)
             continue
         pending[future] = _Submitted(config, future)
     while pending:
@@ -151,42 +152,35 @@ def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, tim
                 abandoned.set()
                 yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
                                      error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
-                                     compile_s=time.perf_counter() - _started_at(future), order=order)
-                order += 1
+                                     compile_s=time.perf_counter() - _clock(future)["t"])
             continue
         for future in sorted(done, key=lambda f: pending[f].submitted_at):
-            sub = pending.pop(future)
-            yield _outcome(sub, compiler, order)
-            order += 1
+            yield _outcome(pending.pop(future), compiler)
 
 
 class StartTrackingExecutor(Executor):
-    """A thread pool whose futures remember when their function started running (for compile timeouts)."""
+    """A thread pool whose futures remember when their compile started and ended (timeouts, `compile_s`)."""
 
     def __init__(self, max_workers: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="autotune-compile")
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        started: dict[str, float] = {}
-        future = self._pool.submit(_timed_call, started, fn, args, kwargs)
-        future._autotune_started = started  # type: ignore[attr-defined]
+        clock: dict[str, float] = {}
+        future = self._pool.submit(_timed_call, clock, fn, args, kwargs)
+        future._autotune_clock = clock  # type: ignore[attr-defined]
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-def _started_at(future: Future) -> float:
-    return getattr(future, "_autotune_started", {}).get("t", time.perf_counter())
-
-
 def _next_deadline(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> Optional[float]:
+    """Seconds until the oldest running compile passes the timeout; a short poll while all are still queued."""
     if timeout_s is None:
         return None
-    running = [getattr(f, "_autotune_started", {}).get("t") for f in pending]
-    running = [t for t in running if t is not None]
+    running = [clock["t"] for clock in map(_clock, pending) if "t" in clock]
     if not running:
-        return 0.05 if any(hasattr(f, "_autotune_started") for f in pending) else None
+        return 0.05 if any(hasattr(f, "_autotune_clock") for f in pending) else None
     return max(0.0, min(running) + timeout_s - time.perf_counter())
 
 
@@ -194,5 +188,4 @@ def _expired(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> l
     if timeout_s is None:
         return []
     now = time.perf_counter()
-    return [f for f in pending if (t := getattr(f, "_autotune_started", {}).get("t")) is not None
-            and now - t >= timeout_s and not f.done()]
+    return [f for f in pending if "t" in _clock(f) and now - _clock(f)["t"] >= timeout_s and not f.done()]
