@@ -215,11 +215,20 @@ class Autotuned(KernelInterface):
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        return self._select_and_launch(args, kwargs, grid, warmup)[0]
+
+    def _select_and_launch(self, args: tuple, kwargs: dict, grid: Any,
+                           warmup: bool) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
+        """Pick the config for these arguments (tuning on a miss) and launch it.
+
+        Returns (what Triton's launch returned, config, record, how it was found, grid launched).
+        """
         named = self._named_args(args, kwargs)
-        config, _, _ = self._select(named, args, kwargs, grid)
+        config, record, how = self._select(named, args, kwargs, grid)
         self.best_config = config
         launch_args, launch_kwargs, launch_grid = self._launch_args(config, args, kwargs, grid, named)
-        return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        return result, config, record, how, launch_grid
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
         """Tune (if needed) and compile the winner for these arguments without launching it."""
@@ -451,17 +460,13 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
 
     The autotuned wrapper is kept per (kernel, space, grid, key, options), so repeated calls hit its cache.
     """
-    space_obj = as_space(space)
-    ident = (id(kernel), space_obj.checksum(), repr(grid), repr(key), repr(sorted(autotune_options.items())))
+    # Spaces given as data are told apart by their repr; a SearchSpace object by identity (the registry keeps it
+    # alive). A checksum would hash every config on every call of this hot path.
+    space_ident = id(space) if isinstance(space, SearchSpace) else repr(space)
+    ident = (id(kernel), space_ident, repr(grid), repr(key), repr(sorted(autotune_options.items())))
     with _launch_registry_lock:
         tuned = _launch_registry.get(ident)
-        if tuned is None or tuned.fn is not kernel:
-            tuned = _launch_registry[ident] = Autotuned(kernel, space=space_obj, key=key, grid=grid,
-                                                        **autotune_options)
-    kwargs = dict(kwargs or {})
-    named = tuned._named_args(tuple(args), kwargs)
-    config, record, how = tuned._select(named, tuple(args), kwargs, None)
-    tuned.best_config = config
-    launch_args, launch_kwargs, launch_grid = tuned._launch_args(config, tuple(args), kwargs, None, named)
-    tuned.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+        if tuned is None:
+            tuned = _launch_registry[ident] = Autotuned(kernel, space=space, key=key, grid=grid, **autotune_options)
+    _, config, record, how, launch_grid = tuned._select_and_launch(tuple(args), dict(kwargs or {}), None, False)
     return TuningResult(config=config, grid=launch_grid, record=record, cache_hit=how in ("memory", "disk", "cache"))

@@ -119,6 +119,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .decorator import _base_kernel
 from .errors import AutotuneError
 from .space import Config, as_space
 
@@ -1023,16 +1024,10 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
         kernel = load_kernel(kernel)
     if isinstance(kernel, Autotuned):
         return kernel
-    if space is not None and hasattr(_base(kernel), "arg_names"):
+    if space is not None and hasattr(_base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (or 'module:kernel'); got {kernel!r}. "
                           f"For a bare @triton.jit kernel pass space= as well.")
-
-
-def _base(fn: Any) -> Any:
-    from .decorator import _base_kernel
-
-    return _base_kernel(fn)
 
 
 def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config], Optional[str]]:
@@ -1219,7 +1214,7 @@ def _check_arguments(tuned: Any, args: tuple, kwargs: dict) -> None:
     """Fail fast, once, on arguments that cannot bind whatever the config: unknown names, missing arguments."""
     import inspect
 
-    params = inspect.signature(_base(tuned.base_fn).fn).parameters
+    params = inspect.signature(_base_kernel(tuned.base_fn).fn).parameters
     given = set(tuned.arg_names[:len(args)]) | set(kwargs)
     constexprs = set(tuned.constexpr_names)
     missing = [name for name, p in params.items() if name not in given and name not in constexprs
