@@ -6,10 +6,11 @@ in a thread pool, measures each as soon as it is compiled, launches the fastest 
 from __future__ import annotations
 
 from . import keys
-from .cache import CacheWarning, clear_autotune_cache, stats
+from .cache import clear_autotune_cache, stats
 from .decorator import Autotuned, TuningResult, autotune, autotune_launch
-from .distributed import DistributedTuningError
-from .errors import AutotuneError, NoValidConfigError, VerificationError
+from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
+                     ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
+                     VerificationError, classify)
 from .options import Tuning
 from .precompile import precompile
 from .record import Trial, TrialStatus, TuningRecord
@@ -22,6 +23,7 @@ __all__ = [
     "autotune", "autotune_launch", "CartesianSpace", "FixedSpace", "SearchSpace", "Config", "Tuning",
     "TuningResult", "clear_autotune_cache", "precompile", "AutotuneError", "NoValidConfigError",
     "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
-    "CacheWarning", "DistributedTuningError",
+    "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
+    "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify",
 ]
 

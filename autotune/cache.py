@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import filelock
 from pydantic import ValidationError
 
-from .errors import AutotuneError
+from .errors import AutotuneError, CacheEntryError, CacheWarning
 from .options import cache_dir
 from .record import SCHEMA_VERSION, TrialStatus, TuningRecord
 from .space import Config
@@ -72,17 +72,6 @@ _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so
 _STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_configs", "tuning_s")
 
 
-class CacheWarning(UserWarning):
-    """Something went wrong with the disk cache; the launch went on (tuning in memory)."""
-
-
-class CacheEntryError(AutotuneError, ValueError):
-    """A cache file could not be used: corrupt, truncated, or of another schema version."""
-
-    def __init__(self, message: str, kind: str = "corrupt", schema_version: Any = None) -> None:
-        super().__init__(message)
-        self.kind = kind                      # "corrupt" or "schema"
-        self.schema_version = schema_version
 
 
 # --------------------------------------------------------------------------------------------------

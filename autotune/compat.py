@@ -53,7 +53,6 @@ Not reproduced on purpose: Triton's crash on a config that fails to run (here it
 """
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 import warnings
@@ -64,7 +63,9 @@ from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
 from . import cache as _cache
-from .decorator import Autotuned, _base_kernel, _is_interpreted, check_top_k, top_k_count
+from .decorator import Autotuned
+from .kernel_ref import base_kernel, is_interpreted, python_function
+from .pruning import check_top_k, top_k_count
 from .errors import AutotuneError, SpaceError
 from .options import Tuning
 from .record import TrialStatus, TuningRecord
@@ -263,14 +264,12 @@ class Autotuner(KernelInterface):
         check_top_k(self.configs_top_k, "prune_configs_by['top_k']")
 
         # Benchmarking.
-        base = _base_kernel(fn)
-        self.base_fn = fn
-        while not inspect.isfunction(self.base_fn):
-            self.base_fn = self.base_fn.fn
+        base = base_kernel(fn)
+        self.base_fn = python_function(fn)
         self.num_warmups = warmup
         self.num_reps = rep
         self.use_cuda_graph = use_cuda_graph
-        self.do_bench = self._resolve_do_bench(do_bench, interpreted=_is_interpreted(base))
+        self.do_bench = self._resolve_do_bench(do_bench, interpreted=is_interpreted(base))
         self.cache_results: bool = cache_results is not False
 
         tuning_obj = Tuning.coerce(tuning)
@@ -338,20 +337,19 @@ class Autotuner(KernelInterface):
                              "re-define auto-tuned symbols.")
         tuner = self.tuner
         nargs = dict(zip(self.arg_names, args))
-        named: Dict[str, Any] = {}
+        bound = tuner.bind(args, call_kwargs)
         benchmarked = False
         if len(self._natives) == 1:
             native = self._natives[0]
         else:
-            named = tuner._named_args(args, call_kwargs)
             self._local.call = (nargs, kwargs)
             self._local.raw = {}
             try:
-                native, record, how = tuner._select(named, args, call_kwargs, grid)
+                native, record, how = tuner.select(bound, grid)
             finally:
                 self._local.call = None
             if record is not None:
-                key_values, dtypes = tuner._key(named)
+                key_values, dtypes = tuner.key_of(bound)
                 key = (*key_values, *dtypes)
                 self.cache[key] = self._triton_of[native]
                 if how != "memory":
@@ -372,7 +370,7 @@ class Autotuner(KernelInterface):
                 self.pre_hook(full_nargs, reset_only=True)
         if config.pre_hook is not None:
             config.pre_hook(full_nargs)
-        launch_args, launch_kwargs, launch_grid = tuner._launch_args(native, args, call_kwargs, grid, named)
+        launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
         return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:

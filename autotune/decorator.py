@@ -18,111 +18,26 @@ from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
 from .errors import AutotuneError, OptionError, SpaceError
 from .keys import KeyBuilder
+from .kernel_ref import base_kernel, constexpr_names, is_interpreted, python_function
 from .options import Tuning, env_disable, env_force, env_offline
+from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, as_space, validate_space
 from .template import compile_derive, compile_grid
 from .timing import make_timer
 from .tuner import Reference, TuneJob, tune
 
-__all__ = ["Autotuned", "autotune", "autotune_launch", "TuningResult"]
+__all__ = ["Autotuned", "BoundCall", "autotune", "autotune_launch", "TuningResult"]
 
 
-def _base_kernel(fn: Any) -> Any:
-    """The innermost Triton function under wrappers such as `triton.heuristics` (each keeps it in `.fn`)."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
+@dataclass(frozen=True)
+class BoundCall:
+    """One call's arguments: as passed (`args`, `kwargs`) and by parameter name with defaults filled in
+    (`named`). Made by `Autotuned.bind`; the key, the grid and every launch read it."""
 
-    inner = fn
-    while not isinstance(inner, (JITFunction, InterpretedFunction)):
-        inner = getattr(inner, "fn", None)
-        if inner is None:
-            return fn
-    return inner
-
-
-def _is_interpreted(base: Any) -> bool:
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(base, InterpretedFunction)
-
-
-def _python_fn(base: Any) -> Callable:
-    fn = getattr(base, "fn", base)
-    return fn
-
-
-def _constexpr_names(base: Any) -> list[str]:
-    """Names of the kernel's `tl.constexpr` parameters (from the JIT's params, or the annotations)."""
-    params = getattr(base, "params", None)
-    if params and hasattr(params[0], "is_constexpr"):
-        return [p.name for p in params if p.is_constexpr]
-    names = []
-    for p in inspect.signature(_python_fn(base)).parameters.values():
-        ann = p.annotation
-        text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
-        if ann is not inspect.Parameter.empty and "constexpr" in str(text):
-            names.append(p.name)
-    return names
-
-
-# `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
-# `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
-PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, Any], None]
-_PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
-
-
-def check_top_k(top_k: Any, where: str = "top_k") -> None:
-    """Validate a perf-model `top_k` as triton.autotune reads it: an int >= 1, or a float <= 1.0 (a fraction)."""
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or (isinstance(top_k, float) and top_k > 1.0):
-        raise TypeError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
-                        "keep) or 2) an int (how many to keep)")
-    if isinstance(top_k, int) and top_k < 1:
-        raise OptionError(f"{where}={top_k!r}: an int top_k must be >= 1; pruning must keep at least one config")
-
-
-def top_k_count(n: int, top_k: Union[int, float]) -> int:
-    """How many of `n` configs a perf model keeps: an int as is, a float as that fraction of `n`; never 0."""
-    if isinstance(top_k, float):
-        return max(1, int(n * top_k))
-    return max(1, int(top_k))
-
-
-def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callable[[list[Config], dict], Sequence[Any]]]:
-    """Normalise `prune=` to one callable `(configs, named_args) -> kept configs`.
-
-    The dict form is triton.autotune's `prune_configs_by` for the native decorator: `early_config_prune(configs,
-    named_args)` filters first; then, if `perf_model` is given, each config is estimated with
-    `perf_model(**named_args, **config)` and the `top_k` lowest estimates are kept (`top_k` an int, or a float
-    <= 1.0 meaning that fraction of the configs; at least one is always kept; default 1.0, i.e. all).
-    """
-    if prune is None or callable(prune):
-        return prune
-    if not isinstance(prune, Mapping):
-        raise OptionError(f"prune= on {kernel_name} takes a callable (configs, named_args) -> configs or a dict with "
-                          f"keys {list(_PRUNE_KEYS)}; got {type(prune).__name__}")
-    unknown = sorted(set(prune) - set(_PRUNE_KEYS))
-    if unknown:
-        raise OptionError(f"prune= on {kernel_name}: unknown keys {unknown}; the keys are {list(_PRUNE_KEYS)}")
-    early = prune.get("early_config_prune")
-    perf_model = prune.get("perf_model")
-    top_k = prune.get("top_k", 1.0)
-    for name, fn in (("early_config_prune", early), ("perf_model", perf_model)):
-        if fn is not None and not callable(fn):
-            raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
-    check_top_k(top_k, "prune['top_k']")
-
-    def pruner(configs: list[Config], named: dict) -> list[Any]:
-        kept = list(early(configs, named)) if early is not None else list(configs)
-        if perf_model is None or not kept:
-            return kept
-        k = top_k_count(len(kept), top_k)
-        if len(kept) <= k:
-            return kept
-        estimate = {i: perf_model(**{**named, **Config(c)}) for i, c in enumerate(kept)}
-        return [kept[i] for i in sorted(estimate, key=estimate.__getitem__)[:k]]
-
-    return pruner
+    args: tuple
+    kwargs: dict
+    named: dict
 
 
 @dataclass(frozen=True)
@@ -146,14 +61,14 @@ class Autotuned(KernelInterface):
                  prune: PruneSpec = None,
                  fallback: Optional[Mapping[str, Any]] = None, **static_options: Any) -> None:
         self.fn = fn
-        self.base_fn = _base_kernel(fn)
+        self.base_fn = base_kernel(fn)
         if not hasattr(self.base_fn, "arg_names"):
             raise AutotuneError(f"@autotune decorates a @triton.jit kernel; got {fn!r}. "
                                 "Put @autotune above @triton.jit.")
-        python_fn = _python_fn(self.base_fn)
+        python_fn = python_function(self.base_fn)
         self.name: str = python_fn.__name__
         self.arg_names: list[str] = list(self.base_fn.arg_names)
-        self.constexpr_names = _constexpr_names(self.base_fn)
+        self.constexpr_names = constexpr_names(self.base_fn)
         self._defaults = {p.name: p.default for p in inspect.signature(python_fn).parameters.values()
                           if p.default is not inspect.Parameter.empty}
         self.tuning = Tuning.coerce(tuning)
@@ -194,7 +109,7 @@ class Autotuned(KernelInterface):
             validate_space(as_space([self.fallback]), kernel_name=self.name, constexpr_names=self.constexpr_names,
                            compile_options=self._compile_options, static_options=self.static_options,
                            derived_names=derive)
-        self.interpreted = _is_interpreted(self.base_fn)
+        self.interpreted = is_interpreted(self.base_fn)
         config_set = frozenset(self.configs)
         self.cache = _cache.KernelCache(self.name, _cache.source_hash(self.base_fn), self.space.checksum(),
                                         config_set.__contains__)
@@ -223,10 +138,10 @@ class Autotuned(KernelInterface):
 
         Returns (what Triton's launch returned, config, record, how it was found, grid launched).
         """
-        named = self._named_args(args, kwargs)
-        config, record, how = self._select(named, args, kwargs, grid)
+        bound = self.bind(args, kwargs)
+        config, record, how = self.select(bound, grid)
         self.best_config = config
-        launch_args, launch_kwargs, launch_grid = self._launch_args(config, args, kwargs, grid, named)
+        launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
         result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
         return result, config, record, how, launch_grid
 
@@ -234,31 +149,37 @@ class Autotuned(KernelInterface):
         """Tune (if needed) and compile the winner for these arguments without launching it."""
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
-    def _named_args(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> BoundCall:
+        """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning."""
+        args, kwargs = tuple(args), dict(kwargs)
         if len(args) > len(self.arg_names):
             raise TypeError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
                             f"got {len(args)} positional")
         named = dict(self._defaults)
         named.update(zip(self.arg_names, args))
         named.update(kwargs)
-        return named
+        return BoundCall(args, kwargs, named)
 
-    def _select(self, named: dict, args: tuple, kwargs: dict, grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
+    def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:
+        """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""
+        return self._key(bound.named)
+
+    def select(self, bound: BoundCall, grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
         """The config to launch for these arguments, the key's record, and how it was found.
 
         The hot path is a memory hit: key, one dict lookup, one counter. The AUTOTUNE_* switches are read only
         when a key is not in memory yet, i.e. when a process first meets it.
         """
-        key, dtypes = self._key(named)
+        key, dtypes = self._key(bound.named)
         ident = (key, dtypes)
         self._last_key = ident
         record = self.cache.in_memory(key, dtypes)
         if record is not None and (not self.tuning.force or ident in self._forced):
             _cache.count_hit(self.name)
             return record.winner, record, "memory"
-        return self._select_on_miss(key, dtypes, named, args, kwargs, grid)
+        return self._select_on_miss(key, dtypes, bound, grid)
 
-    def _select_on_miss(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict,
+    def _select_on_miss(self, key: tuple, dtypes: tuple, bound: BoundCall,
                         grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
         if env_disable():
             return self._fallback_config(), None, "disabled"
@@ -276,9 +197,9 @@ class Autotuned(KernelInterface):
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             record, how = _distributed.agree(
                 self.cache, key, dtypes, dist_mode,
-                lambda select: self._tune(key, dtypes, named, args, kwargs, grid, select=select), force=force)
+                lambda select: self._tune(key, dtypes, bound, grid, select=select), force=force)
         else:
-            record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, named, args, kwargs, grid),
+            record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, bound, grid),
                                                  force=force)
         if force and how == "tuned":
             with self._forced_lock:
@@ -301,8 +222,10 @@ class Autotuned(KernelInterface):
             split = self._split_cache[config] = (meta, options)
         return split
 
-    def _launch_args(self, config: Config, args: tuple, kwargs: dict, grid: Any,
-                     named: Mapping[str, Any]) -> tuple[tuple, dict, Any]:
+    def launch_args(self, config: Config, bound: BoundCall, grid: Any) -> tuple[tuple, dict, Any]:
+        """(positional args, keyword args, grid) that launch `config` for a bound call through `fn.run`.
+        `grid=None` evaluates the decorator's `grid=`."""
+        args, kwargs, named = bound.args, bound.kwargs, bound.named
         meta, options = self._split(config)
         if kwargs:
             conflicts = sorted(kwargs.keys() & config.keys())
@@ -322,14 +245,16 @@ class Autotuned(KernelInterface):
         return args, launch_kwargs, grid
 
     # ------------------------------------------------------------------------------------------ tuning
-    def _tune(self, key: tuple, dtypes: tuple, named: dict, args: tuple, kwargs: dict, grid: Any,
+    def _tune(self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any,
               select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
         from .report import emit
 
+        named = bound.named
+
         def prepare(config: Config) -> tuple:
-            return self._launch_args(config, args, kwargs, grid, named)
+            return self.launch_args(config, bound, grid)
 
         def run_config(config: Config) -> Any:
             launch_args, launch_kwargs, launch_grid = prepare(config)

@@ -72,7 +72,7 @@ from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence
 
 from . import cache as _cache
-from .errors import AutotuneError, NoValidConfigError
+from .errors import AutotuneError, DistributedTuningError, NoValidConfigError
 from .record import Trial, TrialStatus, TuningRecord
 from .space import Config
 
@@ -90,10 +90,6 @@ Selector = Callable[[list[Config]], Sequence[Config]]
 TuneFn = Callable[[Optional[Selector]], TuningRecord]
 
 
-class DistributedTuningError(AutotuneError, RuntimeError):
-    """The ranks could not agree on a winner: a collective failed or timed out, the ranks were at
-    different keys, or a rank's tuning raised. The message names this rank, the kernel, the key,
-    the mode and the step."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,14 @@
-"""The exceptions autotune raises: one base class, and one class per kind of problem."""
+"""Every error and warning autotune raises, and `classify`: what a failure during tuning means.
+
+One module, imported by every layer and importing nothing of autotune, so that a user can catch any of these
+from `autotune` and each layer raises the class that blames the right thing: the space, the options, the
+call, a config, the cache, the environment.
+"""
 from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any
 
 
 class AutotuneError(Exception):
@@ -28,3 +37,78 @@ class NoValidConfigError(AutotuneError, RuntimeError):
 
 class VerificationError(AutotuneError, AssertionError):
     """A config's output did not match the reference given to `verify=`."""
+
+
+class DeviceError(AutotuneError, RuntimeError):
+    """The GPU context is poisoned (illegal address, launch failure): no later launch in this process can be
+    trusted, so the tuning stops instead of blaming the remaining configs."""
+
+
+class CacheWarning(UserWarning):
+    """Something went wrong with the tuning cache; the launch went on (tuning in memory)."""
+
+
+class CacheEntryError(AutotuneError, ValueError):
+    """A cache entry could not be used: corrupt, truncated, or of another schema version."""
+
+    def __init__(self, message: str, kind: str = "corrupt", schema_version: Any = None) -> None:
+        super().__init__(message)
+        self.kind = kind                      # "corrupt" or "schema"
+        self.schema_version = schema_version
+
+
+class PrecompileError(AutotuneError, ValueError):
+    """precompile() cannot start: a bad target, signature, kernel or missing winners (the message says the fix)."""
+
+
+class ArchiveError(AutotuneError, ValueError):
+    """An archive cannot be exported or imported: unsafe or corrupt members, a version mismatch, nothing to export."""
+
+
+class DistributedTuningError(AutotuneError, RuntimeError):
+    """The ranks could not agree on a winner: a collective failed or timed out, the ranks were at
+    different keys, or a rank's tuning raised. The message names this rank, the kernel, the key,
+    the mode and the step."""
+
+
+class FailureKind(str, Enum):
+    """What a failure during tuning means, and so what the tuner does with it."""
+
+    CONFIG = "config"                       # this config's own compile/launch/verify error: record it, skip it
+    OUT_OF_RESOURCES = "out_of_resources"   # the config needs more shared memory/registers than the device has
+    STICKY_DEVICE = "sticky_device"         # the device context is dead: abort the tuning with DeviceError
+    CALL = "call"                           # the caller's or the program's mistake: raise it at once
+
+
+# CUDA errors after which every later launch in the process fails (the context is poisoned).
+_STICKY = re.compile(
+    r"illegal memory access|misaligned address|unspecified launch failure|device-side assert|illegal instruction"
+    r"|CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR)"
+    r"|hipErrorIllegalAddress|hipErrorLaunchFailure", re.IGNORECASE)
+
+# Python's own messages for a call that does not fit a signature.
+_CALL_MISTAKE = re.compile(r"missing \d+ required|got multiple values for|unexpected keyword argument"
+                           r"|takes \d+ positional arguments? but \d+")
+
+
+def classify(exc: BaseException, stage: str) -> FailureKind:
+    """Decide what `exc`, raised while compiling (`stage="compile"`), running (`"run"`), verifying
+    (`"verify"`) or timing (`"measure"`) one config, means for the tuning.
+
+    Only a config's own failures are recorded and skipped. A poisoned device aborts the tuning; a mistake in
+    the call or the program (an autotune error other than a failed verification, a signature mismatch, the
+    process running out of host memory, an interrupt) is raised as is, since no other config can fix it.
+    """
+    if not isinstance(exc, Exception) or isinstance(exc, MemoryError):
+        return FailureKind.CALL
+    if isinstance(exc, VerificationError):
+        return FailureKind.CONFIG
+    if isinstance(exc, DeviceError) or _STICKY.search(str(exc)):
+        return FailureKind.STICKY_DEVICE
+    if type(exc).__name__ == "OutOfResources" or "out of resource" in str(exc).lower():
+        return FailureKind.OUT_OF_RESOURCES
+    if isinstance(exc, AutotuneError):
+        return FailureKind.CALL
+    if stage != "compile" and isinstance(exc, TypeError) and _CALL_MISTAKE.search(str(exc)):
+        return FailureKind.CALL
+    return FailureKind.CONFIG

@@ -12,6 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExec
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
 
+from .errors import FailureKind, classify
 from .record import TrialStatus
 from .space import Config
 
@@ -91,9 +92,19 @@ def _outcome(sub: _Submitted, compiler: Compiler) -> CompileOutcome:
     elapsed = _compile_seconds(sub.future)
     try:
         result = compiler.finalize(sub.config, sub.future.result())
-    except Exception as exc:  # a compile error is data: recorded, the config skipped
-        return CompileOutcome(sub.config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=elapsed)
+    except Exception as exc:  # a config's compile error is data: recorded, the config skipped
+        return compile_failure(sub.config, exc, elapsed)
     return CompileOutcome(sub.config, TrialStatus.OK, result=result, compile_s=elapsed)
+
+
+def compile_failure(config: Config, exc: Exception, compile_s: Optional[float] = None) -> CompileOutcome:
+    """The outcome of a config whose compile raised `exc`; re-raises what is not the config's own fault."""
+    kind = classify(exc, "compile")
+    if kind is FailureKind.CONFIG:
+        return CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=compile_s)
+    if kind is FailureKind.OUT_OF_RESOURCES:
+        return CompileOutcome(config, TrialStatus.OUT_OF_RESOURCES, error=exc, compile_s=compile_s)
+    raise exc
 
 
 def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler, *, workers: int,
@@ -129,7 +140,7 @@ def _serial(configs: list[Config], compiler: Compiler, executor: Executor) -> It
         try:
             sub = _Submitted(config, compiler.submit(config, executor))
         except Exception as exc:
-            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc)
+            yield compile_failure(config, exc)
             continue
         yield _outcome(sub, compiler)
 
@@ -141,7 +152,7 @@ def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, tim
         try:
             future = compiler.submit(config, executor)
         except Exception as exc:
-            yield CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc)
+            yield compile_failure(config, exc)
             continue
         pending[future] = _Submitted(config, future)
     while pending:

@@ -119,8 +119,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .decorator import _base_kernel
-from .errors import AutotuneError
+from .kernel_ref import base_kernel, heuristics_layers, is_interpreted
+from .errors import ArchiveError, PrecompileError
 from .space import Config, as_space
 
 __all__ = [
@@ -135,12 +135,6 @@ logger = logging.getLogger("autotune")
 _SUPPORTED_TRITON = "3.6 to 3.9"
 
 
-class PrecompileError(AutotuneError, ValueError):
-    """precompile() cannot start: a bad target, signature, kernel or missing winners (the message says the fix)."""
-
-
-class ArchiveError(AutotuneError, ValueError):
-    """An archive cannot be exported or imported: unsafe or corrupt members, a version mismatch, nothing to export."""
 
 
 # ================================================================================================ targets
@@ -888,10 +882,10 @@ class _Plan:
         self.kernel = kernel
         self.args = args
         self.kwargs = kwargs
-        self.named = kernel._named_args(args, kwargs)
+        self.bound = kernel.bind(args, kwargs)
         self.processes = processes
         self.jit_fn = _jit_function(kernel.base_fn)
-        self.heuristics = _heuristics_layers(kernel.fn, kernel.base_fn)
+        self.heuristics = heuristics_layers(kernel.fn, kernel.base_fn)
         self.location = _kernel_location(kernel.base_fn)
         self.cache_dir = _triton_cache_dir()
         self._binders: dict[Target, tuple[Any, Any]] = {}
@@ -912,7 +906,7 @@ class _Plan:
     def launch_kwargs(self, config: Config) -> tuple[tuple, dict]:
         """The positional arguments and keywords a launch of `config` passes to the JIT (derived values and
         `triton.heuristics` included)."""
-        args, kwargs, _ = self.kernel._launch_args(config, self.args, dict(self.kwargs), (1,), self.named)
+        args, kwargs, _ = self.kernel.launch_args(config, self.bound, (1,))
         for layer in self.heuristics:
             for name, heuristic in layer.values.items():
                 kwargs[name] = heuristic({**dict(zip(layer.arg_names, args)), **kwargs})
@@ -956,19 +950,6 @@ def _jit_function(base: Any) -> Any:
     except AttributeError:  # pragma: no cover - slots
         pass
     return jit_fn
-
-
-def _heuristics_layers(fn: Any, base: Any) -> list[Any]:
-    """`triton.heuristics` wrappers between the decorated object and the base kernel, outermost first."""
-    layers = []
-    obj = fn
-    for _ in range(16):
-        if obj is base or obj is None:
-            break
-        if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names"):
-            layers.append(obj)
-        obj = getattr(obj, "fn", None)
-    return layers
 
 
 def _triton_cache_dir() -> str:
@@ -1024,7 +1005,7 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
         kernel = load_kernel(kernel)
     if isinstance(kernel, Autotuned):
         return kernel
-    if space is not None and hasattr(_base_kernel(kernel), "arg_names"):
+    if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (or 'module:kernel'); got {kernel!r}. "
                           f"For a bare @triton.jit kernel pass space= as well.")
@@ -1080,7 +1061,6 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     `PrecompileReport`.
     """
     from .compilers import TargetCompiler
-    from .decorator import _is_interpreted
     from .options import Tuning
     from .pipeline import compile_in_order_of_completion
 
@@ -1107,7 +1087,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     workers = Tuning().compile_workers if workers is None else int(workers)
     if workers < 0:
         raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
-    interpreted = _is_interpreted(tuned.base_fn)
+    interpreted = is_interpreted(tuned.base_fn)
 
     if targets is None:
         if interpreted:
@@ -1159,7 +1139,7 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
     from .pipeline import compile_in_order_of_completion
 
     target = _active_target()
-    named = tuned._named_args(args, kwargs)
+    bound = tuned.bind(args, kwargs)
     if winners_only:
         configs, note = _winner_configs(tuned, target)
     else:
@@ -1168,7 +1148,7 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
                               triton_cache_dir=_triton_cache_dir(), notes=[note] if note else [])
 
     def prepare(config: Config) -> tuple:
-        return tuned._launch_args(config, args, dict(kwargs), (1,), named)
+        return tuned.launch_args(config, bound, (1,))
 
     listening = _LISTENER.install()
     session = _LISTENER.session()
@@ -1214,7 +1194,7 @@ def _check_arguments(tuned: Any, args: tuple, kwargs: dict) -> None:
     """Fail fast, once, on arguments that cannot bind whatever the config: unknown names, missing arguments."""
     import inspect
 
-    params = inspect.signature(_base_kernel(tuned.base_fn).fn).parameters
+    params = inspect.signature(base_kernel(tuned.base_fn).fn).parameters
     given = set(tuned.arg_names[:len(args)]) | set(kwargs)
     constexprs = set(tuned.constexpr_names)
     missing = [name for name, p in params.items() if name not in given and name not in constexprs

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from .errors import NoValidConfigError, VerificationError
+from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
 from .options import Tuning
 from .pipeline import Compiler, compile_in_order_of_completion
 from .record import Trial, TrialStatus
@@ -204,13 +204,13 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
         _fail(job, trial, TrialStatus.VERIFY_FAILED, exc)
         return
     except Exception as exc:
-        _fail(job, trial, TrialStatus.RUNTIME_ERROR, exc)
+        _fail_or_raise(job, trial, exc, "run")
         return
     try:
         samples = job.timer.measure(lambda: job.run_config(config), warmup=job.tuning.warmup,
                                     reps=job.tuning.reps, before=before)
     except Exception as exc:
-        _fail(job, trial, TrialStatus.RUNTIME_ERROR, exc)
+        _fail_or_raise(job, trial, exc, "measure")
         return
     trial.samples_ms = samples
     trial.median_ms, trial.min_ms = summarize(samples)
@@ -232,6 +232,22 @@ def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> None:
     for trial in top:
         trial.samples_ms = trial.samples_ms + extra[trial.config]
         trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
+
+
+def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> None:
+    """Record a config's own failure and go on; abort on a poisoned device; raise a mistake of the call."""
+    kind = classify(exc, stage)
+    if kind is FailureKind.CONFIG:
+        _fail(job, trial, TrialStatus.RUNTIME_ERROR, exc)
+    elif kind is FailureKind.OUT_OF_RESOURCES:
+        _fail(job, trial, TrialStatus.OUT_OF_RESOURCES, exc)
+    elif kind is FailureKind.STICKY_DEVICE:
+        raise DeviceError(f"{job.kernel_name} config {dict(trial.config)} left the GPU unusable "
+                          f"({type(exc).__name__}: {exc}); every later launch in this process would fail, so the "
+                          "tuning stops here. Tune with Tuning(isolate=\"process\") so a crashing config costs only "
+                          "itself, or fix/remove that config.") from exc
+    else:
+        raise exc
 
 
 def _fail(job: TuneJob, trial: Trial, status: TrialStatus, error: Optional[BaseException]) -> None:

@@ -178,7 +178,7 @@ def test_jit_launch_path_finds_explicit_target_precompile(matmul_runs, triton_ca
     """What precompile stored for cuda:90 is what Triton's JIT looks up when launching on a cuda:90 GPU.
 
     Without a GPU: a process without the interpreter, a stub driver reporting cuda:90, and the launch path
-    `Autotuned._launch_args` -> `JITFunction.run(..., warmup=True)` (everything but the launch itself).
+    `Autotuned.launch_args` -> `JITFunction.run(..., warmup=True)` (everything but the launch itself).
     Triton's compilation listener reports each lookup; every one must be a cache hit on a precompiled hash.
     """
     _, first, _ = matmul_runs
@@ -201,9 +201,9 @@ triton.knobs.compilation.listener = lambda **kw: events.append((kw["metadata"]["
 kernel = matmul.make_matmul(matmul.CPU_SPACE)
 a = torch.zeros(64, 64, dtype=torch.float16)
 args = (a, a, a, 64, 64, 64, *a.stride(), *a.stride(), *a.stride())
-named = kernel._named_args(args, {{}})
+bound = kernel.bind(args, {{}})
 for config in kernel.configs:
-    launch_args, launch_kwargs, grid = kernel._launch_args(config, args, {{}}, None, named)
+    launch_args, launch_kwargs, grid = kernel.launch_args(config, bound, None)
     kernel.fn.run(*launch_args, grid=grid, warmup=True, **launch_kwargs)
 print(json.dumps(events))
 """
@@ -249,7 +249,7 @@ report = precompile(kernel, torch.float32, torch.float32, targets=None, workers=
 events = []
 triton.knobs.compilation.listener = lambda **kw: events.append(kw["cache_hit"])
 x = torch.zeros(32 * 32)
-launch_args, launch_kwargs, grid = kernel._launch_args(kernel.configs[0], (x, x), {}, None, {})
+launch_args, launch_kwargs, grid = kernel.launch_args(kernel.configs[0], kernel.bind((x, x), {}), None)
 kernel.fn.run(*launch_args, grid=grid, warmup=True, **launch_kwargs)
 print(json.dumps({"report": report.to_dict(), "events_after": events}))
 """

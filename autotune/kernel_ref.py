@@ -1,0 +1,143 @@
+"""What a decorated kernel is made of, found in one place: the Triton function under the wrappers, its Python
+function, its constexpr parameters, and a reference (module + qualified name) another process can import.
+
+Wrappers such as `triton.heuristics`, `@autotune` and `autotune.compat` each keep the wrapped object in `.fn`;
+every module that needs the layers below asks here instead of walking `.fn` itself.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+_MAX_LAYERS = 16
+
+
+def base_kernel(fn: Any) -> Any:
+    """The innermost Triton function (`JITFunction`, or `InterpretedFunction` under the interpreter) under
+    wrappers that keep it in `.fn`; `fn` itself when there is none."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    inner = fn
+    for _ in range(_MAX_LAYERS):
+        if isinstance(inner, (JITFunction, InterpretedFunction)):
+            return inner
+        inner = getattr(inner, "fn", None)
+        if inner is None:
+            break
+    return fn
+
+
+def is_interpreted(base: Any) -> bool:
+    """Whether `base` (from `base_kernel`) runs in Triton's CPU interpreter."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(base, InterpretedFunction)
+
+
+def python_function(kernel: Any) -> Callable:
+    """The plain Python function the kernel was written as, under every wrapper and the JIT."""
+    obj = kernel
+    for _ in range(_MAX_LAYERS):
+        if inspect.isfunction(obj):
+            return obj
+        nxt = getattr(obj, "fn", None)
+        if nxt is None or nxt is obj:
+            break
+        obj = nxt
+    return obj
+
+
+def constexpr_names(base: Any) -> list[str]:
+    """Names of the kernel's `tl.constexpr` parameters (from the JIT's params, or the annotations)."""
+    params = getattr(base, "params", None)
+    if params and hasattr(params[0], "is_constexpr"):
+        return [p.name for p in params if p.is_constexpr]
+    names = []
+    for p in inspect.signature(python_function(base)).parameters.values():
+        ann = p.annotation
+        text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
+        if ann is not inspect.Parameter.empty and "constexpr" in str(text):
+            names.append(p.name)
+    return names
+
+
+def heuristics_layers(fn: Any, base: Any) -> list[Any]:
+    """`triton.heuristics` wrappers between a decorated object `fn` and its base kernel, outermost first."""
+    layers = []
+    obj = fn
+    for _ in range(_MAX_LAYERS):
+        if obj is base or obj is None:
+            break
+        if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names"):
+            layers.append(obj)
+        obj = getattr(obj, "fn", None)
+    return layers
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """Where a kernel is defined: enough for another process to import it, and for the cache to tell two
+    kernels with the same short name apart."""
+
+    module: str            # the defining module's name ("__main__" for a script)
+    qualname: str          # the function's qualified name ("outer.<locals>.kernel" for a closure)
+    file: Optional[str]    # the source file, used to import a script's `__main__` elsewhere
+    line: Optional[int]
+
+    @property
+    def name(self) -> str:
+        """The short name (the function's `__name__`)."""
+        return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def importable_reason(self) -> Optional[str]:
+        """Why another process cannot import this kernel by name, or None when it can."""
+        if "<locals>" in self.qualname:
+            return (f"{self.qualname} is defined inside a function (a closure); another process can only import "
+                    "module-level kernels: move it to module level")
+        if self.module == "__main__" and not self.file:
+            return f"{self.qualname} is defined in __main__ without a source file (a notebook cell or -c)"
+        return None
+
+
+def kernel_ref(kernel: Any) -> KernelRef:
+    """The `KernelRef` of a kernel or any wrapper of it (read from its Python function, since under the
+    interpreter the kernel object's own `__module__` is Triton's)."""
+    fn = python_function(kernel)
+    code = getattr(fn, "__code__", None)
+    return KernelRef(module=getattr(fn, "__module__", None) or "__main__",
+                     qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)),
+                     file=code.co_filename if code is not None else None,
+                     line=code.co_firstlineno if code is not None else None)
+
+
+def import_object(ref: KernelRef) -> Any:
+    """Import the object `ref` names (the decorated object as the module holds it). A script's `__main__` is
+    imported from its file under the name `__autotune_main__`. Raises ImportError saying why it cannot."""
+    reason = ref.importable_reason
+    if reason is not None:
+        raise ImportError(reason)
+    if ref.module == "__main__":
+        module = sys.modules.get("__autotune_main__")
+        if module is None:
+            spec = importlib.util.spec_from_file_location("__autotune_main__", ref.file)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {ref.file} to find {ref.qualname}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["__autotune_main__"] = module
+            spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(ref.module)
+    obj: Any = module
+    for part in ref.qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportError(f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined "
+                              "conditionally?)") from None
+    return obj

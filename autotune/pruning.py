@@ -1,0 +1,71 @@
+"""`prune=`: which configs of a space are worth measuring for a call, decided before any is compiled.
+
+Both the native `prune=` and compat's `prune_configs_by` go through here: an `early_config_prune` filter, then
+a `perf_model` estimate of which `top_k` configs to keep (triton.autotune's semantics).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from .errors import OptionError
+from .space import Config
+
+__all__ = ["PruneSpec", "as_pruner", "check_top_k", "top_k_count"]
+
+# `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
+# `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
+PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, Any], None]
+_PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
+
+
+def check_top_k(top_k: Any, where: str = "top_k") -> None:
+    """Validate a perf-model `top_k` as triton.autotune reads it: an int >= 1, or a float <= 1.0 (a fraction)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or (isinstance(top_k, float) and top_k > 1.0):
+        raise TypeError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
+                        "keep) or 2) an int (how many to keep)")
+    if isinstance(top_k, int) and top_k < 1:
+        raise OptionError(f"{where}={top_k!r}: an int top_k must be >= 1; pruning must keep at least one config")
+
+
+def top_k_count(n: int, top_k: Union[int, float]) -> int:
+    """How many of `n` configs a perf model keeps: an int as is, a float as that fraction of `n`; never 0."""
+    if isinstance(top_k, float):
+        return max(1, int(n * top_k))
+    return max(1, int(top_k))
+
+
+def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callable[[list[Config], dict], Sequence[Any]]]:
+    """Normalise `prune=` to one callable `(configs, named_args) -> kept configs`.
+
+    The dict form is triton.autotune's `prune_configs_by` for the native decorator: `early_config_prune(configs,
+    named_args)` filters first; then, if `perf_model` is given, each config is estimated with
+    `perf_model(**named_args, **config)` and the `top_k` lowest estimates are kept (`top_k` an int, or a float
+    <= 1.0 meaning that fraction of the configs; at least one is always kept; default 1.0, i.e. all).
+    """
+    if prune is None or callable(prune):
+        return prune
+    if not isinstance(prune, Mapping):
+        raise OptionError(f"prune= on {kernel_name} takes a callable (configs, named_args) -> configs or a dict with "
+                          f"keys {list(_PRUNE_KEYS)}; got {type(prune).__name__}")
+    unknown = sorted(set(prune) - set(_PRUNE_KEYS))
+    if unknown:
+        raise OptionError(f"prune= on {kernel_name}: unknown keys {unknown}; the keys are {list(_PRUNE_KEYS)}")
+    early = prune.get("early_config_prune")
+    perf_model = prune.get("perf_model")
+    top_k = prune.get("top_k", 1.0)
+    for name, fn in (("early_config_prune", early), ("perf_model", perf_model)):
+        if fn is not None and not callable(fn):
+            raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
+    check_top_k(top_k, "prune['top_k']")
+
+    def pruner(configs: list[Config], named: dict) -> list[Any]:
+        kept = list(early(configs, named)) if early is not None else list(configs)
+        if perf_model is None or not kept:
+            return kept
+        k = top_k_count(len(kept), top_k)
+        if len(kept) <= k:
+            return kept
+        estimate = {i: perf_model(**{**named, **Config(c)}) for i, c in enumerate(kept)}
+        return [kept[i] for i in sorted(estimate, key=estimate.__getitem__)[:k]]
+
+    return pruner
