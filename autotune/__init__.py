@@ -12,7 +12,7 @@ from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
                      VerificationError, classify)
 from .options import Tuning
-from .precompile import precompile
+from .aot import precompile
 from .record import Trial, TrialStatus, TuningRecord
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .tuner import Reference

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 Registrar = Callable[["argparse._SubParsersAction"], None]
 
 # Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
-SUBCOMMAND_MODULES: list[str] = ["autotune.report:register_report_command", "autotune.precompile"]
+SUBCOMMAND_MODULES: list[str] = ["autotune.report:register_report_command", "autotune.aot.cli_commands:register"]
 
 
 # ---------------------------------------------------------------------------------------------- formatting

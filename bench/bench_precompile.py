@@ -43,7 +43,7 @@ import common  # noqa: E402
 
 sys.path.insert(0, str(common.ROOT))
 
-from autotune.precompile import precompile  # noqa: E402
+from autotune.aot import precompile  # noqa: E402
 from kernels import matmul  # noqa: E402
 
 SIGNATURE = {

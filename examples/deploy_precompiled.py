@@ -62,7 +62,7 @@ def tensors(n: int) -> tuple:
 
 def build(workdir: Path) -> Path:
     """Steps 1-3: returns the archive."""
-    from autotune.precompile import export_archive, precompile
+    from autotune.aot import export_archive, precompile
 
     for n in SHAPES:
         x, y, out = tensors(n)

@@ -6,11 +6,10 @@ TRITON_INTERPRET=1 the compiles run in autotune's helper processes (started once
 """
 from __future__ import annotations
 
-import importlib
-
 import io
 import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -25,13 +24,15 @@ import triton
 import triton.language as tl
 
 import autotune
-# `autotune.precompile` is the function (the public name); the module is reached through importlib.
-pc = importlib.import_module("autotune.precompile")
+# `autotune.precompile` is the function (the public name); the package is `autotune.aot`.
+import autotune.aot as aot
+import autotune.aot.api as aot_api
+from autotune.aot.targets import over_limits
 from autotune import FixedSpace, autotune as autotune_decorator
 from autotune.cache import disk_entries, load_record, store_record
-from autotune.precompile import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
-                                 export_archive, import_archive, limits_for, parse_signature, parse_target,
-                                 precompile)
+from autotune.aot import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
+                          export_archive, import_archive, limits_for, parse_signature, parse_target,
+                          precompile)
 from kernels_for_tests import add_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,7 +221,7 @@ STUB_GPU = """
 import json, sys, torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
-from autotune.precompile import cubin_resource_usage
+from autotune.aot import cubin_resource_usage
 
 class StubUtils:
     def get_device_properties(self, device): return {"max_shared_mem": 163 * 1024}
@@ -243,7 +244,7 @@ def test_targets_none_compiles_through_the_jit_on_a_stub_gpu(triton_cache):
     Triton's own OutOfResources check at load time fails the big one, and the JIT's in-memory cache then holds
     the compiled config: a launch of it calls triton.compile no more."""
     script = STUB_GPU + """
-from autotune.precompile import precompile
+from autotune.aot import precompile
 from test_precompile import tuned_transpose as kernel
 report = precompile(kernel, torch.float32, torch.float32, targets=None, workers=2)
 events = []
@@ -289,7 +290,7 @@ def test_thread_pool_compiles_two_at_once(monkeypatch):
                 state["in_flight"] -= 1
         return CompiledConfig(config=job.config, target=str(job.target), cached=False, compile_s=0.01)
 
-    monkeypatch.setattr(pc, "_run_job", fake_run_job)
+    monkeypatch.setattr(aot_api, "_run_job", fake_run_job)
     report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90", "cuda:80"], workers=2)
     assert len(report.compiled) == 4 and report.failed == []
     assert state["max"] == 2
@@ -303,7 +304,7 @@ def test_thread_pool_compiles_two_at_once(monkeypatch):
 
 def test_winners_only_compiles_the_cached_winner(monkeypatch):
     compiled = []
-    monkeypatch.setattr(pc, "_run_job", lambda plan, job: compiled.append(dict(job.config)) or CompiledConfig(
+    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: compiled.append(dict(job.config)) or CompiledConfig(
         config=job.config, target=str(job.target), cached=True, compile_s=0.0))
     autotune.clear_autotune_cache(tuned_add)
     with pytest.raises(PrecompileError, match="no cached winner of add_kernel"):
@@ -345,8 +346,8 @@ def test_parse_target_and_limits():
     assert limits_for("cuda:86").shared_bytes == 99 * 1024
     assert limits_for("cuda:91").shared_bytes == 227 * 1024      # an unknown arch: the closest older one
     assert limits_for("hip:gfx942").shared_bytes == 64 * 1024
-    assert pc._over_limits(parse_target("cuda:90"), shared=1024, n_regs=255, num_warps=8, warp_size=32) is None
-    message = pc._over_limits(parse_target("cuda:90"), shared=0, n_regs=200, num_warps=16, warp_size=32)
+    assert over_limits(parse_target("cuda:90"), shared=1024, n_regs=255, num_warps=8, warp_size=32) is None
+    message = over_limits(parse_target("cuda:90"), shared=0, n_regs=200, num_warps=16, warp_size=32)
     assert "registers per block" in message and "65536" in message   # 200 regs x 512 threads
 
 
@@ -372,7 +373,9 @@ def test_cubin_register_count_matches_the_report(add_run):
 
 def test_precompile_is_the_package_attribute():
     assert autotune.precompile is precompile
-    assert pc.precompile is precompile
+    assert aot.precompile is precompile
+    # No module of the package shares the function's name (the package is autotune.aot).
+    assert "precompile" not in {m.name for m in pkgutil.iter_modules(autotune.__path__)}
 
 
 # ---------------------------------------------------------------------------------------------- archives
@@ -418,7 +421,7 @@ def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_p
     fresh_cache, fresh_triton = tmp_path / "fresh-autotune", tmp_path / "fresh-triton"
     script = f"""
 import json, sys, torch, autotune
-from autotune.precompile import import_archive
+from autotune.aot import import_archive
 report = import_archive(sys.argv[1])
 from test_precompile import tuned_add
 x = torch.arange(1024, dtype=torch.float32)

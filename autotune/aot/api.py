@@ -1,0 +1,323 @@
+"""The entry point: `precompile(kernel, *example_args | signature=, targets=[...])`, and `load_kernel`.
+
+Each (config, target) is a job on the compile thread pool of `autotune.pipeline`: specialized in this
+process (`specialize.Plan`), compiled here or in a helper process (`helpers`), checked against the
+target's limits (`targets.over_limits`) and reported (`report`). `targets=None` compiles for the active GPU
+through the kernel's own JIT instead, so this process's later launches compile nothing.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from ..errors import PrecompileError
+from ..kernel_ref import base_kernel, is_interpreted, python_function
+from ..space import Config, as_space
+from .events import LISTENER
+from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
+from .report import CompiledConfig, FailedConfig, PrecompileReport
+from .specialize import Plan, check_triton
+from .standins import parse_signature, wrap_dtype
+from .targets import Target, active_target, over_limits, parse_target
+from .triton_compile import compile_source, describe_compiled, triton_cache_dir
+
+__all__ = ["precompile", "load_kernel"]
+
+logger = logging.getLogger("autotune")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One unit of work on the pool: a config for a target. (Passed where the pipeline expects a Config.)"""
+
+    config: Config
+    target: Target
+
+
+class _OutOfResources(Exception):
+    """A config compiled to a kernel over the target's limits (reported as `kind="out_of_resources"`)."""
+
+
+def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
+    """Compile one (config, target) on a pool thread: here, or through a helper process under the interpreter."""
+    signature, constexprs, attrs, options = plan.specialize(job.config, job.target)
+    if plan.processes:
+        result = compile_in_helper({
+            **plan.location, "target": (job.target.backend, job.target.arch, job.target.warp_size),
+            "signature": signature, "constexprs": {k: encode_constant(v) for k, v in constexprs.items()},
+            "attrs": attrs, "options": options, "cache_dir": plan.cache_dir})
+    else:
+        result = compile_source(plan.jit_fn, job.target, signature, constexprs, attrs, options)
+    problem = over_limits(job.target, shared=result["shared"], n_regs=result["n_regs"],
+                          num_warps=result["num_warps"], warp_size=result["warp_size"])
+    if problem is not None:
+        raise _OutOfResources(problem)
+    return CompiledConfig(config=job.config, target=str(job.target), cached=result["cached"],
+                          compile_s=result["seconds"], hash=result["hash"], shared_bytes=result["shared"],
+                          num_warps=result["num_warps"], n_regs=result["n_regs"], frame_bytes=result["frame_bytes"],
+                          path=result["path"])
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, (RemoteCompileError, _OutOfResources)) or is_compilation_error(exc):
+        return str(exc)
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+def _failure(job: _Job, status: Any, error: Optional[BaseException]) -> FailedConfig:
+    kind = "timeout" if getattr(status, "value", status) == "timeout" else (
+        "out_of_resources" if isinstance(error, _OutOfResources) else "compile_error")
+    return FailedConfig(config=job.config, target=str(job.target), error=_error_text(error) if error else kind,
+                        kind=kind)
+
+
+def _resolve_kernel(kernel: Any, space: Any) -> Any:
+    from ..decorator import Autotuned
+
+    if isinstance(kernel, str):
+        kernel = load_kernel(kernel)
+    if isinstance(kernel, Autotuned):
+        return kernel
+    if space is not None and hasattr(base_kernel(kernel), "arg_names"):
+        return Autotuned(kernel, space=space)
+    raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (or 'module:kernel'); got {kernel!r}. "
+                          f"For a bare @triton.jit kernel pass space= as well.")
+
+
+def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config], Optional[str]]:
+    """The kernel's cached winners valid for its current source and space, preferring those tuned on `target`'s
+    architecture; and a note when none was tuned on it."""
+    from ..cache import disk_entries
+    from ..options import cache_dir
+
+    records = [e.record for e in disk_entries(kernel.name) if e.record is not None]
+    records += list(kernel.cache.records().values())
+    valid = [r for r in records if r.source_hash == kernel.cache.source_hash
+             and r.space_checksum == kernel.cache.space_checksum and r.winner in set(kernel.configs)]
+    if not valid:
+        stale = len(records)
+        raise PrecompileError(f"winners_only=True: no cached winner of {kernel.name} in {cache_dir()} matches the "
+                              f"kernel's current source and space ({stale} stale or other entries). Tune it first "
+                              f"(call it on a GPU, or in the interpreter), import an archive, or drop winners_only.")
+    matching = valid
+    note = None
+    if target is not None:
+        tag = f"sm{target.arch}" if target.backend == "cuda" else str(target.arch)
+        matching = [r for r in valid if r.device.split()[-1:] == [tag] or tag in r.device.split()]
+        if not matching:
+            devices = sorted({r.device for r in valid})
+            note = (f"note: no winner of {kernel.name} was tuned on {target}; compiled the winners tuned on "
+                    f"{', '.join(devices)}")
+            matching = valid
+    return list(dict.fromkeys(r.winner for r in matching)), note
+
+
+def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, Any], str, None] = None,
+               targets: Optional[Sequence[Union[str, Target, Any]]] = None, space: Any = None,
+               winners_only: bool = False, workers: Optional[int] = None, timeout_s: Optional[float] = None,
+               processes: Optional[bool] = None) -> PrecompileReport:
+    """Compile every config of `kernel`'s space (or only its cached winners) for each target, ahead of time.
+
+    - `kernel`: an `@autotune` kernel, or `"module:kernel"` (a bare @triton.jit kernel needs `space=`).
+    - `*example_args`: arguments as a launch passes them (tensors, sizes, strides; a torch dtype stands for a
+      tensor of that dtype); or `signature=` instead: a dict / string of argument types, see `parse_signature`.
+      The compiled kernels are found by launches whose arguments specialize the same way.
+    - `targets`: `["cuda:90", "cuda:80", "hip:gfx942"]` (or one): no GPU needed. None: the active GPU, through the
+      kernel's JIT, so this process's later launches compile nothing.
+    - `space`: another space to compile instead of the kernel's; `winners_only`: only the winners in the
+      tuning cache (for each target, those tuned on that architecture where there are any).
+    - `workers`: compile threads (default `Tuning.compile_workers`; 0 compiles serially on this thread);
+      `timeout_s`: per compile; `processes`: compile in helper processes (default: only under TRITON_INTERPRET=1,
+      where it is required).
+
+    A config that fails to compile, or compiles to a kernel over the target's shared memory / register /
+    thread limits, is reported in `.failed` with its error; it does not stop the others. Returns a
+    `PrecompileReport`.
+    """
+    from ..compilers import FunctionCompiler
+    from ..options import Tuning
+    from ..pipeline import compile_in_order_of_completion
+
+    check_triton()
+    tuned = _resolve_kernel(kernel, space)
+    if signature is not None and example_args:
+        raise PrecompileError("precompile(): give example arguments or signature=, not both")
+    if signature is None and not example_args:
+        raise PrecompileError(f"precompile({tuned.name}): give example arguments (as for a launch) or signature= "
+                              f"(e.g. {{'x': '*fp32', 'n': 'i32'}}); the arguments decide the specialization")
+    if signature is not None:
+        args: tuple = ()
+        kwargs = parse_signature(signature)
+        unknown = sorted(set(kwargs) - set(tuned.arg_names))
+        if unknown:
+            raise PrecompileError(f"signature names {unknown}, which are not arguments of {tuned.name}; "
+                                  f"arguments: {tuned.arg_names}")
+    else:
+        args, kwargs = tuple(wrap_dtype(a) for a in example_args), {}
+    if len(args) > len(tuned.arg_names):
+        raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
+                              f"got {len(args)} example arguments")
+    _check_arguments(tuned, args, kwargs)
+    workers = Tuning().compile_workers if workers is None else int(workers)
+    if workers < 0:
+        raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
+    interpreted = is_interpreted(tuned.base_fn)
+
+    if targets is None:
+        if interpreted:
+            raise PrecompileError("targets=None compiles for the active GPU through Triton's JIT, but this process "
+                                  "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
+                                  "targets=['cuda:90']")
+        return _precompile_jit(tuned, args, kwargs, space, winners_only, workers, timeout_s)
+
+    if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
+        targets = [targets]  # one target given bare
+    target_list = list(dict.fromkeys(parse_target(t) for t in targets))
+    if not target_list:
+        raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
+    if processes is False and interpreted:
+        raise PrecompileError("processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
+                              "the interpreter; leave processes unset")
+    use_processes = interpreted if processes is None else bool(processes)
+    plan = Plan(tuned, args, kwargs, use_processes)
+    report = PrecompileReport(kernel=tuned.name, targets=[str(t) for t in target_list], workers=workers,
+                              processes=use_processes, triton_cache_dir=plan.cache_dir)
+    jobs: list[_Job] = []
+    for target in target_list:
+        if winners_only:
+            configs, note = _winner_configs(tuned, target)
+            if note:
+                report.notes.append(note)
+        else:
+            configs = as_space(space).configs() if space is not None else list(tuned.configs)
+        jobs.extend(_Job(c, target) for c in configs)
+
+    started = time.perf_counter()
+    compiler = FunctionCompiler(lambda job: _run_job(plan, job))
+    with compile_in_order_of_completion(jobs, compiler, workers=workers, timeout_s=timeout_s) as outcomes:
+        for outcome in outcomes:
+            job: _Job = outcome.config  # type: ignore[assignment]
+            if outcome.status.value == "ok":
+                report.compiled.append(outcome.result)
+            else:
+                report.failed.append(_failure(job, outcome.status, outcome.error))
+    report.wall_s = time.perf_counter() - started
+    logger.info("%s", report.summary())
+    return report
+
+
+def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_only: bool, workers: int,
+                    timeout_s: Optional[float]) -> PrecompileReport:
+    """targets=None: compile through the kernel's JIT for the active GPU (fills the JIT's in-memory cache)."""
+    from ..compilers import JitCompiler
+    from ..pipeline import compile_in_order_of_completion
+
+    target = active_target()
+    bound = tuned.bind(args, kwargs)
+    if winners_only:
+        configs, note = _winner_configs(tuned, target)
+    else:
+        configs, note = (as_space(space).configs() if space is not None else list(tuned.configs)), None
+    report = PrecompileReport(kernel=tuned.name, targets=[str(target)], workers=workers,
+                              triton_cache_dir=triton_cache_dir(), notes=[note] if note else [])
+
+    def prepare(config: Config) -> tuple:
+        return tuned.launch_args(config, bound, (1,))
+
+    listening = LISTENER.install()
+    session = LISTENER.session()
+    started = time.perf_counter()
+    try:
+        with compile_in_order_of_completion(configs, JitCompiler(tuned.fn, prepare), workers=workers,
+                                            timeout_s=timeout_s) as outcomes:
+            for outcome in outcomes:
+                job = _Job(outcome.config, target)
+                if outcome.status.value != "ok":
+                    report.failed.append(_failure(job, outcome.status, outcome.error))
+                    continue
+                compiled = outcome.result
+                try:
+                    compiled._init_handles()  # loads it: Triton's own shared memory / threads checks
+                except Exception as exc:  # noqa: BLE001 - OutOfResources and load errors are per config
+                    kind = "out_of_resources" if type(exc).__name__ == "OutOfResources" else "compile_error"
+                    report.failed.append(FailedConfig(outcome.config, str(target), _error_text(exc), kind))
+                    continue
+                # No compile event for its hash: triton.compile was not called, the JIT's memory had it.
+                cached = session.get(compiled.hash, True) if listening else None
+                info = describe_compiled(compiled, target, outcome.compile_s or 0.0, cached)
+                n_regs = getattr(compiled, "n_regs", None)
+                problem = over_limits(target, shared=None, n_regs=n_regs, num_warps=info["num_warps"],
+                                      warp_size=info["warp_size"])
+                if problem is not None:
+                    report.failed.append(FailedConfig(outcome.config, str(target), problem, "out_of_resources"))
+                    continue
+                report.compiled.append(CompiledConfig(
+                    config=outcome.config, target=str(target), cached=info["cached"], compile_s=info["seconds"],
+                    hash=info["hash"], shared_bytes=info["shared"], num_warps=info["num_warps"],
+                    n_regs=n_regs if n_regs is not None else info["n_regs"],
+                    n_spills=getattr(compiled, "n_spills", None),
+                    frame_bytes=info["frame_bytes"], path=info["path"]))
+    finally:
+        LISTENER.close(session)
+    report.wall_s = time.perf_counter() - started
+    logger.info("%s", report.summary())
+    return report
+
+
+def _check_arguments(tuned: Any, args: tuple, kwargs: dict) -> None:
+    """Fail fast, once, on arguments that cannot bind whatever the config: unknown names, missing arguments."""
+    import inspect
+
+    params = inspect.signature(python_function(tuned.base_fn)).parameters
+    given = set(tuned.arg_names[:len(args)]) | set(kwargs)
+    constexprs = set(tuned.constexpr_names)
+    missing = [name for name, p in params.items() if name not in given and name not in constexprs
+               and p.default is inspect.Parameter.empty]
+    if missing:
+        raise PrecompileError(f"{tuned.name}: no value for {missing}; give every non-constexpr argument "
+                              f"(arguments: {tuned.arg_names})")
+
+
+def load_kernel(spec: str) -> Any:
+    """The object named by `"package.module:attr"` (or `"path/to/file.py:attr"`; `"module:factory()"` calls
+    a no-argument factory), as the CLI takes kernels."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PrecompileError(f"kernel {spec!r}: write it as module:kernel (e.g. kernels.matmul:matmul_kernel) "
+                              f"or path/to/file.py:kernel")
+    call = attr.endswith("()")
+    attr = attr[:-2] if call else attr
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            path = Path(module_name).resolve()
+            if str(path.parent) not in sys.path:  # as running the file would; helper processes import it by name
+                sys.path.insert(0, str(path.parent))
+            spec_obj = importlib.util.spec_from_file_location(path.stem, path)
+            if spec_obj is None or spec_obj.loader is None:
+                raise PrecompileError(f"kernel {spec!r}: cannot load {path}")
+            module = importlib.util.module_from_spec(spec_obj)
+            sys.modules[path.stem] = module
+            spec_obj.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PrecompileError(f"kernel {spec!r}: cannot import {module_name} ({exc}); run from the directory that "
+                              f"contains it or set PYTHONPATH") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PrecompileError(f"kernel {spec!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj() if call else obj
+
+
+# ================================================================================================ archives

@@ -1,0 +1,117 @@
+"""The `autotune precompile`, `autotune export` and `autotune import` subcommands.
+
+    autotune precompile MODULE:KERNEL --target cuda:90 [--target ...] --signature 'x=*fp32,n=i32:16'
+                        [--winners-only] [--workers N] [--timeout S] [--json]
+    autotune export ARCHIVE [--kernel NAME ...]
+    autotune import ARCHIVE [--force] [--json]
+
+Each takes `--cache-dir DIR` (the tuning cache) and `--triton-cache-dir DIR` (Triton's compile cache).
+(Lives in autotune/aot/ until the CLI is a package; it belongs in autotune/cli/aot.py.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from typing import Any
+
+from ..errors import ArchiveError, PrecompileError
+from .api import precompile
+from .archive import export_archive, import_archive
+
+__all__ = ["register"]
+
+
+def _cmd_precompile(args: Any) -> int:
+    if args.cache_dir:
+        os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
+    if args.triton_cache_dir:
+        os.environ["TRITON_CACHE_DIR"] = args.triton_cache_dir
+    if args.signature is None:
+        print("autotune precompile: --signature is required: the argument types decide the specialization, e.g. "
+              "--signature 'x=*fp32,y=*fp32,out=*fp32,n=i32:16' (pointers '*fp16'..., sizes 'i32' or 'i32:16' when "
+              "a multiple of 16, literal 1 for unit strides)", file=sys.stderr)
+        return 2
+    try:
+        report = precompile(args.kernel, signature=args.signature, targets=args.targets,
+                            winners_only=args.winners_only, workers=args.workers, timeout_s=args.timeout)
+    except PrecompileError as exc:
+        print(f"autotune precompile: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_dict(), indent=1) if args.json else str(report))
+    compiled_targets = {c.target for c in report.compiled}
+    return 0 if all(t in compiled_targets for t in report.targets) else 1
+
+
+def _cmd_export(args: Any) -> int:
+    try:
+        manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
+                                  triton_cache_dir=args.triton_cache_dir)
+    except ArchiveError as exc:
+        print(f"autotune export: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.archive}: {len(manifest.records)} records and {len(manifest.binaries)} compiled kernels of "
+          f"{', '.join(manifest.kernels)} for {', '.join(manifest.targets) or 'no target'} "
+          f"(Triton {manifest.triton_version})")
+    return 0
+
+
+def _cmd_import(args: Any) -> int:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the report prints them
+            report = import_archive(args.archive, force=args.force, cache_dir=args.cache_dir,
+                                    triton_cache_dir=args.triton_cache_dir)
+    except ArchiveError as exc:
+        print(f"autotune import: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report.to_dict(), indent=1, default=str) if args.json else str(report))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `autotune precompile`, `autotune export`, `autotune import` to the CLI (named in autotune.cli)."""
+    dirs = _argparse_parent()
+    p = subparsers.add_parser(
+        "precompile", parents=[dirs], help="compile a kernel's configs for GPU targets ahead of time",
+        description="Compile every config of an @autotune kernel's space (or only its cached winners) for each "
+                    "--target into Triton's cache, without a GPU. Example: autotune precompile "
+                    "mypkg.kernels:matmul --target cuda:90 --target cuda:80 --signature "
+                    "'a=*fp16,b=*fp16,c=*fp16,M=i32,N=i32,K=i32,stride_am=i32:16,stride_ak=1,...'")
+    p.add_argument("kernel", metavar="MODULE:KERNEL", help="the decorated kernel, e.g. mypkg.kernels:matmul")
+    p.add_argument("--target", dest="targets", action="append", metavar="TARGET",
+                   help="cuda:90, cuda:80, hip:gfx942, ...; repeat for several (default: the active GPU)")
+    p.add_argument("--signature", metavar="SIG",
+                   help="argument types: 'x=*fp32,y=*fp32,n=i32:16' or a JSON object (see parse_signature)")
+    p.add_argument("--winners-only", action="store_true", help="only the winners in the tuning cache")
+    p.add_argument("--workers", type=int, default=None, help="compile threads (0: serial)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per compile")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.set_defaults(func=_cmd_precompile)
+
+    p = subparsers.add_parser("export", parents=[dirs], help="write tuned winners and compiled kernels to an archive",
+                              description="Write the tuning cache's records and the kernels' compiled binaries from "
+                                          "Triton's cache to ARCHIVE (.tar.gz) with a manifest.")
+    p.add_argument("archive", metavar="ARCHIVE")
+    p.add_argument("--kernel", dest="kernels", action="append", metavar="NAME",
+                   help="only this kernel (repeat for several; default: every kernel of the tuning cache)")
+    p.set_defaults(func=_cmd_export)
+
+    p = subparsers.add_parser("import", parents=[dirs], help="install an archive made by `autotune export`",
+                              description="Install ARCHIVE's records into the tuning cache (a newer local entry is "
+                                          "kept) and its binaries into Triton's cache.")
+    p.add_argument("archive", metavar="ARCHIVE")
+    p.add_argument("--force", action="store_true", help="import even if the archive was made with another Triton")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.set_defaults(func=_cmd_import)
+
+
+def _argparse_parent() -> Any:
+    import argparse
+
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--cache-dir", metavar="DIR", help="the tuning cache (default: AUTOTUNE_CACHE_DIR, ...)")
+    parent.add_argument("--triton-cache-dir", metavar="DIR",
+                        help="Triton's compile cache (default: TRITON_CACHE_DIR, else ~/.triton/cache)")
+    return parent
