@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Any, Optional
+from typing import Any, Iterator, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +61,20 @@ class TuningRecord(BaseModel):
     trials: list[Trial]
     tuning_s: float
     timestamp: float = Field(default_factory=time.time)
+
+    # A record reads as the documented sequence of trials (`len(record)`, `for t in record`, `record[0]`),
+    # one per config of the space; its metadata stays available as fields. Pydantic's own iteration over
+    # (field, value) pairs is replaced on purpose: use `model_dump()` for a dict.
+    def __len__(self) -> int:
+        return len(self.trials)
+
+    def __iter__(self) -> Iterator[Trial]:  # type: ignore[override]
+        return iter(self.trials)
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Trial, list[Trial]]:
+        if isinstance(index, str):
+            raise TypeError(f"a TuningRecord is indexed by trial position; use record.{index} for a field")
+        return self.trials[index]
 
     def trial_for(self, config: Config) -> Optional[Trial]:
         """The trial of `config`, or None."""
