@@ -371,7 +371,8 @@ class Autotuner(KernelInterface):
         if config.pre_hook is not None:
             config.pre_hook(full_nargs)
         launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
-        return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        with tuner.launch_lock:
+            return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""
@@ -421,7 +422,8 @@ class Autotuner(KernelInterface):
             config.pre_hook(full_nargs)
         self.pre_hook(full_nargs)
         try:
-            ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+            with self.tuner.launch_lock:
+                ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs)
         except Exception as exc:
             self.post_hook(full_nargs, exception=exc)
             raise

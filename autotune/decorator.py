@@ -18,7 +18,7 @@ from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
 from .errors import AutotuneError, OptionError, SpaceError
 from .keys import KeyBuilder
-from .kernel_ref import base_kernel, constexpr_names, is_interpreted, python_function
+from .kernel_ref import base_kernel, constexpr_names, is_interpreted, launch_lock, python_function
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
@@ -110,6 +110,7 @@ class Autotuned(KernelInterface):
                            compile_options=self._compile_options, static_options=self.static_options,
                            derived_names=derive)
         self.interpreted = is_interpreted(self.base_fn)
+        self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
         config_set = frozenset(self.configs)
         self.cache = _cache.KernelCache(self.name, _cache.source_hash(self.base_fn), self.space.checksum(),
                                         config_set.__contains__)
@@ -142,7 +143,8 @@ class Autotuned(KernelInterface):
         config, record, how = self.select(bound, grid)
         self.best_config = config
         launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
-        result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        with self.launch_lock:
+            result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
         return result, config, record, how, launch_grid
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
@@ -289,7 +291,8 @@ class Autotuned(KernelInterface):
     def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
         drop-in (`autotune.compat`) overrides it to call Triton's pre/post hooks around each run."""
-        return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+        with self.launch_lock:
+            return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
 
     def _pruned_away(self, named: dict) -> list[Config]:
         if self.prune is None:

@@ -10,8 +10,10 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 _MAX_LAYERS = 16
 
@@ -37,6 +39,19 @@ def is_interpreted(base: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(base, InterpretedFunction)
+
+
+# Triton's interpreter keeps per-launch state in module globals (it patches `triton.language` during a launch),
+# so two threads launching interpreted kernels at once break each other ("Did you forget to add @triton.jit?").
+# Every launch autotune makes of an interpreted kernel (trials and the winner's launches) holds this lock, so a
+# threaded program behaves as it would on a GPU. Reentrant: a launch may happen inside a locked section.
+INTERPRETER_LOCK = threading.RLock()
+_NO_LOCK = nullcontext()
+
+
+def launch_lock(interpreted: bool) -> ContextManager:
+    """The lock a launch of a kernel must hold: the interpreter's lock, or nothing on a GPU."""
+    return INTERPRETER_LOCK if interpreted else _NO_LOCK
 
 
 def python_function(kernel: Any) -> Callable:
