@@ -16,7 +16,7 @@ from triton.runtime.jit import KernelInterface
 from . import cache as _cache
 from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
-from .errors import AutotuneError, OptionError, SpaceError
+from .errors import AutotuneError, OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
 from .kernel_ref import base_kernel, constexpr_names, is_interpreted, launch_lock, python_function
 from .options import Tuning, env_disable, env_force, env_offline
@@ -76,9 +76,11 @@ class Autotuned(KernelInterface):
         self._compile_options = compile_option_names()
         unknown = sorted(set(static_options) - self._compile_options)
         if unknown:
-            raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {self.name}: not a Triton "
-                              f"compile option; static options are compile options such as num_warps, num_stages, "
-                              f"num_ctas, maxnreg. Put meta-parameters in the space instead.")
+            known = self._compile_options | set(inspect.signature(autotune).parameters) - {"static_compile_options"}
+            raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {self.name}: not an argument of "
+                              f"@autotune nor a Triton compile option; static options are compile options such as "
+                              f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead."
+                              f"{did_you_mean(unknown[0], known)}")
         self.static_options = dict(static_options)
         derive = dict(derive or {})
         bad_derived = sorted(set(derive) - set(self.constexpr_names))
@@ -92,7 +94,7 @@ class Autotuned(KernelInterface):
             missing = [n for n in names if n not in self.arg_names]
             if missing:
                 raise OptionError(f"{what}={list(names)} on {self.name}: {missing} are not arguments of the kernel; "
-                                  f"arguments: {self.arg_names}")
+                                  f"arguments: {self.arg_names}.{did_you_mean(missing[0], self.arg_names)}")
         self.configs: list[Config] = self.space.configs()
         fields = self.space.fields()
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)

@@ -6,9 +6,10 @@ call, a config, the cache, the environment.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from enum import Enum
-from typing import Any
+from typing import Any, Collection
 
 
 class AutotuneError(Exception):
@@ -33,6 +34,10 @@ class NoValidConfigError(AutotuneError, RuntimeError):
     def __init__(self, message: str, trials: list | None = None) -> None:
         super().__init__(message)
         self.trials = list(trials or [])
+
+
+class KeyValueError(AutotuneError, ValueError):
+    """A call's key value cannot identify a cache entry (a tensor, NaN, an object without a stable text form)."""
 
 
 class VerificationError(AutotuneError, AssertionError):
@@ -69,6 +74,15 @@ class DistributedTuningError(AutotuneError, RuntimeError):
     """The ranks could not agree on a winner: a collective failed or timed out, the ranks were at
     different keys, or a rank's tuning raised. The message names this rank, the kernel, the key,
     the mode and the step."""
+
+
+def did_you_mean(name: str, valid: Collection[str]) -> str:
+    """" Did you mean 'x'?" naming the valid name closest to `name` (a case-only difference first), or "":
+    every message about an unknown name ends with it."""
+    names = sorted(str(v) for v in valid)
+    same_but_case = [v for v in names if v.lower() == name.lower() and v != name]
+    close = same_but_case or difflib.get_close_matches(name, names, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 class FailureKind(str, Enum):

@@ -6,12 +6,14 @@ in Triton.  `KeyBuilder` compiles the spec once; calling it runs on every launch
 """
 from __future__ import annotations
 
+import enum
 import operator
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import AutotuneError, ExpressionError
+from .errors import ExpressionError, KeyValueError
 from .template import Expression
 
 __all__ = ["KeyBuilder", "pow2_bucket", "anchor"]
@@ -42,16 +44,22 @@ def _is_tensor(value: Any) -> bool:
 
 def _normalise(value: Any, what: str) -> Any:
     """A key value as a JSON-friendly Python value (int/float/bool/str/None or tuples of those)."""
-    if type(value) in _SCALARS:
+    if type(value) in _SCALARS and value == value:
         return value
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         return tuple(_normalise(v, what) for v in value)
     if _is_tensor(value):
         raise ExpressionError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
                               "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
+    if isinstance(value, float) and value != value:
+        raise KeyValueError(f"key {what} is NaN: NaN never equals itself, so no cached winner would ever match and "
+                            "every call would read the cache again; pass a number (or bucket/clean the value in "
+                            "key=)")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.dtype):
         return str(value)
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
     if isinstance(value, (bool, int, float, str)):  # subclasses, e.g. an IntEnum
         return _builtin(value)
     if hasattr(value, "__index__"):  # numpy integers, torch.SymInt
@@ -59,9 +67,26 @@ def _normalise(value: Any, what: str) -> Any:
     if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalars (float, bool)
         return _normalise(value.item(), what)
     if isinstance(value, float) or hasattr(value, "__float__"):
-        return float(value)
-    raise AutotuneError(f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly; key values must be "
-                        "int, float, bool, str, None or tuples of those")
+        return _normalise(float(value), what)
+    return _stable_text(value, what)
+
+
+def _stable_text(value: Any, what: str) -> str:
+    """Any other hashable value Triton accepts as a key (e.g. `tl.float32`) by a text form that is the same in
+    every process: its type's qualified name and its str(). Objects whose text holds a memory address are not."""
+    try:
+        hash(value)
+        text = str(value)
+    except Exception as exc:
+        raise KeyValueError(f"key {what} = {value!r} ({type(value).__name__}) cannot be a key value ({exc}); key "
+                            "values must be hashable: int, float, bool, str, None, a dtype, an enum, or tuples of "
+                            "those") from None
+    if re.search(r"0x[0-9a-fA-F]{6,}", text):
+        raise KeyValueError(f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly and has no "
+                            "stable text form (its str() "
+                            "shows a memory address, which differs in every process); key on something that "
+                            "identifies it, e.g. a name or a size")
+    return f"{type(value).__module__}.{type(value).__qualname__}:{text}"
 
 
 def _builtin(value: Any) -> Any:
@@ -135,7 +160,7 @@ class KeyBuilder:
             raise ExpressionError(f"key argument {exc.args[0]!r} was not passed; passed: "
                                   f"{', '.join(args) or '(none)'}") from None
         for v in values:
-            if type(v) not in _SCALARS:
+            if type(v) not in _SCALARS or v != v:  # v != v: a NaN, refused by _normalise
                 return tuple(_normalise(v, repr(n)) for v, n in zip(values, self._names_only))  # type: ignore[arg-type]
         return values
 
@@ -152,7 +177,7 @@ class KeyBuilder:
             else:
                 v = entry({}, args)
                 what = repr(entry.source)
-            out.append(v if type(v) in _SCALARS else _normalise(v, what))
+            out.append(v if type(v) in _SCALARS and v == v else _normalise(v, what))
         return tuple(out)
 
     def _values_callable(self, args: Mapping[str, Any]) -> tuple:
@@ -160,7 +185,7 @@ class KeyBuilder:
         name = getattr(self._fn, "__name__", "callable")
         if not isinstance(result, tuple):
             result = (result,)
-        return tuple(v if type(v) in _SCALARS else _normalise(v, f"from {name}()") for v in result)
+        return tuple(v if type(v) in _SCALARS and v == v else _normalise(v, f"from {name}()") for v in result)
 
     # -- the key ------------------------------------------------------------------------------------
     def dtypes(self, args: Mapping[str, Any]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Iterator
 
-from .errors import OptionError, SpaceError
+from .errors import OptionError, SpaceError, did_you_mean
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "as_space", "validate_space"]
 
@@ -291,6 +291,9 @@ class CartesianSpace(SearchSpace):
     """
 
     def __init__(self, **axes: Iterable[Any]) -> None:
+        if not axes:
+            raise SpaceError("the search space has no axes (space={} or CartesianSpace()); give at least one axis, "
+                             "e.g. space={'BLOCK': [64, 128]}")
         clean: dict[str, tuple[Any, ...]] = {}
         for name, values in axes.items():
             if not name.isidentifier():
@@ -430,9 +433,7 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
     options = frozenset(compile_options)
     for name in sorted(static_options):
         if name not in options:
-            import difflib
-            close = difflib.get_close_matches(name, sorted(options), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, options)
             raise OptionError(f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
                               f"num_warps, num_stages, num_ctas, maxnreg).{hint}")
     derived = frozenset(derived_names)
@@ -442,9 +443,7 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
             raise SpaceError(f"{name!r} is both a space field and a derive= name of {kernel_name}; remove it from "
                              "one of them")
         if name not in constexprs and name not in options:
-            import difflib
-            close = difflib.get_close_matches(name, sorted(constexprs | options), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, constexprs | options)
             listed = ", ".join(sorted(constexprs)) if constexprs else "(none)"
             raise SpaceError(f"space field {name!r} is neither a tl.constexpr parameter of {kernel_name} nor a "
                              f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "

@@ -9,13 +9,12 @@ launch pays for one function call and a few dict lookups, never for parsing.
 from __future__ import annotations
 
 import ast
-import difflib
 import operator
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from .errors import ExpressionError
+from .errors import ExpressionError, did_you_mean
 
 __all__ = [
     "Expression", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2", "HELPERS",
@@ -55,11 +54,6 @@ _FRIENDLY_NODE_NAMES = {
     "Await": "'await'", "Yield": "'yield'", "YieldFrom": "'yield from'", "Dict": "a dict display",
     "Set": "a set display",
 }
-
-
-def _suggest(name: str, valid: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(valid), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def _names(valid: Collection[str]) -> str:
@@ -171,7 +165,7 @@ class Expression:
                     if field not in config_fields:
                         raise ExpressionError(
                             f"{what} expression {src!r}: ${field} is not a field of the search space; valid "
-                            f"fields: {_names(config_fields)}.{_suggest(field, config_fields)}")
+                            f"fields: {_names(config_fields)}.{did_you_mean(field, config_fields)}")
                     config_refs.add(field)
                 elif name in arg_names:
                     arg_refs.add(name)
@@ -182,7 +176,7 @@ class Expression:
                         hint = f" ({name!r} is a config field: write ${name})"
                     raise ExpressionError(
                         f"{what} expression {src!r}: unknown name {name!r}{hint}; kernel arguments: "
-                        f"{_names(arg_names)}; helpers: {_names(HELPERS)}.{_suggest(name, valid) if not hint else ''}")
+                        f"{_names(arg_names)}; helpers: {_names(HELPERS)}.{did_you_mean(name, valid) if not hint else ''}")
 
     def __call__(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         """Evaluate for one config and one call's named arguments."""

@@ -84,3 +84,24 @@ def test_not_a_triton_kernel():
 def test_value_not_json_serialisable():
     with pytest.raises(SpaceError, match="JSON"):
         deco(space={"BLOCK": (object(),)})
+
+
+# --- #12 item 6: empty spaces and "did you mean" wherever a name is checked -------------------------------------
+
+def test_empty_dict_space_is_refused_at_decoration():
+    with pytest.raises(SpaceError, match="no axes"):
+        autotune(space={})
+
+
+def test_misspelt_decorator_argument_suggests_the_right_one():
+    with pytest.raises(OptionError, match="Did you mean 'restore_value'"):
+        autotune(space={"BLOCK": [32]}, restore_values=["x"])(add_kernel)
+    with pytest.raises(OptionError, match="Did you mean 'out'"):
+        autotune(space={"BLOCK": [32]}, reset_to_zero=["Out"])(add_kernel)
+
+
+def test_wrong_case_argument_name_in_grid_or_key_suggests_the_argument():
+    with pytest.raises(ExpressionError, match="unknown name 'N'.*Did you mean 'n'"):
+        autotune(space={"BLOCK": [32]}, grid="(cdiv(N, $BLOCK),)")(add_kernel)
+    with pytest.raises(ExpressionError, match="unknown name 'N'.*Did you mean 'n'"):
+        autotune(space={"BLOCK": [32]}, key=["N"], grid="(cdiv(n, $BLOCK),)")(add_kernel)

@@ -152,3 +152,34 @@ def test_property_anchor(n, base):
     assert a % base == 0 and n <= a < n + base
     assert a == math.ceil(n / base) * base if n < (1 << 50) else True
     assert anchor(a, base) == a
+
+
+# --- #12 items 3 and 16: any hashable key value Triton accepts; NaN refused --------------------------------------
+
+def test_triton_dtype_key_value_is_stored_by_a_stable_text_form():
+    import triton.language as tl
+
+    kb = KeyBuilder(["M"], arg_names=ARGS)
+    key, _ = kb({**_args(), "M": tl.float32})
+    assert key == ("triton.language.core.dtype:fp32",)
+    again, _ = kb({**_args(), "M": tl.float32})
+    assert again == key and kb({**_args(), "M": tl.float16})[0] != key
+
+
+def test_enum_key_value_is_its_qualified_member_name():
+    import enum
+
+    class Mode(enum.Enum):
+        FAST = object()
+
+    key, _ = KeyBuilder(["M"], arg_names=ARGS)({**_args(), "M": Mode.FAST})
+    assert key == ("test_enum_key_value_is_its_qualified_member_name.<locals>.Mode.FAST",)
+
+
+def test_nan_key_value_is_refused_with_the_reason():
+    from autotune.errors import KeyValueError
+
+    for kb in (KeyBuilder(["M"], arg_names=ARGS), KeyBuilder(lambda **_: float("nan"), arg_names=ARGS),
+               KeyBuilder(["M * 1.0"], arg_names=ARGS)):
+        with pytest.raises(KeyValueError, match="NaN never equals itself"):
+            kb({**_args(), "M": float("nan")})

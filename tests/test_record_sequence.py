@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from autotune import Trial, TuningRecord, autotune
-from tests.kernels_for_tests import add_kernel
+from kernels_for_tests import add_kernel
 
 
 def test_record_of_a_real_tuning_is_a_sequence_of_trials() -> None:

@@ -9,7 +9,7 @@ import triton
 
 from autotune import autotune
 from autotune.compat import autotune as compat_autotune
-from tests.kernels_for_tests import add_kernel
+from kernels_for_tests import add_kernel
 
 THREADS, CALLS = 8, 12
 
