@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import filelock
 from pydantic import ValidationError
 
-from .errors import AutotuneError, CacheEntryError, CacheWarning
+from .errors import AutotuneError, CacheEntryError, CacheWarning, NoValidConfigError
 from .options import cache_dir
 from .record import SCHEMA_VERSION, TrialStatus, TuningRecord
 from .space import Config
@@ -69,7 +69,7 @@ _ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files nam
 _TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.\d+\.[0-9a-f]{8}\.tmp$")
 _STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
-_STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_configs", "tuning_s")
+_STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_tunings", "failed_configs", "tuning_s")
 
 
 
@@ -441,8 +441,9 @@ def count_tuning(kernel_name: str, record: TuningRecord) -> None:
 
 
 def stats() -> dict[str, dict[str, float]]:
-    """Counters of this process, per kernel name: hits (memory), disk_hits, misses (tuned, or missed
-    offline), tunings, failed_configs (trials not "ok" in this process's tunings) and tuning_s."""
+    """Counters of this process, per kernel name: hits (memory), disk_hits, misses (tuned, tried to tune, or
+    missed offline), tunings (that found a winner), failed_tunings (where every config failed), failed_configs
+    (trials not "ok" in this process's tunings, failed ones included) and tuning_s."""
     with _REGISTRY_LOCK:
         return {name: dict(counters) for name, counters in _STATS.items()}
 
@@ -649,6 +650,10 @@ class KernelCache:
                 tuning_now.update(marks)
                 try:
                     record = tune()
+                except NoValidConfigError as exc:  # a tuning that found nothing is still a miss and a tuning
+                    failed = sum(1 for t in exc.trials if t.status is not TrialStatus.SKIPPED)
+                    _bump(self.kernel_name, misses=1, failed_tunings=1, failed_configs=failed)
+                    raise
                 finally:
                     tuning_now.difference_update(marks)
                 if not isinstance(record, TuningRecord):

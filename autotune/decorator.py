@@ -18,7 +18,7 @@ from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
-from .kernel_ref import base_kernel, constexpr_names, is_interpreted, launch_lock, python_function
+from .kernel_ref import base_kernel, constexpr_names, heuristics_layers, is_interpreted, launch_lock, python_function
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
@@ -100,6 +100,14 @@ class Autotuned(KernelInterface):
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
         self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
         self._key = KeyBuilder(key, arg_names=self.arg_names)
+        # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
+        # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
+        # the check.
+        provided = set(fields) | set(derive) | {name for layer in heuristics_layers(fn, self.base_fn)
+                                                for name in layer.values}
+        self._tuned_names = frozenset(fields) | frozenset(derive)
+        self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
+        self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         self.restore_value = tuple(restore_value)
         self.reset_to_zero = tuple(reset_to_zero)
         self.verify = verify
@@ -159,10 +167,30 @@ class Autotuned(KernelInterface):
         if len(args) > len(self.arg_names):
             raise TypeError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
                             f"got {len(args)} positional")
+        if kwargs:
+            self._check_keywords(args, kwargs)
         named = dict(self._defaults)
         named.update(zip(self.arg_names, args))
         named.update(kwargs)
+        if len(args) < self._required_upto:  # the fast path: every required argument was passed by position
+            missing = [n for n in self._required if n not in named]
+            if missing:
+                raise TypeError(f"{self.name}() missing {len(missing)} required argument"
+                                f"{'s' if len(missing) > 1 else ''}: {', '.join(map(repr, missing))} (the kernel's "
+                                f"arguments: {', '.join(self.arg_names)}; tuned and derived ones come from the "
+                                "search space)")
         return BoundCall(args, kwargs, named)
+
+    def _check_keywords(self, args: tuple, kwargs: dict) -> None:
+        """The call's mistakes that no config can fix, raised before any tuning."""
+        twice = [n for n in self.arg_names[:len(args)] if n in kwargs]
+        if twice:
+            raise TypeError(f"{self.name}() got multiple values for argument {twice[0]!r}: it was given by position "
+                            "and by keyword")
+        tuned = sorted(kwargs.keys() & self._tuned_names)
+        if tuned:
+            raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed to {self.name} and set by its "
+                              f"search space. Make sure that you don't re-define auto-tuned symbols.")
 
     def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:
         """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""
@@ -274,7 +302,8 @@ class Autotuned(KernelInterface):
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
                       synchronize=self._synchronize, progress=self._progress(key, len(self.configs) - len(skip)),
-                      kernel_name=self.name, measure_single=select is not None)
+                      kernel_name=self.name, measure_single=select is not None,
+                      whole_space=select is None)
         try:
             outcome = tune(job)
         finally:

@@ -210,8 +210,10 @@ def _to_grid(value: Any, source: str) -> tuple[int, ...]:
             try:
                 v = operator.index(v)
             except TypeError:
+                hint = ("the grid already rounds with cdiv, so a size it reads is not an int: pass ints (e.g. "
+                        "n=1024, not 1024.0)" if "cdiv" in str(source) else "use cdiv(...) or int(...)")
                 raise ExpressionError(f"grid {source} gave {value!r}: grid sizes must be ints, got "
-                                      f"{type(v).__name__} {v!r} (use cdiv(...) or int(...))") from None
+                                      f"{type(v).__name__} {v!r} ({hint})") from None
         if v < 0:
             raise ExpressionError(f"grid {source} gave {value!r}: grid sizes must be >= 0")
         out.append(v)

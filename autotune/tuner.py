@@ -11,7 +11,7 @@ import random
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequence
 
 from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
 from .options import Tuning
@@ -136,6 +136,8 @@ class TuneJob:
     progress: ProgressSink = field(default_factory=_NoProgress)
     kernel_name: str = "kernel"
     measure_single: bool = False              # measure a lone candidate too (its timing is compared elsewhere)
+    whole_space: bool = True                  # False for one rank's shard: its failures say nothing of the call
+    errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
 
 
 @dataclass
@@ -171,7 +173,7 @@ def tune(job: TuneJob) -> TuneOutcome:
                 _measure(job, trial, guard, expected)
         ok = sorted((t for t in trials.values() if t.ok), key=lambda t: t.median_ms)
         if not ok:
-            raise NoValidConfigError(_no_valid_message(job.kernel_name, trials.values()), list(trials.values()))
+            _raise_no_valid(job, list(trials.values()))
         _refine(job, ok[: job.tuning.refine_topk], guard)
         winner = min(ok, key=lambda t: t.median_ms).config
         return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
@@ -250,7 +252,22 @@ def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> No
         raise exc
 
 
+def _raise_no_valid(job: TuneJob, trials: list[Trial]) -> NoReturn:
+    """Every config failed. When they all failed with the same error, that error is what to fix (the call, the
+    kernel or the environment): the message leads with it and the NoValidConfigError is raised from it."""
+    failed = [t for t in trials if t.status is not TrialStatus.SKIPPED]
+    common = failed[0].error if job.whole_space and len(failed) > 1 and len({t.error for t in failed}) == 1 else None
+    if common is None:
+        raise NoValidConfigError(_no_valid_message(job.kernel_name, trials), trials)
+    message = (f"every config of {job.kernel_name} failed with the same error: {common}\n"
+               "This is not about one config: fix the call, the kernel or the environment (the error above is the "
+               "cause). The configs tried:\n" + "\n".join(f"  {dict(t.config)}: {t.status.value}" for t in failed))
+    raise NoValidConfigError(message, trials) from job.errors.get(failed[0].config)
+
+
 def _fail(job: TuneJob, trial: Trial, status: TrialStatus, error: Optional[BaseException]) -> None:
+    if error is not None:
+        job.errors[trial.config] = error
     trial.status = status
     trial.error = f"{type(error).__name__}: {error}" if error is not None else None
     job.progress.failed(trial.config, status)

@@ -115,7 +115,7 @@ def test_tune_then_memory_then_disk_in_a_new_cache():
     assert how3 == "disk" and rec3.winner == rec.winner and tuner.calls == 1
     assert kc2.records() == {(key, DT): rec3}
     s = stats()["add"]
-    assert s == {"hits": 1, "disk_hits": 1, "misses": 1, "tunings": 1, "failed_configs": 1, "tuning_s": 0.25}
+    assert s == {"hits": 1, "disk_hits": 1, "misses": 1, "tunings": 1, "failed_tunings": 0, "failed_configs": 1, "tuning_s": 0.25}
 
 
 def test_layout_and_file_contents():

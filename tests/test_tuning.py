@@ -6,6 +6,7 @@ import threading
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from autotune import (CartesianSpace, Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
                       autotune, autotune_launch)
@@ -300,3 +301,23 @@ def test_compile_seconds_are_the_compile_itself_not_the_queue():
     seconds = [t.compile_s for t in add.record().trials]
     # With one worker the last config waits ~0.6 s in the queue; its compile still takes ~0.2 s.
     assert all(0.19 <= s < 0.45 for s in seconds), seconds
+
+
+def test_a_tuning_where_every_config_fails_is_counted():
+    """#12 item 7: cache_info()/stats() count the miss, the failed tuning and its failed configs."""
+    import autotune
+    from autotune import NoValidConfigError
+
+    @autotune.autotune(space={"BLOCK": [3, 5]}, key=["n"], grid="(cdiv(n, $BLOCK),)",   # arange needs powers of 2
+                       tuning={"warmup": 0, "reps": 1})
+    @triton.jit
+    def bad_block_kernel(x, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+    with pytest.raises(NoValidConfigError, match="failed with the same error.*power of 2") as info:
+        bad_block_kernel(torch.zeros(16), 16)
+    assert "power of 2" in str(info.value.__cause__)          # the common error itself, chained
+    info = bad_block_kernel.cache_info()
+    assert (info["misses"], info["tunings"], info["failed_tunings"], info["failed_configs"]) == (1, 0, 1, 2)
+    assert autotune.stats()["bad_block_kernel"]["failed_tunings"] == 1

@@ -1,0 +1,70 @@
+"""A mistake in the call is the caller's error, raised at once, before any config is tried (#12 item 5)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+from autotune import AutotuneError, autotune
+from kernels_for_tests import add_kernel
+
+
+def _counting_add(**options):
+    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     tuning={"warmup": 0, "reps": 1}, **options)(add_kernel)
+    launches = []
+    run_trial = tuned._run_trial
+
+    def counted(config, *args, **kwargs):
+        launches.append(config)
+        return run_trial(config, *args, **kwargs)
+
+    tuned._run_trial = counted
+    return tuned, launches
+
+
+def test_missing_argument_is_a_type_error_before_tuning():
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(TypeError, match=r"missing 1 required argument: 'n'"):
+        tuned(x, x, torch.empty_like(x))
+    assert launches == [] and tuned.cache_info()["misses"] == 0
+
+
+def test_argument_by_position_and_by_keyword_is_a_type_error_before_tuning():
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(TypeError, match=r"multiple values for argument 'x'"):
+        tuned(x, x, torch.empty_like(x), 8, x=x)
+    assert launches == []
+
+
+def test_tuned_field_passed_by_the_caller_is_refused_before_tuning():
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK"):
+        tuned(x, x, torch.empty_like(x), 8, BLOCK=16)
+    assert launches == []
+
+
+def test_float_size_with_a_cdiv_grid_blames_the_argument_not_the_grid():
+    tuned, _ = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(Exception) as info:
+        tuned(x, x, torch.empty_like(x), 8.0)
+    text = str(info.value) + str(info.value.__cause__)
+    assert "pass ints" in text and "use cdiv" not in text
+
+
+def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
+    tuned, _ = _counting_add()
+    x = torch.ones(8)
+    out = torch.empty_like(x)
+    tuned(x=x, y=x, out=out, n=8)
+    assert torch.equal(out, 2 * x)
+
+    heur = autotune(space={"num_warps": [1, 2]}, key=["n"], grid=(1,),
+                    tuning={"warmup": 0, "reps": 1})(triton.heuristics({"BLOCK": lambda args: 16})(add_kernel))
+    out2 = torch.empty_like(x)
+    heur(x, x, out2, 8)
+    assert torch.equal(out2, 2 * x)
