@@ -35,6 +35,8 @@ import math
 import os
 import re
 import secrets
+import socket
+import stat
 import sys
 import textwrap
 import threading
@@ -66,7 +68,9 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
-_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.\d+\.[0-9a-f]{8}\.tmp$")
+# `.<entry>.<host tag>.<pid>.<random>.tmp`; names without the host tag (older writers) are swept by age only
+_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+_HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
 _STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_tunings", "failed_configs", "tuning_s")
@@ -257,9 +261,50 @@ def _lock_path(path: Path) -> Path:
 # Reading and writing one entry
 
 
+MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
+
+
+def read_entry_bytes(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
+    """The bytes of an entry file, read safely: a symbolic link is not followed, only a regular file is read
+    (a FIFO would block, a device such as /dev/zero never ends), and at most `limit` bytes. Raises
+    FileNotFoundError when absent, CacheEntryError for what is not an entry, OSError when unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CacheEntryError(f"{path} is a symbolic link; cache entries are regular files and links are "
+                                  "never followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheEntryError(f"{path} is not a regular file (a FIFO, device or directory); cache entries are "
+                                  "regular files")
+        if st.st_size > limit:
+            raise CacheEntryError(f"{path} is {st.st_size} bytes, over the {limit}-byte limit of a cache entry")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise CacheEntryError(f"{path} grew over the {limit}-byte limit of a cache entry while being read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a cache entry may hold")
+
+
 def _parse(data: bytes, path: Path) -> TuningRecord:
     try:
-        obj = json.loads(data.decode("utf-8"))
+        obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise CacheEntryError(f"{path} nests too deeply to be a tuning record") from None
     except (UnicodeDecodeError, ValueError) as exc:
         what = "empty" if not data.strip() else f"not valid JSON ({exc})"
         raise CacheEntryError(f"{path} is {what}") from None
@@ -271,6 +316,8 @@ def _parse(data: bytes, path: Path) -> TuningRecord:
                               kind="schema", schema_version=version)
     try:
         return TuningRecord.model_validate(obj)
+    except RecursionError:
+        raise CacheEntryError(f"{path} nests too deeply to be a tuning record") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "record"
@@ -282,7 +329,7 @@ def load_record(path: str | os.PathLike) -> TuningRecord:
     """Read and validate one cache file. Raises OSError when unreadable and CacheEntryError when corrupt,
     truncated or of another schema version (`.kind == "schema"`). JSON only; nothing is evaluated."""
     path = Path(path)
-    return _parse(path.read_bytes(), path)
+    return _parse(read_entry_bytes(path), path)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -304,7 +351,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
     A reader sees the old file or the new one, never half of one; on any error the temporary file is
     removed and `path` is untouched. The caller holds the entry's lock."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    _sweep_tmp(path.parent)
+    tmp = path.parent / f".{path.name}.{_HOST_TAG}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         try:
@@ -359,16 +407,31 @@ class DiskEntry:
 def _kernel_dirs(root: Path, kernel: Optional[str]) -> list[Path]:
     if kernel is not None:
         d = root / kernel_dirname(kernel)
-        return [d] if d.is_dir() else []
+        return [d] if _is_real_dir(d) else []
     try:
-        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return sorted(p for p in root.iterdir() if _is_real_dir(p) and not p.name.startswith("."))
     except OSError:
         return []
 
 
+def _is_real_dir(p: Path) -> bool:
+    """A directory that is not a symbolic link: listing and clearing never leave the cache directory."""
+    try:
+        return stat.S_ISDIR(p.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _is_regular_file(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(p.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def _entry_files(d: Path) -> list[Path]:
     try:
-        return sorted(p for p in d.iterdir() if _ENTRY_NAME.match(p.name))
+        return sorted(p for p in d.iterdir() if _ENTRY_NAME.match(p.name) and _is_regular_file(p))
     except OSError:
         return []
 
@@ -545,9 +608,12 @@ class KernelCache:
         "unreadable", "schema_newer", "schema_older". Warns (once per file state) on faults."""
         what = f"{self.kernel_name} key {_key_text(key)}"
         try:
-            data = path.read_bytes()
+            data = read_entry_bytes(path)
         except FileNotFoundError:
             return None, "absent"
+        except CacheEntryError as exc:
+            self._warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it and tuning {what}")
+            return None, "corrupt"
         except OSError as exc:
             self._warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
                                   f"{exc.strerror or exc}); ignoring it and tuning {what}")
@@ -776,12 +842,28 @@ def _sweep_tmp(d: Path) -> None:
         return
     now = time.time()
     for p in names:
-        if _TMP_NAME.match(p.name):
-            try:
-                if now - p.stat().st_mtime > _STALE_TMP_S:
-                    p.unlink()
-            except OSError:
-                pass
+        match = _TMP_NAME.match(p.name)
+        if match is None or not _is_regular_file(p):
+            continue
+        try:  # left by a writer of this host that is gone, or old enough that no writer anywhere still owns it
+            mine = match.group("host") == _HOST_TAG
+            if (mine and not _pid_alive(int(match.group("pid")))) or now - p.lstat().st_mtime > _STALE_TMP_S:
+                p.unlink()
+        except OSError:
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _clear_disk(kernel_name: Optional[str], key: Optional[tuple]) -> set[tuple[str, str]]:
@@ -791,18 +873,14 @@ def _clear_disk(kernel_name: Optional[str], key: Optional[tuple]) -> set[tuple[s
     removed = set()
     for d in _kernel_dirs(_root(), kernel_name):
         for path in _entry_files(d):
-            if kernel_name is not None or wanted is not None:
-                try:
-                    obj = json.loads(path.read_bytes().decode("utf-8"))
-                except (OSError, ValueError):
-                    obj = None
-                if isinstance(obj, dict):
-                    if kernel_name is not None and obj.get("kernel", kernel_name) != kernel_name:
-                        continue
-                    if wanted is not None and ("key" not in obj or _key_text(_as_key_tuple(obj["key"])) != wanted):
-                        continue
-                elif wanted is not None:
-                    continue  # unreadable: its key is unknown, so it is not "that key's" entry
+            try:  # only a file that reads as an entry of what was asked is removed; anything else stays
+                record = load_record(path)
+            except (OSError, CacheEntryError):
+                continue
+            if kernel_name is not None and record.kernel != kernel_name:
+                continue
+            if wanted is not None and _key_text(_as_key_tuple(record.key)) != wanted:
+                continue
             if _remove(path):
                 removed.add((d.name, path.name[: -len(_ENTRY_SUFFIX)]))
         _sweep_tmp(d)

@@ -28,15 +28,15 @@ class TrialStatus(str, Enum):
 class Trial(BaseModel):
     """One config's measurement: its samples, median and min in milliseconds, or its error."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf never come from a tuning
 
     config: Config
     status: TrialStatus = TrialStatus.SKIPPED
-    median_ms: Optional[float] = None
-    min_ms: Optional[float] = None
+    median_ms: Optional[float] = Field(default=None, ge=0)
+    min_ms: Optional[float] = Field(default=None, ge=0)
     samples_ms: list[float] = Field(default_factory=list)
     error: Optional[str] = None
-    compile_s: Optional[float] = None
+    compile_s: Optional[float] = Field(default=None, ge=0)
 
     @property
     def ok(self) -> bool:
@@ -46,7 +46,7 @@ class Trial(BaseModel):
 class TuningRecord(BaseModel):
     """Everything one tuning of one key produced; the JSON body of a disk cache entry."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf never come from a tuning
 
     schema_version: int = SCHEMA_VERSION
     kernel: str
@@ -59,8 +59,8 @@ class TuningRecord(BaseModel):
     dtypes: list[str] = Field(default_factory=list)
     winner: Config
     trials: list[Trial]
-    tuning_s: float
-    timestamp: float = Field(default_factory=time.time)
+    tuning_s: float = Field(ge=0)
+    timestamp: float = Field(default_factory=time.time, ge=0)
 
     # A record reads as the documented sequence of trials (`len(record)`, `for t in record`, `record[0]`),
     # one per config of the space; its metadata stays available as fields. Pydantic's own iteration over
