@@ -680,17 +680,23 @@ class KernelCache:
             raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread "
                                 "(a tuning launched the autotuned kernel itself?)")
 
-        started = time.time()
+        # With force, only a winner produced while this call waited counts: one that replaced what memory held
+        # and what the entry file was when this call started (compared by identity, not by timestamps, which a
+        # skewed clock on a shared file system would make lie).
+        path = self.entry_path(key, dtypes)
+        seen_in_memory = self._memory.get(ident)
+        seen_on_disk = _file_signature(path)
 
-        def fresh(rec: Optional[TuningRecord]) -> bool:
-            return rec is not None and (not force or rec.timestamp >= started)
+        def fresh(rec: Optional[TuningRecord], on_disk: bool = False) -> bool:
+            if rec is None or not force:
+                return rec is not None
+            return _file_signature(path) != seen_on_disk if on_disk else rec is not seen_in_memory
 
         with self._key_lock(ident):
             record = self._memory.get(ident)
             if fresh(record):
                 _bump(self.kernel_name, hits=1)
                 return record, "memory"
-            path = self.entry_path(key, dtypes)
             what = f"{self.kernel_name} key {_key_text(key)}"
             if str(path) in tuning_now:  # another KernelCache of the same kernel name, re-entered: flock would hang
                 raise AutotuneError(f"{what} is already being tuned by this thread")
@@ -703,7 +709,7 @@ class KernelCache:
                 state = "unlocked"
                 if file_lock is not None:
                     record, state = self._read(key, dtypes, path)
-                    if fresh(record):
+                    if fresh(record, on_disk=True):
                         self._remember(ident, record)
                         _bump(self.kernel_name, disk_hits=1)
                         return record, "disk"
@@ -851,6 +857,15 @@ def _sweep_tmp(d: Path) -> None:
                 p.unlink()
         except OSError:
             pass
+
+
+def _file_signature(path: Path) -> Optional[tuple]:
+    """What identifies one version of a file (a rename onto it makes a new one), or None when absent."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -125,3 +125,18 @@ def test_a_write_sweeps_temporary_files_of_dead_writers_of_this_host():
     kc.get_or_tune((2,), DT, Tuner((2,)))                           # a write into that directory
     assert not any(p.exists() for p in orphans)
     assert live.exists() and other_host.exists()
+
+
+def test_force_retunes_even_when_the_entry_is_dated_in_the_future():
+    """#12 item 13: a clock skewed ahead on a shared file system must not pin an entry against FORCE."""
+    import time
+
+    path = path_of((1,))
+    path.parent.mkdir(parents=True)
+    future = make_record((1,), winner=32, timestamp=time.time() + 10 * 365 * 86400)
+    path.write_text(future.model_dump_json())
+    tuner = Tuner((1,), winner=128)
+    rec, how = new_cache(blocks=(32, 64, 128)).get_or_tune((1,), DT, tuner, force=True)
+    assert (how, tuner.calls, rec.winner) == ("tuned", 1, Config(BLOCK=128))
+    assert load_record(path).winner == Config(BLOCK=128)
+
