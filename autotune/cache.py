@@ -52,6 +52,7 @@ from pydantic import ValidationError
 
 from .errors import AutotuneError, CacheEntryError, CacheWarning, NoValidConfigError
 from .options import cache_dir
+from .options import lock_timeout_s as configured_lock_timeout_s
 from .record import SCHEMA_VERSION, TrialStatus, TuningRecord
 from .space import Config
 
@@ -369,17 +370,42 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _acquire(path: Path, what: str) -> filelock.BaseFileLock:
-    """Take the entry's file lock, blocking; log when another process holds it for a while.
-    Raises OSError when the lock file cannot be created (read-only or missing directory)."""
+def _acquire(path: Path, what: str, timeout_s: Optional[float] = None) -> Optional[filelock.BaseFileLock]:
+    """Take the entry's file lock and write who holds it beside it; log when another process holds it for a
+    while. Returns None when `timeout_s` passes first (the holder is stopped or hung). Raises OSError when the
+    lock file cannot be created (read-only or missing directory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(_lock_path(path)))
+    notice = _LOCK_NOTICE_S if timeout_s is None else min(_LOCK_NOTICE_S, timeout_s)
     try:
-        lock.acquire(timeout=_LOCK_NOTICE_S)
+        lock.acquire(timeout=notice)
     except filelock.Timeout:
-        logger.info("waiting for another process tuning %s (lock %s)", what, _lock_path(path))
-        lock.acquire()
+        logger.info("waiting for another process tuning %s (lock %s; holder %s)", what, _lock_path(path),
+                    lock_holder(path) or "unknown")
+        try:
+            lock.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s - notice))
+        except filelock.Timeout:
+            return None
+    try:
+        _atomic_write(_holder_path(path), json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                      "since": time.time()}).encode())
+    except OSError:
+        pass  # who holds the lock is a courtesy for waiters' messages; the lock itself is what counts
     return lock
+
+
+def _holder_path(path: Path) -> Path:
+    return path.with_name(path.name + ".holder")
+
+
+def lock_holder(path: Path) -> Optional[str]:
+    """Who holds (or last held) the tuning lock of the entry at `path`: "pid 123 on host h since <time>"."""
+    try:
+        info = json.loads(read_entry_bytes(_holder_path(path), limit=4096), parse_constant=_no_constant)
+        pid, host, since = int(info["pid"]), str(info["host"])[:255], float(info["since"])
+    except Exception:  # absent, unreadable or not ours: the message says "unknown"
+        return None
+    return f"pid {pid} on host {host} since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
 
 
 def store_record(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
@@ -653,7 +679,7 @@ class KernelCache:
     # -- the main entry point ---------------------------------------------------------------------
 
     def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False) -> tuple[TuningRecord, str]:
+                    force: bool = False, lock_timeout_s: Optional[float] = None) -> tuple[TuningRecord, str]:
         """The record for (key, dtypes), and how it was found: "memory", "disk" or "tuned".
 
         Single flight: at most one thread per process and one process per cache directory tunes a key at
@@ -700,8 +726,9 @@ class KernelCache:
             what = f"{self.kernel_name} key {_key_text(key)}"
             if str(path) in tuning_now:  # another KernelCache of the same kernel name, re-entered: flock would hang
                 raise AutotuneError(f"{what} is already being tuned by this thread")
+            timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             try:
-                file_lock: Optional[filelock.BaseFileLock] = _acquire(path, what)
+                file_lock: Optional[filelock.BaseFileLock] = _acquire(path, what, timeout_s)
                 lock_error: Optional[OSError] = None
             except OSError as exc:
                 file_lock, lock_error = None, exc
@@ -713,6 +740,11 @@ class KernelCache:
                         self._remember(ident, record)
                         _bump(self.kernel_name, disk_hits=1)
                         return record, "disk"
+                elif lock_error is None:
+                    _warn(f"autotune cache: another process has held the tuning lock of {what} for over "
+                          f"{timeout_s:g} s ({lock_holder(path) or 'holder unknown'}; lock {_lock_path(path)}): "
+                          "it may be stopped or hung. Tuning in memory without writing the entry; raise "
+                          "AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer")
                 else:
                     self._warn_once(_lock_path(path),
                                     f"autotune cache: cannot lock {_lock_path(path)} ({lock_error.__class__.__name__}: "

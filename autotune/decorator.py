@@ -232,7 +232,7 @@ class Autotuned(KernelInterface):
                 lambda select: self._tune(key, dtypes, bound, grid, select=select), force=force)
         else:
             record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, bound, grid),
-                                                 force=force)
+                                                 force=force, lock_timeout_s=self.tuning.lock_timeout_s)
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))

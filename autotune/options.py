@@ -38,6 +38,7 @@ class Tuning(BaseModel):
     flush_l2: bool = True
     cuda_graph: bool = False
     distributed: Optional[Literal["shard", "rank0", "off"]] = None
+    lock_timeout_s: Optional[float] = Field(default=None, gt=0)   # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
 
     @model_validator(mode="before")
     @classmethod
@@ -92,6 +93,27 @@ def env_offline() -> bool:
 def env_disable() -> bool:
     """AUTOTUNE_DISABLE=1: launch the first config with no tuning at all."""
     return _env_flag("AUTOTUNE_DISABLE")
+
+
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+
+
+def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
+    """How long a process waits for another one tuning the same key before it tunes in memory itself:
+    `Tuning(lock_timeout_s=...)`, else AUTOTUNE_LOCK_TIMEOUT_S, else 600 s."""
+    if tuning is not None and tuning.lock_timeout_s is not None:
+        return tuning.lock_timeout_s
+    raw = os.environ.get("AUTOTUNE_LOCK_TIMEOUT_S", "").strip()
+    if not raw:
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} is not a number of seconds; unset it or set e.g. "
+                          "AUTOTUNE_LOCK_TIMEOUT_S=600") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} must be a positive number of seconds")
+    return value
 
 
 def env_print_level() -> int:

@@ -140,3 +140,42 @@ def test_force_retunes_even_when_the_entry_is_dated_in_the_future():
     assert (how, tuner.calls, rec.winner) == ("tuned", 1, Config(BLOCK=128))
     assert load_record(path).winner == Config(BLOCK=128)
 
+
+
+def test_a_waiter_behind_a_stopped_lock_holder_warns_naming_it_and_tunes_in_memory():
+    """#12 item 12: a holder stopped with SIGSTOP must not block a waiter forever."""
+    import signal
+    import socket
+
+    child_code = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_cache import DT, Tuner, new_cache\n"
+        "class Slow(Tuner):\n"
+        "    def __call__(self):\n"
+        "        print('ready', flush=True)\n"
+        "        time.sleep(300)\n"
+        "        return super().__call__()\n"
+        "new_cache().get_or_tune((1,), DT, Slow((1,)))\n")
+    child = subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"          # it holds the key's lock and is tuning
+        os.kill(child.pid, signal.SIGSTOP)
+        with pytest.warns(CacheWarning, match=rf"pid {child.pid} on host {socket.gethostname()}.*Tuning in memory"):
+            rec, how = new_cache().get_or_tune((1,), DT, Tuner((1,)), lock_timeout_s=1.0)
+        assert how == "tuned" and rec.winner == Config(BLOCK=64)
+        assert not path_of((1,)).exists()                           # the holder's entry to write, not ours
+    finally:
+        child.kill()
+        child.wait(30)
+
+
+def test_lock_timeout_from_the_environment_is_checked(monkeypatch):
+    from autotune import OptionError
+    from autotune.options import lock_timeout_s
+
+    monkeypatch.setenv("AUTOTUNE_LOCK_TIMEOUT_S", "2.5")
+    assert lock_timeout_s() == 2.5
+    monkeypatch.setenv("AUTOTUNE_LOCK_TIMEOUT_S", "soon")
+    with pytest.raises(OptionError, match="AUTOTUNE_LOCK_TIMEOUT_S='soon'"):
+        lock_timeout_s()
