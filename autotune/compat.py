@@ -145,8 +145,9 @@ class _MemoryOnlyCache(_cache.KernelCache):
             return self._flight_locks.setdefault(ident, threading.Lock())
 
     def get_or_tune(self, key: tuple, dtypes: Tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False) -> Tuple[TuningRecord, str]:
-        """The record of (key, dtypes) from memory, or tuned now: ("memory" | "tuned")."""
+                    force: bool = False, lock_timeout_s: Optional[float] = None) -> Tuple[TuningRecord, str]:
+        """The record of (key, dtypes) from memory, or tuned now: ("memory" | "tuned"). No file lock, so
+        `lock_timeout_s` has nothing to wait for."""
         dtypes = tuple(dtypes)
         started = time.time()
         record = self.in_memory(key, dtypes)

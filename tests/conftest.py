@@ -36,7 +36,10 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
     for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS"):
         monkeypatch.delenv(name, raising=False)
+    import gc
+
     from autotune.cache import reset_stats
 
+    gc.collect()  # caches of earlier tests held in reference cycles would still count in clear_autotune_cache()
     reset_stats()
     yield

