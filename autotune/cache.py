@@ -37,11 +37,9 @@ import re
 import secrets
 import socket
 import stat
-import sys
 import textwrap
 import threading
 import time
-import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +48,7 @@ from typing import Any, Callable, Iterable, Optional
 import filelock
 from pydantic import ValidationError
 
-from .errors import AutotuneError, CacheEntryError, CacheWarning, NoValidConfigError
+from .errors import AutotuneError, CacheEntryError, CacheWarning, NoValidConfigError, warn_at_caller
 from .options import cache_dir
 from .options import lock_timeout_s as configured_lock_timeout_s
 from .record import SCHEMA_VERSION, TrialStatus, TuningRecord
@@ -65,7 +63,6 @@ __all__ = [
 
 logger = logging.getLogger("autotune")
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
@@ -85,12 +82,7 @@ _STAT_FIELDS = ("hits", "disk_hits", "misses", "tunings", "failed_tunings", "fai
 
 def _warn(message: str) -> None:
     """Warn with CacheWarning, attributed to the first caller outside the autotune package, and log it."""
-    level = 1
-    frame = sys._getframe(0)
-    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, CacheWarning, stacklevel=level)
+    warn_at_caller(message, CacheWarning)
     # Without any handler configured, logging's last-resort handler would print the same text a second time.
     if logger.hasHandlers():
         logger.warning(message)

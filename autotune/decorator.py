@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -16,7 +15,7 @@ from triton.runtime.jit import KernelInterface
 from . import cache as _cache
 from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
-from .errors import AutotuneError, OptionError, SpaceError, did_you_mean
+from .errors import AutotuneError, CacheWarning, OptionError, SpaceError, did_you_mean, warn_at_caller
 from .keys import KeyBuilder
 from .kernel_ref import base_kernel, constexpr_names, heuristics_layers, is_interpreted, launch_lock, python_function
 from .options import Tuning, env_disable, env_force, env_offline
@@ -220,9 +219,8 @@ class Autotuned(KernelInterface):
             if record is not None:
                 return record.winner, record, "cache"
             if self.cache.count_offline_miss(key, dtypes):
-                warnings.warn(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
-                              f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned",
-                              _cache.CacheWarning, stacklevel=4)
+                warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
+                               f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned", CacheWarning)
             return self._fallback_config(), None, "offline"
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = _distributed.active_mode(self.tuning.distributed)

@@ -7,7 +7,10 @@ call, a config, the cache, the environment.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import sys
+import warnings
 from enum import Enum
 from typing import Any, Collection
 
@@ -74,6 +77,19 @@ class DistributedTuningError(AutotuneError, RuntimeError):
     """The ranks could not agree on a winner: a collective failed or timed out, the ranks were at
     different keys, or a rank's tuning raised. The message names this rank, the kernel, the key,
     the mode and the step."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn with the location of the first frame outside the autotune package: the user's line that launched
+    the kernel, not the library line that noticed the problem."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def did_you_mean(name: str, valid: Collection[str]) -> str:

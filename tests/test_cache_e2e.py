@@ -258,3 +258,22 @@ def test_clear_autotune_cache_on_a_decorated_kernel(tmp_path):
     assert clear_autotune_cache() == 1
     call(vadd, 256)
     assert stats()["vadd"]["tunings"] == 6
+
+
+def test_offline_miss_warning_points_at_the_callers_line(monkeypatch):
+    """#12 item 8: the AUTOTUNE_OFFLINE miss warning names the user's line, not autotune/decorator.py."""
+    import warnings
+
+    import torch
+
+    from autotune import CacheWarning, autotune
+    from kernels_for_tests import add_kernel
+
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_kernel)
+    x = torch.ones(16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned(x, x, torch.empty_like(x), 16)
+    offline = [w for w in caught if issubclass(w.category, CacheWarning) and "AUTOTUNE_OFFLINE" in str(w.message)]
+    assert len(offline) == 1 and offline[0].filename == __file__
