@@ -336,7 +336,9 @@ def _write_all(fd: int, data: bytes) -> None:
 def _record_json(record: TuningRecord) -> bytes:
     clean = record.model_copy(update={"key": _jsonable(list(record.key)),
                                       "dtypes": [str(d) for d in record.dtypes]})
-    return (clean.model_dump_json(indent=1) + "\n").encode("utf-8")
+    # Without prune= the file is as before `candidates` existed, so older readers keep accepting it.
+    exclude = {"candidates"} if clean.candidates is None else None
+    return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -582,8 +584,12 @@ class KernelCache:
 
     # -- validity ---------------------------------------------------------------------------------
 
-    def stale_reason(self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...]) -> Optional[str]:
-        """Why `record` may not be used for `key` here, or None when it may."""
+    def stale_reason(self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...],
+                     candidates: Optional[str] = None) -> Optional[str]:
+        """Why `record` may not be used for `key` here, or None when it may. `candidates` is the checksum of
+        the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
+        if record.candidates != candidates:
+            return "prune= kept other configs for it"
         if record.kernel != self.kernel_name:
             return f"it belongs to kernel {record.kernel!r}"
         if record.source_hash != self.source_hash:
@@ -621,7 +627,8 @@ class KernelCache:
             self._warned.add(sig)
         _warn(message)
 
-    def _read(self, key: tuple, dtypes: tuple[str, ...], path: Path) -> tuple[Optional[TuningRecord], str]:
+    def _read(self, key: tuple, dtypes: tuple[str, ...], path: Path,
+              candidates: Optional[str] = None) -> tuple[Optional[TuningRecord], str]:
         """The usable record at `path` and the file's state: "valid", "absent", "stale", "corrupt",
         "unreadable", "schema_newer", "schema_older". Warns (once per file state) on faults."""
         what = f"{self.kernel_name} key {_key_text(key)}"
@@ -649,7 +656,7 @@ class KernelCache:
                 return None, "schema_older"
             self._warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
             return None, "corrupt"
-        reason = self.stale_reason(record, key, dtypes)
+        reason = self.stale_reason(record, key, dtypes, candidates)
         if reason is not None:
             logger.info("autotune cache: %s is out of date (%s); tuning %s again", path, reason, what)
             return None, "stale"
@@ -671,7 +678,8 @@ class KernelCache:
     # -- the main entry point ---------------------------------------------------------------------
 
     def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False, lock_timeout_s: Optional[float] = None) -> tuple[TuningRecord, str]:
+                    force: bool = False, lock_timeout_s: Optional[float] = None,
+                    candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
         """The record for (key, dtypes), and how it was found: "memory", "disk" or "tuned".
 
         Single flight: at most one thread per process and one process per cache directory tunes a key at
@@ -686,7 +694,7 @@ class KernelCache:
             if record is not None:
                 _bump(self.kernel_name, hits=1)
                 return record, "memory"
-            record, _ = self._read(key, dtypes, self.entry_path(key, dtypes))
+            record, _ = self._read(key, dtypes, self.entry_path(key, dtypes), candidates)
             if record is not None:
                 self._remember(ident, record)
                 _bump(self.kernel_name, disk_hits=1)
@@ -727,7 +735,7 @@ class KernelCache:
             try:
                 state = "unlocked"
                 if file_lock is not None:
-                    record, state = self._read(key, dtypes, path)
+                    record, state = self._read(key, dtypes, path, candidates)
                     if fresh(record, on_disk=True):
                         self._remember(ident, record)
                         _bump(self.kernel_name, disk_hits=1)
@@ -756,7 +764,7 @@ class KernelCache:
                     raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
                 self._remember(ident, record)
                 count_tuning(self.kernel_name, record)
-                mismatch = self.stale_reason(record, key, dtypes)
+                mismatch = self.stale_reason(record, key, dtypes, candidates)
                 if mismatch is not None:
                     _warn(f"autotune cache: the record tuned for {what} would not be accepted when read back "
                           f"({mismatch}); it is used now but will be tuned again by the next process")
@@ -795,7 +803,7 @@ class KernelCache:
 
     # -- offline mode, introspection, clearing ------------------------------------------------------
 
-    def peek(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+    def peek(self, key: tuple, dtypes: tuple[str, ...], candidates: Optional[str] = None) -> Optional[TuningRecord]:
         """The record in memory, else a valid disk entry (then kept in memory), else None; never tunes.
         Counts hits / disk_hits. For AUTOTUNE_OFFLINE."""
         dtypes = tuple(dtypes)
@@ -804,7 +812,7 @@ class KernelCache:
         if record is not None:
             _bump(self.kernel_name, hits=1)
             return record
-        record, _ = self._read(key, dtypes, self.entry_path(key, dtypes))
+        record, _ = self._read(key, dtypes, self.entry_path(key, dtypes), candidates)
         if record is not None:
             self._remember(ident, record)
             _bump(self.kernel_name, disk_hits=1)

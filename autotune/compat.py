@@ -145,7 +145,8 @@ class _MemoryOnlyCache(_cache.KernelCache):
             return self._flight_locks.setdefault(ident, threading.Lock())
 
     def get_or_tune(self, key: tuple, dtypes: Tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False, lock_timeout_s: Optional[float] = None) -> Tuple[TuningRecord, str]:
+                    force: bool = False, lock_timeout_s: Optional[float] = None,
+                    candidates: Optional[str] = None) -> Tuple[TuningRecord, str]:
         """The record of (key, dtypes) from memory, or tuned now: ("memory" | "tuned"). No file lock, so
         `lock_timeout_s` has nothing to wait for."""
         dtypes = tuple(dtypes)
@@ -164,7 +165,7 @@ class _MemoryOnlyCache(_cache.KernelCache):
             _cache.count_tuning(self.kernel_name, record)
             return record, "tuned"
 
-    def peek(self, key: tuple, dtypes: Tuple[str, ...]) -> Optional[TuningRecord]:
+    def peek(self, key: tuple, dtypes: Tuple[str, ...], candidates: Optional[str] = None) -> Optional[TuningRecord]:
         """The record in memory, or None (AUTOTUNE_OFFLINE); never reads the disk."""
         record = self.in_memory(key, dtypes)
         if record is not None:

@@ -21,7 +21,7 @@ from .kernel_ref import base_kernel, constexpr_names, heuristics_layers, is_inte
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
-from .space import Config, SearchSpace, as_space, validate_space
+from .space import Config, SearchSpace, as_space, configs_checksum, validate_space
 from .template import compile_derive, compile_grid
 from .timing import make_timer
 from .tuner import Reference, TuneJob, tune
@@ -215,22 +215,36 @@ class Autotuned(KernelInterface):
         if env_disable():
             return self._fallback_config(), None, "disabled"
         if env_offline():
-            record = self.cache.peek(key, dtypes)
+            record = self.cache.peek(key, dtypes, self._candidates(bound)[1])
             if record is not None:
                 return record.winner, record, "cache"
             if self.cache.count_offline_miss(key, dtypes):
                 warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
                                f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned", CacheWarning)
             return self._fallback_config(), None, "offline"
+        # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
+        # kept for this call (`candidates`), so a winner this prune excluded is never launched.
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
-            record, how = _distributed.agree(
-                self.cache, key, dtypes, dist_mode,
-                lambda select: self._tune(key, dtypes, bound, grid, select=select), force=force)
+            try:
+                pruned, candidates, prune_error = *self._candidates(bound), None
+            except Exception as exc:  # raised inside the agreement, so every rank learns of it together
+                pruned, candidates, prune_error = [], None, exc
+
+            def tune_shard(select: Any) -> TuningRecord:
+                if prune_error is not None:
+                    raise prune_error
+                return self._tune(key, dtypes, bound, grid, pruned, candidates, select=select)
+
+            record, how = _distributed.agree(self.cache, key, dtypes, dist_mode, tune_shard, force=force,
+                                             candidates=candidates)
         else:
-            record, how = self.cache.get_or_tune(key, dtypes, lambda: self._tune(key, dtypes, bound, grid),
-                                                 force=force, lock_timeout_s=self.tuning.lock_timeout_s)
+            pruned, candidates = self._candidates(bound)
+            record, how = self.cache.get_or_tune(key, dtypes,
+                                                 lambda: self._tune(key, dtypes, bound, grid, pruned, candidates),
+                                                 force=force, lock_timeout_s=self.tuning.lock_timeout_s,
+                                                 candidates=candidates)
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))
@@ -275,7 +289,8 @@ class Autotuned(KernelInterface):
         return args, launch_kwargs, grid
 
     # ------------------------------------------------------------------------------------------ tuning
-    def _tune(self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any,
+    def _tune(self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, pruned: Sequence[Config],
+              candidates: Optional[str],
               select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
@@ -290,7 +305,7 @@ class Autotuned(KernelInterface):
             launch_args, launch_kwargs, launch_grid = prepare(config)
             return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
-        skip = frozenset(self._pruned_away(named))
+        skip = frozenset(pruned)
         if select is not None:
             mine = set(select([c for c in self.configs if c not in skip]))
             skip = frozenset(c for c in self.configs if c not in mine)
@@ -312,7 +327,8 @@ class Autotuned(KernelInterface):
         record = TuningRecord(kernel=self.name, source_hash=self.cache.source_hash, device=_cache.device_fingerprint(),
                               triton_version=triton_version, torch_version=torch_version,
                               space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
-                              winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s)
+                              winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s,
+                              candidates=candidates)
         if select is None:
             emit(record, cache_hit=False)
         return record
@@ -322,6 +338,14 @@ class Autotuned(KernelInterface):
         drop-in (`autotune.compat`) overrides it to call Triton's pre/post hooks around each run."""
         with self.launch_lock:
             return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def _candidates(self, bound: BoundCall) -> tuple[list[Config], Optional[str]]:
+        """(configs prune= removes for this call, checksum of those it keeps or None without prune=)."""
+        if self.prune is None:
+            return [], None
+        pruned = self._pruned_away(bound.named)
+        removed = set(pruned)
+        return pruned, configs_checksum(c for c in self.configs if c not in removed)
 
     def _pruned_away(self, named: dict) -> list[Config]:
         if self.prune is None:

@@ -184,7 +184,7 @@ def agreements(kernel: Any = None) -> list[Agreement]:
 
 
 def agree(cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
-          force: bool = False) -> tuple[TuningRecord, str]:
+          force: bool = False, candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
 
@@ -210,7 +210,7 @@ def agree(cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune
             if record is not None:  # another thread of this process agreed on it meanwhile
                 _cache.count(cache.kernel_name, hits=1)
                 return record, "memory"
-        rnd = _Round(cache, key, dtypes, mode)
+        rnd = _Round(cache, key, dtypes, mode, candidates)
         _TLS.round = rnd
         try:
             record, how = rnd.run(tune, force)
@@ -248,7 +248,9 @@ _PHASES = {
 class _Round:
     """One agreement on one key: who this rank is, the group, and the steps of the protocol."""
 
-    def __init__(self, cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode) -> None:
+    def __init__(self, cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode,
+                 candidates: Optional[str] = None) -> None:
+        self.candidates = candidates   # checksum of the configs prune= kept (None without prune=)
         import torch.distributed as dist
 
         self.dist = dist
@@ -295,7 +297,8 @@ class _Round:
             return record
 
         try:
-            record, how = self.cache.get_or_tune(self.key, self.dtypes, tune_for_cache, force=force)
+            record, how = self.cache.get_or_tune(self.key, self.dtypes, tune_for_cache, force=force,
+                                                 candidates=self.candidates)
         except BaseException as exc:
             if not told:  # the others wait for a decision: give them this failure instead of a timeout
                 try:
@@ -375,7 +378,7 @@ class _Round:
                               device=_cache.device_fingerprint(), triton_version=triton_version,
                               torch_version=torch_version, space_checksum=self.cache.space_checksum,
                               key=list(self.key), dtypes=list(self.dtypes), winner=winner, trials=merged,
-                              tuning_s=time.perf_counter() - started)
+                              tuning_s=time.perf_counter() - started, candidates=self.candidates)
         if self.rank == 0:
             from .report import emit
 

@@ -59,6 +59,7 @@ class TuningRecord(BaseModel):
     dtypes: list[str] = Field(default_factory=list)
     winner: Config
     trials: list[Trial]
+    candidates: Optional[str] = None     # checksum of the configs prune= kept for this key (None: no prune=)
     tuning_s: float = Field(ge=0)
     timestamp: float = Field(default_factory=time.time, ge=0)
 

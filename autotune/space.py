@@ -236,11 +236,7 @@ class SearchSpace(ABC):
     def checksum(self) -> str:
         """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds."""
         if self._checksum is None:
-            h = hashlib.sha256()
-            for config in self:
-                h.update(config.canonical().encode())
-                h.update(b"\n")
-            self._set(_checksum=h.hexdigest())
+            self._set(_checksum=configs_checksum(self))
         return self._checksum  # type: ignore[return-value]
 
     @property
@@ -392,6 +388,15 @@ def _from_triton_config(cfg: Any, index: int) -> Config:
                                  "keep one")
             fields[option] = value
     return Config(fields)
+
+
+def configs_checksum(configs: Iterable[Config]) -> str:
+    """sha256 hex of configs' canonical JSON, in order: what a space, or the configs prune= kept, are."""
+    h = hashlib.sha256()
+    for config in configs:
+        h.update(config.canonical().encode())
+        h.update(b"\n")
+    return h.hexdigest()
 
 
 def as_space(obj: Any) -> SearchSpace:

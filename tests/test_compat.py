@@ -635,3 +635,63 @@ def test_native_prune_dict_is_validated_when_decorating():
         native_add({"perf_model": 3})
     with pytest.raises(OptionError, match="takes a callable"):
         native_add(["not", "a", "pruner"])
+
+
+# --- #12 item 1: prune runs before the cache is read; an entry counts only for the configs it kept --------------
+
+def _two_configs():
+    return [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})]
+
+
+def _run_add(tuned, n=64):
+    from kernels_for_tests import add_kernel  # noqa: F401  (the kernel tuned below)
+
+    x = torch.arange(n, dtype=torch.float32)
+    out = torch.empty_like(x)
+    tuned[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, x, out, n)
+    assert torch.equal(out, 2 * x)
+    return tuned.best_config.kwargs["BLOCK"]
+
+
+def test_compat_prune_runs_before_the_disk_cache_and_its_winner_is_never_one_it_removed():
+    from kernels_for_tests import add_kernel
+
+    first = autotune(configs=_two_configs(), key=["n"],
+                     prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: [configs[0]]})(add_kernel)
+    assert _run_add(first) == 16                                    # its entry: winner BLOCK=16, on disk
+    calls = []
+
+    def perf_model(**kwargs):
+        calls.append(kwargs["BLOCK"])
+        return -kwargs["BLOCK"]                                     # estimates BLOCK=64 fastest: keeps only it
+
+    second = autotune(configs=_two_configs(), key=["n"],           # same name, source and configs; other prune
+                      prune_configs_by={"perf_model": perf_model, "top_k": 1})(add_kernel)
+    assert _run_add(second) == 64                                   # never the first decorator's BLOCK=16
+    assert calls                                                    # the perf model ran for this key
+
+
+def test_compat_early_prune_returning_nothing_raises_even_with_a_cached_winner():
+    from kernels_for_tests import add_kernel
+
+    assert _run_add(autotune(configs=_two_configs(), key=["n"])(add_kernel)) in (16, 64)
+    empty = autotune(configs=_two_configs(), key=["n"],
+                     prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []})(add_kernel)
+    with pytest.raises(Exception, match="removed every config|at least one"):
+        _run_add(empty)
+
+
+def test_native_prune_makes_the_kept_configs_part_of_what_an_entry_is_valid_for():
+    from kernels_for_tests import add_kernel
+
+    def make(keep):
+        return native_autotune(space={"BLOCK": [16, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                               tuning={"warmup": 0, "reps": 1},
+                               prune=lambda configs, named: [c for c in configs if c["BLOCK"] == keep])(add_kernel)
+
+    x = torch.ones(64)
+    only16, only64 = make(16), make(64)
+    only16(x, x, torch.empty_like(x), 64)
+    assert only16.best_config["BLOCK"] == 16
+    only64(x, x, torch.empty_like(x), 64)
+    assert only64.best_config["BLOCK"] == 64 and only64.cache_info()["disk_hits"] == 0
