@@ -21,51 +21,72 @@ def pool_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("autotune-compile")]
 
 
-class SlowCompiler(FunctionCompiler):
-    """Sleeps `delays[BLOCK]` seconds per config on the pool, logging when each compile ends."""
+GATE_S = 30.0   # a gate that is never opened fails the test after this long instead of hanging it
 
-    def __init__(self, delays: dict[int, float], events: list) -> None:
+
+class GatedCompiler(FunctionCompiler):
+    """Compiles config BLOCK=b once `gates[b]` is open (no gate: at once), logging when each compile ends.
+    Tests open gates from the measuring side, so they assert what happened in which order, never durations."""
+
+    def __init__(self, gates: dict[int, threading.Event], events: list) -> None:
         def compile_fn(config: Config) -> None:
-            time.sleep(delays[config["BLOCK"]])
+            gate = gates.get(config["BLOCK"])
+            if gate is not None:
+                events.append(("gate", config["BLOCK"], gate.wait(GATE_S)))
             events.append(("compiled", config["BLOCK"], time.perf_counter()))
 
         super().__init__(compile_fn)
 
 
-def job(configs, compiler, events, workers=2, **kwargs):
+def job(configs, compiler, events, workers=2, on_run=None, **kwargs):
     def run_config(config):
         events.append(("run", config["BLOCK"], time.perf_counter()))
+        if on_run is not None:
+            on_run(config["BLOCK"])
 
     return TuneJob(configs=configs, run_config=run_config, compiler=compiler, timer=WallClockTimer(),
                    tuning=Tuning(preset="fast", warmup=0, reps=1, compile_workers=workers), named_args={},
                    **kwargs)
 
 
+def _order(events: list, kind: str) -> list:
+    seen: list = []
+    for k, block, _ in events:
+        if k == kind and block not in seen:
+            seen.append(block)
+    return seen
+
+
 def test_measuring_starts_before_the_last_compile_ends():
+    """Configs 2-4 cannot finish compiling until config 1 has been measured: the tuning completes only if
+    measuring overlaps compiling."""
     events: list = []
+    measured_1 = threading.Event()
     configs = [Config(BLOCK=b) for b in (1, 2, 3, 4)]
-    tune(job(configs, SlowCompiler({1: 0.05, 2: 0.3, 3: 0.3, 4: 0.3}, events), events))
-    first_run = min(t for kind, _, t in events if kind == "run")
-    last_compile = max(t for kind, _, t in events if kind == "compiled")
-    assert first_run < last_compile
+    tune(job(configs, GatedCompiler({2: measured_1, 3: measured_1, 4: measured_1}, events), events,
+             on_run=lambda b: b == 1 and measured_1.set()))
+    assert all(opened for kind, _, opened in events if kind == "gate"), "a compile waited for a run that never came"
+    kinds = [(k, b) for k, b, _ in events]
+    assert kinds.index(("run", 1)) < max(kinds.index(("compiled", b)) for b in (2, 3, 4))
 
 
 def test_configs_are_measured_in_completion_order():
+    """Config 2 compiles at once, 3 once 2 was measured, 1 once 3 was measured: completion order is 2, 3, 1,
+    unlike the submission order 1, 2, 3."""
     events: list = []
+    gates = {3: threading.Event(), 1: threading.Event()}
+    after = {2: gates[3], 3: gates[1]}
     configs = [Config(BLOCK=b) for b in (1, 2, 3)]
-    delays = {1: 0.45, 2: 0.05, 3: 0.25}
-    tune(job(configs, SlowCompiler(delays, events), events, workers=3))
-    measured = []
-    for kind, block, _ in events:
-        if kind == "run" and block not in measured:
-            measured.append(block)
-    assert measured == [2, 3, 1]
+    tune(job(configs, GatedCompiler(gates, events), events, workers=3,
+             on_run=lambda b: b in after and after[b].set()))
+    assert _order(events, "run") == [2, 3, 1]
+    assert all(opened for kind, _, opened in events if kind == "gate")
 
 
 def test_serial_mode_compiles_and_measures_one_config_at_a_time():
     events: list = []
     configs = [Config(BLOCK=b) for b in (1, 2, 3)]
-    tune(job(configs, SlowCompiler({1: 0.01, 2: 0.01, 3: 0.01}, events), events, workers=0))
+    tune(job(configs, GatedCompiler({}, events), events, workers=0))
     kinds = [(kind, block) for kind, block, _ in events]
     assert kinds[:2] == [("compiled", 1), ("run", 1)]
     assert kinds.index(("compiled", 2)) > kinds.index(("run", 1))
@@ -75,9 +96,13 @@ def test_serial_mode_compiles_and_measures_one_config_at_a_time():
 def test_compile_timeout_is_recorded_and_the_rest_tune():
     events: list = []
     configs = [Config(BLOCK=b) for b in (1, 2)]
-    tuning = Tuning(preset="fast", warmup=0, reps=1, compile_workers=2, compile_timeout_s=0.2)
-    result = tune(TuneJob(configs=configs, run_config=lambda c: None, timer=WallClockTimer(), tuning=tuning,
-                          compiler=SlowCompiler({1: 1.0, 2: 0.01}, events), named_args={}))
+    never = threading.Event()                      # config 1's compile waits until after the tuning: a hang
+    tuning = Tuning(preset="fast", warmup=0, reps=1, compile_workers=2, compile_timeout_s=1.0)
+    try:
+        result = tune(TuneJob(configs=configs, run_config=lambda c: None, timer=WallClockTimer(), tuning=tuning,
+                              compiler=GatedCompiler({1: never}, events), named_args={}))
+    finally:
+        never.set()
     statuses = {t.config["BLOCK"]: t.status for t in result.trials}
     assert statuses == {1: TrialStatus.TIMEOUT, 2: TrialStatus.OK}
     assert result.winner == Config(BLOCK=2)
@@ -88,15 +113,25 @@ def test_compile_timeout_is_recorded_and_the_rest_tune():
 
 
 def test_outcomes_iterator_directly_reports_errors_in_completion_order():
+    """t=0.0 compiles at once; t=0.1 once the consumer saw t=0.0; t=0.2 once it saw t=0.1."""
+    seen_outcome = {0.0: threading.Event(), 0.1: threading.Event()}
+    wait_for = {0.1: seen_outcome[0.0], 0.2: seen_outcome[0.1]}
+
     def compile_fn(config):
-        time.sleep(config["t"])
+        gate = wait_for.get(config["t"])
+        if gate is not None:
+            assert gate.wait(GATE_S)
         if config["t"] == 0.1:
             raise ValueError("bad config")
         return config["t"]
 
     configs = [Config(t=0.2), Config(t=0.1), Config(t=0.0)]
+    seen = []
     with compile_in_order_of_completion(configs, FunctionCompiler(compile_fn), workers=3) as outcomes:
-        seen = [(o.config["t"], o.status) for o in outcomes]
+        for o in outcomes:
+            seen.append((o.config["t"], o.status))
+            if o.config["t"] in seen_outcome:
+                seen_outcome[o.config["t"]].set()
     assert seen == [(0.0, TrialStatus.OK), (0.1, TrialStatus.COMPILE_ERROR), (0.2, TrialStatus.OK)]
     assert not pool_threads()
 
@@ -105,14 +140,18 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record():
     events: list = []
     calls = []
 
+    interrupted = threading.Event()                 # 32, 64, 128 finish compiling only once Ctrl-C came
+
     def setup(**_):
         calls.append(1)
         if len(calls) == 2:
+            interrupted.set()
             raise KeyboardInterrupt
 
     add = autotune(space={"BLOCK": (16, 32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
                    tuning=Tuning(preset="fast", warmup=0, reps=3, compile_workers=2))(add_kernel)
-    add.compiler_factory = lambda tuned, prepare: SlowCompiler({16: 0.01, 32: 0.5, 64: 0.5, 128: 0.5}, events)
+    add.compiler_factory = lambda tuned, prepare: GatedCompiler({32: interrupted, 64: interrupted,
+                                                                  128: interrupted}, events)
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
     with pytest.raises(KeyboardInterrupt):
         add(x, y, out, 64)
