@@ -346,6 +346,7 @@ class Autotuner(KernelInterface):
         else:
             self._local.call = (nargs, kwargs)
             self._local.raw = {}
+            self._local.announced = set()
             try:
                 native, record, how = tuner.select(bound, grid)
             finally:
@@ -419,6 +420,10 @@ class Autotuner(KernelInterface):
         post_hook (told the exception, which is then re-raised)."""
         config = self._triton_of[native]
         self._local.current = native
+        announced = getattr(self._local, "announced", None)
+        if announced is not None and native not in announced and _triton_print_enabled():
+            announced.add(native)  # as Triton's _bench: one line per config, before it is benchmarked
+            print(f"Autotuning kernel {self.base_fn.__name__} with config {config}")
         full_nargs = {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}
         if config.pre_hook is not None:
             config.pre_hook(full_nargs)

@@ -228,21 +228,21 @@ class Autotuned(KernelInterface):
         dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             try:
-                pruned, candidates, prune_error = *self._candidates(bound), None
+                kept, candidates, prune_error = *self._candidates(bound), None
             except Exception as exc:  # raised inside the agreement, so every rank learns of it together
-                pruned, candidates, prune_error = [], None, exc
+                kept, candidates, prune_error = list(self.configs), None, exc
 
             def tune_shard(select: Any) -> TuningRecord:
                 if prune_error is not None:
                     raise prune_error
-                return self._tune(key, dtypes, bound, grid, pruned, candidates, select=select)
+                return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
 
             record, how = _distributed.agree(self.cache, key, dtypes, dist_mode, tune_shard, force=force,
                                              candidates=candidates)
         else:
-            pruned, candidates = self._candidates(bound)
+            kept, candidates = self._candidates(bound)
             record, how = self.cache.get_or_tune(key, dtypes,
-                                                 lambda: self._tune(key, dtypes, bound, grid, pruned, candidates),
+                                                 lambda: self._tune(key, dtypes, bound, grid, kept, candidates),
                                                  force=force, lock_timeout_s=self.tuning.lock_timeout_s,
                                                  candidates=candidates)
         if force and how == "tuned":
@@ -289,7 +289,7 @@ class Autotuned(KernelInterface):
         return args, launch_kwargs, grid
 
     # ------------------------------------------------------------------------------------------ tuning
-    def _tune(self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, pruned: Sequence[Config],
+    def _tune(self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, kept: Sequence[Config],
               candidates: Optional[str],
               select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
@@ -305,7 +305,8 @@ class Autotuned(KernelInterface):
             launch_args, launch_kwargs, launch_grid = prepare(config)
             return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
-        skip = frozenset(pruned)
+        kept_set = set(kept)
+        skip = frozenset(c for c in self.configs if c not in kept_set)
         if select is not None:
             mine = set(select([c for c in self.configs if c not in skip]))
             skip = frozenset(c for c in self.configs if c not in mine)
@@ -316,7 +317,7 @@ class Autotuned(KernelInterface):
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
                       synchronize=self._synchronize, progress=self._progress(key, len(self.configs) - len(skip)),
                       kernel_name=self.name, measure_single=select is not None,
-                      whole_space=select is None)
+                      whole_space=select is None, preference=kept)
         try:
             outcome = tune(job)
         finally:
@@ -340,24 +341,20 @@ class Autotuned(KernelInterface):
             return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
 
     def _candidates(self, bound: BoundCall) -> tuple[list[Config], Optional[str]]:
-        """(configs prune= removes for this call, checksum of those it keeps or None without prune=)."""
+        """(the configs prune= keeps for this call, in its order, or every config without prune=; the checksum
+        of the kept ones, or None without prune=). Ties between equal timings go to the earlier one here, as in
+        triton.autotune (the order after early_config_prune and perf_model)."""
         if self.prune is None:
-            return [], None
-        pruned = self._pruned_away(bound.named)
-        removed = set(pruned)
-        return pruned, configs_checksum(c for c in self.configs if c not in removed)
-
-    def _pruned_away(self, named: dict) -> list[Config]:
-        if self.prune is None:
-            return []
-        kept = [Config(c) for c in self.prune(list(self.configs), dict(named))]
+            return list(self.configs), None
+        kept = [Config(c) for c in self.prune(list(self.configs), dict(bound.named))]
         if not kept:
             raise AutotuneError(f"prune= on {self.name} removed every config; it must keep at least one")
         unknown = [c for c in kept if c not in set(self.configs)]
         if unknown:
             raise AutotuneError(f"prune= on {self.name} returned configs that are not in the space: {unknown}")
+        kept = list(dict.fromkeys(kept))
         kept_set = set(kept)
-        return [c for c in self.configs if c not in kept_set]
+        return kept, configs_checksum(c for c in self.configs if c in kept_set)
 
     def _compiler(self, prepare: Callable[[Config], tuple]) -> Any:
         if self.compiler_factory is not None:

@@ -137,6 +137,7 @@ class TuneJob:
     kernel_name: str = "kernel"
     measure_single: bool = False              # measure a lone candidate too (its timing is compared elsewhere)
     whole_space: bool = True                  # False for one rank's shard: its failures say nothing of the call
+    preference: Sequence[Config] = ()         # equal timings go to the earlier config here (default: space order)
     errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
 
 
@@ -171,11 +172,16 @@ def tune(job: TuneJob) -> TuneOutcome:
                     continue
                 job.progress.compiled(outcome.config)
                 _measure(job, trial, guard, expected)
-        ok = sorted((t for t in trials.values() if t.ok), key=lambda t: t.median_ms)
+        rank = {c: i for i, c in enumerate(job.preference or job.configs)}
+
+        def fastest_first(t: Trial) -> tuple:
+            return t.median_ms, rank.get(t.config, len(rank))
+
+        ok = sorted((t for t in trials.values() if t.ok), key=fastest_first)
         if not ok:
             _raise_no_valid(job, list(trials.values()))
         _refine(job, ok[: job.tuning.refine_topk], guard)
-        winner = min(ok, key=lambda t: t.median_ms).config
+        winner = min(ok, key=fastest_first).config
         return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
     finally:
         guard.restore_all()

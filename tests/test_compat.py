@@ -695,3 +695,25 @@ def test_native_prune_makes_the_kept_configs_part_of_what_an_entry_is_valid_for(
     assert only16.best_config["BLOCK"] == 16
     only64(x, x, torch.empty_like(x), 64)
     assert only64.best_config["BLOCK"] == 64 and only64.cache_info()["disk_hits"] == 0
+
+
+# --- #12 items 21, 22: TRITON_PRINT_AUTOTUNING lines per config; ties broken in prune/perf_model order -------------
+
+def test_print_autotuning_prints_one_line_per_config_as_triton_does(monkeypatch, capsys):
+    from kernels_for_tests import add_kernel
+
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    tuned = autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}),
+                              triton.Config({"BLOCK": 64})], key=["n"])(add_kernel)
+    _run_add(tuned, n=96)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Autotuning kernel")]
+    assert sorted(lines) == sorted(f"Autotuning kernel add_kernel with config {c}" for c in tuned.configs)
+
+
+def test_equal_timings_go_to_the_first_config_in_perf_model_order():
+    from kernels_for_tests import add_kernel
+
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64)]
+    tuned = autotune(configs=configs, key=["n"], do_bench=lambda kernel_call, quantiles: [1.0, 1.0, 1.0],
+                     prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"], "top_k": 2})(add_kernel)
+    assert _run_add(tuned) == 64          # Triton: min over {64: t, 32: t} in that order -> 64, not space order's 32
