@@ -702,7 +702,9 @@ def test_native_prune_makes_the_kept_configs_part_of_what_an_entry_is_valid_for(
 def test_print_autotuning_prints_one_line_per_config_as_triton_does(monkeypatch, capsys):
     from kernels_for_tests import add_kernel
 
-    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    from triton import knobs
+
+    monkeypatch.setattr(knobs.autotuning, "print", True)   # what TRITON_PRINT_AUTOTUNING=1 sets
     tuned = autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}),
                               triton.Config({"BLOCK": 64})], key=["n"])(add_kernel)
     _run_add(tuned, n=96)
