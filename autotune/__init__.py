@@ -9,6 +9,7 @@ from . import keys
 from .cache import clear_autotune_cache, stats
 from .decorator import Autotuned, TuningResult, autotune, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
+                     KeyValueError, NoDeviceError,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
                      VerificationError, classify)
 from .options import Tuning
@@ -24,6 +25,6 @@ __all__ = [
     "TuningResult", "clear_autotune_cache", "precompile", "AutotuneError", "NoValidConfigError",
     "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
     "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
-    "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify",
+    "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
 ]
 

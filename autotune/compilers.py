@@ -38,7 +38,7 @@ def compile_option_names() -> frozenset[str]:
 # ---------------------------------------------------------------------------------------------- compilers
 import contextlib  # noqa: E402
 from concurrent.futures import Executor, Future  # noqa: E402
-from typing import Any, Callable, ContextManager, Iterator  # noqa: E402
+from typing import Any, Callable, ContextManager, Iterator, Optional  # noqa: E402
 
 from .space import Config  # noqa: E402
 
@@ -136,3 +136,21 @@ class TargetCompiler(FunctionCompiler):
     process under TRITON_INTERPRET=1). It runs on the pool's threads, so several targets and configs compile
     at once; the result is whatever `compile_fn` returns (precompile: a `CompiledConfig`).
     """
+
+
+_driver_ok = False   # set once a driver answered: the check then costs nothing for the rest of the process
+
+
+def driver_problem() -> Optional[str]:
+    """Why Triton cannot compile for a GPU in this process (no active driver), or None when it can."""
+    global _driver_ok
+    if _driver_ok:
+        return None
+    try:
+        from triton.runtime.driver import driver
+
+        driver.active.get_current_target()
+    except Exception as exc:  # Triton raises RuntimeError("0 active drivers ...") without a GPU driver
+        return f"{type(exc).__name__}: {exc}"
+    _driver_ok = True
+    return None

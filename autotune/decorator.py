@@ -14,8 +14,9 @@ from triton.runtime.jit import KernelInterface
 
 from . import cache as _cache
 from . import distributed as _distributed
-from .compilers import InterpreterCompiler, JitCompiler, compile_option_names
-from .errors import AutotuneError, CacheWarning, OptionError, SpaceError, did_you_mean, warn_at_caller
+from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
+from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, did_you_mean,
+                     warn_at_caller)
 from .keys import KeyBuilder
 from .kernel_ref import base_kernel, constexpr_names, heuristics_layers, is_interpreted, launch_lock, python_function
 from .options import Tuning, env_disable, env_force, env_offline
@@ -224,6 +225,13 @@ class Autotuned(KernelInterface):
             return self._fallback_config(), None, "offline"
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
         # kept for this call (`candidates`), so a winner this prune excluded is never launched.
+        if not self.interpreted and self.compiler_factory is None:
+            problem = driver_problem()
+            if problem is not None:
+                raise NoDeviceError(f"{self.name} cannot be tuned here: no GPU driver is active ({problem}). To run "
+                                    "on the CPU, set TRITON_INTERPRET=1 before triton is imported; for a GPU, check "
+                                    "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
+                                    "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)

@@ -52,6 +52,11 @@ class DeviceError(AutotuneError, RuntimeError):
     trusted, so the tuning stops instead of blaming the remaining configs."""
 
 
+class NoDeviceError(AutotuneError, RuntimeError):
+    """No GPU driver is active and Triton's CPU interpreter is off: nothing can compile or run a kernel here.
+    The environment is at fault, not a config, so it is raised once, before any config is tried."""
+
+
 class CacheWarning(UserWarning):
     """Something went wrong with the tuning cache; the launch went on (tuning in memory)."""
 

@@ -64,9 +64,17 @@ def parse_target(spec: Union[str, Target, Any]) -> Target:
 
 
 def active_target() -> Target:
-    """The target of this process's active GPU (Triton's driver)."""
+    """The target of this process's active GPU (Triton's driver); without one, a PrecompileError that says to
+    name the targets."""
     from triton.runtime.driver import driver
 
+    from ..compilers import driver_problem
+
+    problem = driver_problem()
+    if problem is not None:
+        raise PrecompileError(f"no GPU here to precompile for ({problem}): name the targets instead, e.g. "
+                              "precompile(..., targets=['cuda:90']) or `autotune precompile ... --target cuda:90` "
+                              "(several: --target cuda:90 --target cuda:80); no GPU is needed for that")
     return Target.from_gpu_target(driver.active.get_current_target())
 
 
