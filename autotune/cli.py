@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from .keyspec import parse_key  # noqa: F401  (one key syntax for every subcommand; `cli.parse_key` too)
+
 Registrar = Callable[["argparse._SubParsersAction"], None]
 
 # Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
@@ -76,23 +78,6 @@ def format_age(seconds: float) -> str:
 
 def format_key(key: Any) -> str:
     return json.dumps(key, separators=(",", ":"))
-
-
-def parse_key(text: str) -> tuple:
-    """A key from the command line: JSON (`1024`, `[1024, 512]`, `"abc"`), else a comma list whose items
-    are read as JSON where they can be (`1024,512` -> (1024, 512); `foo` -> ("foo",))."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        items = []
-        for part in text.split(","):
-            part = part.strip()
-            try:
-                items.append(json.loads(part))
-            except ValueError:
-                items.append(part)
-        return tuple(items)
-    return tuple(value) if isinstance(value, list) else (value,)
 
 
 # ---------------------------------------------------------------------------------------------- cache commands
@@ -174,10 +159,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     directory = _use_cache_dir(args)
     entries = _entries(args.kernel)
     if args.key is not None:
-        from .cache import _key_text
+        from .cache import key_text
 
-        wanted = _key_text(parse_key(args.key))
-        entries = [e for e in entries if e.record is not None and _key_text(e.record.key) == wanted]
+        wanted = key_text(parse_key(args.key))
+        entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
         print(f"no entries for {what} in {directory}", file=sys.stderr)
@@ -223,6 +208,10 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     removed = clear_autotune_cache(args.kernel, key)
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
+    if removed == 0 and args.kernel is not None:
+        print(f"autotune cache clear: nothing matched {what} in {directory} (see `autotune cache list`)",
+              file=sys.stderr)
+        return 1
     print(f"removed {_plural(removed, 'entry', 'entries')} ({what}) from {directory}")
     return 0
 
@@ -242,22 +231,34 @@ def register_cache(subparsers: "argparse._SubParsersAction") -> None:
                              "else ~/.cache/autotune)")
     sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path}", required=True)
 
-    p = sub.add_parser("list", parents=[common], help="one line per cached entry")
+    p = sub.add_parser("list", parents=[common], help="one line per cached entry",
+                       description="List every entry of the tuning cache on disk, one line each: kernel, key, "
+                                   "dtypes, device, winner, its time and the entry's age; unusable files are listed "
+                                   "with the reason.")
     p.add_argument("--kernel", metavar="K", help="only this kernel")
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("show", parents=[common], help="a kernel's entries with every trial")
+    p = sub.add_parser("show", parents=[common], help="a kernel's entries with every trial",
+                       description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
+                                   "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--key", metavar="KEY", help="only this key: JSON (1024, '[1024, 512]') or a comma list")
+    p.add_argument("--key", metavar="KEY", help="only this key: 4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand)")
     p.set_defaults(func=_cmd_show)
 
-    p = sub.add_parser("clear", parents=[common], help="remove entries (all, a kernel's, or a key's)")
+    p = sub.add_parser("clear", parents=[common], help="remove entries (all, a kernel's, or a key's)",
+                       description="Remove cache entries: all of them, a kernel's (--kernel, its short name: every "
+                                   "kernel of that name), or one key's (--kernel and --key, every dtype variant). Only "
+                                   "files that read as entries of what was asked are removed. Exits 1 when a "
+                                   "--kernel or --key matches nothing.")
     p.add_argument("--kernel", metavar="K", help="only this kernel")
-    p.add_argument("--key", metavar="KEY", help="only this key of --kernel: JSON (1024, '[1024, 512]') or a comma list")
+    p.add_argument("--key", metavar="KEY", help="only this key of --kernel: 4096, 4096,1024, '(4096, 1024)' or "
+                                                "'[4096]' (the same syntax in every subcommand)")
     p.set_defaults(func=_cmd_clear)
 
-    p = sub.add_parser("path", parents=[common], help="print the cache directory")
+    p = sub.add_parser("path", parents=[common], help="print the cache directory",
+                       description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, "
+                                   "else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
     p.set_defaults(func=_cmd_path)
 
 

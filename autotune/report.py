@@ -19,7 +19,6 @@ Print formats (stable: users grep them, tests pin them):
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import json
 import logging
@@ -293,11 +292,20 @@ _LABEL_TOP = 40         # when labels cannot all fit: the fastest N and every fa
 
 
 def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path:
-    """Write a horizontal bar chart of every trial's median time as a PNG; return its path.
+    """Write `trial_figure(record)` as a PNG; return its path."""
+    path = Path(path)
+    fig = trial_figure(record, dpi=dpi)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
+    """A matplotlib Figure with a horizontal bar chart of every trial's median time.
 
     Readable for hundreds of configs: one bar per trial, fastest at the top, the winner in a
-    distinct colour, a tick mark at each trial's min; failed trials sit at the bottom as hatched red
-    bars labelled with their status. The figure grows with the number of trials (up to 60 in);
+    distinct colour, a tick mark at each trial's min; failed trials have no bar (they have no time): they
+    sit at the bottom as red labels marked with a cross and their status. The figure grows with the number of trials (up to 60 in);
     when the labels would overlap, only the fastest 40 and the failures are labelled. A log time
     axis is used when the medians span more than 50x.
 
@@ -310,7 +318,6 @@ def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path
     except ImportError:
         raise AutotuneError('plotting trial times needs matplotlib: pip install "autotune[plot]"') from None
 
-    path = Path(path)
     ranked = _ranked(record)
     n = max(1, len(ranked))
     ok_ms = [t.median_ms for r, t in ranked if r is not None]
@@ -336,24 +343,18 @@ def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     y = list(range(len(ranked)))
-    fail_len = span_max * (1.05 if not log_axis else 1.5)
-    medians, colours, hatches, edges = [], [], [], []
-    for rank, trial in ranked:
+    fail_len = span_max * (1.05 if not log_axis else 1.5)   # where the axis ends: room for the value labels
+    # Only measured configs get a bar: a failed config has no time, so it is a marked label at the bottom
+    # (a red cross and its status), never a bar that would read as a time on the axis.
+    measured = [(i, t) for i, (r, t) in enumerate(ranked) if r is not None]
+    if measured:
+        ax.barh([i for i, _ in measured], [t.median_ms for _, t in measured], height=0.8, linewidth=0,
+                color=["#2ca02c" if t.config == record.winner else "#4c72b0" for _, t in measured])
+    for i, (rank, trial) in enumerate(ranked):
         if rank is None:
-            medians.append(fail_len)
-            colours.append("#f4cccc")
-            hatches.append("//")
-            edges.append("#cc0000")
-        else:
-            medians.append(trial.median_ms)
-            colours.append("#2ca02c" if trial.config == record.winner else "#4c72b0")
-            hatches.append("")
-            edges.append("none")
+            ax.text(0.005, i, f"\u2717 {trial.status.value}", transform=ax.get_yaxis_transform(), va="center",
+                    ha="left", fontsize=7, color="#cc0000")
     if ranked:
-        bars = ax.barh(y, medians, color=colours, edgecolor=edges, height=0.8, linewidth=0.6)
-        for bar, hatch in zip(bars, hatches):
-            if hatch:
-                bar.set_hatch(hatch)
         mins = [(i, t.min_ms) for i, (r, t) in enumerate(ranked) if r is not None and t.min_ms is not None]
         if mins:
             ax.plot([m for _, m in mins], [i for i, _ in mins], linestyle="none", marker="|", color="black",
@@ -387,7 +388,7 @@ def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path
     n_fail = sum(1 for r, _ in ranked if r is None)
     title = f"{record.kernel} {_fmt_key(record)} on {record.device}\n{len(ranked)} configs"
     if n_fail:
-        title += f", {n_fail} failed (hatched, at the bottom)"
+        title += f", {n_fail} failed (marked \u2717 with their status, at the bottom)"
     if not label_all:
         title += f"; fastest {_LABEL_TOP} labelled"
     title += f"; tuned in {record.tuning_s:.2f} s"
@@ -395,9 +396,7 @@ def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path
     ax.grid(axis="x", alpha=0.3)
     if reference or ok_ms:
         ax.legend(loc="upper right", fontsize=8)  # the fastest bars, at the top, are the shortest
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
+    return fig
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,43 +536,20 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def _key_candidates(text: str) -> list[tuple]:
-    """The keys `--key TEXT` may mean: a Python literal (`1024`, `(1024, 512)`, `("a", 3)`), JSON
-    (`[1024, 512]`, `true`), or a comma list whose items are literals or else bare strings
-    (`1024,row` -> `(1024, "row")`, as `autotune cache show --key` reads it)."""
-    def as_tuple(value: Any) -> tuple:
-        return _normalise(value) if isinstance(value, (tuple, list)) else (value,)
-
-    def item(part: str) -> Any:
-        for parse in (ast.literal_eval, json.loads):
-            try:
-                return parse(part)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-        return part
-
-    out = []
-    for parse in (ast.literal_eval, json.loads):
-        try:
-            out.append(as_tuple(parse(text)))
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    out.append(tuple(item(part.strip()) for part in text.split(",") if part.strip()))
-    return out
-
-
 def _key_matches(record: TuningRecord, text: str) -> bool:
-    """Does `--key TEXT` select this record? Every dtype variant of a key matches.
+    """Does `--key TEXT` select this record? TEXT is read by `autotune.keyspec.parse_key`, as by every
+    subcommand; the printed key (`(1024,) float32`, spaces ignored) matches too. Every dtype variant matches."""
+    from .cache import key_text
+    from .keyspec import parse_key
 
-    TEXT is compared with the record's key values under each reading of `_key_candidates`, and
-    also with the printed key (`(1024,) float32`, spaces ignored).
-    """
-    key = _normalise(record.key)
-    if key in _key_candidates(text):
-        return True
+    try:
+        if key_text(parse_key(text)) == key_text(record.key):
+            return True
+    except ValueError:
+        return False
     printed = _fmt_key(record).removeprefix("key=")
     squeeze = lambda s: "".join(s.split())  # noqa: E731
-    return squeeze(text) in (squeeze(printed), squeeze(repr(key)))
+    return squeeze(text) in (squeeze(printed), squeeze(repr(_normalise(record.key))))
 
 
 def _cache_entries(cache_root: Optional[PathLike] = None) -> list[Any]:

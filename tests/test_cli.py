@@ -204,3 +204,54 @@ def test_console_script(tmp_path):
     res = subprocess.run([exe, "cache", "list"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "vadd" in res.stdout and "[8]" in res.stdout
+
+
+# --- #12 items 23, 24: one key syntax everywhere; no match is an error; help texts ---------------------------------
+
+@pytest.mark.parametrize("spelling", ["(4096,)", "[4096]", "4096", " 4096 "])
+def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
+    store_record(record("vadd", [4096]))
+    store_record(record("vadd", [1024]))
+    assert cli.main(["report", "vadd", "--key", spelling]) == 0
+    assert "4096" in capsys.readouterr().out
+    assert cli.main(["cache", "show", "vadd", "--key", spelling]) == 0
+    shown = capsys.readouterr().out
+    assert "key=[4096]" in shown and "key=[1024]" not in shown
+    assert cli.main(["cache", "clear", "--kernel", "vadd", "--key", spelling]) == 0
+    assert sorted(e.record.key for e in disk_entries("vadd")) == [[1024]]
+
+
+def test_two_value_key_spellings_agree(capsys):
+    store_record(record("mm", [4096, 1024]))
+    for spelling in ("4096,1024", "(4096, 1024)", "[4096, 1024]"):
+        assert cli.main(["cache", "show", "mm", "--key", spelling]) == 0
+        assert cli.main(["report", "mm", "--key", spelling]) == 0
+    capsys.readouterr()
+
+
+def test_a_key_that_matches_nothing_says_so_and_exits_non_zero(capsys):
+    store_record(record("vadd", [4096]))
+    assert cli.main(["report", "vadd", "--key", "8192"]) != 0
+    assert cli.main(["cache", "show", "vadd", "--key", "8192"]) != 0
+    assert cli.main(["cache", "clear", "--kernel", "vadd", "--key", "8192"]) != 0
+    assert "nothing matched" in capsys.readouterr().err
+    assert [e.record.key for e in disk_entries("vadd")] == [[4096]]
+
+
+def test_every_subcommand_has_a_description_and_no_help_names_an_internal_function():
+    parser = cli.build_parser()
+    texts = []
+
+    def walk(p):
+        for action in p._actions:
+            texts.append(action.help or "")
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    assert sub.description, f"`autotune ... {name}` has no description"
+                    texts.append(sub.description)
+                    walk(sub)
+
+    walk(parser)
+    import re
+
+    assert not [t for t in texts if re.search(r"\b[a-z]+_[a-z_]+\(|see [a-z]+_[a-z_]+", t)]

@@ -434,3 +434,23 @@ def test_real_tuning_report_table_and_png(tmp_path):
     assert table == report_table(add.record())
     assert len(table.splitlines()) == 3 + 3
     assert png_size((tmp_path / "add.png").read_bytes())[0] > 0
+
+
+def test_failed_configs_are_marked_labels_not_bars_on_the_time_axis():
+    """#12 item 24: a failed config has no time, so the chart draws no bar for it."""
+    from autotune.report import trial_figure
+    from autotune.record import Trial, TrialStatus, TuningRecord
+    from autotune.space import Config
+
+    trials = [Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=m, min_ms=m, samples_ms=[m])
+              for b, m in ((16, 1.0), (32, 2.0))]
+    trials += [Trial(config=Config(BLOCK=48), status=TrialStatus.COMPILE_ERROR, error="boom"),
+               Trial(config=Config(BLOCK=96), status=TrialStatus.RUNTIME_ERROR, error="bad")]
+    record = TuningRecord(kernel="k", source_hash="s", device="interpreter", triton_version="t",
+                          torch_version="t", space_checksum="c", key=[1], winner=Config(BLOCK=16), trials=trials,
+                          tuning_s=0.1)
+    ax = trial_figure(record).axes[0]
+    bars = [p for p in ax.patches if p.get_width() > 0]
+    assert sorted(round(b.get_width(), 6) for b in bars) == [1.0, 2.0]        # one bar per measured config only
+    marks = [t.get_text() for t in ax.texts if "\u2717" in t.get_text()]
+    assert sorted(marks) == ["\u2717 compile_error", "\u2717 runtime_error"]

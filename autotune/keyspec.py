@@ -1,0 +1,46 @@
+"""One reading of a tuning key typed on the command line, for every CLI subcommand and `report`.
+
+`(4096,)`, `[4096]`, `4096` and `4096,1024` are read the same way everywhere: as a Python or JSON literal
+(a tuple or list is the key, a lone value a 1-tuple), else as a comma list whose items are literals or bare
+strings (`1024,row` -> `(1024, "row")`). Literals are parsed, never evaluated.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+__all__ = ["parse_key"]
+
+_MAX_KEY_TEXT = 10_000   # a key is a few sizes and flags; longer text is a mistake, not a key
+
+
+def _literal(text: str) -> Any:
+    """`text` as a Python literal, else as JSON (`true`, `null`); raises ValueError when it is neither."""
+    for parse in (ast.literal_eval, json.loads):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    raise ValueError(text)
+
+
+def parse_key(text: str) -> tuple:
+    """The key tuple `text` names (see the module docstring). Raises ValueError for an empty or huge text."""
+    text = text.strip()
+    if not text or len(text) > _MAX_KEY_TEXT:
+        raise ValueError(f"--key {text[:40]!r}: give the key's values, e.g. 4096 or 4096,1024 or '(4096, 1024)'")
+    try:
+        value = _literal(text)
+    except ValueError:
+        items = []
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                items.append(_literal(part))
+            except ValueError:
+                items.append(part)
+        return tuple(items)
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
