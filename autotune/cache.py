@@ -217,16 +217,25 @@ def _as_key_tuple(key: Any) -> tuple:
     return (key,)
 
 
-def kernel_dirname(kernel_name: str) -> str:
+def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:
     """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
     (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
-    different names never share a directory."""
+    different names never share a directory. With the kernel's `identity` ("module:qualname"), a dot and 8 hex
+    digits of it follow, so that same-named kernels of different modules keep apart (`add_kernel.1a2b3c4d`)."""
     clean = re.sub(r"[^A-Za-z0-9._-]", "_", kernel_name)[:80]
     if clean.startswith("."):
         clean = "_" + clean[1:]
     if clean != kernel_name or not clean:
         clean = f"{clean}-{hashlib.sha256(kernel_name.encode('utf-8')).hexdigest()[:8]}"
+    if identity is not None:
+        clean = f"{clean}.{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:8]}"
     return clean
+
+
+def _is_dir_of(dirname: str, kernel_name: str) -> bool:
+    """Whether a cache sub-directory holds entries of a kernel of this short name (any module)."""
+    base = kernel_dirname(kernel_name)
+    return dirname == base or re.fullmatch(re.escape(base) + r"\.[0-9a-f]{8}", dirname) is not None
 
 
 def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
@@ -241,9 +250,15 @@ def _root(directory: str | os.PathLike | None = None) -> Path:
 
 
 def entry_path(kernel_name: str, device: str, key: Iterable[Any], dtypes: Iterable[str],
-               directory: str | os.PathLike | None = None) -> Path:
+               directory: str | os.PathLike | None = None, identity: Optional[str] = None) -> Path:
     """Where the entry of (kernel, device, key, dtypes) lives (the file may not exist)."""
-    return _root(directory) / kernel_dirname(kernel_name) / (entry_id(device, key, dtypes) + _ENTRY_SUFFIX)
+    return (_root(directory) / kernel_dirname(kernel_name, identity)
+            / (entry_id(device, key, dtypes) + _ENTRY_SUFFIX))
+
+
+def record_path(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
+    """Where `record` is filed: by its kernel (name and identity), device, key and dtypes."""
+    return entry_path(record.kernel, record.device, record.key, record.dtypes, directory, record.kernel_id)
 
 
 def _lock_path(path: Path) -> Path:
@@ -336,8 +351,8 @@ def _write_all(fd: int, data: bytes) -> None:
 def _record_json(record: TuningRecord) -> bytes:
     clean = record.model_copy(update={"key": _jsonable(list(record.key)),
                                       "dtypes": [str(d) for d in record.dtypes]})
-    # Without prune= the file is as before `candidates` existed, so older readers keep accepting it.
-    exclude = {"candidates"} if clean.candidates is None else None
+    # Optional fields left unset are not written, so such files stay readable by older readers.
+    exclude = {name for name in ("candidates", "kernel_id") if getattr(clean, name) is None} or None
     return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")
 
 
@@ -405,7 +420,7 @@ def lock_holder(path: Path) -> Optional[str]:
 def store_record(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
     """Write `record` as the entry of its (kernel, device, key, dtypes), atomically and under the
     entry's lock, replacing what was there. For importers (`autotune import`); raises OSError on failure."""
-    path = entry_path(record.kernel, record.device, record.key, record.dtypes, directory)
+    path = record_path(record, directory)
     lock = _acquire(path, f"{record.kernel} key {_key_text(record.key)}")
     try:
         _atomic_write(path, _record_json(record))
@@ -425,11 +440,9 @@ class DiskEntry:
 
 
 def _kernel_dirs(root: Path, kernel: Optional[str]) -> list[Path]:
-    if kernel is not None:
-        d = root / kernel_dirname(kernel)
-        return [d] if _is_real_dir(d) else []
     try:
-        return sorted(p for p in root.iterdir() if _is_real_dir(p) and not p.name.startswith("."))
+        return sorted(p for p in root.iterdir() if _is_real_dir(p) and not p.name.startswith(".")
+                      and (kernel is None or _is_dir_of(p.name, kernel)))
     except OSError:
         return []
 
@@ -559,8 +572,9 @@ class KernelCache:
     """
 
     def __init__(self, kernel_name: str, source_hash: str, space_checksum: str,
-                 space_contains: Callable[[Config], bool]) -> None:
+                 space_contains: Callable[[Config], bool], identity: Optional[str] = None) -> None:
         self.kernel_name = kernel_name
+        self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
         self.source_hash = source_hash
         self.space_checksum = space_checksum
         self.space_contains = space_contains
@@ -580,7 +594,7 @@ class KernelCache:
 
     def entry_path(self, key: tuple, dtypes: tuple[str, ...]) -> Path:
         """The disk entry of `key` on this device (the file may not exist)."""
-        return entry_path(self.kernel_name, device_fingerprint(), key, dtypes)
+        return entry_path(self.kernel_name, device_fingerprint(), key, dtypes, identity=self.identity)
 
     # -- validity ---------------------------------------------------------------------------------
 
@@ -592,6 +606,8 @@ class KernelCache:
             return "prune= kept other configs for it"
         if record.kernel != self.kernel_name:
             return f"it belongs to kernel {record.kernel!r}"
+        if record.kernel_id != self.identity:
+            return f"it belongs to another kernel named {record.kernel!r} ({record.kernel_id or 'unknown module'})"
         if record.source_hash != self.source_hash:
             return "the kernel source changed"
         device = device_fingerprint()
@@ -851,9 +867,14 @@ class KernelCache:
         all); return how many distinct entries were removed."""
         if key is not None:
             key = _as_key_tuple(key)
-        removed = {(kernel_dirname(self.kernel_name), i) for i in self._clear_memory(key)}
-        removed |= _clear_disk(self.kernel_name, key)
+        removed = {(self.dirname, i) for i in self._clear_memory(key)}
+        removed |= _clear_disk(self.kernel_name, key, only=self)
         return len(removed)
+
+    @property
+    def dirname(self) -> str:
+        """The cache sub-directory of this kernel's entries."""
+        return kernel_dirname(self.kernel_name, self.identity)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -913,9 +934,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _clear_disk(kernel_name: Optional[str], key: Optional[tuple]) -> set[tuple[str, str]]:
-    """Remove entry files (of one kernel by name, optionally one key, or all); lock files stay, as
-    removing a lock file another process holds would break its mutual exclusion."""
+def _clear_disk(kernel_name: Optional[str], key: Optional[tuple], *, only: Optional[KernelCache] = None,
+                kernels: Optional[set] = None) -> set[tuple[str, str]]:
+    """Remove entry files (of every kernel of a short name, or of the one kernel `only`; optionally of one key;
+    or all), adding the identities of the kernels cleared to `kernels`. Lock files stay, as removing a lock
+    file another process holds would break its mutual exclusion."""
     wanted = None if key is None else _key_text(key)
     removed = set()
     for d in _kernel_dirs(_root(), kernel_name):
@@ -926,10 +949,14 @@ def _clear_disk(kernel_name: Optional[str], key: Optional[tuple]) -> set[tuple[s
                 continue
             if kernel_name is not None and record.kernel != kernel_name:
                 continue
+            if only is not None and record.kernel_id != only.identity:
+                continue
             if wanted is not None and _key_text(_as_key_tuple(record.key)) != wanted:
                 continue
             if _remove(path):
                 removed.add((d.name, path.name[: -len(_ENTRY_SUFFIX)]))
+                if kernels is not None:
+                    kernels.add(record.kernel_id or record.kernel)
         _sweep_tmp(d)
     return removed
 
@@ -965,14 +992,21 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None) -> int:
     removed: set[tuple[str, str]] = set()
     if kernel is None:
         for cache in _live_caches():
-            removed |= {(kernel_dirname(cache.kernel_name), i) for i in cache._clear_memory(None)}
+            removed |= {(cache.dirname, i) for i in cache._clear_memory(None)}
         removed |= _clear_disk(None, None)
         return len(removed)
     name, own = _kernel_name_of(kernel)
-    caches = [c for c in _live_caches() if c.kernel_name == name]
-    if own is not None and own not in caches:
-        caches.append(own)
-    for cache in caches:
-        removed |= {(kernel_dirname(name), i) for i in cache._clear_memory(key)}
-    removed |= _clear_disk(name, key)
+    if own is not None:  # the object: that kernel alone, whatever other kernels share its short name
+        return own.clear(key)
+    kernels: set = set()
+    for cache in _live_caches():
+        if cache.kernel_name == name:
+            dropped = cache._clear_memory(key)
+            removed |= {(cache.dirname, i) for i in dropped}
+            if dropped:
+                kernels.add(cache.identity or name)
+    removed |= _clear_disk(name, key, kernels=kernels)
+    if len(kernels) > 1:
+        warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
+                       f"{', '.join(sorted(kernels))}; pass the kernel object to clear one of them")
     return len(removed)

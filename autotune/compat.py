@@ -289,7 +289,7 @@ class Autotuner(KernelInterface):
         if not self.cache_results:
             disk = self.tuner.cache
             self.tuner.cache = _MemoryOnlyCache(disk.kernel_name, disk.source_hash, disk.space_checksum,
-                                                disk.space_contains)
+                                                disk.space_contains, identity=disk.identity)
         self.name: str = self.tuner.name
 
         # Triton's public state.

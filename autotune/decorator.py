@@ -18,7 +18,8 @@ from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, d
 from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, did_you_mean,
                      warn_at_caller)
 from .keys import KeyBuilder
-from .kernel_ref import base_kernel, constexpr_names, heuristics_layers, is_interpreted, launch_lock, python_function
+from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
+                         python_function)
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
@@ -122,8 +123,10 @@ class Autotuned(KernelInterface):
         self.interpreted = is_interpreted(self.base_fn)
         self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
         config_set = frozenset(self.configs)
+        ref = kernel_ref(self.base_fn)
+        self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
         self.cache = _cache.KernelCache(self.name, _cache.source_hash(self.base_fn), self.space.checksum(),
-                                        config_set.__contains__)
+                                        config_set.__contains__, identity=self.identity)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None
@@ -333,7 +336,7 @@ class Autotuned(KernelInterface):
             if close is not None:
                 close()
         triton_version, torch_version = _cache.runtime_versions()
-        record = TuningRecord(kernel=self.name, source_hash=self.cache.source_hash, device=_cache.device_fingerprint(),
+        record = TuningRecord(kernel=self.name, kernel_id=self.cache.identity, source_hash=self.cache.source_hash, device=_cache.device_fingerprint(),
                               triton_version=triton_version, torch_version=torch_version,
                               space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
                               winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s,

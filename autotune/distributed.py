@@ -374,7 +374,7 @@ class _Round:
             raise NoValidConfigError(_no_valid_message(self.kernel, merged, measured_by, self.world), merged)
         winner = min(ok, key=lambda t: t.median_ms).config  # ties: the first in space order, on every rank
         triton_version, torch_version = _cache.runtime_versions()
-        record = TuningRecord(kernel=self.kernel, source_hash=self.cache.source_hash,
+        record = TuningRecord(kernel=self.kernel, kernel_id=self.cache.identity, source_hash=self.cache.source_hash,
                               device=_cache.device_fingerprint(), triton_version=triton_version,
                               torch_version=torch_version, space_checksum=self.cache.space_checksum,
                               key=list(self.key), dtypes=list(self.dtypes), winner=winner, trials=merged,

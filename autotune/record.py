@@ -50,6 +50,7 @@ class TuningRecord(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     kernel: str
+    kernel_id: Optional[str] = None      # "module:qualname": tells apart kernels that share a short name
     source_hash: str
     device: str
     triton_version: str

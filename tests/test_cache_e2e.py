@@ -69,7 +69,8 @@ def write_kernel(directory: Path, blocks=(32, 64), extra: str = "") -> Path:
 def load_kernel(tmp_path: Path, blocks=(32, 64), extra: str = ""):
     """A freshly decorated `vadd` (empty memory), from a module file of its own."""
     path = write_kernel(tmp_path / f"k{next(_counter)}", blocks, extra)
-    spec = importlib.util.spec_from_file_location(f"kmod_e2e_{next(_counter)}", path)
+    # One module name for every load, as a restarted process has: entries are filed by module and qualified name.
+    spec = importlib.util.spec_from_file_location("kmod_e2e", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.vadd
@@ -277,3 +278,40 @@ def test_offline_miss_warning_points_at_the_callers_line(monkeypatch):
         tuned(x, x, torch.empty_like(x), 16)
     offline = [w for w in caught if issubclass(w.category, CacheWarning) and "AUTOTUNE_OFFLINE" in str(w.message)]
     assert len(offline) == 1 and offline[0].filename == __file__
+
+
+# --- #12 item 2: kernels are told apart by module and qualified name, not by their short name --------------------
+
+def _load_as(tmp_path: Path, module_name: str, blocks=(32, 64)):
+    path = write_kernel(tmp_path / module_name, blocks)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.vadd
+
+
+def test_two_kernels_with_one_name_in_two_modules_keep_their_own_entries(tmp_path):
+    a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")     # same name, source and space
+    call(a)
+    call(b)
+    entries = disk_entries("vadd")
+    assert len(entries) == 2 and {e.record.kernel_id for e in entries} == {"mod_a:vadd", "mod_b:vadd"}
+    assert len({e.path.parent for e in entries}) == 2
+    tunings_before = stats()["vadd"]["tunings"]                         # counters are per short name
+    a_again, b_again = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
+    call(a_again)
+    call(b_again)
+    assert stats()["vadd"]["tunings"] == tunings_before                 # both read their own entry back
+    assert stats()["vadd"]["disk_hits"] >= 2
+
+
+def test_clearing_by_short_name_clears_every_kernel_of_that_name_and_says_so(tmp_path):
+    a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
+    call(a)
+    call(b)
+    assert clear_autotune_cache(a) == 1                                  # the object: that kernel only
+    assert [e.record.kernel_id for e in disk_entries("vadd")] == ["mod_b:vadd"]
+    call(a)
+    with pytest.warns(UserWarning, match="cleared 2 kernels of that name: mod_a:vadd, mod_b:vadd"):
+        assert clear_autotune_cache("vadd") == 2
+    assert disk_entries("vadd") == []

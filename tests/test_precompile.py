@@ -412,7 +412,7 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert names[0] == "manifest.json"
-    assert any(n.startswith("records/add_kernel/") for n in names)
+    assert any(n.startswith("records/add_kernel.") for n in names)   # <name>.<hash of module:qualname>/
     assert any(n.endswith("/add_kernel.cubin") for n in names)
 
 

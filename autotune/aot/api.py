@@ -97,7 +97,8 @@ def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config]
     from ..cache import disk_entries
     from ..options import cache_dir
 
-    records = [e.record for e in disk_entries(kernel.name) if e.record is not None]
+    records = [e.record for e in disk_entries(kernel.name) if e.record is not None
+               and e.record.kernel_id == kernel.cache.identity]
     records += list(kernel.cache.records().values())
     valid = [r for r in records if r.source_hash == kernel.cache.source_hash
              and r.space_checksum == kernel.cache.space_checksum and r.winner in set(kernel.configs)]

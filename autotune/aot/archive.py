@@ -255,7 +255,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                                kernels=list(kernel_names), targets=[])
     for e in entries:
         rec = e.record
-        member = f"{_RECORDS_PREFIX}/{kernel_dirname(rec.kernel)}/{e.path.name}"
+        member = f"{_RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{e.path.name}"
         members[member] = _EntryStore.record_bytes(rec)
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
@@ -362,7 +362,7 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
     """
     import triton
 
-    from ..cache import CacheEntryError, entry_path, load_record
+    from ..cache import CacheEntryError, load_record, record_path
     from ..record import SCHEMA_VERSION, TuningRecord
 
     manifest, members = _read_archive(path)
@@ -388,7 +388,7 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
         except Exception as exc:  # noqa: BLE001
             report.records_skipped.append((rec_info.path, f"not a valid record ({str(exc).splitlines()[0]})"))
             continue
-        dest = entry_path(record.kernel, record.device, record.key, record.dtypes, root)
+        dest = record_path(record, root)
         with _EntryStore.locked(dest, f"{record.kernel} import"):
             try:
                 existing = load_record(dest)
