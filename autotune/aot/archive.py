@@ -14,21 +14,21 @@ import hashlib
 import io
 import json
 import os
-import re
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ArchiveError
 from . import triton_compile
+from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SAFE_NAME, SIGNATURE, TRITON_PREFIX,
+                             ArchiveLimits, read_key, sign, stage)
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
            "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
@@ -73,11 +73,6 @@ class _EntryStore:
 
 ARCHIVE_FORMAT = "autotune-archive"
 ARCHIVE_FORMAT_VERSION = 1
-_MANIFEST = "manifest.json"
-_RECORDS_PREFIX = "records"
-_TRITON_PREFIX = "triton"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
-_MAX_MEMBER_BYTES = 1 << 30
 
 
 class ArchiveFile(BaseModel):
@@ -201,7 +196,7 @@ def _triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[tuple[s
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
-            if all((d / f).is_file() for f in files) and all(_SAFE_NAME.match(f) for f in files):
+            if all((d / f).is_file() for f in files) and all(ARTIFACT_NAME.match(f) for f in files):
                 out.append((kernel, d, metadata, files))
     return out
 
@@ -219,13 +214,15 @@ def _sha256(data: bytes) -> str:
 
 def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any]] = None, *,
                    cache_dir: Union[str, os.PathLike, None] = None,
-                   triton_cache_dir: Union[str, os.PathLike, None] = None) -> ArchiveManifest:
+                   triton_cache_dir: Union[str, os.PathLike, None] = None,
+                   sign_key: Union[str, os.PathLike, bytes, None] = None) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
     the tuning cache) to the .tar.gz `path`; returns its manifest.
 
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
     of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`) compiled from a kernel of that
-    name (precompile or launches put them there), for every target found.
+    name (precompile or launches put them there), for every target found. With `sign_key` (a key file or the
+    secret's bytes), the manifest is signed (HMAC-SHA256) so `import_archive(verify_key=...)` can trust it.
     """
     import torch
     import triton
@@ -255,14 +252,14 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                                kernels=list(kernel_names), targets=[])
     for e in entries:
         rec = e.record
-        member = f"{_RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{e.path.name}"
+        member = f"{RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{e.path.name}"
         members[member] = _EntryStore.record_bytes(rec)
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
                                               timestamp=rec.timestamp, triton_version=rec.triton_version))
     for kernel, d, metadata, files in binaries:
         for f in files:
-            members[f"{_TRITON_PREFIX}/{d.name}/{f}"] = (d / f).read_bytes()
+            members[f"{TRITON_PREFIX}/{d.name}/{f}"] = (d / f).read_bytes()
         manifest.binaries.append(ArchiveBinary(kernel=kernel, dir=d.name, target=_target_of(metadata),
                                                triton_version=metadata.get("triton_version"), files=files))
     manifest.targets = sorted({b.target for b in manifest.binaries})
@@ -275,7 +272,10 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     try:
         with tarfile.open(tmp, "w:gz") as tar:
             manifest_json = manifest.model_dump_json(indent=1).encode("utf-8")
-            for name, data in [(_MANIFEST, manifest_json)] + sorted(members.items()):
+            first = [(MANIFEST, manifest_json)]            # the manifest first: an import reads it before the rest
+            if sign_key is not None:
+                first.append((SIGNATURE, sign(manifest_json, read_key(sign_key))))
+            for name, data in first + sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), now, 0o644
                 tar.addfile(info, io.BytesIO(data))
@@ -286,131 +286,115 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     return manifest
 
 
-def _check_member(member: tarfile.TarInfo) -> PurePosixPath:
-    """Refuse anything but a regular file at a relative path without '..' inside the archive's known folders."""
-    name = member.name
-    path = PurePosixPath(name)
-    if not member.isreg():
-        raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links and devices are refused)")
-    if name.startswith(("/", "\\")) or path.is_absolute() or re.match(r"^[A-Za-z]:", name) or ".." in path.parts \
-            or "\\" in name:
-        raise ArchiveError(f"unsafe archive: member {name!r} has an absolute path or '..'")
-    if member.size > _MAX_MEMBER_BYTES:
-        raise ArchiveError(f"archive member {name!r} is {member.size} bytes; refusing members over 1 GiB")
-    data_filter = getattr(tarfile, "data_filter", None)
-    if data_filter is not None:  # Python's own 'data' extraction filter, as a second opinion
-        try:
-            data_filter(member, tempfile.gettempdir())
-        except tarfile.FilterError as exc:
-            raise ArchiveError(f"unsafe archive: member {name!r} ({exc})") from None
-    parts = path.parts
-    if name == _MANIFEST:
-        return path
-    if len(parts) == 3 and parts[0] in (_RECORDS_PREFIX, _TRITON_PREFIX) \
-            and all(_SAFE_NAME.match(p) for p in parts[1:]):
-        return path
-    raise ArchiveError(f"unexpected archive member {name!r}: an autotune archive holds {_MANIFEST}, "
-                       f"{_RECORDS_PREFIX}/<kernel>/<entry>.json and {_TRITON_PREFIX}/<entry>/<file>")
-
-
-def _read_archive(path: Union[str, os.PathLike]) -> tuple[ArchiveManifest, dict[str, bytes]]:
-    """Read and check every member (nothing is extracted to disk here): safe names, checksums, the manifest."""
-    members: dict[str, bytes] = {}
+def _parse_manifest(data: bytes) -> ArchiveManifest:
     try:
-        with tarfile.open(path, "r:*") as tar:
-            for member in tar:
-                _check_member(member)
-                if member.name in members:
-                    raise ArchiveError(f"archive member {member.name!r} appears twice")
-                handle = tar.extractfile(member)
-                members[member.name] = handle.read() if handle is not None else b""
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise ArchiveError(f"{path}: not a readable .tar.gz archive ({exc.__class__.__name__}: {exc})") from None
-    if _MANIFEST not in members:
-        raise ArchiveError(f"{path}: no {_MANIFEST}; not an autotune archive (make one with `autotune export`)")
-    try:
-        manifest = ArchiveManifest.model_validate_json(members[_MANIFEST])
+        manifest = ArchiveManifest.model_validate_json(data)
     except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError or JSON errors
-        raise ArchiveError(f"{path}: invalid {_MANIFEST} ({str(exc).splitlines()[0]})") from None
+        raise ArchiveError(f"invalid {MANIFEST} ({str(exc).splitlines()[0]})") from None
     if manifest.format != ARCHIVE_FORMAT or manifest.format_version > ARCHIVE_FORMAT_VERSION:
-        raise ArchiveError(f"{path}: archive format {manifest.format!r} v{manifest.format_version}; this autotune "
-                           f"reads {ARCHIVE_FORMAT} up to v{ARCHIVE_FORMAT_VERSION}: upgrade autotune")
-    listed = {f.path: f for f in manifest.files}
-    for name, data in members.items():
-        if name == _MANIFEST:
-            continue
-        entry = listed.get(name)
-        if entry is None:
-            raise ArchiveError(f"{path}: member {name!r} is not listed in the manifest")
-        if entry.size != len(data) or entry.sha256 != _sha256(data):
-            raise ArchiveError(f"{path}: member {name!r} does not match its checksum; the archive is corrupt")
-    missing = sorted(set(listed) - set(members))
-    if missing:
-        raise ArchiveError(f"{path}: the manifest lists missing members {missing[:5]}; the archive is truncated")
-    return manifest, members
+        raise ArchiveError(f"archive format {manifest.format!r} v{manifest.format_version}; this autotune reads "
+                           f"{ARCHIVE_FORMAT} up to v{ARCHIVE_FORMAT_VERSION}: upgrade autotune")
+    return manifest
 
 
 def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
                    cache_dir: Union[str, os.PathLike, None] = None,
-                   triton_cache_dir: Union[str, os.PathLike, None] = None) -> ImportReport:
+                   triton_cache_dir: Union[str, os.PathLike, None] = None,
+                   verify_key: Union[str, os.PathLike, bytes, None] = None,
+                   limits: ArchiveLimits = ArchiveLimits()) -> ImportReport:
     """Install an archive made by `export_archive`: winners into the tuning cache, binaries into Triton's cache.
 
-    Refuses an archive made with another Triton version (its records would be stale and its binaries never
-    looked up here) unless `force=True`, which imports with a warning. A record never replaces a newer entry
-    of the same (kernel, device, key, dtypes): the newer timestamp wins and the skip is reported. Members are
-    checked before anything is written (regular files at safe relative paths, checksums from the manifest).
+    An archive is code from whoever built it. Every member is checked before anything is written (see
+    `autotune.aot.archive_checks`: the manifest first, members streamed under `limits`, listed with their
+    checksums, only Triton compile artifacts); a failed check changes nothing. With `verify_key` (a key file or
+    the secret's bytes) an unsigned or wrongly signed archive is refused. An archive made with another Triton
+    version is refused unless `force=True` (then a warning). A record never replaces a newer entry of the same
+    (kernel, device, key, dtypes): the newer timestamp wins and the skip is reported.
     """
     import triton
 
-    from ..cache import CacheEntryError, load_record, record_path
-    from ..record import SCHEMA_VERSION, TuningRecord
+    key = read_key(verify_key) if verify_key is not None else None
+    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits, verify_key=key)
+    try:
+        report = ImportReport(manifest=manifest)
+        local = str(triton.__version__)
+        if manifest.triton_version != local:
+            message = (f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
+                       f"would be tuned again and its binaries never found (Triton's cache key includes its version)")
+            if not force:
+                raise ArchiveError(message + "; re-export with the same Triton, or pass force=True (--force) to "
+                                   "import anyway")
+            report.warnings.append(message)
+            warnings.warn(message, stacklevel=2)
+        records = _checked_records(manifest, staged, report)
+        binaries = _checked_binaries(manifest, staged, report)
+        _install_records(records, staged, Path(cache_dir) if cache_dir is not None else None, report)
+        triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
+        _install_binaries(binaries, staged, triton_dir, report)
+        return report
+    finally:
+        staged.close()
 
-    manifest, members = _read_archive(path)
-    report = ImportReport(manifest=manifest)
-    local = str(triton.__version__)
-    if manifest.triton_version != local:
-        message = (f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records would "
-                   f"be tuned again and its binaries never found (Triton's cache key includes its version)")
-        if not force:
-            raise ArchiveError(message + "; re-export with the same Triton, or pass force=True (--force) to import "
-                               "anyway")
-        report.warnings.append(message)
-        warnings.warn(message, stacklevel=2)
 
-    root = Path(cache_dir) if cache_dir is not None else None
+def _checked_records(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[tuple[str, Any]]:
+    """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
+    are reported as skipped. Reads only the staged copies; writes nothing."""
+    from ..cache import CacheEntryError, load_record
+
+    out = []
     for rec_info in manifest.records:
-        data = members[rec_info.path]
         try:
-            obj = json.loads(data)
-            if obj.get("schema_version") != SCHEMA_VERSION:
-                raise ValueError(f"schema version {obj.get('schema_version')!r}, this autotune reads {SCHEMA_VERSION}")
-            record = TuningRecord.model_validate(obj)
-        except Exception as exc:  # noqa: BLE001
+            out.append((rec_info.path, load_record(staged.path(rec_info.path))))
+        except (OSError, CacheEntryError) as exc:
             report.records_skipped.append((rec_info.path, f"not a valid record ({str(exc).splitlines()[0]})"))
+    return out
+
+
+def _checked_binaries(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[ArchiveBinary]:
+    """The compiled kernels whose names are safe and whose every file is a staged Triton artifact; an archive
+    that lists a file it does not hold is refused before anything is written."""
+    out = []
+    for binary in manifest.binaries:
+        if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
+            report.binaries_skipped.append((binary.dir, "unsafe directory or kernel name"))
             continue
+        for name in binary.files:
+            member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
+            if not ARTIFACT_NAME.match(name):
+                raise ArchiveError(f"refused: compiled kernel {binary.dir} lists {name!r}, which is not a Triton "
+                                   "compile artifact; nothing was imported")
+            if member not in staged.names:
+                raise ArchiveError(f"the manifest lists {member!r} for {binary.kernel} but the archive does not hold "
+                                   "it; nothing was imported")
+        out.append(binary)
+    return out
+
+
+def _install_records(records: list[tuple[str, Any]], staged: Any, root: Optional[Path],
+                     report: ImportReport) -> None:
+    from ..cache import CacheEntryError, load_record, record_path
+
+    for member, record in records:
         dest = record_path(record, root)
         with _EntryStore.locked(dest, f"{record.kernel} import"):
             try:
                 existing = load_record(dest)
-            except FileNotFoundError:
-                existing = None
             except (OSError, CacheEntryError):
-                existing = None  # corrupt or unreadable: replaced by a good record
+                existing = None  # absent, corrupt or unreadable: replaced by a good record
             if existing is not None and existing.timestamp > record.timestamp:
-                report.records_skipped.append((rec_info.path, f"the entry at {dest} is newer "
+                report.records_skipped.append((member, f"the entry at {dest} is newer "
                                                f"({_when(existing.timestamp)} > {_when(record.timestamp)}); kept it"))
                 continue
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
-                report.records_skipped.append((rec_info.path, f"already present at {dest}"))
+                report.records_skipped.append((member, f"already present at {dest}"))
                 continue
+            data = staged.read(member)
             _EntryStore.write(dest, data if data.endswith(b"\n") else data + b"\n")
             report.records_imported.append(str(dest))
 
-    triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
-    for binary in manifest.binaries:
-        if not _SAFE_NAME.match(binary.dir) or not _SAFE_NAME.match(binary.kernel):
-            report.binaries_skipped.append((binary.dir, "unsafe directory or kernel name"))
-            continue
+
+def _install_binaries(binaries: list[ArchiveBinary], staged: Any, triton_dir: Path, report: ImportReport) -> None:
+    for binary in binaries:
         dest = triton_dir / binary.dir
         group = dest / f"__grp__{binary.kernel}.json"
         if group.is_file() and all((dest / f).is_file() for f in binary.files):
@@ -419,12 +403,11 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
             continue
         dest.mkdir(parents=True, exist_ok=True)
         for name in binary.files:
-            _write_file(dest / name, members[f"{_TRITON_PREFIX}/{binary.dir}/{name}"])
+            _write_file(dest / name, staged.read(f"{TRITON_PREFIX}/{binary.dir}/{name}"))
         # Triton's group file lists absolute paths: rewrite it for this machine's cache directory, last.
         children = {name: str(dest / name) for name in binary.files}
         _write_file(group, json.dumps({"child_paths": children}).encode("utf-8"))
         report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
-    return report
 
 
 def _write_file(path: Path, data: bytes) -> None:

@@ -47,7 +47,7 @@ def _cmd_precompile(args: Any) -> int:
 def _cmd_export(args: Any) -> int:
     try:
         manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
-                                  triton_cache_dir=args.triton_cache_dir)
+                                  triton_cache_dir=args.triton_cache_dir, sign_key=args.sign)
     except ArchiveError as exc:
         print(f"autotune export: {exc}", file=sys.stderr)
         return 1
@@ -62,7 +62,7 @@ def _cmd_import(args: Any) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report prints them
             report = import_archive(args.archive, force=args.force, cache_dir=args.cache_dir,
-                                    triton_cache_dir=args.triton_cache_dir)
+                                    triton_cache_dir=args.triton_cache_dir, verify_key=args.verify)
     except ArchiveError as exc:
         print(f"autotune import: {exc}", file=sys.stderr)
         return 1
@@ -97,13 +97,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("archive", metavar="ARCHIVE")
     p.add_argument("--kernel", dest="kernels", action="append", metavar="NAME",
                    help="only this kernel (repeat for several; default: every kernel of the tuning cache)")
+    p.add_argument("--sign", metavar="KEYFILE", default=None,
+                   help="sign the manifest (HMAC-SHA256) with the secret in KEYFILE, for `import --verify`")
     p.set_defaults(func=_cmd_export)
 
     p = subparsers.add_parser("import", parents=[dirs], help="install an archive made by `autotune export`",
                               description="Install ARCHIVE's records into the tuning cache (a newer local entry is "
-                                          "kept) and its binaries into Triton's cache.")
+                                          "kept) and its binaries into Triton's cache. An archive is code from "
+                                          "whoever built it: every member is checked before anything is written, "
+                                          "and --verify refuses an archive not signed with your key.")
     p.add_argument("archive", metavar="ARCHIVE")
     p.add_argument("--force", action="store_true", help="import even if the archive was made with another Triton")
+    p.add_argument("--verify", metavar="KEYFILE", default=None,
+                   help="refuse the archive unless it was signed with the secret in KEYFILE (`export --sign`)")
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.set_defaults(func=_cmd_import)
 

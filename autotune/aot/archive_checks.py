@@ -1,0 +1,214 @@
+"""Reading an archive as untrusted input: an archive is code (compiled kernels) from whoever built it.
+
+Every member is checked before anything is installed: the manifest comes first and is read alone, members are
+streamed one at a time into a private staging directory under caps on each member, on the total and on their
+number (so a small archive of highly compressible members cannot exhaust memory or disk), each member must be
+listed in the manifest with its size and sha256, and only the artifact kinds a Triton compile produces are
+accepted (never a shared library or anything executable). With a key, the manifest must carry a valid
+HMAC-SHA256 signature (`manifest.sig`), so a deployment can trust what it installs.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Optional, Union
+
+from ..errors import ArchiveError
+
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+RECORDS_PREFIX = "records"
+TRITON_PREFIX = "triton"
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
+# What a Triton compile writes into its cache: binaries (cubin, hsaco), assembly and IR text, JSON metadata.
+ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,200}\.(cubin|ptx|hsaco|amdgcn|json|ttir|ttgir|llir|"
+                           r"source|ttsharedir)$")
+
+MAX_MANIFEST_BYTES = 16 << 20
+DEFAULT_MAX_MEMBER_BYTES = 256 << 20
+DEFAULT_MAX_TOTAL_BYTES = 2 << 30
+DEFAULT_MAX_MEMBERS = 100_000
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """Caps on what an import reads: each member, all members together, and how many there are."""
+
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
+    max_members: int = DEFAULT_MAX_MEMBERS
+
+
+@dataclass
+class StagedArchive:
+    """An archive whose members all passed the checks, staged on disk: `path(name)` is a member's file."""
+
+    manifest_bytes: bytes
+    directory: Path
+    names: set[str] = field(default_factory=set)
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+    def read(self, name: str) -> bytes:
+        return self.path(name).read_bytes()
+
+    def close(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def read_key(key: Union[str, os.PathLike, bytes]) -> bytes:
+    """The shared secret: raw bytes, or the contents of a key file (surrounding whitespace dropped)."""
+    if isinstance(key, bytes):
+        secret = key
+    else:
+        try:
+            secret = Path(key).read_bytes().strip()
+        except OSError as exc:
+            raise ArchiveError(f"cannot read the key file {key} ({exc.strerror or exc})") from None
+    if len(secret) < 16:
+        raise ArchiveError("the signing key is shorter than 16 bytes; use a random secret, e.g. "
+                           "`python -c 'import secrets; print(secrets.token_hex(32))' > archive.key`")
+    return secret
+
+
+def sign(manifest_bytes: bytes, key: bytes) -> bytes:
+    """The `manifest.sig` member: the hex HMAC-SHA256 of the manifest's bytes."""
+    return hmac.new(key, manifest_bytes, hashlib.sha256).hexdigest().encode("ascii")
+
+
+def check_member(member: tarfile.TarInfo, limits: ArchiveLimits) -> PurePosixPath:
+    """Refuse anything but a regular file at a safe relative path in the archive's known folders, under the
+    size cap; a compiled-kernel member must be an artifact kind a Triton compile produces."""
+    name = member.name
+    path = PurePosixPath(name)
+    if not member.isreg():
+        raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links and devices are refused)")
+    if name.startswith(("/", "\\")) or path.is_absolute() or re.match(r"^[A-Za-z]:", name) or ".." in path.parts \
+            or "\\" in name:
+        raise ArchiveError(f"unsafe archive: member {name!r} has an absolute path or '..'")
+    if member.size > limits.max_member_bytes:
+        raise ArchiveError(f"archive member {name!r} is {member.size} bytes, over the cap of "
+                           f"{limits.max_member_bytes} bytes per member (max_member_bytes)")
+    data_filter = getattr(tarfile, "data_filter", None)
+    if data_filter is not None:  # Python's own 'data' extraction filter, as a second opinion
+        try:
+            data_filter(member, tempfile.gettempdir())
+        except tarfile.FilterError as exc:
+            raise ArchiveError(f"unsafe archive: member {name!r} ({exc})") from None
+    parts = path.parts
+    if name in (MANIFEST, SIGNATURE):
+        return path
+    if len(parts) == 3 and parts[0] == RECORDS_PREFIX and all(SAFE_NAME.match(p) for p in parts[1:]) \
+            and parts[2].endswith(".json"):
+        return path
+    if len(parts) == 3 and parts[0] == TRITON_PREFIX and SAFE_NAME.match(parts[1]):
+        if not ARTIFACT_NAME.match(parts[2]):
+            raise ArchiveError(f"refused archive member {name!r}: a compiled kernel's files are Triton compile "
+                               "artifacts (.cubin, .ptx, .hsaco, .amdgcn, .json, IR text); a shared library or any "
+                               "other file is never installed")
+        return path
+    raise ArchiveError(f"unexpected archive member {name!r}: an autotune archive holds {MANIFEST}, "
+                       f"{RECORDS_PREFIX}/<kernel>/<entry>.json and {TRITON_PREFIX}/<entry>/<file>")
+
+
+def stage(path: Union[str, os.PathLike], *, parse_manifest: Callable[[bytes], Any],
+          limits: ArchiveLimits = ArchiveLimits(), verify_key: Optional[bytes] = None) -> tuple[Any, StagedArchive]:
+    """Stream the archive at `path` into a staging directory, checking everything; return (the manifest as
+    `parse_manifest(bytes)` returns it, the staged members). Raises ArchiveError, with nothing staged left
+    behind, at the first problem. The manifest must be the first member (as `export_archive` writes it)."""
+    staging = Path(tempfile.mkdtemp(prefix="autotune-import-"))
+    staged = StagedArchive(b"", staging)
+    try:
+        manifest = _stream(Path(path), staged, limits, verify_key, parse_manifest)
+    except BaseException:
+        staged.close()
+        raise
+    return manifest, staged
+
+
+def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key: Optional[bytes],
+            parse_manifest: Callable[[bytes], Any]) -> Any:
+    manifest = None
+    listed: dict[str, tuple[int, str]] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r|*") as tar:
+            for count, member in enumerate(tar, start=1):
+                if count > limits.max_members:
+                    raise ArchiveError(f"{path}: more than {limits.max_members} members (max_members)")
+                check_member(member, limits)
+                if count == 1:
+                    if member.name != MANIFEST:
+                        raise ArchiveError(f"{path}: the first member is {member.name!r}, not {MANIFEST}; not an "
+                                           "autotune archive (make one with `autotune export`)")
+                    if member.size > MAX_MANIFEST_BYTES:
+                        raise ArchiveError(f"{path}: {MANIFEST} is {member.size} bytes, over {MAX_MANIFEST_BYTES}")
+                    staged.manifest_bytes = tar.extractfile(member).read()
+                    manifest = parse_manifest(staged.manifest_bytes)
+                    listed = {f.path: (f.size, f.sha256) for f in manifest.files}
+                    continue
+                if member.name in staged.names or member.name == MANIFEST:
+                    raise ArchiveError(f"archive member {member.name!r} appears twice")
+                if member.name == SIGNATURE:
+                    _check_signature(path, tar.extractfile(member).read(4096), staged.manifest_bytes, verify_key)
+                    staged.names.add(SIGNATURE)
+                    continue
+                expected = listed.get(member.name)
+                if expected is None:
+                    raise ArchiveError(f"{path}: member {member.name!r} is not listed in the manifest")
+                if member.size != expected[0]:
+                    raise ArchiveError(f"{path}: member {member.name!r} does not match its checksum ({member.size} "
+                                       f"bytes, the manifest says {expected[0]}); the archive is corrupt")
+                total += member.size
+                if total > limits.max_total_bytes:
+                    raise ArchiveError(f"{path}: its members add up to over {limits.max_total_bytes} bytes, the cap "
+                                       "on an archive's total size (max_total_bytes)")
+                _copy_checked(tar, member, staged.path(member.name), expected[1], path)
+                staged.names.add(member.name)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ArchiveError(f"{path}: not a readable .tar.gz archive ({exc.__class__.__name__}: {exc})") from None
+    if manifest is None:
+        raise ArchiveError(f"{path}: no {MANIFEST}; not an autotune archive (make one with `autotune export`)")
+    if verify_key is not None and SIGNATURE not in staged.names:
+        raise ArchiveError(f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
+                           "with `autotune export --sign KEYFILE`)")
+    missing = sorted(set(listed) - staged.names)
+    if missing:
+        raise ArchiveError(f"{path}: the manifest lists members that are missing: {missing[:5]}; the archive is "
+                           "truncated or was altered; nothing was imported")
+    return manifest
+
+
+def _check_signature(path: Path, signature: bytes, manifest_bytes: bytes, key: Optional[bytes]) -> None:
+    if key is None:
+        return  # no key to check it with: the signature says nothing here
+    if not hmac.compare_digest(signature.strip(), sign(manifest_bytes, key)):
+        raise ArchiveError(f"{path}: its signature does not match (a different key, or the manifest was altered); "
+                           "refusing it")
+
+
+def _copy_checked(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, sha256: str, path: Path) -> None:
+    """Copy one member to `dest` in bounded chunks, checking its sha256 against the manifest."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    source = tar.extractfile(member)
+    digest = hashlib.sha256()
+    with open(dest, "wb") as out:
+        remaining = member.size
+        while remaining > 0:
+            chunk = source.read(min(_CHUNK, remaining))
+            if not chunk:
+                break
+            digest.update(chunk)
+            out.write(chunk)
+            remaining -= len(chunk)
+    if remaining or digest.hexdigest() != sha256:
+        raise ArchiveError(f"{path}: member {member.name!r} does not match its checksum; the archive is corrupt")

@@ -1,0 +1,139 @@
+"""Archives are a way in (#12 items 17-20): only Triton artifacts, signatures, caps on size, and an import that
+either installs everything or changes nothing. Real archives exported from a real precompile."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from autotune.aot import import_archive
+from autotune.aot.archive import export_archive
+from autotune.aot.archive_checks import ArchiveLimits
+from autotune.errors import ArchiveError
+from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
+from test_precompile import tuned_add
+
+
+def _snapshot(*dirs: Path) -> dict:
+    """Every file under the given directories with its bytes: what an import may have changed."""
+    out = {}
+    for d in dirs:
+        if d.exists():
+            out.update({str(p): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()})
+    return out
+
+
+def _rebuild(src: Path, dst: Path, *, extra: dict | None = None, drop: str | None = None,
+             manifest_edit=None) -> None:
+    """Copy an archive, adding `extra` members (listed in the manifest with true checksums, as an attacker
+    who rebuilds the manifest would), dropping a member, or editing the manifest."""
+    with tarfile.open(src) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    manifest = json.loads(members.pop("manifest.json"))
+    for name, data in (extra or {}).items():
+        members[name] = data
+        manifest["files"].append({"path": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
+        if name.startswith("triton/"):
+            _, d, f = name.split("/")
+            for b in manifest["binaries"]:
+                if b["dir"] == d:
+                    b["files"].append(f)
+    if drop is not None:
+        members.pop(drop)
+    if manifest_edit is not None:
+        manifest_edit(manifest)
+    with tarfile.open(dst, "w:gz") as tar:
+        for name, data in [("manifest.json", json.dumps(manifest).encode())] + sorted(members.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _dirs(tmp_path: Path) -> tuple[Path, Path]:
+    return tmp_path / "dest", tmp_path / "dest-triton"
+
+
+def test_a_shared_library_planted_in_a_compiled_kernel_is_refused_and_nothing_written(exported, tmp_path):
+    archive, manifest, _ = exported
+    bad = tmp_path / "planted.tar.gz"
+    _rebuild(archive, bad, extra={f"triton/{manifest.binaries[0].dir}/cuda_utils.so": b"\x7fELF evil"})
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match="shared library or any other file is never installed"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_signed_archive_imports_and_unsigned_tampered_or_wrong_key_is_refused(exported, tmp_path):
+    key, other = tmp_path / "deploy.key", tmp_path / "other.key"
+    key.write_text("a" * 64 + "\n")
+    other.write_text("b" * 64)
+    signed = tmp_path / "signed.tar.gz"
+    export_archive(signed, kernels=[tuned_add], sign_key=key)
+    dest, triton_dest = _dirs(tmp_path)
+    report = import_archive(signed, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
+    assert len(report.records_imported) == 1
+
+    unsigned, _, _ = exported
+    with pytest.raises(ArchiveError, match="not signed"):
+        import_archive(unsigned, cache_dir=tmp_path / "d2", triton_cache_dir=tmp_path / "t2", verify_key=key)
+    with pytest.raises(ArchiveError, match="signature does not match"):
+        import_archive(signed, cache_dir=tmp_path / "d3", triton_cache_dir=tmp_path / "t3", verify_key=other)
+    tampered = tmp_path / "tampered.tar.gz"
+    with tarfile.open(signed) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(tampered, "w:gz") as tar:
+        for name, data in members:
+            if name == "manifest.json":
+                data = data.replace(b'"kernels": [', b'"kernels": ["x", ', 1)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ArchiveError, match="signature does not match"):
+        import_archive(tampered, cache_dir=tmp_path / "d4", triton_cache_dir=tmp_path / "t4", verify_key=key)
+    assert _snapshot(tmp_path / "d2", tmp_path / "d3", tmp_path / "d4", tmp_path / "t2") == {}
+
+
+def test_a_short_key_is_refused_with_how_to_make_one(exported, tmp_path):
+    weak = tmp_path / "weak.key"
+    weak.write_text("secret")
+    with pytest.raises(ArchiveError, match="shorter than 16 bytes.*token_hex"):
+        export_archive(tmp_path / "a.tar.gz", kernels=[tuned_add], sign_key=weak)
+
+
+def test_a_compressible_bomb_is_refused_at_the_caps_before_it_is_read(exported, tmp_path):
+    archive, manifest, _ = exported
+    bomb = tmp_path / "bomb.tar.gz"
+    _rebuild(archive, bomb, extra={f"triton/{manifest.binaries[0].dir}/pad{i}.ptx": b"\0" * (4 << 20)
+                                   for i in range(4)})
+    assert bomb.stat().st_size < (1 << 20)                       # 16 MiB of members in well under 1 MiB
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"over the cap of 1048576 bytes per member \(max_member_bytes\)"):
+        import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest,
+                       limits=ArchiveLimits(max_member_bytes=1 << 20))
+    with pytest.raises(ArchiveError, match=r"over 8388608 bytes, the cap on an archive's total size"):
+        import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest,
+                       limits=ArchiveLimits(max_total_bytes=8 << 20))
+    with pytest.raises(ArchiveError, match=r"more than 3 members \(max_members\)"):
+        import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_members=3))
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_a_manifest_listing_a_missing_member_changes_nothing(exported, tmp_path):
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)        # a first, good import
+    before = _snapshot(dest, triton_dest)
+    newer = tmp_path / "newer.tar.gz"
+
+    def bump(m):                                                 # records that would replace the installed ones
+        for r in m["records"]:
+            r["timestamp"] += 1000
+
+    _rebuild(archive, newer, drop=manifest.records[0].path, manifest_edit=bump)
+    with pytest.raises(ArchiveError, match="lists members that are missing.*nothing was imported"):
+        import_archive(newer, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == before
