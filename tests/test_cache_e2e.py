@@ -283,26 +283,28 @@ def test_offline_miss_warning_points_at_the_callers_line(monkeypatch):
 # --- #12 item 2: kernels are told apart by module and qualified name, not by their short name --------------------
 
 def _load_as(tmp_path: Path, module_name: str, blocks=(32, 64)):
+    """`twin`: the vadd kernel under a name no other test uses, from a module named `module_name`."""
     path = write_kernel(tmp_path / module_name, blocks)
+    path.write_text(path.read_text().replace("def vadd(", "def twin("))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.vadd
+    return module.twin
 
 
 def test_two_kernels_with_one_name_in_two_modules_keep_their_own_entries(tmp_path):
     a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")     # same name, source and space
     call(a)
     call(b)
-    entries = disk_entries("vadd")
-    assert len(entries) == 2 and {e.record.kernel_id for e in entries} == {"mod_a:vadd", "mod_b:vadd"}
+    entries = disk_entries("twin")
+    assert len(entries) == 2 and {e.record.kernel_id for e in entries} == {"mod_a:twin", "mod_b:twin"}
     assert len({e.path.parent for e in entries}) == 2
-    tunings_before = stats()["vadd"]["tunings"]                         # counters are per short name
+    tunings_before = stats()["twin"]["tunings"]                         # counters are per short name
     a_again, b_again = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
     call(a_again)
     call(b_again)
-    assert stats()["vadd"]["tunings"] == tunings_before                 # both read their own entry back
-    assert stats()["vadd"]["disk_hits"] >= 2
+    assert stats()["twin"]["tunings"] == tunings_before                 # both read their own entry back
+    assert stats()["twin"]["disk_hits"] >= 2
 
 
 def test_clearing_by_short_name_clears_every_kernel_of_that_name_and_says_so(tmp_path):
@@ -310,8 +312,8 @@ def test_clearing_by_short_name_clears_every_kernel_of_that_name_and_says_so(tmp
     call(a)
     call(b)
     assert clear_autotune_cache(a) == 1                                  # the object: that kernel only
-    assert [e.record.kernel_id for e in disk_entries("vadd")] == ["mod_b:vadd"]
+    assert [e.record.kernel_id for e in disk_entries("twin")] == ["mod_b:twin"]
     call(a)
-    with pytest.warns(UserWarning, match="cleared 2 kernels of that name: mod_a:vadd, mod_b:vadd"):
-        assert clear_autotune_cache("vadd") == 2
-    assert disk_entries("vadd") == []
+    with pytest.warns(UserWarning, match="cleared 2 kernels of that name: mod_a:twin, mod_b:twin"):
+        assert clear_autotune_cache("twin") == 2
+    assert disk_entries("twin") == []
