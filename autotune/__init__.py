@@ -13,12 +13,26 @@ from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
                      VerificationError, classify)
 from .options import Tuning
-from .aot import precompile
 from .record import Trial, TrialStatus, TuningRecord
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .tuner import Reference
 
 __version__ = "0.1.0"
+
+# Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API).
+_LAZY = {"precompile": ("autotune.aot", "precompile")}
+
+
+def __getattr__(name: str) -> object:
+    """PEP 562: `autotune.precompile` imports the ahead-of-time compiler the first time it is asked for."""
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 
 __all__ = [
     "autotune", "autotune_launch", "CartesianSpace", "FixedSpace", "SearchSpace", "Config", "Tuning",

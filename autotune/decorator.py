@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -13,7 +14,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from triton.runtime.jit import KernelInterface
 
 from . import cache as _cache
-from . import distributed as _distributed
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, did_you_mean,
                      warn_at_caller)
@@ -236,7 +236,10 @@ class Autotuned(KernelInterface):
                                     "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
                                     "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
-        dist_mode = _distributed.active_mode(self.tuning.distributed)
+        dist_mode = None
+        if self.tuning.distributed != "off" and "torch.distributed" in sys.modules:
+            from . import distributed as _distributed  # loaded only where a process group could exist
+            dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             try:
                 kept, candidates, prune_error = *self._candidates(bound), None
