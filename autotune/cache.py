@@ -348,7 +348,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _record_json(record: TuningRecord) -> bytes:
+def record_json(record: TuningRecord) -> bytes:
+    """An entry file's bytes for `record`: indented JSON, key values and dtypes in their stored text form."""
     clean = record.model_copy(update={"key": _jsonable(list(record.key)),
                                       "dtypes": [str(d) for d in record.dtypes]})
     # Optional fields left unset are not written, so such files stay readable by older readers.
@@ -356,7 +357,7 @@ def _record_json(record: TuningRecord) -> bytes:
     return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file next to `path`, fsync it, then os.replace it onto `path`.
     A reader sees the old file or the new one, never half of one; on any error the temporary file is
     removed and `path` is untouched. The caller holds the entry's lock."""
@@ -379,7 +380,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _acquire(path: Path, what: str, timeout_s: Optional[float] = None) -> Optional[filelock.BaseFileLock]:
+def acquire_entry_lock(path: Path, what: str,
+                       timeout_s: Optional[float] = None) -> Optional[filelock.BaseFileLock]:
     """Take the entry's file lock and write who holds it beside it; log when another process holds it for a
     while. Returns None when `timeout_s` passes first (the holder is stopped or hung). Raises OSError when the
     lock file cannot be created (read-only or missing directory)."""
@@ -396,7 +398,7 @@ def _acquire(path: Path, what: str, timeout_s: Optional[float] = None) -> Option
         except filelock.Timeout:
             return None
     try:
-        _atomic_write(_holder_path(path), json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+        atomic_write(_holder_path(path), json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                                       "since": time.time()}).encode())
     except OSError:
         pass  # who holds the lock is a courtesy for waiters' messages; the lock itself is what counts
@@ -421,9 +423,9 @@ def store_record(record: TuningRecord, directory: str | os.PathLike | None = Non
     """Write `record` as the entry of its (kernel, device, key, dtypes), atomically and under the
     entry's lock, replacing what was there. For importers (`autotune import`); raises OSError on failure."""
     path = record_path(record, directory)
-    lock = _acquire(path, f"{record.kernel} key {_key_text(record.key)}")
+    lock = acquire_entry_lock(path, f"{record.kernel} key {_key_text(record.key)}")
     try:
-        _atomic_write(path, _record_json(record))
+        atomic_write(path, record_json(record))
     finally:
         lock.release()
     return path
@@ -744,7 +746,7 @@ class KernelCache:
                 raise AutotuneError(f"{what} is already being tuned by this thread")
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             try:
-                file_lock: Optional[filelock.BaseFileLock] = _acquire(path, what, timeout_s)
+                file_lock: Optional[filelock.BaseFileLock] = acquire_entry_lock(path, what, timeout_s)
                 lock_error: Optional[OSError] = None
             except OSError as exc:
                 file_lock, lock_error = None, exc
@@ -803,13 +805,13 @@ class KernelCache:
 
     def _write(self, path: Path, record: TuningRecord, what: str) -> None:
         try:
-            data = _record_json(record)
+            data = record_json(record)
         except Exception as exc:  # a key value pydantic cannot serialise, say
             _warn(f"autotune cache: cannot serialise the record of {what} ({exc}); "
                   "the winner is kept in memory only")
             return
         try:
-            _atomic_write(path, data)
+            atomic_write(path, data)
         except OSError as exc:
             reason = "the disk is full" if exc.errno == errno.ENOSPC else f"{exc.__class__.__name__}: {exc.strerror or exc}"
             _warn(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "

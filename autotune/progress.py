@@ -29,9 +29,9 @@ __all__ = ["TuningProgress"]
 
 
 def _short_ms(value: float) -> str:
-    from .report import _fmt_ms
+    from .report import fmt_ms
 
-    return _fmt_ms(value)
+    return fmt_ms(value)
 
 
 def _short_config(config: Any) -> str:

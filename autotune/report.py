@@ -48,7 +48,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def _fmt_ms(value: Optional[float]) -> str:
+def fmt_ms(value: Optional[float]) -> str:
     """Milliseconds with 4 significant digits (never exponent notation below 10 s); '-' for None."""
     if value is None or not math.isfinite(value):
         return "-"
@@ -156,10 +156,10 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     winner = record.winner_trial
     winner_ms = winner.median_ms if winner is not None else None
     ranked = [t for rank, t in _ranked(record) if rank is not None]
-    top = "; ".join(f"{_fmt_config_short(t.config)} {_fmt_ms(t.median_ms)} ms (x{_fmt_ratio(_ratio(t, reference))})"
+    top = "; ".join(f"{_fmt_config_short(t.config)} {fmt_ms(t.median_ms)} ms (x{_fmt_ratio(_ratio(t, reference))})"
                     for t in ranked[:3]) or "-"
     n_ok = len(ranked)
-    return (f"autotune: {record.kernel} {_fmt_key(record)} -> {record.winner!r} {_fmt_ms(winner_ms)} ms"
+    return (f"autotune: {record.kernel} {_fmt_key(record)} -> {record.winner!r} {fmt_ms(winner_ms)} ms"
             f" | top3: {top} | {n_ok}/{len(record.trials)} ok"
             f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})")
 
@@ -187,7 +187,7 @@ def format_trials(record: TuningRecord) -> str:
         tag = f"#{rank}" if rank is not None else "--"
         line = f"autotune:   {tag:>{rank_width}} {trial.status.value:<13} "
         if rank is not None:
-            line += (f"median {_fmt_ms(trial.median_ms)} ms  min {_fmt_ms(trial.min_ms)} ms"
+            line += (f"median {fmt_ms(trial.median_ms)} ms  min {fmt_ms(trial.min_ms)} ms"
                      f"  x{_fmt_ratio(_ratio(trial, reference))}  ")
         line += repr(trial.config)
         if trial.error:
@@ -265,8 +265,8 @@ def report_table(record: TuningRecord) -> str:
         rows.append([
             f"{rank}{mark}" if rank is not None else "-",
             ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in trial.config.items()),
-            _fmt_ms(trial.median_ms),
-            _fmt_ms(trial.min_ms),
+            fmt_ms(trial.median_ms),
+            fmt_ms(trial.min_ms),
             trial.status.value,
             _fmt_ratio(_ratio(trial, reference)),
             _one_line(trial.error, 80),
@@ -275,7 +275,7 @@ def report_table(record: TuningRecord) -> str:
     winner = record.winner_trial
     header = (f"{record.kernel} {_fmt_key(record)} on {record.device}: {len(record.trials)} trials, {n_ok} ok, "
               f"{len(record.trials) - n_ok} failed; winner {record.winner!r} "
-              f"{_fmt_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
+              f"{fmt_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
     lines = _table(["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows,
                    right={0, 2, 3, 5})
     return "\n".join([header, *lines])
@@ -370,7 +370,7 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
         for i, (rank, trial) in enumerate(ranked):
             if rank is not None and labels[i]:
                 ratio = _ratio(trial, reference)
-                ax.text(trial.median_ms, i, f" {_fmt_ms(trial.median_ms)} ms (x{_fmt_ratio(ratio)})",
+                ax.text(trial.median_ms, i, f" {fmt_ms(trial.median_ms)} ms (x{_fmt_ratio(ratio)})",
                         va="center", ha="left", fontsize=value_font, clip_on=True)
         if log_axis:
             ax.set_xlim(span_min / 1.5, fail_len * 4)

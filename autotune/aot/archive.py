@@ -38,26 +38,24 @@ class _EntryStore:
     """The tuning cache's on-disk store as export/import use it: a record's file bytes, an entry's lock, an
     atomic write. The ONE place this package touches the cache's files.
 
-    MERGE NOTE (issue 11): `autotune/cache.py` offers these only as private helpers (`_record_json`,
-    `_acquire`, `_atomic_write`); the storage package (`autotune.storage.store`) makes them public as
-    `write_entry(path, record)` / `lock(path)` and the record serialisation: point these three methods at
-    it and drop the private imports.
+    The cache module's public `record_json`, `acquire_entry_lock` and `atomic_write` do the work; when the
+    cache becomes a package of backends (issue 11), these three methods are what to point at its store.
     """
 
     @staticmethod
     def record_bytes(record: Any) -> bytes:
         """The entry file's bytes for `record`, as the cache writes them."""
-        from ..cache import _record_json
+        from ..cache import record_json
 
-        return _record_json(record)
+        return record_json(record)
 
     @staticmethod
     @contextlib.contextmanager
     def locked(path: Path, what: str) -> Iterator[None]:
         """Hold the entry's file lock (blocking) while the caller reads and replaces it."""
-        from ..cache import _acquire
+        from ..cache import acquire_entry_lock
 
-        lock = _acquire(path, what)
+        lock = acquire_entry_lock(path, what)
         try:
             yield
         finally:
@@ -66,9 +64,9 @@ class _EntryStore:
     @staticmethod
     def write(path: Path, data: bytes) -> None:
         """Replace the entry at `path` atomically (the caller holds its lock)."""
-        from ..cache import _atomic_write
+        from ..cache import atomic_write
 
-        _atomic_write(path, data)
+        atomic_write(path, data)
 
 
 ARCHIVE_FORMAT = "autotune-archive"
