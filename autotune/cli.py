@@ -243,7 +243,8 @@ def register_cache(subparsers: "argparse._SubParsersAction") -> None:
                        description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
                                    "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--key", metavar="KEY", help="only this key: 4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand)")
+    p.add_argument("--key", metavar="KEY", help="only this key: 4096, 4096,1024, '(4096, 1024)' or '[4096]' "
+                                                "(the same syntax in every subcommand)")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("clear", parents=[common], help="remove entries (all, a kernel's, or a key's)",

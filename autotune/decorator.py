@@ -226,8 +226,6 @@ class Autotuned(KernelInterface):
                 warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
                                f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned", CacheWarning)
             return self._fallback_config(), None, "offline"
-        # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
-        # kept for this call (`candidates`), so a winner this prune excluded is never launched.
         if not self.interpreted and self.compiler_factory is None:
             problem = driver_problem()
             if problem is not None:
@@ -240,6 +238,8 @@ class Autotuned(KernelInterface):
         if self.tuning.distributed != "off" and "torch.distributed" in sys.modules:
             from . import distributed as _distributed  # loaded only where a process group could exist
             dist_mode = _distributed.active_mode(self.tuning.distributed)
+        # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
+        # kept for this call (`candidates`), so a winner this prune excluded is never launched.
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             try:
                 kept, candidates, prune_error = *self._candidates(bound), None
@@ -283,13 +283,8 @@ class Autotuned(KernelInterface):
     def launch_args(self, config: Config, bound: BoundCall, grid: Any) -> tuple[tuple, dict, Any]:
         """(positional args, keyword args, grid) that launch `config` for a bound call through `fn.run`.
         `grid=None` evaluates the decorator's `grid=`."""
-        args, kwargs, named = bound.args, bound.kwargs, bound.named
+        args, kwargs, named = bound.args, bound.kwargs, bound.named   # bind() refused tuned fields in kwargs
         meta, options = self._split(config)
-        if kwargs:
-            conflicts = sorted(kwargs.keys() & config.keys())
-            if conflicts:
-                raise AutotuneError(f"Conflicting meta-parameters: {', '.join(conflicts)} passed to {self.name} and "
-                                    f"set by its search space. Make sure that you don't re-define auto-tuned symbols.")
         launch_kwargs = {**kwargs, **options, **meta}
         values: Mapping[str, Any] = config
         if self._derive is not None:
@@ -339,9 +334,9 @@ class Autotuned(KernelInterface):
             if close is not None:
                 close()
         triton_version, torch_version = _cache.runtime_versions()
-        record = TuningRecord(kernel=self.name, kernel_id=self.cache.identity, source_hash=self.cache.source_hash, device=_cache.device_fingerprint(),
-                              triton_version=triton_version, torch_version=torch_version,
-                              space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
+        record = TuningRecord(kernel=self.name, kernel_id=self.cache.identity, source_hash=self.cache.source_hash,
+                              device=_cache.device_fingerprint(), triton_version=triton_version,
+                              torch_version=torch_version, space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
                               winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s,
                               candidates=candidates)
         if select is None:
@@ -363,7 +358,8 @@ class Autotuned(KernelInterface):
         kept = [Config(c) for c in self.prune(list(self.configs), dict(bound.named))]
         if not kept:
             raise AutotuneError(f"prune= on {self.name} removed every config; it must keep at least one")
-        unknown = [c for c in kept if c not in set(self.configs)]
+        in_space = set(self.configs)
+        unknown = [c for c in kept if c not in in_space]
         if unknown:
             raise AutotuneError(f"prune= on {self.name} returned configs that are not in the space: {unknown}")
         kept = list(dict.fromkeys(kept))

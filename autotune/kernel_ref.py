@@ -105,11 +105,6 @@ class KernelRef:
     line: Optional[int]
 
     @property
-    def name(self) -> str:
-        """The short name (the function's `__name__`)."""
-        return self.qualname.rsplit(".", 1)[-1]
-
-    @property
     def importable_reason(self) -> Optional[str]:
         """Why another process cannot import this kernel by name, or None when it can."""
         if "<locals>" in self.qualname:

@@ -83,9 +83,8 @@ def _stable_text(value: Any, what: str) -> str:
                             "those") from None
     if re.search(r"0x[0-9a-fA-F]{6,}", text):
         raise KeyValueError(f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly and has no "
-                            "stable text form (its str() "
-                            "shows a memory address, which differs in every process); key on something that "
-                            "identifies it, e.g. a name or a size")
+                            "stable text form (its str() shows a memory address, which differs in every process); "
+                            "key on something that identifies it, e.g. a name or a size")
     return f"{type(value).__module__}.{type(value).__qualname__}:{text}"
 
 

@@ -21,7 +21,6 @@ class TrialStatus(str, Enum):
     RUNTIME_ERROR = "runtime_error"
     VERIFY_FAILED = "verify_failed"
     OUT_OF_RESOURCES = "out_of_resources"   # needs more shared memory / registers than the device has
-    CRASHED = "crashed"                     # killed the process that ran it (signal, sticky device error)
     SKIPPED = "skipped"
 
 

@@ -176,7 +176,8 @@ class Expression:
                         hint = f" ({name!r} is a config field: write ${name})"
                     raise ExpressionError(
                         f"{what} expression {src!r}: unknown name {name!r}{hint}; kernel arguments: "
-                        f"{_names(arg_names)}; helpers: {_names(HELPERS)}.{did_you_mean(name, valid) if not hint else ''}")
+                        f"{_names(arg_names)}; helpers: {_names(HELPERS)}."
+                        f"{did_you_mean(name, valid) if not hint else ''}")
 
     def __call__(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         """Evaluate for one config and one call's named arguments."""

@@ -252,8 +252,8 @@ def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> No
     elif kind is FailureKind.STICKY_DEVICE:
         raise DeviceError(f"{job.kernel_name} config {dict(trial.config)} left the GPU unusable "
                           f"({type(exc).__name__}: {exc}); every later launch in this process would fail, so the "
-                          "tuning stops here. Tune with Tuning(isolate=\"process\") so a crashing config costs only "
-                          "itself, or fix/remove that config.") from exc
+                          "tuning stops here. Fix that config or remove it from the space (or prune= it away), then "
+                          "tune again in a fresh process.") from exc
     else:
         raise exc
 

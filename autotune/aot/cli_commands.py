@@ -83,8 +83,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--target", dest="targets", action="append", metavar="TARGET",
                    help="cuda:90, cuda:80, hip:gfx942, ...; repeat for several (default: the active GPU)")
     p.add_argument("--signature", metavar="SIG",
-                   help="argument types: 'x=*fp32,y=*fp32,n=i32:16' (pointers '*fp16', '*bf16', '*fp32'...; sizes 'i32', "
-                        "or 'i32:16' when a multiple of 16; 1 for a unit stride) or the same as a JSON object")
+                   help="argument types: 'x=*fp32,y=*fp32,n=i32:16' (pointers '*fp16', '*bf16', '*fp32'...; "
+                        "sizes 'i32', or 'i32:16' when a multiple of 16; 1 for a unit stride) or the same as a JSON "
+                        "object")
     p.add_argument("--winners-only", action="store_true", help="only the winners in the tuning cache")
     p.add_argument("--workers", type=int, default=None, help="compile threads (0: serial)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per compile")
