@@ -6,7 +6,7 @@ in a thread pool, measures each as soon as it is compiled, launches the fastest 
 from __future__ import annotations
 
 from . import keys
-from .cache import clear_autotune_cache, stats
+from .storage import clear_autotune_cache, stats
 from .decorator import Autotuned, TuningResult, autotune, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
                      KeyValueError, NoDeviceError,

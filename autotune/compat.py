@@ -54,7 +54,6 @@ Not reproduced on purpose: Triton's crash on a config that fails to run (here it
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -62,7 +61,6 @@ import triton
 from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
-from . import cache as _cache
 from .decorator import Autotuned
 from .kernel_ref import base_kernel, is_interpreted, python_function
 from .pruning import check_top_k, top_k_count
@@ -70,6 +68,8 @@ from .errors import AutotuneError, SpaceError
 from .options import Tuning
 from .record import TrialStatus, TuningRecord
 from .space import Config as _NativeConfig
+from .space import config_from_triton
+from .storage.tiers import KernelCache
 
 __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
 
@@ -78,7 +78,6 @@ Config = triton.Config
 heuristics = triton.heuristics
 
 _QUANTILES = (0.5, 0.2, 0.8)                        # what Triton's Autotuner asks do_bench for
-_COMPILE_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _LAUNCH_KEYS = ("grid", "warmup")                   # KernelInterface.__getitem__ passes these in **kwargs
 TimingValue = Union[float, List[float]]
 
@@ -89,17 +88,7 @@ def _to_native(config: Any, index: int) -> _NativeConfig:
     if not isinstance(config, triton.Config):
         raise TypeError(f"configs[{index}] is {type(config).__name__} {config!r}; autotune.compat.autotune takes a "
                         "list of triton.Config (for plain dicts use autotune.autotune(space=...))")
-    if getattr(config, "ir_override", None) is not None:
-        raise SpaceError(f"configs[{index}] ({config}) has an ir_override, which autotune does not support; "
-                         "drop it from the config")
-    fields = dict(config.kwargs)
-    for option in _COMPILE_OPTIONS:
-        value = getattr(config, option, None)
-        if value is not None:
-            if option in fields:
-                raise SpaceError(f"configs[{index}] has {option!r} both in its kwargs and as an option; keep one")
-            fields[option] = value
-    return _NativeConfig(fields)
+    return config_from_triton(config, f"configs[{index}]", pre_hook_ok=True)
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -125,52 +114,6 @@ def _triton_print_enabled() -> bool:
         return bool(knobs.autotuning.print)
     except Exception:  # pragma: no cover - a Triton without knobs
         return False
-
-
-# ------------------------------------------------------------------------------------------------ caching
-class _MemoryOnlyCache(_cache.KernelCache):
-    """The native KernelCache without its disk half: `cache_results=False`.
-
-    Same in-process single flight (one tuning per key whatever the number of threads), same stats; nothing
-    is read from or written to the cache directory, and no lock file is created.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._flight_locks: Dict[tuple, threading.Lock] = {}
-        self._flight_guard = threading.Lock()
-
-    def _flight_lock(self, ident: tuple) -> threading.Lock:
-        with self._flight_guard:
-            return self._flight_locks.setdefault(ident, threading.Lock())
-
-    def get_or_tune(self, key: tuple, dtypes: Tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False, lock_timeout_s: Optional[float] = None,
-                    candidates: Optional[str] = None) -> Tuple[TuningRecord, str]:
-        """The record of (key, dtypes) from memory, or tuned now: ("memory" | "tuned"). No file lock, so
-        `lock_timeout_s` has nothing to wait for."""
-        dtypes = tuple(dtypes)
-        started = time.time()
-        record = self.in_memory(key, dtypes)
-        if record is not None and not force:
-            _cache.count(self.kernel_name, hits=1)
-            return record, "memory"
-        with self._flight_lock((key, dtypes)):
-            record = self.in_memory(key, dtypes)
-            if record is not None and (not force or record.timestamp >= started):
-                _cache.count(self.kernel_name, hits=1)
-                return record, "memory"
-            record = tune()
-            self.remember(key, dtypes, record)
-            _cache.count_tuning(self.kernel_name, record)
-            return record, "tuned"
-
-    def peek(self, key: tuple, dtypes: Tuple[str, ...], candidates: Optional[str] = None) -> Optional[TuningRecord]:
-        """The record in memory, or None (AUTOTUNE_OFFLINE); never reads the disk."""
-        record = self.in_memory(key, dtypes)
-        if record is not None:
-            _cache.count(self.kernel_name, hits=1)
-        return record
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -286,10 +229,10 @@ class Autotuner(KernelInterface):
                                       if self.do_bench is not None else None,
                                       prune=self._prune_for_tuner if use_prune else None)
         self.tuner.owner = self
-        if not self.cache_results:
-            disk = self.tuner.cache
-            self.tuner.cache = _MemoryOnlyCache(disk.kernel_name, disk.source_hash, disk.space_checksum,
-                                                disk.space_contains, identity=disk.identity)
+        if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
+            native = self.tuner.cache
+            self.tuner.cache = KernelCache(native.kernel_name, native.source_hash, native.space_checksum,
+                                           native.space_contains, identity=native.identity, tiers=[])
         self.name: str = self.tuner.name
 
         # Triton's public state.

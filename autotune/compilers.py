@@ -128,16 +128,6 @@ class JitCompiler:
         return future_kernel.result() if future_kernel is not None else result
 
 
-class TargetCompiler(FunctionCompiler):
-    """Compiles for an explicit GPU target (no GPU needed), on the pool: `autotune.precompile`'s compiler.
-
-    Each item submitted is a job naming a config and a target; `compile_fn(job)` specializes the kernel as a
-    launch would and calls `triton.compile(..., target=GPUTarget(...))` (in this process, or in a helper
-    process under TRITON_INTERPRET=1). It runs on the pool's threads, so several targets and configs compile
-    at once; the result is whatever `compile_fn` returns (precompile: a `CompiledConfig`).
-    """
-
-
 _driver_ok = False   # set once a driver answered: the check then costs nothing for the rest of the process
 
 

@@ -13,7 +13,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
 
-from . import cache as _cache
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, did_you_mean,
                      warn_at_caller)
@@ -24,6 +23,9 @@ from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, as_space, configs_checksum, validate_space
+from .storage.fingerprint import source_hash
+from .storage.counters import count_hit, stats
+from .storage.tiers import KernelCache
 from .template import compile_derive, compile_grid
 from .timing import make_timer
 from .tuner import Reference, TuneJob, tune
@@ -125,8 +127,8 @@ class Autotuned(KernelInterface):
         config_set = frozenset(self.configs)
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
-        self.cache = _cache.KernelCache(self.name, _cache.source_hash(self.base_fn), self.space.checksum(),
-                                        config_set.__contains__, identity=self.identity)
+        self.cache = KernelCache(self.name, source_hash(self.base_fn), self.space.checksum(),
+                                 config_set.__contains__, identity=self.identity)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None
@@ -208,9 +210,9 @@ class Autotuned(KernelInterface):
         key, dtypes = self._key(bound.named)
         ident = (key, dtypes)
         self._last_key = ident
-        record = self.cache.in_memory(key, dtypes)
+        record = self.cache.memory.lookup(key, dtypes)     # the memory tier: one dict get
         if record is not None and (not self.tuning.force or ident in self._forced):
-            _cache.count_hit(self.name)
+            count_hit(self.name)
             return record.winner, record, "memory"
         return self._select_on_miss(key, dtypes, bound, grid)
 
@@ -262,8 +264,8 @@ class Autotuned(KernelInterface):
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))
-        if how == "disk":
-            from .report import emit
+        if how in ("disk", "remote"):
+            from .reporting.lines import emit
 
             emit(record, cache_hit=True)
         return record.winner, record, how
@@ -303,7 +305,7 @@ class Autotuned(KernelInterface):
               select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
-        from .report import emit
+        from .reporting.lines import emit
 
         named = bound.named
 
@@ -333,12 +335,8 @@ class Autotuned(KernelInterface):
             close = getattr(job.progress, "close", None)
             if close is not None:
                 close()
-        triton_version, torch_version = _cache.runtime_versions()
-        record = TuningRecord(kernel=self.name, kernel_id=self.cache.identity, source_hash=self.cache.source_hash,
-                              device=_cache.device_fingerprint(), triton_version=triton_version,
-                              torch_version=torch_version, space_checksum=self.cache.space_checksum, key=list(key), dtypes=list(dtypes),
-                              winner=outcome.winner, trials=outcome.trials, tuning_s=outcome.tuning_s,
-                              candidates=candidates)
+        record = self.cache.new_record(key, dtypes, winner=outcome.winner, trials=outcome.trials,
+                                       tuning_s=outcome.tuning_s, candidates=candidates)
         if select is None:
             emit(record, cache_hit=False)
         return record
@@ -402,12 +400,12 @@ class Autotuned(KernelInterface):
 
     def cache_info(self) -> dict[str, Any]:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
-        counters = _cache.stats().get(self.name, {})
+        counters = stats().get(self.name, {})
         return {"entries": len(self.cache.records()), **counters}
 
     def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
         """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
-        from .report import plot_trials, report_table
+        from .reporting import plot_trials, report_table
 
         record = self.record(key)
         if png is not None:
@@ -457,4 +455,4 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
         if tuned is None:
             tuned = _launch_registry[ident] = Autotuned(kernel, space=space, key=key, grid=grid, **autotune_options)
     _, config, record, how, launch_grid = tuned._select_and_launch(tuple(args), dict(kwargs or {}), None, False)
-    return TuningResult(config=config, grid=launch_grid, record=record, cache_hit=how in ("memory", "disk", "cache"))
+    return TuningResult(config=config, grid=launch_grid, record=record, cache_hit=how in ("memory", "disk", "remote", "cache"))

@@ -71,14 +71,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence
 
-from . import cache as _cache
+from .shards import merge_shards, no_valid_message, shard
+from .storage.entries import key_text
+from .storage.counters import count, count_tuning
+from .storage.tiers import KernelCache
 from .errors import AutotuneError, DistributedTuningError, NoValidConfigError
 from .record import Trial, TrialStatus, TuningRecord
 from .space import Config
 
 __all__ = [
     "DistributedTuningError", "Agreement", "active_mode", "shard", "agree", "agreements",
-    "set_process_group", "get_process_group",
+    "set_process_group",
 ]
 
 logger = logging.getLogger("autotune")
@@ -96,7 +99,7 @@ TuneFn = Callable[[Optional[Selector]], TuningRecord]
 class Agreement:
     """How the ranks agreed on one key's winner (see `agreements()`); for logs and tests.
 
-    `source` is how rank 0 found the winner: "memory", "disk" or "tuned". `measured_by` maps each
+    `source` is how rank 0 found the winner: "memory", "disk", "remote" or "tuned". `measured_by` maps each
     config measured in this agreement to the rank that measured it (empty when the winner came from
     rank 0's cache).
     """
@@ -133,11 +136,6 @@ def set_process_group(group: Any = None) -> None:
     _group_override = group
 
 
-def get_process_group() -> Any:
-    """The group autotune agrees over (None means the default group)."""
-    return _group_override
-
-
 def _dist() -> Any:
     """torch.distributed if a process group could exist in this process, else None (cheap per launch)."""
     dist = sys.modules.get("torch.distributed")
@@ -163,15 +161,6 @@ def active_mode(setting: Optional[str]) -> Optional[Mode]:
     return "rank0" if setting is None else setting  # type: ignore[return-value]
 
 
-def shard(candidates: Sequence[Config], rank: int, world_size: int) -> list[Config]:
-    """The candidates rank `rank` measures: candidate i goes to rank i % world_size.
-
-    Why round-robin rather than blocks: spaces list similar configs next to each other (the last axis
-    varies fastest), so dealing them out gives each rank a similar mix of cheap and costly configs.
-    """
-    return list(candidates[rank::world_size])
-
-
 def agreements(kernel: Any = None) -> list[Agreement]:
     """The latest agreement of each (kernel, key, dtypes) made by this process, oldest first;
     `kernel` (a decorated kernel or its name) keeps that kernel's."""
@@ -183,7 +172,7 @@ def agreements(kernel: Any = None) -> list[Agreement]:
 # ------------------------------------------------------------------------------------------ the agreement
 
 
-def agree(cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
+def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
           force: bool = False, candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
@@ -196,7 +185,7 @@ def agree(cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune
     if not force:
         record = cache.in_memory(key, dtypes)
         if record is not None:
-            _cache.count(cache.kernel_name, hits=1)
+            count(cache.kernel_name, hits=1)
             return record, "memory"
     outer = getattr(_TLS, "round", None)
     if outer is not None:
@@ -208,7 +197,7 @@ def agree(cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune
         if not force:
             record = cache.in_memory(key, dtypes)
             if record is not None:  # another thread of this process agreed on it meanwhile
-                _cache.count(cache.kernel_name, hits=1)
+                count(cache.kernel_name, hits=1)
                 return record, "memory"
         rnd = _Round(cache, key, dtypes, mode, candidates)
         _TLS.round = rnd
@@ -248,7 +237,7 @@ _PHASES = {
 class _Round:
     """One agreement on one key: who this rank is, the group, and the steps of the protocol."""
 
-    def __init__(self, cache: _cache.KernelCache, key: tuple, dtypes: tuple, mode: Mode,
+    def __init__(self, cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode,
                  candidates: Optional[str] = None) -> None:
         self.candidates = candidates   # checksum of the configs prune= kept (None without prune=)
         import torch.distributed as dist
@@ -317,15 +306,15 @@ class _Round:
         if kind == "record":
             record, how = decision["record"], decision["how"]
             self.cache.remember(self.key, self.dtypes, record)
-            counter = {"memory": "hits", "disk": "disk_hits"}.get(how, "misses")
-            _cache.count(self.kernel, **{counter: 1})
+            counter = {"memory": "hits", "disk": "disk_hits", "remote": "remote_hits"}.get(how, "misses")
+            count(self.kernel, **{counter: 1})
             measured_by = {t.config: 0 for t in record.trials if t.status is not TrialStatus.SKIPPED} \
                 if how == "tuned" else {}
             return record, how, measured_by
         if kind == "tune":
             record, measured_by = self._shard_round(tune)
             self.cache.remember(self.key, self.dtypes, record)
-            _cache.count_tuning(self.kernel, record)
+            count_tuning(self.kernel, record)
             return record, "tuned", measured_by
         if kind == "error":
             if decision.get("trials") is not None:
@@ -368,19 +357,15 @@ class _Round:
             warnings.warn(self._where() + ": prune= kept different configs on different ranks ("
                           + "; ".join(f"rank {p['rank']}: {len(p['candidates'])}" for p in gathered)
                           + "); some configs were measured twice or not at all", stacklevel=2)
-        merged, measured_by = _merge(gathered)
+        merged, measured_by = merge_shards(gathered)
         ok = [t for t in merged if t.ok]
         if not ok:
-            raise NoValidConfigError(_no_valid_message(self.kernel, merged, measured_by, self.world), merged)
+            raise NoValidConfigError(no_valid_message(self.kernel, merged, measured_by, self.world), merged)
         winner = min(ok, key=lambda t: t.median_ms).config  # ties: the first in space order, on every rank
-        triton_version, torch_version = _cache.runtime_versions()
-        record = TuningRecord(kernel=self.kernel, kernel_id=self.cache.identity, source_hash=self.cache.source_hash,
-                              device=_cache.device_fingerprint(), triton_version=triton_version,
-                              torch_version=torch_version, space_checksum=self.cache.space_checksum,
-                              key=list(self.key), dtypes=list(self.dtypes), winner=winner, trials=merged,
-                              tuning_s=time.perf_counter() - started, candidates=self.candidates)
+        record = self.cache.new_record(self.key, self.dtypes, winner=winner, trials=merged,
+                                       tuning_s=time.perf_counter() - started, candidates=self.candidates)
         if self.rank == 0:
-            from .report import emit
+            from .reporting.lines import emit
 
             emit(record, cache_hit=False)
         return record, measured_by
@@ -414,7 +399,7 @@ class _Round:
             self.dist.monitored_barrier(group=self.group, timeout=self.timeout, wait_all_ranks=True)
 
     def _handshake(self) -> None:
-        mine = {"kernel": self.kernel, "key": _cache.key_text(self.key), "dtypes": [str(d) for d in self.dtypes],
+        mine = {"kernel": self.kernel, "key": key_text(self.key), "dtypes": [str(d) for d in self.dtypes],
                 "mode": self.mode, "space": self.cache.space_checksum, "source": self.cache.source_hash}
         hellos = self._all_gather(mine, "handshake")
         differing = [r for r, h in enumerate(hellos) if h != hellos[0]]
@@ -493,36 +478,6 @@ class _Round:
         logger.info("autotune: %s key %s: ranks agree on %s (distributed=%r, %d ranks, %s%s)", self.kernel,
                     self.key, dict(record.winner), self.mode, self.world, how,
                     "; measured " + ", ".join(f"{n} on rank {r}" for r, n in sorted(counts.items())) if counts else "")
-
-
-def _merge(gathered: list[dict]) -> tuple[list[Trial], dict[Config, int]]:
-    """One trial per config, in space order: the one a rank measured (the lowest such rank, should two
-    ranks have measured the same config), else the skipped placeholder. Same input, same output on
-    every rank."""
-    order: list[Config] = []
-    chosen: dict[Config, Trial] = {}
-    measured_by: dict[Config, int] = {}
-    for payload in sorted(gathered, key=lambda p: p["rank"]):
-        for trial in payload["trials"] or ():
-            config = trial.config
-            if config not in chosen:
-                order.append(config)
-                chosen[config] = trial
-            if trial.status is not TrialStatus.SKIPPED and config not in measured_by:
-                chosen[config] = trial
-                measured_by[config] = payload["rank"]
-    return [chosen[c] for c in order], measured_by
-
-
-def _no_valid_message(kernel: str, trials: list[Trial], measured_by: dict[Config, int], world: int) -> str:
-    lines = [f"no config of {kernel} ran successfully on any of the {world} ranks; each failed:"]
-    for trial in trials:
-        if trial.status is TrialStatus.SKIPPED:
-            continue
-        lines.append(f"  {dict(trial.config)} (rank {measured_by.get(trial.config, '?')}): "
-                     f"{trial.status.value}: {trial.error}")
-    lines.append("Fix the kernel or the search space (or widen verify's tolerances) and call again.")
-    return "\n".join(lines)
 
 
 def _error_payload(exc: BaseException) -> dict:

@@ -22,22 +22,10 @@ import sys
 import threading
 from typing import Any, Optional, TextIO
 
+from .format import format_config, format_ms
 from .options import env_progress
-from .space import Config
 
 __all__ = ["TuningProgress"]
-
-
-def _short_ms(value: float) -> str:
-    from .report import fmt_ms
-
-    return fmt_ms(value)
-
-
-def _short_config(config: Any) -> str:
-    if isinstance(config, Config):
-        return ",".join(f"{k}={v}" for k, v in config.items())
-    return str(config)
 
 
 class TuningProgress:
@@ -91,7 +79,7 @@ class TuningProgress:
     def _postfix(self) -> str:
         text = f"compiled {self.n_compiled} | measured {self.n_measured} | failed {self.n_failed}"
         if self.best_ms is not None:
-            text += f" | best {_short_ms(self.best_ms)} ms {_short_config(self.best_config)}"
+            text += f" | best {format_ms(self.best_ms)} ms {format_config(self.best_config)}"
         return text
 
     def _advance(self, config: Any) -> int:
@@ -121,27 +109,27 @@ class TuningProgress:
 
     def measured(self, config: Any, median_ms: float) -> None:
         """A config was measured (again, during refinement); tracks the best median so far."""
-        if self._bar is None:
-            return
-        with self._lock:
-            if self._bar is None:
-                return
-            step = self._advance(config)
-            self.n_measured += step
-            if median_ms is not None and math.isfinite(median_ms) and (self.best_ms is None or median_ms < self.best_ms):
-                self.best_ms = float(median_ms)
-                self.best_config = config
-            self._update(step)
+        self._finish(config, median_ms)
 
     def failed(self, config: Any, status: Any) -> None:
         """A config failed (`status` is a `TrialStatus` or its value); it counts as finished."""
+        self._finish(config, None)
+
+    def _finish(self, config: Any, median_ms: Optional[float]) -> None:
+        """A config finished: measured with `median_ms`, or failed (None)."""
         if self._bar is None:
             return
         with self._lock:
             if self._bar is None:
                 return
             step = self._advance(config)
-            self.n_failed += step
+            if median_ms is None:
+                self.n_failed += step
+            else:
+                self.n_measured += step
+                if math.isfinite(median_ms) and (self.best_ms is None or median_ms < self.best_ms):
+                    self.best_ms = float(median_ms)
+                    self.best_config = config
             self._update(step)
 
     def close(self) -> None:

@@ -220,18 +220,17 @@ class SearchSpace(ABC):
 
     def __add__(self, other: Any) -> "SearchSpace":
         """The union: this space's configs, then the other's, duplicates dropped."""
-        try:
-            other_space = as_space(other)
-        except SpaceError:
-            return NotImplemented
-        return UnionSpace(self, other_space)
+        return self._union(other, self_first=True)
 
     def __radd__(self, other: Any) -> "SearchSpace":
+        return self._union(other, self_first=False)
+
+    def _union(self, other: Any, *, self_first: bool) -> "SearchSpace":
         try:
             other_space = as_space(other)
         except SpaceError:
             return NotImplemented
-        return UnionSpace(other_space, self)
+        return UnionSpace(self, other_space) if self_first else UnionSpace(other_space, self)
 
     def checksum(self) -> str:
         """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds."""
@@ -372,20 +371,20 @@ def _is_triton_config(obj: Any) -> bool:
     return cls is not None and isinstance(obj, cls)
 
 
-def _from_triton_config(cfg: Any, index: int) -> Config:
-    if getattr(cfg, "pre_hook", None) is not None:
-        raise SpaceError(f"triton.Config {index} ({cfg}) has a pre_hook, which a search space cannot carry; use "
+def config_from_triton(cfg: Any, where: str, *, pre_hook_ok: bool = False) -> Config:
+    """A `triton.Config` as a Config: its kwargs plus its non-None compile options. `where` names it in errors
+    ("triton.Config 3"); a pre_hook is refused unless the caller runs it (`autotune.compat`)."""
+    if not pre_hook_ok and getattr(cfg, "pre_hook", None) is not None:
+        raise SpaceError(f"{where} ({cfg}) has a pre_hook, which a search space cannot carry; use "
                          "autotune.compat.autotune (the drop-in for triton.autotune), which supports pre_hook")
     if getattr(cfg, "ir_override", None) is not None:
-        raise SpaceError(f"triton.Config {index} ({cfg}) has an ir_override, which autotune does not support; "
-                         "drop it from the config")
+        raise SpaceError(f"{where} ({cfg}) has an ir_override, which autotune does not support; drop it from the config")
     fields = dict(cfg.kwargs)
     for option in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
         value = getattr(cfg, option, None)
         if value is not None:
             if option in fields:
-                raise SpaceError(f"triton.Config {index} has {option!r} both in its kwargs and as an option; "
-                                 "keep one")
+                raise SpaceError(f"{where} has {option!r} both in its kwargs and as an option; keep one")
             fields[option] = value
     return Config(fields)
 
@@ -409,7 +408,7 @@ def as_space(obj: Any) -> SearchSpace:
         items: list[Any] = []
         for i, item in enumerate(obj):
             if _is_triton_config(item):
-                items.append(_from_triton_config(item, i))
+                items.append(config_from_triton(item, f"triton.Config {i}"))
             elif isinstance(item, Mapping):
                 items.append(item)
             else:

@@ -38,7 +38,7 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     import gc
 
-    from autotune.cache import reset_stats
+    from autotune.storage import reset_stats
 
     gc.collect()  # caches of earlier tests held in reference cycles would still count in clear_autotune_cache()
     reset_stats()

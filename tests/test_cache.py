@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
-import autotune.cache as cache_mod
-from autotune.cache import (CacheWarning, KernelCache, clear_autotune_cache, device_fingerprint, disk_entries,
-                            entry_id, kernel_dirname, load_record, runtime_versions, source_hash, stats,
-                            store_record)
+from autotune.errors import CacheWarning
+from autotune.storage import counters as stats_mod
+from autotune.storage import entries as entries_mod
+from autotune.storage import files as files_mod
+from autotune.storage import fingerprint as fingerprint_mod
+from autotune.storage import (KernelCache, clear_autotune_cache, device_fingerprint, disk_entries, load_record,
+                              runtime_versions, source_hash, stats)
+from cache_files import write_record
+from autotune.storage.entries import entry_id, kernel_dirname
 from autotune.errors import AutotuneError
 from autotune.options import cache_dir
 from autotune.record import SCHEMA_VERSION, Trial, TrialStatus, TuningRecord
@@ -26,7 +31,7 @@ BLOCKS = (32, 64, 128)
 
 def make_record(key, dtypes=DT, winner=64, *, kernel="add", src="src-1", checksum="space-1", device=None,
                 failed=1, tuning_s=0.25, timestamp=None) -> TuningRecord:
-    triton_version, torch_version = cache_mod.runtime_versions()
+    triton_version, torch_version = fingerprint_mod.runtime_versions()
     trials = [Trial(config=Config(BLOCK=winner), status=TrialStatus.OK, median_ms=1.0, min_ms=0.9,
                     samples_ms=[1.0, 1.1, 0.9])]
     trials += [Trial(config=Config(BLOCK=1000 + i), status=TrialStatus.COMPILE_ERROR, error="boom")
@@ -60,12 +65,12 @@ def new_cache(name="add", src="src-1", checksum="space-1", blocks=BLOCKS) -> Ker
 
 @pytest.fixture(autouse=True)
 def _fresh_stats():
-    cache_mod.reset_stats()
+    stats_mod.reset_stats()
     yield
 
 
 def path_of(key, dtypes=DT, name="add") -> Path:
-    return cache_mod.entry_path(name, device_fingerprint(), key, dtypes)
+    return files_mod.entry_path(name, device_fingerprint(), key, dtypes)
 
 
 # ---------------------------------------------------------------------------------------------- basics
@@ -115,7 +120,7 @@ def test_tune_then_memory_then_disk_in_a_new_cache():
     assert how3 == "disk" and rec3.winner == rec.winner and tuner.calls == 1
     assert kc2.records() == {(key, DT): rec3}
     s = stats()["add"]
-    assert s == {"hits": 1, "disk_hits": 1, "misses": 1, "tunings": 1, "failed_tunings": 0, "failed_configs": 1, "tuning_s": 0.25}
+    assert s == {"hits": 1, "disk_hits": 1, "remote_hits": 0, "misses": 1, "tunings": 1, "failed_tunings": 0, "failed_configs": 1, "tuning_s": 0.25}
 
 
 def test_layout_and_file_contents():
@@ -269,7 +274,7 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
 def test_another_device_retunes(monkeypatch):
     key = (512,)
     new_cache().get_or_tune(key, DT, Tuner(key))
-    monkeypatch.setattr(cache_mod, "device_fingerprint", lambda: "NVIDIA H100 80GB HBM3 sm90")
+    monkeypatch.setattr(fingerprint_mod, "device_fingerprint", lambda: "NVIDIA H100 80GB HBM3 sm90")
     kc = new_cache()
     tuner = Tuner(key, device="NVIDIA H100 80GB HBM3 sm90")
     assert kc.get_or_tune(key, DT, tuner)[1] == "tuned" and tuner.calls == 1
@@ -291,7 +296,7 @@ def test_another_triton_version_retunes(monkeypatch):
     key = (512,)
     new_cache().get_or_tune(key, DT, Tuner(key))
     real = runtime_versions()
-    monkeypatch.setattr(cache_mod, "runtime_versions", lambda: ("9.9.9", real[1]))
+    monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: ("9.9.9", real[1]))
     tuner = Tuner(key)   # builds its record with the faked version too
     assert new_cache().get_or_tune(key, DT, tuner)[1] == "tuned" and tuner.calls == 1
     assert load_record(path_of(key)).triton_version == "9.9.9"
@@ -477,7 +482,7 @@ def test_full_disk_warns_and_keeps_the_previous_entry(monkeypatch):
         os.write(fd, bytes(data[:10]))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cache_mod, "_write_all", full)
+    monkeypatch.setattr(files_mod, "write_all", full)
     kc = new_cache()
     with pytest.warns(CacheWarning, match="disk is full") as rec_warn:
         rec, how = kc.get_or_tune(key, DT, Tuner(key, winner=128), force=True)
@@ -576,14 +581,14 @@ def test_clear_counts_memory_only_and_disk_only_entries():
     path_of((1,)).unlink()                    # memory only
     other = new_cache()
     _fill(other, [(2,)])
-    other._memory.clear()                     # (2,) on disk only
+    other.forget()                             # (2,) on disk only
     assert clear_autotune_cache(FakeKernel(kc)) == 2
 
 
 def test_clear_removes_entries_of_kernels_not_loaded():
-    store_record(make_record((1,), kernel="ghost_kernel"))
-    store_record(make_record((2,), kernel="ghost_kernel"))
-    store_record(make_record((1,), kernel="ghost/other"))
+    write_record(make_record((1,), kernel="ghost_kernel"))
+    write_record(make_record((2,), kernel="ghost_kernel"))
+    write_record(make_record((1,), kernel="ghost/other"))
     assert sorted(e.kernel for e in disk_entries()) == ["ghost/other", "ghost_kernel", "ghost_kernel"]
     assert clear_autotune_cache("ghost_kernel", (2,)) == 1
     assert clear_autotune_cache("ghost/other") == 1
@@ -653,11 +658,11 @@ def test_public_helpers_for_other_modules():
     assert kc.in_memory((1,), DT) is None
     kc.remember((1,), list(DT), rec)
     assert kc.in_memory((1,), DT) is rec and kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "memory"
-    cache_mod.count("add", disk_hits=2)
-    cache_mod.count_tuning("add", rec)
+    stats_mod.count("add", disk_hits=2)
+    stats_mod.count_tuning("add", rec)
     s = stats()["add"]
     assert (s["disk_hits"], s["tunings"], s["failed_configs"], s["hits"]) == (2, 1, 1, 1)
-    assert cache_mod.failed_configs(rec) == 1
+    assert stats_mod.failed_configs(rec) == 1
     with pytest.raises(ValueError):
-        cache_mod.count("add", bogus=1)
-    assert cache_mod.key_text((1, (2, 3))) == cache_mod.key_text([1, [2, 3]]) == "[1,[2,3]]"
+        stats_mod.count("add", bogus=1)
+    assert entries_mod.key_text((1, (2, 3))) == entries_mod.key_text([1, [2, 3]]) == "[1,[2,3]]"

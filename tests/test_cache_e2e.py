@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import autotune.cache as cache_mod
+from autotune.storage import entries as entries_mod, files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
 from autotune import clear_autotune_cache, stats
-from autotune.cache import CacheWarning, disk_entries, load_record
+from autotune.errors import CacheWarning
+from autotune.storage import disk_entries, load_record
 from autotune.space import Config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def run_child(module_dir: Path, n: int = 256, **env_extra: str) -> dict:
 
 @pytest.fixture(autouse=True)
 def _fresh_stats():
-    cache_mod.reset_stats()
+    stats_mod.reset_stats()
     yield
 
 
@@ -202,7 +203,7 @@ def test_a_changed_space_retunes(tmp_path, blocks):
 
 def test_another_device_retunes(tmp_path, monkeypatch):
     call(load_kernel(tmp_path))
-    monkeypatch.setattr(cache_mod, "device_fingerprint", lambda: "NVIDIA H100 80GB HBM3 sm90")
+    monkeypatch.setattr(fingerprint_mod, "device_fingerprint", lambda: "NVIDIA H100 80GB HBM3 sm90")
     call(load_kernel(tmp_path))
     assert stats()["vadd"]["tunings"] == 2
     assert sorted(e.record.device for e in disk_entries("vadd")) == ["NVIDIA H100 80GB HBM3 sm90", "interpreter"]
@@ -210,8 +211,8 @@ def test_another_device_retunes(tmp_path, monkeypatch):
 
 def test_another_triton_version_retunes(tmp_path, monkeypatch):
     call(load_kernel(tmp_path))
-    real = cache_mod.runtime_versions()
-    monkeypatch.setattr(cache_mod, "runtime_versions", lambda: ("3.0.0", real[1]))
+    real = fingerprint_mod.runtime_versions()
+    monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: ("3.0.0", real[1]))
     call(load_kernel(tmp_path))
     assert stats()["vadd"]["tunings"] == 2
     assert only_entry().triton_version == "3.0.0"
@@ -232,7 +233,7 @@ def test_full_disk_warns_and_the_launch_is_right(tmp_path, monkeypatch):
     def full(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cache_mod, "_write_all", full)
+    monkeypatch.setattr(files_mod, "write_all", full)
     vadd = load_kernel(tmp_path)
     with pytest.warns(CacheWarning, match="disk is full"):
         call(vadd)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import autotune.cache as cache_mod
+from autotune.storage import entries as entries_mod, files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
 from autotune import CacheWarning, clear_autotune_cache
-from autotune.cache import disk_entries, load_record
+from autotune.storage import disk_entries, load_record
 from autotune.errors import CacheEntryError
 from autotune.space import Config
 from test_cache import DT, Tuner, _fill, make_record, new_cache, path_of
@@ -71,7 +71,7 @@ def test_oversized_entry_is_refused_without_reading_it_whole():
     path.parent.mkdir(parents=True)
     path.write_bytes(b" " * 4096 + b"{}")
     with pytest.raises(CacheEntryError, match="over the 1024-byte limit"):
-        cache_mod.read_entry_bytes(path, limit=1024)
+        files_mod.read_entry_bytes(path, limit=1024)
 
 
 def test_clear_does_not_follow_a_symlinked_directory_out_of_the_cache(tmp_path):
@@ -117,7 +117,7 @@ def test_a_write_sweeps_temporary_files_of_dead_writers_of_this_host():
     d = path_of((1,)).parent
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
-    host = cache_mod._HOST_TAG
+    host = files_mod.HOST_TAG
     orphans = [d / f".{'a' * 32}.json.{host}.{dead_pid}.{i:08x}.tmp" for i in range(8)]
     live = d / f".{'c' * 32}.json.{host}.{os.getpid()}.0000abcd.tmp"   # a writer still at work: stays
     other_host = d / f".{'d' * 32}.json.0badcafe.{dead_pid}.0000abcd.tmp"  # another host's: only age tells

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import disk_entries, load_record
+from autotune.storage import disk_entries, load_record
 from autotune.record import TuningRecord
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ WORKER = textwrap.dedent('''
     from pathlib import Path
 
     work, tag, key, delay = Path(sys.argv[1]), sys.argv[2], (int(sys.argv[3]),), float(sys.argv[4])
-    from autotune.cache import KernelCache, device_fingerprint, runtime_versions, stats
+    from autotune.storage import KernelCache, device_fingerprint, runtime_versions, stats
     from autotune.record import Trial, TuningRecord
     from autotune.space import Config
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from autotune.format import format_table
 from autotune import cli
-from autotune.cache import device_fingerprint, disk_entries, runtime_versions, store_record
+from autotune.storage import device_fingerprint, disk_entries, runtime_versions
+from cache_files import write_record
 from autotune.options import cache_dir
 from autotune.record import Trial, TrialStatus, TuningRecord
 from autotune.space import Config
@@ -43,11 +45,11 @@ def run_cli(*args: str, cache: str | None = None) -> subprocess.CompletedProcess
 
 @pytest.fixture
 def filled():
-    store_record(record("matmul", [1024, 512, 256], winner=128))
-    store_record(record("vadd", [1024]))
-    store_record(record("vadd", [1024], F16, winner=32))
-    store_record(record("vadd", [256]))
-    store_record(record("vadd", [1024, 512]))
+    write_record(record("matmul", [1024, 512, 256], winner=128))
+    write_record(record("vadd", [1024]))
+    write_record(record("vadd", [1024], F16, winner=32))
+    write_record(record("vadd", [256]))
+    write_record(record("vadd", [1024, 512]))
     return Path(cache_dir())
 
 
@@ -155,7 +157,7 @@ def test_parse_key():
 
 
 def test_format_table_aligns():
-    text = cli.format_table(["A", "LONGER"], [["xxxx", 1], ["y", 22]], right={1})
+    text = format_table(["A", "LONGER"], [["xxxx", 1], ["y", 22]], right={1})
     assert text.splitlines() == ["A     LONGER", "----  ------", "xxxx       1", "y         22"]
 
 
@@ -200,7 +202,7 @@ def test_console_script(tmp_path):
     exe = shutil.which("autotune")
     if exe is None:
         pytest.skip("the autotune console script is not installed (pip install -e .)")
-    store_record(record("vadd", [8]))
+    write_record(record("vadd", [8]))
     res = subprocess.run([exe, "cache", "list"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "vadd" in res.stdout and "[8]" in res.stdout
@@ -210,8 +212,8 @@ def test_console_script(tmp_path):
 
 @pytest.mark.parametrize("spelling", ["(4096,)", "[4096]", "4096", " 4096 "])
 def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
-    store_record(record("vadd", [4096]))
-    store_record(record("vadd", [1024]))
+    write_record(record("vadd", [4096]))
+    write_record(record("vadd", [1024]))
     assert cli.main(["report", "vadd", "--key", spelling]) == 0
     assert "4096" in capsys.readouterr().out
     assert cli.main(["cache", "show", "vadd", "--key", spelling]) == 0
@@ -222,7 +224,7 @@ def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
 
 
 def test_two_value_key_spellings_agree(capsys):
-    store_record(record("mm", [4096, 1024]))
+    write_record(record("mm", [4096, 1024]))
     for spelling in ("4096,1024", "(4096, 1024)", "[4096, 1024]"):
         assert cli.main(["cache", "show", "mm", "--key", spelling]) == 0
         assert cli.main(["report", "mm", "--key", spelling]) == 0
@@ -230,7 +232,7 @@ def test_two_value_key_spellings_agree(capsys):
 
 
 def test_a_key_that_matches_nothing_says_so_and_exits_non_zero(capsys):
-    store_record(record("vadd", [4096]))
+    write_record(record("vadd", [4096]))
     assert cli.main(["report", "vadd", "--key", "8192"]) != 0
     assert cli.main(["cache", "show", "vadd", "--key", "8192"]) != 0
     assert cli.main(["cache", "clear", "--kernel", "vadd", "--key", "8192"]) != 0

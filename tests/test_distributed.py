@@ -21,6 +21,7 @@ import torch
 
 from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
 from autotune import distributed as adist
+from autotune.shards import merge_shards
 from autotune.compilers import InterpreterCompiler
 from autotune.record import Trial
 from kernels_for_tests import add_kernel
@@ -129,7 +130,8 @@ def _scenario_all_fail(rank: int, world: int, out: Path) -> dict:
 
 def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
     """Each rank has its own cache directory: only rank 0's is read or written."""
-    from autotune.cache import load_record, store_record
+    from autotune.storage import load_record
+    from cache_files import write_record
 
     own = out / f"cache-rank{rank}"
     os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
@@ -144,7 +146,7 @@ def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
     # 3. only rank 1 has an entry (with winner 128): rank 0 misses, so everyone tunes; rank 1's entry is unused
     if rank == 1:
         stored = load_record(next((out / "cache-rank0").rglob("*.json")))
-        store_record(stored.model_copy(update={"key": [301], "winner": Config(BLOCK=128)}), directory=own)
+        write_record(stored.model_copy(update={"key": [301], "winner": Config(BLOCK=128)}), directory=own)
     _barrier()
     seen = []
     steps["rank1_only_hit"] = {**_launch(_make(SPACE, "shard", seen), 301, rank), "compiled": seen}
@@ -309,11 +311,11 @@ def test_merge_takes_the_measured_trial_of_each_config_and_the_rank_that_measure
     ok = dict(status=TrialStatus.OK, median_ms=1.0, min_ms=1.0, samples_ms=[1.0])
     rank0 = [Trial(config=a, **ok), Trial(config=b), Trial(config=c, status=TrialStatus.RUNTIME_ERROR, error="x")]
     rank1 = [Trial(config=a), Trial(config=b, **ok), Trial(config=c)]
-    merged, by = adist._merge([{"rank": 1, "trials": rank1}, {"rank": 0, "trials": rank0}])
+    merged, by = merge_shards([{"rank": 1, "trials": rank1}, {"rank": 0, "trials": rank0}])
     assert [t.config for t in merged] == [a, b, c]
     assert [t.status for t in merged] == [TrialStatus.OK, TrialStatus.OK, TrialStatus.RUNTIME_ERROR]
     assert by == {a: 0, b: 1, c: 0}
-    empty, none_by = adist._merge([{"rank": 0, "trials": [Trial(config=a)]}, {"rank": 1, "trials": []}])
+    empty, none_by = merge_shards([{"rank": 0, "trials": [Trial(config=a)]}, {"rank": 1, "trials": []}])
     assert [t.status for t in empty] == [TrialStatus.SKIPPED] and none_by == {}
 
 

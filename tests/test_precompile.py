@@ -29,7 +29,8 @@ import autotune.aot as aot
 import autotune.aot.api as aot_api
 from autotune.aot.targets import over_limits
 from autotune import FixedSpace, autotune as autotune_decorator
-from autotune.cache import disk_entries, load_record, store_record
+from autotune.storage import disk_entries, load_record
+from cache_files import write_record
 from autotune.aot import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
                           export_archive, import_archive, limits_for, parse_signature, parse_target,
                           precompile)
@@ -458,12 +459,12 @@ def test_import_keeps_a_newer_entry_and_replaces_an_older_one(exported, tmp_path
 
     (entry,) = disk_entries("add_kernel", dest)
     newer = entry.record.model_copy(update={"timestamp": entry.record.timestamp + 100})
-    store_record(newer, dest)
+    write_record(newer, dest)
     skipped = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert skipped.records_imported == [] and "is newer" in skipped.records_skipped[0][1]
     assert load_record(entry.path).timestamp == newer.timestamp
 
-    store_record(entry.record.model_copy(update={"timestamp": entry.record.timestamp - 100}), dest)
+    write_record(entry.record.model_copy(update={"timestamp": entry.record.timestamp - 100}), dest)
     replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert replaced.records_imported == [str(entry.path)]
     assert load_record(entry.path).timestamp == entry.record.timestamp

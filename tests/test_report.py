@@ -12,9 +12,9 @@ import pytest
 
 from autotune.errors import AutotuneError
 from autotune.record import Trial, TrialStatus, TuningRecord
-from autotune.report import (emit, find_records, format_summary, format_trials, plot_trials, record_from_json,
-                             record_to_csv, record_to_json, records_from_csv, register_report_command,
-                             render_report, report_table)
+from autotune.cli.report import register as register_report_command
+from autotune.reporting import (emit, find_records, format_summary, format_trials, plot_trials, record_from_json,
+                                record_to_csv, record_to_json, records_from_csv, render_report, report_table)
 from autotune.space import Config
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -286,7 +286,7 @@ def cli(argv: list[str]) -> tuple[int, str]:
 
 @pytest.fixture
 def cached(tmp_path):
-    from autotune.cache import store_record
+    from cache_files import write_record
 
     records = [
         make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.25)], kernel="tests.mod.add", key=[1024],
@@ -296,7 +296,7 @@ def cached(tmp_path):
         make_record([ok(Config(BLOCK=8), 1.0)], kernel="mul", key=[1], timestamp=3.0),
     ]
     for rec in records:
-        store_record(rec)
+        write_record(rec)
     return records
 
 
@@ -340,10 +340,10 @@ def test_key_may_be_written_several_ways(cached, text):
 
 
 def test_string_keys_can_be_given_bare_as_with_cache_show():
-    from autotune.cache import store_record
+    from cache_files import write_record
 
     rec = make_record([ok(Config(BLOCK=8), 1.0)], kernel="norm", key=[4096, "row"])
-    store_record(rec)
+    write_record(rec)
     for text in ("4096,row", "(4096, 'row')", '[4096, "row"]'):
         assert find_records("norm", text) == [rec], text
     assert find_records("norm", "4096,col") == []
@@ -409,7 +409,7 @@ def test_real_tuning_with_autotune_print_1_prints_the_summary_line(monkeypatch, 
     add = _tuned_add()
     lines = capsys.readouterr().err.splitlines()
     if not lines:
-        pytest.fail("AUTOTUNE_PRINT=1 printed nothing: the decorator does not call autotune.report.emit()")
+        pytest.fail("AUTOTUNE_PRINT=1 printed nothing: the decorator does not call autotune.reporting.emit()")
     assert len(lines) == 1 and SUMMARY.match(lines[0]), lines
     assert lines[0] == format_summary(add.record(), cache_hit=False)
 
@@ -438,7 +438,7 @@ def test_real_tuning_report_table_and_png(tmp_path):
 
 def test_failed_configs_are_marked_labels_not_bars_on_the_time_axis():
     """#12 item 24: a failed config has no time, so the chart draws no bar for it."""
-    from autotune.report import trial_figure
+    from autotune.reporting import trial_figure
     from autotune.record import Trial, TrialStatus, TuningRecord
     from autotune.space import Config
 

@@ -26,8 +26,8 @@ Modules
 `targets` (targets, resource limits), `cubin` (registers from a cubin), `standins` (`signature=` stand-ins),
 `specialize` (the launch's specialization, by the JIT's own binder), `triton_compile` (one compile),
 `helpers` (helper processes under TRITON_INTERPRET=1 and their pipe protocol), `events` (Triton's compile
-listener), `report`, `api` (`precompile`, `load_kernel`), `archive` (`export_archive`, `import_archive`),
-`cli_commands` (the CLI subcommands).
+listener), `report`, `api` (`precompile`, `load_kernel`), `archive` (`export_archive`, `import_archive`); the CLI
+subcommands are in `autotune.cli.aot`.
 
 Resource checks
 ---------------

@@ -94,7 +94,7 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
 def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config], Optional[str]]:
     """The kernel's cached winners valid for its current source and space, preferring those tuned on `target`'s
     architecture; and a note when none was tuned on it."""
-    from ..cache import disk_entries
+    from ..storage import disk_entries
     from ..options import cache_dir
 
     records = [e.record for e in disk_entries(kernel.name) if e.record is not None

@@ -9,7 +9,6 @@ before anything is written, and records are validated JSON.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -21,7 +20,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,41 +31,6 @@ from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SAFE_NAME,
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
            "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
-
-
-class _EntryStore:
-    """The tuning cache's on-disk store as export/import use it: a record's file bytes, an entry's lock, an
-    atomic write. The ONE place this package touches the cache's files.
-
-    The cache module's public `record_json`, `acquire_entry_lock` and `atomic_write` do the work; when the
-    cache becomes a package of backends (issue 11), these three methods are what to point at its store.
-    """
-
-    @staticmethod
-    def record_bytes(record: Any) -> bytes:
-        """The entry file's bytes for `record`, as the cache writes them."""
-        from ..cache import record_json
-
-        return record_json(record)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def locked(path: Path, what: str) -> Iterator[None]:
-        """Hold the entry's file lock (blocking) while the caller reads and replaces it."""
-        from ..cache import acquire_entry_lock
-
-        lock = acquire_entry_lock(path, what)
-        try:
-            yield
-        finally:
-            lock.release()
-
-    @staticmethod
-    def write(path: Path, data: bytes) -> None:
-        """Replace the entry at `path` atomically (the caller holds its lock)."""
-        from ..cache import atomic_write
-
-        atomic_write(path, data)
 
 
 ARCHIVE_FORMAT = "autotune-archive"
@@ -226,7 +190,8 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     import triton
 
     from .. import __version__ as autotune_version
-    from ..cache import disk_entries, kernel_dirname
+    from ..storage import disk_entries
+    from ..storage.entries import kernel_dirname, record_json
 
     names = _kernel_names(kernels)
     entries = [e for e in disk_entries(None, cache_dir) if e.record is not None]
@@ -251,7 +216,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     for e in entries:
         rec = e.record
         member = f"{RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{e.path.name}"
-        members[member] = _EntryStore.record_bytes(rec)
+        members[member] = record_json(rec)
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
                                               timestamp=rec.timestamp, triton_version=rec.triton_version))
@@ -337,7 +302,8 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
 def _checked_records(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[tuple[str, Any]]:
     """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
     are reported as skipped. Reads only the staged copies; writes nothing."""
-    from ..cache import CacheEntryError, load_record
+    from ..errors import CacheEntryError
+    from ..storage import load_record
 
     out = []
     for rec_info in manifest.records:
@@ -370,11 +336,19 @@ def _checked_binaries(manifest: ArchiveManifest, staged: Any, report: ImportRepo
 
 def _install_records(records: list[tuple[str, Any]], staged: Any, root: Optional[Path],
                      report: ImportReport) -> None:
-    from ..cache import CacheEntryError, load_record, record_path
+    """Write each record through the disk store (under the entry's lock), unless the entry there is newer."""
+    from ..errors import CacheEntryError
+    from ..storage import DiskCache, EntryRef, load_record
 
+    store = DiskCache(root)
     for member, record in records:
-        dest = record_path(record, root)
-        with _EntryStore.locked(dest, f"{record.kernel} import"):
+        entry = EntryRef.of(record)
+        dest = store.path(entry)
+        lease = store.lock(entry, timeout_s=None)
+        if lease is None:
+            report.records_skipped.append((member, f"cannot lock {dest} (warned)"))
+            continue
+        try:
             try:
                 existing = load_record(dest)
             except (OSError, CacheEntryError):
@@ -386,9 +360,12 @@ def _install_records(records: list[tuple[str, Any]], staged: Any, root: Optional
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
                 continue
-            data = staged.read(member)
-            _EntryStore.write(dest, data if data.endswith(b"\n") else data + b"\n")
-            report.records_imported.append(str(dest))
+            if store.put(entry, record):
+                report.records_imported.append(str(dest))
+            else:
+                report.records_skipped.append((member, f"could not write {dest} (warned)"))
+        finally:
+            lease.release()
 
 
 def _install_binaries(binaries: list[ArchiveBinary], staged: Any, triton_dir: Path, report: ImportReport) -> None:

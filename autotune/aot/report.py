@@ -94,16 +94,16 @@ class PrecompileReport:
                 f"{self.workers} {'helper processes' if self.processes else 'workers'}")
 
     def __str__(self) -> str:
-        from ..cli import format_config, format_table
+        from ..format import format_config, format_table
 
         rows = []
         for c in sorted(self.compiled, key=lambda c: (c.target, c.compile_s)):
             regs = "-" if c.n_regs is None else str(c.n_regs)
-            rows.append([c.target, format_config(c.config), "cached" if c.cached else "compiled",
+            rows.append([c.target, format_config(c.config, sep=" "), "cached" if c.cached else "compiled",
                          f"{c.compile_s:.2f}", "-" if c.shared_bytes is None else c.shared_bytes, regs, ""])
         for f in self.failed:
             first = (f.error.strip().splitlines() or [""])[-1] if f.kind == "compile_error" else f.error
-            rows.append([f.target, format_config(f.config), f.kind, "-", "-", "-",
+            rows.append([f.target, format_config(f.config, sep=" "), f.kind, "-", "-", "-",
                          first if len(first) <= 90 else first[:87] + "..."])
         table = format_table(["TARGET", "CONFIG", "STATUS", "SECONDS", "SHARED_B", "REGS", "ERROR"], rows,
                              right={3, 4, 5})

@@ -6,7 +6,6 @@
     autotune import ARCHIVE [--force] [--json]
 
 Each takes `--cache-dir DIR` (the tuning cache) and `--triton-cache-dir DIR` (Triton's compile cache).
-(Lives in autotune/aot/ until the CLI is a package; it belongs in autotune/cli/aot.py.)
 """
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ import warnings
 from typing import Any
 
 from ..errors import ArchiveError, PrecompileError
-from .api import precompile
-from .archive import export_archive, import_archive
+from ..aot.api import precompile
+from ..aot.archive import export_archive, import_archive
 
 __all__ = ["register"]
 

@@ -1,0 +1,101 @@
+"""The `autotune` command line (also `python -m autotune`): the parser and the subcommand registry.
+
+    autotune cache {list,show,clear,path}     the tuning cache on disk           (cli/cache.py)
+    autotune report KERNEL                    a kernel's cached trials            (cli/report.py)
+    autotune precompile|export|import         ahead-of-time compiles, archives    (cli/aot.py)
+
+Adding a subcommand: write `register(subparsers)` that adds a parser and sets
+`func=handler` (handler(args) -> int exit status) with `parser.set_defaults`, then either append it to
+`REGISTRARS` below, or, from another module of the package, define the registrar there and add
+"module:function" (or just "module" for a function named `register_cli`) to `SUBCOMMAND_MODULES`:
+those are imported only when the CLI runs, and one that does not exist (yet) is skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+from ..keyspec import parse_key  # noqa: F401  (one key syntax for every subcommand; `cli.parse_key` too)
+from .cache import register as register_cache
+
+__all__ = ["main", "build_parser", "register", "parse_key", "REGISTRARS", "SUBCOMMAND_MODULES"]
+
+Registrar = Callable[["argparse._SubParsersAction"], None]
+
+# Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
+SUBCOMMAND_MODULES: list[str] = ["autotune.cli.report:register", "autotune.cli.aot:register"]
+
+
+REGISTRARS: list[Registrar] = [register_cache]
+
+
+def register(fn: Registrar) -> Registrar:
+    """Decorator: add a subcommand registrar (for modules that import cli)."""
+    REGISTRARS.append(fn)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser: built-in registrars plus those of SUBCOMMAND_MODULES that exist."""
+    parser = argparse.ArgumentParser(prog="autotune", description="autotune: Triton kernel autotuning tools.")
+    parser.add_argument("--version", action="version", version=f"autotune {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for registrar in REGISTRARS:
+        registrar(subparsers)
+    for name in SUBCOMMAND_MODULES:
+        registrar = _module_registrar(name)
+        if registrar is not None and registrar not in REGISTRARS:
+            registrar(subparsers)
+    return parser
+
+
+def _module_registrar(spec: str) -> Optional[Registrar]:
+    import importlib
+
+    name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        print(f"autotune: the subcommands of {name} are unavailable: {exc}", file=sys.stderr)
+        return None
+    except Exception as exc:  # a broken optional module must not take `autotune cache` down with it
+        print(f"autotune: the subcommands of {name} are unavailable: {exc.__class__.__name__}: {exc}",
+              file=sys.stderr)
+        return None
+    return getattr(module, attr or "register_cli", None)
+
+
+def _version() -> str:
+    try:
+        from . import __version__
+
+        return __version__
+    except Exception:  # pragma: no cover
+        return "unknown"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status (the console script exits with it)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `autotune cache list | head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

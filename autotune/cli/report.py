@@ -1,0 +1,88 @@
+"""`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: a kernel's cached trials as a table and files."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, TextIO
+
+from ..errors import AutotuneError
+from ..format import format_record_key
+from ..record import TuningRecord
+from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
+from ..reporting.table import render_report
+
+__all__ = ["run_report_command", "register"]
+
+
+def _path_for(path: str, record: TuningRecord, many: bool) -> Path:
+    """With several records to write, `out.png` becomes `out-1024_float32.png` per record."""
+    target = Path(path)
+    if not many:
+        return target
+    parts = [str(v) for v in normalise(record.key)] + [d.removeprefix("torch.") for d in record.dtypes]
+    tag = "_".join("".join(c if c.isalnum() or c in "-." else "-" for c in p) for p in parts) or "nokey"
+    return target.with_name(f"{target.stem}-{tag}{target.suffix}")
+
+
+def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None) -> int:
+    """`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: exit status 0, or 1 if nothing matched."""
+    out = out if out is not None else sys.stdout
+    root = getattr(args, "cache_dir", None)
+    entries = cache_entries(root)
+    for entry in entries:
+        if entry.record is None and kernel_matches(entry.kernel, args.kernel):
+            print(f"autotune report: skipping unreadable entry: {entry.error}", file=sys.stderr)
+    records = select_records(entries, args.kernel, args.key)
+    if not records:
+        what = f"kernel {args.kernel!r}" + (f" key {args.key!r}" if args.key else "")
+        known = sorted({e.record.kernel for e in entries if e.record is not None})
+        hint = f"; cached kernels: {', '.join(known)}" if known else "; the cache has no records"
+        if args.key and any(kernel_matches(k, args.kernel) for k in known):
+            keys = sorted({format_record_key(e.record).removeprefix("key=") for e in entries
+                           if e.record is not None and kernel_matches(e.record.kernel, args.kernel)})
+            hint = f"; its cached keys: {'; '.join(keys)}"
+        print(f"autotune report: no cached tuning for {what}{hint}", file=sys.stderr)
+        return 1
+    many = len(records) > 1
+    for i, record in enumerate(records):
+        if i:
+            out.write("\n")
+        try:
+            table = render_report(
+                record,
+                png=_path_for(args.png, record, many) if args.png else None,
+                csv=_path_for(args.csv, record, many) if args.csv else None,
+                json=_path_for(args.json, record, many) if args.json else None,
+            )
+        except AutotuneError as exc:
+            print(f"autotune report: {exc}", file=sys.stderr)
+            return 1
+        out.write(table + "\n")
+        for option in ("png", "csv", "json"):
+            value = getattr(args, option)
+            if value:
+                out.write(f"wrote {_path_for(value, record, many)}\n")
+    return 0
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+    """Add `report` to the CLI's subparsers; the parsed namespace's `func` runs it.
+
+    `func(args) -> int` is `run_report_command` (the exit status).
+    """
+    parser = subparsers.add_parser(
+        "report", help="show a kernel's cached trials as a table, optionally as PNG/CSV/JSON",
+        description="Print every trial of a kernel's cached tunings (one table per key) from the disk cache "
+                    "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
+                    "With several keys and a file option, each file name gets the key appended.")
+    parser.add_argument("kernel", metavar="KERNEL", help="kernel name (its function name, or the qualified name)")
+    parser.add_argument("--key", default=None,
+                        help="only this key: 1024, '1024,512', '(1024, 512)' or JSON '[1024, 512]'; "
+                             "every dtype variant matches")
+    parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
+    parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
+    parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")
+    parser.add_argument("--cache-dir", metavar="DIR", default=None, help="cache directory (default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
+    parser.set_defaults(func=run_report_command)
+    return parser

@@ -1,0 +1,133 @@
+"""The AUTOTUNE_PRINT lines of a finished tuning, and their logging. The tuner calls `emit()` once per
+tuning (a cache hit from disk included).
+
+Print formats (stable: users grep them, tests pin them):
+
+* Summary (`AUTOTUNE_PRINT=1`, and logged at INFO whatever the level), one line::
+
+    autotune: add key=(1024,) float32 -> Config(BLOCK=64, num_warps=4) 0.01200 ms | top3: BLOCK=64,num_warps=4 0.01200 ms (x1.00); BLOCK=128,num_warps=4 0.01500 ms (x1.25); BLOCK=32,num_warps=4 0.02000 ms (x1.67) | 14/16 ok | tuned in 1.23 s (miss)
+
+* Trials (`AUTOTUNE_PRINT=2` prints the summary then these; logged at DEBUG), one per trial,
+  fastest first, failures last::
+
+    autotune:   #1 ok            median 0.01200 ms  min 0.01100 ms  x1.00  Config(BLOCK=64, num_warps=4)
+    autotune:   -- compile_error Config(BLOCK=256, num_warps=8)  error: CompilationError: at 3:8: ... ValueError(...)
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional, TextIO
+
+from ..format import format_config, format_ms, format_record_key, one_line
+from ..options import env_print_level
+from ..record import TuningRecord
+from . import ranking
+from .ranking import format_ratio, ratio, reference_ms
+
+__all__ = ["format_summary", "format_trials", "emit"]
+
+logger = logging.getLogger("autotune")
+
+
+def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
+    """The one line printed per tuning with `AUTOTUNE_PRINT=1` (and logged at INFO).
+
+    Exact format (single spaces; `|` separates the parts)::
+
+        autotune: {kernel} key={key tuple}[ {dtype,dtype...}] -> {winner Config repr} {winner median} ms
+          | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n trials} ok | tuned in {tuning_s:.2f} s ({hit})
+
+    (on one line) where
+      - `{key tuple}` is `repr(tuple(record.key))`, e.g. `(1024,)`; dtypes (without `torch.`) follow
+        after a space, comma-separated, and are left out when the record has none;
+      - `{cfg}` in the top-3 is the compact `BLOCK=64,num_warps=4` form, fastest first (the winner
+        is normally the first), at most three entries, `x{ratio}` is the median over the winner's
+        with two decimals;
+      - milliseconds have 4 significant digits (`0.01200`, `1.234`, `123.4`, `1234`), `-` if unknown;
+      - `{hit}` is `cache hit` when the record came from the cache, `miss` when it was just tuned
+        (`tuned in` is then the original tuning's wall time as stored in the record).
+    Example::
+
+        autotune: add key=(1024,) float32 -> Config(BLOCK=64) 0.01200 ms | top3: BLOCK=64 0.01200 ms (x1.00);
+        BLOCK=32 0.01500 ms (x1.25) | 2/3 ok | tuned in 1.23 s (miss)
+    """
+    reference = reference_ms(record)
+    winner = record.winner_trial
+    winner_ms = winner.median_ms if winner is not None else None
+    ranked = [t for rank, t in ranking.ranked(record) if rank is not None]
+    top = "; ".join(f"{format_config(t.config)} {format_ms(t.median_ms)} ms (x{format_ratio(ratio(t, reference))})"
+                    for t in ranked[:3]) or "-"
+    n_ok = len(ranked)
+    return (f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
+            f" | top3: {top} | {n_ok}/{len(record.trials)} ok"
+            f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})")
+
+
+def format_trials(record: TuningRecord) -> str:
+    """The `AUTOTUNE_PRINT=2` lines (logged at DEBUG): one per trial, fastest first, failures last.
+
+    Exact format of each line, for a measured trial and for one that produced no time::
+
+        autotune:   {rank} {status:<13} median {median} ms  min {min} ms  x{ratio}  {Config repr}[  error: {error}]
+        autotune:   -- {status:<13} {Config repr}[  error: {error}]
+
+    `{rank}` is `#1`, `#2`, ... right-aligned to the widest rank (at least 2 characters), or `--`
+    (aligned likewise) for a trial without a time; `{status}` is the `TrialStatus` value (`ok`, `compile_error`,
+    `timeout`, `runtime_error`, `verify_failed`, `skipped`); numbers are formatted as in
+    `format_summary` (`-` where absent) and `x{ratio}` is the median over the winner's; the
+    error, present only when the trial has one, is squeezed onto one line (its first and last
+    lines, at most 200 characters). Lines are joined with `\\n`, no trailing newline.
+    """
+    ranked = ranking.ranked(record)
+    reference = reference_ms(record)
+    rank_width = max([2] + [len(f"#{rank}") for rank, _ in ranked if rank is not None])
+    lines = []
+    for rank, trial in ranked:
+        tag = f"#{rank}" if rank is not None else "--"
+        line = f"autotune:   {tag:>{rank_width}} {trial.status.value:<13} "
+        if rank is not None:
+            line += (f"median {format_ms(trial.median_ms)} ms  min {format_ms(trial.min_ms)} ms"
+                     f"  x{format_ratio(ratio(trial, reference))}  ")
+        line += repr(trial.config)
+        if trial.error:
+            line += f"  error: {one_line(trial.error, 200)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def emit(record: TuningRecord, *, cache_hit: bool, level: Optional[int] = None,
+         stream: Optional[TextIO] = None) -> None:
+    """Report one finished tuning: print per `AUTOTUNE_PRINT` and always log to `autotune`.
+
+    Prints to `stream` (default: `sys.stderr` at call time) the summary when `level` (default:
+    `env_print_level()`) is >= 1, and the trial lines after it when >= 2. Independently, logs the
+    summary at INFO and the trial lines at DEBUG on `logging.getLogger("autotune")`, so an
+    application can route them with ordinary logging configuration. (With no handler configured,
+    Python's last-resort handler shows only WARNING and above, so nothing is printed twice.)
+
+    Never raises for a broken stream: observability must not fail a kernel launch.
+    """
+    if level is None:
+        level = env_print_level()
+    summary = format_summary(record, cache_hit=cache_hit)
+    trials: Optional[str] = None
+    if level >= 1:
+        out = stream if stream is not None else sys.stderr
+        text = summary + "\n"
+        if level >= 2:
+            trials = format_trials(record)
+            if trials:
+                text += trials + "\n"
+        try:
+            out.write(text)
+            out.flush()
+        except (OSError, ValueError):  # closed or broken stream
+            pass
+    logger.info("%s", summary)
+    if logger.isEnabledFor(logging.DEBUG):
+        if trials is None:
+            trials = format_trials(record)
+        if trials:
+            logger.debug("%s", trials)
+

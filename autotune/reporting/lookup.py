@@ -1,0 +1,65 @@
+"""Finding cached records for a report: by kernel name (short or qualified) and by key, as typed on a command line."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from ..format import format_record_key
+from ..record import TuningRecord
+from .export import PathLike
+
+__all__ = ["find_records", "select_records", "kernel_matches", "key_matches", "cache_entries", "normalise"]
+
+
+def kernel_matches(record_kernel: str, name: str) -> bool:
+    """`add` matches a record of `add`, `pkg.mod.add`, `pkg.mod:add` and `pkg.mod.Cls.add`."""
+    if record_kernel == name:
+        return True
+    return any(record_kernel.endswith(sep + name) for sep in (".", ":"))
+
+
+def normalise(value: Any) -> Any:
+    """Lists become tuples, all the way down (a key as read from JSON, compared with one typed as a tuple)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(normalise(v) for v in value)
+    return value
+
+
+def key_matches(record: TuningRecord, text: str) -> bool:
+    """Does `--key TEXT` select this record? TEXT is read by `autotune.keyspec.parse_key`, as by every
+    subcommand; the printed key (`(1024,) float32`, spaces ignored) matches too. Every dtype variant matches."""
+    from ..storage.entries import key_text
+    from ..keyspec import parse_key
+
+    try:
+        if key_text(parse_key(text)) == key_text(record.key):
+            return True
+    except ValueError:
+        return False
+    printed = format_record_key(record).removeprefix("key=")
+    squeeze = lambda s: "".join(s.split())  # noqa: E731
+    return squeeze(text) in (squeeze(printed), squeeze(repr(normalise(record.key))))
+
+
+def cache_entries(cache_root: Optional[PathLike] = None) -> list[Any]:
+    """Every entry file of the disk cache (`autotune.storage.disk_entries`), readable or not."""
+    from ..storage import disk_entries
+
+    return disk_entries(None, cache_root)
+
+
+def find_records(kernel: str, key: Optional[str] = None, *,
+                 cache_root: Optional[PathLike] = None) -> list[TuningRecord]:
+    """The disk cache's records of `kernel` (see `_kernel_matches`), optionally of one key; oldest first.
+
+    Reads through `autotune.storage.disk_entries` (JSON only, validated; nothing is evaluated);
+    unreadable entries are skipped here and reported by the CLI command.
+    """
+    return select_records(cache_entries(cache_root), kernel, key)
+
+
+def select_records(entries: Iterable[Any], kernel: str, key: Optional[str]) -> list[TuningRecord]:
+    """The readable records among `entries` of `kernel` (and `key`), oldest first."""
+    records = [e.record for e in entries if e.record is not None and kernel_matches(e.record.kernel, kernel)]
+    if key is not None:
+        records = [r for r in records if key_matches(r, key)]
+    return sorted(records, key=lambda r: r.timestamp)

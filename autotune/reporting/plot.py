@@ -1,0 +1,127 @@
+"""The PNG bar chart of a record's trials (matplotlib, the `plot` extra; imported only when drawing)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import AutotuneError
+from ..format import format_config, format_ms, format_record_key
+from ..record import TuningRecord
+from .export import PathLike
+from . import ranking
+from .ranking import format_ratio, reference_ms
+
+__all__ = ["plot_trials", "trial_figure"]
+
+_BAR_IN = 0.22          # inches of figure height per trial bar
+_MAX_HEIGHT_IN = 60.0   # 6000 px at 100 dpi: beyond this bars get thinner, labels sparser
+_LABEL_MIN_IN = 0.14    # below this much height per bar, tick labels would overlap
+_LABEL_TOP = 40         # when labels cannot all fit: the fastest N and every failure are labelled
+
+
+def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path:
+    """Write `trial_figure(record)` as a PNG; return its path."""
+    path = Path(path)
+    fig = trial_figure(record, dpi=dpi)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
+    """A matplotlib Figure with a horizontal bar chart of every trial's median time.
+
+    Readable for hundreds of configs: one bar per trial, fastest at the top, the winner in a
+    distinct colour, a tick mark at each trial's min; failed trials have no bar (they have no time): they
+    sit at the bottom as red labels marked with a cross and their status. The figure grows with the number of trials (up to 60 in);
+    when the labels would overlap, only the fastest 40 and the failures are labelled. A log time
+    axis is used when the medians span more than 50x.
+
+    Uses matplotlib's object API with the Agg canvas (no pyplot, no global backend change, safe
+    next to a user's own plotting). Raises `AutotuneError` if matplotlib is not installed.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise AutotuneError('plotting trial times needs matplotlib: pip install "autotune[plot]"') from None
+
+    ranked = ranking.ranked(record)
+    n = max(1, len(ranked))
+    ok_ms = [t.median_ms for r, t in ranked if r is not None]
+    span_max = max(ok_ms) if ok_ms else 1.0
+    span_min = min(ok_ms) if ok_ms else 1.0
+    log_axis = bool(ok_ms) and span_min > 0 and span_max / span_min > 50
+
+    height = min(_MAX_HEIGHT_IN, max(3.0, 1.6 + _BAR_IN * n))
+    label_all = (height - 1.6) / n >= _LABEL_MIN_IN
+    labels = []
+    for i, (rank, trial) in enumerate(ranked):
+        text = format_config(trial.config)
+        if len(text) > 60:
+            text = text[:57] + "..."
+        if label_all or rank is None or i < _LABEL_TOP:
+            labels.append(text if rank is not None else f"{text} [{trial.status.value}]")
+        else:
+            labels.append("")
+    longest = max((len(s) for s in labels), default=10)
+    width = min(26.0, max(9.0, 6.5 + 0.06 * longest))  # ~6 in of plot area right of the labels
+
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")  # also places the suptitle
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    y = list(range(len(ranked)))
+    fail_len = span_max * (1.05 if not log_axis else 1.5)   # where the axis ends: room for the value labels
+    # Only measured configs get a bar: a failed config has no time, so it is a marked label at the bottom
+    # (a red cross and its status), never a bar that would read as a time on the axis.
+    measured = [(i, t) for i, (r, t) in enumerate(ranked) if r is not None]
+    if measured:
+        ax.barh([i for i, _ in measured], [t.median_ms for _, t in measured], height=0.8, linewidth=0,
+                color=["#2ca02c" if t.config == record.winner else "#4c72b0" for _, t in measured])
+    for i, (rank, trial) in enumerate(ranked):
+        if rank is None:
+            ax.text(0.005, i, f"\u2717 {trial.status.value}", transform=ax.get_yaxis_transform(), va="center",
+                    ha="left", fontsize=7, color="#cc0000")
+    if ranked:
+        mins = [(i, t.min_ms) for i, (r, t) in enumerate(ranked) if r is not None and t.min_ms is not None]
+        if mins:
+            ax.plot([m for _, m in mins], [i for i, _ in mins], linestyle="none", marker="|", color="black",
+                    markersize=max(2.0, min(8.0, 72 * (height - 1.6) / n * 0.6)), label="min")
+    reference = reference_ms(record)
+    if reference:
+        ax.axvline(reference, color="#2ca02c", linestyle="--", linewidth=0.8, label="winner median")
+    if log_axis:
+        ax.set_xscale("log")
+    if ranked:
+        # the median and ratio at the end of every labelled bar; the axis grows to make room
+        value_font = 7 if label_all else 6
+        for i, (rank, trial) in enumerate(ranked):
+            if rank is not None and labels[i]:
+                ratio = ranking.ratio(trial, reference)
+                ax.text(trial.median_ms, i, f" {format_ms(trial.median_ms)} ms (x{format_ratio(ratio)})",
+                        va="center", ha="left", fontsize=value_font, clip_on=True)
+        if log_axis:
+            ax.set_xlim(span_min / 1.5, fail_len * 4)
+        else:
+            ax.set_xlim(0, fail_len * 1.3)
+    ax.set_yticks(y)
+    font = 8 if label_all else 6
+    ax.set_yticklabels(labels, fontsize=font)
+    for tick, (rank, _) in zip(ax.get_yticklabels(), ranked):
+        if rank is None:
+            tick.set_color("#cc0000")
+    if ranked:
+        ax.set_ylim(len(ranked) - 0.5, -0.5)  # fastest at the top
+    ax.set_xlabel("median time per launch (ms)" + (", log scale" if log_axis else ""))
+    n_fail = sum(1 for r, _ in ranked if r is None)
+    title = f"{record.kernel} {format_record_key(record)} on {record.device}\n{len(ranked)} configs"
+    if n_fail:
+        title += f", {n_fail} failed (marked \u2717 with their status, at the bottom)"
+    if not label_all:
+        title += f"; fastest {_LABEL_TOP} labelled"
+    title += f"; tuned in {record.tuning_s:.2f} s"
+    fig.suptitle(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    if reference or ok_ms:
+        ax.legend(loc="upper right", fontsize=8)  # the fastest bars, at the top, are the shortest
+    return fig

@@ -1,0 +1,48 @@
+"""How a record's trials rank: fastest first by median, failures last, and each one's time over the winner's."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ..record import Trial, TrialStatus, TuningRecord
+
+__all__ = ["is_ok", "ranked", "reference_ms", "ratio", "format_ratio"]
+
+
+def is_ok(trial: Trial) -> bool:
+    """A trial that ran and has a finite median."""
+    return trial.status is TrialStatus.OK and trial.median_ms is not None and math.isfinite(trial.median_ms)
+
+
+def ranked(record: TuningRecord) -> list[tuple[Optional[int], Trial]]:
+    """Trials sorted fastest first by median, failures (and OK trials without a median) last.
+
+    Returns `(rank, trial)` pairs; rank is 1-based for measured trials and None for failures.
+    The sort is stable, so failures keep the record's order.
+    """
+    ok = sorted((t for t in record.trials if is_ok(t)), key=lambda t: t.median_ms)  # type: ignore[arg-type, return-value]
+    bad = [t for t in record.trials if not is_ok(t)]
+    return [(i + 1, t) for i, t in enumerate(ok)] + [(None, t) for t in bad]
+
+
+def reference_ms(record: TuningRecord) -> Optional[float]:
+    """The median every ratio is taken against: the winner's, else the fastest OK trial's."""
+    winner = record.winner_trial
+    if winner is not None and is_ok(winner):
+        return winner.median_ms
+    medians = [t.median_ms for t in record.trials if is_ok(t)]
+    return min(medians) if medians else None  # type: ignore[type-var]
+
+
+def ratio(trial: Trial, reference: Optional[float]) -> Optional[float]:
+    """The trial's median over `reference` (the winner's), or None without a time."""
+    if not is_ok(trial) or not reference:
+        return None
+    return trial.median_ms / reference  # type: ignore[operator]
+
+
+def format_ratio(ratio: Optional[float]) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
+
+
+# --------------------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""The trial table of `kernel.report()` and `autotune report`, and `render_report` (the table plus files)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..format import format_config, format_ms, format_record_key, format_table, one_line
+from ..record import TuningRecord
+from .export import PathLike, record_to_csv, record_to_json
+from .plot import plot_trials
+from .ranking import format_ratio, is_ok, ranked, ratio, reference_ms
+
+__all__ = ["report_table", "render_report"]
+
+
+def report_table(record: TuningRecord) -> str:
+    """Every trial as a text table, fastest first, failures last, under a one-line header.
+
+    Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed; winner {Config}
+    {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `-` for failures),
+    `config` (`BLOCK=64, num_warps=4`), `median ms`, `min ms`, `status`, `x-winner` (median over
+    the winner's median), `error` (one line, at most 80 characters).
+    """
+    reference = reference_ms(record)
+    rows = []
+    for rank, trial in ranked(record):
+        mark = "*" if trial.config == record.winner and rank is not None else ""
+        rows.append([
+            f"{rank}{mark}" if rank is not None else "-",
+            format_config(trial.config, sep=", "),
+            format_ms(trial.median_ms),
+            format_ms(trial.min_ms),
+            trial.status.value,
+            format_ratio(ratio(trial, reference)),
+            one_line(trial.error, 80),
+        ])
+    n_ok = sum(1 for t in record.trials if is_ok(t))
+    winner = record.winner_trial
+    header = (f"{record.kernel} {format_record_key(record)} on {record.device}: {len(record.trials)} trials, {n_ok} ok, "
+              f"{len(record.trials) - n_ok} failed; winner {record.winner!r} "
+              f"{format_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
+    lines = format_table(["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows,
+                         right={0, 2, 3, 5})
+    return "\n".join([header, lines])
+
+
+
+
+def render_report(record: TuningRecord, *, png: Optional[PathLike] = None, csv: Optional[PathLike] = None,
+                  json: Optional[PathLike] = None) -> str:
+    """`report_table(record)`, and each given file written: what `kernel.report()` returns."""
+    if png is not None:
+        plot_trials(record, png)
+    if csv is not None:
+        record_to_csv(record, csv)
+    if json is not None:
+        record_to_json(record, json)
+    return report_table(record)

@@ -1,0 +1,163 @@
+"""The disk tier: one JSON file per entry under the cache directory, a file lock per entry for single
+flight across the processes sharing that directory (see `files` for the layout).
+
+Faults (a corrupt, truncated or unreadable entry, an entry of another schema version, a read-only
+directory, a full disk) are warned about once per state of the file and answered as a miss; an entry
+written by a newer autotune is never replaced.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Optional
+
+from ..errors import CacheEntryError
+from ..record import SCHEMA_VERSION, TuningRecord
+from .entries import as_key_tuple, key_text, parse_record, record_json
+from .files import (ENTRY_SUFFIX, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
+                    load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp)
+from .protocol import ANY, EntryRef, HeldLock, StoredEntry, warn
+
+__all__ = ["DiskCache"]
+
+logger = logging.getLogger("autotune")
+
+
+class DiskCache:
+    """Entries as files under `directory` (default: the configured cache directory, read at each call)."""
+
+    name = "disk"
+    persistent = True
+
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        self.directory = directory
+        self._warned: set[tuple] = set()
+        self._guard = threading.Lock()
+
+    def path(self, entry: EntryRef) -> Path:
+        """The file of `entry` (it may not exist)."""
+        return root(self.directory) / entry.location / (entry.entry_id + ENTRY_SUFFIX)
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def warn_once(self, path: Path, message: str) -> None:
+        """Warn about a file once per state of that file (the same bad file is read twice per miss)."""
+        try:
+            st = path.stat()
+            sig = (str(path), st.st_mtime_ns, st.st_size, message)
+        except OSError:
+            sig = (str(path), None, None, message)
+        with self._guard:
+            if sig in self._warned:
+                return
+            self._warned.add(sig)
+        warn(message)
+
+    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+        path, what = self.path(entry), entry.what
+        try:
+            data = read_entry_bytes(path)
+        except FileNotFoundError:
+            return None
+        except CacheEntryError as exc:
+            self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it and tuning {what}")
+            return None
+        except OSError as exc:
+            self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
+                                 f"{exc.strerror or exc}); ignoring it and tuning {what}")
+            return None
+        try:
+            return parse_record(data, path)
+        except CacheEntryError as exc:
+            if exc.kind == "schema" and _is_newer(exc.schema_version):
+                self.warn_once(path, f"autotune cache: {exc}; it was written by a newer autotune and is left in "
+                                     f"place; tuning {what} with the winner kept in memory only")
+            else:
+                self.warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
+            return None
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def put(self, entry: EntryRef, record: TuningRecord) -> bool:
+        """Write `record` atomically (call it holding the entry's lease); a newer autotune's entry stays."""
+        path, what = self.path(entry), entry.what
+        if _newer_schema_at(path):
+            return False  # warned when read
+        try:
+            data = record_json(record)
+        except Exception as exc:  # a key value pydantic cannot serialise, say
+            warn(f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only")
+            return False
+        try:
+            atomic_write(path, data)
+        except OSError as exc:
+            reason = ("the disk is full" if exc.errno == errno.ENOSPC
+                      else f"{exc.__class__.__name__}: {exc.strerror or exc}")
+            warn(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
+                 "only and any previous entry is unchanged")
+            return False
+        logger.debug("autotune cache: wrote %s", path)
+        return True
+
+    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[HeldLock]:
+        path, what = self.path(entry), entry.what
+        try:
+            held = acquire_entry_lock(path, what, timeout_s)
+        except OSError as exc:
+            self.warn_once(lock_path(path), f"autotune cache: cannot lock {lock_path(path)} ({exc.__class__.__name__}: "
+                                            f"{exc.strerror or exc}); tuning {what} without cross-process single "
+                                            "flight, the winner is kept in memory only")
+            return None
+        if held is None:
+            warn(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
+                 f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
+                 "Tuning in memory without writing the entry; raise AUTOTUNE_LOCK_TIMEOUT_S (or "
+                 "Tuning(lock_timeout_s=...)) if tunings take longer")
+            return None
+        return HeldLock(held)
+
+    # -- listing and removing -----------------------------------------------------------------------
+
+    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+        return [StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record)
+                for e in disk_entries(kernel, self.directory) if e.record is not None]
+
+    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
+               identity: object = ANY) -> list[StoredEntry]:
+        """Remove entry files; only a file that reads as an entry of what was asked is removed, anything else
+        stays. Lock files stay too: removing a lock file another process holds would break its exclusion."""
+        wanted = None if key is None else key_text(as_key_tuple(key))
+        removed = []
+        for d in kernel_dirs(root(self.directory), kernel):
+            for path in entry_files(d):
+                try:
+                    record = load_record(path)
+                except (OSError, CacheEntryError):
+                    continue
+                if kernel is not None and record.kernel != kernel:
+                    continue
+                if identity is not ANY and record.kernel_id != identity:
+                    continue
+                if wanted is not None and key_text(as_key_tuple(record.key)) != wanted:
+                    continue
+                if remove_file(path):
+                    removed.append(StoredEntry(self.name, d.name, path.name[: -len(ENTRY_SUFFIX)], record))
+            sweep_tmp(d)
+        return removed
+
+
+def _is_newer(version: object) -> bool:
+    return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+
+
+def _newer_schema_at(path: Path) -> bool:
+    """Whether the file at `path` is an entry of a newer schema than this autotune writes."""
+    try:
+        obj = json.loads(read_entry_bytes(path).decode("utf-8"))
+    except (OSError, CacheEntryError, ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and _is_newer(obj.get("schema_version"))

@@ -1,0 +1,123 @@
+"""What an entry is, whatever stores it: its name (kernel directory, entry id, key text) and its bytes
+(JSON written by `record_json`, read back by `parse_record`, bounded and validated; never unpickled or
+evaluated). The disk store and any remote store name and encode entries the same way.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any, Iterable, Optional
+
+from pydantic import ValidationError
+
+from ..errors import CacheEntryError
+from ..record import SCHEMA_VERSION, TuningRecord
+
+__all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "kernel_dirname", "is_dir_of", "entry_id",
+           "record_json", "parse_record", "no_constant"]
+
+MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
+
+
+def _jsonable(value: Any) -> Any:
+    """The JSON form of a key value: tuples become lists; numpy/torch scalars their Python value;
+    non-finite floats and anything else its `str` (so e.g. a torch.dtype reads `torch.float16`)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):  # numpy / torch scalars
+        try:
+            return _jsonable(value.item())
+        except Exception:
+            pass
+    return str(value)
+
+
+def key_text(key: Iterable[Any]) -> str:
+    """Canonical text of a key: equal for a key tuple in memory and its JSON list on disk."""
+    return json.dumps(_jsonable(list(key)), sort_keys=True, separators=(",", ":"))
+
+
+
+def as_key_tuple(key: Any) -> tuple:
+    """A key given by a user (`clear_autotune_cache(kernel, key=...)`): a tuple/list as is, else `(key,)`."""
+    if isinstance(key, (tuple, list)):
+        return tuple(key)
+    return (key,)
+
+
+def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:
+    """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
+    (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
+    different names never share a directory. With the kernel's `identity` ("module:qualname"), a dot and 8 hex
+    digits of it follow, so that same-named kernels of different modules keep apart (`add_kernel.1a2b3c4d`)."""
+    clean = re.sub(r"[^A-Za-z0-9._-]", "_", kernel_name)[:80]
+    if clean.startswith("."):
+        clean = "_" + clean[1:]
+    if clean != kernel_name or not clean:
+        clean = f"{clean}-{hashlib.sha256(kernel_name.encode('utf-8')).hexdigest()[:8]}"
+    if identity is not None:
+        clean = f"{clean}.{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:8]}"
+    return clean
+
+
+def is_dir_of(dirname: str, kernel_name: str) -> bool:
+    """Whether a cache sub-directory holds entries of a kernel of this short name (any module)."""
+    base = kernel_dirname(kernel_name)
+    return dirname == base or re.fullmatch(re.escape(base) + r"\.[0-9a-f]{8}", dirname) is not None
+
+
+def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
+    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256."""
+    text = json.dumps([device, json.loads(key_text(key)), [str(d) for d in dtypes]],
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def no_constant(name: str) -> Any:
+    """`json.loads(parse_constant=...)`: NaN and Infinity are not numbers an entry may hold."""
+    raise ValueError(f"{name} is not a number a cache entry may hold")
+
+
+def parse_record(data: bytes, origin: object) -> TuningRecord:
+    """The TuningRecord in `data` (an entry's bytes; `origin` names where they came from in messages).
+    Raises CacheEntryError when they are not JSON, not an object, of another schema version
+    (`.kind == "schema"`) or not a valid record."""
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=no_constant)
+    except RecursionError:
+        raise CacheEntryError(f"{origin} nests too deeply to be a tuning record") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        what = "empty" if not data.strip() else f"not valid JSON ({exc})"
+        raise CacheEntryError(f"{origin} is {what}") from None
+    if not isinstance(obj, dict):
+        raise CacheEntryError(f"{origin} is not a JSON object")
+    version = obj.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CacheEntryError(f"{origin} has schema version {version!r}, this autotune reads {SCHEMA_VERSION}",
+                              kind="schema", schema_version=version)
+    try:
+        return TuningRecord.model_validate(obj)
+    except RecursionError:
+        raise CacheEntryError(f"{origin} nests too deeply to be a tuning record") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "record"
+        raise CacheEntryError(f"{origin} is not a valid tuning record ({exc.error_count()} errors; "
+                              f"{loc}: {first['msg']})") from None
+
+
+def record_json(record: TuningRecord) -> bytes:
+    """An entry file's bytes for `record`: indented JSON, key values and dtypes in their stored text form."""
+    clean = record.model_copy(update={"key": _jsonable(list(record.key)),
+                                      "dtypes": [str(d) for d in record.dtypes]})
+    # Optional fields left unset are not written, so such files stay readable by older readers.
+    exclude = {name for name in ("candidates", "kernel_id") if getattr(clean, name) is None} or None
+    return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")

@@ -1,0 +1,304 @@
+"""The on-disk store: where each entry lives, and how one is read, written, locked, listed and removed.
+
+Layout (under `options.cache_dir()`: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune)::
+
+    <cache dir>/
+      <kernel dir>/                 the kernel name, sanitised (`entries.kernel_dirname`)
+        <entry id>.json             one TuningRecord as JSON; entry id = sha256(device, key, dtypes)[:32]
+        <entry id>.lock             the entry's file lock: writes and single-flight tuning
+        <entry id>.json.holder      who holds that lock (pid, host, since), for waiters' messages
+        .<entry id>.json.<host>.<pid>.<rand>.tmp   a write in progress (then os.replace'd onto the .json)
+
+Reads never follow a link, read only regular files and at most `MAX_ENTRY_BYTES`; writes go to a temporary
+file that is `os.replace`d onto the entry once fully written, so a good entry is never half-overwritten.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import socket
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Any, Optional
+
+import filelock
+
+from ..errors import CacheEntryError
+from ..options import cache_dir
+from ..record import TuningRecord
+from .entries import MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, no_constant, parse_record
+from .protocol import warn
+
+__all__ = ["ENTRY_SUFFIX", "DiskEntry", "root", "entry_path", "record_path", "lock_path", "read_entry_bytes",
+           "load_record", "atomic_write", "acquire_entry_lock", "lock_holder", "disk_entries",
+           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "file_signature"]
+
+logger = logging.getLogger("autotune")
+
+ENTRY_SUFFIX = ".json"
+_LOCK_SUFFIX = ".lock"
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
+# `.<entry>.<host tag>.<pid>.<random>.tmp`; names without the host tag (older writers) are swept by age only
+_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
+_LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
+
+
+def root(directory: str | os.PathLike | None = None) -> Path:
+    """The cache directory: `directory`, else the configured one."""
+    return Path(directory) if directory is not None else Path(cache_dir())
+
+
+def entry_path(kernel_name: str, device: str, key: Iterable[Any], dtypes: Iterable[str],
+               directory: str | os.PathLike | None = None, identity: Optional[str] = None) -> Path:
+    """Where the entry of (kernel, device, key, dtypes) lives (the file may not exist)."""
+    return (root(directory) / kernel_dirname(kernel_name, identity)
+            / (entry_id(device, key, dtypes) + ENTRY_SUFFIX))
+
+
+def record_path(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
+    """Where `record` is filed: by its kernel (name and identity), device, key and dtypes."""
+    return entry_path(record.kernel, record.device, record.key, record.dtypes, directory, record.kernel_id)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of the entry at `path`."""
+    return path.with_suffix(_LOCK_SUFFIX)
+
+
+
+
+def read_entry_bytes(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
+    """The bytes of an entry file, read safely: a symbolic link is not followed, only a regular file is read
+    (a FIFO would block, a device such as /dev/zero never ends), and at most `limit` bytes. Raises
+    FileNotFoundError when absent, CacheEntryError for what is not an entry, OSError when unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CacheEntryError(f"{path} is a symbolic link; cache entries are regular files and links are "
+                                  "never followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheEntryError(f"{path} is not a regular file (a FIFO, device or directory); cache entries are "
+                                  "regular files")
+        if st.st_size > limit:
+            raise CacheEntryError(f"{path} is {st.st_size} bytes, over the {limit}-byte limit of a cache entry")
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise CacheEntryError(f"{path} grew over the {limit}-byte limit of a cache entry while being read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def load_record(path: str | os.PathLike) -> TuningRecord:
+    """Read and validate one cache file. Raises OSError when unreadable and CacheEntryError when corrupt,
+    truncated or of another schema version (`.kind == "schema"`). JSON only; nothing is evaluated."""
+    path = Path(path)
+    return parse_record(read_entry_bytes(path), path)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a seam: tests make it raise OSError(ENOSPC) to play a full disk)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file next to `path`, fsync it, then os.replace it onto `path`.
+    A reader sees the old file or the new one, never half of one; on any error the temporary file is
+    removed and `path` is untouched. The caller holds the entry's lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_tmp(path.parent)
+    tmp = path.parent / f".{path.name}.{HOST_TAG}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def acquire_entry_lock(path: Path, what: str,
+                       timeout_s: Optional[float] = None) -> Optional[filelock.BaseFileLock]:
+    """Take the entry's file lock and write who holds it beside it; log when another process holds it for a
+    while. Returns None when `timeout_s` passes first (the holder is stopped or hung). Raises OSError when the
+    lock file cannot be created (read-only or missing directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(lock_path(path)))
+    notice = _LOCK_NOTICE_S if timeout_s is None else min(_LOCK_NOTICE_S, timeout_s)
+    try:
+        lock.acquire(timeout=notice)
+    except filelock.Timeout:
+        logger.info("waiting for another process tuning %s (lock %s; holder %s)", what, lock_path(path),
+                    lock_holder(path) or "unknown")
+        try:
+            lock.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s - notice))
+        except filelock.Timeout:
+            return None
+    try:
+        atomic_write(holder_path(path), json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                      "since": time.time()}).encode())
+    except OSError:
+        pass  # who holds the lock is a courtesy for waiters' messages; the lock itself is what counts
+    return lock
+
+
+def holder_path(path: Path) -> Path:
+    """The file naming who holds the lock of the entry at `path`."""
+    return path.with_name(path.name + ".holder")
+
+
+def lock_holder(path: Path) -> Optional[str]:
+    """Who holds (or last held) the tuning lock of the entry at `path`: "pid 123 on host h since <time>"."""
+    try:
+        info = json.loads(read_entry_bytes(holder_path(path), limit=4096), parse_constant=no_constant)
+        pid, host, since = int(info["pid"]), str(info["host"])[:255], float(info["since"])
+    except Exception:  # absent, unreadable or not ours: the message says "unknown"
+        return None
+    return f"pid {pid} on host {host} since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+
+
+@dataclass(frozen=True)
+class DiskEntry:
+    """One file of the disk cache as found by `disk_entries`: its record, or why it could not be read."""
+
+    path: Path
+    kernel: str                       # the record's kernel name; the directory name when unreadable
+    record: Optional[TuningRecord]
+    error: Optional[str]
+
+
+def kernel_dirs(base: Path, kernel: Optional[str]) -> list[Path]:
+    """The kernel directories under `base` (of kernels of one short name, or all); links are not followed."""
+    try:
+        return sorted(p for p in base.iterdir() if is_real_dir(p) and not p.name.startswith(".")
+                      and (kernel is None or is_dir_of(p.name, kernel)))
+    except OSError:
+        return []
+
+
+def is_real_dir(p: Path) -> bool:
+    """A directory that is not a symbolic link: listing and clearing never leave the cache directory."""
+    try:
+        return stat.S_ISDIR(p.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def is_regular_file(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(p.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def entry_files(d: Path) -> list[Path]:
+    """The entry files of one kernel directory (regular files named like an entry)."""
+    try:
+        return sorted(p for p in d.iterdir() if _ENTRY_NAME.match(p.name) and is_regular_file(p))
+    except OSError:
+        return []
+
+
+def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None) -> list[DiskEntry]:
+    """Every entry file under the cache directory (or of one kernel, by name), parsed but not validated
+    against any kernel: for the CLI and for export. Unreadable files come back with `error` set."""
+    out = []
+    for d in kernel_dirs(root(directory), kernel):
+        for path in entry_files(d):
+            try:
+                record = load_record(path)
+            except (OSError, CacheEntryError) as exc:
+                out.append(DiskEntry(path, kernel or d.name, None, str(exc)))
+                continue
+            if kernel is not None and record.kernel != kernel:
+                continue
+            out.append(DiskEntry(path, record.kernel, record, None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Process-wide state: live caches (for clear_autotune_cache) and stats
+
+
+def remove_file(path: Path) -> bool:
+    """Remove one file; False when it was already gone, or could not be removed (then warn)."""
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); "
+              "it stays")
+        return False
+
+
+def sweep_tmp(d: Path) -> None:
+    """Remove temporary files left by writers killed mid-write (old enough not to be in flight)."""
+    try:
+        names = list(d.iterdir())
+    except OSError:
+        return
+    now = time.time()
+    for p in names:
+        match = _TMP_NAME.match(p.name)
+        if match is None or not is_regular_file(p):
+            continue
+        try:  # left by a writer of this host that is gone, or old enough that no writer anywhere still owns it
+            mine = match.group("host") == HOST_TAG
+            if (mine and not pid_alive(int(match.group("pid")))) or now - p.lstat().st_mtime > _STALE_TMP_S:
+                p.unlink()
+        except OSError:
+            pass
+
+
+def file_signature(path: Path) -> Optional[tuple]:
+    """What identifies one version of a file (a rename onto it makes a new one), or None when absent."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

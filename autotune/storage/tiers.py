@@ -1,0 +1,276 @@
+"""The tuning cache of one decorated kernel: memory in front of the persistent tiers (the local disk, and a
+remote store when one is configured), read through in that order and written through on a tuning.
+
+This is where a stored record is judged usable here (`stale_reason`: same kernel, source, space, device,
+Triton version, winner still in the space) and where single flight is kept: one thread per process (the
+memory tier's per-entry lock) and one holder per persistent tier (its lease) tunes a key at a time; the
+others wait and take its winner.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Callable, Optional, Sequence
+
+from ..errors import AutotuneError, NoValidConfigError
+from ..options import lock_timeout_s as configured_lock_timeout_s
+from ..record import TrialStatus, TuningRecord
+from ..space import Config
+from . import fingerprint
+from .disk import DiskCache
+from .entries import as_key_tuple, kernel_dirname, key_text
+from .memory import Ident, MemoryCache
+from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
+from .counters import count, count_hit, count_tuning, register
+
+__all__ = ["KernelCache", "live_caches"]
+
+logger = logging.getLogger("autotune")
+
+_LIVE: "weakref.WeakSet[KernelCache]" = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+_TLS = threading.local()       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+
+
+def live_caches() -> list["KernelCache"]:
+    """Every KernelCache alive in this process (for `clear_autotune_cache`)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+class KernelCache:
+    """Memory + persistent tiers of one decorated kernel. Thread-safe.
+
+    `tiers` are the persistent tiers behind memory, first read first: by default the disk cache; `[]` keeps
+    winners in memory only (`autotune.compat`'s `cache_results=False`).
+    """
+
+    def __init__(self, kernel_name: str, source_hash: str, space_checksum: str,
+                 space_contains: Callable[[Config], bool], identity: Optional[str] = None,
+                 tiers: Optional[Sequence[Cache]] = None) -> None:
+        self.kernel_name = kernel_name
+        self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
+        self.source_hash = source_hash
+        self.space_checksum = space_checksum
+        self.space_contains = space_contains
+        self.memory = MemoryCache(kernel_name, identity, self.dirname)
+        self.tiers: list[Cache] = list(tiers) if tiers is not None else [DiskCache()]
+        self._lock = threading.Lock()
+        self._offline_missed: set[Ident] = set()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        register(kernel_name)
+
+    def __repr__(self) -> str:
+        return f"KernelCache({self.kernel_name!r}, entries={len(self.memory)}, tiers={[t.name for t in self.tiers]})"
+
+    @property
+    def dirname(self) -> str:
+        """Where this kernel's entries are grouped: its cache sub-directory, its remote key prefix."""
+        return kernel_dirname(self.kernel_name, self.identity)
+
+    def entry(self, key: tuple, dtypes: tuple[str, ...]) -> EntryRef:
+        """The entry of `key` and `dtypes` on this device."""
+        return EntryRef(self.kernel_name, self.identity, fingerprint.device_fingerprint(), key, tuple(dtypes))
+
+    def new_record(self, key: tuple, dtypes: tuple[str, ...], *, winner: Config, trials: list, tuning_s: float,
+                   candidates: Optional[str]) -> TuningRecord:
+        """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
+        fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
+        triton_version, torch_version = fingerprint.runtime_versions()
+        return TuningRecord(kernel=self.kernel_name, kernel_id=self.identity, source_hash=self.source_hash,
+                            device=fingerprint.device_fingerprint(), triton_version=triton_version,
+                            torch_version=torch_version, space_checksum=self.space_checksum, key=list(key),
+                            dtypes=list(dtypes), winner=winner, trials=trials, tuning_s=tuning_s,
+                            candidates=candidates)
+
+    # -- validity ---------------------------------------------------------------------------------
+
+    def stale_reason(self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...],
+                     candidates: Optional[str] = None) -> Optional[str]:
+        """Why `record` may not be used for `key` here, or None when it may. `candidates` is the checksum of
+        the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
+        if record.candidates != candidates:
+            return "prune= kept other configs for it"
+        if record.kernel != self.kernel_name:
+            return f"it belongs to kernel {record.kernel!r}"
+        if record.kernel_id != self.identity:
+            return f"it belongs to another kernel named {record.kernel!r} ({record.kernel_id or 'unknown module'})"
+        if record.source_hash != self.source_hash:
+            return "the kernel source changed"
+        device = fingerprint.device_fingerprint()
+        if record.device != device:
+            return f"it was tuned on {record.device!r}, this is {device!r}"
+        triton_version = fingerprint.triton_version()
+        if record.triton_version != triton_version:
+            return f"it was tuned with Triton {record.triton_version}, this is {triton_version}"
+        if record.space_checksum != self.space_checksum:
+            return "the search space changed"
+        if key_text(record.key) != key_text(key) or [str(d) for d in record.dtypes] != [str(d) for d in dtypes]:
+            return "its key differs"
+        try:
+            contained = bool(self.space_contains(record.winner))
+        except Exception as exc:  # a predicate that chokes on the stored config: not usable
+            return f"checking its winner against the space failed ({exc})"
+        if not contained:
+            return f"its winner {record.winner!r} is not in the search space"
+        return None
+
+    def _usable(self, tier: Cache, entry: EntryRef, candidates: Optional[str]) -> Optional[TuningRecord]:
+        """`tier`'s record of `entry` when it may be used here, else None."""
+        record = tier.get(entry)
+        if record is None:
+            return None
+        reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+        if reason is not None:
+            logger.info("autotune cache: the %s entry of %s is out of date (%s); tuning it again",
+                        tier.name, entry.what, reason)
+            return None
+        return record
+
+    def _found(self, tier: Cache, entry: EntryRef, record: TuningRecord) -> tuple[TuningRecord, str]:
+        """Use `record`, found in `tier`: keep it in memory and copy it into the tiers read before `tier` (a
+        remote hit lands on the local disk, so the next process on this machine reads it there)."""
+        self.memory.store(entry.key, entry.dtypes, record)
+        for earlier in self.tiers[: self.tiers.index(tier)]:
+            earlier.put(entry, record)
+        how = "disk" if tier.name == "disk" else "remote"
+        count(self.kernel_name, **{f"{how}_hits": 1})
+        return record, how
+
+    # -- memory -----------------------------------------------------------------------------------
+
+    def remember(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord) -> None:
+        """Put `record` in memory for (key, dtypes), without touching other tiers or the counters (a record
+        agreed on with other ranks, say)."""
+        self.memory.store(key, tuple(dtypes), record)
+
+    def in_memory(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+        """The record in memory for (key, dtypes), or None; reads no other tier, counts nothing."""
+        return self.memory.lookup(key, tuple(dtypes))
+
+    def records(self) -> dict[Ident, TuningRecord]:
+        """A copy of what is in memory: {(key, dtypes): record}."""
+        return self.memory.records()
+
+    # -- the main entry point ---------------------------------------------------------------------
+
+    def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
+                    force: bool = False, lock_timeout_s: Optional[float] = None,
+                    candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
+        """The record for (key, dtypes), and where it was found: "memory", "disk", "remote" or "tuned".
+
+        Single flight: at most one thread per process and one holder per persistent tier tunes a key at a
+        time; the others wait and use its winner. `force=True` ignores records that existed before this call
+        (but takes a winner another thread or process produced while this call waited). If `tune()` raises,
+        nothing is stored, the leases are released and the exception propagates.
+        """
+        entry = self.entry(key, dtypes)
+        if not force:
+            record = self.memory.lookup(entry.key, entry.dtypes)
+            if record is not None:
+                count_hit(self.kernel_name)
+                return record, "memory"
+            for tier in self.tiers:
+                record = self._usable(tier, entry, candidates)
+                if record is not None:
+                    return self._found(tier, entry, record)
+
+        tuning_now: set = getattr(_TLS, "tuning", None) or set()
+        _TLS.tuning = tuning_now
+        if (id(self), entry) in tuning_now:
+            raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread "
+                                "(a tuning launched the autotuned kernel itself?)")
+        # With force, only a winner produced while this call waited counts: one other than what each tier held
+        # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
+        seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
+        seen = {id(tier): tier.get(entry) for tier in self.tiers} if force else {}
+
+        memory_lease = self.memory.lock(entry)
+        leases: list[tuple[Cache, Lease]] = []
+        try:
+            record = self.memory.lookup(entry.key, entry.dtypes)
+            if record is not None and (not force or record is not seen_in_memory):
+                count_hit(self.kernel_name)
+                return record, "memory"
+            shared_mark = (entry.location, entry.entry_id)
+            if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
+                raise AutotuneError(f"{entry.what} is already being tuned by this thread")
+            timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
+            for tier in self.tiers:
+                lease = tier.lock(entry, timeout_s=timeout_s)
+                if lease is None:
+                    continue  # warned by the tier: tune without writing to it
+                leases.append((tier, lease))
+                record = self._usable(tier, entry, candidates)
+                if record is not None and (not force or record != seen.get(id(tier))):
+                    return self._found(tier, entry, record)
+            marks = ((id(self), entry), shared_mark)
+            tuning_now.update(marks)
+            try:
+                record = tune()
+            except NoValidConfigError as exc:  # a tuning that found nothing is still a miss and a tuning
+                failed = sum(1 for t in exc.trials if t.status is not TrialStatus.SKIPPED)
+                count(self.kernel_name, misses=1, failed_tunings=1, failed_configs=failed)
+                raise
+            finally:
+                tuning_now.difference_update(marks)
+            if not isinstance(record, TuningRecord):
+                raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
+            self.memory.store(entry.key, entry.dtypes, record)
+            count_tuning(self.kernel_name, record)
+            mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            if mismatch is not None:
+                warn(f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
+                     f"({mismatch}); it is used now but will be tuned again by the next process")
+            for tier, _ in leases:
+                tier.put(entry, record)
+            return record, "tuned"
+        finally:
+            for _, lease in reversed(leases):
+                lease.release()
+            memory_lease.release()
+
+    # -- offline mode, clearing ---------------------------------------------------------------------
+
+    def peek(self, key: tuple, dtypes: tuple[str, ...], candidates: Optional[str] = None) -> Optional[TuningRecord]:
+        """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
+        never tunes. Counts hits. For AUTOTUNE_OFFLINE."""
+        record = self.memory.lookup(key, tuple(dtypes))
+        if record is not None:
+            count_hit(self.kernel_name)
+            return record
+        entry = self.entry(key, dtypes)
+        for tier in self.tiers:
+            record = self._usable(tier, entry, candidates)
+            if record is not None:
+                return self._found(tier, entry, record)[0]
+        return None
+
+    def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
+        """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns
+        once per key."""
+        ident: Ident = (key, tuple(dtypes))
+        count(self.kernel_name, misses=1)
+        with self._lock:
+            first = ident not in self._offline_missed
+            self._offline_missed.add(ident)
+        return first
+
+    def forget(self, key: Optional[tuple] = None) -> list[StoredEntry]:
+        """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs."""
+        wanted = None if key is None else key_text(key)
+        with self._lock:
+            self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
+        return self.memory.remove(key=key)
+
+    def clear(self, key: Optional[tuple] = None) -> int:
+        """Remove this kernel's entries from every tier (of `key`, every dtype variant and device, or all);
+        return how many distinct entries were removed (one in memory and on disk counts once)."""
+        if key is not None:
+            key = as_key_tuple(key)
+        removed = {(e.location, e.entry_id) for e in self.forget(key)}
+        for tier in self.tiers:
+            removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
+        return len(removed)
