@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import keys
 from .storage import clear_autotune_cache, stats
+from .storage.remote import set_remote_cache
 from .decorator import Autotuned, TuningResult, autotune, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
                      KeyValueError, NoDeviceError,
@@ -40,5 +41,6 @@ __all__ = [
     "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
     "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
     "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
+    "set_remote_cache",
 ]
 

@@ -34,8 +34,13 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache_dir(tmp_path, monkeypatch):
     """Every test gets its own cache directory and no AUTOTUNE_* mode switches from the outside."""
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
-    for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS"):
+    for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS",
+                 "AUTOTUNE_REMOTE_CACHE", "AUTOTUNE_REMOTE_CACHE_PASSWORD", "AUTOTUNE_REMOTE_CACHE_TTL_S",
+                 "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "AUTOTUNE_REMOTE_CACHE_LEASE_S"):
         monkeypatch.delenv(name, raising=False)
+    from autotune.storage.remote import clear_remote_settings
+
+    clear_remote_settings()
     import gc
 
     from autotune.storage import reset_stats
@@ -43,3 +48,16 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
     gc.collect()  # caches of earlier tests held in reference cycles would still count in clear_autotune_cache()
     reset_stats()
     yield
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis-server on a free loopback port, stopped after the test (skips where none is installed)."""
+    from redis_process import RedisProcess, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server); the Redis tier needs a "
+                    "real one")
+    server = RedisProcess(tmp_path / "redis")
+    yield server
+    server.stop()

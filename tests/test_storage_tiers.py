@@ -127,14 +127,17 @@ def test_threads_tune_once_across_memory_and_tiers(tmp_path):
     assert remote.puts == 1
 
 
-def test_clear_reaches_every_tier(tmp_path):
+def test_clear_leaves_the_fleet_s_tier_unless_asked(tmp_path):
     remote = DictTier()
     kc = cache_with(DiskCache(tmp_path), remote)
     kc.get_or_tune((1,), DT, Tuner((1,)))
     kc.get_or_tune((2,), DT, Tuner((2,)))
-    assert kc.clear((1,)) == 1                 # memory, disk and remote copies of one entry count once
-    assert [tuple(r.key) for r in remote.data.values()] == [(2,)]
+    assert kc.clear((1,)) == 1                 # this node's memory and disk copies of one entry count once
+    assert sorted(tuple(r.key) for r in remote.data.values()) == [(1,), (2,)]
     assert [tuple(e.record.key) for e in disk_entries(directory=tmp_path)] == [(2,)]
+    assert kc.clear((2,), remote=True) == 1    # memory, disk and remote copies
+    assert [tuple(r.key) for r in remote.data.values()] == [(1,)]
+    assert disk_entries(directory=tmp_path) == []
 
 
 def test_a_newer_schema_entry_on_disk_is_left_in_place(tmp_path):

@@ -1,12 +1,13 @@
-"""`autotune cache {list,show,clear,path}`: the tuning cache on disk, from a shell.
+"""`autotune cache {list,show,clear,path,push,pull}`: the tuning cache, from a shell.
 
-    autotune cache list  [--kernel K] [--json]          one line per disk entry
-    autotune cache show  KERNEL [--key KEY]             entries of a kernel with their trials
-    autotune cache clear [--kernel K [--key KEY]]       remove entries; prints how many
-    autotune cache path                                 the cache directory in use
+    autotune cache list  [--kernel K] [--json] [--remote]      one line per disk (or Redis) entry
+    autotune cache show  KERNEL [--key KEY]                    entries of a kernel with their trials
+    autotune cache clear [--kernel K [--key KEY]] [--remote]   remove entries; prints how many
+    autotune cache path                                        the cache directory in use
+    autotune cache push|pull [--kernel K]                      copy entries disk -> Redis / Redis -> disk
 
 Every subcommand takes `--cache-dir DIR` (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else
-~/.cache/autotune).
+~/.cache/autotune) and `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE).
 """
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from typing import Any, Optional
 
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table, plural
 from ..keyspec import parse_key
+from .remote import clear_remote, list_remote
+from .rows import entries_table
+from .remote import register as register_remote
 
 __all__ = ["register"]
 
@@ -55,6 +59,8 @@ def _sortable(value: Any) -> Any:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     directory = _use_cache_dir(args)
+    if args.remote:
+        return list_remote(args)
     entries = _entries(args.kernel)
     if args.json:
         out = [{"path": str(e.path), "kernel": e.kernel, "error": e.error,
@@ -66,15 +72,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not entries:
         print(f"no entries in {directory}")
         return 0
-    now = time.time()
-    rows = []
-    for e in good:
-        r = e.record
-        wt = r.winner_trial
-        rows.append([r.kernel, format_key(r.key), format_dtypes(r.dtypes), r.device,
-                     format_config(r.winner, sep=" "), format_ms(wt.median_ms if wt else None), format_age(now - r.timestamp)])
-    if rows:
-        print(format_table(["KERNEL", "KEY", "DTYPES", "DEVICE", "WINNER", "MEDIAN_MS", "AGE"], rows, right={5, 6}))
+    if good:
+        print(entries_table(e.record for e in good))
     if bad:
         print()
         print(format_table(["KERNEL", "UNUSABLE FILE", "PROBLEM"],
@@ -139,6 +138,8 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     from ..storage import clear_autotune_cache
 
     key = parse_key(args.key) if args.key is not None else None
+    if args.remote:
+        return clear_remote(args, key)
     removed = clear_autotune_cache(args.kernel, key)
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
@@ -163,7 +164,9 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     common.add_argument("--cache-dir", metavar="DIR",
                         help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
                              "else ~/.cache/autotune)")
-    sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path}", required=True)
+    common.add_argument("--remote-url", metavar="URL",
+                        help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)")
+    sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
 
     p = sub.add_parser("list", parents=[common], help="one line per cached entry",
                        description="List every entry of the tuning cache on disk, one line each: kernel, key, "
@@ -171,6 +174,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                                    "with the reason.")
     p.add_argument("--kernel", metavar="K", help="only this kernel")
     p.add_argument("--json", action="store_true", help="the entries as JSON")
+    p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
     p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser("show", parents=[common], help="a kernel's entries with every trial",
@@ -189,11 +193,15 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--kernel", metavar="K", help="only this kernel")
     p.add_argument("--key", metavar="KEY", help="only this key of --kernel: 4096, 4096,1024, '(4096, 1024)' or "
                                                 "'[4096]' (the same syntax in every subcommand)")
+    p.add_argument("--remote", action="store_true",
+                   help="clear the Redis cache's entries (every node's) instead of the disk's")
     p.set_defaults(func=_cmd_clear)
 
     p = sub.add_parser("path", parents=[common], help="print the cache directory",
                        description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, "
                                    "else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
     p.set_defaults(func=_cmd_path)
+
+    register_remote(sub, common)
 
 

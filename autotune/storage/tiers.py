@@ -22,6 +22,7 @@ from .disk import DiskCache
 from .entries import as_key_tuple, kernel_dirname, key_text
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
+from .remote import remote_tiers
 from .counters import count, count_hit, count_tuning, register
 
 __all__ = ["KernelCache", "live_caches"]
@@ -42,8 +43,9 @@ def live_caches() -> list["KernelCache"]:
 class KernelCache:
     """Memory + persistent tiers of one decorated kernel. Thread-safe.
 
-    `tiers` are the persistent tiers behind memory, first read first: by default the disk cache; `[]` keeps
-    winners in memory only (`autotune.compat`'s `cache_results=False`).
+    `tiers` are the persistent tiers behind memory, first read first: by default the disk cache, then the
+    remote tier when one is configured (`storage/remote.py`); `[]` keeps winners in memory only
+    (`autotune.compat`'s `cache_results=False`).
     """
 
     def __init__(self, kernel_name: str, source_hash: str, space_checksum: str,
@@ -55,7 +57,10 @@ class KernelCache:
         self.space_checksum = space_checksum
         self.space_contains = space_contains
         self.memory = MemoryCache(kernel_name, identity, self.dirname)
-        self.tiers: list[Cache] = list(tiers) if tiers is not None else [DiskCache()]
+        self._tiers: Optional[list[Cache]] = list(tiers) if tiers is not None else None
+        self._disk = DiskCache()
+        if tiers is None:
+            remote_tiers()   # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()
         self._offline_missed: set[Ident] = set()
         with _LIVE_LOCK:
@@ -64,6 +69,14 @@ class KernelCache:
 
     def __repr__(self) -> str:
         return f"KernelCache({self.kernel_name!r}, entries={len(self.memory)}, tiers={[t.name for t in self.tiers]})"
+
+    @property
+    def tiers(self) -> list[Cache]:
+        """The persistent tiers behind memory, first read first: the given ones, else the local disk and the
+        remote tier when one is configured (read at each miss, so a cache configured later is used)."""
+        if self._tiers is not None:
+            return self._tiers
+        return [self._disk, *remote_tiers()]
 
     @property
     def dirname(self) -> str:
@@ -185,7 +198,8 @@ class KernelCache:
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
-        seen = {id(tier): tier.get(entry) for tier in self.tiers} if force else {}
+        tiers = self.tiers
+        seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
         leases: list[tuple[Cache, Lease]] = []
@@ -198,7 +212,7 @@ class KernelCache:
             if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
                 raise AutotuneError(f"{entry.what} is already being tuned by this thread")
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
-            for tier in self.tiers:
+            for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
                 if lease is None:
                     continue  # warned by the tier: tune without writing to it
@@ -265,12 +279,15 @@ class KernelCache:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
         return self.memory.remove(key=key)
 
-    def clear(self, key: Optional[tuple] = None) -> int:
-        """Remove this kernel's entries from every tier (of `key`, every dtype variant and device, or all);
-        return how many distinct entries were removed (one in memory and on disk counts once)."""
+    def clear(self, key: Optional[tuple] = None, *, remote: bool = False) -> int:
+        """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
+        `key`, every dtype variant and device, or all); return how many distinct entries were removed (one in
+        memory and on disk counts once)."""
         if key is not None:
             key = as_key_tuple(key)
         removed = {(e.location, e.entry_id) for e in self.forget(key)}
         for tier in self.tiers:
+            if tier.name == "remote" and not remote:
+                continue
             removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
         return len(removed)

@@ -1,0 +1,112 @@
+"""The shared Redis tier from a shell: `autotune cache list --remote`, `clear --remote`, `push` and `pull`.
+
+The tier is the one `AUTOTUNE_REMOTE_CACHE` names, or `--remote-url URL`. `push` copies the local disk's
+entries to Redis and `pull` Redis's entries to the local disk; neither replaces a newer entry.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Optional
+
+from ..format import format_key, plural
+from .rows import entries_table
+
+__all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
+
+
+def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
+    """The remote tier this command works on, reachable; None after printing why not (exit status 2)."""
+    from ..errors import OptionError
+    from ..storage.remote import remote_tier
+
+    if getattr(args, "remote_url", None):
+        os.environ["AUTOTUNE_REMOTE_CACHE"] = args.remote_url
+    try:
+        tier = remote_tier()
+    except OptionError as exc:
+        print(f"autotune cache {command}: {exc}", file=sys.stderr)
+        return None
+    if tier is None:
+        print(f"autotune cache {command}: no remote cache: set AUTOTUNE_REMOTE_CACHE=redis://host:6379/0 or pass "
+              "--remote-url", file=sys.stderr)
+        return None
+    problem = tier.ping()
+    if problem is not None:
+        print(f"autotune cache {command}: cannot reach the Redis cache at {tier.url} ({problem})", file=sys.stderr)
+        return None
+    return tier
+
+
+def list_remote(args: argparse.Namespace) -> int:
+    """`autotune cache list --remote`: one line per entry in Redis."""
+    tier = remote_or_exit(args, "list")
+    if tier is None:
+        return 2
+    entries = sorted(tier.entries(args.kernel), key=lambda e: (e.record.kernel, format_key(e.record.key),
+                                                               e.record.dtypes, e.record.device))
+    if args.json:
+        print(json.dumps([{"key": tier.key_of(e.location, e.entry_id), "kernel": e.record.kernel,
+                           "record": json.loads(e.record.model_dump_json())} for e in entries], indent=1))
+        return 0
+    if not entries:
+        print(f"no entries in {tier.url}")
+        return 0
+    print(entries_table(e.record for e in entries))
+    print(f"\n{plural(len(entries), 'entry', 'entries')} in {tier.url}")
+    return 0
+
+
+def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
+    """`autotune cache clear --remote`: remove entries from Redis (the whole fleet's)."""
+    tier = remote_or_exit(args, "clear")
+    if tier is None:
+        return 2
+    removed = tier.remove(args.kernel, key)
+    what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
+        f" key {format_key(list(key))}" if key is not None else "")
+    if not removed and args.kernel is not None:
+        print(f"autotune cache clear: nothing matched {what} in {tier.url}", file=sys.stderr)
+        return 1
+    print(f"removed {plural(len(removed), 'entry', 'entries')} ({what}) from {tier.url}")
+    return 0
+
+
+def _copy(args: argparse.Namespace, command: str) -> int:
+    from ..storage import DiskCache, EntryRef
+
+    tier = remote_or_exit(args, command)
+    if tier is None:
+        return 2
+    disk = DiskCache()
+    source, target = (disk, tier) if command == "push" else (tier, disk)
+    copied = kept = 0
+    for e in source.entries(args.kernel):
+        entry = EntryRef.of(e.record)
+        lease = target.lock(entry, timeout_s=30.0)
+        try:
+            there = target.get(entry)
+            if there is not None and there.timestamp >= e.record.timestamp:
+                kept += 1
+            elif target.put(entry, e.record):
+                copied += 1
+        finally:
+            if lease is not None:
+                lease.release()
+    where = f"{'to' if command == 'push' else 'from'} {tier.url}"
+    print(f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
+          + (f"; {kept} already there and as new or newer" if kept else ""))
+    return 0
+
+
+def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser) -> None:
+    """Add `push` and `pull` to `autotune cache`."""
+    for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
+                          ("pull", "copy the Redis cache's entries to the local disk cache")):
+        p = sub.add_parser(command, parents=[common], help=text,
+                           description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or --remote-url); an "
+                                       "entry already there and as new is left alone.")
+        p.add_argument("--kernel", metavar="K", help="only this kernel")
+        p.set_defaults(func=lambda args, command=command: _copy(args, command))

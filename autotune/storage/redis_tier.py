@@ -1,0 +1,289 @@
+"""The remote tier: the tuning cache shared by a fleet in one Redis (the `redis` extra), behind the local disk.
+
+Keys (`<prefix>` is "autotune")::
+
+    <prefix>:entry:<kernel dir>:<entry id>   one TuningRecord as JSON, the bytes a disk entry holds (TTL optional)
+    <prefix>:lease:<kernel dir>:<entry id>   the single-flight lease: who tunes that entry now (SET NX PX)
+
+A lease is taken with `SET NX PX` and renewed by a thread of its holder every third of its life; it is only
+extended or deleted by the holder that set it (compare-and-set in a Lua script). A holder that dies stops
+renewing, the lease expires, and one waiter (whichever `SET NX` succeeds) takes it over.
+
+Redis is never on the critical path of a launch: commands time out after `timeout_s`, and after a connection
+failure the tier answers every call as a miss without touching the network for `retry_s`, after one
+`CacheWarning` per outage. Nothing read from Redis is unpickled or evaluated: records are bounded JSON,
+validated like a disk entry, and one that fails is ignored with a warning.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from typing import Any, Callable, Optional, TypeVar
+
+from ..errors import CacheEntryError, OptionError
+from ..record import SCHEMA_VERSION, TuningRecord
+from .entries import MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, kernel_dirname, key_text, parse_record, record_json
+from .protocol import ANY, EntryRef, StoredEntry, warn
+
+__all__ = ["RedisCache", "RedisLease"]
+
+logger = logging.getLogger("autotune")
+T = TypeVar("T")
+
+_RENEW = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"""
+_RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"""
+_NOTICE_S = 2.0
+
+
+class _Unavailable(Exception):
+    """Redis cannot be used right now (down, or a fault already warned about): answer as a miss."""
+
+
+class RedisLease:
+    """A held Redis lease, renewed in the background until released (or lost to an expiry)."""
+
+    def __init__(self, tier: "RedisCache", key: str, value: str) -> None:
+        self._tier, self._key, self._value = tier, key, value
+        self._stop = threading.Event()
+        self._lost = False
+        self._thread = threading.Thread(target=self._keep, name="autotune-redis-lease", daemon=True)
+        self._thread.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self._tier.lease_s / 3):
+            if not self.renew():
+                return
+
+    def renew(self) -> bool:
+        """Extend the lease to a full `lease_s`; False once it expired and may belong to another node."""
+        if self._lost or self._stop.is_set():
+            return not self._lost
+        try:
+            kept = self._tier.call(lambda c: c.eval(_RENEW, 1, self._key, self._value, int(self._tier.lease_s * 1000)))
+        except _Unavailable:
+            return True  # cannot tell: keep tuning; a takeover at worst costs one duplicate tuning
+        if not kept:
+            self._lost = True
+            logger.warning("autotune cache: the Redis lease %s expired while this process tuned; another node "
+                           "may be tuning the same key", self._key)
+        return bool(kept)
+
+    def release(self) -> None:
+        """Stop renewing and delete the lease if this holder still has it; idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            self._tier.call(lambda c: c.eval(_RELEASE, 1, self._key, self._value))
+        except _Unavailable:
+            pass  # it expires by itself
+
+
+class RedisCache:
+    """Entries in one Redis database, shared by every process and machine that points at it."""
+
+    name = "remote"
+    persistent = True
+
+    def __init__(self, url: str, *, password: Optional[str] = None, ttl_s: Optional[float] = None,
+                 timeout_s: float = 1.0, lease_s: float = 30.0, retry_s: float = 30.0, prefix: str = "autotune") -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise OptionError("a Redis cache needs the redis client: pip install 'autotune[redis]'") from None
+        try:
+            self.client = redis.Redis.from_url(url, password=password, socket_timeout=timeout_s,
+                                               socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
+                                               health_check_interval=0)
+        except ValueError as exc:
+            raise OptionError(f"AUTOTUNE_REMOTE_CACHE={_safe(url)!r} is not a Redis URL ({exc}); use "
+                              "redis://host:6379/0 or rediss://host:6380/0 (TLS)") from None
+        self.url = _safe(url)
+        self.ttl_s, self.timeout_s, self.lease_s, self.retry_s, self.prefix = ttl_s, timeout_s, lease_s, retry_s, prefix
+        self._errors = redis.exceptions
+        self._down_until = 0.0
+        self._in_outage = False      # warned about the current outage; cleared by a command that works
+        self._warned: set[str] = set()
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RedisCache({self.url!r})"
+
+    # -- faults -------------------------------------------------------------------------------------
+
+    def call(self, command: Callable[[Any], T]) -> T:
+        """Run `command(client)`; on a fault warn (once per outage or message) and raise _Unavailable."""
+        if time.monotonic() < self._down_until:
+            raise _Unavailable()
+        try:
+            result = command(self.client)
+        except (self._errors.ConnectionError, self._errors.TimeoutError) as exc:
+            with self._guard:
+                first, self._in_outage = not self._in_outage, True
+                self._down_until = time.monotonic() + self.retry_s
+            if first:
+                warn(f"autotune cache: the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc}); "
+                     f"using the local cache only, trying Redis again every {self.retry_s:g} s")
+            raise _Unavailable() from None
+        except self._errors.RedisError as exc:   # OOM (full), READONLY, NOAUTH, WRONGTYPE, ...
+            self.warn_once(f"autotune cache: the Redis cache at {self.url} refused a command "
+                           f"({exc.__class__.__name__}: {exc}); the local cache goes on without it")
+            raise _Unavailable() from None
+        self._in_outage = False
+        return result
+
+    def warn_once(self, message: str) -> None:
+        with self._guard:
+            if message in self._warned:
+                return
+            self._warned.add(message)
+        warn(message)
+
+    def ping(self) -> Optional[str]:
+        """None when Redis answers, else why not (for the CLI, which reports it instead of listing nothing)."""
+        try:
+            self.client.ping()
+        except self._errors.RedisError as exc:
+            return f"{exc.__class__.__name__}: {exc}"
+        return None
+
+    # -- entries ------------------------------------------------------------------------------------
+
+    def key_of(self, location: str, entry_id: str, kind: str = "entry") -> str:
+        """The Redis key of an entry (or of its lease)."""
+        return f"{self.prefix}:{kind}:{location}:{entry_id}"
+
+    def _read(self, key: str) -> Optional[TuningRecord]:
+        data = self.call(lambda c: c.get(key))
+        if data is None:
+            return None
+        if len(data) > MAX_ENTRY_BYTES:
+            self.warn_once(f"autotune cache: refused Redis key {key}: {len(data)} bytes, over the "
+                           f"{MAX_ENTRY_BYTES}-byte limit of an entry")
+            return None
+        try:
+            return parse_record(data, f"Redis key {key}")
+        except CacheEntryError as exc:
+            if exc.kind == "schema" and isinstance(exc.schema_version, int) and exc.schema_version > SCHEMA_VERSION:
+                self.warn_once(f"autotune cache: {exc}; written by a newer autotune, left in place")
+            else:
+                self.warn_once(f"autotune cache: refused a record from Redis ({exc}); ignoring it")
+            return None
+
+    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+        try:
+            return self._read(self.key_of(entry.location, entry.entry_id))
+        except _Unavailable:
+            return None
+
+    def put(self, entry: EntryRef, record: TuningRecord) -> bool:
+        key = self.key_of(entry.location, entry.entry_id)
+        try:
+            current = self.call(lambda c: c.get(key))
+            if current is not None and _newer_schema(current):
+                return False
+            data = record_json(record)
+            ttl_ms = int(self.ttl_s * 1000) if self.ttl_s else None
+            self.call(lambda c: c.set(key, data, px=ttl_ms))
+        except _Unavailable:
+            return False
+        logger.debug("autotune cache: wrote Redis key %s", key)
+        return True
+
+    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[RedisLease]:
+        key = self.key_of(entry.location, entry.entry_id, "lease")
+        value = json.dumps({"token": secrets.token_hex(8), "pid": os.getpid(), "host": socket.gethostname(),
+                            "since": time.time()})
+        start = time.monotonic()
+        pause, noticed = 0.02, False
+        while True:
+            try:
+                if self.call(lambda c: c.set(key, value, nx=True, px=int(self.lease_s * 1000))):
+                    return RedisLease(self, key, value)
+                waited = time.monotonic() - start
+                if timeout_s is not None and waited >= timeout_s:
+                    warn(f"autotune cache: another node has held the Redis lease of {entry.what} for over "
+                         f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Tuning without writing "
+                         "the winner to Redis; raise AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if "
+                         "tunings take longer")
+                    return None
+                if waited >= _NOTICE_S and not noticed:
+                    noticed = True
+                    logger.info("waiting for another node tuning %s (Redis lease %s; %s)", entry.what, key,
+                                self.holder(key))
+            except _Unavailable:
+                return None
+            time.sleep(pause if timeout_s is None else max(0.0, min(pause, timeout_s - waited)))
+            pause = min(pause * 2, 0.5)
+
+    def holder(self, lease_key: str) -> str:
+        """Who holds a lease, in words (for waiters' messages)."""
+        try:
+            info = json.loads(self.call(lambda c: c.get(lease_key)) or b"null")
+            return f"pid {int(info['pid'])} on host {str(info['host'])[:255]}"
+        except Exception:
+            return "holder unknown"
+
+    # -- listing and removing -----------------------------------------------------------------------
+
+    def _scan(self, kernel: Optional[str]) -> list[tuple[str, str, str]]:
+        """(redis key, location, entry id) of every entry key (of kernels of one short name, or all)."""
+        pattern = self.key_of(kernel_dirname(kernel) + "*" if kernel else "*", "*")
+        keys = self.call(lambda c: list(c.scan_iter(match=pattern, count=500)))
+        out = []
+        for raw in keys:
+            key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            location, _, entry_id = key[len(self.prefix) + len(":entry:"):].rpartition(":")
+            if kernel is None or is_dir_of(location, kernel):
+                out.append((key, location, entry_id))
+        return sorted(out)
+
+    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+        out = []
+        try:
+            for key, location, entry_id in self._scan(kernel):
+                record = self._read(key)
+                if record is not None and (kernel is None or record.kernel == kernel):
+                    out.append(StoredEntry(self.name, location, entry_id, record))
+        except _Unavailable:
+            pass
+        return out
+
+    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
+               identity: object = ANY) -> list[StoredEntry]:
+        wanted = None if key is None else key_text(as_key_tuple(key))
+        removed = []
+        for e in self.entries(kernel):
+            if identity is not ANY and e.record.kernel_id != identity:
+                continue
+            if wanted is not None and key_text(as_key_tuple(e.record.key)) != wanted:
+                continue
+            try:
+                if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id))):
+                    removed.append(e)
+            except _Unavailable:
+                break
+        return removed
+
+
+def _newer_schema(data: bytes) -> bool:
+    try:
+        version = json.loads(data).get("schema_version")
+    except Exception:
+        return False
+    return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest

@@ -1,0 +1,103 @@
+"""Which remote tier, if any, sits behind the local disk: `AUTOTUNE_REMOTE_CACHE=redis://host:port/db` (or
+`rediss://` for TLS), or `set_remote_cache(url, ...)` in code, which takes precedence over the environment.
+
+    AUTOTUNE_REMOTE_CACHE            redis://[user[:password]@]host:port/db, rediss://..., unix:///path.sock
+    AUTOTUNE_REMOTE_CACHE_PASSWORD   the password, when it is not in the URL
+    AUTOTUNE_REMOTE_CACHE_TTL_S      entries expire this long after they are written (default: never)
+    AUTOTUNE_REMOTE_CACHE_TIMEOUT_S  connect and command timeout (default 1 s)
+    AUTOTUNE_REMOTE_CACHE_LEASE_S    a tuning node's lease, renewed every third of it (default 30 s)
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Optional
+
+from ..errors import OptionError
+from .protocol import Cache
+
+__all__ = ["set_remote_cache", "clear_remote_settings", "remote_tiers", "remote_tier"]
+
+_SCHEMES = ("redis://", "rediss://", "unix://")
+_lock = threading.Lock()
+_in_code: Optional[dict[str, Any]] = None       # set_remote_cache's settings; None: read the environment
+_tiers: dict[tuple, Cache] = {}                 # one client (and its connection pool) per settings
+
+
+def set_remote_cache(url: Optional[str], *, password: Optional[str] = None, ttl_s: Optional[float] = None,
+                     timeout_s: Optional[float] = None, lease_s: Optional[float] = None) -> None:
+    """Use the Redis at `url` as the shared tier behind the local disk cache (None: none, whatever the
+    environment says). Checked now: a malformed URL or a missing `redis` client raises OptionError."""
+    global _in_code
+    settings = {"url": url, "password": password, "ttl_s": ttl_s, "timeout_s": timeout_s, "lease_s": lease_s}
+    if url is not None:
+        _tier(_checked(settings, "set_remote_cache"))
+    _in_code = settings
+
+
+def clear_remote_settings() -> None:
+    """Forget what `set_remote_cache` set: the environment decides again."""
+    global _in_code
+    _in_code = None
+
+
+def _float_env(name: str) -> Optional[float]:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(f"{name}={raw!r} is not a number of seconds; unset it or set e.g. {name}=30") from None
+    if not value > 0 or value == float("inf"):
+        raise OptionError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _settings() -> Optional[dict[str, Any]]:
+    if _in_code is not None:
+        return _in_code if _in_code["url"] is not None else None
+    url = os.environ.get("AUTOTUNE_REMOTE_CACHE", "").strip()
+    if not url:
+        return None
+    return _checked({"url": url, "password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
+                     "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
+                     "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
+                     "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}, "AUTOTUNE_REMOTE_CACHE")
+
+
+def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
+    url = settings["url"]
+    if not isinstance(url, str) or not url.startswith(_SCHEMES):
+        shown = url.split("@")[-1] if isinstance(url, str) else url
+        raise OptionError(f"{where}: {shown!r} is not a Redis URL; use redis://host:6379/0, rediss://host:6380/0 "
+                          "(TLS) or unix:///path/to/redis.sock")
+    for name in ("ttl_s", "timeout_s", "lease_s"):
+        value = settings[name]
+        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            raise OptionError(f"{where}: {name}={value!r} must be a positive number of seconds")
+    return settings
+
+
+def _tier(settings: dict[str, Any]) -> Cache:
+    from .redis_tier import RedisCache
+
+    ident = tuple(sorted(settings.items()))
+    with _lock:
+        tier = _tiers.get(ident)
+        if tier is None:
+            options = {k: v for k, v in settings.items() if k != "url" and v is not None}
+            tier = _tiers[ident] = RedisCache(settings["url"], **options)
+        return tier
+
+
+def remote_tier() -> Optional[Cache]:
+    """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
+    settings = _settings()
+    return _tier(settings) if settings is not None else None
+
+
+def remote_tiers() -> list[Cache]:
+    """[the remote tier] when one is configured, else []: what goes behind the disk in every KernelCache."""
+    tier = remote_tier()
+    return [tier] if tier is not None else []

@@ -1,0 +1,260 @@
+"""The Redis tier against a real redis-server: processes on 'different machines' (their own disk caches) share
+one Redis, a SIGKILLed lease holder is taken over, Redis stopping mid-run costs one warning, TTL, clear, hostile
+records, the CLI. Skipped, with the reason, only where no redis-server can be found."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("redis", reason="the redis client is not installed (pip install 'autotune[redis]')")
+
+import autotune  # noqa: E402
+from autotune import CacheWarning, OptionError, clear_autotune_cache, set_remote_cache, stats  # noqa: E402
+from autotune.record import SCHEMA_VERSION  # noqa: E402
+from autotune.storage import KernelCache, disk_entries  # noqa: E402
+from autotune.storage.remote import remote_tier  # noqa: E402
+from test_cache import DT, Tuner, make_record  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+WORKER = textwrap.dedent('''
+    import json, os, random, sys, time
+    from pathlib import Path
+
+    work, tag, delay = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    from autotune.storage import KernelCache, device_fingerprint, runtime_versions, stats
+    from autotune.record import Trial, TuningRecord
+    from autotune.space import Config
+
+    DT = ("torch.float32",)
+    SPACE = [16, 32, 64, 128]
+    kc = KernelCache("vadd", "src-hash", "space-sum", lambda cfg: cfg.get("BLOCK") in SPACE)
+    while not (work / "go").exists():
+        time.sleep(0.005)
+
+    def tune():
+        with open(work / "tunings.log", "a") as f:
+            f.write(f"{tag}\\n")
+        (work / f"tuning-{tag}").touch()
+        time.sleep(delay)
+        winner = random.Random(os.getpid()).choice(SPACE)
+        tv, pv = runtime_versions()
+        trials = [Trial(config=Config(BLOCK=b), status="ok", median_ms=1.0 if b == winner else 2.0, min_ms=1.0,
+                        samples_ms=[1.0]) for b in SPACE]
+        return TuningRecord(kernel="vadd", source_hash="src-hash", device=device_fingerprint(), triton_version=tv,
+                            torch_version=pv, space_checksum="space-sum", key=[1024], dtypes=list(DT),
+                            winner=Config(BLOCK=winner), trials=trials, tuning_s=delay)
+
+    rec, how = kc.get_or_tune((1024,), DT, tune)
+    print(json.dumps({"tag": tag, "how": how, "winner": rec.winner["BLOCK"], "stats": stats()["vadd"]}))
+''')
+
+
+def spawn(work: Path, tag: str, url: str, delay: float, **env_extra: str) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(AUTOTUNE_CACHE_DIR=str(work / f"disk-{tag}"), AUTOTUNE_REMOTE_CACHE=url, TRITON_INTERPRET="1",
+               **env_extra)
+    return subprocess.Popen([sys.executable, str(work / "worker.py"), str(work), tag, str(delay)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 180) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def work(tmp_path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    (d / "worker.py").write_text(WORKER)
+    return d
+
+
+def new_cache() -> KernelCache:
+    return KernelCache("add", "src-1", "space-1", lambda cfg: cfg.get("BLOCK") in (32, 64, 128))
+
+
+# ---------------------------------------------------------------------------------------------- the fleet
+
+
+def test_two_nodes_with_their_own_disks_tune_a_key_once(work, redis_server):
+    procs = [spawn(work, tag, redis_server.url, delay=1.5) for tag in ("a", "b")]
+    (work / "go").touch()
+    results = sorted((finish(p) for p in procs), key=lambda r: r["how"])
+    assert (work / "tunings.log").read_text().count("\n") == 1
+    assert [r["how"] for r in results] == ["remote", "tuned"]
+    assert results[0]["winner"] == results[1]["winner"]
+    assert results[0]["stats"]["remote_hits"] == 1
+    # The node that read Redis has the winner on its own disk now.
+    for tag in ("a", "b"):
+        assert len(disk_entries(directory=work / f"disk-{tag}")) == 1
+
+
+def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
+    lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "1"}
+    holder = spawn(work, "a", redis_server.url, delay=120, **lease)
+    (work / "go").touch()
+    deadline = time.monotonic() + 120
+    while not (work / "tuning-a").exists():
+        assert holder.poll() is None and time.monotonic() < deadline, holder.stderr.read()
+        time.sleep(0.02)
+    waiter = spawn(work, "b", redis_server.url, delay=0.1, **lease)
+    time.sleep(1.0)                         # b is waiting on a's lease, which a renews
+    assert waiter.poll() is None
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    result = finish(waiter)
+    assert result["how"] == "tuned"
+    assert (work / "tunings.log").read_text().split() == ["a", "b"]
+    assert len(redis_server.client().keys("autotune:entry:*")) == 1
+
+
+def test_a_record_tuned_on_one_node_is_read_by_a_decorated_kernel_elsewhere(tmp_path, monkeypatch, redis_server):
+    set_remote_cache(redis_server.url)
+    first = new_cache()
+    record, how = first.get_or_tune((1,), DT, Tuner((1,)))
+    assert how == "tuned"
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "other-node"))
+    second = new_cache()
+    tuner = Tuner((1,), winner=128)
+    got, how = second.get_or_tune((1,), DT, tuner)
+    assert (how, tuner.calls, got.winner) == ("remote", 0, record.winner)
+    assert len(disk_entries()) == 1
+
+
+# ---------------------------------------------------------------------------------------------- faults
+
+
+def test_redis_stopped_mid_run_warns_once_and_launches_go_on(redis_server, monkeypatch):
+    from test_cache_e2e import call, load_kernel     # call() checks the output against x + y
+
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "0.5")
+    vadd = load_kernel(Path(os.environ["AUTOTUNE_CACHE_DIR"]).parent)
+    call(vadd, 256)
+    assert len(redis_server.client().keys("autotune:entry:*")) == 1
+    redis_server.stop()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(vadd, 100)
+        call(vadd, 300)
+    unreachable = [w for w in caught if issubclass(w.category, CacheWarning) and "unreachable" in str(w.message)]
+    assert len(unreachable) == 1, [str(w.message) for w in caught]
+    assert sorted(tuple(e.record.key) for e in disk_entries()) == [(100,), (256,), (300,)]
+
+
+def test_hostile_records_in_redis_are_refused(redis_server):
+    set_remote_cache(redis_server.url)
+    kc = new_cache()
+    entry = kc.entry((1,), DT)
+    key = remote_tier().key_of(entry.location, entry.entry_id)
+    client = redis_server.client()
+    for payload, expect in [(b"\x80\x04pickle", "refused"), (b'{"schema_version": %d}' % SCHEMA_VERSION, "refused"),
+                            (b"[" * 100000, "refused"), (b"x" * (17 << 20), "limit")]:
+        client.set(key, payload)
+        kc.forget()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            record, how = kc.get_or_tune((1,), DT, Tuner((1,)), force=True)
+        assert how == "tuned"
+        assert any(issubclass(w.category, CacheWarning) and expect in str(w.message) for w in caught), payload[:20]
+        assert json.loads(client.get(key))["winner"] == record.winner        # replaced by the good record
+    newer = json.dumps({"schema_version": SCHEMA_VERSION + 1, "kernel": "add"}).encode()
+    client.set(key, newer)
+    kc.forget()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert kc.get_or_tune((1,), DT, Tuner((1,)), force=True)[1] == "tuned"
+    assert client.get(key) == newer                                          # a newer autotune's entry stays
+
+
+def test_configuration_errors_are_raised_early(monkeypatch):
+    pytest.importorskip("triton")
+    with pytest.raises(OptionError, match="not a Redis URL"):
+        set_remote_cache("http://cache:6379")
+    with pytest.raises(OptionError, match="positive"):
+        set_remote_cache("redis://127.0.0.1:6379/0", ttl_s=-1)
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", "cache:6379")
+    with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_CACHE"):
+        new_cache()                                                          # at decoration, not at a launch
+
+
+# ---------------------------------------------------------------------------------------------- TTL, clear, CLI
+
+
+def test_ttl_expires_entries(redis_server):
+    set_remote_cache(redis_server.url, ttl_s=1.0)
+    new_cache().get_or_tune((1,), DT, Tuner((1,)))
+    client = redis_server.client()
+    (key,) = client.keys("autotune:entry:*")
+    assert 0 < client.pttl(key) <= 1000
+    deadline = time.monotonic() + 30
+    while client.exists(key):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_clear_keeps_the_fleet_s_entries_unless_remote(redis_server):
+    set_remote_cache(redis_server.url)
+    kc = new_cache()
+    kc.get_or_tune((1,), DT, Tuner((1,)))
+    kc.get_or_tune((2,), DT, Tuner((2,)))
+    client = redis_server.client()
+    assert clear_autotune_cache("add", key=(1,)) == 1
+    assert len(client.keys("autotune:entry:*")) == 2 and len(disk_entries()) == 1
+    assert clear_autotune_cache("add", key=(1,), remote=True) == 1
+    assert kc.clear(remote=True) == 1                                   # memory, disk and Redis: one entry
+    assert client.keys("autotune:entry:*") == [] and disk_entries() == []
+
+
+def run_cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=full,
+                          timeout=120)
+
+
+def test_cli_lists_pushes_pulls_and_clears_the_remote_tier(tmp_path, redis_server):
+    from cache_files import write_record
+
+    write_record(make_record((1,)), tmp_path / "node-a")
+    write_record(make_record((2,)), tmp_path / "node-a")
+    a = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-a"), "AUTOTUNE_REMOTE_CACHE": redis_server.url}
+    b = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-b")}
+    res = run_cli("cache", "push", env=a)
+    assert res.returncode == 0 and "copied 2 entries" in res.stdout, res.stderr
+    assert "already there" in run_cli("cache", "push", env=a).stdout
+    res = run_cli("cache", "list", "--remote", "--remote-url", redis_server.url, env=b)
+    assert res.returncode == 0 and "2 entries in redis://127.0.0.1" in res.stdout, res.stderr
+    res = run_cli("cache", "pull", "--kernel", "add", "--remote-url", redis_server.url, env=b)
+    assert res.returncode == 0 and "copied 2 entries" in res.stdout, res.stderr
+    assert len(disk_entries(directory=tmp_path / "node-b")) == 2
+    res = run_cli("cache", "clear", "--remote", "--kernel", "add", "--key", "1", env=a)
+    assert res.returncode == 0 and "removed 1 entry" in res.stdout, res.stderr
+    assert len(redis_server.client().keys("autotune:entry:*")) == 1
+    redis_server.stop()
+    res = run_cli("cache", "list", "--remote", env=a)
+    assert res.returncode == 2 and "cannot reach the Redis cache" in res.stderr
+    res = run_cli("cache", "list", "--remote", env=b)
+    assert res.returncode == 2 and "AUTOTUNE_REMOTE_CACHE" in res.stderr
+
+
+def test_stats_count_remote_hits(redis_server, monkeypatch, tmp_path):
+    set_remote_cache(redis_server.url)
+    new_cache().get_or_tune((1,), DT, Tuner((1,)))
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "elsewhere"))
+    new_cache().get_or_tune((1,), DT, Tuner((1,)))
+    assert stats()["add"]["remote_hits"] == 1 and stats()["add"]["tunings"] == 1
+    assert autotune.set_remote_cache is set_remote_cache
