@@ -258,3 +258,25 @@ def test_stats_count_remote_hits(redis_server, monkeypatch, tmp_path):
     new_cache().get_or_tune((1,), DT, Tuner((1,)))
     assert stats()["add"]["remote_hits"] == 1 and stats()["add"]["tunings"] == 1
     assert autotune.set_remote_cache is set_remote_cache
+
+
+def test_a_slow_or_full_redis_costs_a_warning_not_a_failed_or_blocked_launch(redis_server):
+    set_remote_cache(redis_server.url, timeout_s=0.3)
+    client = redis_server.client()
+    client.config_set("maxmemory", "1")                     # full: every write is refused (OOM)
+    client.config_set("maxmemory-policy", "noeviction")
+    kc = new_cache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record, how = kc.get_or_tune((1,), DT, Tuner((1,)))
+    assert how == "tuned" and len(disk_entries()) == 1
+    assert any(issubclass(w.category, CacheWarning) and "maxmemory" in str(w.message) for w in caught)
+    client.config_set("maxmemory", "0")
+    client.client_pause(8000)                               # slow: nothing answers for 8 s
+    other = new_cache()
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert other.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
+    assert time.monotonic() - started < 6                   # one command timed out (0.3 s); then Redis is left alone
+    assert any(issubclass(w.category, CacheWarning) and "unreachable" in str(w.message) for w in caught)
