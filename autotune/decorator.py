@@ -22,7 +22,9 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
-from .space import Config, SearchSpace, as_space, configs_checksum, validate_space
+from .space import Config, SearchSpace, as_space, configs_checksum
+from .search import check_strategy, make_strategy, nearest_winners
+from .space_checks import validate_space
 from .storage.fingerprint import source_hash
 from .storage.counters import count_hit, stats
 from .storage.tiers import KernelCache
@@ -98,7 +100,10 @@ class Autotuned(KernelInterface):
             if missing:
                 raise OptionError(f"{what}={list(names)} on {self.name}: {missing} are not arguments of the kernel; "
                                   f"arguments: {self.arg_names}.{did_you_mean(missing[0], self.arg_names)}")
-        self.configs: list[Config] = self.space.configs()
+        # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
+        self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
+        self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
+        self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
         fields = self.space.fields()
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
         self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
@@ -124,11 +129,11 @@ class Autotuned(KernelInterface):
                            derived_names=derive)
         self.interpreted = is_interpreted(self.base_fn)
         self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
-        config_set = frozenset(self.configs)
+        contains = frozenset(self.configs).__contains__ if self.configs is not None else self.space.contains
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
         self.cache = KernelCache(self.name, source_hash(self.base_fn), self.space.checksum(),
-                                 config_set.__contains__, identity=self.identity)
+                                 contains, identity=self.identity)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None
@@ -271,7 +276,9 @@ class Autotuned(KernelInterface):
         return record.winner, record, how
 
     def _fallback_config(self) -> Config:
-        return self.fallback if self.fallback is not None else self.configs[0]
+        if self.fallback is not None:
+            return self.fallback
+        return self.configs[0] if self.configs is not None else self.space.first()
 
     def _split(self, config: Config) -> tuple[dict, dict]:
         """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
@@ -316,17 +323,21 @@ class Autotuned(KernelInterface):
             launch_args, launch_kwargs, launch_grid = prepare(config)
             return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
+        configs, strategy = self.configs or [], None
+        if self.strategy != "exhaustive":
+            configs, strategy = [], self._search_strategy(key, kept)
         kept_set = set(kept)
-        skip = frozenset(c for c in self.configs if c not in kept_set)
+        skip = frozenset(c for c in configs if c not in kept_set)
         if select is not None:
-            mine = set(select([c for c in self.configs if c not in skip]))
-            skip = frozenset(c for c in self.configs if c not in mine)
-        job = TuneJob(configs=self.configs, run_config=run_config, compiler=self._compiler(prepare),
+            mine = set(select([c for c in configs if c not in skip]))
+            skip = frozenset(c for c in configs if c not in mine)
+        total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
+        job = TuneJob(configs=configs, run_config=run_config, compiler=self._compiler(prepare), strategy=strategy,
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
-                      synchronize=self._synchronize, progress=self._progress(key, len(self.configs) - len(skip)),
+                      synchronize=self._synchronize, progress=self._progress(key, total),
                       kernel_name=self.name, measure_single=select is not None,
                       whole_space=select is None, preference=kept)
         try:
@@ -336,10 +347,19 @@ class Autotuned(KernelInterface):
             if close is not None:
                 close()
         record = self.cache.new_record(key, dtypes, winner=outcome.winner, trials=outcome.trials,
-                                       tuning_s=outcome.tuning_s, candidates=candidates)
+                                       tuning_s=outcome.tuning_s, candidates=candidates,
+                                       strategy=None if strategy is None else self.strategy,
+                                       space_size=None if strategy is None else self.space_size)
         if select is None:
             emit(record, cache_hit=False)
         return record
+
+    def _search_strategy(self, key: tuple, kept: Sequence[Config]) -> Any:
+        """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
+        winners of this kernel's nearest tuned keys."""
+        space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
+        seeds = nearest_winners(key, self.cache.tuned_records())
+        return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
 
     def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
@@ -351,8 +371,8 @@ class Autotuned(KernelInterface):
         """(the configs prune= keeps for this call, in its order, or every config without prune=; the checksum
         of the kept ones, or None without prune=). Ties between equal timings go to the earlier one here, as in
         triton.autotune (the order after early_config_prune and perf_model)."""
-        if self.prune is None:
-            return list(self.configs), None
+        if self.prune is None or self.configs is None:   # a lazy space has no prune= (refused at decoration)
+            return list(self.configs or ()), None
         kept = [Config(c) for c in self.prune(list(self.configs), dict(bound.named))]
         if not kept:
             raise AutotuneError(f"prune= on {self.name} removed every config; it must keep at least one")
@@ -413,7 +433,7 @@ class Autotuned(KernelInterface):
         return report_table(record)
 
     def __repr__(self) -> str:
-        return f"<autotuned {self.name}: {len(self.configs)} configs>"
+        return f"<autotuned {self.name}: {self.space_size} configs>"
 
 
 def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[Mapping[str, Any]] = None,

@@ -9,11 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import OptionError
 
 Preset = Literal["fast", "default", "thorough"]
+Strategy = Literal["auto", "exhaustive", "random", "local", "model"]
 
+# max_configs: the search budget, and under strategy="auto" the largest space tuned exhaustively.
 PRESETS: dict[str, dict[str, Any]] = {
-    "fast": {"warmup": 1, "reps": 5, "refine_topk": 0, "refine_reps": 0},
-    "default": {"warmup": 2, "reps": 10, "refine_topk": 3, "refine_reps": 10},
-    "thorough": {"warmup": 5, "reps": 50, "refine_topk": 5, "refine_reps": 50},
+    "fast": {"warmup": 1, "reps": 5, "refine_topk": 0, "refine_reps": 0, "max_configs": 64},
+    "default": {"warmup": 2, "reps": 10, "refine_topk": 3, "refine_reps": 10, "max_configs": 256},
+    "thorough": {"warmup": 5, "reps": 50, "refine_topk": 5, "refine_reps": 50, "max_configs": 1024},
 }
 
 
@@ -39,6 +41,9 @@ class Tuning(BaseModel):
     cuda_graph: bool = False
     distributed: Optional[Literal["shard", "rank0", "off"]] = None
     lock_timeout_s: Optional[float] = Field(default=None, gt=0)   # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
+    strategy: Strategy = "auto"
+    max_configs: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
+    max_seconds: Optional[float] = Field(default=None, gt=0)       # stop proposing configs after this long
 
     @model_validator(mode="before")
     @classmethod

@@ -60,6 +60,8 @@ class TuningRecord(BaseModel):
     winner: Config
     trials: list[Trial]
     candidates: Optional[str] = None     # checksum of the configs prune= kept for this key (None: no prune=)
+    strategy: Optional[str] = None       # the search strategy when not every config was tried (None: exhaustive)
+    space_size: Optional[int] = Field(default=None, ge=0)   # configs in the space (its product when lazy)
     tuning_s: float = Field(ge=0)
     timestamp: float = Field(default_factory=time.time, ge=0)
 

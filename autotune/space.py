@@ -7,12 +7,12 @@ import json
 import math
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
 
-from .errors import OptionError, SpaceError, did_you_mean
+from .errors import SpaceError
 
-__all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "as_space", "validate_space"]
+__all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "as_space", "config_from_triton", "LIST_LIMIT"]
 
 _JSON_SCALARS = (bool, int, float, str, type(None))
 
@@ -125,6 +125,16 @@ class Config(Mapping[str, Any]):
 
 # A space whose filtered configs number at most this many keeps them in memory once materialised.
 _CACHE_LIMIT = 1 << 16
+LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
+_SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
+
+
+def _code_identity(fn: Any) -> str:
+    """What a filter computes, for a lazy space's checksum: its bytecode and constants when it has them."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return getattr(fn, "__qualname__", type(fn).__name__)
+    return hashlib.sha256(code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode()).hexdigest()
 
 
 class SearchSpace(ABC):
@@ -233,10 +243,17 @@ class SearchSpace(ABC):
         return UnionSpace(self, other_space) if self_first else UnionSpace(other_space, self)
 
     def checksum(self) -> str:
-        """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds."""
+        """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds. A lazy
+        space is not listed: its checksum is that of its axes and the sources of its filters."""
         if self._checksum is None:
-            self._set(_checksum=configs_checksum(self))
+            self._set(_checksum=self._structural_checksum() if self.lazy else configs_checksum(self))
         return self._checksum  # type: ignore[return-value]
+
+    def _structural_checksum(self) -> str:
+        h = hashlib.sha256(self._describe().encode())
+        for pred, source in zip(self._preds, self._pred_sources):
+            h.update(b"\nwhere " + source.encode() + b" " + _code_identity(pred).encode())
+        return h.hexdigest()
 
     @property
     def is_filtered(self) -> bool:
@@ -246,6 +263,41 @@ class SearchSpace(ABC):
     def unfiltered_len(self) -> int:
         """The number of configs before any `where` filtering."""
         return self._len_all()
+
+    # -- search: what a strategy needs, without listing a large space ---------------------------------
+    @property
+    def lazy(self) -> bool:
+        """Whether the space is too large to list (over LIST_LIMIT configs before filtering): decorating and
+        searching it never enumerate it; only a strategy's samples and neighbours are built."""
+        return self._len_all() > LIST_LIMIT
+
+    def contains(self, config: Config) -> bool:
+        """Whether `config` is one of the space's configs (its filters included)."""
+        return config in self._members()
+
+    def _members(self) -> frozenset[Config]:
+        members = self.__dict__.get("_member_set")
+        if members is None:
+            members = frozenset(self)
+            self._set(_member_set=members)
+        return members
+
+    def sample(self, rng: Any) -> Config:
+        """A uniformly random config of the space (`rng` is a `random.Random`)."""
+        configs = self._listed()
+        if not configs:
+            raise SpaceError(f"search space {self!r} is empty")
+        return configs[rng.randrange(len(configs))]
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """The configs that differ from `config` in one field only (for a Cartesian space: one axis, one step)."""
+        return [c for c in self._listed() if c.keys() == config.keys()
+                and sum(1 for k in c if c[k] != config[k]) == 1]
+
+    def _listed(self) -> list[Config]:
+        if self._cache is None:
+            self.configs()
+        return self._cache if self._cache is not None else self.configs()
 
     def __repr__(self) -> str:
         return self._describe() + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
@@ -313,6 +365,53 @@ class CartesianSpace(SearchSpace):
 
     def _describe(self) -> str:
         return "CartesianSpace(" + ", ".join(f"{k}={v!r}" for k, v in self._axes.items()) + ")"
+
+    def _positions(self, config: Config) -> tuple[int, ...] | None:
+        """Each axis's index of `config`'s value, or None when a field or a value is not the space's."""
+        if config.keys() != set(self._names):
+            return None
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = tuple({json.dumps(v): i for i, v in enumerate(values)} for values in self._values)
+            self._set(_index=index)
+        out = []
+        for name, axis in zip(self._names, index):
+            i = axis.get(json.dumps(config[name]))
+            if i is None:
+                return None
+            out.append(i)
+        return tuple(out)
+
+    def _passes(self, config: Config) -> bool:
+        return all(p(config) for p in self._preds)
+
+    def contains(self, config: Config) -> bool:
+        return self._positions(config) is not None and self._passes(config)
+
+    def sample(self, rng: Any) -> Config:
+        """A uniformly random config: uniform over the product, redrawn while a filter refuses it."""
+        for _ in range(_SAMPLE_TRIES):
+            config = Config({n: v[rng.randrange(len(v))] for n, v in zip(self._names, self._values)})
+            if self._passes(config):
+                return config
+        if not self.lazy:
+            return super().sample(rng)
+        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self!r} were all refused by its filters: they keep "
+                         "too small a part of the product to sample; tighten the axes instead of filtering")
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """The configs one step away along one axis (the previous or next value), that pass the filters."""
+        positions = self._positions(config)
+        if positions is None:
+            return []
+        out = []
+        for name, values, i in zip(self._names, self._values, positions):
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(values):
+                    candidate = config.replace(**{name: values[j]})
+                    if self._passes(candidate):
+                        out.append(candidate)
+        return out
 
 
 class FixedSpace(SearchSpace):
@@ -417,39 +516,3 @@ def as_space(obj: Any) -> SearchSpace:
         return FixedSpace(items)
     raise SpaceError(f"space must be a SearchSpace, a dict of axes (CartesianSpace), or a list of configs "
                      f"(FixedSpace); got {type(obj).__name__}: {obj!r}")
-
-
-def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Collection[str],
-                   compile_options: Collection[str], static_options: Mapping[str, Any],
-                   derived_names: Collection[str] = ()) -> None:
-    """Check a space against its kernel when decorating; raise SpaceError/OptionError naming problem and fix."""
-    configs = space.configs()
-    if not configs:
-        if space.is_filtered and space.unfiltered_len() > 0:
-            raise SpaceError(f"the search space of {kernel_name} is empty: its where() filters removed all "
-                             f"{space.unfiltered_len()} configs of {space!r}; loosen the predicates")
-        raise SpaceError(f"the search space of {kernel_name} is empty; give it at least one config")
-    fields = space.fields()
-    for name in sorted(static_options):
-        if name in fields:
-            raise OptionError(f"{name!r} is both a static option and a space field of {kernel_name}; pick one: "
-                              f"drop {name}= from @autotune(...) or remove the {name!r} field from the space")
-    options = frozenset(compile_options)
-    for name in sorted(static_options):
-        if name not in options:
-            hint = did_you_mean(name, options)
-            raise OptionError(f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
-                              f"num_warps, num_stages, num_ctas, maxnreg).{hint}")
-    derived = frozenset(derived_names)
-    constexprs = frozenset(constexpr_names)
-    for name in sorted(fields):
-        if name in derived:
-            raise SpaceError(f"{name!r} is both a space field and a derive= name of {kernel_name}; remove it from "
-                             "one of them")
-        if name not in constexprs and name not in options:
-            hint = did_you_mean(name, constexprs | options)
-            listed = ", ".join(sorted(constexprs)) if constexprs else "(none)"
-            raise SpaceError(f"space field {name!r} is neither a tl.constexpr parameter of {kernel_name} nor a "
-                             f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
-                             "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
-                             f"`{name}: tl.constexpr`")

@@ -138,6 +138,8 @@ class TuneJob:
     measure_single: bool = False              # measure a lone candidate too (its timing is compared elsewhere)
     whole_space: bool = True                  # False for one rank's shard: its failures say nothing of the call
     preference: Sequence[Config] = ()         # equal timings go to the earlier config here (default: space order)
+    strategy: Optional[Any] = None            # a search.SearchStrategy: try only what it proposes (None: every config)
+    clock: Callable[[], float] = time.perf_counter   # seconds, for max_seconds (replay passes its simulated clock)
     errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
 
 
@@ -149,29 +151,24 @@ class TuneOutcome:
 
 
 def tune(job: TuneJob) -> TuneOutcome:
-    """Compile and measure every config of `job`, refine the best, and return the winner and all trials."""
+    """Compile and measure every config of `job` (or, with `job.strategy`, the configs the strategy proposes
+    within the budget), refine the best, and return the winner and the trials."""
     started = time.perf_counter()
-    trials = {c: Trial(config=c) for c in job.configs}
-    order = [c for c in job.configs if c not in job.skip]
-    if job.tuning.seed is not None:
-        random.Random(job.tuning.seed).shuffle(order)
     checked = job.verify.outputs if isinstance(job.verify, Reference) else ()
     guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero, checked)
     try:
         expected = job.verify.expected(job.named_args) if isinstance(job.verify, Reference) else None
-        if len(order) == 1 and job.verify is None and not job.measure_single:
-            # One candidate: nothing to compare, so nothing to measure (as triton.autotune does).
-            return TuneOutcome(order[0], list(trials.values()), time.perf_counter() - started)
-        with compile_in_order_of_completion(order, job.compiler, workers=job.tuning.compile_workers,
-                                            timeout_s=job.tuning.compile_timeout_s) as outcomes:
-            for outcome in outcomes:
-                trial = trials[outcome.config]
-                trial.compile_s = outcome.compile_s
-                if outcome.status is not TrialStatus.OK:
-                    _fail(job, trial, outcome.status, outcome.error)
-                    continue
-                job.progress.compiled(outcome.config)
-                _measure(job, trial, guard, expected)
+        if job.strategy is not None:
+            trials = _search(job, guard, expected)
+        else:
+            trials = {c: Trial(config=c) for c in job.configs}
+            order = [c for c in job.configs if c not in job.skip]
+            if job.tuning.seed is not None:
+                random.Random(job.tuning.seed).shuffle(order)
+            if len(order) == 1 and job.verify is None and not job.measure_single:
+                # One candidate: nothing to compare, so nothing to measure (as triton.autotune does).
+                return TuneOutcome(order[0], list(trials.values()), time.perf_counter() - started)
+            _run_batch(job, order, trials, guard, expected)
         rank = {c: i for i, c in enumerate(job.preference or job.configs)}
 
         def fastest_first(t: Trial) -> tuple:
@@ -185,6 +182,43 @@ def tune(job: TuneJob) -> TuneOutcome:
         return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
     finally:
         guard.restore_all()
+
+
+def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Trial], guard: ArgumentGuard,
+               expected: Optional[dict], on_done: Callable[[Trial], None] = lambda trial: None) -> None:
+    """Compile `configs` in the pool and measure each as soon as it is compiled, filling `trials`."""
+    begin = getattr(job.compiler, "begin_batch", None)
+    if begin is not None:
+        begin(configs)
+    with compile_in_order_of_completion(configs, job.compiler, workers=job.tuning.compile_workers,
+                                        timeout_s=job.tuning.compile_timeout_s) as outcomes:
+        for outcome in outcomes:
+            trial = trials.setdefault(outcome.config, Trial(config=outcome.config))
+            trial.compile_s = outcome.compile_s
+            if outcome.status is not TrialStatus.OK:
+                _fail(job, trial, outcome.status, outcome.error)
+            else:
+                job.progress.compiled(outcome.config)
+                _measure(job, trial, guard, expected)
+            on_done(trial)
+
+
+def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dict[Config, Trial]:
+    """Ask the strategy for batches and run them until the budget (configs, seconds) is spent or the strategy
+    has nothing left; each result is told back, failures included, so no config is tried twice."""
+    strategy, tuning = job.strategy, job.tuning
+    trials: dict[Config, Trial] = {}
+    batch_size = max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
+    start = job.clock()
+    while len(trials) < tuning.max_configs:
+        if tuning.max_seconds is not None and job.clock() - start >= tuning.max_seconds and trials:
+            break
+        batch = strategy.ask(min(batch_size, tuning.max_configs - len(trials)))
+        if not batch:
+            break
+        _run_batch(job, batch, trials, guard, expected,
+                   on_done=lambda t: strategy.tell(t.config, t.median_ms if t.ok else None))
+    return trials
 
 
 def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optional[dict]) -> None:

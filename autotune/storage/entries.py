@@ -119,5 +119,6 @@ def record_json(record: TuningRecord) -> bytes:
     clean = record.model_copy(update={"key": _jsonable(list(record.key)),
                                       "dtypes": [str(d) for d in record.dtypes]})
     # Optional fields left unset are not written, so such files stay readable by older readers.
-    exclude = {name for name in ("candidates", "kernel_id") if getattr(clean, name) is None} or None
+    exclude = {name for name in ("candidates", "kernel_id", "strategy", "space_size")
+               if getattr(clean, name) is None} or None
     return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")

@@ -88,7 +88,8 @@ class KernelCache:
         return EntryRef(self.kernel_name, self.identity, fingerprint.device_fingerprint(), key, tuple(dtypes))
 
     def new_record(self, key: tuple, dtypes: tuple[str, ...], *, winner: Config, trials: list, tuning_s: float,
-                   candidates: Optional[str]) -> TuningRecord:
+                   candidates: Optional[str], strategy: Optional[str] = None,
+                   space_size: Optional[int] = None) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
         triton_version, torch_version = fingerprint.runtime_versions()
@@ -96,7 +97,20 @@ class KernelCache:
                             device=fingerprint.device_fingerprint(), triton_version=triton_version,
                             torch_version=torch_version, space_checksum=self.space_checksum, key=list(key),
                             dtypes=list(dtypes), winner=winner, trials=trials, tuning_s=tuning_s,
-                            candidates=candidates)
+                            candidates=candidates, strategy=strategy, space_size=space_size)
+
+    def tuned_records(self) -> list[TuningRecord]:
+        """Every record of this kernel usable on this machine, whatever its key: memory first, then each
+        persistent tier. What a warm start seeds a new key's search with."""
+        found: dict[tuple, TuningRecord] = {}
+        for record in self.memory.records().values():
+            found[(key_text(record.key), tuple(record.dtypes))] = record
+        for tier in self.tiers:
+            for e in tier.entries(self.kernel_name):
+                r = e.record
+                if self.stale_reason(r, tuple(r.key), tuple(r.dtypes), r.candidates) is None:
+                    found.setdefault((key_text(r.key), tuple(r.dtypes)), r)
+        return list(found.values())
 
     # -- validity ---------------------------------------------------------------------------------
 

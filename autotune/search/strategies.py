@@ -1,0 +1,120 @@
+"""Search strategies: which configs to try next, given what the tried ones measured. Plain data and a seeded
+`random.Random`; no GPU, no timing. The tuner asks a strategy for batches (`ask`), compiles and measures them
+in its pipeline, and tells it each result (`tell`: a median in ms, or None for a config that failed).
+
+A strategy never proposes a config twice, nor one outside the space; `seeds` (a warm start: the winners of
+the kernel's nearest other keys) are proposed first.
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Iterable, Optional
+
+from ..space import Config, SearchSpace
+
+__all__ = ["SearchStrategy", "RandomSearch", "LocalSearch", "make_strategy", "STRATEGIES"]
+
+
+class SearchStrategy:
+    """What every strategy shares: the tried set, the results, the seeds, the best so far."""
+
+    name = "base"
+
+    def __init__(self, space: SearchSpace, *, seed: Optional[int] = None, seeds: Iterable[Config] = (),
+                 budget: int = 256) -> None:
+        self.space = space
+        self.rng = random.Random(seed)
+        self.budget = budget
+        self.tried: set[Config] = set()
+        self.results: dict[Config, Optional[float]] = {}
+        self._seeds = [c for c in dict.fromkeys(seeds) if space.contains(c)]
+
+    @property
+    def best(self) -> Optional[tuple[Config, float]]:
+        """The fastest config told so far and its median."""
+        ok = [(c, ms) for c, ms in self.results.items() if ms is not None]
+        return min(ok, key=lambda item: item[1]) if ok else None
+
+    def ask(self, n: int) -> list[Config]:
+        """Up to `n` configs not tried yet (fewer, or none, when the strategy has nothing left to propose)."""
+        out: list[Config] = []
+        while self._seeds and len(out) < n:
+            config = self._seeds.pop(0)
+            if config not in self.tried:
+                out.append(config)
+                self.tried.add(config)
+        for config in self._propose(n - len(out)) if len(out) < n else ():
+            if config not in self.tried and len(out) < n:
+                out.append(config)
+                self.tried.add(config)
+        return out
+
+    def tell(self, config: Config, median_ms: Optional[float]) -> None:
+        """The result of `config`: its median time, or None when it failed (it is not proposed again)."""
+        self.tried.add(config)
+        self.results[config] = median_ms if median_ms is not None and math.isfinite(median_ms) else None
+
+    def _propose(self, n: int) -> Iterable[Config]:
+        raise NotImplementedError
+
+    def _random_untried(self, n: int, tries_per_config: int = 50) -> list[Config]:
+        out: list[Config] = []
+        for _ in range(n * tries_per_config):
+            if len(out) >= n:
+                break
+            config = self.space.sample(self.rng)
+            if config not in self.tried and config not in out:
+                out.append(config)
+        return out
+
+
+class RandomSearch(SearchStrategy):
+    """Uniformly random configs of the space: the baseline every other strategy is compared with."""
+
+    name = "random"
+
+    def _propose(self, n: int) -> Iterable[Config]:
+        return self._random_untried(n)
+
+
+class LocalSearch(SearchStrategy):
+    """Coordinate (pattern) search: start from the seeds or a few random configs, then try the neighbours of the
+    best config (one axis, one step); when every neighbour of the best was tried, restart from a random config."""
+
+    name = "local"
+
+    def __init__(self, *args, start: int = 8, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.start = start
+        self._centre: Optional[Config] = None
+
+    def _propose(self, n: int) -> Iterable[Config]:
+        known = [c for c, ms in self.results.items() if ms is not None]
+        if len(self.tried) < self.start or not known:
+            return self._random_untried(n)
+        best = self.best
+        centre = best[0] if best is not None else None
+        frontier = [c for c in self.space.neighbours(centre) if c not in self.tried] if centre is not None else []
+        if not frontier and self._centre is not None:
+            frontier = [c for c in self.space.neighbours(self._centre) if c not in self.tried]
+        if not frontier:
+            restart = self._random_untried(1)
+            self._centre = restart[0] if restart else None
+            return restart + self._random_untried(max(0, n - 1))
+        self.rng.shuffle(frontier)
+        return frontier[:n] + (self._random_untried(n - len(frontier)) if len(frontier) < n else [])
+
+
+def make_strategy(name: str, space: SearchSpace, *, seed: Optional[int], seeds: Iterable[Config],
+                  budget: int) -> SearchStrategy:
+    """The strategy called `name` ("random", "local" or "model") over `space`."""
+    if name == "model":
+        from .model import ModelSearch
+
+        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget)
+    cls = {"random": RandomSearch, "local": LocalSearch}[name]
+    return cls(space, seed=seed, seeds=seeds, budget=budget)
+
+
+STRATEGIES = ("exhaustive", "random", "local", "model")
