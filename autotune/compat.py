@@ -68,7 +68,7 @@ from .errors import AutotuneError, SpaceError
 from .options import Tuning
 from .record import TrialStatus, TuningRecord
 from .space import Config as _NativeConfig
-from .space import config_from_triton
+from .space_input import config_from_triton
 from .storage.tiers import KernelCache
 
 __all__ = ["autotune", "Autotuner", "Config", "heuristics"]

@@ -22,7 +22,8 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
-from .space import Config, SearchSpace, as_space, configs_checksum
+from .space import Config, SearchSpace, configs_checksum
+from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
 from .space_checks import validate_space
 from .storage.fingerprint import source_hash
@@ -337,7 +338,7 @@ class Autotuned(KernelInterface):
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
-                      synchronize=self._synchronize, progress=self._progress(key, total),
+                      synchronize=self._synchronize, progress=self._progress(key, total, strategy),
                       kernel_name=self.name, measure_single=select is not None,
                       whole_space=select is None, preference=kept)
         try:
@@ -397,10 +398,12 @@ class Autotuned(KernelInterface):
 
             torch.cuda.synchronize()
 
-    def _progress(self, key: tuple, total: int) -> Any:
+    def _progress(self, key: tuple, total: int, strategy: Any = None) -> Any:
         from .progress import TuningProgress
 
-        return TuningProgress(self.name, key, total)
+        if strategy is None:
+            return TuningProgress(self.name, key, total)
+        return TuningProgress(self.name, key, total, strategy=self.strategy, space_size=self.space_size)
 
     # ------------------------------------------------------------------------------------------ inspection
     def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:

@@ -42,8 +42,9 @@ class TuningProgress:
     """
 
     def __init__(self, kernel_name: str, key: tuple, total: int, *, stream: Optional[TextIO] = None,
-                 delay_s: float = 1.0) -> None:
+                 delay_s: float = 1.0, strategy: Optional[str] = None, space_size: Optional[int] = None) -> None:
         self.kernel_name = kernel_name
+        self.strategy, self.space_size = strategy, space_size
         self.key = key
         self.total = int(total)
         self.n_compiled = 0
@@ -74,7 +75,8 @@ class TuningProgress:
         key = repr(tuple(self.key)) if isinstance(self.key, (tuple, list)) else repr(self.key)
         if len(key) > 40:
             key = key[:37] + "..."
-        return f"autotune {self.kernel_name} key={key}"
+        searched = f" {self.strategy} of {self.space_size:,}" if self.strategy and self.space_size else ""
+        return f"autotune {self.kernel_name} key={key}{searched}"
 
     def _postfix(self) -> str:
         text = f"compiled {self.n_compiled} | measured {self.n_measured} | failed {self.n_failed}"

@@ -140,6 +140,7 @@ class TuneJob:
     preference: Sequence[Config] = ()         # equal timings go to the earlier config here (default: space order)
     strategy: Optional[Any] = None            # a search.SearchStrategy: try only what it proposes (None: every config)
     clock: Callable[[], float] = time.perf_counter   # seconds, for max_seconds (replay passes its simulated clock)
+    batch_size: Optional[int] = None          # configs a strategy proposes at once (default: 2 x compile workers)
     errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
 
 
@@ -208,7 +209,7 @@ def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dic
     has nothing left; each result is told back, failures included, so no config is tried twice."""
     strategy, tuning = job.strategy, job.tuning
     trials: dict[Config, Trial] = {}
-    batch_size = max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
+    batch_size = job.batch_size or max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
     start = job.clock()
     while len(trials) < tuning.max_configs:
         if tuning.max_seconds is not None and job.clock() - start >= tuning.max_seconds and trials:

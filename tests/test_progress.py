@@ -160,7 +160,7 @@ def _tune_on(stderr, monkeypatch) -> None:
 
 def test_real_tuning_on_a_terminal_draws_the_bar(monkeypatch):
     # the decorator uses the default delay (1 s); make it 0 so this short tuning shows its bar
-    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {"stream": None, "delay_s": 0.0})
+    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
     stream = FakeTTY()
     _tune_on(stream, monkeypatch)
     text = stream.getvalue()
@@ -171,7 +171,7 @@ def test_real_tuning_on_a_terminal_draws_the_bar(monkeypatch):
 
 
 def test_real_tuning_with_stderr_not_a_terminal_writes_no_progress(monkeypatch):
-    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {"stream": None, "delay_s": 0.0})
+    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
     stream = io.StringIO()
     _tune_on(stream, monkeypatch)
     assert stream.getvalue() == ""

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace, as_space
+from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
+from autotune.space_input import as_space
 from autotune.space_checks import validate_space
 
 REPO = Path(__file__).resolve().parents[1]

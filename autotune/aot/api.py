@@ -19,7 +19,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from ..errors import PrecompileError
 from ..kernel_ref import base_kernel, is_interpreted, python_function
-from ..space import Config, as_space
+from ..space import Config
+from ..space_input import as_space
 from .events import LISTENER
 from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
 from .report import CompiledConfig, FailedConfig, PrecompileReport

@@ -25,7 +25,8 @@ __all__ = ["main", "build_parser", "register", "parse_key", "REGISTRARS", "SUBCO
 Registrar = Callable[["argparse._SubParsersAction"], None]
 
 # Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
-SUBCOMMAND_MODULES: list[str] = ["autotune.cli.report:register", "autotune.cli.aot:register"]
+SUBCOMMAND_MODULES: list[str] = ["autotune.cli.report:register", "autotune.cli.aot:register",
+                                   "autotune.cli.replay:register"]
 
 
 REGISTRARS: list[Registrar] = [register_cache]

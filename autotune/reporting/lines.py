@@ -36,7 +36,8 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     Exact format (single spaces; `|` separates the parts)::
 
         autotune: {kernel} key={key tuple}[ {dtype,dtype...}] -> {winner Config repr} {winner median} ms
-          | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n trials} ok | tuned in {tuning_s:.2f} s ({hit})
+          | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n trials} ok[ | {strategy}: {n} of {size} tried]
+          | tuned in {tuning_s:.2f} s ({hit})
 
     (on one line) where
       - `{key tuple}` is `repr(tuple(record.key))`, e.g. `(1024,)`; dtypes (without `torch.`) follow
@@ -45,6 +46,7 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
         is normally the first), at most three entries, `x{ratio}` is the median over the winner's
         with two decimals;
       - milliseconds have 4 significant digits (`0.01200`, `1.234`, `123.4`, `1234`), `-` if unknown;
+      - the `{strategy}` part appears when a search strategy tried part of the space (not exhaustive);
       - `{hit}` is `cache hit` when the record came from the cache, `miss` when it was just tuned
         (`tuned in` is then the original tuning's wall time as stored in the record).
     Example::
@@ -60,8 +62,16 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
                     for t in ranked[:3]) or "-"
     n_ok = len(ranked)
     return (f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
-            f" | top3: {top} | {n_ok}/{len(record.trials)} ok"
+            f" | top3: {top} | {n_ok}/{len(record.trials)} ok{_searched(record)}"
             f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})")
+
+
+def _searched(record: TuningRecord) -> str:
+    """` | model: 87 of 4362 tried` for a searched (not exhaustive) tuning; nothing otherwise."""
+    if record.strategy is None:
+        return ""
+    size = f" of {record.space_size:,}" if record.space_size is not None else ""
+    return f" | {record.strategy}: {len(record.trials)}{size} tried"
 
 
 def format_trials(record: TuningRecord) -> str:

@@ -12,6 +12,7 @@ region; a config proposed twice is told its known result without being measured 
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterable, Optional
 
 from ..errors import OptionError
@@ -47,9 +48,11 @@ class ModelSearch(SearchStrategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self._axes = _axes_of(space)
-        startup = max(8, min(32, self.budget // 8))
-        sampler = optuna.samplers.TPESampler(seed=self.rng.randrange(2**31), n_startup_trials=startup,
-                                             multivariate=True, constant_liar=True, warn_independent_sampling=False)
+        startup = max(8, min(64, self.budget // 4))   # random configs before the model proposes
+        with warnings.catch_warnings():   # multivariate and constant_liar are marked experimental by optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(seed=self.rng.randrange(2**31), n_startup_trials=startup,
+                                                 multivariate=True, constant_liar=True)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[Config, Any] = {}       # config -> its open optuna trial
         self._local = LocalSearch(space, seed=self.rng.randrange(2**31), budget=self.budget, start=0)

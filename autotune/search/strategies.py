@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..space import Config, SearchSpace
 
@@ -79,31 +79,33 @@ class RandomSearch(SearchStrategy):
 
 
 class LocalSearch(SearchStrategy):
-    """Coordinate (pattern) search: start from the seeds or a few random configs, then try the neighbours of the
-    best config (one axis, one step); when every neighbour of the best was tried, restart from a random config."""
+    """Hill climbing by coordinate steps: from the best config of the current climb, try its neighbours (one
+    axis, one step); when none of them is left untried, restart from a random config. The first climb starts
+    from the seeds, else from `start` random configs."""
 
     name = "local"
 
-    def __init__(self, *args, start: int = 8, **kwargs) -> None:
+    def __init__(self, *args: Any, start: int = 8, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start = start
-        self._centre: Optional[Config] = None
+        self._climb: dict[Config, Optional[float]] = {}     # results since the last restart
+
+    def tell(self, config: Config, median_ms: Optional[float]) -> None:
+        super().tell(config, median_ms)
+        self._climb[config] = self.results[config]
 
     def _propose(self, n: int) -> Iterable[Config]:
-        known = [c for c, ms in self.results.items() if ms is not None]
-        if len(self.tried) < self.start or not known:
-            return self._random_untried(n)
-        best = self.best
-        centre = best[0] if best is not None else None
-        frontier = [c for c in self.space.neighbours(centre) if c not in self.tried] if centre is not None else []
-        if not frontier and self._centre is not None:
-            frontier = [c for c in self.space.neighbours(self._centre) if c not in self.tried]
-        if not frontier:
-            restart = self._random_untried(1)
-            self._centre = restart[0] if restart else None
-            return restart + self._random_untried(max(0, n - 1))
+        ok = [(ms, c) for c, ms in self._climb.items() if ms is not None]
+        if not ok:
+            return self._random_untried(n) if len(self.tried) < self.start or not self._climb else \
+                self._random_untried(1)
+        centre = min(ok, key=lambda item: item[0])[1]
+        frontier = [c for c in self.space.neighbours(centre) if c not in self.tried]
+        if not frontier:                                     # a local optimum: restart elsewhere
+            self._climb = {}
+            return self._random_untried(1)
         self.rng.shuffle(frontier)
-        return frontier[:n] + (self._random_untried(n - len(frontier)) if len(frontier) < n else [])
+        return frontier[:n]
 
 
 def make_strategy(name: str, space: SearchSpace, *, seed: Optional[int], seeds: Iterable[Config],

@@ -1,0 +1,63 @@
+"""`autotune replay LANDSCAPE --strategy NAME (--budget N | --budget-fraction F) --seeds K [--workers W]
+[--json OUT]`: the real tuner and strategies over a brute-force GPU landscape, on a simulated clock."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..format import format_table
+
+__all__ = ["register"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..errors import AutotuneError, OptionError
+    from ..replay import load_landscape, replay
+
+    try:
+        landscape = load_landscape(args.landscape)
+        budget = args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
+        result = replay(landscape, args.strategy, budget, args.seeds, args.workers)
+    except (AutotuneError, OptionError) as exc:
+        print(f"autotune replay: {exc}", file=sys.stderr)
+        return 1
+    rows = [[r["seed"], f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", r["evaluations"],
+             f"{r['tuning_s']:.1f}", json.dumps(r["chosen"], separators=(",", ":"))] for r in result["runs"]]
+    print(f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
+          f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers")
+    print(format_table(["SEED", "RATIO", "EVALS", "SIM_S", "CHOSEN"], rows, right={0, 1, 2, 3}))
+    print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction in (0, 1]")
+    return value
+
+
+def register(subparsers: "argparse._SubParsersAction") -> None:
+    """Add `autotune replay`."""
+    from ..search import STRATEGIES
+
+    p = subparsers.add_parser("replay", help="run a search strategy over a recorded GPU landscape",
+                              description="Run the real tuner and a real search strategy over a brute-force tuning "
+                                          "landscape (kernel_tuner's cache format, gzip or plain JSON): compiles take "
+                                          "their recorded time and measurements draw from the recorded repetitions, "
+                                          "on a simulated clock. Prints each seed's chosen config over the best.")
+    p.add_argument("landscape", metavar="LANDSCAPE")
+    p.add_argument("--strategy", choices=STRATEGIES, required=True)
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--budget", type=int, metavar="N", help="configs to try")
+    budget.add_argument("--budget-fraction", type=_fraction, metavar="F", help="configs to try, as a fraction of "
+                                                                                 "the valid configs (0.02: 2%%)")
+    p.add_argument("--seeds", type=int, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
+    p.add_argument("--workers", type=int, default=8, metavar="W", help="simulated compile workers (default 8)")
+    p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")
+    p.set_defaults(func=_run)

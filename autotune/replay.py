@@ -1,0 +1,196 @@
+"""Replay: run the real tuner and the real search strategies over a brute-force landscape measured on a GPU.
+
+A landscape (kernel_tuner's cache format, gzip JSON or plain JSON) records, for every valid config of a kernel,
+its mean `time` in ms, its per-repetition `times` and its `compile_time` in ms, or a failure string
+("CompilationFailedConfig", "RuntimeFailedConfig"). The space is the Cartesian product of `tune_params`
+restricted to the recorded configs. "Compiling" a config takes its recorded compile time and "measuring" it
+draws samples from its recorded `times` (so the noise is the GPU's), both on a simulated clock with `workers`
+compile workers, so a 10^4-config replay takes seconds. JSON only: nothing read is unpickled or evaluated.
+"""
+from __future__ import annotations
+
+import gzip
+import heapq
+import json
+import random
+import statistics
+from concurrent.futures import Executor, Future
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ContextManager, Optional
+
+from .errors import AutotuneError
+from .options import Tuning
+from .record import TrialStatus
+from .space import CartesianSpace, Config, SearchSpace
+from .tuner import TuneJob, tune
+
+__all__ = ["Landscape", "load_landscape", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
+
+MAX_LANDSCAPE_BYTES = 1 << 30      # decompressed; the largest shared landscape is ~40 MB
+
+
+@dataclass
+class Landscape:
+    """One kernel's brute-force results on one GPU."""
+
+    path: str
+    device: str
+    kernel: str
+    axes: dict[str, tuple]
+    entries: dict[Config, dict]            # config -> {"time": ms or failure string, "times": [...], "compile_time"}
+    best_ms: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        times = [e["time"] for e in self.entries.values() if isinstance(e["time"], (int, float))]
+        if not times:
+            raise AutotuneError(f"landscape {self.path} has no config that ran")
+        self.best_ms = float(min(times))
+
+    @property
+    def valid_configs(self) -> int:
+        return len(self.entries)
+
+    def space(self) -> SearchSpace:
+        """The product of the axes, restricted to the recorded configs."""
+        recorded = frozenset(self.entries)
+        return CartesianSpace(**self.axes).where(recorded.__contains__)
+
+    def time_of(self, config: Config) -> Optional[float]:
+        value = self.entries[config]["time"]
+        return float(value) if isinstance(value, (int, float)) else None
+
+
+def load_landscape(path: str | Path) -> Landscape:
+    """Read a landscape file (gzip or plain JSON), checking its shape; AutotuneError names what is wrong."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(path, "rb") as fh:
+            data = fh.read(MAX_LANDSCAPE_BYTES + 1)
+    except OSError as exc:
+        raise AutotuneError(f"cannot read landscape {path}: {exc}") from None
+    if len(data) > MAX_LANDSCAPE_BYTES:
+        raise AutotuneError(f"landscape {path} is over {MAX_LANDSCAPE_BYTES} bytes")
+    try:
+        doc = json.loads(data)
+        axes = {str(k): tuple(v) for k, v in doc["tune_params"].items()}
+        entries = {}
+        for raw in doc["cache"].values():
+            config = Config({name: raw[name] for name in axes})
+            entries[config] = {"time": raw["time"], "times": [float(t) for t in raw.get("times") or []],
+                               "compile_time": float(raw.get("compile_time") or 0.0)}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise AutotuneError(f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
+                            f"{exc.__class__.__name__}: {exc}") from None
+    return Landscape(str(path), str(doc.get("device_name", "unknown")), str(doc.get("kernel_name", path.stem)),
+                     axes, entries)
+
+
+class _SimClock:
+    """Simulated seconds; `workers` compile slots that a batch's compiles are scheduled on in order."""
+
+    def __init__(self, workers: int) -> None:
+        self.now = 0.0
+        self.free = [0.0] * max(1, workers)
+        self.compiled_at: dict[Config, float] = {}
+
+    def schedule(self, config: Config, seconds: float) -> None:
+        start = max(self.now, heapq.heappop(self.free))
+        heapq.heappush(self.free, start + seconds)
+        self.compiled_at[config] = start + seconds
+
+    def wait_for(self, config: Config) -> None:
+        self.now = max(self.now, self.compiled_at.get(config, self.now))
+
+
+class _ReplayCompiler:
+    """Compiles nothing: schedules each batch's recorded compile times and fails the recorded compile failures."""
+
+    def __init__(self, landscape: Landscape, clock: _SimClock) -> None:
+        self.landscape, self.clock = landscape, clock
+
+    def begin_batch(self, configs: list[Config]) -> None:
+        for config in configs:
+            self.clock.schedule(config, self.landscape.entries[config]["compile_time"] / 1e3)
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        return nullcontext()
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        future: Future = Future()
+        if self.landscape.entries[config]["time"] == "CompilationFailedConfig":
+            future.set_exception(RuntimeError("CompilationFailedConfig (recorded in the landscape)"))
+        else:
+            future.set_result(None)
+        return future
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        return result
+
+
+class _ReplayRunner:
+    """`run_config` and the timer: a run fails as recorded; a measurement draws the recorded repetitions."""
+
+    def __init__(self, landscape: Landscape, clock: _SimClock, rng: random.Random) -> None:
+        self.landscape, self.clock, self.rng = landscape, clock, rng
+        self.current: Optional[Config] = None
+        self.reached_3pct_s: Optional[float] = None
+
+    def run_config(self, config: Config) -> None:
+        self.clock.wait_for(config)
+        self.current = config
+        value = self.landscape.entries[config]["time"]
+        if not isinstance(value, (int, float)):
+            raise RuntimeError(f"{value} (recorded in the landscape)")
+
+    def measure(self, fn: Any, *, warmup: int, reps: int, before: Any = None) -> list[float]:
+        fn()                                       # names the config (run_config) and fails as recorded
+        entry = self.landscape.entries[self.current]
+        pool = entry["times"] or [float(entry["time"])]
+        samples = [self.rng.choice(pool) for _ in range(reps)]
+        self.clock.now += (sum(samples) + warmup * statistics.fmean(pool)) / 1e3
+        if self.reached_3pct_s is None and float(entry["time"]) <= 1.03 * self.landscape.best_ms:
+            self.reached_3pct_s = self.clock.now
+        return samples
+
+
+def replay_once(landscape: Landscape, strategy: str, budget: int, seed: int, workers: int = 8,
+                space: Optional[SearchSpace] = None) -> dict[str, Any]:
+    """One tuning of the landscape with `strategy` ("exhaustive", "random", "local", "model") and a budget of
+    `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds."""
+    from .search import make_strategy
+
+    space = space if space is not None else landscape.space()
+    clock = _SimClock(workers)
+    runner = _ReplayRunner(landscape, clock, random.Random(seed))
+    tuning = Tuning(compile_workers=0, seed=seed, strategy="exhaustive" if strategy == "exhaustive" else strategy,
+                    max_configs=budget)
+    searcher = None if strategy == "exhaustive" else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget)
+    job = TuneJob(configs=space.configs() if searcher is None else [], run_config=runner.run_config,
+                  compiler=_ReplayCompiler(landscape, clock), timer=runner, tuning=tuning, named_args={},
+                  kernel_name=landscape.kernel, strategy=searcher, clock=lambda: clock.now,
+                  batch_size=2 * max(1, workers))
+    outcome = tune(job)
+    chosen_ms = landscape.time_of(outcome.winner)
+    return {"seed": seed, "chosen": dict(outcome.winner), "chosen_ms": chosen_ms,
+            "ratio": chosen_ms / landscape.best_ms if chosen_ms is not None else None,
+            "evaluations": sum(1 for t in outcome.trials if t.status is not TrialStatus.SKIPPED),
+            "tuning_s": clock.now, "reached_3pct_s": runner.reached_3pct_s}
+
+
+def replay(landscape: Landscape, strategy: str, budget: int, seeds: int, workers: int = 8) -> dict[str, Any]:
+    """`seeds` replays (seeds 0..seeds-1), in the JSON layout `autotune replay --json` writes."""
+    space = landscape.space()
+    fields = ("seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s")
+    runs = [{k: run[k] for k in fields}
+            for run in (replay_once(landscape, strategy, budget, seed, workers, space) for seed in range(seeds))]
+    ratios = [r["ratio"] for r in runs if r["ratio"] is not None]
+    return {"landscape": {"path": landscape.path, "device": landscape.device, "kernel": landscape.kernel,
+                          "valid_configs": landscape.valid_configs, "best_ms": landscape.best_ms},
+            "strategy": strategy, "budget": budget, "runs": runs,
+            "median_ratio": statistics.median(ratios) if ratios else None,
+            "worst_ratio": max(ratios) if ratios else None}

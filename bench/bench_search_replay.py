@@ -1,0 +1,73 @@
+"""Search on real GPU landscapes, replayed on a CPU: each strategy against random search at the same budget.
+
+For every landscape in bench/landscapes/ (brute-force tunings measured on real GPUs; see its README), at a
+budget of 2% of the valid configs, over 20 seeds: the median and worst ratio of the chosen config's recorded
+time over the best, and the simulated seconds to first measure a config within 3% of the best, against
+exhaustive tuning (8 simulated compile workers). Targets (issue 13): median <= 1.05, worst <= 1.15, geometric
+mean of the medians <= 1.03.
+
+    python bench/bench_search_replay.py [--seeds 20] [--fraction 0.02] [--strategies model,local,random]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+common.prepare()
+
+from autotune.replay import load_landscape, replay_once  # noqa: E402
+
+LANDSCAPES = Path(__file__).resolve().parent / "landscapes"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--fraction", type=float, default=0.02)
+    parser.add_argument("--strategies", default="model,local,random")
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+    strategies = args.strategies.split(",")
+    rows, results = [], {}
+    medians: dict[str, list[float]] = {s: [] for s in strategies}
+    for path in sorted(LANDSCAPES.glob("*.json.gz")):
+        landscape = load_landscape(path)
+        budget = max(1, round(args.fraction * landscape.valid_configs))
+        exhaustive = replay_once(landscape, "exhaustive", landscape.valid_configs, 0, args.workers)
+        results[path.name] = {"valid_configs": landscape.valid_configs, "budget": budget,
+                              "exhaustive_s": exhaustive["tuning_s"],
+                              "exhaustive_3pct_s": exhaustive["reached_3pct_s"]}
+        for strategy in strategies:
+            started = time.perf_counter()
+            runs = [replay_once(landscape, strategy, budget, seed, args.workers) for seed in range(args.seeds)]
+            ratios = [r["ratio"] for r in runs]
+            reached = [r["reached_3pct_s"] for r in runs if r["reached_3pct_s"] is not None]
+            median = statistics.median(ratios)
+            medians[strategy].append(median)
+            results[path.name][strategy] = {"median_ratio": median, "worst_ratio": max(ratios), "runs": runs}
+            rows.append([path.name.removesuffix(".json.gz"), strategy, budget, f"{median:.3f}", f"{max(ratios):.3f}",
+                         f"{len(reached)}/{len(runs)}",
+                         f"{statistics.median(reached):.0f}" if reached else "-",
+                         f"{exhaustive['reached_3pct_s']:.0f}", f"{statistics.median(r['tuning_s'] for r in runs):.0f}",
+                         f"{exhaustive['tuning_s']:.0f}", f"{time.perf_counter() - started:.0f}"])
+    print(f"budget {args.fraction:.0%} of the valid configs, {args.seeds} seeds, {args.workers} simulated compile workers")
+    print(common.table(["landscape", "strategy", "budget", "median", "worst", "hit 3%", "to 3% s", "exh. to 3% s",
+                        "search s", "exhaustive s", "wall s"], rows))
+    print()
+    for strategy in strategies:
+        geo = math.exp(statistics.fmean(math.log(m) for m in medians[strategy]))
+        print(f"{strategy:>8}: geometric mean of the medians {geo:.3f}")
+    common.write_results("bench_search_replay", {"fraction": args.fraction, "seeds": args.seeds,
+                                                 "workers": args.workers, "landscapes": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

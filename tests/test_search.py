@@ -1,0 +1,221 @@
+"""Search at scale: lazy spaces, strategies (on a real GPU landscape, replayed), budgets, failures, warm start,
+and `autotune replay` end to end. The landscape is a trimmed copy of a brute-force pnpoly tuning measured on an
+RTX 3090 (tests/data/pnpoly_small.json; source and licence in bench/landscapes/)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from autotune import CartesianSpace, Config, OptionError, SpaceError, Tuning, autotune
+from autotune.replay import load_landscape, replay, replay_once
+from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
+
+REPO = Path(__file__).resolve().parents[1]
+LANDSCAPE = Path(__file__).parent / "data" / "pnpoly_small.json"
+
+STRATEGIES = ["random", "local"] + (["model"] if __import__("importlib").util.find_spec("optuna") else [])
+
+
+def huge_space():
+    return CartesianSpace(BLOCK=[16, 32, 64, 128, 256], A=range(1000), B=range(1000), C=range(200))
+
+
+# ---------------------------------------------------------------------------------------------- lazy spaces
+
+
+def test_a_billion_config_space_is_never_listed():
+    tracemalloc.start()
+    try:
+        space = huge_space().where("$A % 2 == 0")
+        assert space.lazy and space.unfiltered_len() == 10**9
+        assert space.contains(Config(BLOCK=64, A=10, B=3, C=7))
+        assert not space.contains(Config(BLOCK=64, A=11, B=3, C=7))          # refused by the filter
+        assert not space.contains(Config(BLOCK=48, A=10, B=3, C=7))          # not a value of the axis
+        assert not space.contains(Config(BLOCK=64, A=10, B=3))               # a field missing
+        rng = random.Random(0)
+        samples = [space.sample(rng) for _ in range(200)]
+        assert all(space.contains(c) for c in samples) and len(set(samples)) == 200
+        assert space.sample(random.Random(5)) == space.sample(random.Random(5))
+        centre = Config(BLOCK=64, A=10, B=0, C=7)
+        around = space.neighbours(centre)
+        # one step along each axis: BLOCK 32/128, B 1 (0 is the first value), C 6/8; A 9 and 11 are filtered out
+        assert set(around) == {centre.replace(BLOCK=32), centre.replace(BLOCK=128), centre.replace(B=1),
+                               centre.replace(C=6), centre.replace(C=8)}
+        space.checksum()
+        assert tracemalloc.get_traced_memory()[1] < 20 * 2**20
+    finally:
+        tracemalloc.stop()
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def call(kernel, n):
+    torch.manual_seed(n)
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    kernel(x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+
+
+def decorate(space, **tuning):
+    return autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                    tuning=Tuning(compile_workers=0, warmup=0, reps=2, refine_topk=0, **tuning))(add_kernel)
+
+
+def test_decorating_a_billion_config_space_lists_nothing_and_searches_it():
+    tracemalloc.start()
+    try:
+        kernel = decorate(huge_space(), strategy="random", max_configs=6, seed=1)
+        assert kernel.configs is None and kernel.space_size == 10**9
+        assert tracemalloc.get_traced_memory()[1] < 20 * 2**20
+    finally:
+        tracemalloc.stop()
+    call(kernel, 300)
+    record = kernel.record()
+    assert record.strategy == "random" and record.space_size == 10**9 and len(record.trials) == 6
+    assert kernel.space.contains(record.winner)
+    from autotune.reporting import format_summary
+    assert "| random: 6 of 1,000,000,000 tried" in format_summary(record, cache_hit=False)
+
+
+def test_exhaustive_refuses_a_lazy_space_and_names_a_strategy():
+    with pytest.raises(SpaceError, match="strategy='model'"):
+        decorate(huge_space(), strategy="exhaustive")
+    with pytest.raises(OptionError, match="where"):
+        autotune(space=huge_space(), key=["n"], grid="(cdiv(n, $BLOCK),)", prune=lambda cs, args: cs,
+                 tuning=Tuning(strategy="random"))(add_kernel)
+    with pytest.raises(OptionError, match="rank0"):
+        decorate(huge_space(), strategy="random", distributed="shard")
+
+
+def test_auto_is_exhaustive_up_to_the_budget_and_searches_above():
+    small = CartesianSpace(BLOCK=[32, 64], A=[0, 1], B=[0], C=[0])
+    assert decorate(small).strategy == "exhaustive"
+    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])      # 400 configs > 256 (default)
+    assert decorate(big).strategy in ("model", "local")
+    assert decorate(big, max_configs=400).strategy == "exhaustive"
+
+
+# ---------------------------------------------------------------------------------------------- strategies
+
+
+@pytest.fixture(scope="module")
+def landscape():
+    return load_landscape(LANDSCAPE)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_each_strategy_is_deterministic_keeps_its_budget_and_never_retries(landscape, strategy):
+    first = replay_once(landscape, strategy, budget=20, seed=3, workers=4)
+    again = replay_once(landscape, strategy, budget=20, seed=3, workers=4)
+    assert first == again
+    assert first["evaluations"] == 20
+    assert first["chosen_ms"] is not None                          # a failed config is never chosen
+    assert first["ratio"] == pytest.approx(first["chosen_ms"] / landscape.best_ms)
+    other = replay_once(landscape, strategy, budget=20, seed=4, workers=4)
+    assert other["tuning_s"] != first["tuning_s"] or other["chosen"] != first["chosen"]
+
+
+@pytest.mark.parametrize("cls", [RandomSearch, LocalSearch])
+def test_a_failed_config_is_told_and_never_proposed_again(landscape, cls):
+    space = landscape.space()
+    strategy = cls(space, seed=0, budget=len(space))
+    proposed = []
+    while True:
+        batch = strategy.ask(7)
+        if not batch:
+            break
+        for config in batch:
+            strategy.tell(config, landscape.time_of(config))           # None for the recorded failures
+        proposed += batch
+        if len(proposed) > 2 * len(space):
+            break
+    assert len(proposed) == len(set(proposed))
+    assert all(space.contains(c) for c in proposed)
+
+
+def test_exhaustive_replay_finds_the_best(landscape):
+    result = replay(landscape, "exhaustive", budget=landscape.valid_configs, seeds=1)
+    run = result["runs"][0]
+    assert run["evaluations"] == landscape.valid_configs
+    assert run["ratio"] <= 1.01                                     # the noise of the recorded repetitions
+
+
+def test_a_search_uses_fewer_simulated_seconds_than_exhaustive(landscape):
+    exhaustive = replay_once(landscape, "exhaustive", budget=landscape.valid_configs, seed=0)
+    searched = replay_once(landscape, "random", budget=20, seed=0)
+    assert searched["tuning_s"] < exhaustive["tuning_s"] / 5
+
+
+# ---------------------------------------------------------------------------------------------- warm start
+
+
+def test_key_distance_and_nearest_winners():
+    assert key_distance([1024], [2048]) == 1 and key_distance([1024], [4096]) == 2
+    assert key_distance([1024, "fp16"], [1024, "fp32"]) > key_distance([1024], [8192])
+    assert key_distance([1], [1, 2]) == float("inf")
+    from test_cache import make_record
+
+    records = [make_record([4096], winner=32), make_record([1024], winner=64), make_record([512], winner=128),
+               make_record([2048], winner=64)]
+    assert nearest_winners((1024,), records) == [Config(BLOCK=128), Config(BLOCK=64), Config(BLOCK=32)]
+
+
+def test_a_new_key_starts_from_the_winner_of_the_nearest_tuned_key():
+    space = CartesianSpace(BLOCK=[16, 32, 64, 128], A=range(10), B=range(10), C=[0])
+    kernel = decorate(space, strategy="random", max_configs=4, seed=0)
+    call(kernel, 1000)
+    first = kernel.record()
+    call(kernel, 1100)
+    second = kernel.record()
+    assert second.key == [1100]
+    assert second.trials[0].config == first.winner                  # proposed first, measured first
+    seeds = make_strategy("random", space, seed=0, seeds=[first.winner], budget=4).ask(1)
+    assert seeds == [first.winner]
+
+
+def test_max_seconds_stops_proposing_after_the_first_batch():
+    kernel = decorate(huge_space(), strategy="random", max_configs=50, max_seconds=1e-6, seed=0)
+    call(kernel, 100)
+    assert len(kernel.record().trials) == 2                         # one batch (2 x max(1, workers=0))
+
+
+# ---------------------------------------------------------------------------------------------- the CLI
+
+
+def test_autotune_replay_end_to_end(tmp_path, landscape):
+    out = tmp_path / "replay.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random",
+                          "--budget-fraction", "0.05", "--seeds", "3", "--workers", "4", "--json", str(out)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"landscape", "strategy", "budget", "runs", "median_ratio", "worst_ratio"}
+    assert doc["landscape"] == {"path": str(LANDSCAPE), "device": "NVIDIA GeForce RTX 3090", "kernel": "cn_pnpoly",
+                                "valid_configs": 288, "best_ms": landscape.best_ms}
+    assert doc["strategy"] == "random" and doc["budget"] == round(0.05 * 288)
+    assert [r["seed"] for r in doc["runs"]] == [0, 1, 2]
+    for run in doc["runs"]:
+        assert set(run) == {"seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s"}
+        assert run["evaluations"] == doc["budget"]
+        assert landscape.time_of(Config(run["chosen"])) == run["chosen_ms"]
+    ratios = sorted(r["ratio"] for r in doc["runs"])
+    assert doc["median_ratio"] == ratios[1] and doc["worst_ratio"] == ratios[-1]
+    bad = subprocess.run([sys.executable, "-m", "autotune", "replay", str(tmp_path), "--strategy", "random",
+                          "--budget", "3"], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 1 and "cannot read landscape" in bad.stderr
