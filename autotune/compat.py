@@ -283,7 +283,7 @@ class Autotuner(KernelInterface):
         tuner = self.tuner
         nargs = dict(zip(self.arg_names, args))
         bound = tuner.bind(args, call_kwargs)
-        benchmarked = False
+        benchmarked, how = False, "memory"
         if len(self._natives) == 1:
             native = self._natives[0]
         else:
@@ -314,11 +314,18 @@ class Autotuner(KernelInterface):
                     full_nargs[name].zero_()
             if self.user_defined_pre_hook:
                 self.pre_hook(full_nargs, reset_only=True)
-        if config.pre_hook is not None:
-            config.pre_hook(full_nargs)
-        launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
-        with tuner.launch_lock:
-            return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+        def launch(chosen: _NativeConfig) -> Any:
+            triton_config = self._triton_of[chosen]
+            if triton_config.pre_hook is not None:
+                triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
+            launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
+            with tuner.launch_lock:
+                return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+        if how == "online" and not warmup:   # AUTOTUNE_MODE=online: this call may time a candidate
+            return tuner.online.launch(*tuner.key_of(bound), bound, launch)
+        return launch(native)
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""

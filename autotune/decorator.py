@@ -19,6 +19,7 @@ from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, Sp
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
+from .online import OnlineTuner, online_mode
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
@@ -141,6 +142,7 @@ class Autotuned(KernelInterface):
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
         self._forced: set = set()
         self._forced_lock = threading.Lock()
+        self.online = OnlineTuner(self)
 
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -163,10 +165,19 @@ class Autotuned(KernelInterface):
         bound = self.bind(args, kwargs)
         config, record, how = self.select(bound, grid)
         self.best_config = config
-        launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
-        with self.launch_lock:
-            result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
-        return result, config, record, how, launch_grid
+        launched: list = []
+
+        def launch(chosen: Config) -> Any:
+            launch_args, launch_kwargs, launch_grid = self.launch_args(chosen, bound, grid)
+            launched[:] = [chosen, launch_grid]
+            with self.launch_lock:
+                return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+        if how == "online" and not warmup:   # a key tuned across calls: this call may time a candidate
+            result = self.online.launch(*self.key_of(bound), bound, launch)
+        else:
+            result = launch(config)
+        return result, launched[0], record, how, launched[1]
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
         """Tune (if needed) and compile the winner for these arguments without launching it."""
@@ -225,15 +236,15 @@ class Autotuned(KernelInterface):
     def _select_on_miss(self, key: tuple, dtypes: tuple, bound: BoundCall,
                         grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
         if env_disable():
-            return self._fallback_config(), None, "disabled"
+            return self.fallback_config(), None, "disabled"
         if env_offline():
-            record = self.cache.peek(key, dtypes, self._candidates(bound)[1])
+            record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
             if record is not None:
                 return record.winner, record, "cache"
             if self.cache.count_offline_miss(key, dtypes):
                 warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
-                               f"{list(dtypes)}; launching {dict(self._fallback_config())} untuned", CacheWarning)
-            return self._fallback_config(), None, "offline"
+                               f"{list(dtypes)}; launching {dict(self.fallback_config())} untuned", CacheWarning)
+            return self.fallback_config(), None, "offline"
         if not self.interpreted and self.compiler_factory is None:
             problem = driver_problem()
             if problem is not None:
@@ -246,11 +257,13 @@ class Autotuned(KernelInterface):
         if self.tuning.distributed != "off" and "torch.distributed" in sys.modules:
             from . import distributed as _distributed  # loaded only where a process group could exist
             dist_mode = _distributed.active_mode(self.tuning.distributed)
+        if dist_mode is None and not force and online_mode(self.tuning):
+            return self.online.select(key, dtypes, bound, grid)   # never waits: tunes across calls (online.py)
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
         # kept for this call (`candidates`), so a winner this prune excluded is never launched.
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             try:
-                kept, candidates, prune_error = *self._candidates(bound), None
+                kept, candidates, prune_error = *self.candidates(bound), None
             except Exception as exc:  # raised inside the agreement, so every rank learns of it together
                 kept, candidates, prune_error = list(self.configs), None, exc
 
@@ -262,7 +275,7 @@ class Autotuned(KernelInterface):
             record, how = _distributed.agree(self.cache, key, dtypes, dist_mode, tune_shard, force=force,
                                              candidates=candidates)
         else:
-            kept, candidates = self._candidates(bound)
+            kept, candidates = self.candidates(bound)
             record, how = self.cache.get_or_tune(key, dtypes,
                                                  lambda: self._tune(key, dtypes, bound, grid, kept, candidates),
                                                  force=force, lock_timeout_s=self.tuning.lock_timeout_s,
@@ -276,7 +289,8 @@ class Autotuned(KernelInterface):
             emit(record, cache_hit=True)
         return record.winner, record, how
 
-    def _fallback_config(self) -> Config:
+    def fallback_config(self) -> Config:
+        """What launches untuned (AUTOTUNE_OFFLINE/DISABLE): `fallback=`, else the space's first config."""
         if self.fallback is not None:
             return self.fallback
         return self.configs[0] if self.configs is not None else self.space.first()
@@ -326,14 +340,14 @@ class Autotuned(KernelInterface):
 
         configs, strategy = self.configs or [], None
         if self.strategy != "exhaustive":
-            configs, strategy = [], self._search_strategy(key, kept)
+            configs, strategy = [], self.search_strategy(key, kept)
         kept_set = set(kept)
         skip = frozenset(c for c in configs if c not in kept_set)
         if select is not None:
             mine = set(select([c for c in configs if c not in skip]))
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
-        job = TuneJob(configs=configs, run_config=run_config, compiler=self._compiler(prepare), strategy=strategy,
+        job = TuneJob(configs=configs, run_config=run_config, compiler=self.compiler_for(prepare), strategy=strategy,
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
@@ -355,7 +369,7 @@ class Autotuned(KernelInterface):
             emit(record, cache_hit=False)
         return record
 
-    def _search_strategy(self, key: tuple, kept: Sequence[Config]) -> Any:
+    def search_strategy(self, key: tuple, kept: Sequence[Config]) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
         winners of this kernel's nearest tuned keys."""
         space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
@@ -368,7 +382,7 @@ class Autotuned(KernelInterface):
         with self.launch_lock:
             return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
 
-    def _candidates(self, bound: BoundCall) -> tuple[list[Config], Optional[str]]:
+    def candidates(self, bound: BoundCall) -> tuple[list[Config], Optional[str]]:
         """(the configs prune= keeps for this call, in its order, or every config without prune=; the checksum
         of the kept ones, or None without prune=). Ties between equal timings go to the earlier one here, as in
         triton.autotune (the order after early_config_prune and perf_model)."""
@@ -385,7 +399,8 @@ class Autotuned(KernelInterface):
         kept_set = set(kept)
         return kept, configs_checksum(c for c in self.configs if c in kept_set)
 
-    def _compiler(self, prepare: Callable[[Config], tuple]) -> Any:
+    def compiler_for(self, prepare: Callable[[Config], tuple]) -> Any:
+        """The compiler of the tuning pipeline: the JIT on a GPU, nothing under the interpreter."""
         if self.compiler_factory is not None:
             return self.compiler_factory(self, prepare)
         if self.interpreted:
@@ -424,7 +439,11 @@ class Autotuned(KernelInterface):
     def cache_info(self) -> dict[str, Any]:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
         counters = stats().get(self.name, {})
-        return {"entries": len(self.cache.records()), **counters}
+        info = {"entries": len(self.cache.records()), **counters}
+        online = self.online.progress()
+        if online:
+            info["online"] = online
+        return info
 
     def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
         """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""

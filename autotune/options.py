@@ -44,6 +44,7 @@ class Tuning(BaseModel):
     strategy: Strategy = "auto"
     max_configs: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
     max_seconds: Optional[float] = Field(default=None, gt=0)       # stop proposing configs after this long
+    mode: Optional[Literal["blocking", "online"]] = None            # None: AUTOTUNE_MODE, else "blocking"
 
     @model_validator(mode="before")
     @classmethod
@@ -93,6 +94,17 @@ def env_force() -> bool:
 def env_offline() -> bool:
     """AUTOTUNE_OFFLINE=1: never tune; a miss launches the fallback config."""
     return _env_flag("AUTOTUNE_OFFLINE")
+
+
+def env_mode() -> Optional[str]:
+    """AUTOTUNE_MODE=online|blocking: how a whole process tunes kernels whose Tuning leaves mode unset."""
+    raw = os.environ.get("AUTOTUNE_MODE", "").strip().lower()
+    if not raw:
+        return None
+    if raw not in ("online", "blocking"):
+        raise OptionError(f"AUTOTUNE_MODE={raw!r} is not a mode; use AUTOTUNE_MODE=online (tune across real calls) "
+                          "or AUTOTUNE_MODE=blocking (tune on the first call), or unset it")
+    return raw
 
 
 def env_disable() -> bool:

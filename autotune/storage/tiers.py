@@ -99,6 +99,15 @@ class KernelCache:
                             dtypes=list(dtypes), winner=winner, trials=trials, tuning_s=tuning_s,
                             candidates=candidates, strategy=strategy, space_size=space_size)
 
+    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord) -> None:
+        """Keep a winner decided outside `get_or_tune` (online tuning, across calls): in memory and in every
+        persistent tier (atomic writes, no single flight: two processes tuning online may both write)."""
+        entry = self.entry(key, dtypes)
+        self.memory.store(entry.key, entry.dtypes, record)
+        count_tuning(self.kernel_name, record)
+        for tier in self.tiers:
+            tier.put(entry, record)
+
     def tuned_records(self) -> list[TuningRecord]:
         """Every record of this kernel usable on this machine, whatever its key: memory first, then each
         persistent tier. What a warm start seeds a new key's search with."""

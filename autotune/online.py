@@ -1,0 +1,296 @@
+"""Online tuning: a key with no winner never makes a call wait. Each call is a real, useful launch: the first
+ones run the best config known without measuring (the nearest tuned key's winner, else `fallback=`, else the
+space's first config) while the candidates compile in the background; later calls each launch one compiled
+candidate once on the real arguments and time it; when every candidate has its samples, the winner is decided,
+stored like any winner, and launched from then on at the ordinary hot-path cost.
+
+How a winner is decided (inputs vary between calls, so noise is real): candidates are sampled round-robin, one
+launch per call, so every candidate sees the same mix of inputs over the same stretch of time; each gets
+`Tuning.reps` samples; the winner has the lowest median. On a GPU a launch is timed with CUDA events that are
+read on a later call (`Event.query()`), never with a synchronize; in the interpreter with the wall clock.
+
+With `verify=`, a candidate's first launch is checked before its output is trusted; a failing config is dropped
+and the call is run again with the current best config (after restoring `restore_value` arguments), so the
+caller never sees a wrong result. During CUDA-graph capture the current best config is launched, untimed.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from .errors import VerificationError
+from .pipeline import compile_in_order_of_completion
+from .record import Trial, TrialStatus
+from .space import Config
+from .tuner import Reference
+
+__all__ = ["OnlineSession", "OnlineTuner", "online_mode"]
+
+logger = logging.getLogger("autotune")
+
+Launch = Callable[[Config], Any]        # launches one config once on the call's arguments, returns Triton's result
+
+
+class OnlineSession:
+    """One key being tuned across real calls. Thread-safe; owned by the decorated kernel until decided."""
+
+    def __init__(self, *, kernel_name: str, candidates: Sequence[Config], start: Config, samples: int,
+                 compiler: Any, workers: int, on_gpu: bool, verify: Any, restore_value: Sequence[str],
+                 decide: Callable[[Config, list[Trial], float], None]) -> None:
+        self.kernel_name = kernel_name
+        self.candidates = list(dict.fromkeys(candidates))
+        self.best = start
+        self.samples_wanted = max(1, samples)
+        self.verify, self.restore_value = verify, tuple(restore_value)
+        self.on_gpu = on_gpu
+        self._decide = decide
+        self._lock = threading.Lock()
+        self._ready: list[Config] = []                     # compiled, in compile order
+        self._failed: dict[Config, tuple[TrialStatus, str]] = {}
+        self._samples: dict[Config, list[float]] = {c: [] for c in self.candidates}
+        self._compile_s: dict[Config, Optional[float]] = {}
+        self._checked: set[Config] = set()
+        self._pending: list[tuple[Config, Any, Any]] = []  # (config, start event, end event) not read yet
+        self._turn = 0
+        self._first = True
+        self.launches = 0
+        self.decided = False
+        self._started = time.perf_counter()
+        self._compiling = threading.Thread(target=self._compile_all, args=(compiler, workers),
+                                           name=f"autotune-online-{kernel_name}", daemon=True)
+        self._compiling.start()
+
+    # -- background compile ---------------------------------------------------------------------------
+
+    def _compile_all(self, compiler: Any, workers: int) -> None:
+        try:
+            with compile_in_order_of_completion(self.candidates, compiler, workers=workers) as outcomes:
+                for outcome in outcomes:
+                    with self._lock:
+                        self._compile_s[outcome.config] = outcome.compile_s
+                        if outcome.status is TrialStatus.OK:
+                            self._ready.append(outcome.config)
+                        else:
+                            self._failed[outcome.config] = (outcome.status, f"{outcome.error}")
+        except Exception as exc:   # a broken pool: the calls go on with the best known config
+            logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
+
+    # -- progress -------------------------------------------------------------------------------------
+
+    @property
+    def measured(self) -> int:
+        """Candidates with all their samples (or dropped as failed)."""
+        return sum(1 for c in self.candidates if len(self._samples[c]) >= self.samples_wanted or c in self._failed)
+
+    def progress(self) -> str:
+        return f"{self.measured} of {len(self.candidates)} candidates measured"
+
+    # -- a call ---------------------------------------------------------------------------------------
+
+    def launch(self, named: dict, launch: Launch, capturing: bool) -> Any:
+        """Run this call: a candidate that still needs samples (timed), else the best known config."""
+        self._read_events()
+        with self._lock:
+            first, self._first = self._first, False
+        if capturing or first:   # the call that met the key, and CUDA-graph capture: the best known, untimed
+            return launch(self.best)
+        config = self._next()
+        if config is None:
+            self._maybe_decide()
+            return launch(self.best)
+        if self.verify is not None and config not in self._checked:
+            return self._checked_launch(config, named, launch)
+        return self._timed(config, launch)
+
+    def _next(self) -> Optional[Config]:
+        with self._lock:
+            waiting = [c for c in self._ready if c not in self._failed
+                       and len(self._samples[c]) + self._in_flight(c) < self.samples_wanted]
+            if not waiting:
+                return None
+            self._turn += 1
+            return waiting[self._turn % len(waiting)]
+
+    def _in_flight(self, config: Config) -> int:
+        return sum(1 for c, _, _ in self._pending if c == config)
+
+    def _timed(self, config: Config, launch: Launch) -> Any:
+        if self.on_gpu:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = launch(config)
+            end.record()
+            with self._lock:
+                self._pending.append((config, start, end))
+                self.launches += 1
+            return result
+        began = time.perf_counter()
+        result = launch(config)
+        self._add(config, (time.perf_counter() - began) * 1e3)
+        return result
+
+    def _checked_launch(self, config: Config, named: dict, launch: Launch) -> Any:
+        """The first launch of a candidate under verify=: its output is checked before the caller gets it."""
+        snapshot = {n: named[n].clone() for n in self.restore_value if named.get(n) is not None}
+        expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
+        result = launch(config)
+        try:
+            if self.on_gpu:
+                import torch
+
+                torch.cuda.synchronize()
+            if isinstance(self.verify, Reference):
+                self.verify.check(named, expected)
+            elif not self.verify(**named):
+                raise VerificationError("verify(...) returned False")
+        except VerificationError as exc:
+            with self._lock:
+                self._failed[config] = (TrialStatus.VERIFY_FAILED, str(exc))
+            logger.warning("autotune: %s config %s failed verification during online tuning; the call was run "
+                           "again with %s", self.kernel_name, dict(config), dict(self.best))
+            for name, value in snapshot.items():
+                named[name].copy_(value)
+            result = launch(self.best)
+            self._maybe_decide()
+            return result
+        with self._lock:
+            self._checked.add(config)
+        return result
+
+    def _add(self, config: Config, ms: float) -> None:
+        with self._lock:
+            self._samples[config].append(ms)
+            self.launches += 1
+            enough = min(3, self.samples_wanted)   # the best so far, launched while candidates compile or fail
+            timed = [c for c in self.candidates if c not in self._failed and len(self._samples[c]) >= enough]
+            if timed:
+                self.best = min(timed, key=lambda c: statistics.median(self._samples[c]))
+        self._maybe_decide()
+
+    def _read_events(self) -> None:
+        """Read the CUDA events of earlier launches that have finished (never waits)."""
+        if not self._pending:
+            return
+        with self._lock:
+            done = [p for p in self._pending if p[2].query()]
+            self._pending = [p for p in self._pending if not p[2].query()]
+        for config, start, end in done:
+            self._add(config, float(start.elapsed_time(end)))
+
+    # -- the decision ---------------------------------------------------------------------------------
+
+    def _maybe_decide(self) -> None:
+        with self._lock:
+            if self.decided or self._compiling.is_alive() or self._pending:
+                return
+            if any(c not in self._failed and len(self._samples[c]) < self.samples_wanted for c in self.candidates):
+                return
+            ok = [c for c in self.candidates if c not in self._failed and self._samples[c]]
+            if not ok:
+                return   # every candidate failed: keep launching the start config
+            self.decided = True
+            winner = min(ok, key=lambda c: (statistics.median(self._samples[c]), self.candidates.index(c)))
+            self.best = winner
+            trials = [self._trial(c) for c in self.candidates]
+        self._decide(winner, trials, time.perf_counter() - self._started)
+
+    def _trial(self, config: Config) -> Trial:
+        compile_s = self._compile_s.get(config)
+        if config in self._failed:
+            status, error = self._failed[config]
+            return Trial(config=config, status=status, error=error, compile_s=compile_s)
+        samples = self._samples[config]
+        return Trial(config=config, status=TrialStatus.OK, samples_ms=samples, median_ms=statistics.median(samples),
+                     min_ms=min(samples), compile_s=compile_s)
+
+
+def online_mode(tuning: Any) -> bool:
+    """Whether a kernel tunes online: `Tuning(mode=...)`, else AUTOTUNE_MODE, else blocking."""
+    from .options import env_mode
+
+    mode = tuning.mode if tuning.mode is not None else env_mode()
+    return mode == "online"
+
+
+class OnlineTuner:
+    """The online sessions of one decorated kernel, one per key in progress."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self._sessions: dict[tuple, OnlineSession] = {}
+        self._lock = threading.Lock()
+
+    def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
+        """A stored winner when there is one, else the session's best config known (how = "online")."""
+        kernel = self.kernel
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+        if session is not None:
+            return session.best, None, "online"
+        kept, checksum = kernel.candidates(bound)
+        record = kernel.cache.peek(key, dtypes, checksum)
+        if record is not None:
+            return record.winner, record, "cache"
+        if not kept:   # a searched space: the strategy's first proposals are the candidates
+            kept = kernel.search_strategy(key, kept).ask(kernel.tuning.max_configs)
+        from .search import nearest_winners
+
+        start = next((c for c in nearest_winners(key, kernel.cache.tuned_records()) if c in kept), None)
+        start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
+
+        def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
+            self._decided(key, dtypes, checksum, winner, trials, tuning_s)
+
+        def prepare(config: Config) -> tuple:
+            return kernel.launch_args(config, bound, grid)
+
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+            if session is None:
+                session = self._sessions[(key, dtypes)] = OnlineSession(
+                    kernel_name=kernel.name, candidates=kept, start=start, samples=kernel.tuning.reps,
+                    compiler=kernel.compiler_for(prepare), workers=kernel.tuning.compile_workers,
+                    on_gpu=not kernel.interpreted, verify=kernel.verify, restore_value=kernel.restore_value,
+                    decide=decide)
+        return session.best, None, "online"
+
+    def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:
+        """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+        if session is None:   # decided by another thread meanwhile
+            record = self.kernel.cache.in_memory(key, dtypes)
+            return launch(record.winner if record is not None else self.kernel.fallback_config())
+        return session.launch(bound.named, launch, capturing=_capturing(self.kernel.interpreted))
+
+    def progress(self) -> dict[str, str]:
+        """Keys in progress: "[1024] float32,float32" -> "3 of 8 candidates measured"."""
+        from .format import format_dtypes, format_key
+
+        with self._lock:
+            return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
+
+    def _decided(self, key: tuple, dtypes: tuple, checksum: Optional[str], winner: Config, trials: list[Trial],
+                 tuning_s: float) -> None:
+        from .reporting.lines import emit
+
+        kernel = self.kernel
+        record = kernel.cache.new_record(key, dtypes, winner=winner, trials=trials, tuning_s=tuning_s,
+                                         candidates=checksum, strategy="online", space_size=kernel.space_size)
+        kernel.cache.store_tuned(key, dtypes, record)
+        with self._lock:
+            self._sessions.pop((key, dtypes), None)
+        emit(record, cache_hit=False)
+
+
+def _capturing(interpreted: bool) -> bool:
+    if interpreted:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_current_stream_capturing())

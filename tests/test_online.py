@@ -1,0 +1,175 @@
+"""Online tuning through the interpreter: the first call never waits, every call is correct, the decision matches an
+offline tuning when one config is clearly fastest, and it is stored like any winner."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from autotune import OptionError, Reference, Tuning, autotune, stats
+from autotune.storage import disk_entries
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@triton.jit
+def slow_add(x, y, out, n, BLOCK: tl.constexpr, SLOW: tl.constexpr, BAD: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.load(x + offs, mask=mask)
+    for _ in range(SLOW):                       # a deliberately slow config: SLOW extra passes
+        acc = acc * 1.0
+    result = acc + tl.load(y + offs, mask=mask)
+    if BAD:                                     # a wrong config: what verify= must catch
+        result = result * 0.0
+    tl.store(out + offs, result, mask=mask)
+
+
+@triton.jit
+def increment(x, n, BLOCK: tl.constexpr, SLOW: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    value = tl.load(x + offs, mask=mask)
+    for _ in range(SLOW):
+        value = value * 1.0
+    tl.store(x + offs, value + 1.0, mask=mask)
+
+
+SPACE = {"BLOCK": [128], "SLOW": [120, 0, 60], "BAD": [0]}
+
+
+def online(space=SPACE, fn=slow_add, key=("n",), **options):
+    options.setdefault("reps", 3)
+    return autotune(space=space, key=list(key), grid="(cdiv(n, $BLOCK),)",
+                    tuning=Tuning(mode="online", compile_workers=0, **options))(fn)
+
+
+def count_launches(kernel) -> list:
+    runs = []
+    real = kernel.fn.run
+
+    def counting(*args, **kwargs):
+        runs.append((kwargs.get("SLOW"), kwargs.get("BAD")))
+        return real(*args, **kwargs)
+
+    kernel.fn.run = counting
+    return runs
+
+
+def call(kernel, n=512):
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    kernel(x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_the_first_call_launches_once_and_measures_nothing():
+    kernel = online()
+    runs = count_launches(kernel)
+    call(kernel)
+    assert runs == [(120, 0)]                          # the space's first config, once: nothing measured
+    assert stats()["slow_add"]["tunings"] == 0
+    with pytest.raises(KeyError):
+        kernel.record()
+    assert kernel.cache_info()["online"] == {"[512] float32,float32,float32": "0 of 3 candidates measured"}
+
+
+def test_online_decides_what_offline_tuning_picks_and_stores_it(monkeypatch, tmp_path):
+    kernel = online()
+    runs = count_launches(kernel)
+    calls = 0
+    while kernel.cache.in_memory((512,), ("torch.float32",) * 3) is None:
+        call(kernel)
+        calls += 1
+        assert calls < 100
+    assert len(runs) == calls                          # one launch per call, every output checked by call()
+    record = kernel.record()
+    assert record.strategy == "online" and record.winner["SLOW"] == 0
+    assert all(len(t.samples_ms) == 3 for t in record.trials)
+    assert [e.record.strategy for e in disk_entries("slow_add")] == ["online"]
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "offline"))     # so that it tunes, not reads
+    offline = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                       tuning=Tuning(compile_workers=0, reps=3))(slow_add)
+    call(offline)
+    assert offline.record().strategy is None and offline.record().winner == record.winner
+    before = len(runs)
+    call(kernel)                                       # decided: the winner, at the hot path's cost
+    assert runs[before:] == [(0, 0)]
+
+
+def test_an_in_place_kernel_ends_as_with_plain_launches():
+    kernel = online(space={"BLOCK": [64, 128], "SLOW": [0, 30]}, fn=increment)
+    x = torch.zeros(300)
+    for _ in range(30):
+        kernel(x, 300)
+    assert torch.equal(x, torch.full((300,), 30.0))
+    assert kernel.record().strategy == "online"
+
+
+def test_a_verify_failure_never_reaches_the_caller():
+    space = {"BLOCK": [128], "SLOW": [0, 10], "BAD": [0, 1]}
+    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
+                      tuning=Tuning(mode="online", compile_workers=0, reps=2))(slow_add)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(25):
+            call(kernel)                               # every output is x + y, BAD configs included
+    record = kernel.record()
+    statuses = {(t.config["SLOW"], t.config["BAD"]): t.status.value for t in record.trials}
+    assert statuses[(0, 1)] == statuses[(10, 1)] == "verify_failed"
+    assert record.winner["BAD"] == 0
+
+
+def test_a_second_process_starts_from_the_stored_winner(tmp_path):
+    kernel = online()
+    for _ in range(20):
+        call(kernel)
+    winner = kernel.record().winner
+    (tmp_path / "mod").mkdir()
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_online import online, count_launches, call
+        from autotune import stats
+        kernel = online()
+        runs = count_launches(kernel)
+        call(kernel)
+        print(json.dumps({{"runs": runs, "stats": stats()["slow_add"]}}))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [tuple(r) for r in out["runs"]] == [(winner["SLOW"], winner["BAD"])]
+    assert out["stats"]["disk_hits"] == 1 and out["stats"]["tunings"] == 0
+
+
+def test_autotune_mode_switches_a_whole_process_and_compat(monkeypatch, capsys):
+    from autotune import compat
+
+    monkeypatch.setenv("AUTOTUNE_MODE", "online")
+    monkeypatch.setenv("AUTOTUNE_PRINT", "1")
+    kernel = compat.autotune(configs=[triton.Config({"BLOCK": 128, "SLOW": s, "BAD": 0}) for s in (60, 0)],
+                             key=["n"], tuning={"reps": 3, "compile_workers": 0})(slow_add)
+    runs = count_launches(kernel)
+    for i in range(12):
+        x, y, out = torch.randn(256), torch.randn(256), torch.empty(256)
+        kernel[(2,)](x, y, out, 256)
+        torch.testing.assert_close(out, x + y)
+    assert runs[0] == (60, 0) and len(runs) == 12      # first call untimed on the first config, one launch each
+    assert kernel.tuner.record().strategy == "online" and kernel.tuner.record().winner["SLOW"] == 0
+    assert "online:" in capsys.readouterr().err         # AUTOTUNE_PRINT printed the decision
+    monkeypatch.setenv("AUTOTUNE_MODE", "later")
+    fresh = autotune(space={"BLOCK": [64], "SLOW": [0, 1], "BAD": [0]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     tuning=Tuning(compile_workers=0))(slow_add)        # mode left unset: the environment decides
+    with pytest.raises(OptionError, match="AUTOTUNE_MODE"):
+        call(fresh)
