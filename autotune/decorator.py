@@ -19,6 +19,7 @@ from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, Sp
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
+from .isolation import check_isolation, isolation_for
 from .online import OnlineTuner, online_mode
 from .options import Tuning, env_disable, env_force, env_offline
 from .pruning import PruneSpec, as_pruner
@@ -106,6 +107,7 @@ class Autotuned(KernelInterface):
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
         self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
+        check_isolation(self)
         fields = self.space.fields()
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
         self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
@@ -348,11 +350,12 @@ class Autotuned(KernelInterface):
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         job = TuneJob(configs=configs, run_config=run_config, compiler=self.compiler_for(prepare), strategy=strategy,
+                      isolated=isolation_for(self, named, grid) if select is None else None,
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,
                       reset_to_zero=self.reset_to_zero, setup=self.setup, verify=self.verify,
-                      synchronize=self._synchronize, progress=self._progress(key, total, strategy),
+                      synchronize=self.synchronize, progress=self._progress(key, total, strategy),
                       kernel_name=self.name, measure_single=select is not None,
                       whole_space=select is None, preference=kept)
         try:
@@ -407,7 +410,7 @@ class Autotuned(KernelInterface):
             return InterpreterCompiler()
         return JitCompiler(self.fn, prepare)
 
-    def _synchronize(self) -> None:
+    def synchronize(self) -> None:
         if not self.interpreted:
             import torch
 

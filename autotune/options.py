@@ -45,6 +45,8 @@ class Tuning(BaseModel):
     max_configs: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
     max_seconds: Optional[float] = Field(default=None, gt=0)       # stop proposing configs after this long
     mode: Optional[Literal["blocking", "online"]] = None            # None: AUTOTUNE_MODE, else "blocking"
+    isolate: Literal["auto", "process", "off"] = "off"              # run untried configs in a worker process
+    trial_timeout_s: Optional[float] = Field(default=None, gt=0)   # one config's compile + measure, isolated
 
     @model_validator(mode="before")
     @classmethod

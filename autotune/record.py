@@ -21,6 +21,7 @@ class TrialStatus(str, Enum):
     RUNTIME_ERROR = "runtime_error"
     VERIFY_FAILED = "verify_failed"
     OUT_OF_RESOURCES = "out_of_resources"   # needs more shared memory / registers than the device has
+    CRASHED = "crashed"                     # killed its worker process (a signal, os._exit, a poisoned device)
     SKIPPED = "skipped"
 
 

@@ -141,6 +141,7 @@ class TuneJob:
     strategy: Optional[Any] = None            # a search.SearchStrategy: try only what it proposes (None: every config)
     clock: Callable[[], float] = time.perf_counter   # seconds, for max_seconds (replay passes its simulated clock)
     batch_size: Optional[int] = None          # configs a strategy proposes at once (default: 2 x compile workers)
+    isolated: Optional[Any] = None            # an isolation.IsolatedRunner: every trial runs in the worker
     errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
 
 
@@ -188,6 +189,16 @@ def tune(job: TuneJob) -> TuneOutcome:
 def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Trial], guard: ArgumentGuard,
                expected: Optional[dict], on_done: Callable[[Trial], None] = lambda trial: None) -> None:
     """Compile `configs` in the pool and measure each as soon as it is compiled, filling `trials`."""
+    if job.isolated is not None:   # each config in the worker: a crash or a hang is that config's result
+        for config in configs:
+            trial = trials[config] = job.isolated.trial(config)
+            if trial.ok:
+                job.progress.compiled(config)
+                job.progress.measured(config, trial.median_ms)
+            else:
+                job.progress.failed(config, trial.status)
+            on_done(trial)
+        return
     begin = getattr(job.compiler, "begin_batch", None)
     if begin is not None:
         begin(configs)
@@ -266,6 +277,13 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
 def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> None:
     """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike."""
     if len(top) < 2 or job.tuning.refine_reps <= 0:
+        return
+    if job.isolated is not None:
+        extra = job.isolated.refine([t.config for t in top], job.tuning.refine_reps)
+        for trial in top:
+            if extra.get(trial.config):
+                trial.samples_ms = trial.samples_ms + extra[trial.config]
+                trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
         return
     extra: dict[Config, list[float]] = {t.config: [] for t in top}
     for _ in range(job.tuning.refine_reps):

@@ -1,0 +1,124 @@
+"""The worker process of `Tuning(isolate="process")`: runs untried configs so that a crash or a hang costs that
+config, never the caller's process.
+
+Started as `python -m autotune.isolation FD PARENT_PID` (a fresh interpreter, as `spawn` gives, without
+re-running the caller's `__main__`) with one end of a socket pair. It puts itself in a process group of its own
+(so that a timeout kills it and anything it started), and exits when its parent is gone (PR_SET_PDEATHSIG on
+Linux, and a watchdog thread everywhere). Messages are pickled tuples over the private socket pair between a
+process and the worker it started; tensors travel as (shape, dtype, strides, bytes) and are rebuilt as copies,
+so the caller's tensors are never written by a worker.
+
+Requests: ("load", module, qualname) imports the decorated kernel; ("trial", config, named, grid, key, options)
+compiles, checks (verify=) and measures one config on copies of the call's arguments and answers with its
+samples, or with the failure's status and text; ("refine", configs, named, grid, reps) re-measures the best
+few interleaved; ("exit",).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+
+def encode_args(named: dict) -> dict:
+    """The call's arguments as plain data: tensors as (shape, dtype, strides, bytes, device) copies."""
+    out = {}
+    for name, value in named.items():
+        if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+            cpu = value.detach().to("cpu").contiguous()
+            out[name] = ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()),
+                         cpu.view(-1).view(_byte_dtype()).numpy().tobytes() if cpu.numel() else b"", str(value.device))
+        else:
+            out[name] = ("value", value)
+    return out
+
+
+def _byte_dtype() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def decode_args(encoded: dict) -> dict:
+    """Rebuild the arguments in this process: fresh tensors of the same shape, dtype, strides and device."""
+    import torch
+
+    named = {}
+    for name, item in encoded.items():
+        if item[0] == "value":
+            named[name] = item[1]
+            continue
+        _, shape, dtype, strides, data, device = item
+        dt = getattr(torch, dtype.removeprefix("torch."))
+        flat = torch.frombuffer(bytearray(data), dtype=dt) if data else torch.empty(0, dtype=dt)
+        dense = flat.reshape(shape) if flat.numel() else torch.empty(shape, dtype=dt)
+        tensor = torch.empty_strided(shape, strides, dtype=dt, device=device)
+        tensor.copy_(dense)
+        named[name] = tensor
+    return named
+
+
+def _die_with_parent(parent: int) -> None:
+    try:  # Linux: the kernel sends SIGKILL when the parent dies, even a SIGKILLed one
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(0)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="autotune-worker-watchdog", daemon=True).start()
+
+
+def serve(conn: Any) -> None:
+    """Answer requests until ("exit",) or the parent closes the socket."""
+    from ..errors import classify
+    from ..kernel_ref import KernelRef, import_object
+    from .trial import refine_in_worker, run_trial_in_worker
+
+    kernel = None
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind = request[0]
+        try:
+            if kind == "exit":
+                return
+            if kind == "load":
+                obj = import_object(KernelRef(module=request[1], qualname=request[2], file=None, line=None))
+                obj = getattr(obj, "tuner", obj)             # a compat Autotuner wraps the native one
+                if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
+                    conn.send(("error", f"{request[1]}.{request[2]} is not the autotuned kernel there (decorate the "
+                                        "kernel where it is defined, @autotune above @triton.jit, so that its name "
+                                        "holds the autotuned object)"))
+                    continue
+                kernel = obj
+                conn.send(("ok",))
+            elif kind == "trial":
+                conn.send(run_trial_in_worker(kernel, *request[1:]))
+            elif kind == "refine":
+                conn.send(("ok", refine_in_worker(kernel, *request[1:])))
+            else:
+                conn.send(("error", f"unknown request {kind!r}"))
+        except Exception as exc:   # a request that failed as a whole (an import, a refine): say why, go on
+            conn.send(("error", f"{type(exc).__name__}: {exc}", classify(exc, "run").value,
+                       traceback.format_exc(limit=5)))
+
+
+def main() -> None:
+    from multiprocessing.connection import Connection
+
+    fd, parent = int(sys.argv[1]), int(sys.argv[2])
+    _die_with_parent(parent)    # started in a session (process group) of its own: a timeout kills the group
+    serve(Connection(fd))
