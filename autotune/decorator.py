@@ -350,7 +350,7 @@ class Autotuned(KernelInterface):
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         job = TuneJob(configs=configs, run_config=run_config, compiler=self.compiler_for(prepare), strategy=strategy,
-                      isolated=isolation_for(self, named, grid) if select is None else None,
+                      isolated=isolation_for(self, bound, grid) if select is None else None,
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from .errors import VerificationError
+from .errors import FailureKind, NoValidConfigError, VerificationError, classify
 from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
@@ -39,12 +39,13 @@ class OnlineSession:
 
     def __init__(self, *, kernel_name: str, candidates: Sequence[Config], start: Config, samples: int,
                  compiler: Any, workers: int, on_gpu: bool, verify: Any, restore_value: Sequence[str],
-                 decide: Callable[[Config, list[Trial], float], None]) -> None:
+                 reset_to_zero: Sequence[str] = (), decide: Callable[[Config, list[Trial], float], None]) -> None:
         self.kernel_name = kernel_name
         self.candidates = list(dict.fromkeys(candidates))
         self.best = start
         self.samples_wanted = max(1, samples)
-        self.verify, self.restore_value = verify, tuple(restore_value)
+        self.verify = verify
+        self.guarded = tuple(dict.fromkeys((*restore_value, *reset_to_zero)))   # put back before a re-run
         self.on_gpu = on_gpu
         self._decide = decide
         self._lock = threading.Lock()
@@ -92,18 +93,18 @@ class OnlineSession:
 
     def launch(self, named: dict, launch: Launch, capturing: bool) -> Any:
         """Run this call: a candidate that still needs samples (timed), else the best known config."""
+        if capturing:   # CUDA-graph capture: the best known, untimed, and no event is queried
+            return launch(self.best)
         self._read_events()
         with self._lock:
             first, self._first = self._first, False
-        if capturing or first:   # the call that met the key, and CUDA-graph capture: the best known, untimed
-            return launch(self.best)
+        if first:       # the call that met the key: the best known, untimed (checked first under verify=)
+            return self._trusted(self.best, named, launch, timed=False)
         config = self._next()
         if config is None:
             self._maybe_decide()
-            return launch(self.best)
-        if self.verify is not None and config not in self._checked:
-            return self._checked_launch(config, named, launch)
-        return self._timed(config, launch)
+            return self._trusted(self.best, named, launch, timed=False)
+        return self._trusted(config, named, launch, timed=True)
 
     def _next(self) -> Optional[Config]:
         with self._lock:
@@ -116,6 +117,60 @@ class OnlineSession:
 
     def _in_flight(self, config: Config) -> int:
         return sum(1 for c, _, _ in self._pending if c == config)
+
+    def _trusted(self, config: Config, named: dict, launch: Launch, *, timed: bool) -> Any:
+        """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), drop
+        it, put the arguments back and run the call with the next config that works, so the caller only ever
+        gets a correct result. Errors of the call itself are raised."""
+        tried: set[Config] = set()
+        while True:
+            needs_check = self.verify is not None and config not in self._checked
+            snapshot = {n: named[n].clone() for n in self.guarded if named.get(n) is not None} \
+                if (needs_check or config not in self._checked) else {}
+            try:
+                if needs_check:
+                    result = self._checked_launch(config, named, launch)
+                elif timed:
+                    result = self._timed(config, launch)
+                else:
+                    result = launch(config)
+                with self._lock:
+                    self._checked.add(config)
+                return result
+            except Exception as exc:
+                kind = classify(exc, "run")
+                if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
+                    raise
+                status = TrialStatus.VERIFY_FAILED if isinstance(exc, VerificationError) else (
+                    TrialStatus.OUT_OF_RESOURCES if kind is FailureKind.OUT_OF_RESOURCES else TrialStatus.RUNTIME_ERROR)
+                tried.add(config)
+                with self._lock:
+                    self._failed[config] = (status, f"{type(exc).__name__}: {exc}")
+                    if self.best == config:
+                        self.best = next((c for c in self.candidates if c in self._checked and c not in self._failed),
+                                         self.best)
+                for name, value in snapshot.items():
+                    named[name].copy_(value)
+                config = self._replacement(tried)
+                logger.warning("autotune: %s config %s failed during online tuning (%s); the call is run with %s",
+                               self.kernel_name, dict(next(iter(tried))) if len(tried) == 1 else "several",
+                               status.value, dict(config))
+                timed = False
+
+    def _replacement(self, tried: set[Config]) -> Config:
+        """The config a failed launch is re-run with: the best known that works, else the next candidate."""
+        with self._lock:
+            if self.best not in self._failed and self.best not in tried:
+                return self.best
+            for config in self.candidates:
+                if config in self._checked and config not in self._failed:
+                    return config
+            for config in self.candidates:
+                if config not in self._failed and config not in tried:
+                    return config
+        raise NoValidConfigError(f"every config of {self.kernel_name} failed during online tuning: "
+                                 + "; ".join(f"{dict(c)}: {e}" for c, (_, e) in self._failed.items()),
+                                 [self._trial(c) for c in self.candidates])
 
     def _timed(self, config: Config, launch: Launch) -> Any:
         if self.on_gpu:
@@ -135,31 +190,19 @@ class OnlineSession:
         return result
 
     def _checked_launch(self, config: Config, named: dict, launch: Launch) -> Any:
-        """The first launch of a candidate under verify=: its output is checked before the caller gets it."""
-        snapshot = {n: named[n].clone() for n in self.restore_value if named.get(n) is not None}
+        """The first launch of a config under verify=: its output is checked before the caller gets it; raises
+        VerificationError when it is wrong."""
         expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
         result = launch(config)
-        try:
-            if self.on_gpu:
-                import torch
+        if self.on_gpu:
+            import torch
 
-                torch.cuda.synchronize()
-            if isinstance(self.verify, Reference):
-                self.verify.check(named, expected)
-            elif not self.verify(**named):
-                raise VerificationError("verify(...) returned False")
-        except VerificationError as exc:
-            with self._lock:
-                self._failed[config] = (TrialStatus.VERIFY_FAILED, str(exc))
-            logger.warning("autotune: %s config %s failed verification during online tuning; the call was run "
-                           "again with %s", self.kernel_name, dict(config), dict(self.best))
-            for name, value in snapshot.items():
-                named[name].copy_(value)
-            result = launch(self.best)
-            self._maybe_decide()
-            return result
-        with self._lock:
-            self._checked.add(config)
+            torch.cuda.synchronize()
+        if isinstance(self.verify, Reference):
+            self.verify.check(named, expected)
+        elif not self.verify(**named):
+            raise VerificationError("verify(...) returned False")
+        self._maybe_decide()
         return result
 
     def _add(self, config: Config, ms: float) -> None:
@@ -177,8 +220,9 @@ class OnlineSession:
         if not self._pending:
             return
         with self._lock:
-            done = [p for p in self._pending if p[2].query()]
-            self._pending = [p for p in self._pending if not p[2].query()]
+            finished = [p[2].query() for p in self._pending]      # one query per event: none is lost
+            done = [p for p, ok in zip(self._pending, finished) if ok]
+            self._pending = [p for p, ok in zip(self._pending, finished) if not ok]
         for config, start, end in done:
             self._add(config, float(start.elapsed_time(end)))
 
@@ -256,7 +300,7 @@ class OnlineTuner:
                     kernel_name=kernel.name, candidates=kept, start=start, samples=kernel.tuning.reps,
                     compiler=kernel.compiler_for(prepare), workers=kernel.tuning.compile_workers,
                     on_gpu=not kernel.interpreted, verify=kernel.verify, restore_value=kernel.restore_value,
-                    decide=decide)
+                    reset_to_zero=kernel.reset_to_zero, decide=decide)
         return session.best, None, "online"
 
     def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:

@@ -44,3 +44,21 @@ def crashy_add_auto(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
         while i >= 0:
             i += 1
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=1))
+@triton.jit
+def plain_add(x, y, out, n, BLOCK: tl.constexpr = 16):      # a tuned constexpr with a default value
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=0))
+@triton.jit
+def plain_mul(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) * tl.load(y + offs, mask=mask), mask=mask)

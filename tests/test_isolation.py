@@ -133,3 +133,15 @@ def _alive(pid: int) -> bool:
             return fh.read().split(") ")[1][0] != "Z"
     except OSError:
         return True
+
+
+def test_one_worker_serves_several_kernels_and_keys():
+    from isolation_kernels import plain_add, plain_mul
+
+    for kernel, op, n, samples in ((plain_add, torch.add, 100, 3), (plain_mul, torch.mul, 100, 2),
+                                   (plain_add, torch.add, 300, 3)):     # plain_add refines: 2 reps + 1 interleaved
+        x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+        kernel(x, y, out, n)
+        torch.testing.assert_close(out, op(x, y))
+        assert all(t.ok for t in kernel.record().trials)
+        assert [len(t.samples_ms) for t in kernel.record().trials] == [samples, samples]

@@ -173,3 +173,25 @@ def test_autotune_mode_switches_a_whole_process_and_compat(monkeypatch, capsys):
                      tuning=Tuning(compile_workers=0))(slow_add)        # mode left unset: the environment decides
     with pytest.raises(OptionError, match="AUTOTUNE_MODE"):
         call(fresh)
+
+
+def test_a_config_that_fails_at_launch_is_dropped_and_the_call_still_succeeds():
+    kernel = online(space={"BLOCK": [128, 96], "SLOW": [0], "BAD": [0]})     # 96: not a power of 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(12):
+            call(kernel)
+    statuses = {t.config["BLOCK"]: t.status.value for t in kernel.record().trials}
+    assert statuses == {128: "ok", 96: "runtime_error"}
+
+
+def test_under_verify_even_the_first_call_is_checked():
+    space = {"BLOCK": [128], "SLOW": [0, 5], "BAD": [1, 0]}                  # the first config is wrong
+    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
+                      tuning=Tuning(mode="online", compile_workers=0, reps=2))(slow_add)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(20):
+            call(kernel)
+    assert kernel.record().winner["BAD"] == 0

@@ -17,7 +17,7 @@ from ..kernel_ref import kernel_ref
 from ..record import Trial, TrialStatus
 from ..space import Config
 from .pool import WorkerCrashed, WorkerTimedOut, shared_worker, shutdown
-from .worker import encode_args
+from .worker import encode_call
 
 __all__ = ["IsolatedRunner", "isolation_for", "check_isolation", "shutdown"]
 
@@ -46,10 +46,10 @@ def check_isolation(kernel: Any) -> None:
 class IsolatedRunner:
     """Runs one tuning's trials in the shared worker, on copies of the call's arguments."""
 
-    def __init__(self, kernel: Any, named: dict, grid: Any) -> None:
+    def __init__(self, kernel: Any, bound: Any, grid: Any) -> None:
         ref = kernel_ref(kernel.base_fn)
         self.module, self.qualname = ref.module, ref.qualname
-        self.encoded = encode_args(named)
+        self.encoded = encode_call(bound.args, bound.kwargs)
         self.grid = grid
         self.tuning = kernel.tuning
         self.kernel_name = kernel.name
@@ -57,12 +57,19 @@ class IsolatedRunner:
         with self.lock:
             self.worker.load(self.module, self.qualname, _LOAD_TIMEOUT_S)
 
+    def _load(self) -> None:
+        """(Re)load the kernel in the worker (a restarted worker has none); its failure is not a config's."""
+        try:
+            self.worker.load(self.module, self.qualname, _LOAD_TIMEOUT_S)
+        except (ImportError, WorkerCrashed, WorkerTimedOut) as exc:
+            raise AutotuneError(f"the tuning worker could not load {self.module}:{self.qualname}: {exc}") from None
+
     def trial(self, config: Config) -> Trial:
         """Compile, check and measure `config` in the worker; a crash or a hang is this config's result."""
-        message = ("trial", config, self.encoded, self.grid, self.tuning)
+        message = ("trial", (self.module, self.qualname), config, self.encoded, self.grid, self.tuning)
         with self.lock:
+            self._load()
             try:
-                self.worker.load(self.module, self.qualname, _LOAD_TIMEOUT_S)
                 reply = self.worker.request(message, self.tuning.trial_timeout_s)
             except WorkerTimedOut as exc:
                 return Trial(config=config, status=TrialStatus.TIMEOUT,
@@ -80,20 +87,24 @@ class IsolatedRunner:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
         with self.lock:
             try:
-                reply = self.worker.request(("refine", configs, self.encoded, self.grid, self.tuning, reps),
+                self._load()
+                reply = self.worker.request(("refine", (self.module, self.qualname), configs, self.encoded,
+                                             self.grid, self.tuning, reps),
                                             None if self.tuning.trial_timeout_s is None
                                             else self.tuning.trial_timeout_s * len(configs))
-            except (WorkerTimedOut, WorkerCrashed) as exc:
+            except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
                 logger.warning("autotune: re-measuring the best configs of %s in the worker failed (%s)",
                                self.kernel_name, exc)
                 return {}
         if reply[0] != "ok":
+            logger.warning("autotune: re-measuring the best configs of %s in the worker failed (%s)",
+                           self.kernel_name, reply[1])
             return {}
         by_text = {c.canonical(): c for c in configs}
         return {by_text[text]: samples for text, samples in reply[1].items()}
 
 
-def isolation_for(kernel: Any, named: dict, grid: Any) -> Optional[IsolatedRunner]:
+def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner]:
     """The runner for this tuning, or None to tune in-process (`isolate="off"`, or `"auto"` when a worker could
     not run this kernel: said once per kernel)."""
     mode = kernel.tuning.isolate
@@ -107,7 +118,7 @@ def isolation_for(kernel: Any, named: dict, grid: Any) -> Optional[IsolatedRunne
             reason = f"its launch grid {grid!r} cannot be sent to a worker (use the decorator's grid= or a tuple)"
     if reason is None:
         try:
-            return IsolatedRunner(kernel, named, grid)
+            return IsolatedRunner(kernel, bound, grid)
         except (ImportError, WorkerCrashed, WorkerTimedOut) as exc:
             reason = str(exc)
     if mode == "process":

@@ -39,9 +39,10 @@ class Worker:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)     # what this process can import
+        main_thread = "1" if threading.current_thread() is threading.main_thread() else "0"
         self.proc = subprocess.Popen([sys.executable, "-m", "autotune.isolation", str(theirs.fileno()),
-                                      str(os.getpid())], pass_fds=[theirs.fileno()], start_new_session=True,
-                                     env=env, stdin=subprocess.DEVNULL)
+                                      str(os.getpid()), main_thread], pass_fds=[theirs.fileno()],
+                                     start_new_session=True, env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self.conn = Connection(ours.detach())
         self.loaded = set()
@@ -66,6 +67,9 @@ class Worker:
             code = self.proc.wait(timeout=30) if self.proc is not None else None
             self.kill()
             raise WorkerCrashed(_death(code, exc)) from None
+        except BaseException:   # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
+            self.kill()
+            raise
 
     def load(self, module: str, qualname: str, timeout_s: Optional[float]) -> None:
         """Import the kernel in the worker once per worker life."""

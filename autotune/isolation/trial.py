@@ -8,11 +8,11 @@ from ..errors import DeviceError, NoValidConfigError
 from ..space import Config
 from ..timing import make_timer
 from ..tuner import ArgumentGuard, TuneJob, tune
-from .worker import decode_args
+from .worker import decode_call
 
 
-def _job(kernel: Any, configs: list[Config], named: dict, grid: Any, tuning: Any) -> TuneJob:
-    bound = kernel.bind((), named)
+def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any) -> TuneJob:
+    bound = kernel.bind(*call)
 
     def prepare(config: Config) -> tuple:
         return kernel.launch_args(config, bound, grid)
@@ -33,11 +33,11 @@ def _job(kernel: Any, configs: list[Config], named: dict, grid: Any, tuning: Any
 def run_trial_in_worker(kernel: Any, config: Config, encoded: dict, grid: Any, tuning: Any) -> tuple:
     """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
     if kernel is None:
-        return ("error", "no kernel loaded in the worker")
-    named = decode_args(encoded)
+        return ("error", "the kernel is not loaded in the worker")
+    call = decode_call(encoded)
     one = tuning.model_copy(update={"refine_topk": 0, "compile_workers": 0, "strategy": "exhaustive"})
     try:
-        outcome = tune(_job(kernel, [config], named, grid, one))
+        outcome = tune(_job(kernel, [config], call, grid, one))
         trial = outcome.trials[0]
     except NoValidConfigError as exc:
         trial = exc.trials[0]
@@ -49,8 +49,9 @@ def run_trial_in_worker(kernel: Any, config: Config, encoded: dict, grid: Any, t
 def refine_in_worker(kernel: Any, configs: list[Config], encoded: dict, grid: Any, tuning: Any,
                      reps: int) -> dict:
     """Interleaved re-measurement of the best few: {config canonical JSON: [samples]}."""
-    named = decode_args(encoded)
-    job = _job(kernel, configs, named, grid, tuning)
+    if kernel is None:
+        raise RuntimeError("the kernel is not loaded in the worker")
+    job = _job(kernel, configs, decode_call(encoded), grid, tuning)
     guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
     out: dict[str, list[float]] = {c.canonical(): [] for c in configs}
     for _ in range(reps):

@@ -8,10 +8,10 @@ Linux, and a watchdog thread everywhere). Messages are pickled tuples over the p
 process and the worker it started; tensors travel as (shape, dtype, strides, bytes) and are rebuilt as copies,
 so the caller's tensors are never written by a worker.
 
-Requests: ("load", module, qualname) imports the decorated kernel; ("trial", config, named, grid, key, options)
-compiles, checks (verify=) and measures one config on copies of the call's arguments and answers with its
-samples, or with the failure's status and text; ("refine", configs, named, grid, reps) re-measures the best
-few interleaved; ("exit",).
+Requests: ("load", module, qualname) imports a decorated kernel; ("trial", (module, qualname), config, args,
+grid, tuning) compiles, checks (verify=) and measures one config on copies of the call's arguments and answers
+with the trial (samples, or the failure's status and text); ("refine", (module, qualname), configs, args, grid,
+tuning, reps) re-measures the best few interleaved; ("exit",).
 """
 from __future__ import annotations
 
@@ -24,8 +24,19 @@ import traceback
 from typing import Any
 
 
+def encode_call(args: tuple, kwargs: dict) -> tuple[dict, dict]:
+    """A call's positional and keyword arguments as plain data (see `encode_args`), positions as keys."""
+    return encode_args(dict(enumerate(args))), encode_args(kwargs)
+
+
+def decode_call(encoded: tuple[dict, dict]) -> tuple[tuple, dict]:
+    """The call's (args, kwargs), rebuilt as copies in this process."""
+    positional = decode_args(encoded[0])
+    return tuple(positional[i] for i in range(len(positional))), decode_args(encoded[1])
+
+
 def encode_args(named: dict) -> dict:
-    """The call's arguments as plain data: tensors as (shape, dtype, strides, bytes, device) copies."""
+    """Arguments as plain data: tensors as (shape, dtype, strides, bytes, device) copies."""
     out = {}
     for name, value in named.items():
         if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
@@ -62,13 +73,16 @@ def decode_args(encoded: dict) -> dict:
     return named
 
 
-def _die_with_parent(parent: int) -> None:
-    try:  # Linux: the kernel sends SIGKILL when the parent dies, even a SIGKILLed one
-        import ctypes
+def _die_with_parent(parent: int, pdeathsig: bool) -> None:
+    # Linux: SIGKILL when the parent dies, even SIGKILLed. It fires when the *thread* that started the worker
+    # exits, so the parent asks for it only from its main thread; the watchdog covers every case.
+    if pdeathsig:
+        try:
+            import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except Exception:
+            pass
 
     def watch() -> None:
         while True:
@@ -85,7 +99,7 @@ def serve(conn: Any) -> None:
     from ..kernel_ref import KernelRef, import_object
     from .trial import refine_in_worker, run_trial_in_worker
 
-    kernel = None
+    kernels: dict[tuple[str, str], Any] = {}
     while True:
         try:
             request = conn.recv()
@@ -103,12 +117,12 @@ def serve(conn: Any) -> None:
                                         "kernel where it is defined, @autotune above @triton.jit, so that its name "
                                         "holds the autotuned object)"))
                     continue
-                kernel = obj
+                kernels[(request[1], request[2])] = obj
                 conn.send(("ok",))
             elif kind == "trial":
-                conn.send(run_trial_in_worker(kernel, *request[1:]))
+                conn.send(run_trial_in_worker(kernels.get(request[1]), *request[2:]))
             elif kind == "refine":
-                conn.send(("ok", refine_in_worker(kernel, *request[1:])))
+                conn.send(("ok", refine_in_worker(kernels.get(request[1]), *request[2:])))
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
         except Exception as exc:   # a request that failed as a whole (an import, a refine): say why, go on
@@ -119,6 +133,6 @@ def serve(conn: Any) -> None:
 def main() -> None:
     from multiprocessing.connection import Connection
 
-    fd, parent = int(sys.argv[1]), int(sys.argv[2])
-    _die_with_parent(parent)    # started in a session (process group) of its own: a timeout kills the group
+    fd, parent, pdeathsig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:4] == ["1"]
+    _die_with_parent(parent, pdeathsig)    # started in a session (process group) of its own: a timeout kills the group
     serve(Connection(fd))
