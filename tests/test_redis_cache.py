@@ -184,7 +184,7 @@ def test_configuration_errors_are_raised_early(monkeypatch):
     pytest.importorskip("triton")
     with pytest.raises(OptionError, match="not a Redis URL"):
         set_remote_cache("http://cache:6379")
-    with pytest.raises(OptionError, match="positive"):
+    with pytest.raises(OptionError, match="at least 0.001"):
         set_remote_cache("redis://127.0.0.1:6379/0", ttl_s=-1)
     monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", "cache:6379")
     with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_CACHE"):
@@ -280,3 +280,40 @@ def test_a_slow_or_full_redis_costs_a_warning_not_a_failed_or_blocked_launch(red
         assert other.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
     assert time.monotonic() - started < 6                   # one command timed out (0.3 s); then Redis is left alone
     assert any(issubclass(w.category, CacheWarning) and "unreachable" in str(w.message) for w in caught)
+
+
+def test_settings_that_would_break_a_launch_are_refused_and_secrets_stay_out_of_messages(redis_server):
+    from autotune.storage.redis_tier import RedisCache
+
+    for bad in ({"ttl_s": float("inf")}, {"lease_s": float("inf")}, {"ttl_s": 0.0001}):
+        with pytest.raises(OptionError):
+            set_remote_cache(redis_server.url, **bad)
+    shown = RedisCache("redis://user:hunter2@127.0.0.1:1/0?password=hunter2&db=0").url
+    assert "hunter2" not in shown and "127.0.0.1:1" in shown
+
+
+def test_an_oversized_value_is_refused_without_downloading_it(redis_server):
+    set_remote_cache(redis_server.url)
+    kc = new_cache()
+    entry = kc.entry((1,), DT)
+    key = remote_tier().key_of(entry.location, entry.entry_id)
+    client = redis_server.client()
+    client.setrange(key, 64 << 20, b"x")                 # 64 MB of zeros, made server-side
+    traffic = client.info("stats")["total_net_output_bytes"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "tuned"
+    assert any("limit" in str(w.message) for w in caught)
+    assert client.info("stats")["total_net_output_bytes"] - traffic < 1 << 20   # never sent to us
+
+
+def test_clearing_everything_remotely_also_removes_unreadable_entries(redis_server, tmp_path):
+    set_remote_cache(redis_server.url)
+    client = redis_server.client()
+    client.set("autotune:entry:add:" + "0" * 32, b"not a record")
+    new_cache().get_or_tune((1,), DT, Tuner((1,)))
+    assert len(client.keys("autotune:entry:*")) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clear_autotune_cache(remote=True)
+    assert client.keys("autotune:entry:*") == []

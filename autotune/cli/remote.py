@@ -65,6 +65,11 @@ def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
     if tier is None:
         return 2
     removed = tier.remove(args.kernel, key)
+    problem = tier.ping()
+    if problem is not None:
+        print(f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({problem}); "
+              f"{len(removed)} entries were removed, others may remain", file=sys.stderr)
+        return 1
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
     if not removed and args.kernel is not None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import os
 import secrets
 import socket
 import threading
 import time
 from typing import Any, Callable, Optional, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import CacheEntryError, OptionError
 from ..record import SCHEMA_VERSION, TuningRecord
@@ -64,7 +66,8 @@ class RedisLease:
         if self._lost or self._stop.is_set():
             return not self._lost
         try:
-            kept = self._tier.call(lambda c: c.eval(_RENEW, 1, self._key, self._value, int(self._tier.lease_s * 1000)))
+            kept = self._tier.call(lambda c: c.eval(_RENEW, 1, self._key, self._value, int(self._tier.lease_s * 1000)),
+                                   always=True)
         except _Unavailable:
             return True  # cannot tell: keep tuning; a takeover at worst costs one duplicate tuning
         if not kept:
@@ -79,7 +82,7 @@ class RedisLease:
             return
         self._stop.set()
         try:
-            self._tier.call(lambda c: c.eval(_RELEASE, 1, self._key, self._value))
+            self._tier.call(lambda c: c.eval(_RELEASE, 1, self._key, self._value), always=True)
         except _Unavailable:
             pass  # it expires by itself
 
@@ -118,9 +121,11 @@ class RedisCache:
 
     # -- faults -------------------------------------------------------------------------------------
 
-    def call(self, command: Callable[[Any], T]) -> T:
-        """Run `command(client)`; on a fault warn (once per outage or message) and raise _Unavailable."""
-        if time.monotonic() < self._down_until:
+    def call(self, command: Callable[[Any], T], *, always: bool = False) -> T:
+        """Run `command(client)`; on a fault warn (once per outage or message) and raise _Unavailable. After a
+        connection failure Redis is left alone for `retry_s`, except for `always` commands (a lease's renewal
+        and release, which run off the launch path and must not let a short stall lose the lease)."""
+        if not always and time.monotonic() < self._down_until:
             raise _Unavailable()
         try:
             result = command(self.client)
@@ -161,12 +166,15 @@ class RedisCache:
         return f"{self.prefix}:{kind}:{location}:{entry_id}"
 
     def _read(self, key: str) -> Optional[TuningRecord]:
-        data = self.call(lambda c: c.get(key))
-        if data is None:
+        size = self.call(lambda c: c.strlen(key))      # never download what is too large to be an entry
+        if not size:
             return None
-        if len(data) > MAX_ENTRY_BYTES:
-            self.warn_once(f"autotune cache: refused Redis key {key}: {len(data)} bytes, over the "
+        if size > MAX_ENTRY_BYTES:
+            self.warn_once(f"autotune cache: refused Redis key {key}: {size} bytes, over the "
                            f"{MAX_ENTRY_BYTES}-byte limit of an entry")
+            return None
+        data = self.call(lambda c: c.get(key))
+        if data is None or len(data) > MAX_ENTRY_BYTES:
             return None
         try:
             return parse_record(data, f"Redis key {key}")
@@ -186,8 +194,8 @@ class RedisCache:
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         key = self.key_of(entry.location, entry.entry_id)
         try:
-            current = self.call(lambda c: c.get(key))
-            if current is not None and _newer_schema(current):
+            head = self.call(lambda c: c.getrange(key, 0, 63))   # a record's JSON starts with its schema_version
+            if head and _newer_schema(head):
                 return False
             data = record_json(record)
             ttl_ms = int(self.ttl_s * 1000) if self.ttl_s else None
@@ -269,21 +277,25 @@ class RedisCache:
                 if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id))):
                     removed.append(e)
             except _Unavailable:
-                break
+                return removed
+        if kernel is None and key is None and identity is ANY:   # everything: unreadable entries go too
+            try:
+                for stale, _, _ in self._scan(None):
+                    self.call(lambda c: c.delete(stale))
+            except _Unavailable:
+                pass
         return removed
 
 
-def _newer_schema(data: bytes) -> bool:
-    try:
-        version = json.loads(data).get("schema_version")
-    except Exception:
-        return False
-    return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+def _newer_schema(head: bytes) -> bool:
+    """Whether the start of a stored value names a schema newer than this autotune's."""
+    match = re.match(rb'\s*\{\s*"schema_version"\s*:\s*(\d+)', head)
+    return match is not None and int(match.group(1)) > SCHEMA_VERSION
 
 
 def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        rest = "***@" + rest.split("@", 1)[1]
-    return scheme + sep + rest
+    """The URL without its credentials (user:password@ and a password= query parameter), for messages."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    return urlunsplit((parts.scheme, ("***@" if "@" in parts.netloc else "") + netloc, parts.path, query, ""))

@@ -49,8 +49,8 @@ def _float_env(name: str) -> Optional[float]:
         value = float(raw)
     except ValueError:
         raise OptionError(f"{name}={raw!r} is not a number of seconds; unset it or set e.g. {name}=30") from None
-    if not value > 0 or value == float("inf"):
-        raise OptionError(f"{name}={raw!r} must be a positive number of seconds")
+    if not 0.001 <= value < float("inf"):
+        raise OptionError(f"{name}={raw!r} must be a number of seconds, at least 0.001")
     return value
 
 
@@ -74,8 +74,8 @@ def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
                           "(TLS) or unix:///path/to/redis.sock")
     for name in ("ttl_s", "timeout_s", "lease_s"):
         value = settings[name]
-        if value is not None and not (isinstance(value, (int, float)) and value > 0):
-            raise OptionError(f"{where}: {name}={value!r} must be a positive number of seconds")
+        if value is not None and not (isinstance(value, (int, float)) and 0.001 <= value < float("inf")):
+            raise OptionError(f"{where}: {name}={value!r} must be a number of seconds, at least 0.001")
     return settings
 
 

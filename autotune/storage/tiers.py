@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from typing import Callable, Optional, Sequence
 
@@ -31,7 +32,8 @@ logger = logging.getLogger("autotune")
 
 _LIVE: "weakref.WeakSet[KernelCache]" = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
-_TLS = threading.local()       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+_TLS = threading.local()
+_PEEK_AGAIN_S = 5.0            # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
 
 
 def live_caches() -> list["KernelCache"]:
@@ -63,6 +65,7 @@ class KernelCache:
             remote_tiers()   # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()
         self._offline_missed: set[Ident] = set()
+        self._peek_missed: dict[Ident, float] = {}     # (key, dtypes) -> when peek may ask the tiers again
         with _LIVE_LOCK:
             _LIVE.add(self)
         register(kernel_name)
@@ -109,12 +112,15 @@ class KernelCache:
             tier.put(entry, record)
 
     def tuned_records(self) -> list[TuningRecord]:
-        """Every record of this kernel usable on this machine, whatever its key: memory first, then each
-        persistent tier. What a warm start seeds a new key's search with."""
+        """Every record of this kernel usable on this machine, whatever its key: memory first, then the local
+        persistent tiers (not the remote one, whose listing scans the whole store). What a warm start seeds a
+        new key's search with."""
         found: dict[tuple, TuningRecord] = {}
         for record in self.memory.records().values():
             found[(key_text(record.key), tuple(record.dtypes))] = record
         for tier in self.tiers:
+            if tier.name == "remote":   # a scan of the fleet's store: never on a launch's path
+                continue
             for e in tier.entries(self.kernel_name):
                 r = e.record
                 if self.stale_reason(r, tuple(r.key), tuple(r.dtypes), r.candidates) is None:
@@ -165,11 +171,12 @@ class KernelCache:
             return None
         return record
 
-    def _found(self, tier: Cache, entry: EntryRef, record: TuningRecord) -> tuple[TuningRecord, str]:
+    def _found(self, tiers: list[Cache], tier: Cache, entry: EntryRef,
+               record: TuningRecord) -> tuple[TuningRecord, str]:
         """Use `record`, found in `tier`: keep it in memory and copy it into the tiers read before `tier` (a
         remote hit lands on the local disk, so the next process on this machine reads it there)."""
         self.memory.store(entry.key, entry.dtypes, record)
-        for earlier in self.tiers[: self.tiers.index(tier)]:
+        for earlier in tiers[: tiers.index(tier)]:
             earlier.put(entry, record)
         how = "disk" if tier.name == "disk" else "remote"
         count(self.kernel_name, **{f"{how}_hits": 1})
@@ -208,10 +215,11 @@ class KernelCache:
             if record is not None:
                 count_hit(self.kernel_name)
                 return record, "memory"
-            for tier in self.tiers:
+            tiers = self.tiers
+            for tier in tiers:
                 record = self._usable(tier, entry, candidates)
                 if record is not None:
-                    return self._found(tier, entry, record)
+                    return self._found(tiers, tier, entry, record)
 
         tuning_now: set = getattr(_TLS, "tuning", None) or set()
         _TLS.tuning = tuning_now
@@ -242,7 +250,7 @@ class KernelCache:
                 leases.append((tier, lease))
                 record = self._usable(tier, entry, candidates)
                 if record is not None and (not force or record != seen.get(id(tier))):
-                    return self._found(tier, entry, record)
+                    return self._found(tiers, tier, entry, record)
             marks = ((id(self), entry), shared_mark)
             tuning_now.update(marks)
             try:
@@ -279,10 +287,19 @@ class KernelCache:
             count_hit(self.kernel_name)
             return record
         entry = self.entry(key, dtypes)
-        for tier in self.tiers:
+        now = time.monotonic()
+        # The remote tier was asked a moment ago: an offline launch does not pay its round trip again at once.
+        skip_remote = now < self._peek_missed.get((entry.key, entry.dtypes), 0.0)
+        tiers = self.tiers
+        for tier in tiers:
+            if skip_remote and tier.name == "remote":
+                continue
             record = self._usable(tier, entry, candidates)
             if record is not None:
-                return self._found(tier, entry, record)[0]
+                return self._found(tiers, tier, entry, record)[0]
+        if not skip_remote:
+            with self._lock:
+                self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
         return None
 
     def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
