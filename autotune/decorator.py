@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 from __future__ import annotations
 
 import inspect
+import random
 import sys
 import threading
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, Sp
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
+from .inspection import KernelInspection
 from .isolation import check_isolation, isolation_for
 from .online import OnlineTuner, online_mode
 from .options import Tuning, env_disable, env_force, env_offline
@@ -29,7 +31,7 @@ from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
 from .space_checks import validate_space
 from .storage.fingerprint import source_hash
-from .storage.counters import count_hit, stats
+from .storage.counters import count_hit
 from .storage.tiers import KernelCache
 from .template import compile_derive, compile_grid
 from .timing import make_timer
@@ -58,7 +60,7 @@ class TuningResult:
     cache_hit: bool
 
 
-class Autotuned(KernelInterface):
+class Autotuned(KernelInspection, KernelInterface):
     """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
 
     def __init__(self, fn: Any, *, space: Any, key: Any = None, grid: Any = None,
@@ -145,6 +147,7 @@ class Autotuned(KernelInterface):
         self._forced: set = set()
         self._forced_lock = threading.Lock()
         self.online = OnlineTuner(self)
+        self._first: Optional[Config] = None
 
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -295,7 +298,9 @@ class Autotuned(KernelInterface):
         """What launches untuned (AUTOTUNE_OFFLINE/DISABLE): `fallback=`, else the space's first config."""
         if self.fallback is not None:
             return self.fallback
-        return self.configs[0] if self.configs is not None else self.space.first()
+        if self._first is None:   # found once: walking a huge filtered space to its first config would be slow
+            self._first = self.configs[0] if self.configs is not None else self.space.sample(random.Random(0))
+        return self._first
 
     def _split(self, config: Config) -> tuple[dict, dict]:
         """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
@@ -424,39 +429,6 @@ class Autotuned(KernelInterface):
         return TuningProgress(self.name, key, total, strategy=self.strategy, space_size=self.space_size)
 
     # ------------------------------------------------------------------------------------------ inspection
-    def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:
-        """The tuning record of `key` (the tuple the key spec computes), or of the last call's key."""
-        records = self.cache.records()
-        if key is None:
-            if self._last_key is None or self._last_key not in records:
-                raise KeyError(f"{self.name} has no tuning record yet; call it first or pass key=")
-            return records[self._last_key]
-        wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
-        matches = [rec for (k, _), rec in records.items() if k == wanted]
-        if not matches:
-            raise KeyError(f"{self.name} has no record for key {wanted}; keys: {sorted({k for k, _ in records})}")
-        if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
-            return records[self._last_key]
-        return matches[-1]
-
-    def cache_info(self) -> dict[str, Any]:
-        """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
-        counters = stats().get(self.name, {})
-        info = {"entries": len(self.cache.records()), **counters}
-        online = self.online.progress()
-        if online:
-            info["online"] = online
-        return info
-
-    def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
-        """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
-        from .reporting import plot_trials, report_table
-
-        record = self.record(key)
-        if png is not None:
-            plot_trials(record, png)
-        return report_table(record)
-
     def __repr__(self) -> str:
         return f"<autotuned {self.name}: {self.space_size} configs>"
 

@@ -280,7 +280,7 @@ class OnlineTuner:
         record = kernel.cache.peek(key, dtypes, checksum)
         if record is not None:
             return record.winner, record, "cache"
-        if not kept:   # a searched space: the strategy's first proposals are the candidates
+        if kernel.strategy != "exhaustive":   # a searched space: the strategy's first proposals are the candidates
             kept = kernel.search_strategy(key, kept).ask(kernel.tuning.max_configs)
         from .search import nearest_winners
 

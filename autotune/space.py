@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
 
 from .errors import SpaceError
+from .space_checksum import code_identity, configs_checksum
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
 
@@ -128,14 +129,6 @@ LIST_LIMIT = 100_000    # a space with more configs than this (before filtering)
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
 
 
-def _code_identity(fn: Any) -> str:
-    """What a filter computes, for a lazy space's checksum: its bytecode and constants when it has them."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return getattr(fn, "__qualname__", type(fn).__name__)
-    return hashlib.sha256(code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode()).hexdigest()
-
-
 class SearchSpace(ABC):
     """An immutable, lazily iterated, ordered set of `Config`s, optionally filtered by `where` predicates.
 
@@ -175,7 +168,8 @@ class SearchSpace(ABC):
     def _derived(self, **attrs: Any) -> "SearchSpace":
         new = object.__new__(type(self))
         for name, value in self.__dict__.items():
-            object.__setattr__(new, name, value)
+            if name != "_member_set":   # the members of this space, not of the filtered one
+                object.__setattr__(new, name, value)
         new._set(_cache=None, _checksum=None, **attrs)
         return new
 
@@ -253,7 +247,7 @@ class SearchSpace(ABC):
     def _structural_checksum(self) -> str:
         h = hashlib.sha256(self._describe().encode())
         for pred, source in zip(self._preds, self._pred_sources):
-            h.update(b"\nwhere " + source.encode() + b" " + _code_identity(pred).encode())
+            h.update(b"\nwhere " + source.encode() + b" " + code_identity(pred).encode())
         return h.hexdigest()
 
     @property
@@ -296,9 +290,9 @@ class SearchSpace(ABC):
                 and sum(1 for k in c if c[k] != config[k]) == 1]
 
     def _listed(self) -> list[Config]:
-        if self._cache is None:
-            self.configs()
-        return self._cache if self._cache is not None else self.configs()
+        if self._cache is not None:
+            return self._cache
+        return self.configs()
 
     def __repr__(self) -> str:
         return self._describe() + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
@@ -461,14 +455,30 @@ class UnionSpace(SearchSpace):
     def _declared_fields(self) -> frozenset[str]:
         return self._parts[0].fields() | self._parts[1].fields()
 
+    def _len_all(self) -> int:
+        """At most this many configs (duplicates across the parts counted twice): never lists the parts."""
+        return self._parts[0].unfiltered_len() + self._parts[1].unfiltered_len()
+
+    def contains(self, config: Config) -> bool:
+        return any(p.contains(config) for p in self._parts) and all(pred(config) for pred in self._preds)
+
+    def sample(self, rng: Any) -> Config:
+        """A random config: a part drawn in proportion to its size, then a config of it, kept if it passes."""
+        if not self.lazy:
+            return super().sample(rng)
+        sizes = [p.unfiltered_len() for p in self._parts]
+        for _ in range(_SAMPLE_TRIES):
+            part = self._parts[0] if rng.randrange(sum(sizes)) < sizes[0] else self._parts[1]
+            config = part.sample(rng)
+            if all(pred(config) for pred in self._preds):
+                return config
+        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self!r} were all refused by its filters")
+
+    def neighbours(self, config: Config) -> list[Config]:
+        if not self.lazy:
+            return super().neighbours(config)
+        around = dict.fromkeys(c for p in self._parts for c in p.neighbours(config))
+        return [c for c in around if all(pred(c) for pred in self._preds)]
+
     def _describe(self) -> str:
         return f"({self._parts[0]!r} + {self._parts[1]!r})"
-
-
-def configs_checksum(configs: Iterable[Config]) -> str:
-    """sha256 hex of configs' canonical JSON, in order: what a space, or the configs prune= kept, are."""
-    h = hashlib.sha256()
-    for config in configs:
-        h.update(config.canonical().encode())
-        h.update(b"\n")
-    return h.hexdigest()

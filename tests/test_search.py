@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from autotune import CartesianSpace, Config, OptionError, SpaceError, Tuning, autotune
+from autotune.space_input import as_space
 from autotune.replay import load_landscape, replay, replay_once
 from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
 
@@ -219,3 +220,62 @@ def test_autotune_replay_end_to_end(tmp_path, landscape):
     bad = subprocess.run([sys.executable, "-m", "autotune", "replay", str(tmp_path), "--strategy", "random",
                           "--budget", "3"], capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 1 and "cannot read landscape" in bad.stderr
+
+
+def test_a_lazy_checksum_is_the_same_in_every_process_and_sees_closed_over_values():
+    code = ("from autotune import CartesianSpace\n"
+            "limit = 512\n"
+            "s = CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: all(v <= limit for v in (c.A, c.B)))\n"
+            "print(s.checksum())")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    sums = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           timeout=120).stdout.strip() for _ in range(2)}
+    assert len(sums) == 1 and len(next(iter(sums))) == 64
+    big = CartesianSpace(A=range(1000), B=range(1000))
+
+    def upto(limit):
+        return big.where(lambda c: c.A <= limit)
+    assert upto(10).checksum() != upto(900).checksum()
+
+
+def test_a_union_with_a_large_space_is_lazy_and_a_filtered_copy_forgets_its_parent_s_members():
+    union = huge_space() + [{"BLOCK": 7, "A": 0, "B": 0, "C": 0}]
+    assert union.lazy
+    rng = random.Random(0)
+    assert all(union.contains(union.sample(rng)) for _ in range(20))
+    assert union.contains(Config(BLOCK=7, A=0, B=0, C=0))
+    fixed = as_space([{"B": 1}, {"B": 2}, {"B": 3}])
+    assert fixed.contains(Config(B=3))
+    assert not fixed.where(lambda c: c.B < 3).contains(Config(B=3))
+
+
+def test_the_model_search_ends_climbing_from_its_best():
+    space = CartesianSpace(A=range(30), B=range(30), C=range(30))
+    pytest.importorskip("optuna")
+    strategy = make_strategy("model", space, seed=0, seeds=(), budget=80)
+    while len(strategy.tried) < 80:
+        batch = strategy.ask(4)
+        if not batch:
+            break
+        for config in batch:
+            strategy.tell(config, float(abs(config["A"] - 7) + abs(config["B"] - 20) + abs(config["C"] - 3)))
+    best = strategy.best[0]
+    late = list(strategy.results)[-10:]
+    assert any(sum(1 for k in c if c[k] != best[k]) == 1 for c in late)   # the last proposals are neighbours
+
+
+def test_online_tuning_of_a_large_space_tries_the_strategy_s_proposals_only():
+    space = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])          # 400 configs > 8
+    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      tuning=Tuning(mode="online", strategy="random", max_configs=8, compile_workers=0, reps=1,
+                                    seed=0))(add_kernel)
+    call(kernel, 200)
+    assert list(kernel.cache_info()["online"].values()) == ["0 of 8 candidates measured"]
+
+
+def test_replay_refuses_nonsense_budgets_and_seeds(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for args in (["--budget", "0"], ["--budget", "3", "--seeds", "0"]):
+        res = subprocess.run([sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random",
+                              *args], capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 2 and "not a positive number" in res.stderr

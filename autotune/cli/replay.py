@@ -19,6 +19,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         landscape = load_landscape(args.landscape)
         budget = args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
+        if args.strategy == "exhaustive":
+            budget = landscape.valid_configs   # every config, whatever the budget asked
         result = replay(landscape, args.strategy, budget, args.seeds, args.workers)
     except (AutotuneError, OptionError) as exc:
         print(f"autotune replay: {exc}", file=sys.stderr)
@@ -28,11 +30,19 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
           f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers")
     print(format_table(["SEED", "RATIO", "EVALS", "SIM_S", "CHOSEN"], rows, right={0, 1, 2, 3}))
-    print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
+    if result["median_ratio"] is not None:
+        print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
 
 
 def _fraction(text: str) -> float:
@@ -54,10 +64,10 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("landscape", metavar="LANDSCAPE")
     p.add_argument("--strategy", choices=STRATEGIES, required=True)
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--budget", type=int, metavar="N", help="configs to try")
+    budget.add_argument("--budget", type=_positive, metavar="N", help="configs to try (exhaustive: all)")
     budget.add_argument("--budget-fraction", type=_fraction, metavar="F", help="configs to try, as a fraction of "
                                                                                  "the valid configs (0.02: 2%%)")
-    p.add_argument("--seeds", type=int, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
-    p.add_argument("--workers", type=int, default=8, metavar="W", help="simulated compile workers (default 8)")
+    p.add_argument("--seeds", type=_positive, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
+    p.add_argument("--workers", type=_positive, default=8, metavar="W", help="simulated compile workers (default 8)")
     p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")
     p.set_defaults(func=_run)

@@ -56,11 +56,15 @@ class ModelSearch(SearchStrategy):
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[Config, Any] = {}       # config -> its open optuna trial
         self._local = LocalSearch(space, seed=self.rng.randrange(2**31), budget=self.budget, start=0)
+        self._local_started = False
         self._dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()}
 
     def _propose(self, n: int) -> Iterable[Config]:
         if len(self.tried) >= self.budget * (1 - _LOCAL_SHARE) and self.best is not None:
-            self._local.tried, self._local.results = self.tried, self.results
+            if not self._local_started:   # the climb starts from everything measured so far
+                self._local_started = True
+                self._local.tried, self._local.results = self.tried, self.results
+                self._local.start_climb(self.results)
             return self._local._propose(n)
         out = []
         for _ in range(n):
@@ -89,6 +93,8 @@ class ModelSearch(SearchStrategy):
     def tell(self, config: Config, median_ms: Optional[float]) -> None:
         super().tell(config, median_ms)
         value = self.results[config]
+        if self._local_started:
+            self._local.note(config, value)
         trial = self._pending.pop(config, None)
         if trial is not None:
             self._study.tell(trial, value if value is not None else _FAILED)

@@ -94,6 +94,14 @@ class LocalSearch(SearchStrategy):
         super().tell(config, median_ms)
         self._climb[config] = self.results[config]
 
+    def start_climb(self, results: dict[Config, Optional[float]]) -> None:
+        """Climb from these results (another strategy's, handing over the end of its budget)."""
+        self._climb = dict(results)
+
+    def note(self, config: Config, value: Optional[float]) -> None:
+        """A result told to the strategy that handed over (it keeps the shared results up to date)."""
+        self._climb[config] = value
+
     def _propose(self, n: int) -> Iterable[Config]:
         ok = [(ms, c) for c, ms in self._climb.items() if ms is not None]
         if not ok:

@@ -1,0 +1,51 @@
+"""What a decorated kernel tells about its tunings: `record(key)`, `cache_info()`, `report(key, png=)`."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .record import TuningRecord
+from .storage.counters import stats
+
+__all__ = ["KernelInspection"]
+
+
+class KernelInspection:
+    """Mixed into `Autotuned`: reads its cache (`self.cache`), its name and its last call's key."""
+
+    cache: Any
+    name: str
+    online: Any
+    _last_key: Optional[tuple]
+
+    def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:
+        """The tuning record of `key` (the tuple the key spec computes), or of the last call's key."""
+        records = self.cache.records()
+        if key is None:
+            if self._last_key is None or self._last_key not in records:
+                raise KeyError(f"{self.name} has no tuning record yet; call it first or pass key=")
+            return records[self._last_key]
+        wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+        matches = [rec for (k, _), rec in records.items() if k == wanted]
+        if not matches:
+            raise KeyError(f"{self.name} has no record for key {wanted}; keys: {sorted({k for k, _ in records})}")
+        if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
+            return records[self._last_key]
+        return matches[-1]
+
+    def cache_info(self) -> dict[str, Any]:
+        """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
+        counters = stats().get(self.name, {})
+        info = {"entries": len(self.cache.records()), **counters}
+        online = self.online.progress()
+        if online:
+            info["online"] = online
+        return info
+
+    def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
+        """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
+        from .reporting import plot_trials, report_table
+
+        record = self.record(key)
+        if png is not None:
+            plot_trials(record, png)
+        return report_table(record)
