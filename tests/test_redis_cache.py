@@ -102,6 +102,15 @@ def test_two_nodes_with_their_own_disks_tune_a_key_once(work, redis_server):
         assert len(disk_entries(directory=work / f"disk-{tag}")) == 1
 
 
+def test_a_lease_is_renewed_while_its_holder_tunes_longer_than_the_lease(work, redis_server):
+    lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "1"}
+    procs = [spawn(work, tag, redis_server.url, delay=3.5, **lease) for tag in ("a", "b")]   # 3.5 lease lives
+    (work / "go").touch()
+    results = sorted((finish(p) for p in procs), key=lambda r: r["how"])
+    assert [r["how"] for r in results] == ["remote", "tuned"]
+    assert (work / "tunings.log").read_text().count("\n") == 1      # the waiter never took the lease over
+
+
 def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
     lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "1"}
     holder = spawn(work, "a", redis_server.url, delay=120, **lease)
