@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from abc import ABC, abstractmethod
 from typing import Any, Iterable, Optional
 
 from ..space import Config, SearchSpace
@@ -16,8 +17,9 @@ from ..space import Config, SearchSpace
 __all__ = ["SearchStrategy", "RandomSearch", "LocalSearch", "make_strategy", "STRATEGIES"]
 
 
-class SearchStrategy:
-    """What every strategy shares: the tried set, the results, the seeds, the best so far."""
+class SearchStrategy(ABC):
+    """What every strategy shares: the tried set, the results, the seeds, the best so far. A strategy says
+    which configs to try next in `_propose`."""
 
     name = "base"
 
@@ -55,8 +57,9 @@ class SearchStrategy:
         self.tried.add(config)
         self.results[config] = median_ms if median_ms is not None and math.isfinite(median_ms) else None
 
+    @abstractmethod
     def _propose(self, n: int) -> Iterable[Config]:
-        raise NotImplementedError
+        """Up to `n` configs to try next (the base class drops those already tried)."""
 
     def _random_untried(self, n: int, tries_per_config: int = 50) -> list[Config]:
         out: list[Config] = []
