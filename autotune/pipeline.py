@@ -118,44 +118,76 @@ def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler
 
 
 @contextlib.contextmanager
-def _pipeline(configs: list[Config], compiler: Compiler, workers: int,
-              timeout_s: Optional[float]) -> Iterator[Iterator[CompileOutcome]]:
+def _pipeline(configs: Any, compiler: Compiler, workers: int, timeout_s: Optional[float],
+              ahead: int = 0) -> Iterator[Iterator[CompileOutcome]]:
     if workers <= 0:
         executor: Executor = InlineExecutor()
         with compiler.session(executor):
-            yield _serial(configs, compiler, executor)
+            yield _serial(configs, compiler, executor, ahead)
         return
     executor = StartTrackingExecutor(workers)
     abandoned = threading.Event()
     try:
         with compiler.session(executor):
-            yield _parallel(configs, compiler, executor, timeout_s, abandoned)
+            yield _parallel(configs, compiler, executor, timeout_s, abandoned, ahead)
     finally:
         # A compile that timed out cannot be stopped; everything else is waited for.
         executor.shutdown(wait=not abandoned.is_set(), cancel_futures=True)
 
 
-def _serial(configs: list[Config], compiler: Compiler, executor: Executor) -> Iterator[CompileOutcome]:
-    for config in configs:
-        try:
-            sub = _Submitted(config, compiler.submit(config, executor))
-        except Exception as exc:
-            yield compile_failure(config, exc)
-            continue
-        yield _outcome(sub, compiler)
+def _serial(configs: Any, compiler: Compiler, executor: Executor, ahead: int = 0) -> Iterator[CompileOutcome]:
+    if not callable(configs):
+        batches: Iterator[Sequence[Config]] = iter([configs])
+    else:   # proposals `ahead` at a time, each batch proposed once the previous one is measured
+        batches = iter(lambda: configs(max(1, ahead)), [])
+    begin = getattr(compiler, "begin_batch", None)
+    for batch in batches:
+        if begin is not None and batch:
+            begin(list(batch))
+        for config in batch:
+            try:
+                sub = _Submitted(config, compiler.submit(config, executor))
+            except Exception as exc:
+                yield compile_failure(config, exc)
+                continue
+            yield _outcome(sub, compiler)
 
 
-def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, timeout_s: Optional[float],
-              abandoned: threading.Event) -> Iterator[CompileOutcome]:
+def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Compiler, *, workers: int,
+                        ahead: int, timeout_s: Optional[float] = None) -> ContextManager[Iterator[CompileOutcome]]:
+    """As `compile_in_order_of_completion`, for configs proposed as the tuning goes: `propose(n)` is asked for
+    up to `n` more whenever fewer than `ahead` are compiling or waiting to be measured, so the pool compiles
+    the next proposals while the caller measures the current ones; an empty proposal ends the stream. With
+    `workers=0`, proposals come `ahead` at a time and compile on the calling thread."""
+    return _pipeline(propose, compiler, workers, timeout_s, ahead)
+
+
+def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: Optional[float],
+              abandoned: threading.Event, ahead: int = 0) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
-    for config in configs:
-        try:
-            future = compiler.submit(config, executor)
-        except Exception as exc:
-            yield compile_failure(config, exc)
-            continue
-        pending[future] = _Submitted(config, future)
-    while pending:
+    failed: list[CompileOutcome] = []
+    propose = configs if callable(configs) else None
+
+    def submit(batch: Sequence[Config]) -> None:
+        begin = getattr(compiler, "begin_batch", None)
+        if begin is not None and batch:
+            begin(list(batch))
+        for config in batch:
+            try:
+                future = compiler.submit(config, executor)
+            except Exception as exc:
+                failed.append(compile_failure(config, exc))
+                continue
+            pending[future] = _Submitted(config, future)
+
+    submit(propose(ahead) if propose is not None else configs)
+    while pending or failed:
+        while failed:
+            yield failed.pop(0)
+            if propose is not None and len(pending) < ahead:
+                submit(propose(ahead - len(pending)))
+        if not pending:
+            break
         done, _ = wait(list(pending), timeout=_next_deadline(pending, timeout_s), return_when=FIRST_COMPLETED)
         if not done:
             for future in _expired(pending, timeout_s):
@@ -167,6 +199,8 @@ def _parallel(configs: list[Config], compiler: Compiler, executor: Executor, tim
             continue
         for future in sorted(done, key=lambda f: pending[f].submitted_at):
             yield _outcome(pending.pop(future), compiler)
+            if propose is not None and len(pending) < ahead:   # the caller measured one: compile more meanwhile
+                submit(propose(ahead - len(pending)))
 
 
 class StartTrackingExecutor(Executor):

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequenc
 
 from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
 from .options import Tuning
-from .pipeline import Compiler, compile_in_order_of_completion
+from .pipeline import Compiler, compile_as_proposed, compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
 from .timing import Timer, summarize
@@ -199,37 +199,53 @@ def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Tri
                 job.progress.failed(config, trial.status)
             on_done(trial)
         return
-    begin = getattr(job.compiler, "begin_batch", None)
-    if begin is not None:
-        begin(configs)
     with compile_in_order_of_completion(configs, job.compiler, workers=job.tuning.compile_workers,
                                         timeout_s=job.tuning.compile_timeout_s) as outcomes:
         for outcome in outcomes:
             trial = trials.setdefault(outcome.config, Trial(config=outcome.config))
-            trial.compile_s = outcome.compile_s
-            if outcome.status is not TrialStatus.OK:
-                _fail(job, trial, outcome.status, outcome.error)
-            else:
-                job.progress.compiled(outcome.config)
-                _measure(job, trial, guard, expected)
+            _settle(job, trial, outcome, guard, expected)
             on_done(trial)
 
 
+def _settle(job: TuneJob, trial: Trial, outcome: Any, guard: ArgumentGuard, expected: Optional[dict]) -> None:
+    """A config left the compile stage: record its compile failure, or measure it."""
+    trial.compile_s = outcome.compile_s
+    if outcome.status is not TrialStatus.OK:
+        _fail(job, trial, outcome.status, outcome.error)
+    else:
+        job.progress.compiled(outcome.config)
+        _measure(job, trial, guard, expected)
+
+
 def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dict[Config, Trial]:
-    """Ask the strategy for batches and run them until the budget (configs, seconds) is spent or the strategy
-    has nothing left; each result is told back, failures included, so no config is tried twice."""
+    """Run what the strategy proposes until the budget (configs, seconds) is spent or it has nothing left. The
+    pool compiles the next proposals while the caller measures the current ones (`compile_as_proposed`); each
+    result, failures included, is told back, so no config is tried twice."""
     strategy, tuning = job.strategy, job.tuning
     trials: dict[Config, Trial] = {}
-    batch_size = job.batch_size or max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
+    proposed: list[Config] = []
     start = job.clock()
-    while len(trials) < tuning.max_configs:
-        if tuning.max_seconds is not None and job.clock() - start >= tuning.max_seconds and trials:
-            break
-        batch = strategy.ask(min(batch_size, tuning.max_configs - len(trials)))
-        if not batch:
-            break
-        _run_batch(job, batch, trials, guard, expected,
-                   on_done=lambda t: strategy.tell(t.config, t.median_ms if t.ok else None))
+    ahead = job.batch_size or max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
+
+    def propose(n: int) -> list[Config]:
+        left = tuning.max_configs - len(proposed)
+        if left <= 0 or (tuning.max_seconds is not None and proposed and job.clock() - start >= tuning.max_seconds):
+            return []
+        batch = strategy.ask(min(n, left))
+        proposed.extend(batch)
+        return batch
+
+    if job.isolated is not None:   # the worker compiles and measures each config: batches, one after the other
+        while batch := propose(ahead):
+            _run_batch(job, batch, trials, guard, expected,
+                       on_done=lambda t: strategy.tell(t.config, t.median_ms if t.ok else None))
+        return trials
+    with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
+                             timeout_s=tuning.compile_timeout_s) as outcomes:
+        for outcome in outcomes:
+            trial = trials.setdefault(outcome.config, Trial(config=outcome.config))
+            _settle(job, trial, outcome, guard, expected)
+            strategy.tell(trial.config, trial.median_ms if trial.ok else None)
     return trials
 
 

@@ -162,3 +162,31 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record():
     assert stored == []
     # Configs still queued when Ctrl-C came were never compiled.
     assert len([e for e in events if e[0] == "compiled"]) < 4
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_proposals_compile_while_earlier_ones_are_measured(workers):
+    """`compile_as_proposed`: more configs are asked for as soon as one is handed to the caller (parallel), so
+    compiling the next proposals overlaps measuring the current ones; an empty proposal ends the stream."""
+    from autotune.pipeline import compile_as_proposed
+
+    configs = [Config(BLOCK=i) for i in range(10)]
+    consumed: list = []
+    asks: list = []                      # (configs handed over when asked, what was proposed)
+
+    def propose(n):
+        batch = configs[sum(len(b) for _, b in asks):][:n]
+        asks.append((len(consumed), batch))
+        return batch
+
+    with compile_as_proposed(propose, FunctionCompiler(lambda c: time.sleep(0.01)), workers=workers,
+                             ahead=4) as outcomes:
+        for outcome in outcomes:
+            consumed.append(outcome.config)
+    assert sorted(c["BLOCK"] for c in consumed) == list(range(10))
+    assert asks[0] == (0, configs[:4])
+    if workers:
+        assert asks[1][0] == 1          # asked again right after the first config was handed over
+    else:
+        assert asks[1][0] == 4          # serial: the next batch once the current one is measured
+    assert asks[-1][1] == []
