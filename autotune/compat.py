@@ -315,17 +315,22 @@ class Autotuner(KernelInterface):
             if self.user_defined_pre_hook:
                 self.pre_hook(full_nargs, reset_only=True)
 
-        def launch(chosen: _NativeConfig) -> Any:
-            triton_config = self._triton_of[chosen]
-            if triton_config.pre_hook is not None:
-                triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
-            launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
-            with tuner.launch_lock:
-                return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
-
         if how == "online" and not warmup:   # AUTOTUNE_MODE=online: this call may time a candidate
+
+            def launch(chosen: _NativeConfig) -> Any:
+                triton_config = self._triton_of[chosen]
+                if triton_config.pre_hook is not None:
+                    triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
+                launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
+                with tuner.launch_lock:
+                    return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+
             return tuner.online.launch(*tuner.key_of(bound), bound, launch)
-        return launch(native)
+        if config.pre_hook is not None:
+            config.pre_hook(full_nargs)
+        launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
+        with tuner.launch_lock:
+            return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""

@@ -170,19 +170,26 @@ class Autotuned(KernelInspection, KernelInterface):
         bound = self.bind(args, kwargs)
         config, record, how = self.select(bound, grid)
         self.best_config = config
+        if how == "online" and not warmup:   # a key tuned across calls: this call may time a candidate
+            return self._launch_online(bound, grid, record)
+        launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
+        with self.launch_lock:
+            result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        return result, config, record, how, launch_grid
+
+    def _launch_online(self, bound: BoundCall, grid: Any,
+                       record: Optional[TuningRecord]) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
+        """Run a call of a key tuned online: the session picks the config (kept off the cache-hit path)."""
         launched: list = []
 
         def launch(chosen: Config) -> Any:
             launch_args, launch_kwargs, launch_grid = self.launch_args(chosen, bound, grid)
             launched[:] = [chosen, launch_grid]
             with self.launch_lock:
-                return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+                return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
 
-        if how == "online" and not warmup:   # a key tuned across calls: this call may time a candidate
-            result = self.online.launch(*self.key_of(bound), bound, launch)
-        else:
-            result = launch(config)
-        return result, launched[0], record, how, launched[1]
+        result = self.online.launch(*self.key_of(bound), bound, launch)
+        return result, launched[0], record, "online", launched[1]
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
         """Tune (if needed) and compile the winner for these arguments without launching it."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CacheEntryError
-from ..record import SCHEMA_VERSION, TuningRecord
-from .entries import as_key_tuple, key_text, parse_record, record_json
+from ..record import TuningRecord
+from .entries import as_key_tuple, is_newer_schema, key_text, parse_record, record_json
 from .files import (ENTRY_SUFFIX, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
                     load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp)
 from .protocol import ANY, EntryRef, HeldLock, StoredEntry, warn
@@ -73,7 +73,7 @@ class DiskCache:
         try:
             return parse_record(data, path)
         except CacheEntryError as exc:
-            if exc.kind == "schema" and _is_newer(exc.schema_version):
+            if exc.kind == "schema" and is_newer_schema(exc.schema_version):
                 self.warn_once(path, f"autotune cache: {exc}; it was written by a newer autotune and is left in "
                                      f"place; tuning {what} with the winner kept in memory only")
             else:
@@ -150,14 +150,10 @@ class DiskCache:
         return removed
 
 
-def _is_newer(version: object) -> bool:
-    return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
-
-
 def _newer_schema_at(path: Path) -> bool:
     """Whether the file at `path` is an entry of a newer schema than this autotune writes."""
     try:
         obj = json.loads(read_entry_bytes(path).decode("utf-8"))
     except (OSError, CacheEntryError, ValueError, RecursionError):
         return False
-    return isinstance(obj, dict) and _is_newer(obj.get("schema_version"))
+    return isinstance(obj, dict) and is_newer_schema(obj.get("schema_version"))

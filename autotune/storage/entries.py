@@ -16,7 +16,7 @@ from ..errors import CacheEntryError
 from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "kernel_dirname", "is_dir_of", "entry_id",
-           "record_json", "parse_record", "no_constant"]
+           "record_json", "parse_record", "no_constant", "is_newer_schema"]
 
 MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
 
@@ -112,6 +112,12 @@ def parse_record(data: bytes, origin: object) -> TuningRecord:
         loc = ".".join(str(p) for p in first["loc"]) or "record"
         raise CacheEntryError(f"{origin} is not a valid tuning record ({exc.error_count()} errors; "
                               f"{loc}: {first['msg']})") from None
+
+
+def is_newer_schema(version: object) -> bool:
+    """Whether `version` (a stored entry's schema_version) is newer than this autotune's: such an entry is
+    left in place, never replaced."""
+    return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
 
 
 def record_json(record: TuningRecord) -> bytes:

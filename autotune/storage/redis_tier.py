@@ -28,8 +28,9 @@ from typing import Any, Callable, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import CacheEntryError, OptionError
-from ..record import SCHEMA_VERSION, TuningRecord
-from .entries import MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, kernel_dirname, key_text, parse_record, record_json
+from ..record import TuningRecord
+from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_dirname, key_text,
+                      parse_record, record_json)
 from .protocol import ANY, EntryRef, StoredEntry, warn
 
 __all__ = ["RedisCache", "RedisLease"]
@@ -179,7 +180,7 @@ class RedisCache:
         try:
             return parse_record(data, f"Redis key {key}")
         except CacheEntryError as exc:
-            if exc.kind == "schema" and isinstance(exc.schema_version, int) and exc.schema_version > SCHEMA_VERSION:
+            if exc.kind == "schema" and is_newer_schema(exc.schema_version):
                 self.warn_once(f"autotune cache: {exc}; written by a newer autotune, left in place")
             else:
                 self.warn_once(f"autotune cache: refused a record from Redis ({exc}); ignoring it")
@@ -290,7 +291,7 @@ class RedisCache:
 def _newer_schema(head: bytes) -> bool:
     """Whether the start of a stored value names a schema newer than this autotune's."""
     match = re.match(rb'\s*\{\s*"schema_version"\s*:\s*(\d+)', head)
-    return match is not None and int(match.group(1)) > SCHEMA_VERSION
+    return match is not None and is_newer_schema(int(match.group(1)))
 
 
 def _safe(url: str) -> str:

@@ -210,12 +210,12 @@ class KernelCache:
         nothing is stored, the leases are released and the exception propagates.
         """
         entry = self.entry(key, dtypes)
+        tiers = self.tiers      # read once: the whole call works with one list (a remote set meanwhile waits)
         if not force:
             record = self.memory.lookup(entry.key, entry.dtypes)
             if record is not None:
                 count_hit(self.kernel_name)
                 return record, "memory"
-            tiers = self.tiers
             for tier in tiers:
                 record = self._usable(tier, entry, candidates)
                 if record is not None:
@@ -229,7 +229,6 @@ class KernelCache:
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
-        tiers = self.tiers
         seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
