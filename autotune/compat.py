@@ -121,6 +121,7 @@ class _Engine(Autotuned):
     """The native autotuner under an `Autotuner`: each trial run goes through the owner's Triton hooks."""
 
     owner: "Autotuner"
+    default_isolate = "off"      # as triton.autotune: in this process, Triton's hooks around each run
 
     def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(config, args, kwargs, grid)

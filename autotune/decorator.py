@@ -63,6 +63,8 @@ class TuningResult:
 class Autotuned(KernelInspection, KernelInterface):
     """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
 
+    default_isolate = "auto"     # where untried configs run when neither Tuning nor AUTOTUNE_ISOLATE says
+
     def __init__(self, fn: Any, *, space: Any, key: Any = None, grid: Any = None,
                  derive: Optional[Mapping[str, Any]] = None, tuning: Union[Tuning, str, dict, None] = None,
                  restore_value: Sequence[str] = (), reset_to_zero: Sequence[str] = (),
@@ -361,8 +363,9 @@ class Autotuned(KernelInspection, KernelInterface):
             mine = set(select([c for c in configs if c not in skip]))
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
-        job = TuneJob(configs=configs, run_config=run_config, compiler=self.compiler_for(prepare), strategy=strategy,
-                      isolated=isolation_for(self, bound, grid) if select is None else None,
+        isolated = isolation_for(self, bound, grid) if select is None else None   # None: tune in this process
+        job = TuneJob(configs=configs, run_config=run_config, strategy=strategy, isolated=isolated,
+                      compiler=self.compiler_for(prepare) if isolated is None else isolated.compiler(),
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
                                        flush_l2=self.tuning.flush_l2, cuda_graph=self.tuning.cuda_graph),
                       tuning=self.tuning, named_args=named, skip=skip, restore_value=self.restore_value,

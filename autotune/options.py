@@ -45,7 +45,7 @@ class Tuning(BaseModel):
     max_configs: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
     max_seconds: Optional[float] = Field(default=None, gt=0)       # stop proposing configs after this long
     mode: Optional[Literal["blocking", "online"]] = None            # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Literal["auto", "process", "off"] = "off"              # run untried configs in a worker process
+    isolate: Optional[Literal["auto", "process", "off"]] = None     # None: AUTOTUNE_ISOLATE, else "auto"
     trial_timeout_s: Optional[float] = Field(default=None, gt=0)   # one config's compile + measure, isolated
 
     @model_validator(mode="before")
@@ -106,6 +106,17 @@ def env_mode() -> Optional[str]:
     if raw not in ("online", "blocking"):
         raise OptionError(f"AUTOTUNE_MODE={raw!r} is not a mode; use AUTOTUNE_MODE=online (tune across real calls) "
                           "or AUTOTUNE_MODE=blocking (tune on the first call), or unset it")
+    return raw
+
+
+def env_isolate() -> Optional[str]:
+    """AUTOTUNE_ISOLATE=auto|process|off: where a whole process tunes kernels whose Tuning leaves isolate unset."""
+    raw = os.environ.get("AUTOTUNE_ISOLATE", "").strip().lower()
+    if not raw:
+        return None
+    if raw not in ("auto", "process", "off"):
+        raise OptionError(f"AUTOTUNE_ISOLATE={raw!r} is not an isolation mode; use auto (a worker process when the "
+                          "kernel is importable), process (always a worker) or off (in this process), or unset it")
     return raw
 
 

@@ -97,8 +97,19 @@ def _outcome(sub: _Submitted, compiler: Compiler) -> CompileOutcome:
     return CompileOutcome(sub.config, TrialStatus.OK, result=result, compile_s=elapsed)
 
 
+class CompileFailed(Exception):
+    """Raised by a compiler whose compile already knows the config's status (a compile worker that crashed,
+    timed out or reported the config's own error)."""
+
+    def __init__(self, status: TrialStatus, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
 def compile_failure(config: Config, exc: Exception, compile_s: Optional[float] = None) -> CompileOutcome:
     """The outcome of a config whose compile raised `exc`; re-raises what is not the config's own fault."""
+    if isinstance(exc, CompileFailed):
+        return CompileOutcome(config, exc.status, error=exc, compile_s=compile_s)
     kind = classify(exc, "compile")
     if kind is FailureKind.CONFIG:
         return CompileOutcome(config, TrialStatus.COMPILE_ERROR, error=exc, compile_s=compile_s)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequenc
 
 from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
 from .options import Tuning
-from .pipeline import Compiler, compile_as_proposed, compile_in_order_of_completion
+from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
 from .timing import Timer, summarize
@@ -187,34 +187,35 @@ def tune(job: TuneJob) -> TuneOutcome:
 
 
 def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Trial], guard: ArgumentGuard,
-               expected: Optional[dict], on_done: Callable[[Trial], None] = lambda trial: None) -> None:
+               expected: Optional[dict]) -> None:
     """Compile `configs` in the pool and measure each as soon as it is compiled, filling `trials`."""
-    if job.isolated is not None:   # each config in the worker: a crash or a hang is that config's result
-        for config in configs:
-            trial = trials[config] = job.isolated.trial(config)
-            if trial.ok:
-                job.progress.compiled(config)
-                job.progress.measured(config, trial.median_ms)
-            else:
-                job.progress.failed(config, trial.status)
-            on_done(trial)
-        return
     with compile_in_order_of_completion(configs, job.compiler, workers=job.tuning.compile_workers,
                                         timeout_s=job.tuning.compile_timeout_s) as outcomes:
         for outcome in outcomes:
-            trial = trials.setdefault(outcome.config, Trial(config=outcome.config))
-            _settle(job, trial, outcome, guard, expected)
-            on_done(trial)
+            _settle(job, trials, outcome, guard, expected)
 
 
-def _settle(job: TuneJob, trial: Trial, outcome: Any, guard: ArgumentGuard, expected: Optional[dict]) -> None:
-    """A config left the compile stage: record its compile failure, or measure it."""
+def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: Any, guard: ArgumentGuard,
+            expected: Optional[dict]) -> Trial:
+    """A config left the compile stage: record its compile failure, or measure it (in the worker, isolated)."""
+    config = outcome.config
+    if outcome.status is TrialStatus.OK and job.isolated is not None:   # a crash or a hang is this config's result
+        trial = trials[config] = job.isolated.trial(config)
+        trial.compile_s = outcome.compile_s if outcome.compile_s is not None else trial.compile_s
+        if trial.ok:
+            job.progress.compiled(config)
+            job.progress.measured(config, trial.median_ms)
+        else:
+            job.progress.failed(config, trial.status)
+        return trial
+    trial = trials.setdefault(config, Trial(config=config))
     trial.compile_s = outcome.compile_s
     if outcome.status is not TrialStatus.OK:
         _fail(job, trial, outcome.status, outcome.error)
     else:
-        job.progress.compiled(outcome.config)
+        job.progress.compiled(config)
         _measure(job, trial, guard, expected)
+    return trial
 
 
 def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dict[Config, Trial]:
@@ -235,16 +236,10 @@ def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dic
         proposed.extend(batch)
         return batch
 
-    if job.isolated is not None:   # the worker compiles and measures each config: batches, one after the other
-        while batch := propose(ahead):
-            _run_batch(job, batch, trials, guard, expected,
-                       on_done=lambda t: strategy.tell(t.config, t.median_ms if t.ok else None))
-        return trials
     with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
                              timeout_s=tuning.compile_timeout_s) as outcomes:
         for outcome in outcomes:
-            trial = trials.setdefault(outcome.config, Trial(config=outcome.config))
-            _settle(job, trial, outcome, guard, expected)
+            trial = _settle(job, trials, outcome, guard, expected)
             strategy.tell(trial.config, trial.median_ms if trial.ok else None)
     return trials
 
@@ -321,8 +316,9 @@ def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> No
     elif kind is FailureKind.STICKY_DEVICE:
         raise DeviceError(f"{job.kernel_name} config {dict(trial.config)} left the GPU unusable "
                           f"({type(exc).__name__}: {exc}); every later launch in this process would fail, so the "
-                          "tuning stops here. Fix that config or remove it from the space (or prune= it away), then "
-                          "tune again in a fresh process.") from exc
+                          "tuning stops here. Tune with Tuning(isolate='process') (the kernel defined at the top level of "
+                          "an importable module), where such a config costs only itself; or fix that config or "
+                          "prune= it away, then tune again in a fresh process.") from exc
     else:
         raise exc
 
@@ -344,7 +340,8 @@ def _fail(job: TuneJob, trial: Trial, status: TrialStatus, error: Optional[BaseE
     if error is not None:
         job.errors[trial.config] = error
     trial.status = status
-    trial.error = f"{type(error).__name__}: {error}" if error is not None else None
+    trial.error = (None if error is None else str(error) if isinstance(error, CompileFailed)
+                   else f"{type(error).__name__}: {error}")
     job.progress.failed(trial.config, status)
     logger.info("%s %s: %s %s", job.kernel_name, dict(trial.config), status.value, trial.error or "")
 

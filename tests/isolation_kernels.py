@@ -1,9 +1,15 @@
 """Kernels for the isolation tests, importable by module and name as a worker needs them. One config loads from
 a wild pointer (SIGSEGV in Triton's interpreter), one loops forever; the others add two vectors."""
+import os
+import signal
+import time
+from pathlib import Path
+
 import triton
 import triton.language as tl
 
 from autotune import Tuning, autotune
+from autotune.compilers import FunctionCompiler
 
 SPACE = [{"BLOCK": 64, "MODE": 0}, {"BLOCK": 128, "MODE": 0}, {"BLOCK": 32, "MODE": 1}, {"BLOCK": 32, "MODE": 2},
          {"BLOCK": 256, "MODE": 0}]
@@ -62,3 +68,100 @@ def plain_mul(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) * tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _gate() -> Path:
+    return Path(os.environ.get("AUTOTUNE_TEST_GATE_DIR", "/nonexistent"))
+
+
+def _wait_for(what: str, ready) -> None:
+    deadline = time.monotonic() + 60
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the gate was never opened: {what}")
+        time.sleep(0.02)
+
+
+def _gated_compile(config) -> None:
+    """A compile that proves the overlap: BLOCK 32 and 64 each wait until two compiles have started (so they run
+    at the same time, in two processes); BLOCK 128 waits until a measurement has started (so compiling goes on
+    while the measuring worker measures); BLOCK 16 kills its compile worker with SIGSEGV."""
+    gate = _gate()
+    (gate / f"compile-{config['BLOCK']}-{os.getpid()}").touch()
+    if config["BLOCK"] == 16:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif config["BLOCK"] == 128:
+        _wait_for("a measurement", lambda: any(gate.glob("measure-*")))
+    else:
+        _wait_for("a second compile", lambda: len(list(gate.glob("compile-*"))) >= 2)
+
+
+def _mark_measurement(**named) -> None:
+    (_gate() / f"measure-{os.getpid()}").touch()
+
+
+@autotune(space={"BLOCK": [32, 64, 128, 16]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=_mark_measurement,
+          tuning=Tuning(isolate="process", trial_timeout_s=120, compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def gated_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+gated_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_gated_compile)
+
+
+SETUP_PIDS: list = []      # os.getpid() of every process that ran default_add's setup= in this interpreter
+
+
+def _note_pid(**named) -> None:
+    SETUP_PIDS.append(os.getpid())
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=_note_pid,
+          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def default_add(x, y, out, n, BLOCK: tl.constexpr):      # isolate left unset: AUTOTUNE_ISOLATE, else "auto"
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def plain_jit_add(x, y, out, n, BLOCK: tl.constexpr):   # autotuned elsewhere: its module name holds the jit kernel
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [128, 256, 512, 1024]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=2, trial_timeout_s=120, refine_topk=2))
+@triton.jit
+def gpu_add(x, y, out, n, BLOCK: tl.constexpr):          # the GPU test of compile workers + the parent's launch
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def poisoning_verify(x, y, out, n) -> bool:
+    """A wrong output stands in for a config that poisons the device: the error a CUDA context gives then."""
+    import torch
+
+    if not torch.allclose(out, x + y):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated by the test)")
+    return True
+
+
+@autotune(space=[{"BLOCK": 64, "WRONG": 0}, {"BLOCK": 32, "WRONG": 1}, {"BLOCK": 128, "WRONG": 0}], key=["n"],
+          grid="(cdiv(n, $BLOCK),)", verify=poisoning_verify,
+          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def poisoning_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a, b = tl.load(x + offs, mask=mask), tl.load(y + offs, mask=mask)
+    if WRONG:
+        tl.store(out + offs, a - b, mask=mask)
+    else:
+        tl.store(out + offs, a + b, mask=mask)

@@ -1,9 +1,18 @@
 """GPU-only checks (marked `gpu`, skipped without CUDA): the CUDA-event timer, the L2 flush, CUDA graphs,
-and the JIT compile path of a real tuning."""
+the JIT compile path of a real tuning, and isolation against a real illegal address."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
+
+TESTS = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.gpu
 
@@ -66,3 +75,43 @@ def test_tuning_on_gpu_compiles_in_the_pool_and_the_winner_launch_compiles_nothi
         assert triton.__version__
     finally:
         knobs.runtime.jit_post_compile_hook = None
+
+
+_ISOLATED_CHILD = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from isolation_kernels import {kernel} as kernel
+    n = 1 << 16
+    x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+    kernel(x, y, out, n)
+    torch.cuda.synchronize()
+    record = kernel.record()
+    print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "winner": dict(record.winner),
+                      "trials": [[dict(t.config), t.status.value, t.error] for t in record.trials]}}))
+""")
+
+
+def _isolated_child(kernel: str, tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), AUTOTUNE_CACHE_DIR=str(tmp_path / "autotune"),
+               PYTHONPATH=str(TESTS.parent))
+    proc = subprocess.run([sys.executable, "-c", _ISOLATED_CHILD.format(tests=str(TESTS), kernel=kernel)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_an_illegal_address_in_a_worker_costs_that_config_only(tmp_path):
+    got = _isolated_child("crashy_add", tmp_path)
+    assert got["ok"] and got["winner"]["MODE"] == 0
+    statuses = {(c["BLOCK"], c["MODE"]): status for c, status, _ in got["trials"]}
+    assert statuses[(32, 1)] == "crashed"           # the wild load: an illegal address, the worker replaced
+    assert [statuses[(b, 0)] for b in (64, 128, 256)] == ["ok", "ok", "ok"]
+
+
+def test_compile_workers_fill_tritons_cache_so_the_parent_compiles_nothing_new(tmp_path):
+    got = _isolated_child("gpu_add", tmp_path)
+    assert got["ok"] and all(status == "ok" for _, status, _ in got["trials"])
+    cubins = list((tmp_path / "triton").rglob("*.cubin"))
+    assert len(cubins) == len(got["trials"]), [p.parent.name for p in cubins]   # one per config, none for the launch

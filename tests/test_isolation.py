@@ -92,6 +92,7 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
 def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path):
     from isolation_kernels import crashy_add
 
+    shutdown()                      # whatever an earlier test left running: this one starts from no worker
     worker, _ = shared_worker()
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
     before = worker.starts
@@ -145,3 +146,116 @@ def test_one_worker_serves_several_kernels_and_keys():
         torch.testing.assert_close(out, op(x, y))
         assert all(t.ok for t in kernel.record().trials)
         assert [len(t.samples_ms) for t in kernel.record().trials] == [samples, samples]
+
+
+def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measures(tmp_path):
+    """compile_workers=2 under isolation: two compiles run at once in two compile workers, a third compiles while
+    the measuring worker measures (each waits on a gate only that overlap opens), and a compile that segfaults
+    costs its config only."""
+    code = textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        import torch
+        from isolation_kernels import gated_add
+        x, y, out = torch.randn(500), torch.randn(500), torch.empty(500)
+        gated_add(x, y, out, 500)
+        record = gated_add.record()
+        print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "pid": os.getpid(), "winner": dict(record.winner),
+                          "trials": {{t.config["BLOCK"]: [t.status.value, t.error, t.compile_s]
+                                     for t in record.trials}}}}))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1", AUTOTUNE_TEST_GATE_DIR=str(tmp_path),
+               AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    trials = {int(block): value for block, value in got["trials"].items()}
+    assert got["ok"]
+    assert {block: trials[block][0] for block in trials} == {32: "ok", 64: "ok", 128: "ok", 16: "crashed"}
+    assert "SIGSEGV" in trials[16][1]
+    assert all(trials[block][2] is not None for block in (32, 64, 128))     # compile_s from the compile workers
+    compilers = {int(p.name.split("-")[2]) for p in tmp_path.glob("compile-*")}
+    measurers = {int(p.name.split("-")[1]) for p in tmp_path.glob("measure-*")}
+    assert len(measurers) == 1 and len(compilers) >= 2
+    assert not compilers & measurers and got["pid"] not in compilers | measurers
+
+
+def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keeps_it_in_process(monkeypatch):
+    import isolation_kernels
+    from isolation_kernels import default_add
+
+    monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    default_add(x, y, out, 100)                            # measured in the worker: its setup= ran there
+    torch.testing.assert_close(out, x + y)
+    assert all(t.ok for t in default_add.record().trials) and isolation_kernels.SETUP_PIDS == []
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")
+    x, y, out = torch.randn(200), torch.randn(200), torch.empty(200)
+    default_add(x, y, out, 200)                            # a new key, tuned in this process
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "sometimes")
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    with pytest.raises(OptionError, match="AUTOTUNE_ISOLATE='sometimes'.*auto.*process.*off"):
+        default_add(x, y, out, 300)
+
+
+def test_a_kernel_autotuned_away_from_its_definition_is_tuned_in_process_saying_why():
+    from isolation_kernels import plain_jit_add
+
+    space = {"BLOCK": [32, 64]}
+    tuned = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=0))(plain_jit_add)
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned(x, y, out, 100)
+    notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
+    assert len(notes) == 1 and "isolation_kernels.plain_jit_add holds the plain @triton.jit kernel" in notes[0]
+    torch.testing.assert_close(out, x + y)
+    strict = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",    # decorating is fine: the name is
+                      tuning=Tuning(isolate="process"))(plain_jit_add)      # checked at the call
+    x, y, out = torch.randn(128), torch.randn(128), torch.empty(128)
+    with pytest.raises(OptionError, match="isolate='process'.*apply @autotune where the kernel is defined"):
+        strict(x, y, out, 128)                             # a key not tuned yet
+
+
+def test_the_triton_autotune_drop_in_stays_in_process_unless_asked():
+    from autotune import compat
+
+    runs: list = []
+    kernel = compat.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
+                             pre_hook=lambda nargs, reset_only=False: runs.append(os.getpid()))(
+        __import__("isolation_kernels").plain_jit_add)
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # no isolation note either: "off" is compat's default
+        kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, out, 100)
+    torch.testing.assert_close(out, x + y)
+    assert runs and set(runs) == {os.getpid()}
+
+
+def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_tuning_saying_what_to_do():
+    from autotune import DeviceError
+    from isolation_kernels import poisoning_add, poisoning_verify
+
+    worker, _ = shared_worker()
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    poisoning_add(x, y, out, 100)
+    torch.testing.assert_close(out, x + y)
+    statuses = [(t.config["WRONG"], t.status.value) for t in poisoning_add.record().trials]
+    assert sorted(statuses) == [(0, "ok"), (0, "ok"), (1, "crashed")]
+    wrong = next(t for t in poisoning_add.record().trials if t.config["WRONG"])
+    assert "poisoned the device" in wrong.error and "illegal memory access" in wrong.error
+    assert worker.alive                       # a fresh worker took over after the poisoned one was killed
+
+    @triton.jit
+    def local_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        a, b = tl.load(x + offs, mask=offs < n), tl.load(y + offs, mask=offs < n)
+        tl.store(out + offs, a - b if WRONG else a + b, mask=offs < n)
+
+    in_process = autotune(space=[{"BLOCK": 32, "WRONG": 1}, {"BLOCK": 64, "WRONG": 0}], key=["n"],
+                          grid="(cdiv(n, $BLOCK),)", verify=poisoning_verify,
+                          tuning=Tuning(isolate="off", compile_workers=0))(local_add)
+    with pytest.raises(DeviceError, match="left the GPU unusable.*isolate='process'"):
+        in_process(x, y, out, 100)

@@ -1,8 +1,12 @@
-"""The parent's side of isolation: one worker process, started once and reused across configs, keys and kernels
-while this process lives; killed (its whole process group) and started again when a config hangs or kills it."""
+"""The parent's side of isolation: worker processes, started once and reused across configs, keys and kernels
+while this process lives; killed (its whole process group) and started again when a config hangs or kills it.
+
+One measuring worker (`shared_worker`: trials are measured one at a time, as in-process) and, with
+`compile_workers=N`, up to N compile workers (`compile_workers`) that compile the next configs meanwhile."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import signal
@@ -11,9 +15,9 @@ import subprocess
 import sys
 import threading
 from multiprocessing.connection import Connection
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
-__all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "shared_worker", "shutdown"]
+__all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
 
 logger = logging.getLogger("autotune")
 
@@ -33,6 +37,7 @@ class Worker:
         self.proc: Optional[subprocess.Popen] = None
         self.conn: Optional[Connection] = None
         self.loaded: set[tuple[str, str]] = set()
+        self.call_token: Optional[str] = None     # whose call arguments the worker holds (see `send_call`)
         self.starts = 0
 
     def start(self) -> None:
@@ -45,7 +50,7 @@ class Worker:
                                      start_new_session=True, env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self.conn = Connection(ours.detach())
-        self.loaded = set()
+        self.loaded, self.call_token = set(), None
         self.starts += 1
 
     @property
@@ -80,6 +85,15 @@ class Worker:
             raise ImportError(f"the worker cannot import {module}:{qualname}: {reply[1]}")
         self.loaded.add((module, qualname))
 
+    def send_call(self, token: str, encoded: Any, timeout_s: Optional[float]) -> None:
+        """Give the worker a tuning's arguments once (it keeps one call); requests then name them by `token`."""
+        if self.call_token == token and self.alive:
+            return
+        reply = self.request(("call", token, encoded), timeout_s)
+        if reply[0] != "ok":
+            raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
+        self.call_token = token
+
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""
         if self.proc is not None and self.proc.poll() is None:
@@ -90,7 +104,7 @@ class Worker:
             self.proc.wait()
         if self.conn is not None:
             self.conn.close()
-        self.proc, self.conn, self.loaded = None, None, set()
+        self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
 
     def close(self) -> None:
         """Ask the worker to exit; kill it if it does not."""
@@ -115,12 +129,46 @@ def _death(code: Optional[int], exc: BaseException) -> str:
     return f"the worker's connection broke ({type(exc).__name__}: {exc})"
 
 
+class WorkerPool:
+    """Workers lent one at a time, started as needed up to the size asked (the compile workers)."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+        self._idle: list[Worker] = []
+        self._available = threading.Condition()
+
+    @contextlib.contextmanager
+    def borrow(self, size: int) -> Iterator[Worker]:
+        """An idle worker, or a new one while fewer than `size` exist, else wait for one to be given back."""
+        with self._available:
+            while not self._idle and len(self.workers) >= max(1, size):
+                self._available.wait()
+            if self._idle:
+                worker = self._idle.pop()
+            else:
+                worker = Worker()
+                self.workers.append(worker)
+        try:
+            yield worker
+        finally:
+            with self._available:
+                self._idle.append(worker)
+                self._available.notify()
+
+    def close(self) -> None:
+        with self._available:
+            workers, self.workers, self._idle = self.workers, [], []
+        for worker in workers:
+            worker.close()
+
+
 _LOCK = threading.Lock()
 _WORKER: Optional[Worker] = None
+_COMPILE_POOL: Optional[WorkerPool] = None
 
 
 def shared_worker() -> tuple[Worker, threading.Lock]:
-    """The process's worker (started on first use) and the lock that serialises its requests."""
+    """The process's measuring worker (started on first use) and the lock that serialises its requests."""
     global _WORKER
     with _LOCK:
         if _WORKER is None:
@@ -128,14 +176,26 @@ def shared_worker() -> tuple[Worker, threading.Lock]:
         return _WORKER, _REQUESTS
 
 
+def compile_workers() -> WorkerPool:
+    """The process's compile workers (started as the tunings ask for them)."""
+    global _COMPILE_POOL
+    with _LOCK:
+        if _COMPILE_POOL is None:
+            _COMPILE_POOL = WorkerPool()
+        return _COMPILE_POOL
+
+
 _REQUESTS = threading.Lock()
 
 
 @atexit.register
 def shutdown() -> None:
-    """Stop the worker (at exit, and for tests that check nothing is left behind)."""
-    global _WORKER
+    """Stop every worker (at exit, and for tests that check nothing is left behind)."""
+    global _WORKER, _COMPILE_POOL
     with _LOCK:
         worker, _WORKER = _WORKER, None
+        pool, _COMPILE_POOL = _COMPILE_POOL, None
     if worker is not None:
         worker.close()
+    if pool is not None:
+        pool.close()

@@ -1,17 +1,20 @@
-"""One config's trial inside the worker: the real tuner (`tune`) on copies of the call's arguments, with the
-decorated kernel as the worker imported it (its own verify=, setup=, restore_value, grid and compile path)."""
+"""One config's trial inside a worker: the real tuner (`tune`) on the worker's copies of the call's arguments, with
+the decorated kernel as the worker imported it (its own verify=, setup=, restore_value, grid and compile path);
+or, in a compile worker, that config's compile alone."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from ..compilers import InterpreterCompiler
 from ..errors import DeviceError, NoValidConfigError
+from ..pipeline import InlineExecutor, compile_failure
 from ..space import Config
 from ..timing import make_timer
 from ..tuner import ArgumentGuard, TuneJob, tune
-from .worker import decode_call
 
 
-def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any) -> TuneJob:
+def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any, precompiled: bool = False) -> TuneJob:
     bound = kernel.bind(*call)
 
     def prepare(config: Config) -> tuple:
@@ -22,7 +25,9 @@ def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any
         with kernel.launch_lock:
             return kernel.fn.run(*args, grid=launch_grid, warmup=False, **kwargs)
 
-    return TuneJob(configs=configs, run_config=run_config, compiler=kernel.compiler_for(prepare),
+    # Precompiled: a compile worker compiled it; the first launch loads it from Triton's on-disk cache.
+    compiler = InterpreterCompiler() if precompiled else kernel.compiler_for(prepare)
+    return TuneJob(configs=configs, run_config=run_config, compiler=compiler,
                    timer=make_timer(on_gpu=not kernel.interpreted, do_bench=kernel.do_bench,
                                     flush_l2=tuning.flush_l2, cuda_graph=tuning.cuda_graph),
                    tuning=tuning, named_args=bound.named, restore_value=kernel.restore_value,
@@ -30,14 +35,12 @@ def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any
                    synchronize=kernel.synchronize, kernel_name=kernel.name, measure_single=True)
 
 
-def run_trial_in_worker(kernel: Any, config: Config, encoded: dict, grid: Any, tuning: Any) -> tuple:
+def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any,
+                        precompiled: bool = False) -> tuple:
     """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
-    if kernel is None:
-        return ("error", "the kernel is not loaded in the worker")
-    call = decode_call(encoded)
     one = tuning.model_copy(update={"refine_topk": 0, "compile_workers": 0, "strategy": "exhaustive"})
     try:
-        outcome = tune(_job(kernel, [config], call, grid, one))
+        outcome = tune(_job(kernel, [config], call, grid, one, precompiled))
         trial = outcome.trials[0]
     except NoValidConfigError as exc:
         trial = exc.trials[0]
@@ -46,12 +49,25 @@ def run_trial_in_worker(kernel: Any, config: Config, encoded: dict, grid: Any, t
     return ("ok" if trial.ok else "failed", trial.model_dump(mode="json"))
 
 
-def refine_in_worker(kernel: Any, configs: list[Config], encoded: dict, grid: Any, tuning: Any,
-                     reps: int) -> dict:
+def compile_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any) -> tuple:
+    """Compile `config` only: ("ok", seconds), or ("failed", status, error text) for the config's own compile
+    error; an error that is not the config's (the call, the environment) propagates to the request."""
+    bound = kernel.bind(*call)
+    compiler = kernel.compiler_for(lambda c: kernel.launch_args(c, bound, grid))
+    executor = InlineExecutor()
+    started = time.perf_counter()
+    try:
+        with compiler.session(executor):
+            compiler.finalize(config, compiler.submit(config, executor).result())
+    except Exception as exc:
+        outcome = compile_failure(config, exc)      # re-raises what is not the config's own fault
+        return ("failed", outcome.status.value, f"{type(exc).__name__}: {exc}")
+    return ("ok", time.perf_counter() - started)
+
+
+def refine_in_worker(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any, reps: int) -> dict:
     """Interleaved re-measurement of the best few: {config canonical JSON: [samples]}."""
-    if kernel is None:
-        raise RuntimeError("the kernel is not loaded in the worker")
-    job = _job(kernel, configs, decode_call(encoded), grid, tuning)
+    job = _job(kernel, configs, call, grid, tuning)
     guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
     out: dict[str, list[float]] = {c.canonical(): [] for c in configs}
     for _ in range(reps):

@@ -8,10 +8,13 @@ Linux, and a watchdog thread everywhere). Messages are pickled tuples over the p
 process and the worker it started; tensors travel as (shape, dtype, strides, bytes) and are rebuilt as copies,
 so the caller's tensors are never written by a worker.
 
-Requests: ("load", module, qualname) imports a decorated kernel; ("trial", (module, qualname), config, args,
-grid, tuning) compiles, checks (verify=) and measures one config on copies of the call's arguments and answers
-with the trial (samples, or the failure's status and text); ("refine", (module, qualname), configs, args, grid,
-tuning, reps) re-measures the best few interleaved; ("exit",).
+Requests: ("load", module, qualname) imports a decorated kernel; ("call", token, args) rebuilds a tuning's
+arguments once (later requests name them by token, so they are copied once per worker and tuning, not per
+config); ("trial", (module, qualname), config, token, grid, tuning, precompiled) compiles (unless a compile
+worker already did), checks (verify=) and measures one config and answers with the trial (samples, or the
+failure's status and text); ("compile", (module, qualname), config, token, grid, tuning) only compiles it (a
+compile worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", (module,
+qualname), configs, token, grid, tuning, reps) re-measures the best few interleaved; ("exit",).
 """
 from __future__ import annotations
 
@@ -97,9 +100,10 @@ def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
     from ..errors import classify
     from ..kernel_ref import KernelRef, import_object
-    from .trial import refine_in_worker, run_trial_in_worker
+    from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
 
     kernels: dict[tuple[str, str], Any] = {}
+    calls: dict[str, tuple] = {}      # the current tuning's arguments, rebuilt once: {token: (args, kwargs)}
     while True:
         try:
             request = conn.recv()
@@ -119,10 +123,20 @@ def serve(conn: Any) -> None:
                     continue
                 kernels[(request[1], request[2])] = obj
                 conn.send(("ok",))
-            elif kind == "trial":
-                conn.send(run_trial_in_worker(kernels.get(request[1]), *request[2:]))
-            elif kind == "refine":
-                conn.send(("ok", refine_in_worker(kernels.get(request[1]), *request[2:])))
+            elif kind == "call":
+                calls.clear()                 # one tuning at a time: the previous arguments are freed
+                calls[request[1]] = decode_call(request[2])
+                conn.send(("ok",))
+            elif kind in ("trial", "compile", "refine"):
+                kernel, call = kernels.get(request[1]), calls.get(request[3])
+                if kernel is None or call is None:
+                    conn.send(("error", "the kernel or the call's arguments are not loaded in the worker"))
+                elif kind == "trial":
+                    conn.send(run_trial_in_worker(kernel, request[2], call, *request[4:]))
+                elif kind == "compile":
+                    conn.send(compile_in_worker(kernel, request[2], call, *request[4:]))
+                else:
+                    conn.send(("ok", refine_in_worker(kernel, request[2], call, *request[4:])))
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
         except Exception as exc:   # a request that failed as a whole (an import, a refine): say why, go on

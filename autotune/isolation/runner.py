@@ -1,0 +1,209 @@
+"""The parent's side of one isolated tuning: whether to isolate (`isolation_for`), the trials and the final
+re-measurement in the measuring worker (`IsolatedRunner`), and the compile stage in the compile workers
+(`WorkerCompiler`, the pipeline's `Compiler` for isolated tunings)."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import pickle
+import sys
+import threading
+import uuid
+from concurrent.futures import Executor, Future
+from typing import Any, ContextManager, Optional
+
+from ..compilers import InterpreterCompiler
+from ..errors import AutotuneError, FailureKind, OptionError, warn_at_caller
+from ..kernel_ref import kernel_ref
+from ..options import env_isolate
+from ..pipeline import CompileFailed
+from ..record import Trial, TrialStatus
+from ..space import Config
+from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
+from .worker import encode_call
+
+__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "isolate_mode"]
+
+logger = logging.getLogger("autotune")
+_LOAD_TIMEOUT_S = 300.0      # importing torch, Triton and the kernel's module in a fresh worker
+_noted: set[str] = set()
+_noted_lock = threading.Lock()
+
+
+def isolate_mode(kernel: Any) -> str:
+    """`Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default ("auto"; "off" for the
+    `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
+    explicit = kernel.tuning.isolate
+    if explicit is not None:
+        return explicit
+    return env_isolate() or kernel.default_isolate
+
+
+def _not_isolatable(kernel: Any, bound_by_name: bool = True) -> Optional[str]:
+    """Why no worker can get this kernel by module and qualified name, or None when one can. With
+    `bound_by_name` (at a call, not while decorating: the name is bound after), the name must hold it."""
+    ref = kernel_ref(kernel.base_fn)
+    if ref.module == "__main__":
+        return f"{kernel.name} is defined in __main__ (a script or a notebook cell), which a worker cannot import"
+    if ref.importable_reason is not None:
+        return ref.importable_reason
+    module = sys.modules.get(ref.module) if bound_by_name else None
+    named: Any = module
+    for part in ref.qualname.split("."):
+        named = getattr(named, part, None)
+    if module is not None and named is not kernel and getattr(named, "tuner", None) is not kernel:
+        return (f"{ref.module}.{ref.qualname} holds the plain @triton.jit kernel (or another object), not this "
+                "autotuned one, and a worker finds kernels by that name: apply @autotune where the kernel is defined")
+    return None
+
+
+def check_isolation(kernel: Any) -> None:
+    """At decoration: `isolate="process"` on a kernel no worker can import is an error now, not at a call."""
+    if kernel.tuning.isolate == "process":
+        reason = _not_isolatable(kernel, bound_by_name=False)
+        if reason is not None:
+            raise OptionError(f"isolate='process' on {kernel.name}: {reason}. Define the kernel at the top level of "
+                              "an importable module, or use isolate='auto' (tunes it in-process) or 'off'")
+
+
+class IsolatedRunner:
+    """Runs one tuning's trials in the measuring worker, on copies of the call's arguments (sent once)."""
+
+    def __init__(self, kernel: Any, bound: Any, grid: Any) -> None:
+        ref = kernel_ref(kernel.base_fn)
+        self.ref = (ref.module, ref.qualname)
+        self.encoded = encode_call(bound.args, bound.kwargs)
+        self.token = uuid.uuid4().hex
+        self.grid = grid
+        self.tuning = kernel.tuning
+        self.kernel_name = kernel.name
+        # Compile workers only where there is something to compile (not the interpreter) and workers to do it.
+        self.precompiles = self.tuning.compile_workers > 0 and not (kernel.interpreted and
+                                                                      kernel.compiler_factory is None)
+        self.worker, self.lock = shared_worker()
+        with self.lock:
+            self.prepare(self.worker)
+
+    def prepare(self, worker: Worker) -> None:
+        """(Re)load the kernel and this tuning's arguments in `worker` (a restarted worker has neither); its
+        failure is not a config's, so it ends the tuning."""
+        try:
+            worker.load(*self.ref, _LOAD_TIMEOUT_S)
+            worker.send_call(self.token, self.encoded, _LOAD_TIMEOUT_S)
+        except (ImportError, RuntimeError, WorkerCrashed, WorkerTimedOut) as exc:
+            raise AutotuneError(f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's "
+                                f"arguments: {exc}") from None
+
+    def compiler(self) -> Any:
+        """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
+        compiles each config as part of its trial)."""
+        return WorkerCompiler(self) if self.precompiles else InterpreterCompiler()
+
+    def trial(self, config: Config) -> Trial:
+        """Check and measure `config` in the worker (compiling it first unless a compile worker did); a crash
+        or a hang is this config's result."""
+        message = ("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles)
+        with self.lock:
+            self.prepare(self.worker)
+            try:
+                reply = self.worker.request(message, self.tuning.trial_timeout_s)
+            except WorkerTimedOut as exc:
+                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
+            except WorkerCrashed as exc:
+                return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
+            if reply[0] == "sticky":     # the worker's device context is poisoned: start a fresh worker
+                self.worker.kill()
+                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        if reply[0] in ("ok", "failed"):
+            return Trial.model_validate(reply[1])
+        raise AutotuneError(f"the tuning worker of {self.kernel_name} failed: {reply[1]}")
+
+    def compile(self, config: Config, worker: Worker) -> float:
+        """Compile `config` in a compile worker: its seconds, or `CompileFailed` with the config's status."""
+        self.prepare(worker)
+        try:
+            reply = worker.request(("compile", self.ref, config, self.token, self.grid, self.tuning),
+                                   self.tuning.trial_timeout_s)
+        except WorkerTimedOut as exc:
+            raise CompileFailed(TrialStatus.TIMEOUT, self._timeout_text(exc)) from None
+        except WorkerCrashed as exc:
+            raise CompileFailed(TrialStatus.CRASHED, f"compiling it: {exc}") from None
+        if reply[0] == "ok":
+            return reply[1]
+        if reply[0] == "failed":
+            raise CompileFailed(TrialStatus(reply[1]), reply[2])
+        if len(reply) > 2 and reply[2] == FailureKind.STICKY_DEVICE.value:
+            worker.kill()
+            raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
+        raise AutotuneError(f"the compile worker of {self.kernel_name} failed: {reply[1]}")
+
+    def refine(self, configs: list[Config], reps: int) -> dict[Config, list[float]]:
+        """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
+        with self.lock:
+            try:
+                self.prepare(self.worker)
+                reply = self.worker.request(("refine", self.ref, configs, self.token, self.grid, self.tuning, reps),
+                                            None if self.tuning.trial_timeout_s is None
+                                            else self.tuning.trial_timeout_s * len(configs))
+            except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
+                reply = ("error", exc)
+        if reply[0] != "ok":
+            logger.warning("autotune: re-measuring the best configs of %s in the worker failed (%s)",
+                           self.kernel_name, reply[1])
+            return {}
+        by_text = {c.canonical(): c for c in configs}
+        return {by_text[text]: samples for text, samples in reply[1].items()}
+
+    def _timeout_text(self, exc: Exception) -> str:
+        return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
+
+
+class WorkerCompiler:
+    """The pipeline's `Compiler` under isolation: each pool thread lends a compile worker a config, so N
+    compiles run in N processes while the measuring worker measures (a crash there costs that config)."""
+
+    def __init__(self, runner: IsolatedRunner) -> None:
+        self.runner = runner
+        self.pool = compile_workers()
+
+    def session(self, executor: Executor) -> ContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        return executor.submit(self._compile, config)
+
+    def _compile(self, config: Config) -> float:
+        with self.pool.borrow(self.runner.tuning.compile_workers) as worker:
+            return self.runner.compile(config, worker)
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        return result
+
+
+def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner]:
+    """The runner for this tuning, or None to tune in-process (isolation off, or `"auto"` when a worker could
+    not run this kernel: said once per kernel)."""
+    mode = isolate_mode(kernel)
+    if mode == "off":
+        return None
+    reason = _not_isolatable(kernel)
+    if reason is None:
+        try:
+            pickle.dumps(grid)
+        except Exception:
+            reason = f"its launch grid {grid!r} cannot be sent to a worker (use the decorator's grid= or a tuple)"
+    if reason is None:
+        try:
+            return IsolatedRunner(kernel, bound, grid)
+        except AutotuneError as exc:
+            reason = str(exc)
+    if mode == "process":
+        raise OptionError(f"isolate='process' on {kernel.name}: {reason}")
+    with _noted_lock:
+        first = kernel.name not in _noted
+        _noted.add(kernel.name)
+    if first:
+        warn_at_caller(f"autotune: {kernel.name} is tuned in this process, not in a worker (a config that crashes "
+                       f"would take the process with it): {reason}. Define it at the top level of an importable "
+                       "module to isolate it, or set isolate='off' to tune in-process without this note")
+    return None
