@@ -73,6 +73,12 @@ class Autotuned(KernelInspection, KernelInterface):
                  prune: PruneSpec = None,
                  fallback: Optional[Mapping[str, Any]] = None, **static_options: Any) -> None:
         self.fn = fn
+        # The arguments it was decorated with: a worker decorates the kernel anew from them (isolation/) when no
+        # module-level name holds this object (a kernel autotuned away from its definition, autotune_launch).
+        self.recipe: dict[str, Any] = dict(space=space, key=key, grid=grid, derive=derive, tuning=tuning,
+                                           restore_value=restore_value, reset_to_zero=reset_to_zero, verify=verify,
+                                           setup=setup, do_bench=do_bench, prune=prune, fallback=fallback,
+                                           **static_options)
         self.base_fn = base_kernel(fn)
         if not hasattr(self.base_fn, "arg_names"):
             raise AutotuneError(f"@autotune decorates a @triton.jit kernel; got {fn!r}. "

@@ -32,7 +32,7 @@ def main() -> int:
     worker, _ = shared_worker()
     started = time.perf_counter()
     worker.start()
-    worker.load(kmod.__name__, "isolated", 300)
+    worker.load((kmod.__name__, "isolated", ""), None, 300)
     start_s = time.perf_counter() - started
     rows, results = [], {}
     for round_ in range(2):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -178,6 +179,10 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
     measurers = {int(p.name.split("-")[1]) for p in tmp_path.glob("measure-*")}
     assert len(measurers) == 1 and len(compilers) >= 2
     assert not compilers & measurers and got["pid"] not in compilers | measurers
+    deadline = time.monotonic() + 60                       # the child has exited: so have its workers
+    while any(_alive(pid) for pid in compilers | measurers):
+        assert time.monotonic() < deadline, "a worker outlived the process that started it"
+        time.sleep(0.1)
 
 
 def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keeps_it_in_process(monkeypatch):
@@ -186,10 +191,12 @@ def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keep
 
     monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
     del isolation_kernels.SETUP_PIDS[:]
+    threads = set(threading.enumerate())
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     default_add(x, y, out, 100)                            # measured in the worker: its setup= ran there
     torch.testing.assert_close(out, x + y)
     assert all(t.ok for t in default_add.record().trials) and isolation_kernels.SETUP_PIDS == []
+    assert set(threading.enumerate()) <= threads           # no thread of the tuning is left in this process
     monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")
     x, y, out = torch.randn(200), torch.randn(200), torch.empty(200)
     default_add(x, y, out, 200)                            # a new key, tuned in this process
@@ -200,20 +207,35 @@ def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keep
         default_add(x, y, out, 300)
 
 
-def test_a_kernel_autotuned_away_from_its_definition_is_tuned_in_process_saying_why():
+def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_worker():
+    """`autotune(...)(module.jit_kernel)`: the worker imports the @triton.jit kernel and decorates it with the same
+    (pickled) arguments; with a lambda among them it cannot, and the kernel is tuned in-process, saying why."""
+    import isolation_kernels
     from isolation_kernels import plain_jit_add
 
     space = {"BLOCK": [32, 64]}
-    tuned = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=0))(plain_jit_add)
+    del isolation_kernels.SETUP_PIDS[:]
+    tuned = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=isolation_kernels._note_pid,
+                     tuning=Tuning(compile_workers=0, warmup=0, reps=1))(plain_jit_add)
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                     # isolated: no note
+        tuned(x, y, out, 100)
+    torch.testing.assert_close(out, x + y)
+    assert all(t.ok for t in tuned.record().trials) and isolation_kernels.SETUP_PIDS == []   # setup= ran there
+
+    local = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=lambda **args: True,
+                     tuning=Tuning(compile_workers=0, warmup=0, reps=1))(plain_jit_add)
+    x, y, out = torch.randn(120), torch.randn(120), torch.empty(120)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tuned(x, y, out, 100)
+        local(x, y, out, 120)
     notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
     assert len(notes) == 1 and "isolation_kernels.plain_jit_add holds the plain @triton.jit kernel" in notes[0]
+    assert "cannot be sent to a worker" in notes[0]
     torch.testing.assert_close(out, x + y)
-    strict = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",    # decorating is fine: the name is
-                      tuning=Tuning(isolate="process"))(plain_jit_add)      # checked at the call
+    strict = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=lambda **args: True,  # decorating
+                      tuning=Tuning(isolate="process"))(plain_jit_add)      # is fine: the name is checked at the call
     x, y, out = torch.randn(128), torch.randn(128), torch.empty(128)
     with pytest.raises(OptionError, match="isolate='process'.*apply @autotune where the kernel is defined"):
         strict(x, y, out, 128)                             # a key not tuned yet
@@ -259,3 +281,17 @@ def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_
                           tuning=Tuning(isolate="off", compile_workers=0))(local_add)
     with pytest.raises(DeviceError, match="left the GPU unusable.*isolate='process'"):
         in_process(x, y, out, 100)
+
+
+def test_autotune_launch_tunes_in_a_worker_too():
+    import isolation_kernels
+    from autotune import autotune_launch
+
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(90), torch.randn(90), torch.empty(90)
+    result = autotune_launch(isolation_kernels.plain_jit_add, space={"BLOCK": [32, 64]}, args=(x, y, out, 90),
+                             key=["n"], grid="(cdiv(n, $BLOCK),)", setup=isolation_kernels._note_pid,
+                             tuning=Tuning(compile_workers=0, warmup=0, reps=1))
+    torch.testing.assert_close(out, x + y)
+    assert not result.cache_hit and all(t.ok for t in result.record.trials)
+    assert isolation_kernels.SETUP_PIDS == []              # its trials ran in the worker

@@ -146,9 +146,10 @@ def test_in_place_kernel_with_restore_value_equals_one_untuned_launch():
 
 
 def test_in_place_kernel_without_restore_value_is_clobbered():
-    # The control for the test above: without restore_value every trial adds again.
+    # The control for the test above: without restore_value every trial adds again (in this process: a worker
+    # would tune on copies of the arguments, which leaves the caller's alone).
     tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning=Tuning(preset="fast", reps=2, warmup=0))(accumulate_kernel)
+                     tuning=Tuning(preset="fast", reps=2, warmup=0, isolate="off"))(accumulate_kernel)
     x = torch.ones(50)
     acc = torch.zeros(50)
     tuned(x, acc, 50)

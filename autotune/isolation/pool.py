@@ -36,7 +36,7 @@ class Worker:
     def __init__(self) -> None:
         self.proc: Optional[subprocess.Popen] = None
         self.conn: Optional[Connection] = None
-        self.loaded: set[tuple[str, str]] = set()
+        self.loaded: set[tuple[str, str, str]] = set()
         self.call_token: Optional[str] = None     # whose call arguments the worker holds (see `send_call`)
         self.starts = 0
 
@@ -76,14 +76,14 @@ class Worker:
             self.kill()
             raise
 
-    def load(self, module: str, qualname: str, timeout_s: Optional[float]) -> None:
-        """Import the kernel in the worker once per worker life."""
-        if (module, qualname) in self.loaded and self.alive:
+    def load(self, ref: tuple[str, str, str], recipe: Optional[bytes], timeout_s: Optional[float]) -> None:
+        """Import the kernel `ref` names in the worker (rebuilt from `recipe` when given), once per worker life."""
+        if ref in self.loaded and self.alive:
             return
-        reply = self.request(("load", module, qualname), timeout_s)
+        reply = self.request(("load", ref, recipe), timeout_s)
         if reply[0] != "ok":
-            raise ImportError(f"the worker cannot import {module}:{qualname}: {reply[1]}")
-        self.loaded.add((module, qualname))
+            raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
+        self.loaded.add(ref)
 
     def send_call(self, token: str, encoded: Any, timeout_s: Optional[float]) -> None:
         """Give the worker a tuning's arguments once (it keeps one call); requests then name them by `token`."""

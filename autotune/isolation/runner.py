@@ -4,6 +4,7 @@ re-measurement in the measuring worker (`IsolatedRunner`), and the compile stage
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import pickle
 import sys
@@ -39,28 +40,40 @@ def isolate_mode(kernel: Any) -> str:
     return env_isolate() or kernel.default_isolate
 
 
-def _not_isolatable(kernel: Any, bound_by_name: bool = True) -> Optional[str]:
-    """Why no worker can get this kernel by module and qualified name, or None when one can. With
-    `bound_by_name` (at a call, not while decorating: the name is bound after), the name must hold it."""
+def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[bytes], Optional[str]]:
+    """How a worker gets this kernel: (None, None) by its module and qualified name; (recipe, None) as the
+    `@triton.jit` kernel there decorated anew from the pickled `@autotune` arguments (a kernel autotuned away
+    from its definition, or by `autotune_launch`); (None, reason) when it cannot. `bound_by_name`: at a call
+    (while decorating, the name is not bound yet, so only the module and the qualified name are checked)."""
     ref = kernel_ref(kernel.base_fn)
     if ref.module == "__main__":
-        return f"{kernel.name} is defined in __main__ (a script or a notebook cell), which a worker cannot import"
+        return None, (f"{kernel.name} is defined in __main__ (a script or a notebook cell), which a worker cannot "
+                      "import")
     if ref.importable_reason is not None:
-        return ref.importable_reason
+        return None, ref.importable_reason
     module = sys.modules.get(ref.module) if bound_by_name else None
     named: Any = module
     for part in ref.qualname.split("."):
         named = getattr(named, part, None)
-    if module is not None and named is not kernel and getattr(named, "tuner", None) is not kernel:
-        return (f"{ref.module}.{ref.qualname} holds the plain @triton.jit kernel (or another object), not this "
-                "autotuned one, and a worker finds kernels by that name: apply @autotune where the kernel is defined")
-    return None
+    if module is None or named is kernel or getattr(named, "tuner", None) is kernel:
+        return None, None
+    if named is not kernel.fn:
+        return None, (f"{ref.module}.{ref.qualname} holds neither this autotuned kernel nor the kernel it decorates "
+                      "(another wrapper, such as triton.heuristics, was applied away from the definition): apply "
+                      "the decorators where the kernel is defined")
+    try:
+        return pickle.dumps({**kernel.recipe, "verify": kernel.verify, "setup": kernel.setup,     # as they are now
+                             "do_bench": kernel.do_bench, "compiler_factory": kernel.compiler_factory}), None
+    except Exception as exc:
+        return None, (f"{ref.module}.{ref.qualname} holds the plain @triton.jit kernel, not this autotuned one, and "
+                      f"its @autotune arguments cannot be sent to a worker to decorate it there ({exc}): apply "
+                      "@autotune where the kernel is defined, or pass module-level functions instead of lambdas")
 
 
 def check_isolation(kernel: Any) -> None:
     """At decoration: `isolate="process"` on a kernel no worker can import is an error now, not at a call."""
     if kernel.tuning.isolate == "process":
-        reason = _not_isolatable(kernel, bound_by_name=False)
+        _, reason = _how_to_load(kernel, bound_by_name=False)
         if reason is not None:
             raise OptionError(f"isolate='process' on {kernel.name}: {reason}. Define the kernel at the top level of "
                               "an importable module, or use isolate='auto' (tunes it in-process) or 'off'")
@@ -69,9 +82,10 @@ def check_isolation(kernel: Any) -> None:
 class IsolatedRunner:
     """Runs one tuning's trials in the measuring worker, on copies of the call's arguments (sent once)."""
 
-    def __init__(self, kernel: Any, bound: Any, grid: Any) -> None:
+    def __init__(self, kernel: Any, bound: Any, grid: Any, recipe: Optional[bytes] = None) -> None:
         ref = kernel_ref(kernel.base_fn)
-        self.ref = (ref.module, ref.qualname)
+        self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
+        self.recipe = recipe
         self.encoded = encode_call(bound.args, bound.kwargs)
         self.token = uuid.uuid4().hex
         self.grid = grid
@@ -88,7 +102,7 @@ class IsolatedRunner:
         """(Re)load the kernel and this tuning's arguments in `worker` (a restarted worker has neither); its
         failure is not a config's, so it ends the tuning."""
         try:
-            worker.load(*self.ref, _LOAD_TIMEOUT_S)
+            worker.load(self.ref, self.recipe, _LOAD_TIMEOUT_S)
             worker.send_call(self.token, self.encoded, _LOAD_TIMEOUT_S)
         except (ImportError, RuntimeError, WorkerCrashed, WorkerTimedOut) as exc:
             raise AutotuneError(f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's "
@@ -186,7 +200,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
     mode = isolate_mode(kernel)
     if mode == "off":
         return None
-    reason = _not_isolatable(kernel)
+    recipe, reason = _how_to_load(kernel)
     if reason is None:
         try:
             pickle.dumps(grid)
@@ -194,7 +208,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
             reason = f"its launch grid {grid!r} cannot be sent to a worker (use the decorator's grid= or a tuple)"
     if reason is None:
         try:
-            return IsolatedRunner(kernel, bound, grid)
+            return IsolatedRunner(kernel, bound, grid, recipe)
         except AutotuneError as exc:
             reason = str(exc)
     if mode == "process":

@@ -8,13 +8,15 @@ Linux, and a watchdog thread everywhere). Messages are pickled tuples over the p
 process and the worker it started; tensors travel as (shape, dtype, strides, bytes) and are rebuilt as copies,
 so the caller's tensors are never written by a worker.
 
-Requests: ("load", module, qualname) imports a decorated kernel; ("call", token, args) rebuilds a tuning's
-arguments once (later requests name them by token, so they are copied once per worker and tuning, not per
-config); ("trial", (module, qualname), config, token, grid, tuning, precompiled) compiles (unless a compile
-worker already did), checks (verify=) and measures one config and answers with the trial (samples, or the
-failure's status and text); ("compile", (module, qualname), config, token, grid, tuning) only compiles it (a
-compile worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", (module,
-qualname), configs, token, grid, tuning, reps) re-measures the best few interleaved; ("exit",).
+Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe) imports it: the
+decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
+kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
+args) rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
+and tuning, not per config). ("trial", ref, config, token, grid, tuning, precompiled) compiles (unless a
+compile worker already did), checks (verify=) and measures one config and answers with the trial (samples, or
+the failure's status and text); ("compile", ref, config, token, grid, tuning) only compiles it (a compile
+worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
+grid, tuning, reps) re-measures the best few interleaved; ("exit",).
 """
 from __future__ import annotations
 
@@ -96,6 +98,23 @@ def _die_with_parent(parent: int, pdeathsig: bool) -> None:
     threading.Thread(target=watch, name="autotune-worker-watchdog", daemon=True).start()
 
 
+def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
+    """The autotuned kernel its parent built with `autotune(**recipe)(jit_kernel)` (the parent pickled the
+    recipe itself, over the private socket to this worker), with the parent's compiler_factory if it had one."""
+    import pickle
+
+    from ..decorator import Autotuned
+
+    options = pickle.loads(recipe)
+    factory = options.pop("compiler_factory", None)
+    jit_kernel = getattr(jit_kernel, "tuner", jit_kernel)       # the name holds another autotuning of it:
+    if isinstance(jit_kernel, Autotuned):                        # decorate its kernel, not it
+        jit_kernel = jit_kernel.fn
+    kernel = Autotuned(jit_kernel, **options)
+    kernel.compiler_factory = factory
+    return kernel
+
+
 def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
     from ..errors import classify
@@ -114,14 +133,17 @@ def serve(conn: Any) -> None:
             if kind == "exit":
                 return
             if kind == "load":
-                obj = import_object(KernelRef(module=request[1], qualname=request[2], file=None, line=None))
+                ref, recipe = request[1], request[2]
+                obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
+                if recipe is not None:
+                    obj = rebuild(obj, recipe)
                 obj = getattr(obj, "tuner", obj)             # a compat Autotuner wraps the native one
                 if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
-                    conn.send(("error", f"{request[1]}.{request[2]} is not the autotuned kernel there (decorate the "
+                    conn.send(("error", f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
                                         "kernel where it is defined, @autotune above @triton.jit, so that its name "
                                         "holds the autotuned object)"))
                     continue
-                kernels[(request[1], request[2])] = obj
+                kernels[ref] = obj
                 conn.send(("ok",))
             elif kind == "call":
                 calls.clear()                 # one tuning at a time: the previous arguments are freed
