@@ -190,9 +190,15 @@ def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Tri
                expected: Optional[dict]) -> None:
     """Compile `configs` in the pool and measure each as soon as it is compiled, filling `trials`."""
     with compile_in_order_of_completion(configs, job.compiler, workers=job.tuning.compile_workers,
-                                        timeout_s=job.tuning.compile_timeout_s) as outcomes:
+                                        timeout_s=_compile_timeout(job)) as outcomes:
         for outcome in outcomes:
             _settle(job, trials, outcome, guard, expected)
+
+
+def _compile_timeout(job: TuneJob) -> Optional[float]:
+    """The pipeline's limit on one compile; none under isolation, where the compile worker's request has it
+    (and kills a worker that passes it, which a thread's compile cannot be)."""
+    return None if job.isolated is not None else job.tuning.compile_timeout_s
 
 
 def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: Any, guard: ArgumentGuard,
@@ -201,7 +207,8 @@ def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: Any, guard: Argu
     config = outcome.config
     if outcome.status is TrialStatus.OK and job.isolated is not None:   # a crash or a hang is this config's result
         trial = trials[config] = job.isolated.trial(config)
-        trial.compile_s = outcome.compile_s if outcome.compile_s is not None else trial.compile_s
+        if isinstance(outcome.result, float):       # a compile worker compiled it: its seconds there
+            trial.compile_s = outcome.result
         if trial.ok:
             job.progress.compiled(config)
             job.progress.measured(config, trial.median_ms)
@@ -237,7 +244,7 @@ def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dic
         return batch
 
     with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
-                             timeout_s=tuning.compile_timeout_s) as outcomes:
+                             timeout_s=_compile_timeout(job)) as outcomes:
         for outcome in outcomes:
             trial = _settle(job, trials, outcome, guard, expected)
             strategy.tell(trial.config, trial.median_ms if trial.ok else None)

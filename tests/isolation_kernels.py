@@ -165,3 +165,34 @@ def poisoning_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
         tl.store(out + offs, a - b, mask=mask)
     else:
         tl.store(out + offs, a + b, mask=mask)
+
+
+@triton.jit
+def negate(v):
+    return -v
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def apply_add(x, y, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):   # FN: a @triton.jit function (no pickle)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, FN(tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)), mask=mask)
+
+
+def _slow_compile(config) -> None:
+    if config["BLOCK"] == 64:
+        time.sleep(3600)                             # a compile that never ends, as far as the test can tell
+
+
+@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=2, compile_timeout_s=3, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def slow_compile_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+slow_compile_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_slow_compile)

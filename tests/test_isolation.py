@@ -268,6 +268,7 @@ def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_
     assert sorted(statuses) == [(0, "ok"), (0, "ok"), (1, "crashed")]
     wrong = next(t for t in poisoning_add.record().trials if t.config["WRONG"])
     assert "poisoned the device" in wrong.error and "illegal memory access" in wrong.error
+    assert "isolate='process'" not in wrong.error       # the in-process advice is not this isolated config's
     assert worker.alive                       # a fresh worker took over after the poisoned one was killed
 
     @triton.jit
@@ -295,3 +296,45 @@ def test_autotune_launch_tunes_in_a_worker_too():
     torch.testing.assert_close(out, x + y)
     assert not result.cache_hit and all(t.ok for t in result.record.trials)
     assert isolation_kernels.SETUP_PIDS == []              # its trials ran in the worker
+
+
+def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_saying_why():
+    from isolation_kernels import apply_add, negate
+
+    x, y, out = torch.randn(70), torch.randn(70), torch.empty(70)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        apply_add(x, y, out, 70, negate)                   # a @triton.jit function as an argument: no pickle
+    notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
+    assert len(notes) == 1 and "an argument of the call cannot be sent to a worker" in notes[0]
+    torch.testing.assert_close(out, -(x + y))
+
+
+def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish():
+    from isolation_kernels import slow_compile_add
+
+    x, y, out = torch.randn(80), torch.randn(80), torch.empty(80)
+    slow_compile_add(x, y, out, 80)                        # BLOCK=64 would compile for an hour
+    torch.testing.assert_close(out, x + y)
+    trials = {t.config["BLOCK"]: t for t in slow_compile_add.record().trials}
+    assert {b: t.status.value for b, t in trials.items()} == {32: "ok", 64: "timeout", 128: "ok"}
+    assert "longer than 3 s" in trials[64].error
+    assert trials[32].compile_s < 3 and trials[128].compile_s < 3    # the worker's own compile, not its start
+
+
+def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
+    from autotune.isolation.worker import decode_args, encode_args
+
+    base = torch.arange(40, dtype=torch.float32)
+    originals = {"shifted": base[1:], "transposed": base[:36].reshape(6, 6).t(), "empty": torch.empty(0, 3),
+                 "n": 7}
+    for data in (True, False):
+        copies = decode_args(encode_args(originals, data=data))
+        assert copies["n"] == 7
+        for name in ("shifted", "transposed", "empty"):
+            original, copy = originals[name], copies[name]
+            assert copy.shape == original.shape and copy.stride() == original.stride()
+            assert copy.dtype == original.dtype and copy.data_ptr() % 16 == original.data_ptr() % 16
+            assert copy.data_ptr() != original.data_ptr() or original.numel() == 0
+            if data:
+                assert torch.equal(copy, original)

@@ -58,10 +58,10 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def request(self, message: tuple, timeout_s: Optional[float]) -> Any:
-        """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes)."""
-        if not self.alive:
-            self.start()
-        assert self.conn is not None
+        """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). The worker
+        must be running (`load` starts it): one started here would hold no kernel and no call."""
+        if not self.alive or self.conn is None:
+            raise WorkerCrashed("the worker is not running (it was stopped or died before the request)")
         try:
             self.conn.send(message)
             if not self.conn.poll(timeout_s):
@@ -69,7 +69,10 @@ class Worker:
                 raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
             return self.conn.recv()
         except (EOFError, ConnectionError, OSError) as exc:
-            code = self.proc.wait(timeout=30) if self.proc is not None else None
+            try:   # the broken socket usually means it died: its status says how
+                code = self.proc.wait(timeout=10) if self.proc is not None else None
+            except subprocess.TimeoutExpired:
+                code = None
             self.kill()
             raise WorkerCrashed(_death(code, exc)) from None
         except BaseException:   # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
@@ -80,16 +83,19 @@ class Worker:
         """Import the kernel `ref` names in the worker (rebuilt from `recipe` when given), once per worker life."""
         if ref in self.loaded and self.alive:
             return
+        if not self.alive:
+            self.start()
         reply = self.request(("load", ref, recipe), timeout_s)
         if reply[0] != "ok":
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)
 
-    def send_call(self, token: str, encoded: Any, timeout_s: Optional[float]) -> None:
-        """Give the worker a tuning's arguments once (it keeps one call); requests then name them by `token`."""
+    def send_call(self, token: str, encoded: Any, cuda_device: Optional[int], timeout_s: Optional[float]) -> None:
+        """Give the worker a tuning's arguments once (it keeps one call) and the caller's current GPU; requests
+        then name them by `token`."""
         if self.call_token == token and self.alive:
             return
-        reply = self.request(("call", token, encoded), timeout_s)
+        reply = self.request(("call", token, encoded, cuda_device), timeout_s)
         if reply[0] != "ok":
             raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
         self.call_token = token

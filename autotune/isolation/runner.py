@@ -82,12 +82,14 @@ def check_isolation(kernel: Any) -> None:
 class IsolatedRunner:
     """Runs one tuning's trials in the measuring worker, on copies of the call's arguments (sent once)."""
 
-    def __init__(self, kernel: Any, bound: Any, grid: Any, recipe: Optional[bytes] = None) -> None:
+    def __init__(self, kernel: Any, bound: Any, grid: Any, recipe: Optional[bytes], encoded: Any) -> None:
         ref = kernel_ref(kernel.base_fn)
         self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
         self.recipe = recipe
-        self.encoded = encode_call(bound.args, bound.kwargs)
+        self.encoded = encoded                                       # the measuring worker's copy, with the data
+        self.shapes = encode_call(bound.args, bound.kwargs, data=False)   # a compile worker's: no bytes
         self.token = uuid.uuid4().hex
+        self.cuda_device = _current_cuda_device(bound)
         self.grid = grid
         self.tuning = kernel.tuning
         self.kernel_name = kernel.name
@@ -98,12 +100,15 @@ class IsolatedRunner:
         with self.lock:
             self.prepare(self.worker)
 
-    def prepare(self, worker: Worker) -> None:
+    def prepare(self, worker: Worker, measuring: bool = True) -> None:
         """(Re)load the kernel and this tuning's arguments in `worker` (a restarted worker has neither); its
         failure is not a config's, so it ends the tuning."""
         try:
             worker.load(self.ref, self.recipe, _LOAD_TIMEOUT_S)
-            worker.send_call(self.token, self.encoded, _LOAD_TIMEOUT_S)
+            if measuring:
+                worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S)
+            else:
+                worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S)
         except (ImportError, RuntimeError, WorkerCrashed, WorkerTimedOut) as exc:
             raise AutotuneError(f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's "
                                 f"arguments: {exc}") from None
@@ -125,7 +130,7 @@ class IsolatedRunner:
                 return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
             except WorkerCrashed as exc:
                 return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
-            if reply[0] == "sticky":     # the worker's device context is poisoned: start a fresh worker
+            if reply[0] == "sticky" or _sticky(reply):   # its device context is poisoned: a fresh worker next
                 self.worker.kill()
                 return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
         if reply[0] in ("ok", "failed"):
@@ -133,20 +138,22 @@ class IsolatedRunner:
         raise AutotuneError(f"the tuning worker of {self.kernel_name} failed: {reply[1]}")
 
     def compile(self, config: Config, worker: Worker) -> float:
-        """Compile `config` in a compile worker: its seconds, or `CompileFailed` with the config's status."""
-        self.prepare(worker)
+        """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
+        status. The worker is killed past `compile_timeout_s` or `trial_timeout_s` (the smaller)."""
+        self.prepare(worker, measuring=False)
+        limits = [t for t in (self.tuning.compile_timeout_s, self.tuning.trial_timeout_s) if t is not None]
         try:
-            reply = worker.request(("compile", self.ref, config, self.token, self.grid, self.tuning),
-                                   self.tuning.trial_timeout_s)
+            reply = worker.request(("compile", self.ref, config, self.token + "-shapes", self.grid, self.tuning),
+                                   min(limits) if limits else None)
         except WorkerTimedOut as exc:
-            raise CompileFailed(TrialStatus.TIMEOUT, self._timeout_text(exc)) from None
+            raise CompileFailed(TrialStatus.TIMEOUT, f"compiling it took longer than {min(limits):g} s: {exc}") from None
         except WorkerCrashed as exc:
             raise CompileFailed(TrialStatus.CRASHED, f"compiling it: {exc}") from None
         if reply[0] == "ok":
             return reply[1]
         if reply[0] == "failed":
             raise CompileFailed(TrialStatus(reply[1]), reply[2])
-        if len(reply) > 2 and reply[2] == FailureKind.STICKY_DEVICE.value:
+        if _sticky(reply):
             worker.kill()
             raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
         raise AutotuneError(f"the compile worker of {self.kernel_name} failed: {reply[1]}")
@@ -161,6 +168,8 @@ class IsolatedRunner:
                                             else self.tuning.trial_timeout_s * len(configs))
             except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
                 reply = ("error", exc)
+            if _sticky(reply):
+                self.worker.kill()
         if reply[0] != "ok":
             logger.warning("autotune: re-measuring the best configs of %s in the worker failed (%s)",
                            self.kernel_name, reply[1])
@@ -170,6 +179,20 @@ class IsolatedRunner:
 
     def _timeout_text(self, exc: Exception) -> str:
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
+
+
+def _sticky(reply: tuple) -> bool:
+    """Whether a worker's error reply is a poisoned device (the worker must not be used again)."""
+    return reply[0] == "error" and len(reply) > 2 and reply[2] == FailureKind.STICKY_DEVICE.value
+
+
+def _current_cuda_device(bound: Any) -> Optional[int]:
+    """The caller's current GPU when the call has CUDA tensors (a worker makes it current too), else None."""
+    if not any(getattr(getattr(v, "device", None), "type", None) == "cuda" for v in bound.named.values()):
+        return None
+    import torch
+
+    return torch.cuda.current_device()
 
 
 class WorkerCompiler:
@@ -187,11 +210,11 @@ class WorkerCompiler:
         return executor.submit(self._compile, config)
 
     def _compile(self, config: Config) -> float:
-        with self.pool.borrow(self.runner.tuning.compile_workers) as worker:
+        with self.pool.borrow(self.runner.tuning.compile_workers) as worker:   # waits while all N are busy
             return self.runner.compile(config, worker)
 
     def finalize(self, config: Config, result: Any) -> Any:
-        return result
+        return result       # the seconds the compile took in the worker (the tuner records them as compile_s)
 
 
 def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner]:
@@ -201,6 +224,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
     if mode == "off":
         return None
     recipe, reason = _how_to_load(kernel)
+    encoded = None
     if reason is None:
         try:
             pickle.dumps(grid)
@@ -208,14 +232,20 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
             reason = f"its launch grid {grid!r} cannot be sent to a worker (use the decorator's grid= or a tuple)"
     if reason is None:
         try:
-            return IsolatedRunner(kernel, bound, grid, recipe)
+            encoded = encode_call(bound.args, bound.kwargs)
+            pickle.dumps(encoded)
+        except Exception as exc:
+            reason = f"an argument of the call cannot be sent to a worker ({type(exc).__name__}: {exc})"
+    if reason is None:
+        try:
+            return IsolatedRunner(kernel, bound, grid, recipe, encoded)
         except AutotuneError as exc:
             reason = str(exc)
     if mode == "process":
         raise OptionError(f"isolate='process' on {kernel.name}: {reason}")
     with _noted_lock:
-        first = kernel.name not in _noted
-        _noted.add(kernel.name)
+        first = kernel.identity not in _noted
+        _noted.add(kernel.identity)
     if first:
         warn_at_caller(f"autotune: {kernel.name} is tuned in this process, not in a worker (a config that crashes "
                        f"would take the process with it): {reason}. Define it at the top level of an importable "

@@ -11,7 +11,7 @@ so the caller's tensors are never written by a worker.
 Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe) imports it: the
 decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
-args) rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
+args, cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
 and tuning, not per config). ("trial", ref, config, token, grid, tuning, precompiled) compiles (unless a
 compile worker already did), checks (verify=) and measures one config and answers with the trial (samples, or
 the failure's status and text); ("compile", ref, config, token, grid, tuning) only compiles it (a compile
@@ -29,9 +29,9 @@ import traceback
 from typing import Any
 
 
-def encode_call(args: tuple, kwargs: dict) -> tuple[dict, dict]:
+def encode_call(args: tuple, kwargs: dict, data: bool = True) -> tuple[dict, dict]:
     """A call's positional and keyword arguments as plain data (see `encode_args`), positions as keys."""
-    return encode_args(dict(enumerate(args))), encode_args(kwargs)
+    return encode_args(dict(enumerate(args)), data), encode_args(kwargs, data)
 
 
 def decode_call(encoded: tuple[dict, dict]) -> tuple[tuple, dict]:
@@ -40,14 +40,18 @@ def decode_call(encoded: tuple[dict, dict]) -> tuple[tuple, dict]:
     return tuple(positional[i] for i in range(len(positional))), decode_args(encoded[1])
 
 
-def encode_args(named: dict) -> dict:
-    """Arguments as plain data: tensors as (shape, dtype, strides, bytes, device) copies."""
+def encode_args(named: dict, data: bool = True) -> dict:
+    """Arguments as plain data: tensors as (shape, dtype, strides, bytes, device, address mod 16). Without
+    `data` (a compile worker: compiling reads shapes, dtypes and alignment, never values) no bytes travel."""
     out = {}
     for name, value in named.items():
         if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
-            cpu = value.detach().to("cpu").contiguous()
-            out[name] = ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()),
-                         cpu.view(-1).view(_byte_dtype()).numpy().tobytes() if cpu.numel() else b"", str(value.device))
+            payload = None
+            if data:
+                cpu = value.detach().to("cpu").contiguous()
+                payload = cpu.view(-1).view(_byte_dtype()).numpy().tobytes() if cpu.numel() else b""
+            out[name] = ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), payload,
+                         str(value.device), value.data_ptr() % 16)
         else:
             out[name] = ("value", value)
     return out
@@ -60,7 +64,9 @@ def _byte_dtype() -> Any:
 
 
 def decode_args(encoded: dict) -> dict:
-    """Rebuild the arguments in this process: fresh tensors of the same shape, dtype, strides and device."""
+    """Rebuild the arguments in this process: fresh tensors of the same shape, dtype, strides and device, at an
+    address of the same alignment (Triton specialises a pointer on 16-byte alignment, so the copy compiles and
+    runs the variant the caller's launch will use)."""
     import torch
 
     named = {}
@@ -68,12 +74,14 @@ def decode_args(encoded: dict) -> dict:
         if item[0] == "value":
             named[name] = item[1]
             continue
-        _, shape, dtype, strides, data, device = item
+        _, shape, dtype, strides, data, device, align = item
         dt = getattr(torch, dtype.removeprefix("torch."))
-        flat = torch.frombuffer(bytearray(data), dtype=dt) if data else torch.empty(0, dtype=dt)
-        dense = flat.reshape(shape) if flat.numel() else torch.empty(shape, dtype=dt)
-        tensor = torch.empty_strided(shape, strides, dtype=dt, device=device)
-        tensor.copy_(dense)
+        itemsize = torch.empty(0, dtype=dt).element_size()
+        span = 0 if 0 in shape else 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+        offset = align // itemsize if align % itemsize == 0 else 0     # a fresh allocation is 16-byte aligned
+        tensor = torch.empty(span + offset, dtype=dt, device=device).as_strided(shape, strides, offset)
+        if data:
+            tensor.copy_(torch.frombuffer(bytearray(data), dtype=dt).reshape(shape))
         named[name] = tensor
     return named
 
@@ -147,6 +155,10 @@ def serve(conn: Any) -> None:
                 conn.send(("ok",))
             elif kind == "call":
                 calls.clear()                 # one tuning at a time: the previous arguments are freed
+                if request[3] is not None:    # the caller's current GPU: Triton launches on the current device
+                    import torch
+
+                    torch.cuda.set_device(request[3])
                 calls[request[1]] = decode_call(request[2])
                 conn.send(("ok",))
             elif kind in ("trial", "compile", "refine"):
