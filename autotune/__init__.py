@@ -8,7 +8,8 @@ from __future__ import annotations
 from . import keys
 from .storage import clear_autotune_cache, stats
 from .storage.remote import set_remote_cache
-from .decorator import Autotuned, TuningResult, autotune, autotune_launch
+from .decorator import Autotuned, autotune
+from .functional import TuningResult, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
                      KeyValueError, NoDeviceError,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
@@ -16,7 +17,7 @@ from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning,
 from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
-from .tuner import Reference
+from .reference import Reference
 
 __version__ = "0.1.0"
 

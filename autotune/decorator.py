@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 import sys
 import threading
@@ -21,9 +22,7 @@ from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
 from .inspection import KernelInspection
-from .isolation import check_isolation, isolation_for
-from .online import OnlineTuner, online_mode
-from .options import Tuning, env_disable, env_force, env_offline
+from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, configs_checksum
@@ -34,10 +33,11 @@ from .storage.fingerprint import source_hash
 from .storage.counters import count_hit
 from .storage.tiers import KernelCache
 from .template import compile_derive, compile_grid
-from .timing import make_timer
-from .tuner import Reference, TuneJob, tune
+from .reference import Reference
 
-__all__ = ["Autotuned", "BoundCall", "autotune", "autotune_launch", "TuningResult"]
+__all__ = ["Autotuned", "BoundCall", "autotune"]
+
+logger = logging.getLogger("autotune")
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,6 @@ class BoundCall:
     args: tuple
     kwargs: dict
     named: dict
-
-
-@dataclass(frozen=True)
-class TuningResult:
-    """What `autotune_launch` returns: the config launched, its grid, the key's record, and whether it was cached."""
-
-    config: Config
-    grid: Any
-    record: Optional[TuningRecord]
-    cache_hit: bool
 
 
 class Autotuned(KernelInspection, KernelInterface):
@@ -117,7 +107,10 @@ class Autotuned(KernelInspection, KernelInterface):
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
         self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
-        check_isolation(self)
+        if self.tuning.isolate == "process":   # refused now if no worker could import it (isolation/)
+            from .isolation import check_isolation
+
+            check_isolation(self)
         fields = self.space.fields()
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
         self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
@@ -154,8 +147,20 @@ class Autotuned(KernelInspection, KernelInterface):
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
         self._forced: set = set()
         self._forced_lock = threading.Lock()
-        self.online = OnlineTuner(self)
+        self._online: Any = None                # an OnlineTuner, made on first use (online.py; not on a hit)
+        self._online_lock = threading.Lock()
         self._first: Optional[Config] = None
+
+    @property
+    def online(self) -> Any:
+        """The kernel's online sessions (`mode="online"`), one per key in progress."""
+        if self._online is None:
+            from .online import OnlineTuner
+
+            with self._online_lock:
+                if self._online is None:
+                    self._online = OnlineTuner(self)
+        return self._online
 
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -167,10 +172,10 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
-        return self._select_and_launch(args, kwargs, grid, warmup)[0]
+        return self.select_and_launch(args, kwargs, grid, warmup)[0]
 
-    def _select_and_launch(self, args: tuple, kwargs: dict, grid: Any,
-                           warmup: bool) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
+    def select_and_launch(self, args: tuple, kwargs: dict, grid: Any,
+                          warmup: bool) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
         """Pick the config for these arguments (tuning on a miss) and launch it.
 
         Returns (what Triton's launch returned, config, record, how it was found, grid launched).
@@ -274,8 +279,8 @@ class Autotuned(KernelInspection, KernelInterface):
                                     "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = None
-        if self.tuning.distributed != "off" and "torch.distributed" in sys.modules:
-            from . import distributed as _distributed  # loaded only where a process group could exist
+        if self.tuning.distributed != "off" and _process_group_exists():
+            from . import distributed as _distributed  # loaded only where a process group exists
             dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)   # never waits: tunes across calls (online.py)
@@ -303,8 +308,8 @@ class Autotuned(KernelInspection, KernelInterface):
         if force and how == "tuned":
             with self._forced_lock:
                 self._forced.add((key, dtypes))
-        if how in ("disk", "remote"):
-            from .reporting.lines import emit
+        if how in ("disk", "remote") and (env_print_level() >= 1 or logger.isEnabledFor(logging.INFO)):
+            from .reporting.lines import emit   # only when it prints or logs: a hit loads no reporting
 
             emit(record, cache_hit=True)
         return record.winner, record, how
@@ -349,7 +354,10 @@ class Autotuned(KernelInspection, KernelInterface):
               select: Optional[Callable[[list[Config]], Sequence[Config]]] = None) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
+        from .isolation import isolation_for
         from .reporting.lines import emit
+        from .timing import make_timer
+        from .tuner import TuneJob, tune
 
         named = bound.named
 
@@ -469,23 +477,7 @@ def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[
     return decorate
 
 
-_launch_registry: dict[tuple, Autotuned] = {}
-_launch_registry_lock = threading.Lock()
-
-
-def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]] = None,
-                    grid: Any = None, key: Any = None, **autotune_options: Any) -> TuningResult:
-    """Functional form of `@autotune`: tune (or reuse) and launch `kernel` once; returns a `TuningResult`.
-
-    The autotuned wrapper is kept per (kernel, space, grid, key, options), so repeated calls hit its cache.
-    """
-    # Spaces given as data are told apart by their repr; a SearchSpace object by identity (the registry keeps it
-    # alive). A checksum would hash every config on every call of this hot path.
-    space_ident = id(space) if isinstance(space, SearchSpace) else repr(space)
-    ident = (id(kernel), space_ident, repr(grid), repr(key), repr(sorted(autotune_options.items())))
-    with _launch_registry_lock:
-        tuned = _launch_registry.get(ident)
-        if tuned is None:
-            tuned = _launch_registry[ident] = Autotuned(kernel, space=space, key=key, grid=grid, **autotune_options)
-    _, config, record, how, launch_grid = tuned._select_and_launch(tuple(args), dict(kwargs or {}), None, False)
-    return TuningResult(config=config, grid=launch_grid, record=record, cache_hit=how in ("memory", "disk", "remote", "cache"))
+def _process_group_exists() -> bool:
+    """Whether torch.distributed has a process group in this process (without importing torch for it)."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()

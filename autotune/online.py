@@ -25,9 +25,9 @@ from .errors import FailureKind, NoValidConfigError, VerificationError, classify
 from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
-from .tuner import Reference
+from .reference import Reference
 
-__all__ = ["OnlineSession", "OnlineTuner", "online_mode"]
+__all__ = ["OnlineSession", "OnlineTuner"]
 
 logger = logging.getLogger("autotune")
 
@@ -251,14 +251,6 @@ class OnlineSession:
         samples = self._samples[config]
         return Trial(config=config, status=TrialStatus.OK, samples_ms=samples, median_ms=statistics.median(samples),
                      min_ms=min(samples), compile_s=compile_s)
-
-
-def online_mode(tuning: Any) -> bool:
-    """Whether a kernel tunes online: `Tuning(mode=...)`, else AUTOTUNE_MODE, else blocking."""
-    from .options import env_mode
-
-    mode = tuning.mode if tuning.mode is not None else env_mode()
-    return mode == "online"
 
 
 class OnlineTuner:

@@ -109,6 +109,12 @@ def env_mode() -> Optional[str]:
     return raw
 
 
+def online_mode(tuning: "Tuning") -> bool:
+    """Whether a kernel tunes online: `Tuning(mode=...)`, else AUTOTUNE_MODE, else blocking."""
+    mode = tuning.mode if tuning.mode is not None else env_mode()
+    return mode == "online"
+
+
 def env_isolate() -> Optional[str]:
     """AUTOTUNE_ISOLATE=auto|process|off: where a whole process tunes kernels whose Tuning leaves isolate unset."""
     raw = os.environ.get("AUTOTUNE_ISOLATE", "").strip().lower()

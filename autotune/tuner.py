@@ -15,55 +15,13 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequenc
 
 from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
 from .options import Tuning
+from .reference import Reference
 from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
 from .timing import Timer, summarize
 
 logger = logging.getLogger("autotune")
-
-
-class Reference:
-    """`verify=Reference(fn, outputs=("out",), atol=..., rtol=...)`: compare a config's outputs with `fn`'s.
-
-    `fn(**named_args)` returns the expected value of each output argument (one tensor, a sequence in the
-    order of `outputs`, or a dict by name). It is computed once per tuning, on the arguments as passed.
-    """
-
-    def __init__(self, fn: Callable[..., Any], *, outputs: Sequence[str], atol: float = 1e-5,
-                 rtol: float = 1e-5) -> None:
-        if isinstance(outputs, str):
-            outputs = (outputs,)
-        if not outputs:
-            raise ValueError("Reference needs the names of the output arguments to compare: outputs=('out',)")
-        self.fn = fn
-        self.outputs = tuple(outputs)
-        self.atol = atol
-        self.rtol = rtol
-
-    def expected(self, named_args: Mapping[str, Any]) -> dict[str, Any]:
-        """Run the reference once and map each output name to its expected tensor."""
-        value = self.fn(**named_args)
-        if isinstance(value, Mapping):
-            return {name: value[name] for name in self.outputs}
-        if not isinstance(value, (tuple, list)):
-            value = (value,)
-        if len(value) != len(self.outputs):
-            raise ValueError(f"the reference returned {len(value)} values for outputs {self.outputs}")
-        return {name: v.detach().clone() for name, v in zip(self.outputs, value)}
-
-    def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-        """Raise VerificationError naming the first output that differs beyond atol/rtol."""
-        import torch
-
-        for name in self.outputs:
-            got, want = named_args[name], expected[name]
-            if got.shape != want.shape or not torch.allclose(got.float(), want.to(got.device).float(),
-                                                             atol=self.atol, rtol=self.rtol, equal_nan=True):
-                diff = (got.float() - want.to(got.device).float()).abs().max().item() if got.shape == want.shape \
-                    else f"shape {tuple(got.shape)} != {tuple(want.shape)}"
-                raise VerificationError(f"output {name!r} differs from the reference (max abs diff {diff}, "
-                                        f"atol={self.atol}, rtol={self.rtol})")
 
 
 class ArgumentGuard:

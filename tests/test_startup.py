@@ -1,0 +1,46 @@
+"""Start-up is part of the architecture: a process whose winner is already cached loads none of the tuning,
+search, isolation, precompile, reporting or CLI modules (real processes, real disk cache)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from autotune import Tuning, autotune, stats as autotune_stats
+    from kernels_for_tests import add_kernel
+    add = autotune(space={{"BLOCK": [32, 64]}}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                   tuning=Tuning(isolate="off", warmup=0, reps=1))(add_kernel)
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    add(x, y, out, 100)
+    heavy = ["autotune.tuner", "autotune.online", "autotune.isolation", "autotune.pipeline", "autotune.timing",
+             "autotune.aot", "autotune.reporting", "autotune.cli", "autotune.distributed", "autotune.replay",
+             "autotune.search.model", "optuna", "matplotlib", "redis"]
+    print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "stats": autotune_stats()[add.name],
+                      "loaded": [m for m in heavy if m in sys.modules]}}))
+""")
+
+
+def run_child(cache: Path) -> dict:
+    env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(cache), PYTHONPATH=str(TESTS.parent))
+    proc = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(TESTS))], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_cache_hit_loads_no_tuning_search_or_tooling_module(tmp_path):
+    first = run_child(tmp_path)                # tunes: the tuner and the pipeline load
+    assert first["ok"] and first["stats"]["tunings"] == 1
+    assert "autotune.tuner" in first["loaded"] and "autotune.pipeline" in first["loaded"]
+    second = run_child(tmp_path)               # a new process: the winner comes from the disk cache
+    assert second["ok"] and second["stats"]["disk_hits"] == 1 and second["stats"]["tunings"] == 0
+    assert second["loaded"] == []
