@@ -338,3 +338,21 @@ def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
             assert copy.data_ptr() != original.data_ptr() or original.numel() == 0
             if data:
                 assert torch.equal(copy, original)
+
+
+def test_a_worker_that_cannot_start_leaves_auto_tuning_in_process(monkeypatch):
+    import isolation_kernels
+    from isolation_kernels import default_add
+
+    shutdown()                                             # the next tuning has to start a worker
+    monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(150), torch.randn(150), torch.empty(150)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        default_add(x, y, out, 150)
+    notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
+    assert len(notes) == 1 and "could not load" in notes[0] and "nonexistent" in notes[0]
+    torch.testing.assert_close(out, x + y)
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}

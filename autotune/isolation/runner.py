@@ -109,7 +109,7 @@ class IsolatedRunner:
                 worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S)
             else:
                 worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S)
-        except (ImportError, RuntimeError, WorkerCrashed, WorkerTimedOut) as exc:
+        except (ImportError, RuntimeError, OSError, WorkerCrashed, WorkerTimedOut) as exc:   # OSError: no start
             raise AutotuneError(f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's "
                                 f"arguments: {exc}") from None
 
