@@ -150,7 +150,8 @@ def child(variant: str, n_configs: int, size: int) -> None:
         from autotune import FixedSpace, Tuning
         from autotune.compilers import JitCompiler
 
-        tuning = Tuning() if variant == "pipeline" else Tuning(compile_workers=0)
+        # In-process, as triton.autotune (the isolation overhead is bench_isolation.py's subject).
+        tuning = Tuning(isolate="off") if variant == "pipeline" else Tuning(compile_workers=0, isolate="off")
         kernel = make_matmul(space=FixedSpace(configs), tuning=tuning)
         compile_durations: list[float] = []
         measure_durations: list[float] = []
