@@ -23,6 +23,9 @@ class TuningResult:
 
 
 
+# Kept for the life of the process, on purpose: each wrapper holds its keys' winners in memory, so a repeated
+# call is a memory hit. One entry per distinct (kernel, space, grid, key, options); the wrapper keeps its kernel
+# (and a SearchSpace) alive, so the ids in the entry's identity are never reused while it exists.
 _launch_registry: dict[tuple, Autotuned] = {}
 _launch_registry_lock = threading.Lock()
 
