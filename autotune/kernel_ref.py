@@ -143,11 +143,28 @@ def import_object(ref: KernelRef) -> Any:
             spec.loader.exec_module(module)
     else:
         module = importlib.import_module(ref.module)
-    obj: Any = module
-    for part in ref.qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportError(f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined "
-                              "conditionally?)") from None
+    obj = _attribute(module, ref.qualname)
+    if obj is _MISSING:
+        raise ImportError(f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined "
+                          "conditionally?)")
+    return obj
+
+
+def imported_object(ref: KernelRef) -> Any:
+    """What `ref` names in this process, without importing anything: None when its module is not imported (yet)
+    or holds no such name."""
+    module = sys.modules.get(ref.module)
+    obj = _attribute(module, ref.qualname) if module is not None else None
+    return None if obj is _MISSING else obj
+
+
+_MISSING = object()
+
+
+def _attribute(obj: Any, qualname: str) -> Any:
+    """`obj.a.b` for qualname "a.b", or `_MISSING`."""
+    for part in qualname.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            break
     return obj

@@ -15,7 +15,7 @@ from typing import Any, ContextManager, Optional
 
 from ..compilers import InterpreterCompiler
 from ..errors import AutotuneError, FailureKind, OptionError, warn_at_caller
-from ..kernel_ref import kernel_ref
+from ..kernel_ref import imported_object, kernel_ref
 from ..options import env_isolate
 from ..pipeline import CompileFailed
 from ..record import Trial, TrialStatus
@@ -51,11 +51,10 @@ def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[byte
                       "import")
     if ref.importable_reason is not None:
         return None, ref.importable_reason
-    module = sys.modules.get(ref.module) if bound_by_name else None
-    named: Any = module
-    for part in ref.qualname.split("."):
-        named = getattr(named, part, None)
-    if module is None or named is kernel or getattr(named, "tuner", None) is kernel:
+    if not bound_by_name or ref.module not in sys.modules:     # the worker's import will tell
+        return None, None
+    named = imported_object(ref)
+    if named is kernel or getattr(named, "tuner", None) is kernel:
         return None, None
     if named is not kernel.fn:
         return None, (f"{ref.module}.{ref.qualname} holds neither this autotuned kernel nor the kernel it decorates "
