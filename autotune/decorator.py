@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import logging
 import random
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -23,6 +22,7 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
                          python_function)
 from .inspection import KernelInspection
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
+from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, configs_checksum
@@ -279,7 +279,7 @@ class Autotuned(KernelInspection, KernelInterface):
                                     "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = None
-        if self.tuning.distributed != "off" and _process_group_exists():
+        if self.tuning.distributed != "off" and initialized_dist() is not None:
             from . import distributed as _distributed  # loaded only where a process group exists
             dist_mode = _distributed.active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
@@ -475,9 +475,3 @@ def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[
                          do_bench=do_bench, prune=prune, fallback=fallback, **static_compile_options)
 
     return decorate
-
-
-def _process_group_exists() -> bool:
-    """Whether torch.distributed has a process group in this process (without importing torch for it)."""
-    dist = sys.modules.get("torch.distributed")
-    return dist is not None and dist.is_available() and dist.is_initialized()

@@ -62,7 +62,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 import threading
 import time
 import warnings
@@ -71,6 +70,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence
 
+from .process_group import initialized_dist
 from .shards import merge_shards, no_valid_message, shard
 from .storage.entries import key_text
 from .storage.counters import count, count_tuning
@@ -136,14 +136,6 @@ def set_process_group(group: Any = None) -> None:
     _group_override = group
 
 
-def _dist() -> Any:
-    """torch.distributed if a process group could exist in this process, else None (cheap per launch)."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    return dist
-
-
 def active_mode(setting: Optional[str]) -> Optional[Mode]:
     """The agreement mode for `Tuning.distributed == setting` in this process, or None (tune locally).
 
@@ -152,7 +144,7 @@ def active_mode(setting: Optional[str]) -> Optional[Mode]:
     """
     if setting == "off":
         return None
-    dist = _dist()
+    dist = initialized_dist()
     if dist is None:
         return None
     group = _group_override
