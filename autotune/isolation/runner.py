@@ -86,7 +86,6 @@ class IsolatedRunner:
         self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
         self.recipe = recipe
         self.encoded = encoded                                       # the measuring worker's copy, with the data
-        self.shapes = encode_call(bound.args, bound.kwargs, data=False)   # a compile worker's: no bytes
         self.token = uuid.uuid4().hex
         self.cuda_device = _current_cuda_device(bound)
         self.grid = grid
@@ -95,6 +94,8 @@ class IsolatedRunner:
         # Compile workers only where there is something to compile (not the interpreter) and workers to do it.
         self.precompiles = self.tuning.compile_workers > 0 and not (kernel.interpreted and
                                                                       kernel.compiler_factory is None)
+        # What a compile worker gets: the layout without the bytes.
+        self.shapes = encode_call(bound.args, bound.kwargs, data=False) if self.precompiles else None
         self.worker, self.lock = shared_worker()
         with self.lock:
             self.prepare(self.worker)
