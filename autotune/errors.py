@@ -61,6 +61,11 @@ class CacheWarning(UserWarning):
     """Something went wrong with the tuning cache; the launch went on (tuning in memory)."""
 
 
+class IsolationWarning(UserWarning):
+    """A kernel is tuned in the caller's process because no worker can run it (`isolate="auto"`): said once
+    per kernel. Filter this category to silence it, or pass `isolate="off"`."""
+
+
 class CacheEntryError(AutotuneError, ValueError):
     """A cache entry could not be used: corrupt, truncated, or of another schema version."""
 

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import OptionError, Tuning, autotune
+from autotune import IsolationWarning, OptionError, Tuning, autotune
 from autotune.isolation import shutdown
 from autotune.isolation.pool import shared_worker
 
@@ -86,7 +86,7 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
         kernel(x, out, 100)
         kernel(x, out, 100)                                    # the same kernel again: no second note
     notes = [w for w in caught if "tuned in this process" in str(w.message)]
-    assert len(notes) == 1 and "<locals>" in str(notes[0].message)
+    assert len(notes) == 1 and "<locals>" in str(notes[0].message) and notes[0].category is IsolationWarning
     assert torch.equal(out, x)
 
 

@@ -14,7 +14,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, ContextManager, Optional
 
 from ..compilers import InterpreterCompiler
-from ..errors import AutotuneError, FailureKind, OptionError, warn_at_caller
+from ..errors import AutotuneError, FailureKind, IsolationWarning, OptionError, warn_at_caller
 from ..kernel_ref import imported_object, kernel_ref
 from ..options import env_isolate
 from ..pipeline import CompileFailed
@@ -247,7 +247,8 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
         first = kernel.identity not in _noted
         _noted.add(kernel.identity)
     if first:
-        warn_at_caller(f"autotune: {kernel.name} is tuned in this process, not in a worker (a config that crashes "
-                       f"would take the process with it): {reason}. Define it at the top level of an importable "
-                       "module to isolate it, or set isolate='off' to tune in-process without this note")
+        warn_at_caller(f"autotune: {kernel.name} is tuned in this process, not in a worker, so a config that crashes "
+                       f"would end the process: {reason}. To isolate it, decorate it at the top level of an importable "
+                       "module; isolate='off' (or AUTOTUNE_ISOLATE=off) tunes in-process without this note",
+                       IsolationWarning)
     return None
