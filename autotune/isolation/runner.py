@@ -14,7 +14,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, ContextManager, Optional
 
 from ..compilers import InterpreterCompiler
-from ..errors import AutotuneError, FailureKind, IsolationWarning, OptionError, warn_at_caller
+from ..errors import AutotuneError, IsolationWarning, OptionError, warn_at_caller
 from ..kernel_ref import imported_object, kernel_ref
 from ..options import env_isolate
 from ..pipeline import CompileFailed
@@ -130,7 +130,7 @@ class IsolatedRunner:
                 return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
             except WorkerCrashed as exc:
                 return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
-            if reply[0] == "sticky" or _sticky(reply):   # its device context is poisoned: a fresh worker next
+            if reply[0] == "sticky":     # its device context is poisoned: a fresh worker next
                 self.worker.kill()
                 return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
         if reply[0] in ("ok", "failed"):
@@ -153,7 +153,7 @@ class IsolatedRunner:
             return reply[1]
         if reply[0] == "failed":
             raise CompileFailed(TrialStatus(reply[1]), reply[2])
-        if _sticky(reply):
+        if reply[0] == "sticky":
             worker.kill()
             raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
         raise AutotuneError(f"the compile worker of {self.kernel_name} failed: {reply[1]}")
@@ -168,7 +168,7 @@ class IsolatedRunner:
                                             else self.tuning.trial_timeout_s * len(configs))
             except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
                 reply = ("error", exc)
-            if _sticky(reply):
+            if reply[0] == "sticky":
                 self.worker.kill()
         if reply[0] != "ok":
             logger.warning("autotune: re-measuring the best configs of %s in the worker failed (%s)",
@@ -179,11 +179,6 @@ class IsolatedRunner:
 
     def _timeout_text(self, exc: Exception) -> str:
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
-
-
-def _sticky(reply: tuple) -> bool:
-    """Whether a worker's error reply is a poisoned device (the worker must not be used again)."""
-    return reply[0] == "error" and len(reply) > 2 and reply[2] == FailureKind.STICKY_DEVICE.value
 
 
 def _current_cuda_device(bound: Any) -> Optional[int]:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ..compilers import InterpreterCompiler
-from ..errors import DeviceError, FailureKind, NoValidConfigError, classify
+from ..errors import DeviceError, NoValidConfigError
 from ..pipeline import InlineExecutor, compile_failure
 from ..space import Config
 from ..timing import make_timer
@@ -45,12 +45,8 @@ def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tun
     except NoValidConfigError as exc:
         trial = exc.trials[0]
     except DeviceError as exc:            # the device error itself, not the in-process advice wrapped around it
-        cause = exc.__cause__ or exc
-        return ("sticky", f"{type(cause).__name__}: {cause}")
-    except Exception as exc:              # e.g. restoring arguments after the config poisoned the context
-        if classify(exc, "run") is not FailureKind.STICKY_DEVICE:
-            raise
-        return ("sticky", f"{type(exc).__name__}: {exc}")
+        cause = exc.__cause__ or exc      # (any other sticky error, e.g. restoring arguments afterwards, is
+        return ("sticky", f"{type(cause).__name__}: {cause}")   # answered "sticky" by serve())
     return ("ok" if trial.ok else "failed", trial.model_dump(mode="json"))
 
 

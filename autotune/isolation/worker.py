@@ -125,7 +125,7 @@ def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
 
 def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
-    from ..errors import classify
+    from ..errors import FailureKind, classify
     from ..kernel_ref import KernelRef, import_object
     from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
 
@@ -174,8 +174,10 @@ def serve(conn: Any) -> None:
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
         except Exception as exc:   # a request that failed as a whole (an import, a refine): say why, go on
-            conn.send(("error", f"{type(exc).__name__}: {exc}", classify(exc, "run").value,
-                       traceback.format_exc(limit=5)))
+            if classify(exc, "run") is FailureKind.STICKY_DEVICE:   # the context is poisoned: replace this worker
+                conn.send(("sticky", f"{type(exc).__name__}: {exc}"))
+            else:
+                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
 
 
 def main() -> None:
