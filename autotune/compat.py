@@ -221,7 +221,7 @@ class Autotuner(KernelInterface):
         tuning_obj = Tuning.coerce(tuning)
         if self.do_bench is not None:
             # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
-            tuning_obj = tuning_obj.model_copy(update={"refine_topk": 0})
+            tuning_obj = tuning_obj.replace(refine_topk=0)
         self._local = threading.local()
         use_prune = self.early_config_prune is not None or self.perf_model is not None
         self.tuner: _Engine = _Engine(fn, space=list(self._natives), key=list(self.keys), tuning=tuning_obj,

@@ -1,12 +1,13 @@
-"""`Tuning`: how hard to tune (plain data), its presets, and the AUTOTUNE_* environment switches."""
+"""`Tuning`: how hard to tune (plain, checked data), its presets, and the AUTOTUNE_* environment switches."""
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from msgspec import Meta, Struct, field, structs
 
-from .errors import OptionError
+from . import codec
+from .errors import OptionError, did_you_mean
 
 Preset = Literal["fast", "default", "thorough"]
 Strategy = Literal["auto", "exhaustive", "random", "local", "model"]
@@ -18,70 +19,94 @@ PRESETS: dict[str, dict[str, Any]] = {
     "thorough": {"warmup": 5, "reps": 50, "refine_topk": 5, "refine_reps": 50, "max_configs": 1024},
 }
 
+AtLeast0 = Annotated[int, Meta(ge=0)]
+AtLeast1 = Annotated[int, Meta(ge=1)]
+Seconds = Annotated[float, Meta(gt=0)]
+
 
 def _default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
 
-class Tuning(BaseModel):
-    """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The fields of `Tuning` and their constraints (a preset's fields are None until the preset fills them)."""
 
     preset: Preset = "default"
-    warmup: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
-    reps: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
-    refine_topk: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
-    refine_reps: int = Field(default=None, ge=0, validate_default=False)  # type: ignore[assignment]
+    warmup: Optional[AtLeast0] = None
+    reps: Optional[AtLeast1] = None
+    refine_topk: Optional[AtLeast0] = None
+    refine_reps: Optional[AtLeast0] = None
     seed: Optional[int] = None
     force: bool = False
-    compile_workers: int = Field(default_factory=_default_workers, ge=0)
-    compile_timeout_s: Optional[float] = Field(default=None, gt=0)
+    compile_workers: AtLeast0 = field(default_factory=_default_workers)
+    compile_timeout_s: Optional[Seconds] = None
     flush_l2: bool = True
     cuda_graph: bool = False
     distributed: Optional[Literal["shard", "rank0", "off"]] = None
-    lock_timeout_s: Optional[float] = Field(default=None, gt=0)   # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
+    lock_timeout_s: Optional[Seconds] = None      # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
     strategy: Strategy = "auto"
-    max_configs: int = Field(default=None, ge=1, validate_default=False)  # type: ignore[assignment]
-    max_seconds: Optional[float] = Field(default=None, gt=0)       # stop proposing configs after this long
-    mode: Optional[Literal["blocking", "online"]] = None            # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Optional[Literal["auto", "process", "off"]] = None     # None: AUTOTUNE_ISOLATE, else "auto"
-    trial_timeout_s: Optional[float] = Field(default=None, gt=0)   # one config's compile + measure, isolated
+    max_configs: Optional[AtLeast1] = None
+    max_seconds: Optional[Seconds] = None         # stop proposing configs after this long
+    mode: Optional[Literal["blocking", "online"]] = None          # None: AUTOTUNE_MODE, else "blocking"
+    isolate: Optional[Literal["auto", "process", "off"]] = None   # None: AUTOTUNE_ISOLATE, else "auto"
+    trial_timeout_s: Optional[Seconds] = None     # one config's compile + measure, isolated
 
-    @model_validator(mode="before")
-    @classmethod
-    def _apply_preset(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        preset = data.get("preset", "default")
-        if preset not in PRESETS:
-            return data  # the Literal check reports it with the valid names
-        return {**PRESETS[preset], **{k: v for k, v in data.items() if v is not None or k in ("seed",)}}
+
+def _literal_values(name: str) -> list[Any]:
+    """The values a Literal field of Tuning takes (for a message naming them)."""
+    hint = get_type_hints(TuningFields)[name]
+    args = get_args(hint)
+    return [v for a in args for v in (get_args(a) or [a]) if v is not type(None)] if args else []
+
+
+class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset.
+
+    Checked when made: a value of the wrong type or range raises OptionError naming the field."""
+
+    warmup: AtLeast0 = None               # type: ignore[assignment]  # set from the preset when not given
+    reps: AtLeast1 = None                 # type: ignore[assignment]
+    refine_topk: AtLeast0 = None          # type: ignore[assignment]
+    refine_reps: AtLeast0 = None          # type: ignore[assignment]
+    max_configs: AtLeast1 = None          # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        given = structs.asdict(self)
+        try:
+            codec.from_builtins(given, TuningFields)   # types, ranges and literals
+        except codec.ValidationError as exc:
+            text = codec.error_text(exc)
+            name = text.partition(":")[0]
+            hint = "" if name not in given or "enum value" in text else f" (got {given[name]!r})"
+            if "enum value" in text:
+                hint = f"; use one of: {', '.join(map(repr, _literal_values(name)))}"
+            raise OptionError(f"invalid tuning options: {text}{hint}") from None
+        for name, value in PRESETS[self.preset].items():
+            if getattr(self, name) is None:
+                structs.force_setattr(self, name, value)
+
+    def replace(self, **changes: Any) -> "Tuning":
+        """A copy with some fields changed (checked like a new Tuning)."""
+        return structs.replace(self, **changes)
 
     @classmethod
     def coerce(cls, value: Union["Tuning", str, dict, None]) -> "Tuning":
         """Accept a Tuning, a preset name, a dict of fields, or None (defaults)."""
-        try:
-            if value is None:
-                return cls()
-            if isinstance(value, Tuning):
-                return value
-            if isinstance(value, str):
-                return cls(preset=value)
-            if isinstance(value, dict):
-                return cls(**value)
-        except ValidationError as exc:
-            raise OptionError(f"invalid tuning options: {_describe(exc)}") from None
+        if value is None:
+            return cls()
+        if isinstance(value, Tuning):
+            return value
+        if isinstance(value, str):
+            return cls(preset=value)
+        if isinstance(value, dict):
+            known = set(cls.__struct_fields__)
+            unknown = [name for name in value if name not in known]
+            if unknown:
+                raise OptionError(f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
+                                  f"{did_you_mean(str(unknown[0]), sorted(known))}")
+            return cls(**value)
         raise OptionError(f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; "
                           f"got {type(value).__name__}")
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "tuning"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
 
 
 def _env_flag(name: str) -> bool:

@@ -1,15 +1,23 @@
-"""What a tuning produced: one `Trial` per config and the `TuningRecord` that the cache stores."""
+"""What a tuning produced: one `Trial` per config and the `TuningRecord` that the cache stores.
+
+Both are `msgspec.Struct`s: typed, with their constraints declared here and checked whenever one is read back
+(`codec.from_json`, `TuningRecord.from_json`); made in this process they are trusted as built.
+"""
 from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Any, Iterator, Optional, Union
+from typing import Annotated, Any, Iterator, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct, field, structs
 
+from . import codec
 from .space import Config
 
 SCHEMA_VERSION = 1
+
+Ms = Annotated[float, Meta(ge=0)]           # a time in milliseconds or seconds: never negative (nor NaN)
+Count = Annotated[int, Meta(ge=0)]
 
 
 class TrialStatus(str, Enum):
@@ -25,28 +33,24 @@ class TrialStatus(str, Enum):
     SKIPPED = "skipped"
 
 
-class Trial(BaseModel):
+class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
     """One config's measurement: its samples, median and min in milliseconds, or its error."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf never come from a tuning
 
     config: Config
     status: TrialStatus = TrialStatus.SKIPPED
-    median_ms: Optional[float] = Field(default=None, ge=0)
-    min_ms: Optional[float] = Field(default=None, ge=0)
-    samples_ms: list[float] = Field(default_factory=list)
+    median_ms: Optional[Ms] = None
+    min_ms: Optional[Ms] = None
+    samples_ms: list[Ms] = field(default_factory=list)
     error: Optional[str] = None
-    compile_s: Optional[float] = Field(default=None, ge=0)
+    compile_s: Optional[Ms] = None
 
     @property
     def ok(self) -> bool:
         return self.status is TrialStatus.OK
 
 
-class TuningRecord(BaseModel):
+class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything one tuning of one key produced; the JSON body of a disk cache entry."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf never come from a tuning
 
     schema_version: int = SCHEMA_VERSION
     kernel: str
@@ -57,22 +61,28 @@ class TuningRecord(BaseModel):
     torch_version: str
     space_checksum: str
     key: list[Any]
-    dtypes: list[str] = Field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
     winner: Config
     trials: list[Trial]
     candidates: Optional[str] = None     # checksum of the configs prune= kept for this key (None: no prune=)
     strategy: Optional[str] = None       # the search strategy when not every config was tried (None: exhaustive)
-    space_size: Optional[int] = Field(default=None, ge=0)   # configs in the space (its product when lazy)
-    tuning_s: float = Field(ge=0)
-    timestamp: float = Field(default_factory=time.time, ge=0)
+    space_size: Optional[Count] = None   # configs in the space (its product when lazy)
+    tuning_s: Ms
+    timestamp: Ms = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        # A key is stored as a JSON list whatever sequence the tuning had it in; a winner is always a Config.
+        if not isinstance(self.key, list):
+            structs.force_setattr(self, "key", list(self.key))
+        if not isinstance(self.winner, Config):
+            structs.force_setattr(self, "winner", Config(self.winner))
 
     # A record reads as the documented sequence of trials (`len(record)`, `for t in record`, `record[0]`),
-    # one per config of the space; its metadata stays available as fields. Pydantic's own iteration over
-    # (field, value) pairs is replaced on purpose: use `model_dump()` for a dict.
+    # one per config of the space; its metadata stays available as fields (`to_dict()` for a dict).
     def __len__(self) -> int:
         return len(self.trials)
 
-    def __iter__(self) -> Iterator[Trial]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Trial]:
         return iter(self.trials)
 
     def __getitem__(self, index: Union[int, slice]) -> Union[Trial, list[Trial]]:
@@ -90,3 +100,21 @@ class TuningRecord(BaseModel):
     @property
     def winner_trial(self) -> Optional[Trial]:
         return self.trial_for(self.winner)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain data (what its JSON holds)."""
+        return codec.to_builtins(self)
+
+    def to_json(self, indent: Optional[int] = None) -> str:
+        """The record as JSON text (the fields a cache entry stores)."""
+        return codec.to_json(self, indent=indent).decode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: Union[str, bytes]) -> "TuningRecord":
+        """A record from JSON text, validated (unknown fields, wrong types and negative times are refused;
+        raises `codec.ValidationError`, a ValueError)."""
+        return codec.from_json(data, cls)
+
+    def replace(self, **changes: Any) -> "TuningRecord":
+        """A copy with some fields changed."""
+        return structs.replace(self, **changes)

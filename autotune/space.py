@@ -104,20 +104,6 @@ class Config(Mapping[str, Any]):
         """A stable string (sorted keys) used for checksums and cache file names."""
         return json.dumps(self._fields, sort_keys=True, separators=(",", ":"))
 
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
-        def validate(value: Any) -> "Config":
-            if isinstance(value, Config):
-                return value
-            if isinstance(value, Mapping):
-                return cls(value)
-            raise ValueError(f"expected a mapping for a Config, got {type(value).__name__}")
-
-        return core_schema.no_info_plain_validator_function(
-            validate, serialization=core_schema.plain_serializer_function_ser_schema(lambda c: c.to_json()))
-
 
 # --------------------------------------------------------------------------------------------------
 # Search spaces

@@ -7,8 +7,11 @@ Three kinds of child process, each timed from spawn to exit (median of a few run
   cold   the same with an empty autotune cache directory: the first launch tunes every config;
   plain  the same kernel launched with a fixed config through `kernel[grid](...)`, autotune not imported.
 
-Each child also reports its own breakdown (imports; decorate + first launch), so the cost autotune adds
-at warm start is `warm - plain` and what the disk cache saves is `cold - warm`. On a GPU all children
+Each child also reports its own breakdown (imports; decorate + first launch). The cost autotune adds at warm
+start is measured inside the process: the time `from autotune import autotune` takes plus the warm child's
+decorate + first launch over the plain child's launch. The spawn-to-exit difference `warm - plain` is printed
+too, but it carries the noise of whole process lives (torch's teardown at exit alone is ~0.4 s on a CPU).
+What the disk cache saves is `cold - warm`. On a GPU all children
 share one Triton cache directory, primed before timing, so compiled binaries are on disk for every
 variant (as in a deployment) and `cold` measures tuning itself, not compilation. Without a GPU the
 kernel runs in Triton's interpreter.
@@ -146,13 +149,19 @@ def main() -> None:
     saved = summary["cold"]["wall_s"] - summary["warm"]["wall_s"]
     added_cpu = summary["warm"]["cpu_s"] - summary["plain"]["cpu_s"]
     launch_added = summary["warm"]["first_launch_s"] - summary["plain"]["first_launch_s"]
-    print(f"\nwarm start costs {added * 1e3:.0f} ms wall ({added_cpu * 1e3:.0f} ms CPU) over a plain launch "
-          f"({summary['warm']['autotune_import_s'] * 1e3:.0f} ms importing autotune, "
-          f"{launch_added * 1e3:.0f} ms decorating + reading the cache); the disk cache saves "
-          f"{saved * 1e3:.0f} ms of tuning")
+    import_share = summary["warm"]["autotune_import_s"] / summary["plain"]["imports_s"]
+    in_process = summary["warm"]["autotune_import_s"] + launch_added
+    print(f"\nimport autotune: {summary['warm']['autotune_import_s'] * 1e3:.1f} ms = {import_share:.1%} of "
+          f"import torch, triton ({summary['plain']['imports_s'] * 1e3:.0f} ms)   [target <= 3%]")
+    print(f"warm start adds {in_process * 1e3:.0f} ms in the process over a plain launch (import autotune, then "
+          f"{launch_added * 1e3:.0f} ms decorating + reading the cache)   [target <= 50 ms]")
+    print(f"  spawn-to-exit wall: {added * 1e3:+.0f} ms ({added_cpu * 1e3:+.0f} ms CPU); this also holds the noise of "
+          f"two ~1.4 s process lives, of which ~0.4 s is torch's teardown at exit")
+    print(f"the disk cache saves {saved * 1e3:.0f} ms of tuning")
     common.write_results("bench_warm_start", {"gpu": gpu, "runs": args.runs, "summary": summary, "raw": runs,
                                               "warm_minus_plain_s": added, "warm_minus_plain_cpu_s": added_cpu,
-                                              "cold_minus_warm_s": saved})
+                                              "cold_minus_warm_s": saved, "import_share": import_share,
+                                              "warm_added_in_process_s": in_process})
 
 
 if __name__ == "__main__":

@@ -287,7 +287,7 @@ def test_entry_claiming_another_device_at_our_path_is_not_used():
     key = (512,)
     path = path_of(key)
     path.parent.mkdir(parents=True)
-    path.write_text(make_record(key, device="NVIDIA A100 sm80").model_dump_json())
+    path.write_text(make_record(key, device="NVIDIA A100 sm80").to_json())
     rec, how = new_cache().get_or_tune(key, DT, Tuner(key))
     assert how == "tuned" and load_record(path).device == "interpreter"
 
@@ -332,7 +332,7 @@ def test_corrupt_entry_warns_retunes_and_is_replaced(content):
     key = (1024,)
     path = path_of(key)
     if content == "truncated":
-        good = make_record(key).model_dump_json().encode()
+        good = make_record(key).to_json().encode()
         content = good[: len(good) // 2]
     path.write_bytes(content)
     tuner = Tuner(key)
@@ -359,7 +359,7 @@ def test_older_schema_version_is_replaced():
     key = (1024,)
     path = path_of(key)
     path.parent.mkdir(parents=True)
-    old = json.loads(make_record(key, winner=32).model_dump_json())
+    old = json.loads(make_record(key, winner=32).to_json())
     old["schema_version"] = 0
     path.write_text(json.dumps(old))
     with pytest.warns(CacheWarning, match="schema version 0"):
@@ -371,7 +371,7 @@ def test_newer_schema_version_is_left_alone():
     key = (1024,)
     path = path_of(key)
     path.parent.mkdir(parents=True)
-    future = json.loads(make_record(key, winner=32).model_dump_json())
+    future = json.loads(make_record(key, winner=32).to_json())
     future["schema_version"] = SCHEMA_VERSION + 1
     future["something_new"] = {"x": 1}
     path.write_text(json.dumps(future))

@@ -78,7 +78,7 @@ def test_clear_does_not_follow_a_symlinked_directory_out_of_the_cache(tmp_path):
     outside = tmp_path / "precious"
     outside.mkdir()
     victim = outside / ("a" * 32 + ".json")
-    victim.write_text(make_record((1,)).model_dump_json())
+    victim.write_text(make_record((1,)).to_json())
     root = Path(os.environ["AUTOTUNE_CACHE_DIR"])
     root.mkdir(parents=True, exist_ok=True)
     (root / "add").symlink_to(outside, target_is_directory=True)
@@ -90,17 +90,17 @@ def test_clear_does_not_follow_a_symlinked_directory_out_of_the_cache(tmp_path):
 def test_clear_of_a_kernel_leaves_another_kernels_entry_in_its_directory():
     _fill(new_cache(), [(1,)])
     stranger = path_of((1,)).parent / ("b" * 32 + ".json")
-    stranger.write_text(make_record((2,), kernel="other").model_dump_json())
+    stranger.write_text(make_record((2,), kernel="other").to_json())
     assert clear_autotune_cache("add") == 1
     assert stranger.exists()
 
 
 @pytest.mark.parametrize("field,value", [("timestamp", "NaN"), ("timestamp", "Infinity"), ("tuning_s", "-Infinity"),
-                                         ("timestamp", "-1")])
+                                         ("timestamp", "-1"), ("tuning_s", "1e999"), ("timestamp", "\"soon\"")])
 def test_non_finite_or_negative_numbers_make_an_entry_invalid(field, value):
     path = path_of((1,))
     path.parent.mkdir(parents=True)
-    text = make_record((1,)).model_dump_json()
+    text = make_record((1,)).to_json()
     obj = json.loads(text)
     obj[field] = 0.0
     path.write_text(json.dumps(obj).replace(f'"{field}": 0.0', f'"{field}": {value}'))
@@ -135,7 +135,7 @@ def test_force_retunes_even_when_the_entry_is_dated_in_the_future():
     path = path_of((1,))
     path.parent.mkdir(parents=True)
     future = make_record((1,), winner=32, timestamp=time.time() + 10 * 365 * 86400)
-    path.write_text(future.model_dump_json())
+    path.write_text(future.to_json())
     tuner = Tuner((1,), winner=128)
     rec, how = new_cache(blocks=(32, 64, 128)).get_or_tune((1,), DT, tuner, force=True)
     assert (how, tuner.calls, rec.winner) == ("tuned", 1, Config(BLOCK=128))

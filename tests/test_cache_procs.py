@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from autotune.storage import disk_entries, load_record
+from autotune import codec
 from autotune.record import TuningRecord
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,7 @@ def test_four_processes_on_one_key_tune_once(work):
     entries = disk_entries("vadd")
     assert len(entries) == 1 and entries[0].error is None
     raw = json.loads(entries[0].path.read_text())      # plain valid JSON ...
-    assert TuningRecord.model_validate(raw).winner["BLOCK"] == results[0]["winner"]   # ... and a valid record
+    assert codec.from_builtins(raw, TuningRecord).winner["BLOCK"] == results[0]["winner"]   # ... and a valid record
     assert sum(r["stats"]["tunings"] for r in results) == 1
 
 

@@ -146,7 +146,7 @@ def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
     # 3. only rank 1 has an entry (with winner 128): rank 0 misses, so everyone tunes; rank 1's entry is unused
     if rank == 1:
         stored = load_record(next((out / "cache-rank0").rglob("*.json")))
-        write_record(stored.model_copy(update={"key": [301], "winner": Config(BLOCK=128)}), directory=own)
+        write_record(stored.replace(key=[301], winner=Config(BLOCK=128)), directory=own)
     _barrier()
     seen = []
     steps["rank1_only_hit"] = {**_launch(_make(SPACE, "shard", seen), 301, rank), "compiled": seen}

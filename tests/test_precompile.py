@@ -458,13 +458,13 @@ def test_import_keeps_a_newer_entry_and_replaces_an_older_one(exported, tmp_path
     assert again.binaries_skipped and "already in Triton's cache" in again.binaries_skipped[0][1]
 
     (entry,) = disk_entries("add_kernel", dest)
-    newer = entry.record.model_copy(update={"timestamp": entry.record.timestamp + 100})
+    newer = entry.record.replace(timestamp=entry.record.timestamp + 100)
     write_record(newer, dest)
     skipped = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert skipped.records_imported == [] and "is newer" in skipped.records_skipped[0][1]
     assert load_record(entry.path).timestamp == newer.timestamp
 
-    write_record(entry.record.model_copy(update={"timestamp": entry.record.timestamp - 100}), dest)
+    write_record(entry.record.replace(timestamp=entry.record.timestamp - 100), dest)
     replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert replaced.records_imported == [str(entry.path)]
     assert load_record(entry.path).timestamp == entry.record.timestamp

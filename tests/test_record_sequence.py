@@ -23,7 +23,7 @@ def test_record_of_a_real_tuning_is_a_sequence_of_trials() -> None:
     assert record[0] is record.trials[0] and record[-1] is record.trials[-1]
     assert [t.config for t in record[1:]] == [t.config for t in record.trials[1:]]
     assert record.winner in {t.config for t in record}          # metadata fields still there
-    assert record.model_dump()["kernel"] == record.kernel        # and the dict form through model_dump
+    assert record.to_dict()["kernel"] == record.kernel        # and the dict form through to_dict
 
 
 def test_record_indexed_by_a_field_name_says_how_to_read_the_field() -> None:

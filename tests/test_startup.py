@@ -23,7 +23,7 @@ CHILD = textwrap.dedent("""
     add(x, y, out, 100)
     heavy = ["autotune.tuner", "autotune.online", "autotune.isolation", "autotune.pipeline", "autotune.timing",
              "autotune.aot", "autotune.reporting", "autotune.cli", "autotune.distributed", "autotune.replay",
-             "autotune.search.model", "optuna", "matplotlib", "redis"]
+             "autotune.search.model", "optuna", "matplotlib", "redis", "pydantic"]
     print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "stats": autotune_stats()[add.name],
                       "loaded": [m for m in heavy if m in sys.modules]}}))
 """)

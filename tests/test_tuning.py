@@ -65,7 +65,7 @@ def test_same_key_does_not_retune_new_key_does_and_force_retunes():
     add(x2, y2, out2, 100)
     assert add.cache_info()["tunings"] == 2
     torch.testing.assert_close(out2, x2 + y2)
-    forced = make_add(tuning=FAST.model_copy(update={"force": True}))
+    forced = make_add(tuning=FAST.replace(force=True))
     forced(x, y, out, 256)       # force ignores the winner another tuning stored on disk
     forced(x, y, out, 256)       # ... but tunes once per key in this process
     assert forced.cache_info()["tunings"] == 3
@@ -213,7 +213,7 @@ def test_conflicting_meta_parameter_at_call_time():
 
 def test_seed_shuffles_trial_order_but_keeps_every_trial():
     order = []
-    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.model_copy(update={"seed": 3, "compile_workers": 0}))
+    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.replace(seed=3, compile_workers=0))
     add.setup = None
     add.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda c: order.append(c["BLOCK"]))
     x, y, out = vectors(64)
@@ -279,7 +279,7 @@ def test_verify_catches_a_config_that_leaves_part_of_the_output_unwritten():
     # `n // $BLOCK` instead of cdiv: BLOCK=64 on n=96 never writes the tail. Without the sentinel fill, the
     # previous trial's correct output would still be there and the broken config would pass.
     tuned = autotune(space=FixedSpace([{"BLOCK": 32}, {"BLOCK": 64}]), key=["n"], grid="(n // $BLOCK,)",
-                     tuning=FAST.model_copy(update={"compile_workers": 0}),
+                     tuning=FAST.replace(compile_workers=0),
                      verify=Reference(lambda x, y, **_: x + y, outputs=("out",)))(add_kernel)
     x, y, out = vectors(96)
     with pytest.warns(UserWarning, match="failed verification"):
@@ -299,7 +299,7 @@ def test_compile_seconds_are_the_compile_itself_not_the_queue():
         time.sleep(0.2)
         own[config["BLOCK"]] = time.perf_counter() - started
 
-    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.model_copy(update={"compile_workers": 1}))
+    add = make_add({"BLOCK": (16, 32, 64, 128)}, tuning=FAST.replace(compile_workers=1))
     add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
     x, y, out = vectors(64)
     add(x, y, out, 64)

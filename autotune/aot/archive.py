@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Struct, field as struct_field
 
+from .. import codec
 from ..errors import ArchiveError
 from . import triton_compile
 from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SAFE_NAME, SIGNATURE, TRITON_PREFIX,
@@ -37,19 +38,17 @@ ARCHIVE_FORMAT = "autotune-archive"
 ARCHIVE_FORMAT_VERSION = 1
 
 
-class ArchiveFile(BaseModel):
+class ArchiveFile(Struct, kw_only=True, forbid_unknown_fields=True):
     """A member of the archive with its checksum."""
 
-    model_config = ConfigDict(extra="forbid")
     path: str
     sha256: str
     size: int
 
 
-class ArchiveRecord(BaseModel):
+class ArchiveRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     """A tuned winner in the archive (its JSON record is the member at `path`)."""
 
-    model_config = ConfigDict(extra="forbid")
     path: str
     kernel: str
     key: list[Any]
@@ -60,33 +59,31 @@ class ArchiveRecord(BaseModel):
     triton_version: str
 
 
-class ArchiveBinary(BaseModel):
+class ArchiveBinary(Struct, kw_only=True, forbid_unknown_fields=True):
     """One compiled kernel from Triton's cache: the files of one cache directory entry."""
 
-    model_config = ConfigDict(extra="forbid")
     kernel: str
     dir: str
     target: str
-    triton_version: Optional[str] = None
     files: list[str]
+    triton_version: Optional[str] = None
 
 
-class ArchiveManifest(BaseModel):
+class ArchiveManifest(Struct, kw_only=True, forbid_unknown_fields=True):
     """`manifest.json` of an archive: what it holds and the versions it was made with."""
 
-    model_config = ConfigDict(extra="forbid")
     format: str = ARCHIVE_FORMAT
     format_version: int = ARCHIVE_FORMAT_VERSION
-    created: float = Field(default_factory=time.time)
+    created: float = struct_field(default_factory=time.time)
     autotune_version: str
     triton_version: str
     torch_version: str
     python_version: str
     kernels: list[str]
     targets: list[str]
-    records: list[ArchiveRecord] = Field(default_factory=list)
-    binaries: list[ArchiveBinary] = Field(default_factory=list)
-    files: list[ArchiveFile] = Field(default_factory=list)
+    records: list[ArchiveRecord] = struct_field(default_factory=list)
+    binaries: list[ArchiveBinary] = struct_field(default_factory=list)
+    files: list[ArchiveFile] = struct_field(default_factory=list)
 
 
 @dataclass
@@ -115,7 +112,7 @@ class ImportReport:
     def to_dict(self) -> dict[str, Any]:
         return {"records_imported": self.records_imported, "records_skipped": self.records_skipped,
                 "binaries_imported": self.binaries_imported, "binaries_skipped": self.binaries_skipped,
-                "warnings": self.warnings, "manifest": self.manifest.model_dump()}
+                "warnings": self.warnings, "manifest": codec.to_builtins(self.manifest)}
 
 
 def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
@@ -234,7 +231,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     now = time.time()
     try:
         with tarfile.open(tmp, "w:gz") as tar:
-            manifest_json = manifest.model_dump_json(indent=1).encode("utf-8")
+            manifest_json = codec.to_json(manifest, indent=1)
             first = [(MANIFEST, manifest_json)]            # the manifest first: an import reads it before the rest
             if sign_key is not None:
                 first.append((SIGNATURE, sign(manifest_json, read_key(sign_key))))
@@ -251,9 +248,9 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
 
 def _parse_manifest(data: bytes) -> ArchiveManifest:
     try:
-        manifest = ArchiveManifest.model_validate_json(data)
-    except Exception as exc:  # noqa: BLE001 - pydantic's ValidationError or JSON errors
-        raise ArchiveError(f"invalid {MANIFEST} ({str(exc).splitlines()[0]})") from None
+        manifest = codec.from_json(data, ArchiveManifest)
+    except codec.DecodeError as exc:   # not JSON, or not a manifest (ValidationError is a DecodeError)
+        raise ArchiveError(f"invalid {MANIFEST} ({codec.error_text(exc)})") from None
     if manifest.format != ARCHIVE_FORMAT or manifest.format_version > ARCHIVE_FORMAT_VERSION:
         raise ArchiveError(f"archive format {manifest.format!r} v{manifest.format_version}; this autotune reads "
                            f"{ARCHIVE_FORMAT} up to v{ARCHIVE_FORMAT_VERSION}: upgrade autotune")

@@ -64,7 +64,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     entries = _entries(args.kernel)
     if args.json:
         out = [{"path": str(e.path), "kernel": e.kernel, "error": e.error,
-                "record": json.loads(e.record.model_dump_json()) if e.record else None} for e in entries]
+                "record": e.record.to_dict() if e.record else None} for e in entries]
         print(json.dumps(out, indent=1))
         return 0
     good = [e for e in entries if e.record is not None]

@@ -49,7 +49,7 @@ def list_remote(args: argparse.Namespace) -> int:
                                                                e.record.dtypes, e.record.device))
     if args.json:
         print(json.dumps([{"key": tier.key_of(e.location, e.entry_id), "kernel": e.record.kernel,
-                           "record": json.loads(e.record.model_dump_json())} for e in entries], indent=1))
+                           "record": e.record.to_dict()} for e in entries], indent=1))
         return 0
     if not entries:
         print(f"no entries in {tier.url}")

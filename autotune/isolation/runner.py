@@ -13,6 +13,7 @@ import uuid
 from concurrent.futures import Executor, Future
 from typing import Any, ContextManager, Optional
 
+from .. import codec
 from ..compilers import InterpreterCompiler
 from ..errors import AutotuneError, IsolationWarning, OptionError, warn_at_caller
 from ..kernel_ref import imported_object, kernel_ref
@@ -134,7 +135,7 @@ class IsolatedRunner:
                 self.worker.kill()
                 return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
         if reply[0] in ("ok", "failed"):
-            return Trial.model_validate(reply[1])
+            return codec.from_builtins(reply[1], Trial)
         raise AutotuneError(f"the tuning worker of {self.kernel_name} failed: {reply[1]}")
 
     def compile(self, config: Config, worker: Worker) -> float:

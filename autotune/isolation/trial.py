@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import codec
 from ..compilers import InterpreterCompiler
 from ..errors import DeviceError, NoValidConfigError
 from ..pipeline import InlineExecutor, compile_failure
@@ -38,7 +39,7 @@ def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any
 def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any,
                         precompiled: bool = False) -> tuple:
     """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
-    one = tuning.model_copy(update={"refine_topk": 0, "compile_workers": 0, "strategy": "exhaustive"})
+    one = tuning.replace(refine_topk=0, compile_workers=0, strategy="exhaustive")
     try:
         outcome = tune(_job(kernel, [config], call, grid, one, precompiled))
         trial = outcome.trials[0]
@@ -47,7 +48,7 @@ def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tun
     except DeviceError as exc:            # the device error itself, not the in-process advice wrapped around it
         cause = exc.__cause__ or exc      # (any other sticky error, e.g. restoring arguments afterwards, is
         return ("sticky", f"{type(cause).__name__}: {cause}")   # answered "sticky" by serve())
-    return ("ok" if trial.ok else "failed", trial.model_dump(mode="json"))
+    return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
 
 
 def compile_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any) -> tuple:

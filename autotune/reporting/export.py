@@ -103,7 +103,7 @@ def records_from_csv(path_or_file: Union[PathLike, TextIO]) -> list[Trial]:
 
 def record_to_json(record: TuningRecord, path_or_file: Union[PathLike, TextIO]) -> None:
     """Write the whole record (every field the disk cache stores) as indented JSON."""
-    text = record.model_dump_json(indent=2)
+    text = record.to_json(indent=2)
     if hasattr(path_or_file, "write"):
         path_or_file.write(text)  # type: ignore[union-attr]
         return
@@ -113,11 +113,11 @@ def record_to_json(record: TuningRecord, path_or_file: Union[PathLike, TextIO]) 
 
 
 def record_from_json(path_or_file: Union[PathLike, TextIO]) -> TuningRecord:
-    """Read a record written by `record_to_json` (pydantic validation; nothing is evaluated)."""
+    """Read a record written by `record_to_json` (validated as a TuningRecord; nothing is evaluated)."""
     if hasattr(path_or_file, "read"):
         text = path_or_file.read()  # type: ignore[union-attr]
     else:
         text = Path(path_or_file).read_text(encoding="utf-8")  # type: ignore[arg-type]
-    return TuningRecord.model_validate_json(text)
+    return TuningRecord.from_json(text)
 
 

@@ -89,7 +89,7 @@ class DiskCache:
             return False  # warned when read
         try:
             data = record_json(record)
-        except Exception as exc:  # a key value pydantic cannot serialise, say
+        except Exception as exc:  # a key value the encoder cannot serialise, say
             warn(f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only")
             return False
         try:

@@ -10,8 +10,7 @@ import math
 import re
 from typing import Any, Iterable, Optional
 
-from pydantic import ValidationError
-
+from .. import codec
 from ..errors import CacheEntryError
 from ..record import SCHEMA_VERSION, TuningRecord
 
@@ -86,12 +85,20 @@ def no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a cache entry may hold")
 
 
+def finite_float(text: str) -> float:
+    """`json.loads(parse_float=...)`: a number too large for a float (1e999) is not one an entry may hold."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a number a cache entry may hold")
+    return value
+
+
 def parse_record(data: bytes, origin: object) -> TuningRecord:
     """The TuningRecord in `data` (an entry's bytes; `origin` names where they came from in messages).
     Raises CacheEntryError when they are not JSON, not an object, of another schema version
     (`.kind == "schema"`) or not a valid record."""
     try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=no_constant)
+        obj = json.loads(data.decode("utf-8"), parse_constant=no_constant, parse_float=finite_float)
     except RecursionError:
         raise CacheEntryError(f"{origin} nests too deeply to be a tuning record") from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -104,14 +111,11 @@ def parse_record(data: bytes, origin: object) -> TuningRecord:
         raise CacheEntryError(f"{origin} has schema version {version!r}, this autotune reads {SCHEMA_VERSION}",
                               kind="schema", schema_version=version)
     try:
-        return TuningRecord.model_validate(obj)
+        return codec.from_builtins(obj, TuningRecord)
     except RecursionError:
         raise CacheEntryError(f"{origin} nests too deeply to be a tuning record") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "record"
-        raise CacheEntryError(f"{origin} is not a valid tuning record ({exc.error_count()} errors; "
-                              f"{loc}: {first['msg']})") from None
+    except codec.ValidationError as exc:
+        raise CacheEntryError(f"{origin} is not a valid tuning record ({codec.error_text(exc)})") from None
 
 
 def is_newer_schema(version: object) -> bool:
@@ -122,9 +126,11 @@ def is_newer_schema(version: object) -> bool:
 
 def record_json(record: TuningRecord) -> bytes:
     """An entry file's bytes for `record`: indented JSON, key values and dtypes in their stored text form."""
-    clean = record.model_copy(update={"key": _jsonable(list(record.key)),
-                                      "dtypes": [str(d) for d in record.dtypes]})
+    data = record.to_dict()
+    data["key"] = _jsonable(list(record.key))
+    data["dtypes"] = [str(d) for d in record.dtypes]
     # Optional fields left unset are not written, so such files stay readable by older readers.
-    exclude = {name for name in ("candidates", "kernel_id", "strategy", "space_size")
-               if getattr(clean, name) is None} or None
-    return (clean.model_dump_json(indent=1, exclude=exclude) + "\n").encode("utf-8")
+    for name in ("candidates", "kernel_id", "strategy", "space_size"):
+        if data.get(name) is None:
+            data.pop(name, None)
+    return codec.to_json(data, indent=1) + b"\n"
