@@ -21,6 +21,7 @@ from typing import Any, Optional
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table, plural
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
+from .arguments import add_kernel_filter, add_key_option
 from .rows import entries_table
 from .remote import register as register_remote
 
@@ -172,7 +173,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                        description="List every entry of the tuning cache on disk, one line each: kernel, key, "
                                    "dtypes, device, winner, its time and the entry's age; unusable files are listed "
                                    "with the reason.")
-    p.add_argument("--kernel", metavar="K", help="only this kernel")
+    add_kernel_filter(p)
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
     p.set_defaults(func=_cmd_list)
@@ -181,8 +182,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                        description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
                                    "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--key", metavar="KEY", help="only this key: 4096, 4096,1024, '(4096, 1024)' or '[4096]' "
-                                                "(the same syntax in every subcommand)")
+    add_key_option(p)
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("clear", parents=[common], help="remove entries (all, a kernel's, or a key's)",
@@ -190,9 +190,8 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                                    "kernel of that name), or one key's (--kernel and --key, every dtype variant). Only "
                                    "files that read as entries of what was asked are removed. Exits 1 when a "
                                    "--kernel or --key matches nothing.")
-    p.add_argument("--kernel", metavar="K", help="only this kernel")
-    p.add_argument("--key", metavar="KEY", help="only this key of --kernel: 4096, 4096,1024, '(4096, 1024)' or "
-                                                "'[4096]' (the same syntax in every subcommand)")
+    add_kernel_filter(p)
+    add_key_option(p, of=" of --kernel")
     p.add_argument("--remote", action="store_true",
                    help="clear the Redis cache's entries (every node's) instead of the disk's")
     p.set_defaults(func=_cmd_clear)

@@ -12,6 +12,7 @@ import sys
 from typing import Any, Optional
 
 from ..format import format_key, plural
+from .arguments import add_kernel_filter
 from .rows import entries_table
 
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
@@ -113,5 +114,5 @@ def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser)
         p = sub.add_parser(command, parents=[common], help=text,
                            description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or --remote-url); an "
                                        "entry already there and as new is left alone.")
-        p.add_argument("--kernel", metavar="K", help="only this kernel")
+        add_kernel_filter(p)
         p.set_defaults(func=lambda args, command=command: _copy(args, command))

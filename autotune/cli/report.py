@@ -11,6 +11,7 @@ from ..format import format_record_key
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
 from ..reporting.table import render_report
+from .arguments import add_key_option
 
 __all__ = ["run_report_command", "register"]
 
@@ -77,9 +78,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                     "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
                     "With several keys and a file option, each file name gets the key appended.")
     parser.add_argument("kernel", metavar="KERNEL", help="kernel name (its function name, or the qualified name)")
-    parser.add_argument("--key", default=None,
-                        help="only this key: 1024, '1024,512', '(1024, 512)' or JSON '[1024, 512]'; "
-                             "every dtype variant matches")
+    add_key_option(parser, of=" (every dtype variant of it)")
     parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
     parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")

@@ -1,0 +1,19 @@
+"""Options several subcommands take, declared once so they read and parse the same everywhere."""
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["KEY_SYNTAX", "add_kernel_filter", "add_key_option"]
+
+KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
+
+
+def add_kernel_filter(parser: argparse.ArgumentParser) -> None:
+    """`--kernel K`: only the entries of this kernel (its short name)."""
+    parser.add_argument("--kernel", metavar="K", help="only this kernel")
+
+
+def add_key_option(parser: argparse.ArgumentParser, of: str = "") -> None:
+    """`--key KEY`: only this key (every dtype variant of it), parsed by `keyspec.parse_key`."""
+    parser.add_argument("--key", metavar="KEY", default=None, help=f"only this key{of}: {KEY_SYNTAX}")
+
