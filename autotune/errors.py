@@ -52,6 +52,11 @@ class DeviceError(AutotuneError, RuntimeError):
     trusted, so the tuning stops instead of blaming the remaining configs."""
 
 
+class WorkerShutdownError(AutotuneError, RuntimeError):
+    """autotune's worker processes were stopped (`autotune.isolation.shutdown()`, or the process exiting) while a
+    tuning was using them: the tuning ends, nothing is stored, and no config is blamed."""
+
+
 class NoDeviceError(AutotuneError, RuntimeError):
     """No GPU driver is active and Triton's CPU interpreter is off: nothing can compile or run a kernel here.
     The environment is at fault, not a config, so it is raised once, before any config is tried."""

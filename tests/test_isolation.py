@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import IsolationWarning, OptionError, Tuning, autotune
+from autotune import IsolationWarning, OptionError, Tuning, WorkerShutdownError, autotune
 from autotune.isolation import shutdown
 from autotune.isolation.pool import shared_worker
 
@@ -123,6 +123,40 @@ def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path):
     while _alive(child_pid):
         assert time.monotonic() < deadline, "the worker outlived its SIGKILLed parent"
         time.sleep(0.1)
+
+
+def test_shutdown_during_a_tuning_ends_it_with_an_error_and_restarts_no_worker(monkeypatch, tmp_path):
+    from isolation_kernels import crashy_add
+
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    # The hanging config now hangs for two minutes: the tuning is surely still running when shutdown() comes.
+    monkeypatch.setattr(crashy_add, "tuning", crashy_add.tuning.replace(trial_timeout_s=120.0))
+    shutdown()
+    worker, requests = shared_worker()
+    x, y, out = torch.randn(48), torch.randn(48), torch.empty(48)
+    outcome: dict = {}
+
+    def tune() -> None:
+        try:
+            crashy_add(x, y, out, 48)
+            outcome["result"] = "tuned"
+        except Exception as exc:   # noqa: BLE001 - the test looks at what it was
+            outcome["result"] = exc
+
+    thread = threading.Thread(target=tune)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not (worker.alive and requests.locked()):      # the tuning's worker is up and answering a request
+        assert time.monotonic() < deadline and thread.is_alive(), outcome
+        time.sleep(0.05)
+    pid = worker.proc.pid
+    shutdown()                                             # whether mid-request or between two: the same end
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    error = outcome["result"]
+    assert isinstance(error, WorkerShutdownError) and "no config is to blame" in str(error), error
+    assert not _alive(pid) and not worker.alive and worker.proc is None   # not started again by the tuning
+    assert crashy_add.cache_info().get("tunings", 0) == 0 and not list(tmp_path.rglob("*.json"))   # nothing stored
 
 
 def _alive(pid: int) -> bool:

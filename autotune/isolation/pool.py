@@ -17,6 +17,8 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any, Iterator, Optional
 
+from ..errors import WorkerShutdownError
+
 __all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
 
 logger = logging.getLogger("autotune")
@@ -30,6 +32,11 @@ class WorkerTimedOut(Exception):
     """The worker did not answer in time; it was killed."""
 
 
+STOPPED = ("autotune's worker processes were stopped (autotune.isolation.shutdown(), or this process exiting) while "
+           "a tuning was using them; nothing was stored for it, and no config is to blame: call the kernel again to "
+           "tune it")
+
+
 class Worker:
     """A `python -m autotune.isolation` worker process and the socket to it."""
 
@@ -39,8 +46,11 @@ class Worker:
         self.loaded: set[tuple[str, str, str]] = set()
         self.call_token: Optional[str] = None     # whose call arguments the worker holds (see `send_call`)
         self.starts = 0
+        self.stopped = False     # closed by shutdown(): never started again (a runner still holding it gets an error)
 
     def start(self) -> None:
+        if self.stopped:
+            raise WorkerShutdownError(STOPPED)
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)     # what this process can import
@@ -60,8 +70,10 @@ class Worker:
     def request(self, message: tuple, timeout_s: Optional[float]) -> Any:
         """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). The worker
         must be running (`load` starts it): one started here would hold no kernel and no call."""
+        if self.stopped:
+            raise WorkerShutdownError(STOPPED)
         if not self.alive or self.conn is None:
-            raise WorkerCrashed("the worker is not running (it was stopped or died before the request)")
+            raise WorkerCrashed("the worker is not running (it died before the request)")
         try:
             self.conn.send(message)
             if not self.conn.poll(timeout_s):
@@ -74,6 +86,8 @@ class Worker:
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
+            if self.stopped:     # shutdown() closed it under this request: not the config's doing
+                raise WorkerShutdownError(STOPPED) from None
             raise WorkerCrashed(_death(code, exc)) from None
         except BaseException:   # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
             self.kill()
@@ -113,7 +127,8 @@ class Worker:
         self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
 
     def close(self) -> None:
-        """Ask the worker to exit; kill it if it does not."""
+        """Ask the worker to exit; kill it if it does not. A closed worker is not started again."""
+        self.stopped = True
         if self.alive and self.conn is not None:
             try:
                 self.conn.send(("exit",))

@@ -15,7 +15,7 @@ from typing import Any, ContextManager, Optional
 
 from .. import codec
 from ..compilers import InterpreterCompiler
-from ..errors import AutotuneError, IsolationWarning, OptionError, warn_at_caller
+from ..errors import AutotuneError, IsolationWarning, OptionError, WorkerShutdownError, warn_at_caller
 from ..kernel_ref import imported_object, kernel_ref
 from ..options import env_isolate
 from ..pipeline import CompileFailed
@@ -110,6 +110,8 @@ class IsolatedRunner:
                 worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S)
             else:
                 worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S)
+        except WorkerShutdownError:
+            raise
         except (ImportError, RuntimeError, OSError, WorkerCrashed, WorkerTimedOut) as exc:   # OSError: no start
             raise AutotuneError(f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's "
                                 f"arguments: {exc}") from None
@@ -167,6 +169,8 @@ class IsolatedRunner:
                 reply = self.worker.request(("refine", self.ref, configs, self.token, self.grid, self.tuning, reps),
                                             None if self.tuning.trial_timeout_s is None
                                             else self.tuning.trial_timeout_s * len(configs))
+            except WorkerShutdownError:
+                raise
             except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
                 reply = ("error", exc)
             if reply[0] == "sticky":
@@ -235,6 +239,8 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
     if reason is None:
         try:
             return IsolatedRunner(kernel, bound, grid, recipe, encoded)
+        except WorkerShutdownError:      # not a reason to tune in-process: the process is stopping its workers
+            raise
         except AutotuneError as exc:
             reason = str(exc)
     if mode == "process":
