@@ -26,7 +26,7 @@ T = TypeVar("T")
 def _encode_hook(obj: Any) -> Any:
     if isinstance(obj, Config):
         return obj.to_json()
-    raise NotImplementedError(f"{type(obj).__name__} is not JSON-serialisable")
+    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
 
 
 def _decode_hook(kind: type, obj: Any) -> Any:
@@ -34,7 +34,7 @@ def _decode_hook(kind: type, obj: Any) -> Any:
         if isinstance(obj, Mapping):
             return Config(obj)          # names and values are checked there (SpaceError is a ValueError)
         raise TypeError(f"Expected `object` for a config, got `{type(obj).__name__}`")
-    raise NotImplementedError(f"no decoder for {kind!r}")
+    raise TypeError(f"no decoder for {kind!r}")
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_encode_hook)
