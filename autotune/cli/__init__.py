@@ -4,8 +4,8 @@
     autotune report KERNEL                    a kernel's cached trials            (cli/report.py)
     autotune precompile|export|import         ahead-of-time compiles, archives    (cli/aot.py)
 
-Adding a subcommand: write `register(subparsers)` that adds a parser and sets
-`func=handler` (handler(args) -> int exit status) with `parser.set_defaults`, then either append it to
+Adding a subcommand: write `register(subparsers)` that declares it with `arguments.add_command(subparsers,
+name, handler, help=..., description=...)` (handler(args) -> int exit status), then either append it to
 `REGISTRARS` below, or, from another module of the package, define the registrar there and add
 "module:function" (or just "module" for a function named `register_cli`) to `SUBCOMMAND_MODULES`:
 those are imported only when the CLI runs, and one that does not exist (yet) is skipped.

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import ArchiveError, PrecompileError
 from ..aot.api import precompile
 from ..aot.archive import export_archive, import_archive
+from .arguments import add_command
 
 __all__ = ["register"]
 
@@ -72,8 +73,9 @@ def _cmd_import(args: Any) -> int:
 def register(subparsers: Any) -> None:
     """Add `autotune precompile`, `autotune export`, `autotune import` to the CLI (named in autotune.cli)."""
     dirs = _argparse_parent()
-    p = subparsers.add_parser(
-        "precompile", parents=[dirs], help="compile a kernel's configs for GPU targets ahead of time",
+    p = add_command(
+        subparsers, "precompile", _cmd_precompile, parents=[dirs],
+        help="compile a kernel's configs for GPU targets ahead of time",
         description="Compile every config of an @autotune kernel's space (or only its cached winners) for each "
                     "--target into Triton's cache, without a GPU. Example: autotune precompile "
                     "mypkg.kernels:matmul --target cuda:90 --target cuda:80 --signature "
@@ -89,29 +91,28 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=None, help="compile threads (0: serial)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per compile")
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.set_defaults(func=_cmd_precompile)
 
-    p = subparsers.add_parser("export", parents=[dirs], help="write tuned winners and compiled kernels to an archive",
-                              description="Write the tuning cache's records and the kernels' compiled binaries from "
-                                          "Triton's cache to ARCHIVE (.tar.gz) with a manifest.")
+    p = add_command(subparsers, "export", _cmd_export, parents=[dirs],
+                    help="write tuned winners and compiled kernels to an archive",
+                    description="Write the tuning cache's records and the kernels' compiled binaries from Triton's "
+                                "cache to ARCHIVE (.tar.gz) with a manifest.")
     p.add_argument("archive", metavar="ARCHIVE")
     p.add_argument("--kernel", dest="kernels", action="append", metavar="NAME",
                    help="only this kernel (repeat for several; default: every kernel of the tuning cache)")
     p.add_argument("--sign", metavar="KEYFILE", default=None,
                    help="sign the manifest (HMAC-SHA256) with the secret in KEYFILE, for `import --verify`")
-    p.set_defaults(func=_cmd_export)
 
-    p = subparsers.add_parser("import", parents=[dirs], help="install an archive made by `autotune export`",
-                              description="Install ARCHIVE's records into the tuning cache (a newer local entry is "
-                                          "kept) and its binaries into Triton's cache. An archive is code from "
-                                          "whoever built it: every member is checked before anything is written, "
-                                          "and --verify refuses an archive not signed with your key.")
+    p = add_command(subparsers, "import", _cmd_import, parents=[dirs],
+                    help="install an archive made by `autotune export`",
+                    description="Install ARCHIVE's records into the tuning cache (a newer local entry is kept) and "
+                                "its binaries into Triton's cache. An archive is code from whoever built it: every "
+                                "member is checked before anything is written, and --verify refuses an archive not "
+                                "signed with your key.")
     p.add_argument("archive", metavar="ARCHIVE")
     p.add_argument("--force", action="store_true", help="import even if the archive was made with another Triton")
     p.add_argument("--verify", metavar="KEYFILE", default=None,
                    help="refuse the archive unless it was signed with the secret in KEYFILE (`export --sign`)")
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.set_defaults(func=_cmd_import)
 
 
 def _argparse_parent() -> Any:

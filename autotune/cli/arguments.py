@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable, Sequence
 
-__all__ = ["KEY_SYNTAX", "add_kernel_filter", "add_key_option"]
+__all__ = ["KEY_SYNTAX", "add_command", "add_kernel_filter", "add_key_option"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
 
@@ -17,3 +18,12 @@ def add_key_option(parser: argparse.ArgumentParser, of: str = "") -> None:
     """`--key KEY`: only this key (every dtype variant of it), parsed by `keyspec.parse_key`."""
     parser.add_argument("--key", metavar="KEY", default=None, help=f"only this key{of}: {KEY_SYNTAX}")
 
+
+
+def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], *, help: str,
+                description: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+    """A subcommand `name` whose parsed namespace's `func` is `run` (args -> exit status): every subcommand is
+    declared this one way, with a one-line `help` for the command list and a `description` for its own --help."""
+    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
+    parser.set_defaults(func=run)
+    return parser

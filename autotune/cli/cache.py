@@ -21,7 +21,7 @@ from typing import Any, Optional
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table, plural
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
-from .arguments import add_kernel_filter, add_key_option
+from .arguments import add_command, add_kernel_filter, add_key_option
 from .rows import entries_table
 from .remote import register as register_remote
 
@@ -169,37 +169,33 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                         help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)")
     sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
 
-    p = sub.add_parser("list", parents=[common], help="one line per cached entry",
-                       description="List every entry of the tuning cache on disk, one line each: kernel, key, "
-                                   "dtypes, device, winner, its time and the entry's age; unusable files are listed "
-                                   "with the reason.")
+    p = add_command(sub, "list", _cmd_list, parents=[common], help="one line per cached entry",
+                    description="List every entry of the tuning cache on disk, one line each: kernel, key, "
+                                "dtypes, device, winner, its time and the entry's age; unusable files are listed "
+                                "with the reason.")
     add_kernel_filter(p)
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
-    p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("show", parents=[common], help="a kernel's entries with every trial",
-                       description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
-                                   "and every trial's status and timings. Exits 1 when nothing matches.")
+    p = add_command(sub, "show", _cmd_show, parents=[common], help="a kernel's entries with every trial",
+                    description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
+                                "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL")
     add_key_option(p)
-    p.set_defaults(func=_cmd_show)
 
-    p = sub.add_parser("clear", parents=[common], help="remove entries (all, a kernel's, or a key's)",
-                       description="Remove cache entries: all of them, a kernel's (--kernel, its short name: every "
-                                   "kernel of that name), or one key's (--kernel and --key, every dtype variant). Only "
-                                   "files that read as entries of what was asked are removed. Exits 1 when a "
-                                   "--kernel or --key matches nothing.")
+    p = add_command(sub, "clear", _cmd_clear, parents=[common], help="remove entries (all, a kernel's, or a key's)",
+                    description="Remove cache entries: all of them, a kernel's (--kernel, its short name: every "
+                                "kernel of that name), or one key's (--kernel and --key, every dtype variant). Only "
+                                "files that read as entries of what was asked are removed. Exits 1 when a "
+                                "--kernel or --key matches nothing.")
     add_kernel_filter(p)
     add_key_option(p, of=" of --kernel")
     p.add_argument("--remote", action="store_true",
                    help="clear the Redis cache's entries (every node's) instead of the disk's")
-    p.set_defaults(func=_cmd_clear)
 
-    p = sub.add_parser("path", parents=[common], help="print the cache directory",
-                       description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, "
-                                   "else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
-    p.set_defaults(func=_cmd_path)
+    add_command(sub, "path", _cmd_path, parents=[common], help="print the cache directory",
+                description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
+                            "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
 
     register_remote(sub, common)
 

@@ -12,7 +12,7 @@ import sys
 from typing import Any, Optional
 
 from ..format import format_key, plural
-from .arguments import add_kernel_filter
+from .arguments import add_command, add_kernel_filter
 from .rows import entries_table
 
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
@@ -111,8 +111,7 @@ def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser)
     """Add `push` and `pull` to `autotune cache`."""
     for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
                           ("pull", "copy the Redis cache's entries to the local disk cache")):
-        p = sub.add_parser(command, parents=[common], help=text,
-                           description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or --remote-url); an "
-                                       "entry already there and as new is left alone.")
+        p = add_command(sub, command, lambda args, command=command: _copy(args, command), parents=[common],
+                        help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
+                                                "--remote-url); an entry already there and as new is left alone.")
         add_kernel_filter(p)
-        p.set_defaults(func=lambda args, command=command: _copy(args, command))

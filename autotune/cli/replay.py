@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..format import format_table
+from .arguments import add_command
 
 __all__ = ["register"]
 
@@ -56,11 +57,11 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     """Add `autotune replay`."""
     from ..search import STRATEGIES
 
-    p = subparsers.add_parser("replay", help="run a search strategy over a recorded GPU landscape",
-                              description="Run the real tuner and a real search strategy over a brute-force tuning "
-                                          "landscape (kernel_tuner's cache format, gzip or plain JSON): compiles take "
-                                          "their recorded time and measurements draw from the recorded repetitions, "
-                                          "on a simulated clock. Prints each seed's chosen config over the best.")
+    p = add_command(subparsers, "replay", _run, help="run a search strategy over a recorded GPU landscape",
+                    description="Run the real tuner and a real search strategy over a brute-force tuning "
+                                "landscape (kernel_tuner's cache format, gzip or plain JSON): compiles take "
+                                "their recorded time and measurements draw from the recorded repetitions, "
+                                "on a simulated clock. Prints each seed's chosen config over the best.")
     p.add_argument("landscape", metavar="LANDSCAPE")
     p.add_argument("--strategy", choices=STRATEGIES, required=True)
     budget = p.add_mutually_exclusive_group(required=True)
@@ -70,4 +71,3 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--seeds", type=_positive, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
     p.add_argument("--workers", type=_positive, default=8, metavar="W", help="simulated compile workers (default 8)")
     p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")
-    p.set_defaults(func=_run)

@@ -11,7 +11,7 @@ from ..format import format_record_key
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
 from ..reporting.table import render_report
-from .arguments import add_key_option
+from .arguments import add_command, add_key_option
 
 __all__ = ["run_report_command", "register"]
 
@@ -72,8 +72,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     `func(args) -> int` is `run_report_command` (the exit status).
     """
-    parser = subparsers.add_parser(
-        "report", help="show a kernel's cached trials as a table, optionally as PNG/CSV/JSON",
+    parser = add_command(
+        subparsers, "report", run_report_command, help="show a kernel's cached trials as a table, optionally as PNG/CSV/JSON",
         description="Print every trial of a kernel's cached tunings (one table per key) from the disk cache "
                     "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
                     "With several keys and a file option, each file name gets the key appended.")
@@ -83,5 +83,4 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
     parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")
     parser.add_argument("--cache-dir", metavar="DIR", default=None, help="cache directory (default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
-    parser.set_defaults(func=run_report_command)
     return parser
