@@ -16,7 +16,10 @@ share one Triton cache directory, primed before timing, so compiled binaries are
 variant (as in a deployment) and `cold` measures tuning itself, not compilation. Without a GPU the
 kernel runs in Triton's interpreter.
 
-    python bench/bench_warm_start.py [--runs N]
+By default the children read the bytecode cache that the priming child writes, as an installed package does;
+`--from-source` makes every import compile its module's source (a sandbox with PYTHONDONTWRITEBYTECODE=1).
+
+    python bench/bench_warm_start.py [--runs N] [--from-source]
 """
 from __future__ import annotations
 
@@ -110,6 +113,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=None,
                         help="timed runs of each kind of child (default: 5 on a GPU, 3 in the interpreter)")
+    parser.add_argument("--from-source", action="store_true",
+                        help="children compile every module from source (no bytecode cache read or written), as in a "
+                             "sandbox with PYTHONDONTWRITEBYTECODE=1 and no __pycache__; the default measures what an "
+                             "installed package gets: bytecode written by the priming child and read by the timed ones")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -122,6 +129,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         base = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
         base.update(AUTOTUNE_PROGRESS="0", TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
+        base.pop("PYTHONDONTWRITEBYTECODE", None)
+        if args.from_source:   # an empty bytecode prefix that nothing writes to: every import compiles its source
+            base.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=os.path.join(tmp, "no-pycache"))
         if not gpu:
             base["TRITON_INTERPRET"] = "1"
         warm_dir = os.path.join(tmp, "warm-cache")
@@ -141,7 +151,8 @@ def main() -> None:
     summary = {m: {f: common.median([r[f] for r in runs[m]]) for f in fields} for m in MODES}
     rows = [[m, *(summary[m][f] * 1e3 for f in fields), summary[m]["wall_s"] / summary["plain"]["wall_s"]]
             for m in MODES]
-    where = "GPU" if gpu else "CPU, Triton interpreter"
+    where = ("GPU" if gpu else "CPU, Triton interpreter") + (", modules compiled from source" if args.from_source
+                                                               else ", bytecode cached")
     print(f"new process -> first launch ({where}; medians of {args.runs} runs, interleaved)")
     print(common.table(["child", "process wall ms", "process CPU ms", "all imports ms", "import autotune ms",
                         "decorate+first launch ms", "x plain"], rows))
@@ -158,7 +169,7 @@ def main() -> None:
     print(f"  spawn-to-exit wall: {added * 1e3:+.0f} ms ({added_cpu * 1e3:+.0f} ms CPU); this also holds the noise of "
           f"two ~1.4 s process lives, of which ~0.4 s is torch's teardown at exit")
     print(f"the disk cache saves {saved * 1e3:.0f} ms of tuning")
-    common.write_results("bench_warm_start", {"gpu": gpu, "runs": args.runs, "summary": summary, "raw": runs,
+    common.write_results("bench_warm_start", {"gpu": gpu, "runs": args.runs, "from_source": args.from_source, "summary": summary, "raw": runs,
                                               "warm_minus_plain_s": added, "warm_minus_plain_cpu_s": added_cpu,
                                               "cold_minus_warm_s": saved, "import_share": import_share,
                                               "warm_added_in_process_s": in_process})
