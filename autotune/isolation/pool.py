@@ -183,6 +183,9 @@ class WorkerPool:
             worker.close()
 
 
+# The process's workers outlive one tuning on purpose: a worker's start costs the imports of torch and Triton,
+# and it keeps every kernel it loaded, so later keys and kernels tune without paying that again. They are
+# stopped at exit and by shutdown(), and die with this process (PR_SET_PDEATHSIG and a watchdog).
 _LOCK = threading.Lock()
 _WORKER: Optional[Worker] = None
 _COMPILE_POOL: Optional[WorkerPool] = None
