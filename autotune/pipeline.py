@@ -5,6 +5,7 @@ first config is being measured while the last ones are still compiling.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
@@ -147,21 +148,41 @@ def _pipeline(configs: Any, compiler: Compiler, workers: int, timeout_s: Optiona
 
 
 def _serial(configs: Any, compiler: Compiler, executor: Executor, ahead: int = 0) -> Iterator[CompileOutcome]:
-    if not callable(configs):
-        batches: Iterator[Sequence[Config]] = iter([configs])
-    else:   # proposals `ahead` at a time, each batch proposed once the previous one is measured
-        batches = iter(lambda: configs(max(1, ahead)), [])
+    if callable(configs):
+        yield from _serial_as_proposed(configs, compiler, executor, max(1, ahead))
+        return
     begin = getattr(compiler, "begin_batch", None)
-    for batch in batches:
+    if begin is not None and configs:
+        begin(list(configs))
+    for config in configs:
+        yield _compile_inline(config, compiler, executor)
+
+
+def _serial_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Compiler, executor: Executor,
+                        window: int) -> Iterator[CompileOutcome]:
+    """Proposals kept `window` deep, one more asked for each time the caller has measured one: the information
+    flow of the parallel pipeline (a strategy hears each result before its next proposal), compiled inline."""
+    begin = getattr(compiler, "begin_batch", None)
+    queue: collections.deque[Config] = collections.deque()
+
+    def refill() -> None:
+        batch = list(propose(window - len(queue)))
         if begin is not None and batch:
-            begin(list(batch))
-        for config in batch:
-            try:
-                sub = _Submitted(config, compiler.submit(config, executor))
-            except Exception as exc:
-                yield compile_failure(config, exc)
-                continue
-            yield _outcome(sub, compiler)
+            begin(batch)
+        queue.extend(batch)
+
+    refill()
+    while queue:
+        yield _compile_inline(queue.popleft(), compiler, executor)
+        refill()
+
+
+def _compile_inline(config: Config, compiler: Compiler, executor: Executor) -> CompileOutcome:
+    try:
+        sub = _Submitted(config, compiler.submit(config, executor))
+    except Exception as exc:
+        return compile_failure(config, exc)
+    return _outcome(sub, compiler)
 
 
 def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Compiler, *, workers: int,
@@ -169,7 +190,8 @@ def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Co
     """As `compile_in_order_of_completion`, for configs proposed as the tuning goes: `propose(n)` is asked for
     up to `n` more whenever fewer than `ahead` are compiling or waiting to be measured, so the pool compiles
     the next proposals while the caller measures the current ones; an empty proposal ends the stream. With
-    `workers=0`, proposals come `ahead` at a time and compile on the calling thread."""
+    `workers=0` they compile on the calling thread, still asked for one at a time as the caller measures, up to
+    `ahead` deep (so a strategy sees what a pool of workers would let it see)."""
     return _pipeline(propose, compiler, workers, timeout_s, ahead)
 
 

@@ -166,17 +166,18 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record():
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_proposals_compile_while_earlier_ones_are_measured(workers):
-    """`compile_as_proposed`: more configs are asked for as soon as one is handed to the caller (parallel), so
-    compiling the next proposals overlaps measuring the current ones; an empty proposal ends the stream."""
+    """`compile_as_proposed`: one more config is asked for as soon as one is handed to the caller, so compiling
+    the next proposals overlaps measuring the current ones (parallel) and a strategy hears each result before
+    its next proposal (both modes); an empty proposal ends the stream."""
     from autotune.pipeline import compile_as_proposed
 
     configs = [Config(BLOCK=i) for i in range(10)]
     consumed: list = []
-    asks: list = []                      # (configs handed over when asked, what was proposed)
+    asks: list = []                      # (configs handed over when asked, how many asked for, what was proposed)
 
     def propose(n):
-        batch = configs[sum(len(b) for _, b in asks):][:n]
-        asks.append((len(consumed), batch))
+        batch = configs[sum(len(b) for _, _, b in asks):][:n]
+        asks.append((len(consumed), n, batch))
         return batch
 
     with compile_as_proposed(propose, FunctionCompiler(lambda c: time.sleep(0.01)), workers=workers,
@@ -184,9 +185,9 @@ def test_proposals_compile_while_earlier_ones_are_measured(workers):
         for outcome in outcomes:
             consumed.append(outcome.config)
     assert sorted(c["BLOCK"] for c in consumed) == list(range(10))
-    assert asks[0] == (0, configs[:4])
-    if workers:
-        assert asks[1][0] == 1          # asked again right after the first config was handed over
-    else:
-        assert asks[1][0] == 4          # serial: the next batch once the current one is measured
-    assert asks[-1][1] == []
+    assert asks[0] == (0, 4, configs[:4])
+    assert asks[1][:2] == (1, 1)         # asked for one more right after the first config was handed over
+    if not workers:                      # serial: exactly one ask per config handed over, the window kept full
+        assert [a[:2] for a in asks[1:7]] == [(i, 1) for i in range(1, 7)]
+        assert consumed == configs
+    assert asks[-1][2] == []
