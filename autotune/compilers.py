@@ -81,12 +81,12 @@ class FunctionCompiler:
         return result
 
 
-def _async_compile_mode() -> type:
-    try:
-        from triton import AsyncCompileMode
-    except ImportError:  # pragma: no cover - older layouts
-        from triton.runtime._async_compile import AsyncCompileMode
-    return AsyncCompileMode
+def _async_compile() -> tuple[type, Any]:
+    """Triton's AsyncCompileMode and the context variable naming the mode active in this thread (the same
+    module in Triton 3.6 to 3.9; the variable is None where a Triton lacks it)."""
+    from triton.runtime import _async_compile as module
+
+    return module.AsyncCompileMode, getattr(module, "active_mode", None)
 
 
 class JitCompiler:
@@ -100,19 +100,38 @@ class JitCompiler:
         self.kernel = kernel
         self.prepare = prepare
         self._future_kernels: dict[Config, Any] = {}
+        self._mode: Any = None
 
     @contextlib.contextmanager
     def session(self, executor: Executor) -> Iterator[Any]:
+        mode_type, active = _async_compile()
+        outer = active.get() if active is not None else None
+        if outer is not None:
+            # A tuning inside another one's setup=, verify= or hook, on its thread: Triton allows one mode per
+            # thread, so this tuning's compiles join the outer mode (and its pool).
+            self._mode = outer
+            try:
+                yield outer
+            finally:
+                self._mode = None
+            return
         # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
         # compiles are cancelled first so that leaving the mode waits only for those already running.
-        mode = _async_compile_mode()(executor, ignore_errors=True)
-        with mode:
-            try:
-                yield mode
-            except BaseException:
-                for future in list(getattr(mode, "raw_futures", ())):
-                    future.cancel()
-                raise
+        mode = self._mode = mode_type(executor, ignore_errors=True)
+        try:
+            with mode:
+                try:
+                    yield mode
+                except BaseException:
+                    for future in list(mode.raw_futures):
+                        future.cancel()
+                    raise
+        finally:
+            self._mode = None
+            if active is not None and active.get() is mode:
+                # Triton 3.6 clears the mode only after waiting for every compile: interrupted there, the thread
+                # would keep a dead mode and refuse every later tuning ("Another AsyncCompileMode is active").
+                active.set(None)
 
     def submit(self, config: Config, executor: Executor) -> Future:
         args, kwargs, grid = self.prepare(config)
@@ -126,6 +145,15 @@ class JitCompiler:
     def finalize(self, config: Config, result: Any) -> Any:
         future_kernel = self._future_kernels.pop(config, None)
         return future_kernel.result() if future_kernel is not None else result
+
+    def abandon(self, config: Config) -> None:
+        """Forget a compile that passed `compile_timeout_s`: leaving the session would otherwise wait for it
+        (Triton's mode waits for every compile it started), so the timeout would not bound the tuning."""
+        future_kernel = self._future_kernels.pop(config, None)
+        raw_futures = getattr(self._mode, "raw_futures", None)
+        if future_kernel is not None and isinstance(raw_futures, list):
+            with contextlib.suppress(ValueError):
+                raw_futures.remove(future_kernel.future)
 
 
 _driver_ok = False   # set once a driver answered: the check then costs nothing for the rest of the process

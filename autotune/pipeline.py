@@ -19,7 +19,11 @@ from .space import Config
 
 
 class Compiler(Protocol):
-    """Turns a config into something launchable. `submit` must not block on the compile itself."""
+    """Turns a config into something launchable. `submit` must not block on the compile itself.
+
+    Two optional methods the pipeline calls where a compiler has them: `begin_batch(configs)` before the configs
+    just proposed are submitted (the replay schedules their simulated compiles), and `abandon(config)` when the
+    compile of `config` passed the timeout (the JIT compiler stops waiting for it)."""
 
     def session(self, executor: Executor) -> ContextManager[Any]:
         """A context held around every submit and the whole drain (e.g. Triton's AsyncCompileMode)."""
@@ -223,9 +227,12 @@ def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: O
             break
         done, _ = wait(list(pending), timeout=_next_deadline(pending, timeout_s), return_when=FIRST_COMPLETED)
         if not done:
+            abandon = getattr(compiler, "abandon", None)
             for future in _expired(pending, timeout_s):
                 sub = pending.pop(future)
                 abandoned.set()
+                if abandon is not None:
+                    abandon(sub.config)
                 yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
                                      error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
                                      compile_s=time.perf_counter() - _clock(future)["t"])
