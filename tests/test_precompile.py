@@ -336,6 +336,14 @@ def test_bad_calls_fail_before_compiling_with_a_fix():
         precompile(add_kernel, signature=ADD_SIGNATURE, targets=["cuda:90"])
 
 
+def test_a_custom_pipeline_hook_refuses_explicit_targets(monkeypatch):
+    from triton import knobs
+
+    monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", lambda: ("custom", "abc"))
+    with pytest.raises(PrecompileError, match="add_stages_inspection_hook is set.*targets=None"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"])
+
+
 def test_parse_target_and_limits():
     assert str(parse_target("cuda:90")) == "cuda:90" and parse_target("sm_80").arch == 80
     assert parse_target("cuda:sm_90a").arch == 90 and parse_target("cuda:90").warp_size == 32

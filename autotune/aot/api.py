@@ -121,6 +121,19 @@ def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config]
     return list(dict.fromkeys(r.winner for r in matching)), note
 
 
+def _refuse_custom_pipeline() -> None:
+    """An explicit-target compile cannot reproduce the cache key that Triton's JIT gives a kernel while
+    `knobs.runtime.add_stages_inspection_hook` is set (3.9 adds the custom pipeline to every specialization), so
+    no launch would ever find what it compiled."""
+    from triton import knobs
+
+    if getattr(knobs.runtime, "add_stages_inspection_hook", None) is not None:
+        raise PrecompileError("triton.knobs.runtime.add_stages_inspection_hook is set: Triton's JIT then adds its custom "
+                              "pipeline to every kernel's cache key, which a compile for an explicit target cannot "
+                              "match, so launches would never find these binaries. Unset the hook to precompile, or "
+                              "precompile with targets=None (through the JIT) on the GPU")
+
+
 def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, Any], str, None] = None,
                targets: Optional[Sequence[Union[str, Target, Any]]] = None, space: Any = None,
                winners_only: bool = False, workers: Optional[int] = None, timeout_s: Optional[float] = None,
@@ -184,6 +197,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     target_list = list(dict.fromkeys(parse_target(t) for t in targets))
     if not target_list:
         raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
+    _refuse_custom_pipeline()
     if processes is False and interpreted:
         raise PrecompileError("processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
                               "the interpreter; leave processes unset")
