@@ -12,7 +12,9 @@ kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
 
 `autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None, pre_hook=None,
 post_hook=None, warmup=None, rep=None, use_cuda_graph=False, do_bench=None, cache_results=None)` takes
-Triton's arguments with Triton's meaning and returns an `Autotuner` that exposes Triton's attributes
+Triton's arguments with Triton's meaning (where Triton 3.6 and 3.9 differ, 3.9's: a `key` name that is not an
+argument is a ValueError, a single config left after pruning is launched without benchmarking, and `top_k`
+keeps at least one config) and returns an `Autotuner` that exposes Triton's attributes
 (`configs`, `keys`, `cache`, `best_config`, `configs_timings`, `bench_time`, `pre_hook`, `post_hook`, ...).
 Underneath, the native `Autotuned` (its `tuner` attribute) does the work, so a migrated kernel gets the
 thread-pool compile -> measure pipeline, the file-locked disk cache shared by processes, failed configs
