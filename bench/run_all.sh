@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
 status=0
-for bench in bench_dispatch bench_warm_start bench_cold_tuning bench_selection_quality bench_precompile bench_remote_cache bench_search_replay bench_online bench_isolation; do
+for bench in bench_dispatch bench_warm_start bench_cold_tuning bench_selection_quality bench_precompile bench_remote_cache bench_search_replay bench_online bench_isolation bench_determinism bench_search_gpu; do
     script="bench/${bench}.py"
     if [ ! -f "$script" ]; then
         echo "== ${bench}: not present, skipped"

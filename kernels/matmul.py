@@ -27,6 +27,15 @@ SPACE = (
     .where("$BLOCK_M * $BLOCK_N >= 256 * $num_warps")
     .where("$num_stages * ($BLOCK_M + $BLOCK_N) * $BLOCK_K * 2 <= 98304")
 )
+# A wide space for search (issue 13) and for the brute-force landscape (bench/record_landscape.py): tiles 32..256,
+# BLOCK_K to 128, GROUP_M 1 or 8, 2..8 warps, 2..5 stages; 888 of the 1,152 configs keep 8 to 128 fp32
+# accumulators per thread. Shared memory is not estimated: a config over a GPU's limit fails to load and is skipped.
+WIDE_SPACE = (
+    CartesianSpace(BLOCK_M=(32, 64, 128, 256), BLOCK_N=(32, 64, 128, 256), BLOCK_K=(32, 64, 128), GROUP_M=(1, 8),
+                   num_warps=(2, 4, 8), num_stages=(2, 3, 4, 5))
+    .where("$BLOCK_M * $BLOCK_N >= 8 * 32 * $num_warps")
+    .where("$BLOCK_M * $BLOCK_N <= 128 * 32 * $num_warps")
+)
 # Four configs for Triton's CPU interpreter (tl.dot needs every block dim >= 16); GROUP_M=2 so that the
 # grouped order wraps on the small test matrices.
 CPU_SPACE = CartesianSpace(BLOCK_M=(16, 32), BLOCK_N=(32,), BLOCK_K=(16, 32), GROUP_M=(2,),

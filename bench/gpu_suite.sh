@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU proof (issue 17) in phases that each fit one device command (under 10 minutes), in priority order.
+#
+#   bench/gpu_suite.sh wheels     HERE, once: the wheels the GPU image lacks (msgspec, optuna and its needs) into .whl/
+#   bench/gpu_suite.sh core       ON THE GPU: the `gpu` tests, cold tuning vs triton.autotune (32 and 64 configs)
+#   bench/gpu_suite.sh quality    ON THE GPU: selection quality, cache-hit dispatch, determinism of cold tunings
+#   bench/gpu_suite.sh search     ON THE GPU: the matmul landscape (>= 500 configs), model search vs random on it,
+#                                 warm start from disk
+#   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks
+#
+# With the device tool: run(command="bash bench/gpu_suite.sh core", carry=[".whl"], timeout_s=600), then quality,
+# then search, each called right after the last (the machine stays warm 30 s): about 28 of the 30 device minutes. Each phase writes its logs and
+# every benchmark's JSON into bench/results/<gpu>/ and packs that folder into $OUT/<phase>.tar.gz (what comes
+# back); unpack it here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/.
+# A step gets at most its own time limit and is skipped (and says so) when the phase's budget has no room for it.
+set -u
+cd "$(dirname "$0")/.."
+PHASE="${1:-}"
+PY="${PYTHON:-python3}"
+PHASE_BUDGET_S="${PHASE_BUDGET_S:-510}"
+STARTED=$(date +%s)
+
+if [ "$PHASE" = "wheels" ]; then
+    rm -rf .whl && mkdir -p .whl
+    exec "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
+        "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
+fi
+case "$PHASE" in core|quality|search|extra) ;; *) echo "usage: $0 wheels|core|quality|search|extra" >&2; exit 2;; esac
+
+# The GPU image has torch, triton, filelock, tqdm, numpy, pytest and matplotlib; the rest travels as wheels.
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/autotune-site \
+        .whl/*.whl || { echo "!! installing the carried wheels failed"; exit 1; }
+    export PYTHONPATH="/tmp/autotune-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONUNBUFFERED=1 AUTOTUNE_PROGRESS=0
+unset TRITON_INTERPRET
+
+SLUG=$("$PY" - <<'EOF'
+import re, torch
+name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no_gpu"
+name = re.sub(r"^nvidia\s+", "", name.strip(), flags=re.IGNORECASE)
+print(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu")
+EOF
+)
+DEST="bench/results/${SLUG}"
+LOGS="${DEST}/logs"
+mkdir -p "$LOGS"
+
+step() {   # step NAME LIMIT_S COMMAND...: run it with its log, unless the phase has no room left for LIMIT_S
+    local name="$1" limit="$2"; shift 2
+    local left=$(( PHASE_BUDGET_S - ($(date +%s) - STARTED) ))
+    if [ "$left" -lt "$limit" ]; then
+        echo "== ${name}: skipped, ${left} s left in the phase and it may take ${limit} s" | tee -a "${LOGS}/${PHASE}.log"
+        return 0
+    fi
+    echo "== ${name} (limit ${limit} s)" | tee -a "${LOGS}/${PHASE}.log"
+    local t0=$(date +%s) rc=0
+    timeout --kill-after=10 "$limit" "$@" > "${LOGS}/${name}.log" 2>&1 || rc=$?
+    tail -n 40 "${LOGS}/${name}.log"
+    echo "-- ${name}: rc ${rc}, $(( $(date +%s) - t0 )) s" | tee -a "${LOGS}/${PHASE}.log"
+}
+
+collect() {   # every benchmark JSON written so far goes beside the logs; the folder comes back packed
+    cp bench/results/*.json "$DEST/" 2>/dev/null || true
+    if [ -n "${OUT:-}" ]; then
+        tar czf "${OUT}/${PHASE}.tar.gz" -C bench/results "$SLUG"
+        echo "packed ${OUT}/${PHASE}.tar.gz ($(du -h "${OUT}/${PHASE}.tar.gz" | cut -f1))"
+    fi
+}
+trap collect EXIT
+
+{
+    date -u +"%Y-%m-%dT%H:%M:%SZ phase ${PHASE}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
+    "$PY" -c 'import sys, torch, triton, autotune, msgspec; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda, "autotune from", autotune.__file__)'
+    "$PY" -c 'import optuna; print("optuna", optuna.__version__)' 2>&1 | tail -1
+    git rev-parse --short HEAD 2>/dev/null || true
+} 2>&1 | tee "${LOGS}/env-${PHASE}.log"
+
+case "$PHASE" in
+core)
+    step gpu_tests 200 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 180 tests/
+    step cold_tuning 300 "$PY" bench/bench_cold_tuning.py --configs 32 64
+    ;;
+quality)
+    step selection_quality 180 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 20
+    step dispatch 50 "$PY" bench/bench_dispatch.py --calls 5000 --rounds 5 --gpu-calls 1000
+    step determinism 260 "$PY" bench/bench_determinism.py --rounds 6 --rep-ms 15 --run-timeout-s 110
+    ;;
+search)
+    step record_landscape 290 "$PY" bench/record_landscape.py --max-minutes 4.3
+    step search_gpu 130 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
+    step warm_start 80 "$PY" bench/bench_warm_start.py --runs 3
+    ;;
+extra)
+    step isolation 150 "$PY" bench/bench_isolation.py
+    step online 120 "$PY" bench/bench_online.py
+    step all_tests_on_gpu 230 "$PY" -m pytest -q -x -p no:cacheprovider --timeout 120 tests/ -k "not redis"
+    ;;
+esac
+echo "phase ${PHASE} done in $(( $(date +%s) - STARTED )) s"
