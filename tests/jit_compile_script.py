@@ -1,10 +1,21 @@
-"""Run by test_jit_compile.py in a fresh process (no interpreter): the JIT compile path on a fake sm_90 driver."""
+"""Run by test_jit_compile.py in a fresh process (no interpreter): the JIT compile path on a fake sm_90 driver.
+`python jit_compile_script.py pool|timeout|interrupt|nested` prints one JSON line.
+
+  pool       configs compile in the pool through AsyncCompileMode; a later warm-up of one compiles nothing
+  timeout    the first compile hangs past compile_timeout_s: the pipeline must leave without waiting for it
+  interrupt  Ctrl-C while the session waits for a running compile, with Triton 3.6's AsyncCompileMode.__exit__
+             (which clears the thread's active mode only after that wait): the next tuning must still compile
+  nested     a tuning started inside another one's compile session (a setup=/verify= that tunes a kernel)
+"""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
+import time
+from concurrent.futures import as_completed
 
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.pop("TRITON_INTERPRET", None)
@@ -14,23 +25,20 @@ import fake_gpu  # noqa: E402
 fake_gpu.activate()
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+from triton.runtime import _async_compile  # noqa: E402
 
 from autotune import Config  # noqa: E402
 from autotune.compilers import JitCompiler  # noqa: E402
-from autotune.pipeline import compile_in_order_of_completion  # noqa: E402
+from autotune.pipeline import StartTrackingExecutor, compile_in_order_of_completion  # noqa: E402
+from kernels_for_tests import accumulate_kernel, add_kernel  # noqa: E402
+
+X = torch.randn(1000)
+GATE = threading.Event()      # the hanging compile waits for this (at most a minute)
 
 
-@triton.jit
-def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-
-
-def main() -> None:
-    x = torch.randn(1000)
+def pool() -> dict:
+    """Five configs compiled in the pool; then a warm-up of a tuned one."""
+    x = X
     compile_threads: list[str] = []
     kernel_cache = add_kernel.device_caches[0][0]
     real_compile = add_kernel.compile
@@ -51,7 +59,7 @@ def main() -> None:
     compiles_in_pipeline = len(compile_threads)
     # The winner's launch path: a warm-up of any compiled config must find it in the JIT's cache.
     again = add_kernel.warmup(x, x, x, 1000, BLOCK=128, num_warps=4, grid=(1,))
-    print(json.dumps({
+    return {
         "results": results,
         "compile_threads": compile_threads,
         "compiles_in_pipeline": compiles_in_pipeline,
@@ -59,8 +67,78 @@ def main() -> None:
         "again_type": type(again).__name__,
         "cached_kernels": len(kernel_cache),
         "calling_thread": threading.current_thread().name,
-    }))
+    }
+
+
+def hang_first_compile(kernel) -> None:
+    """The first compile of `kernel` waits on GATE; the others run normally."""
+    kernel.device_caches[0]           # the JIT sets up its compile function with its first device cache
+    real, first = kernel.compile, threading.Lock()
+
+    def compile(*args, **kwargs):
+        if first.acquire(blocking=False):
+            GATE.wait(60)
+        return real(*args, **kwargs)
+
+    kernel.compile = compile
+
+
+def add_compiler() -> JitCompiler:
+    return JitCompiler(add_kernel, lambda c: ((X, X, X, 1000), {"BLOCK": c["BLOCK"]}, (1,)))
+
+
+def statuses(configs, compiler, **kwargs) -> list[str]:
+    with compile_in_order_of_completion(configs, compiler, workers=2, **kwargs) as outcomes:
+        return sorted(o.status.value for o in outcomes)
+
+
+def timeout() -> dict:
+    hang_first_compile(add_kernel)
+    started = time.monotonic()
+    got = statuses([Config(BLOCK=64), Config(BLOCK=128)], add_compiler(), timeout_s=0.5)
+    left_after = time.monotonic() - started
+    GATE.set()
+    return {"statuses": got, "left_after_s": left_after}
+
+
+def _exit_as_in_triton_3_6(self, exc_type, exc_value, traceback):
+    for future in as_completed(self.raw_futures):
+        self.future_kernels[future._key].result(self.ignore_errors)
+    _async_compile.active_mode.set(None)
+
+
+def interrupt() -> dict:
+    _async_compile.AsyncCompileMode.__exit__ = _exit_as_in_triton_3_6
+    hang_first_compile(add_kernel)
+
+    def ctrl_c(*_):
+        GATE.set()          # the hanging compile may finish now; the pool's shutdown waits for it
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, ctrl_c)
+    interrupted = False
+    try:
+        with compile_in_order_of_completion([Config(BLOCK=64), Config(BLOCK=128)], add_compiler(), workers=2) as outs:
+            next(outs)                                    # the compile that did not hang
+            signal.setitimer(signal.ITIMER_REAL, 0.5)     # Ctrl-C while leaving waits for the hanging one
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        interrupted = True
+    left_active = _async_compile.active_mode.get() is not None
+    return {"interrupted": interrupted, "mode_left_active": left_active,
+            "next_tuning": statuses([Config(BLOCK=256)], add_compiler())}
+
+
+def nested() -> dict:
+    executor = StartTrackingExecutor(2)
+    try:
+        with add_compiler().session(executor):
+            inner = JitCompiler(accumulate_kernel, lambda c: ((X, X, 1000), {"BLOCK": c["BLOCK"]}, (1,)))
+            got = statuses([Config(BLOCK=64), Config(BLOCK=128)], inner)
+        return {"inner": got, "mode_after": _async_compile.active_mode.get() is not None}
+    finally:
+        executor.shutdown()
 
 
 if __name__ == "__main__":
-    main()
+    print(json.dumps({"pool": pool, "timeout": timeout, "interrupt": interrupt, "nested": nested}[sys.argv[1]]()))

@@ -9,18 +9,18 @@ import sys
 HERE = os.path.dirname(__file__)
 
 
-def run_script() -> dict:
+def run_script(case: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = os.path.join(os.environ["AUTOTUNE_CACHE_DIR"], "triton")
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "jit_compile_script.py")], env=env,
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "jit_compile_script.py"), case], env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_jit_path_compiles_in_the_pool_and_the_winner_launch_compiles_nothing():
-    out = run_script()
+    out = run_script("pool")
     statuses = {json.dumps(cfg, sort_keys=True): status for cfg, status, _, _ in out["results"]}
     # BLOCK=48 is not a power of two: a real compile error, recorded, not fatal.
     assert statuses.pop(json.dumps({"BLOCK": 48, "num_warps": 4}, sort_keys=True)) == "compile_error"
@@ -34,19 +34,10 @@ def test_jit_path_compiles_in_the_pool_and_the_winner_launch_compiles_nothing():
     assert out["cached_kernels"] == 4
 
 
-def run_session_script(case: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = os.path.join(os.environ["AUTOTUNE_CACHE_DIR"], "triton")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "jit_session_script.py"), case], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def test_a_compile_past_its_timeout_is_not_waited_for():
     """Triton's AsyncCompileMode waits for every compile it started when the session closes; the timed-out one
     is dropped from it, so compile_timeout_s bounds the tuning (the hung compile waits a minute)."""
-    out = run_session_script("timeout")
+    out = run_script("timeout")
     assert out["statuses"] == ["ok", "timeout"]
     assert out["left_after_s"] < 30
 
@@ -54,11 +45,11 @@ def test_a_compile_past_its_timeout_is_not_waited_for():
 def test_ctrl_c_while_the_session_closes_leaves_the_thread_able_to_tune_again():
     """With Triton 3.6's AsyncCompileMode.__exit__ (the mode cleared only after waiting for the compiles), a
     Ctrl-C during that wait must not leave the thread's mode set: the next tuning compiles normally."""
-    out = run_session_script("interrupt")
+    out = run_script("interrupt")
     assert out == {"interrupted": True, "mode_left_active": False, "next_tuning": ["ok"]}
 
 
 def test_a_tuning_inside_another_tunings_session_compiles():
     """A setup=/verify= that tunes another kernel opens a session inside a session: it joins the outer mode."""
-    out = run_session_script("nested")
+    out = run_script("nested")
     assert out == {"inner": ["ok", "ok"], "mode_after": False}
