@@ -105,16 +105,10 @@ class JitCompiler:
     @contextlib.contextmanager
     def session(self, executor: Executor) -> Iterator[Any]:
         mode_type, active = _async_compile()
-        outer = active.get() if active is not None else None
-        if outer is not None:
-            # A tuning inside another one's setup=, verify= or hook, on its thread: Triton allows one mode per
-            # thread, so this tuning's compiles join the outer mode (and its pool).
-            self._mode = outer
-            try:
-                yield outer
-            finally:
-                self._mode = None
-            return
+        # A tuning inside another one's session (a setup=, verify= or hook that tunes a kernel, on its thread):
+        # Triton allows one active mode per thread, so the outer mode steps aside until this one closes, and
+        # each keeps its own pool, timeouts and errors.
+        outer = active.set(None) if active is not None and active.get() is not None else None
         # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
         # compiles are cancelled first so that leaving the mode waits only for those already running.
         mode = self._mode = mode_type(executor, ignore_errors=True)
@@ -128,7 +122,9 @@ class JitCompiler:
                     raise
         finally:
             self._mode = None
-            if active is not None and active.get() is mode:
+            if outer is not None:
+                active.reset(outer)
+            elif active is not None and active.get() is mode:
                 # Triton 3.6 clears the mode only after waiting for every compile: interrupted there, the thread
                 # would keep a dead mode and refuse every later tuning ("Another AsyncCompileMode is active").
                 active.set(None)

@@ -5,7 +5,8 @@
   timeout    the first compile hangs past compile_timeout_s: the pipeline must leave without waiting for it
   interrupt  Ctrl-C while the session waits for a running compile, with Triton 3.6's AsyncCompileMode.__exit__
              (which clears the thread's active mode only after that wait): the next tuning must still compile
-  nested     a tuning started inside another one's compile session (a setup=/verify= that tunes a kernel)
+  nested     a tuning started inside another one's compile session (a setup=/verify= that tunes a kernel),
+             whose first compile hangs past its timeout
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from triton.runtime import _async_compile  # noqa: E402
 
 from autotune import Config  # noqa: E402
 from autotune.compilers import JitCompiler  # noqa: E402
-from autotune.pipeline import StartTrackingExecutor, compile_in_order_of_completion  # noqa: E402
+from autotune.pipeline import compile_in_order_of_completion  # noqa: E402
 from kernels_for_tests import accumulate_kernel, add_kernel  # noqa: E402
 
 X = torch.randn(1000)
@@ -130,14 +131,28 @@ def interrupt() -> dict:
 
 
 def nested() -> dict:
-    executor = StartTrackingExecutor(2)
-    try:
-        with add_compiler().session(executor):
-            inner = JitCompiler(accumulate_kernel, lambda c: ((X, X, 1000), {"BLOCK": c["BLOCK"]}, (1,)))
-            got = statuses([Config(BLOCK=64), Config(BLOCK=128)], inner)
-        return {"inner": got, "mode_after": _async_compile.active_mode.get() is not None}
-    finally:
-        executor.shutdown()
+    """An outer tuning whose first measured config runs a verify= that tunes another kernel, whose first compile
+    hangs past its timeout: the outer tuning's mode is back afterwards, its next config (proposed after the
+    inner tuning) compiles, and it ends without waiting for the inner tuning's hung compile."""
+    from autotune.pipeline import compile_as_proposed
+
+    hang_first_compile(accumulate_kernel)
+    queue = [Config(BLOCK=64), Config(BLOCK=128)]
+    outer_statuses, inner_statuses, restored = [], [], []
+    started = time.monotonic()
+    with compile_as_proposed(lambda n: [queue.pop(0)] if queue else [], add_compiler(), workers=2,
+                             ahead=1) as outcomes:
+        for outcome in outcomes:
+            outer_statuses.append(outcome.status.value)
+            if not inner_statuses:
+                mode = _async_compile.active_mode.get()
+                inner = JitCompiler(accumulate_kernel, lambda c: ((X, X, 1000), {"BLOCK": c["BLOCK"]}, (1,)))
+                inner_statuses = statuses([Config(BLOCK=64), Config(BLOCK=128)], inner, timeout_s=0.5)
+                restored.append(mode is not None and _async_compile.active_mode.get() is mode)
+    left_after = time.monotonic() - started
+    GATE.set()
+    return {"outer": outer_statuses, "inner": inner_statuses, "outer_restored": restored == [True],
+            "left_after_s": left_after, "mode_after": _async_compile.active_mode.get() is not None}
 
 
 if __name__ == "__main__":
