@@ -122,16 +122,17 @@ def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config]
 
 
 def _refuse_custom_pipeline() -> None:
-    """An explicit-target compile cannot reproduce the cache key that Triton's JIT gives a kernel while
-    `knobs.runtime.add_stages_inspection_hook` is set (3.9 adds the custom pipeline to every specialization), so
-    no launch would ever find what it compiled."""
+    """Refuse explicit targets while `knobs.runtime.add_stages_inspection_hook` is set: what the JIT does with it
+    cannot be reproduced here (Triton 3.9 adds the custom pipeline to every JIT cache key, so a launch would not
+    find these binaries; on 3.6 helper processes would compile without the custom passes under the JIT's key)."""
     from triton import knobs
 
     if getattr(knobs.runtime, "add_stages_inspection_hook", None) is not None:
-        raise PrecompileError("triton.knobs.runtime.add_stages_inspection_hook is set: Triton's JIT then adds its custom "
-                              "pipeline to every kernel's cache key, which a compile for an explicit target cannot "
-                              "match, so launches would never find these binaries. Unset the hook to precompile, or "
-                              "precompile with targets=None (through the JIT) on the GPU")
+        raise PrecompileError("triton.knobs.runtime.add_stages_inspection_hook is set: a compile for an explicit "
+                              "target cannot reproduce the JIT's custom pipeline (Triton 3.9 adds it to every "
+                              "kernel's cache key, so launches would never find these binaries; helper processes "
+                              "would compile without it). Unset the hook to precompile, or precompile with "
+                              "targets=None (through the JIT) on the GPU")
 
 
 def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, Any], str, None] = None,
