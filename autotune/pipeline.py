@@ -170,6 +170,8 @@ def _serial_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Co
     queue: collections.deque[Config] = collections.deque()
 
     def refill() -> None:
+        if len(queue) >= window:
+            return
         batch = list(propose(window - len(queue)))
         if begin is not None and batch:
             begin(batch)

@@ -91,7 +91,7 @@ def load_landscape(path: str | Path) -> Landscape:
 
 
 class _SimClock:
-    """Simulated seconds; `workers` compile slots that a batch's compiles are scheduled on in order."""
+    """Simulated seconds; `workers` compile slots, each config's compile scheduled on the first free one."""
 
     def __init__(self, workers: int) -> None:
         self.now = 0.0
@@ -108,7 +108,8 @@ class _SimClock:
 
 
 class _ReplayCompiler:
-    """Compiles nothing: schedules each batch's recorded compile times and fails the recorded compile failures."""
+    """Compiles nothing: schedules the recorded compile time of each config as it is proposed, and fails the
+    recorded compile failures."""
 
     def __init__(self, landscape: Landscape, clock: _SimClock) -> None:
         self.landscape, self.clock = landscape, clock

@@ -32,7 +32,7 @@ def test_the_recorded_gpu_space_is_the_kernels_wide_space():
 
 def test_an_interpreter_recording_is_a_landscape_the_replay_tunes(tmp_path):
     out = tmp_path / "matmul.json.gz"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "record_landscape.py"), "--interpret", "--out", str(out),
                            "--reps", "3"], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
