@@ -73,7 +73,7 @@ def share_within(ratios: Sequence[Optional[float]], tolerance: float = TOLERANCE
 
 
 def child(keys: list[tuple[int, int, int]]) -> None:
-    """One cold run in this (fresh) process: tune every key in turn; prints a RESULT line with the winners.
+    """One cold run in this (fresh) process: tune every key in turn; prints a KEY line with each key's winner.
     (Without a GPU it tunes the interpreter's CPU_SPACE on the CPU, so that this path is tested there.)"""
     gpu = common.prepare()
     import torch
@@ -85,7 +85,6 @@ def child(keys: list[tuple[int, int, int]]) -> None:
     torch.matmul(torch.ones(64, 64, device=dev), torch.ones(64, 64, device=dev))   # CUDA context, cuBLAS handle
     if gpu:
         torch.cuda.synchronize()
-    out: dict[str, Any] = {}
     for M, N, K in keys:
         name = f"{M},{N},{K}"
         torch.manual_seed(0)
@@ -98,27 +97,36 @@ def child(keys: list[tuple[int, int, int]]) -> None:
                 torch.cuda.synchronize()
             record = kernel.record()
         except Exception as exc:  # noqa: BLE001 - a key that fails to tune is reported, the others go on
-            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            print("KEY " + json.dumps({name: {"error": f"{type(exc).__name__}: {exc}"[:500]}}), flush=True)
             continue
         tuner_ms = {describe(dict(t.config)): t.median_ms for t in record.trials if t.ok}
-        out[name] = {"winner": dict(record.winner), "tuning_s": record.tuning_s,
-                     "wall_s": time.perf_counter() - started, "tuner_ms": tuner_ms}
-        print(f"  {name}: {describe(dict(record.winner))} ({time.perf_counter() - started:.1f} s)", flush=True)
-    print("RESULT " + json.dumps(out))
+        print("KEY " + json.dumps({name: {"winner": dict(record.winner), "tuning_s": record.tuning_s,
+                                          "wall_s": time.perf_counter() - started, "tuner_ms": tuner_ms}}),
+              flush=True)
 
 
 def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float) -> dict[str, Any]:
-    """Run one cold tuning of `keys` in a fresh process with fresh Triton and autotune cache dirs."""
+    """Run one cold tuning of `keys` in a fresh process with fresh Triton and autotune cache dirs; the keys it
+    tuned (all of them, or those done when `timeout_s` cut it off)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
     env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{run}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{run}"),
                AUTOTUNE_PROGRESS="0", PYTHONUNBUFFERED="1")
     env.pop("TRITON_INTERPRET", None)
     cmd = [sys.executable, str(HERE), "--child", "--keys", *(f"{m},{n},{k}" for m, n, k in keys)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"run {run} failed (rc {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        stdout = proc.stdout
+        if proc.returncode != 0:
+            print(f"!! run {run} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}", flush=True)
+    except subprocess.TimeoutExpired as exc:
+        raw = exc.stdout or b""
+        stdout = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        print(f"!! run {run} stopped after {timeout_s:.0f} s; keeping the keys it tuned", flush=True)
+    out: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        if line.startswith("KEY "):
+            out.update(json.loads(line[len("KEY "):]))
+    return out
 
 
 def measure_pair(shape: tuple[int, int, int], configs: tuple[dict[str, Any], dict[str, Any]], rounds: int,

@@ -150,11 +150,33 @@ def main() -> int:
     size = args.size or problem_size(path)
     best_config = min((c for c in landscape.entries if landscape.time_of(c) is not None), key=landscape.time_of)
     strategies = args.strategies.split(",")
+    replayed: dict[str, Any] = {}
+    if args.replay:                       # cheap (CPU, simulated clock), so first: a cut-off run still has it
+        for strategy in strategies:
+            rep = replay(landscape, strategy, args.budget, 20)
+            replayed[strategy] = {"median_ratio": rep["median_ratio"], "worst_ratio": rep["worst_ratio"]}
+            print(f"replay of the landscape, {strategy}, 20 seeds: median x{rep['median_ratio']:.3f}, worst "
+                  f"x{rep['worst_ratio']:.3f}", flush=True)
     runs: list[dict[str, Any]] = []
+
+    def save(complete: bool) -> None:
+        common.write_results("bench_search_gpu", {"landscape": str(path), "size": size, "budget": args.budget,
+                                                  "complete": complete, "runs": runs, "summary": summary,
+                                                  "exhaustive_min_s": landscape_cost_s(landscape, Tuning().compile_workers),
+                                                  "best_config": dict(best_config), "best_ms": landscape.best_ms,
+                                                  "replay": replayed})
+
+    summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-search-gpu-") as tmp:
         for seed in range(args.seeds):
             for strategy in strategies:                 # interleaved, so drift hits the strategies alike
-                got = spawn(strategy, args.budget, seed, size, tmp, args.run_timeout_s)
+                try:
+                    got = spawn(strategy, args.budget, seed, size, tmp, args.run_timeout_s)
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:     # reported; the other runs go on
+                    print(f"!! {strategy} seed {seed}: {str(exc)[:2000]}", flush=True)
+                    runs.append({"seed": seed, "strategy_asked": strategy, "error": str(exc)[:2000]})
+                    save(complete=False)
+                    continue
                 winner = got["winner"]
                 recorded = landscape.time_of(Config(winner)) if Config(winner) in landscape.entries else None
                 live_winner, live_best = remeasure(size, [winner, dict(best_config)], args.rounds, args.rep_ms)
@@ -162,12 +184,14 @@ def main() -> int:
                            landscape_ratio=None if recorded is None else recorded / landscape.best_ms,
                            live_ms=live_winner, live_best_ms=live_best, live_ratio=live_winner / live_best)
                 runs.append(got)
+                save(complete=False)
                 print(f"  {strategy} seed {seed}: {winner} landscape x{got['landscape_ratio'] or float('nan'):.3f} "
                       f"live x{got['live_ratio']:.3f} in {got['tuning_wall_s']:.1f} s", flush=True)
     rows = []
-    summary: dict[str, Any] = {}
     for strategy in strategies:
-        mine = [r for r in runs if r["strategy_asked"] == strategy]
+        mine = [r for r in runs if r["strategy_asked"] == strategy and "error" not in r]
+        if not mine:
+            continue
         land = [r["landscape_ratio"] for r in mine if r["landscape_ratio"] is not None]
         live = [r["live_ratio"] for r in mine]
         wall = [r["tuning_wall_s"] for r in mine]
@@ -184,17 +208,7 @@ def main() -> int:
     print(f"exhaustive over the landscape's space costs at least {exhaustive_s:.0f} s (its compiles over "
           f"{Tuning().compile_workers} workers plus every timed rep); best {landscape.best_ms * 1e3:.1f} us "
           f"{dict(best_config)}")
-    replayed = {}
-    if args.replay:
-        for strategy in strategies:
-            rep = replay(landscape, strategy, args.budget, 20)
-            replayed[strategy] = {"median_ratio": rep["median_ratio"], "worst_ratio": rep["worst_ratio"]}
-            print(f"replay of the landscape, {strategy}, 20 seeds: median x{rep['median_ratio']:.3f}, worst "
-                  f"x{rep['worst_ratio']:.3f}")
-    common.write_results("bench_search_gpu", {"landscape": str(path), "size": size, "budget": args.budget,
-                                              "runs": runs, "summary": summary, "exhaustive_min_s": exhaustive_s,
-                                              "best_config": dict(best_config), "best_ms": landscape.best_ms,
-                                              "replay": replayed})
+    save(complete=True)
     return 0
 
 

@@ -70,7 +70,10 @@ def versions() -> dict[str, str]:
 
 
 def git_commit() -> Optional[str]:
-    """The checkout's HEAD commit (with `+dirty` when the tree has changes), or None outside git."""
+    """The checkout's HEAD commit (with `+dirty` when the tree has changes); outside git (a device's copy of the
+    tree), AUTOTUNE_BENCH_COMMIT, else None."""
+    if not (ROOT / ".git").exists():
+        return os.environ.get("AUTOTUNE_BENCH_COMMIT") or None
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=10).stdout.strip()

@@ -8,16 +8,18 @@
 #                                 warm start from disk
 #   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks
 #
-# With the device tool: run(command="bash bench/gpu_suite.sh core", carry=[".whl"], timeout_s=600), then quality,
-# then search, each called right after the last (the machine stays warm 30 s): about 28 of the 30 device minutes. Each phase writes its logs and
-# every benchmark's JSON into bench/results/<gpu>/ and packs that folder into $OUT/<phase>.tar.gz (what comes
-# back); unpack it here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/.
-# A step gets at most its own time limit and is skipped (and says so) when the phase's budget has no room for it.
+# With the device tool: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
+# carry=[".whl"], timeout_s=600), then quality, then search, each called right after the last (the machine stays
+# warm 30 s): three phases of at most PHASE_BUDGET_S (450 s) and the machine's start fit the 30 device minutes.
+# Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
+# that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
+# here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
+# own time limit and is skipped (and says so) when the phase's budget has no room for it.
 set -u
 cd "$(dirname "$0")/.."
 PHASE="${1:-}"
 PY="${PYTHON:-python3}"
-PHASE_BUDGET_S="${PHASE_BUDGET_S:-510}"
+PHASE_BUDGET_S="${PHASE_BUDGET_S:-450}"
 STARTED=$(date +%s)
 
 if [ "$PHASE" = "wheels" ]; then
@@ -59,17 +61,20 @@ step() {   # step NAME LIMIT_S COMMAND...: run it with its log, unless the phase
         return 0
     fi
     echo "== ${name} (limit ${limit} s)" | tee -a "${LOGS}/${PHASE}.log"
+    rm -f bench/results/*.json
     local t0=$(date +%s) rc=0
     timeout --kill-after=10 "$limit" "$@" > "${LOGS}/${name}.log" 2>&1 || rc=$?
     tail -n 40 "${LOGS}/${name}.log"
     echo "-- ${name}: rc ${rc}, $(( $(date +%s) - t0 )) s" | tee -a "${LOGS}/${PHASE}.log"
+    for json in bench/results/*.json; do      # bench_X.json -> <step name>.json beside the log
+        [ -f "$json" ] && mv "$json" "${DEST}/${name}.json"
+    done
+    collect
 }
 
-collect() {   # every benchmark JSON written so far goes beside the logs; the folder comes back packed
-    cp bench/results/*.json "$DEST/" 2>/dev/null || true
+collect() {   # the folder so far, packed where it comes back from
     if [ -n "${OUT:-}" ]; then
         tar czf "${OUT}/${PHASE}.tar.gz" -C bench/results "$SLUG"
-        echo "packed ${OUT}/${PHASE}.tar.gz ($(du -h "${OUT}/${PHASE}.tar.gz" | cut -f1))"
     fi
 }
 trap collect EXIT
@@ -79,23 +84,24 @@ trap collect EXIT
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
     "$PY" -c 'import sys, torch, triton, autotune, msgspec; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda, "autotune from", autotune.__file__)'
     "$PY" -c 'import optuna; print("optuna", optuna.__version__)' 2>&1 | tail -1
-    git rev-parse --short HEAD 2>/dev/null || true
+    echo "commit ${AUTOTUNE_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 } 2>&1 | tee "${LOGS}/env-${PHASE}.log"
 
 case "$PHASE" in
 core)
-    step gpu_tests 200 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 180 tests/
-    step cold_tuning 300 "$PY" bench/bench_cold_tuning.py --configs 32 64
+    step gpu_tests 170 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 150 tests/
+    step cold_tuning_32 100 "$PY" bench/bench_cold_tuning.py --configs 32
+    step cold_tuning_64 170 "$PY" bench/bench_cold_tuning.py --configs 64
     ;;
 quality)
-    step selection_quality 180 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 20
-    step dispatch 50 "$PY" bench/bench_dispatch.py --calls 5000 --rounds 5 --gpu-calls 1000
-    step determinism 260 "$PY" bench/bench_determinism.py --rounds 6 --rep-ms 15 --run-timeout-s 110
+    step selection_quality 150 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 20
+    step dispatch 45 "$PY" bench/bench_dispatch.py --calls 5000 --rounds 5 --gpu-calls 1000
+    step determinism 240 "$PY" bench/bench_determinism.py --rounds 6 --rep-ms 15 --run-timeout-s 100
     ;;
 search)
-    step record_landscape 290 "$PY" bench/record_landscape.py --max-minutes 4.3
-    step search_gpu 130 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
-    step warm_start 80 "$PY" bench/bench_warm_start.py --runs 3
+    step record_landscape 240 "$PY" bench/record_landscape.py --max-minutes 3.7
+    step search_gpu 125 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
+    step warm_start 75 "$PY" bench/bench_warm_start.py --runs 3
     ;;
 extra)
     step isolation 150 "$PY" bench/bench_isolation.py
