@@ -82,11 +82,11 @@ class FunctionCompiler:
 
 
 def _async_compile() -> tuple[type, Any]:
-    """Triton's AsyncCompileMode and the context variable naming the mode active in this thread (the same
-    module in Triton 3.6 to 3.9; the variable is None where a Triton lacks it)."""
+    """Triton's AsyncCompileMode and the context variable naming the mode active in this thread (one module, the
+    same in Triton 3.6 to 3.9)."""
     from triton.runtime import _async_compile as module
 
-    return module.AsyncCompileMode, getattr(module, "active_mode", None)
+    return module.AsyncCompileMode, module.active_mode
 
 
 class JitCompiler:
@@ -108,7 +108,7 @@ class JitCompiler:
         # A tuning inside another one's session (a setup=, verify= or hook that tunes a kernel, on its thread):
         # Triton allows one active mode per thread, so the outer mode steps aside until this one closes, and
         # each keeps its own pool, timeouts and errors.
-        outer = active.set(None) if active is not None and active.get() is not None else None
+        outer = active.set(None) if active.get() is not None else None
         # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
         # compiles are cancelled first so that leaving the mode waits only for those already running.
         mode = self._mode = mode_type(executor, ignore_errors=True)
@@ -124,7 +124,7 @@ class JitCompiler:
             self._mode = None
             if outer is not None:
                 active.reset(outer)
-            elif active is not None and active.get() is mode:
+            elif active.get() is mode:
                 # Triton 3.6 clears the mode only after waiting for every compile: interrupted there, the thread
                 # would keep a dead mode and refuse every later tuning ("Another AsyncCompileMode is active").
                 active.set(None)
