@@ -40,6 +40,7 @@ class Landscape:
     kernel: str
     axes: dict[str, tuple]
     entries: dict[Config, dict]            # config -> {"time": ms or failure string, "times": [...], "compile_time"}
+    problem_size: Optional[tuple] = None   # the shape it was measured at, where the file says (`problem_size`)
     best_ms: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,11 +84,13 @@ def load_landscape(path: str | Path) -> Landscape:
             config = Config({name: raw[name] for name in axes})
             entries[config] = {"time": raw["time"], "times": [float(t) for t in raw.get("times") or []],
                                "compile_time": float(raw.get("compile_time") or 0.0)}
+        size = doc.get("problem_size")
+        problem_size = tuple(size) if isinstance(size, list) else (size,) if isinstance(size, int) else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise AutotuneError(f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
                             f"{exc.__class__.__name__}: {exc}") from None
     return Landscape(str(path), str(doc.get("device_name", "unknown")), str(doc.get("kernel_name", path.stem)),
-                     axes, entries)
+                     axes, entries, problem_size)
 
 
 class _SimClock:

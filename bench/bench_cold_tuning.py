@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -189,10 +188,7 @@ def child(variant: str, n_configs: int, size: int) -> None:
 
 def spawn(variant: str, n_configs: int, size: int, tmp: str, tag: str) -> dict[str, Any]:
     """Run one variant in a fresh process with fresh Triton and autotune cache directories."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{tag}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{tag}"),
-               AUTOTUNE_PROGRESS="0")
-    env.pop("TRITON_INTERPRET", None)
+    env = common.child_env(tmp, tag)
     proc = subprocess.run([sys.executable, str(HERE), "--child", variant, str(n_configs), "--size", str(size)],
                           env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:

@@ -108,10 +108,7 @@ def child(keys: list[tuple[int, int, int]]) -> None:
 def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float) -> dict[str, Any]:
     """Run one cold tuning of `keys` in a fresh process with fresh Triton and autotune cache dirs; the keys it
     tuned (all of them, or those done when `timeout_s` cut it off)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{run}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{run}"),
-               AUTOTUNE_PROGRESS="0", PYTHONUNBUFFERED="1")
-    env.pop("TRITON_INTERPRET", None)
+    env = common.child_env(tmp, run)
     cmd = [sys.executable, str(HERE), "--child", "--keys", *(f"{m},{n},{k}" for m, n, k in keys)]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)

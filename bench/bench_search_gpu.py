@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -66,9 +65,7 @@ def child(strategy: str, budget: int, seed: int, size: int) -> None:
 def spawn(strategy: str, budget: int, seed: int, size: int, tmp: str, timeout_s: float) -> dict[str, Any]:
     """One cold run in a fresh process with fresh Triton and autotune cache directories."""
     tag = f"{strategy}-{seed}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{tag}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{tag}"),
-               AUTOTUNE_PROGRESS="0", PYTHONUNBUFFERED="1")
+    env = common.child_env(tmp, tag)
     cmd = [sys.executable, str(HERE), "--child", strategy, str(budget), str(seed), "--size", str(size)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
@@ -147,7 +144,7 @@ def main() -> int:
         print("bench_search_gpu: no landscape of this GPU; run bench/record_landscape.py first (or --landscape)")
         return 1
     landscape = load_landscape(path)
-    size = args.size or problem_size(path)
+    size = args.size or int((landscape.problem_size or (4096,))[0])
     best_config = min((c for c in landscape.entries if landscape.time_of(c) is not None), key=landscape.time_of)
     strategies = args.strategies.split(",")
     replayed: dict[str, Any] = {}
@@ -158,11 +155,12 @@ def main() -> int:
             print(f"replay of the landscape, {strategy}, 20 seeds: median x{rep['median_ratio']:.3f}, worst "
                   f"x{rep['worst_ratio']:.3f}", flush=True)
     runs: list[dict[str, Any]] = []
+    exhaustive_s = landscape_cost_s(landscape, Tuning().compile_workers)
 
     def save(complete: bool) -> None:
         common.write_results("bench_search_gpu", {"landscape": str(path), "size": size, "budget": args.budget,
                                                   "complete": complete, "runs": runs, "summary": summary,
-                                                  "exhaustive_min_s": landscape_cost_s(landscape, Tuning().compile_workers),
+                                                  "exhaustive_min_s": exhaustive_s,
                                                   "best_config": dict(best_config), "best_ms": landscape.best_ms,
                                                   "replay": replayed})
 
@@ -200,7 +198,6 @@ def main() -> int:
                              "live_worst": max(live), "tuning_s_median": statistics.median(wall)}
         rows.append([strategy, args.budget, len(mine), summary[strategy]["landscape_median"],
                      summary[strategy]["landscape_worst"], statistics.median(live), max(live), statistics.median(wall)])
-    exhaustive_s = landscape_cost_s(landscape, Tuning().compile_workers)
     print(f"\nsearch on {common.device_name()}: kernels/matmul.py WIDE_SPACE ({landscape.valid_configs} configs in the "
           f"landscape), {size}^3 fp16, budget {args.budget} configs ({args.budget / landscape.valid_configs:.0%})")
     print(common.table(["strategy", "budget", "runs", "landscape median", "landscape worst", "live median",
@@ -210,16 +207,6 @@ def main() -> int:
           f"{dict(best_config)}")
     save(complete=True)
     return 0
-
-
-def problem_size(path: Path) -> int:
-    """M (= N = K) of the shape a landscape file was recorded at (record_landscape.py's `problem_size`)."""
-    import gzip
-
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    with (gzip.open(path, "rt") if gz else open(path)) as fh:
-        return int(json.load(fh).get("problem_size", [4096])[0])
 
 
 if __name__ == "__main__":

@@ -84,6 +84,15 @@ def git_commit() -> Optional[str]:
         return None
 
 
+def child_env(tmp: str, tag: str) -> dict[str, str]:
+    """The environment of a benchmark's cold child process: fresh Triton and autotune cache directories under
+    `tmp` (named by `tag`), no AUTOTUNE_* switch or TRITON_INTERPRET from the caller, no progress bar."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_") and k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{tag}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{tag}"),
+               AUTOTUNE_PROGRESS="0", PYTHONUNBUFFERED="1")
+    return env
+
+
 def write_results(name: str, payload: dict[str, Any]) -> Path:
     """Write bench/results/<name>.json with the run's context (device, versions, commit, time) added."""
     RESULTS.mkdir(parents=True, exist_ok=True)

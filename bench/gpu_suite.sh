@@ -43,10 +43,10 @@ export PYTHONUNBUFFERED=1 AUTOTUNE_PROGRESS=0
 unset TRITON_INTERPRET
 
 SLUG=$("$PY" - <<'EOF'
-import re, torch
-name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no_gpu"
-name = re.sub(r"^nvidia\s+", "", name.strip(), flags=re.IGNORECASE)
-print(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu")
+import sys, torch
+sys.path.insert(0, "bench")
+from record_landscape import gpu_slug   # the one slug rule: record_landscape writes its default there too
+print(gpu_slug(torch.cuda.get_device_name()) if torch.cuda.is_available() else "no_gpu")
 EOF
 )
 DEST="bench/results/${SLUG}"

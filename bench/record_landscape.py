@@ -13,9 +13,10 @@ many resources; our tuner meets it at the first run too); an exception inside Tr
                  processes (spawned, niced, each warmed by a throwaway compile first, so no process start or
                  LLVM/CUDA initialisation is counted); several compile at once, as in the tuner's pool.
                  Interpreter: no compile exists; the first launch's wall time stands in.
-  times          per-repetition ms: CUDA events around each launch, after `--warmup` untimed launches, with an
-                 untimed 256 MiB write before each rep to flush the L2 (as triton.testing.do_bench); reps are
-                 queued back to back so CPU work never shows in them. `time` is their mean.
+  times          per-repetition ms, timed by the tuner's own timer (autotune.timing.CudaEventTimer): CUDA events
+                 around each launch, after `--warmup` untimed launches, with an untimed write of twice the L2
+                 before each rep to flush it; reps are queued behind a GPU-side sleep so CPU work never shows
+                 in them. `time` is their mean.
   load_time      ms of the measuring process's first launch (the binary read from the disk cache and loaded);
                  a load over 250 ms means it compiled again and is reported.
 Each result is checked against torch (fp32 reference) before timing; a wrong one is "RuntimeFailedConfig".
@@ -60,7 +61,6 @@ AXES_CPU: dict[str, list[int]] = {"BLOCK_M": [16, 32], "BLOCK_N": [16, 32], "BLO
 MIN_ACC, MAX_ACC = 8, 128           # fp32 accumulators per thread: fewer wastes the warps, more spills
 FAILED_COMPILE, FAILED_RUN = "CompilationFailedConfig", "RuntimeFailedConfig"
 LOAD_RECOMPILED_MS = 250.0
-FLUSH_BYTES = 256 << 20
 ATOL, RTOL = 0.5, 0.05
 WARMUP_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
 
@@ -174,49 +174,10 @@ def compile_results(configs: list[dict[str, int]], shape: tuple[int, int, int], 
         pool.join()
 
 
-class Timer:
-    """Times a launch thunk: CUDA events, an untimed L2 flush before each rep (GPU); the wall clock (interpreter)."""
-
-    def __init__(self, gpu: bool, warmup: int, reps: int) -> None:
-        import torch
-
-        self.torch, self.gpu, self.warmup, self.reps = torch, gpu, warmup, reps
-        if gpu:
-            self.flush_buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-            self.events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                           for _ in range(reps)]
-
-    def sync(self) -> None:
-        """Wait for the device (a no-op in the interpreter)."""
-        if self.gpu:
-            self.torch.cuda.synchronize()
-
-    def time(self, fn: Callable[[], Any]) -> list[float]:
-        """Per-rep ms of `fn` after `warmup` untimed runs; all queued before one synchronisation on a GPU."""
-        if not self.gpu:
-            for _ in range(self.warmup):
-                fn()
-            samples = []
-            for _ in range(self.reps):
-                started = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - started) * 1e3)
-            return samples
-        for _ in range(self.warmup):
-            self.flush_buf.zero_()
-            fn()
-        for start, end in self.events:
-            self.flush_buf.zero_()
-            start.record()
-            fn()
-            end.record()
-        self.torch.cuda.synchronize()
-        return [float(start.elapsed_time(end)) for start, end in self.events]
-
-
 def measure_entry(compiled: dict[str, Any], launch: Callable[[], Any], check: Callable[[], Optional[str]],
-                  timer: Timer, interpret: bool) -> dict[str, Any]:
-    """One config's cache entry in kernel_tuner's format, from its compile result and its measurement."""
+                  time_reps: Callable[[Callable[[], Any]], list[float]], interpret: bool) -> dict[str, Any]:
+    """One config's cache entry in kernel_tuner's format, from its compile result and its measurement
+    (`time_reps(launch)`: per-rep ms)."""
     config = compiled["config"]
     entry: dict[str, Any] = {**config, "time": None, "times": [], "compile_time": compiled["compile_ms"],
                              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat()}
@@ -228,7 +189,10 @@ def measure_entry(compiled: dict[str, Any], launch: Callable[[], Any], check: Ca
     try:
         started = time.perf_counter()
         launch()
-        timer.sync()
+        if not interpret:
+            import torch
+
+            torch.cuda.synchronize()
         entry["load_time"] = (time.perf_counter() - started) * 1e3
         if interpret:
             entry["compile_time"] = entry["load_time"]
@@ -239,7 +203,7 @@ def measure_entry(compiled: dict[str, Any], launch: Callable[[], Any], check: Ca
             entry.update(time=FAILED_RUN, failure="wrong_result", error=problem)
             return entry
         started = time.perf_counter()
-        times = timer.time(launch)
+        times = time_reps(launch)
         entry["benchmark_time"] = (time.perf_counter() - started) * 1e3
     except Exception as exc:  # noqa: BLE001 - a config's launch error is a data point, unless the device died
         kind = classify(exc, "run")
@@ -325,6 +289,7 @@ def main() -> int:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="landscape-triton-")   # before triton is imported
     import torch
 
+    from autotune.timing import make_timer
     from kernels.matmul import matmul_reference
 
     interpret = not gpu
@@ -348,19 +313,24 @@ def main() -> int:
     b = torch.randn((K, N), device=dev, dtype=torch.float16)
     c = torch.empty((M, N), device=dev, dtype=torch.float16)
     ref = matmul_reference(a, b).float()
-    timer = Timer(gpu, warmup, reps)
+    timer = make_timer(on_gpu=gpu)     # the tuner's own: CUDA events, 2x-L2 flush, reps queued behind a GPU sleep
+
+    def time_reps(fn: Callable[[], Any]) -> list[float]:
+        return timer.measure(fn, warmup=warmup, reps=reps)
+
     check = make_check(c, ref)
     cache: dict[str, dict[str, Any]] = {}
     meta: dict[str, Any] = {
         "script": "bench/record_landscape.py", "kernel": "kernels/matmul.py::_matmul_kernel", "dtype": "float16",
         "interpret": interpret, "device": common.device_name(), "versions": common.versions(),
         "commit": common.git_commit(), "workers": workers, "warmup": warmup, "reps": reps,
-        "l2_flush_bytes": FLUSH_BYTES if gpu else 0, "order_seed": args.seed, "planned": len(configs),
+        "l2_flush": "a buffer of twice the L2 zeroed before each rep" if gpu else "none", "order_seed": args.seed, "planned": len(configs),
         "constraint": f"{MIN_ACC} <= BLOCK_M*BLOCK_N/(32*num_warps) <= {MAX_ACC}",
         "compile_time": "interpreter: first launch wall ms" if interpret else
                         f"ms of _matmul_kernel.warmup (a real compile, fresh TRITON_CACHE_DIR), {workers} compile "
                         "processes at once",
-        "times": "wall ms per rep" if interpret else "CUDA-event ms per rep, 256 MiB L2 flush before each",
+        "times": "wall ms per rep" if interpret else "CUDA-event ms per rep (autotune.timing.CudaEventTimer): L2 "
+                 "flushed before each, reps queued behind a GPU-side sleep",
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
     def document(complete: bool) -> dict[str, Any]:
@@ -380,7 +350,7 @@ def main() -> int:
     try:
         for compiled in results:
             c.fill_(float("nan"))
-            entry = measure_entry(compiled, launcher(a, b, c, compiled["config"]), check, timer, interpret)
+            entry = measure_entry(compiled, launcher(a, b, c, compiled["config"]), check, time_reps, interpret)
             cache[config_id(compiled["config"], axes)] = entry
             now = time.monotonic()
             if now - last_print >= 10 or len(cache) == len(configs):

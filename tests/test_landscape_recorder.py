@@ -39,6 +39,7 @@ def test_an_interpreter_recording_is_a_landscape_the_replay_tunes(tmp_path):
     assert "complete: wrote" in proc.stdout
     landscape = load_landscape(out)
     assert landscape.kernel == "matmul" and landscape.valid_configs == 5
+    assert landscape.problem_size == (64, 64, 64)           # the shape it ran, read back for bench_search_gpu
     for entry in landscape.entries.values():           # every config ran, checked against torch, timed 3 times
         assert isinstance(entry["time"], float) and len(entry["times"]) == 3 and entry["compile_time"] > 0
     fastest = min(landscape.entries, key=landscape.time_of)

@@ -149,6 +149,10 @@ def test_a_failed_config_is_told_and_never_proposed_again(landscape, cls):
     assert all(space.contains(c) for c in proposed)
 
 
+def test_a_landscape_keeps_the_problem_size_it_was_measured_at(landscape):
+    assert landscape.problem_size == (20_000_000,)          # kernel_tuner writes a 1-D size as a bare int
+
+
 def test_exhaustive_replay_finds_the_best(landscape):
     result = replay(landscape, "exhaustive", budget=landscape.valid_configs, seeds=1)
     run = result["runs"][0]
