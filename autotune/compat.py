@@ -267,9 +267,9 @@ class Autotuner(KernelInterface):
         if do_bench is None:
             return None
         if interpreted:
-            import triton.testing
+            from triton.testing import do_bench as triton_do_bench, do_bench_cudagraph
 
-            if do_bench in (triton.testing.do_bench, triton.testing.do_bench_cudagraph):
+            if do_bench in (triton_do_bench, do_bench_cudagraph):
                 return None
         return do_bench
 

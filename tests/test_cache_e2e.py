@@ -9,14 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
-from autotune.storage import entries as entries_mod, files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
+from autotune.storage import files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
 from autotune import clear_autotune_cache, stats
 from autotune.errors import CacheWarning
 from autotune.storage import disk_entries, load_record
@@ -243,6 +242,7 @@ def test_full_disk_warns_and_the_launch_is_right(tmp_path, monkeypatch):
 
 
 def test_clear_autotune_cache_on_a_decorated_kernel(tmp_path):
+    clear_autotune_cache()          # other tests' kernels still alive in this process would count in the last clear
     vadd = load_kernel(tmp_path)
     call(vadd, 256)
     call(vadd, 100)

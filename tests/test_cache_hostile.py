@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.storage import entries as entries_mod, files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
+from autotune.storage import files as files_mod
 from autotune import CacheWarning, clear_autotune_cache
 from autotune.storage import disk_entries, load_record
 from autotune.errors import CacheEntryError

@@ -428,7 +428,7 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
 def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_path):
     archive, _, winner = exported
     fresh_cache, fresh_triton = tmp_path / "fresh-autotune", tmp_path / "fresh-triton"
-    script = f"""
+    script = """
 import json, sys, torch, autotune
 from autotune.aot import import_archive
 report = import_archive(sys.argv[1])
@@ -436,9 +436,9 @@ from test_precompile import tuned_add
 x = torch.arange(1024, dtype=torch.float32)
 out = torch.empty_like(x)
 tuned_add(x, x, out, 1024)
-print(json.dumps({{"imported": len(report.records_imported), "binaries": len(report.binaries_imported),
+print(json.dumps({"imported": len(report.records_imported), "binaries": len(report.binaries_imported),
                   "stats": autotune.stats()["add_kernel"], "winner": dict(tuned_add.best_config),
-                  "correct": bool(torch.equal(out, 2 * x))}}))
+                  "correct": bool(torch.equal(out, 2 * x))}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
     env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(fresh_cache), TRITON_CACHE_DIR=str(fresh_triton),

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import (CartesianSpace, Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
+from autotune import (Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
                       autotune, autotune_launch)
 from autotune.compilers import FunctionCompiler
 from kernels_for_tests import accumulate_kernel, add_kernel, add_wrong_when_64_kernel, scale_2d_kernel
