@@ -151,13 +151,18 @@ def _pipeline(configs: Any, compiler: Compiler, workers: int, timeout_s: Optiona
         executor.shutdown(wait=not abandoned.is_set(), cancel_futures=True)
 
 
+def _begin_batch(compiler: Compiler, batch: Sequence[Config]) -> None:
+    """Tell a compiler that has the optional `begin_batch` which configs are about to be submitted."""
+    begin = getattr(compiler, "begin_batch", None)
+    if begin is not None and batch:
+        begin(list(batch))
+
+
 def _serial(configs: Any, compiler: Compiler, executor: Executor, ahead: int = 0) -> Iterator[CompileOutcome]:
     if callable(configs):
         yield from _serial_as_proposed(configs, compiler, executor, max(1, ahead))
         return
-    begin = getattr(compiler, "begin_batch", None)
-    if begin is not None and configs:
-        begin(list(configs))
+    _begin_batch(compiler, configs)
     for config in configs:
         yield _compile_inline(config, compiler, executor)
 
@@ -166,15 +171,13 @@ def _serial_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Co
                         window: int) -> Iterator[CompileOutcome]:
     """Proposals kept `window` deep, one more asked for each time the caller has measured one: the information
     flow of the parallel pipeline (a strategy hears each result before its next proposal), compiled inline."""
-    begin = getattr(compiler, "begin_batch", None)
     queue: collections.deque[Config] = collections.deque()
 
     def refill() -> None:
         if len(queue) >= window:
             return
         batch = list(propose(window - len(queue)))
-        if begin is not None and batch:
-            begin(batch)
+        _begin_batch(compiler, batch)
         queue.extend(batch)
 
     refill()
@@ -208,9 +211,7 @@ def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: O
     propose = configs if callable(configs) else None
 
     def submit(batch: Sequence[Config]) -> None:
-        begin = getattr(compiler, "begin_batch", None)
-        if begin is not None and batch:
-            begin(list(batch))
+        _begin_batch(compiler, batch)
         for config in batch:
             try:
                 future = compiler.submit(config, executor)
