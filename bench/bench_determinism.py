@@ -129,25 +129,11 @@ def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float
 def measure_pair(shape: tuple[int, int, int], configs: tuple[dict[str, Any], dict[str, Any]], rounds: int,
                  rep_ms: int) -> tuple[float, float]:
     """Median over `rounds` of do_bench's median for each config, alternating which goes first."""
-    import torch
-    import triton.testing
+    from record_landscape import launcher, operands
 
-    from record_landscape import launcher
-
-    M, N, K = shape
-    torch.manual_seed(0)
-    a = torch.randn((M, K), device="cuda", dtype=torch.float16)
-    b = torch.randn((K, N), device="cuda", dtype=torch.float16)
-    c = torch.empty((M, N), device="cuda", dtype=torch.float16)
-    thunks = [launcher(a, b, c, dict(cfg)) for cfg in configs]
-    for thunk in thunks:            # loads (or compiles) both before timing either
-        thunk()
-    torch.cuda.synchronize()
-    samples: list[list[float]] = [[], []]
-    for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-            samples[i].append(float(triton.testing.do_bench(thunks[i], warmup=5, rep=rep_ms, return_mode="median")))
-    return common.median(samples[0]), common.median(samples[1])
+    a, b, c = operands(shape, "cuda")
+    ms_a, ms_b = common.interleaved_medians([launcher(a, b, c, dict(cfg)) for cfg in configs], rounds, rep_ms)
+    return ms_a, ms_b
 
 
 def main() -> None:

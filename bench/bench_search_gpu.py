@@ -76,26 +76,10 @@ def spawn(strategy: str, budget: int, seed: int, size: int, tmp: str, timeout_s:
 
 def remeasure(size: int, configs: list[dict[str, Any]], rounds: int, rep_ms: int) -> list[float]:
     """Median over `rounds` of do_bench's median (ms) for each config, the order rotated every round."""
-    import torch
-    import triton.testing
+    from record_landscape import launcher, operands
 
-    from record_landscape import launcher
-
-    torch.manual_seed(0)
-    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
-    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
-    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
-    thunks = [launcher(a, b, c, cfg) for cfg in configs]
-    for thunk in thunks:           # compiles (or loads) each before any is timed
-        thunk()
-    torch.cuda.synchronize()
-    samples: list[list[float]] = [[] for _ in thunks]
-    for r in range(rounds):
-        order = list(range(len(thunks)))
-        order = order[r % len(order):] + order[:r % len(order)]
-        for i in order:
-            samples[i].append(float(triton.testing.do_bench(thunks[i], warmup=5, rep=rep_ms, return_mode="median")))
-    return [statistics.median(s) for s in samples]
+    a, b, c = operands((size, size, size), "cuda")
+    return common.interleaved_medians([launcher(a, b, c, cfg) for cfg in configs], rounds, rep_ms)
 
 
 def landscape_cost_s(landscape: Any, workers: int) -> float:

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -145,6 +145,24 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return text == "-"
+
+
+def interleaved_medians(thunks: Sequence[Callable[[], Any]], rounds: int, rep_ms: int) -> list[float]:
+    """Side-by-side re-measurement on a GPU: each thunk launched once first (compiled or loaded before any is
+    timed), then `rounds` rounds of `triton.testing.do_bench` medians (L2 flushed), the order rotated every round
+    so drift hits them alike; the median over the rounds for each thunk."""
+    import torch
+    import triton.testing
+
+    for thunk in thunks:
+        thunk()
+    torch.cuda.synchronize()
+    samples: list[list[float]] = [[] for _ in thunks]
+    for r in range(rounds):
+        shift = r % len(thunks)
+        for i in [*range(shift, len(thunks)), *range(shift)]:
+            samples[i].append(float(triton.testing.do_bench(thunks[i], warmup=5, rep=rep_ms, return_mode="median")))
+    return [median(s) for s in samples]
 
 
 def median(values: Sequence[float]) -> float:

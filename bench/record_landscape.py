@@ -91,6 +91,18 @@ def short_error(exc: BaseException) -> str:
     return re.sub(r"\s+", " ", f"{type(exc).__name__}: {exc}")[:300]
 
 
+def operands(shape: tuple[int, int, int], device: str) -> tuple[Any, Any, Any]:
+    """a (M x K), b (K x N) random fp16 from seed 0, and c (M x N) for the product: the operands every matmul
+    benchmark here launches on."""
+    import torch
+
+    M, N, K = shape
+    torch.manual_seed(0)
+    a = torch.randn((M, K), device=device, dtype=torch.float16)
+    b = torch.randn((K, N), device=device, dtype=torch.float16)
+    return a, b, torch.empty((M, N), device=device, dtype=torch.float16)
+
+
 def launcher(a: Any, b: Any, c: Any, config: dict[str, int]) -> Callable[[], Any]:
     """A thunk launching kernels/matmul.py's kernel on c = a @ b with exactly `config` (bypassing tuning)."""
     from kernels.matmul import _matmul_kernel
@@ -307,11 +319,7 @@ def main() -> int:
     configs = configs[:args.limit] if args.limit else configs
     deadline = START + args.max_minutes * 60.0
 
-    dev = "cuda" if gpu else "cpu"
-    torch.manual_seed(0)
-    a = torch.randn((M, K), device=dev, dtype=torch.float16)
-    b = torch.randn((K, N), device=dev, dtype=torch.float16)
-    c = torch.empty((M, N), device=dev, dtype=torch.float16)
+    a, b, c = operands(shape, "cuda" if gpu else "cpu")
     ref = matmul_reference(a, b).float()
     timer = make_timer(on_gpu=gpu)     # the tuner's own: CUDA events, 2x-L2 flush, reps queued behind a GPU sleep
 
