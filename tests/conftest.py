@@ -34,10 +34,8 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache_dir(tmp_path, monkeypatch):
     """Every test gets its own cache directory and no AUTOTUNE_* mode switches from the outside."""
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
-    for name in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS",
-                 "AUTOTUNE_REMOTE_CACHE", "AUTOTUNE_REMOTE_CACHE_PASSWORD", "AUTOTUNE_REMOTE_CACHE_TTL_S",
-                 "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "AUTOTUNE_REMOTE_CACHE_LEASE_S"):
-        monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith("AUTOTUNE_") and n != "AUTOTUNE_CACHE_DIR"]:
+        monkeypatch.delenv(name)   # AUTOTUNE_MODE=online, AUTOTUNE_ISOLATE, AUTOTUNE_FORCE ... in the shell
     from autotune.storage.remote import clear_remote_settings
 
     clear_remote_settings()

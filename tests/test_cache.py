@@ -49,11 +49,13 @@ class Tuner:
     def __init__(self, key, dtypes=DT, winner=64, delay=0.0, **kw):
         self.key, self.dtypes, self.winner, self.delay, self.kw = key, dtypes, winner, delay, kw
         self.calls = 0
+        self.started = threading.Event()   # set once a call is under way (the key's lock is held by then)
         self._lock = threading.Lock()
 
     def __call__(self) -> TuningRecord:
         with self._lock:
             self.calls += 1
+        self.started.set()
         if self.delay:
             time.sleep(self.delay)
         return make_record(self.key, self.dtypes, self.winner, **self.kw)
@@ -232,10 +234,10 @@ def test_force_retunes_and_replaces():
 def test_force_takes_a_winner_produced_while_it_waited():
     key = (257,)
     kc = new_cache()
-    slow = Tuner(key, winner=128, delay=0.4)
+    slow = Tuner(key, winner=128, delay=1.5)
     first = threading.Thread(target=lambda: kc.get_or_tune(key, DT, slow, force=True))
     first.start()
-    time.sleep(0.1)
+    assert slow.started.wait(10)   # the first tuning holds the key before the second asks for it
     second = Tuner(key, winner=32)
     rec, how = kc.get_or_tune(key, DT, second, force=True)
     first.join(10)
@@ -586,6 +588,7 @@ def test_clear_counts_memory_only_and_disk_only_entries():
 
 
 def test_clear_removes_entries_of_kernels_not_loaded():
+    clear_autotune_cache()      # the final count includes memory entries of other modules' live kernels
     write_record(make_record((1,), kernel="ghost_kernel"))
     write_record(make_record((2,), kernel="ghost_kernel"))
     write_record(make_record((1,), kernel="ghost/other"))
@@ -627,6 +630,7 @@ def test_offline_warning_resets_after_clear():
 
 
 def test_clear_never_touches_files_that_are_not_entries():
+    clear_autotune_cache()      # the count below includes memory entries of other modules' live kernels
     kc = new_cache()
     _fill(kc, [(1,)])
     root = Path(cache_dir())

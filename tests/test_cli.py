@@ -225,10 +225,15 @@ def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
 
 def test_two_value_key_spellings_agree(capsys):
     write_record(record("mm", [4096, 1024]))
+    write_record(record("mm", [4096, 2048]))          # a decoy: a loose match would show it too
+    outputs = set()
     for spelling in ("4096,1024", "(4096, 1024)", "[4096, 1024]"):
         assert cli.main(["cache", "show", "mm", "--key", spelling]) == 0
         assert cli.main(["report", "mm", "--key", spelling]) == 0
-    capsys.readouterr()
+        outputs.add(capsys.readouterr().out)
+    assert len(outputs) == 1
+    (shown,) = outputs
+    assert "1024" in shown and "2048" not in shown
 
 
 def test_a_key_that_matches_nothing_says_so_and_exits_non_zero(capsys):

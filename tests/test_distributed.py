@@ -227,7 +227,7 @@ def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[s
     try:
         if missing >= 0:
             if rank == missing:
-                time.sleep(timeout_s + 1)  # alive but never calls the kernel
+                time.sleep(timeout_s + 15)  # alive but never calls the kernel, past the others' bound below
                 results["hang"] = {"skipped": True}
             else:
                 results["hang"] = _caught(lambda: _launch(_make(SPACE, "shard", []), 400, rank))
@@ -445,7 +445,8 @@ def test_a_rank_that_never_joins_makes_the_others_raise_within_the_timeout_namin
     leader, other = results[0]["hang"], results[1]["hang"]
     for rank, outcome in ((0, leader), (1, other)):
         assert outcome["error"] == "DistributedTuningError", outcome
-        assert outcome["seconds"] < HANG_TIMEOUT_S + 5, outcome
+        # the group's timeout fired: the missing rank is still alive (it sleeps 15 s past the timeout)
+        assert outcome["seconds"] < HANG_TIMEOUT_S + 10, outcome
         message = outcome["message"]
         assert f"rank {rank} of 3" in message and "add_kernel key (400,)" in message
         assert "distributed='shard'" in message and "timeout is 3 s" in message

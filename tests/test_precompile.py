@@ -131,12 +131,11 @@ def test_matmul_space_compiles_for_two_targets_into_tritons_cache(matmul_runs, t
     assert "8 compiled (8 now, 0 already in Triton's cache), 0 failed" in first.summary()
 
 
-def test_second_precompile_is_a_cache_hit_and_much_faster(matmul_runs):
+def test_second_precompile_is_a_cache_hit(matmul_runs):
+    """Every config found in Triton's cache, none compiled again (how much faster: bench_precompile.py)."""
     _, first, second = matmul_runs
     assert second.cache_hits == 8 and second.fresh == 0 and second.failed == []
     assert {c.hash for c in second.compiled} == {c.hash for c in first.compiled}
-    assert sum(c.compile_s for c in second.compiled) < 0.25 * sum(c.compile_s for c in first.compiled)
-    assert second.wall_s < first.wall_s
 
 
 def test_failing_configs_are_reported_with_their_errors_and_the_rest_compile():

@@ -377,10 +377,7 @@ def _tuned_add():
     """A tiny vector add, autotuned over 3 block sizes (one invalid), tuned once through the interpreter."""
     import torch
 
-    try:
-        from autotune import Tuning, autotune
-    except ImportError as exc:  # pragma: no cover - the decorator not in this tree yet
-        pytest.skip(f"autotune decorator not importable yet: {exc}")
+    from autotune import Tuning, autotune
 
     add = autotune(space={"BLOCK": (48, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
                    tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2))(vector_add)
@@ -408,8 +405,6 @@ def test_real_tuning_with_autotune_print_1_prints_the_summary_line(monkeypatch, 
     monkeypatch.setenv("AUTOTUNE_PRINT", "1")
     add = _tuned_add()
     lines = capsys.readouterr().err.splitlines()
-    if not lines:
-        pytest.fail("AUTOTUNE_PRINT=1 printed nothing: the decorator does not call autotune.reporting.emit()")
     assert len(lines) == 1 and SUMMARY.match(lines[0]), lines
     assert lines[0] == format_summary(add.record(), cache_hit=False)
 

@@ -116,9 +116,15 @@ def test_memory_only_cache_touches_no_file(tmp_path, monkeypatch):
 def test_threads_tune_once_across_memory_and_tiers(tmp_path):
     remote = DictTier()
     kc = cache_with(DiskCache(tmp_path), remote)
-    tuner = Tuner((1,), delay=0.2)
+    tuner = Tuner((1,), delay=0.5)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(kc.get_or_tune((1,), DT, tuner)[1])) for _ in range(6)]
+    barrier = threading.Barrier(6)   # all six ask at once, while the first one's tuning is under way
+
+    def ask() -> None:
+        barrier.wait()
+        results.append(kc.get_or_tune((1,), DT, tuner)[1])
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:
@@ -156,7 +162,7 @@ def test_a_newer_schema_entry_on_disk_is_left_in_place(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["memory", "disk"])
-def test_force_takes_a_winner_produced_while_waiting_but_not_an_older_one(tmp_path, how):
+def test_force_retunes_over_an_older_winner_in_memory_or_on_disk(tmp_path, how):
     disk = DiskCache(tmp_path)
     kc = cache_with(disk)
     kc.get_or_tune((1,), DT, Tuner((1,), winner=32))
