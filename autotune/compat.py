@@ -64,7 +64,7 @@ from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
 from .decorator import Autotuned
-from .kernel_ref import base_kernel, is_interpreted, python_function
+from .kernel_ref import base_kernel, heuristics_layers, is_interpreted, python_function
 from .pruning import check_top_k, top_k_count
 from .errors import AutotuneError, SpaceError
 from .options import Tuning
@@ -226,7 +226,11 @@ class Autotuner(KernelInterface):
             tuning_obj = tuning_obj.replace(refine_topk=0)
         self._local = threading.local()
         use_prune = self.early_config_prune is not None or self.perf_model is not None
-        self.tuner: _Engine = _Engine(fn, space=list(self._natives), key=list(self.keys), tuning=tuning_obj,
+        # Triton skips a key name the call does not pass (a config's meta-parameter, a triton.heuristics value);
+        # so does the engine's key.
+        unpassed = self._meta_names.union(*(layer.values for layer in heuristics_layers(fn, base_kernel(fn))))
+        call_keys = [k for k in self.keys if k not in unpassed]
+        self.tuner: _Engine = _Engine(fn, space=list(self._natives), key=call_keys, tuning=tuning_obj,
                                       restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
                                       do_bench=_QuantileBench(self.do_bench, self._record_raw)
                                       if self.do_bench is not None else None,

@@ -21,6 +21,7 @@ from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
 from .inspection import KernelInspection
+from .option_checks import check_argument_lists, check_fallback, check_hooks, check_key
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner
@@ -98,11 +99,8 @@ class Autotuned(KernelInspection, KernelInterface):
         validate_space(self.space, kernel_name=self.name, constexpr_names=self.constexpr_names,
                        compile_options=self._compile_options, static_options=self.static_options,
                        derived_names=derive)
-        for what, names in (("restore_value", restore_value), ("reset_to_zero", reset_to_zero)):
-            missing = [n for n in names if n not in self.arg_names]
-            if missing:
-                raise OptionError(f"{what}={list(names)} on {self.name}: {missing} are not arguments of the kernel; "
-                                  f"arguments: {self.arg_names}.{did_you_mean(missing[0], self.arg_names)}")
+        check_argument_lists(self.name, self.arg_names, restore_value=restore_value, reset_to_zero=reset_to_zero)
+        check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
         # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
@@ -121,6 +119,8 @@ class Autotuned(KernelInspection, KernelInterface):
         provided = set(fields) | set(derive) | {name for layer in heuristics_layers(fn, self.base_fn)
                                                 for name in layer.values}
         self._tuned_names = frozenset(fields) | frozenset(derive)
+        check_key(self.name, self._key, provided)
+        check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         self.restore_value = tuple(restore_value)
@@ -236,8 +236,10 @@ class Autotuned(KernelInspection, KernelInterface):
                             "and by keyword")
         tuned = sorted(kwargs.keys() & self._tuned_names)
         if tuned:
+            example = f"{tuned[0]} == {kwargs[tuned[0]]!r}"
             raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed to {self.name} and set by its "
-                              f"search space. Make sure that you don't re-define auto-tuned symbols.")
+                              f"search space for each config: drop {'='.join(tuned[:1])}= from the call (to fix its "
+                              f"value, narrow the space instead, e.g. .where('${example}'))")
 
     def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:
         """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""
@@ -422,11 +424,13 @@ class Autotuned(KernelInspection, KernelInterface):
             return list(self.configs or ()), None
         kept = [Config(c) for c in self.prune(list(self.configs), dict(bound.named))]
         if not kept:
-            raise AutotuneError(f"prune= on {self.name} removed every config; it must keep at least one")
+            raise OptionError(f"prune= on {self.name} removed every config for this call; it must keep at least one "
+                              "(return the best guess when none fits)")
         in_space = set(self.configs)
         unknown = [c for c in kept if c not in in_space]
         if unknown:
-            raise AutotuneError(f"prune= on {self.name} returned configs that are not in the space: {unknown}")
+            raise OptionError(f"prune= on {self.name} returned configs that are not in the space: {unknown}; return a "
+                              "subset of the configs it receives (add new configs to the space instead)")
         kept = list(dict.fromkeys(kept))
         kept_set = set(kept)
         return kept, configs_checksum(c for c in self.configs if c in kept_set)

@@ -49,7 +49,7 @@ def _normalise(value: Any, what: str) -> Any:
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         return tuple(_normalise(v, what) for v in value)
     if _is_tensor(value):
-        raise ExpressionError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
+        raise KeyValueError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
                               "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
     if isinstance(value, float) and value != value:
         raise KeyValueError(f"key {what} is NaN: NaN never equals itself, so no cached winner would ever match and "
@@ -187,6 +187,11 @@ class KeyBuilder:
         return tuple(v if type(v) in _SCALARS and v == v else _normalise(v, f"from {name}()") for v in result)
 
     # -- the key ------------------------------------------------------------------------------------
+    @property
+    def argument_names(self) -> frozenset[str]:
+        """The call arguments the key reads (empty for a callable key, which may read any of them)."""
+        return frozenset(n for e in self._entries for n in ((e,) if isinstance(e, str) else e.arg_refs))
+
     def dtypes(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """str(dtype) of every argument, in signature order, that has a `.dtype` (tensors)."""
         out = []

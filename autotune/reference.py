@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import VerificationError
+from .errors import OptionError, VerificationError
 
 __all__ = ["Reference"]
 
@@ -21,7 +21,7 @@ class Reference:
         if isinstance(outputs, str):
             outputs = (outputs,)
         if not outputs:
-            raise ValueError("Reference needs the names of the output arguments to compare: outputs=('out',)")
+            raise OptionError("Reference needs the names of the output arguments to compare: outputs=('out',)")
         self.fn = fn
         self.outputs = tuple(outputs)
         self.atol = atol
@@ -35,7 +35,9 @@ class Reference:
         if not isinstance(value, (tuple, list)):
             value = (value,)
         if len(value) != len(self.outputs):
-            raise ValueError(f"the reference returned {len(value)} values for outputs {self.outputs}")
+            raise OptionError(f"verify=Reference({getattr(self.fn, '__name__', self.fn)!r}) returned {len(value)} "
+                              f"values for outputs={self.outputs}: return one tensor per output name, in that "
+                              "order, or a dict keyed by those names")
         return {name: v.detach().clone() for name, v in zip(self.outputs, value)}
 
     def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:

@@ -259,6 +259,16 @@ def test_cache_maps_key_values_and_dtypes_to_the_callers_triton_config():
     assert isinstance(add.bench_time, float) and add.bench_time > 0
 
 
+def test_a_key_name_set_by_the_configs_is_skipped_as_in_triton():
+    """Triton keys on the call's arguments only, so a config's meta-parameter in key= is skipped, not an error
+    (the native @autotune refuses it when decorating)."""
+    add = autotune(configs=BLOCK_CONFIGS, key=["n", "BLOCK"])(add_kernel)
+    x, y, out = vectors(64)
+    add[grid_1d](x, y, out, 64)
+    torch.testing.assert_close(out, x + y)
+    assert set(add.cache) == {(64, *("torch.float32",) * 3)}
+
+
 def test_keyword_arguments_in_any_order_share_one_tuning():
     add = autotune(configs=BLOCK_CONFIGS, key=["n"])(add_kernel)
     x, y, _ = vectors(80)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune import AutotuneError, CartesianSpace, autotune
+from autotune import AutotuneError, CartesianSpace, Reference, autotune
 from autotune.errors import ExpressionError, OptionError, SpaceError
 from kernels_for_tests import add_kernel
 
@@ -105,3 +105,34 @@ def test_wrong_case_argument_name_in_grid_or_key_suggests_the_argument():
         autotune(space={"BLOCK": [32]}, grid="(cdiv(N, $BLOCK),)")(add_kernel)
     with pytest.raises(ExpressionError, match="unknown name 'N'.*Did you mean 'n'"):
         autotune(space={"BLOCK": [32]}, key=["N"], grid="(cdiv(n, $BLOCK),)")(add_kernel)
+
+
+# --- arguments whose mistakes used to fail every config at the first call (blaming the configs) ----------------
+
+def test_verify_setup_and_do_bench_must_be_callables():
+    with pytest.raises(OptionError, match=r"verify= on add_kernel must be a callable.*Reference; got int"):
+        deco(verify=3)
+    with pytest.raises(OptionError, match=r"setup= on add_kernel must be a callable; got str"):
+        deco(setup="reset")
+    with pytest.raises(OptionError, match=r"do_bench= on add_kernel must be a callable"):
+        deco(do_bench=[1])
+    deco(verify=lambda **args: True, setup=lambda **args: None)      # callables are accepted
+
+
+def test_a_reference_s_outputs_must_be_arguments():
+    with pytest.raises(OptionError, match=r"\['otu'\] are not arguments of the kernel.*Did you mean 'out'"):
+        deco(verify=Reference(lambda x, y, **_: x + y, outputs=("otu",)))
+    deco(verify=Reference(lambda x, y, **_: x + y, outputs=("out",)))
+
+
+def test_a_key_on_a_tuned_field_is_refused_naming_the_fix():
+    with pytest.raises(OptionError, match=r"reads \['BLOCK'\], which the search space .* key on arguments the call"):
+        deco(key=["n", "BLOCK"])
+    with pytest.raises(OptionError, match=r"reads \['BLOCK'\]"):
+        deco(key=["n // BLOCK"])                                  # an expression reading it, too
+
+
+def test_a_fallback_must_give_every_field_without_a_default():
+    with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\]; give a value for each"):
+        deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"num_warps": 4})
+    deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"BLOCK": 32})   # num_warps has Triton's default

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.errors import AutotuneError, ExpressionError
+from autotune.errors import AutotuneError, ExpressionError, KeyValueError
 from autotune.keys import KeyBuilder, anchor, pow2_bucket
 
 ARGS = ("x", "y", "M", "N", "FLAG")
@@ -76,7 +76,7 @@ def test_dtypes_in_signature_order_for_args_with_dtype():
 
 def test_tensor_as_key_value_suggests_shape():
     kb = KeyBuilder(["x"], arg_names=ARGS)
-    with pytest.raises(ExpressionError, match=r"key 'x' is a tensor.*use e\.g\. x\.shape\[0\]") as info:
+    with pytest.raises(KeyValueError, match=r"key 'x' is a tensor.*use e\.g\. x\.shape\[0\]") as info:
         kb(_args())
     assert isinstance(info.value, AutotuneError)
     with pytest.raises(AutotuneError, match="is a tensor"):

@@ -165,6 +165,15 @@ def test_signature_specializes_like_the_example_arguments(add_run):
     assert {c.hash for c in from_args.compiled} == {c.hash for c in as_string.compiled}
 
 
+def test_a_space_too_large_to_list_is_refused_naming_winners_only():
+    huge = autotune_decorator(space={"BLOCK": [16, 32, 64, 128], "num_warps": list(range(1, 101)),
+                                     "num_stages": list(range(1, 301))}, key=["n"],
+                              grid="(cdiv(n, $BLOCK),)")(add_kernel)
+    assert huge.configs is None                                     # 120,000 configs: searched, never listed
+    with pytest.raises(PrecompileError, match=r"120,000 configs .* pass winners_only=True"):
+        precompile(huge, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
+
+
 def test_hip_target_compiles_and_stand_ins_specialize_like_tensors():
     x = torch.zeros(1024)
     from_args = precompile(tuned_add, x, x, x, 1024, targets="hip:gfx942", workers=2)
@@ -475,6 +484,14 @@ def test_import_keeps_a_newer_entry_and_replaces_an_older_one(exported, tmp_path
     replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert replaced.records_imported == [str(entry.path)]
     assert load_record(entry.path).timestamp == entry.record.timestamp
+    assert replaced.records_replaced == []              # the older entry was for the same source and space
+
+    # An older entry of another kernel source is replaced too (newer wins), and the report says so.
+    write_record(entry.record.replace(timestamp=entry.record.timestamp - 100, source_hash="0" * 16), dest)
+    replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
+    assert replaced.records_replaced == [(str(entry.path), "the older entry there was tuned for another kernel "
+                                                           "source")]
+    assert "replaced record" in str(replaced) and replaced.to_dict()["records_replaced"]
 
 
 def _rewrite_archive(src: Path, dst: Path, edit) -> None:

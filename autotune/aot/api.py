@@ -92,6 +92,17 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
                           f"For a bare @triton.jit kernel pass space= as well.")
 
 
+def _listed_configs(kernel: Any, space: Any) -> list[Config]:
+    """Every config to compile: `space=`'s, else the kernel's; refused for a space too large to list."""
+    chosen = as_space(space) if space is not None else kernel.space
+    if chosen.lazy:
+        raise PrecompileError(f"the space of {kernel.name}{' given as space=' if space is not None else ''} has "
+                              f"{chosen.unfiltered_len():,} configs before its where() filters, too many to list "
+                              "and precompile: pass winners_only=True (the cached winners) or space= a smaller "
+                              "space")
+    return chosen.configs()
+
+
 def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config], Optional[str]]:
     """The kernel's cached winners valid for its current source and space, preferring those tuned on `target`'s
     architecture; and a note when none was tuned on it."""
@@ -102,7 +113,7 @@ def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config]
                and e.record.kernel_id == kernel.cache.identity]
     records += list(kernel.cache.records().values())
     valid = [r for r in records if r.source_hash == kernel.cache.source_hash
-             and r.space_checksum == kernel.cache.space_checksum and r.winner in set(kernel.configs)]
+             and r.space_checksum == kernel.cache.space_checksum and kernel.space.contains(r.winner)]
     if not valid:
         stale = len(records)
         raise PrecompileError(f"winners_only=True: no cached winner of {kernel.name} in {cache_dir()} matches the "
@@ -213,7 +224,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
             if note:
                 report.notes.append(note)
         else:
-            configs = as_space(space).configs() if space is not None else list(tuned.configs)
+            configs = _listed_configs(tuned, space)
         jobs.extend(_Job(c, target) for c in configs)
 
     started = time.perf_counter()
@@ -241,7 +252,7 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
     if winners_only:
         configs, note = _winner_configs(tuned, target)
     else:
-        configs, note = (as_space(space).configs() if space is not None else list(tuned.configs)), None
+        configs, note = _listed_configs(tuned, space), None
     report = PrecompileReport(kernel=tuned.name, targets=[str(target)], workers=workers,
                               triton_cache_dir=triton_cache_dir(), notes=[note] if note else [])
 

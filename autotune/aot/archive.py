@@ -93,6 +93,7 @@ class ImportReport:
     manifest: ArchiveManifest
     records_imported: list[str] = field(default_factory=list)
     records_skipped: list[tuple[str, str]] = field(default_factory=list)
+    records_replaced: list[tuple[str, str]] = field(default_factory=list)   # (path, what the older entry was for)
     binaries_imported: list[str] = field(default_factory=list)
     binaries_skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -105,12 +106,14 @@ class ImportReport:
     def __str__(self) -> str:
         lines = [self.summary()]
         lines += [f"  skipped record {p}: {why}" for p, why in self.records_skipped]
+        lines += [f"  replaced record {p}: {why}" for p, why in self.records_replaced]
         lines += [f"  skipped binary {p}: {why}" for p, why in self.binaries_skipped]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"records_imported": self.records_imported, "records_skipped": self.records_skipped,
+                "records_replaced": self.records_replaced,
                 "binaries_imported": self.binaries_imported, "binaries_skipped": self.binaries_skipped,
                 "warnings": self.warnings, "manifest": codec.to_builtins(self.manifest)}
 
@@ -359,10 +362,23 @@ def _install_records(records: list[tuple[str, Any]], staged: Any, root: Optional
                 continue
             if store.put(entry, record):
                 report.records_imported.append(str(dest))
+                differs = _made_for_another(existing, record)
+                if differs:   # newer wins, but say so: the older entry may be the one the code here matches
+                    report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
             else:
                 report.records_skipped.append((member, f"could not write {dest} (warned)"))
         finally:
             lease.release()
+
+
+def _made_for_another(existing: Any, record: Any) -> str:
+    """What differs between a replaced entry and the record that replaces it ('' when nothing does)."""
+    if existing is None:
+        return ""
+    what = [name for name, attr in (("another kernel source", "source_hash"), ("another space", "space_checksum"),
+                                    ("another Triton", "triton_version"))
+            if getattr(existing, attr) != getattr(record, attr)]
+    return ", ".join(what)
 
 
 def _install_binaries(binaries: list[ArchiveBinary], staged: Any, triton_dir: Path, report: ImportReport) -> None:
