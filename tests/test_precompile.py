@@ -174,6 +174,17 @@ def test_a_space_too_large_to_list_is_refused_naming_winners_only():
         precompile(huge, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
 
 
+def test_a_kernel_defined_in_a_function_is_refused_once_before_any_compile():
+    @triton.jit
+    def local_add(x, y, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x + offs, mask=offs < n) + tl.load(y + offs, mask=offs < n), mask=offs < n)
+
+    tuned = autotune_decorator(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(local_add)
+    with pytest.raises(PrecompileError, match=r"defined inside a function .* compile helper processes import"):
+        precompile(tuned, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0, processes=True)
+
+
 def test_hip_target_compiles_and_stand_ins_specialize_like_tensors():
     x = torch.zeros(1024)
     from_args = precompile(tuned_add, x, x, x, 1024, targets="hip:gfx942", workers=2)
@@ -577,6 +588,13 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     assert re.search(r"imported 1 records \(0 skipped\) and [1-9]\d* compiled kernels", capsys.readouterr().out)
     assert main(["import", str(tmp_path / "missing.tar.gz")]) == 1
     assert "not a readable .tar.gz" in capsys.readouterr().err
+    # a record the cache cannot take: the skip and the cache's own warning saying why are both printed
+    (tmp_path / "file-not-dir").write_text("")
+    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "file-not-dir"),
+                 "--triton-cache-dir", str(tmp_path / "t")]) == 0
+    printed = capsys.readouterr().out
+    assert "imported 0 records (1 skipped)" in printed and "(warned)" in printed
+    assert re.search(r"warning: .*file-not-dir", printed), printed
 
 
 # ---------------------------------------------------------------------------------------------- GPU

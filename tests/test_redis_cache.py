@@ -21,7 +21,7 @@ import autotune  # noqa: E402
 from autotune import CacheWarning, OptionError, clear_autotune_cache, set_remote_cache, stats  # noqa: E402
 from autotune.record import SCHEMA_VERSION  # noqa: E402
 from autotune.storage import KernelCache, disk_entries  # noqa: E402
-from autotune.storage.remote import remote_tier  # noqa: E402
+from autotune.storage.remote import clear_remote_settings, remote_tier  # noqa: E402
 from test_cache import DT, Tuner, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,6 +196,13 @@ def test_configuration_errors_are_raised_early(monkeypatch):
         set_remote_cache("http://cache:6379")
     with pytest.raises(OptionError, match="at least 0.001"):
         set_remote_cache("redis://127.0.0.1:6379/0", ttl_s=-1)
+    # a redis:// URL that the client cannot parse blames where it came from: the call, or the environment
+    with pytest.raises(OptionError, match=r"^set_remote_cache: 'redis://localhost:notaport/0' is not a Redis URL"):
+        set_remote_cache("redis://localhost:notaport/0")
+    clear_remote_settings()
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", "redis://localhost:notaport/0")
+    with pytest.raises(OptionError, match=r"^AUTOTUNE_REMOTE_CACHE: 'redis://localhost:notaport/0' is not a Redis"):
+        new_cache()
     monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", "cache:6379")
     with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_CACHE"):
         new_cache()                                                          # at decoration, not at a launch

@@ -36,7 +36,12 @@ class Plan:
         self.jit_fn = jit_function(kernel.base_fn)
         self.heuristics = heuristics_layers(kernel.fn, kernel.base_fn)
         # Where a helper process imports the kernel from: module, qualname, file, line.
-        self.location = dataclasses.asdict(kernel_ref(kernel.base_fn))
+        ref = kernel_ref(kernel.base_fn)
+        if processes and ref.importable_reason is not None:   # said once here, not once per config by each helper
+            raise PrecompileError(f"{ref.importable_reason}; compile helper processes import the kernel by name "
+                                  "(or precompile from a process without TRITON_INTERPRET=1, which compiles in "
+                                  "threads)")
+        self.location = dataclasses.asdict(ref)
         self.cache_dir = triton_cache_dir()
         self._binders: dict[Target, tuple[Any, Any]] = {}
         self._lock = threading.Lock()

@@ -59,13 +59,17 @@ def _cmd_export(args: Any) -> int:
 
 def _cmd_import(args: Any) -> int:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the report prints them
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             report = import_archive(args.archive, force=args.force, cache_dir=args.cache_dir,
                                     triton_cache_dir=args.triton_cache_dir, verify_key=args.verify)
     except ArchiveError as exc:
         print(f"autotune import: {exc}", file=sys.stderr)
         return 1
+    for warning in caught:     # the report prints them: the cache's reasons behind a "(warned)" skip, too
+        text = str(warning.message)
+        if not any(text in known for known in report.warnings):
+            report.warnings.append(text)
     print(json.dumps(report.to_dict(), indent=1, default=str) if args.json else str(report))
     return 0
 

@@ -107,7 +107,7 @@ class RedisCache:
                                                socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
                                                health_check_interval=0)
         except ValueError as exc:
-            raise OptionError(f"AUTOTUNE_REMOTE_CACHE={_safe(url)!r} is not a Redis URL ({exc}); use "
+            raise OptionError(f"{_safe(url)!r} is not a Redis URL ({exc}); use "
                               "redis://host:6379/0 or rediss://host:6380/0 (TLS)") from None
         self.url = _safe(url)
         self.ttl_s, self.timeout_s, self.lease_s, self.retry_s, self.prefix = ttl_s, timeout_s, lease_s, retry_s, prefix

@@ -31,7 +31,7 @@ def set_remote_cache(url: Optional[str], *, password: Optional[str] = None, ttl_
     global _in_code
     settings = {"url": url, "password": password, "ttl_s": ttl_s, "timeout_s": timeout_s, "lease_s": lease_s}
     if url is not None:
-        _tier(_checked(settings, "set_remote_cache"))
+        _tier(_checked(settings, "set_remote_cache"), "set_remote_cache")
     _in_code = settings
 
 
@@ -79,7 +79,8 @@ def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
     return settings
 
 
-def _tier(settings: dict[str, Any]) -> Cache:
+def _tier(settings: dict[str, Any], where: str) -> Cache:
+    """The tier for these settings (one per distinct settings); `where` they came from names the culprit."""
     from .redis_tier import RedisCache
 
     ident = tuple(sorted(settings.items()))
@@ -87,14 +88,18 @@ def _tier(settings: dict[str, Any]) -> Cache:
         tier = _tiers.get(ident)
         if tier is None:
             options = {k: v for k, v in settings.items() if k != "url" and v is not None}
-            tier = _tiers[ident] = RedisCache(settings["url"], **options)
+            try:
+                tier = _tiers[ident] = RedisCache(settings["url"], **options)
+            except OptionError as exc:
+                raise OptionError(f"{where}: {exc}") from None
         return tier
 
 
 def remote_tier() -> Optional[Cache]:
     """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
     settings = _settings()
-    return _tier(settings) if settings is not None else None
+    where = "set_remote_cache" if _in_code is not None else "AUTOTUNE_REMOTE_CACHE"
+    return _tier(settings, where) if settings is not None else None
 
 
 def remote_tiers() -> list[Cache]:
