@@ -224,8 +224,9 @@ class KernelCache:
         tuning_now: set = getattr(_TLS, "tuning", None) or set()
         _TLS.tuning = tuning_now
         if (id(self), entry) in tuning_now:
-            raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread "
-                                "(a tuning launched the autotuned kernel itself?)")
+            raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
+                                "setup=, verify=, prune= or do_bench= launched the autotuned kernel; launch the plain "
+                                "@triton.jit kernel there (kernel.fn) or compute the reference another way")
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
@@ -240,7 +241,9 @@ class KernelCache:
                 return record, "memory"
             shared_mark = (entry.location, entry.entry_id)
             if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
-                raise AutotuneError(f"{entry.what} is already being tuned by this thread")
+                raise AutotuneError(f"{entry.what} is already being tuned by this thread: a hook of that tuning "
+                                    "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
+                                    "@triton.jit kernel there (kernel.fn)")
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
