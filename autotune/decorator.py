@@ -99,7 +99,8 @@ class Autotuned(KernelInspection, KernelInterface):
         validate_space(self.space, kernel_name=self.name, constexpr_names=self.constexpr_names,
                        compile_options=self._compile_options, static_options=self.static_options,
                        derived_names=derive)
-        check_argument_lists(self.name, self.arg_names, restore_value=restore_value, reset_to_zero=reset_to_zero)
+        check_argument_lists(self.name, self.arg_names, {"restore_value": restore_value,
+                                                         "reset_to_zero": reset_to_zero})
         check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
         # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
@@ -238,7 +239,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if tuned:
             example = f"{tuned[0]} == {kwargs[tuned[0]]!r}"
             raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed to {self.name} and set by its "
-                              f"search space for each config: drop {'='.join(tuned[:1])}= from the call (to fix its "
+                              f"search space for each config: drop {tuned[0]}= from the call (to fix its "
                               f"value, narrow the space instead, e.g. .where('${example}'))")
 
     def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:

@@ -50,7 +50,7 @@ def _normalise(value: Any, what: str) -> Any:
         return tuple(_normalise(v, what) for v in value)
     if _is_tensor(value):
         raise KeyValueError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
-                              "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
+                            "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
     if isinstance(value, float) and value != value:
         raise KeyValueError(f"key {what} is NaN: NaN never equals itself, so no cached winner would ever match and "
                             "every call would read the cache again; pass a number (or bucket/clean the value in "

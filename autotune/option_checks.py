@@ -12,8 +12,9 @@ from .reference import Reference
 __all__ = ["check_argument_lists", "check_hooks", "check_key", "check_fallback"]
 
 
-def check_argument_lists(kernel: str, arg_names: Sequence[str], **lists: Sequence[str]) -> None:
-    """`restore_value=`, `reset_to_zero=` (and a Reference's `outputs`) name arguments of the kernel."""
+def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]]) -> None:
+    """Each list (`restore_value=`, `reset_to_zero=`, a Reference's `outputs`; by what the message calls it)
+    names arguments of the kernel."""
     for what, names in lists.items():
         missing = [n for n in names if n not in arg_names]
         if missing:
@@ -25,7 +26,7 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
     """`verify=` is a callable or a `Reference` whose outputs are arguments; `setup=` and `do_bench=` are
     callables (else every config would fail with a TypeError that blames the config)."""
     if isinstance(verify, Reference):
-        check_argument_lists(kernel, arg_names, **{"verify=Reference(outputs": verify.outputs})
+        check_argument_lists(kernel, arg_names, {"verify=Reference(...) outputs": verify.outputs})
     elif verify is not None and not callable(verify):
         raise OptionError(f"verify= on {kernel} must be a callable(**args) -> bool or an autotune.Reference; "
                           f"got {type(verify).__name__}: {verify!r}")

@@ -44,3 +44,17 @@ def add_wrong_when_64_kernel(x, y, out, n, BLOCK: tl.constexpr):
         tl.store(out + offs, a - b, mask=mask)
     else:
         tl.store(out + offs, a + b, mask=mask)
+
+
+def record_launches(kernel, *fields: str) -> list:
+    """Wrap an autotuned kernel's `fn.run` (every launch of an in-process tuning and after it) to record, per
+    launch, the tuple of the values it was given for `fields`."""
+    launches = []
+    real = kernel.fn.run
+
+    def recording(*args, **kwargs):
+        launches.append(tuple(kwargs.get(name) for name in fields))
+        return real(*args, **kwargs)
+
+    kernel.fn.run = recording
+    return launches

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from autotune import OptionError, Reference, Tuning, autotune, stats
 from autotune.storage import disk_entries
+from kernels_for_tests import record_launches
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,15 +55,8 @@ def online(space=SPACE, fn=slow_add, key=("n",), **options):
 
 
 def count_launches(kernel) -> list:
-    runs = []
-    real = kernel.fn.run
-
-    def counting(*args, **kwargs):
-        runs.append((kwargs.get("SLOW"), kwargs.get("BAD")))
-        return real(*args, **kwargs)
-
-    kernel.fn.run = counting
-    return runs
+    """(SLOW, BAD) of every launch of `kernel`."""
+    return record_launches(kernel, "SLOW", "BAD")
 
 
 def call(kernel, n=512):

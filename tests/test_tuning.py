@@ -11,7 +11,8 @@ import triton.language as tl
 from autotune import (Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
                       autotune, autotune_launch)
 from autotune.compilers import FunctionCompiler
-from kernels_for_tests import accumulate_kernel, add_kernel, add_wrong_when_64_kernel, scale_2d_kernel
+from kernels_for_tests import (accumulate_kernel, add_kernel, add_wrong_when_64_kernel, record_launches,
+                               scale_2d_kernel)
 
 FAST = Tuning(preset="fast", reps=2, warmup=0, compile_workers=2)
 
@@ -203,14 +204,7 @@ def test_static_compile_options_reach_every_config():
     # @autotune arguments, num_warps included)
     add = make_add({"BLOCK": (32, 64)}, num_warps=2,
                    tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2, isolate="off"))
-    launches = []
-    real = add.fn.run
-
-    def recording(*args, **kwargs):
-        launches.append((kwargs.get("BLOCK"), kwargs.get("num_warps")))
-        return real(*args, **kwargs)
-
-    add.fn.run = recording
+    launches = record_launches(add, "BLOCK", "num_warps")
     x, y, out = vectors(64)
     add(x, y, out, 64)
     torch.testing.assert_close(out, x + y)

@@ -94,6 +94,8 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
 
 def _listed_configs(kernel: Any, space: Any) -> list[Config]:
     """Every config to compile: `space=`'s, else the kernel's; refused for a space too large to list."""
+    if space is None and kernel.configs is not None:      # listed when the kernel was decorated
+        return list(kernel.configs)
     chosen = as_space(space) if space is not None else kernel.space
     if chosen.lazy:
         raise PrecompileError(f"the space of {kernel.name}{' given as space=' if space is not None else ''} has "

@@ -72,12 +72,13 @@ class _KernelResolver:
         key = (ref.module, ref.qualname)
         if key in self._found:
             return self._found[key]
-        if "<locals>" in ref.qualname:
-            raise PrecompileError(f"kernel {ref.qualname} is defined inside a function; a helper process can only "
-                                  f"import module-level kernels: move it to module level, or precompile from a "
-                                  f"process without TRITON_INTERPRET=1")
-        if ref.module == "__main__" and (not ref.file or not os.path.exists(ref.file)):
-            raise PrecompileError(f"kernel {ref.qualname} is in a __main__ without a file; put it in a module")
+        # Plan refuses these in the parent already (once, before any job); a file that vanished since is not
+        reason = ref.importable_reason
+        if reason is None and ref.module == "__main__" and not os.path.exists(ref.file or ""):
+            reason = f"{ref.qualname} is defined in __main__, whose file {ref.file} is gone"
+        if reason is not None:
+            raise PrecompileError(f"{reason}; a compile helper process imports kernels by name: put it in a module, "
+                                  "or precompile from a process without TRITON_INTERPRET=1")
         obj = base_kernel(import_object(ref))
         if not isinstance(obj, JITFunction):
             raise PrecompileError(f"{ref.module}:{ref.qualname} is not a @triton.jit kernel in the compile helper "

@@ -54,16 +54,19 @@ def _float_env(name: str) -> Optional[float]:
     return value
 
 
-def _settings() -> Optional[dict[str, Any]]:
-    if _in_code is not None:
-        return _in_code if _in_code["url"] is not None else None
+def _settings() -> Optional[tuple[dict[str, Any], str]]:
+    """(the remote cache's settings, where they came from: set_remote_cache or the environment), or None."""
+    in_code = _in_code
+    if in_code is not None:
+        return (in_code, "set_remote_cache") if in_code["url"] is not None else None
     url = os.environ.get("AUTOTUNE_REMOTE_CACHE", "").strip()
     if not url:
         return None
+    where = "AUTOTUNE_REMOTE_CACHE"
     return _checked({"url": url, "password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
                      "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
                      "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
-                     "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}, "AUTOTUNE_REMOTE_CACHE")
+                     "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}, where), where
 
 
 def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
@@ -97,9 +100,8 @@ def _tier(settings: dict[str, Any], where: str) -> Cache:
 
 def remote_tier() -> Optional[Cache]:
     """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
-    settings = _settings()
-    where = "set_remote_cache" if _in_code is not None else "AUTOTUNE_REMOTE_CACHE"
-    return _tier(settings, where) if settings is not None else None
+    found = _settings()
+    return _tier(*found) if found is not None else None
 
 
 def remote_tiers() -> list[Cache]:
