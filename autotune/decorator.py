@@ -21,7 +21,7 @@ from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          python_function)
 from .inspection import KernelInspection
-from .option_checks import check_argument_lists, check_fallback, check_hooks, check_key
+from .option_checks import check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner
@@ -124,6 +124,9 @@ class Autotuned(KernelInspection, KernelInterface):
         check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
+        check_hook_signatures(self.name, {"verify=": verify.fn if isinstance(verify, Reference) else verify,
+                                          "setup=": setup},
+                              [n for n in self.arg_names if n in self._defaults or n in self._required], self.arg_names)
         self.restore_value = tuple(restore_value)
         self.reset_to_zero = tuple(reset_to_zero)
         self.verify = verify

@@ -3,13 +3,14 @@ kernel is decorated: each names the argument, what is wrong and the fix, so a mi
 is declared instead of as every config failing at its first call."""
 from __future__ import annotations
 
+import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 from .errors import OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 
-__all__ = ["check_argument_lists", "check_hooks", "check_key", "check_fallback"]
+__all__ = ["check_argument_lists", "check_hooks", "check_hook_signatures", "check_key", "check_fallback"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]]) -> None:
@@ -33,6 +34,34 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
     for what, hook in (("setup", setup), ("do_bench", do_bench)):
         if hook is not None and not callable(hook):
             raise OptionError(f"{what}= on {kernel} must be a callable; got {type(hook).__name__}: {hook!r}")
+
+
+def check_hook_signatures(kernel: str, hooks: Mapping[str, Any], passed: Sequence[str],
+                          arg_names: Sequence[str]) -> None:
+    """`verify=`, `setup=` and a Reference's function are called with the call's arguments by name: `passed` are
+    those every call gives (defaults filled in). A function that cannot take one of them, or that needs a name no
+    call passes, would fail at every call; refused here. A function without a signature (a builtin) is not checked."""
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    for what, fn in hooks.items():
+        if fn is None:
+            continue
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            continue
+        params = list(signature.parameters.values())
+        takes = {p.name for p in params if p.kind in by_name}
+        extra = [] if any(p.kind is p.VAR_KEYWORD for p in params) else [n for n in passed if n not in takes]
+        needs = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                 and (p.name not in arg_names or p.kind is p.POSITIONAL_ONLY)]
+        if extra or needs:
+            problem = (f"does not take {extra}" if extra else "") + (" and " if extra and needs else "") + \
+                      (f"needs {needs}, which no call passes by that name" if needs else "")
+            used = [n for n in passed if n in takes]
+            raise OptionError(f"{what} on {kernel} is called with the call's arguments by name ({', '.join(passed)}), "
+                              f"but its signature {signature} {problem}: give it parameters named as the kernel's "
+                              f"and **kwargs for the rest, e.g. def {getattr(fn, '__name__', 'hook')}"
+                              f"({', '.join(used + ['**_'])})")
 
 
 def check_key(kernel: str, key: KeyBuilder, tuned: Collection[str]) -> None:

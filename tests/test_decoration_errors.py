@@ -125,6 +125,34 @@ def test_a_reference_s_outputs_must_be_arguments():
     deco(verify=Reference(lambda x, y, **_: x + y, outputs=("out",)))
 
 
+def test_a_hook_that_cannot_take_the_call_s_arguments_by_name_is_refused_naming_the_fix():
+    with pytest.raises(OptionError, match=r"verify= on add_kernel is called with the call's arguments by name "
+                                          r"\(x, y, out, n\), but its signature \(out\) does not take \['x', 'y', 'n'\]"
+                                          r": .* e.g. def check\(out, \*\*_\)"):
+        def check(out):
+            return True
+        deco(verify=check)
+    with pytest.raises(OptionError, match=r"setup= on add_kernel .* needs \['tolerance'\], which no call passes"):
+        deco(setup=lambda tolerance, **_: None)
+    with pytest.raises(OptionError, match=r"verify= on add_kernel .*\(x, y\) does not take \['out', 'n'\]"):
+        deco(verify=Reference(lambda x, y: x + y, outputs=("out",)))
+
+
+def test_a_hook_the_signature_check_accepts_is_called_with_exactly_the_names_it_checked():
+    import torch
+
+    seen = []
+
+    def setup(x, y, out, n):
+        seen.append((x is xs, n))
+
+    tuned = deco(setup=setup, verify=lambda out, **_: True, grid="(cdiv(n, $BLOCK),)", tuning={"isolate": "off"})
+    xs, ys, out = torch.randn(50), torch.randn(50), torch.empty(50)
+    tuned(xs, ys, out, 50)
+    torch.testing.assert_close(out, xs + ys)
+    assert seen and all(s == (True, 50) for s in seen)
+
+
 def test_a_key_on_a_tuned_field_is_refused_naming_the_fix():
     with pytest.raises(OptionError, match=r"reads \['BLOCK'\], which the search space .* key on arguments the call"):
         deco(key=["n", "BLOCK"])
