@@ -196,3 +196,18 @@ def slow_compile_add(x, y, out, n, BLOCK: tl.constexpr):
 
 
 slow_compile_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_slow_compile)
+
+
+def buggy_verify(x, y, out, n) -> bool:
+    import torch
+
+    return torch.allclose(out)       # the user's bug: a TypeError in every config's check, the caller's to fix
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=buggy_verify,
+          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def buggy_verify_add(x, y, out, n, BLOCK: tl.constexpr):   # isolate left unset: the test sets AUTOTUNE_ISOLATE
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)

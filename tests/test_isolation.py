@@ -390,3 +390,40 @@ def test_a_worker_that_cannot_start_leaves_auto_tuning_in_process(monkeypatch):
     assert len(notes) == 1 and "could not load" in notes[0] and "nonexistent" in notes[0]
     torch.testing.assert_close(out, x + y)
     assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}
+
+
+@pytest.mark.parametrize("isolate", ["off", "process"])
+def test_a_mistake_in_the_callers_verify_is_raised_as_its_own_class_in_a_worker_as_in_process(monkeypatch, isolate):
+    """A TypeError in the user's verify= is the caller's to fix, not a config's failure: it reaches the caller as
+    a TypeError with its message either way (isolated, with the worker's traceback as a note)."""
+    from isolation_kernels import buggy_verify_add
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", isolate)
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    with pytest.raises(TypeError, match="allclose.. missing 1 required") as caught:
+        buggy_verify_add(x, y, out, 100)
+    notes = "\n".join(getattr(caught.value, "__notes__", ()))
+    if isolate == "process":
+        assert "raised in the tuning worker of buggy_verify_add" in str(caught.value)
+        if sys.version_info >= (3, 11):
+            assert "buggy_verify" in notes and "torch.allclose(out)" in notes
+    else:
+        assert "worker" not in str(caught.value) and not notes
+
+
+def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_other():
+    """Only a class name comes back from the worker: an autotune error or a built-in one is rebuilt as itself, any
+    other class (the user's own, which the worker may not share) as an AutotuneError that names the worker."""
+    from autotune import AutotuneError, KeyValueError
+    from autotune.isolation.runner import worker_error
+
+    own = worker_error(("error", "KeyValueError: bad key", "tb", ("autotune.errors", "KeyValueError", "bad key")),
+                       "the tuning worker of k")
+    assert type(own) is KeyValueError and str(own) == "bad key (raised in the tuning worker of k)"
+    foreign = worker_error(("error", "MyError: boom", "tb", ("mymodule", "MyError", "boom")), "the tuning worker of k")
+    assert type(foreign) is AutotuneError and str(foreign) == "the tuning worker of k failed: MyError: boom"
+    for spoof in (("autotune.errors", "warn_at_caller", "x"), ("builtins", "UserWarning", "x"),
+                  ("builtins", "eval", "x"), ("os", "system", "x")):
+        assert type(worker_error(("error", "x", "", spoof), "w")) is AutotuneError
+    old_worker = worker_error(("error", "the kernel or the call's arguments are not loaded in the worker"), "w")
+    assert type(old_worker) is AutotuneError and "not loaded" in str(old_worker)

@@ -3,6 +3,7 @@ re-measurement in the measuring worker (`IsolatedRunner`), and the compile stage
 (`WorkerCompiler`, the pipeline's `Compiler` for isolated tunings)."""
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -13,7 +14,7 @@ import uuid
 from concurrent.futures import Executor, Future
 from typing import Any, ContextManager, Optional
 
-from .. import codec
+from .. import codec, errors
 from ..compilers import InterpreterCompiler
 from ..errors import AutotuneError, IsolationWarning, OptionError, WorkerShutdownError, warn_at_caller
 from ..kernel_ref import imported_object, kernel_ref
@@ -24,7 +25,7 @@ from ..space import Config
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
 from .worker import encode_call
 
-__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "isolate_mode"]
+__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "isolate_mode", "worker_error"]
 
 logger = logging.getLogger("autotune")
 _LOAD_TIMEOUT_S = 300.0      # importing torch, Triton and the kernel's module in a fresh worker
@@ -138,7 +139,7 @@ class IsolatedRunner:
                 return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
         if reply[0] in ("ok", "failed"):
             return codec.from_builtins(reply[1], Trial)
-        raise AutotuneError(f"the tuning worker of {self.kernel_name} failed: {reply[1]}")
+        raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
 
     def compile(self, config: Config, worker: Worker) -> float:
         """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
@@ -159,7 +160,7 @@ class IsolatedRunner:
         if reply[0] == "sticky":
             worker.kill()
             raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
-        raise AutotuneError(f"the compile worker of {self.kernel_name} failed: {reply[1]}")
+        raise worker_error(reply, f"the compile worker of {self.kernel_name}")
 
     def refine(self, configs: list[Config], reps: int) -> dict[Config, list[float]]:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
@@ -184,6 +185,27 @@ class IsolatedRunner:
 
     def _timeout_text(self, exc: Exception) -> str:
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
+
+
+def worker_error(reply: tuple, where: str) -> Exception:
+    """The error a request raised in a worker, as the caller would have got it in process: its own class when that
+    is an autotune error or a Python built-in one (so `except TypeError` works under isolation too), else an
+    AutotuneError saying where; the worker's traceback is attached as a note. Only a class *name* comes back and
+    is looked up in those two modules: nothing the worker sent is evaluated."""
+    module, name, message = reply[3] if len(reply) > 3 else (None, None, None)
+    home = {"autotune.errors": errors, "builtins": builtins}.get(module)
+    cls = getattr(home, name, None) if home is not None and name and "." not in name else None
+    error: Optional[Exception] = None
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, Warning):
+        try:
+            error = cls(f"{message} (raised in {where})")
+        except Exception:     # a class whose constructor takes more than a message (UnicodeDecodeError, ...)
+            error = None
+    if error is None:
+        error = AutotuneError(f"{where} failed: {reply[1]}")
+    if len(reply) > 2 and reply[2] and hasattr(error, "add_note"):
+        error.add_note(f"The worker's traceback:\n{reply[2].rstrip()}")
+    return error
 
 
 def _current_cuda_device(bound: Any) -> Optional[int]:

@@ -177,7 +177,10 @@ def serve(conn: Any) -> None:
             if classify(exc, "run") is FailureKind.STICKY_DEVICE:   # the context is poisoned: replace this worker
                 conn.send(("sticky", f"{type(exc).__name__}: {exc}"))
             else:
-                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+                # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds
+                # an autotune or built-in error as itself (runner.worker_error), anything else as AutotuneError
+                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-6),
+                           (type(exc).__module__, type(exc).__qualname__, str(exc))))
 
 
 def main() -> None:
