@@ -84,13 +84,13 @@ def call(kernel, n=256):
     return kernel.best_config
 
 
-def run_child(module_dir: Path, n: int = 256, **env_extra: str) -> dict:
+def run_child(module_dir: Path, n: int = 256, script_text: str = CHILD, **env_extra: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["TRITON_INTERPRET"] = "1"
     env.update(env_extra)
     script = module_dir / "child.py"
-    script.write_text(CHILD)
+    script.write_text(script_text)
     res = subprocess.run([sys.executable, str(script), str(module_dir), str(n)], capture_output=True, text=True,
                          env=env, timeout=240)
     assert res.returncode == 0, res.stderr
@@ -132,6 +132,26 @@ def test_an_edited_kernel_retunes_in_the_next_process(tmp_path):
     new = only_entry()                                    # replaced in place
     assert new.source_hash != old.source_hash and new.timestamp > old.timestamp
     assert run_child(mod)["stats"]["tunings"] == 0
+
+
+GENERATED_CHILD = CHILD.replace("import kmod\n", """import pathlib, types
+kmod = types.ModuleType("generated")   # a kernel made by exec() from generated text: no source to read back
+exec(compile(pathlib.Path(sys.argv[1], "kmod.py").read_text(), "<generated>", "exec"), kmod.__dict__)
+""")
+
+
+def test_a_kernel_made_by_exec_is_cached_by_its_bytecode_across_processes(tmp_path):
+    """Triton's interpreter runs a kernel exec()'d from text, whose source inspect cannot read: its bytecode
+    identifies it instead, the same in a fresh process (a disk hit) and different once its body changes."""
+    mod = write_kernel(tmp_path / "m").parent
+    first = run_child(mod, script_text=GENERATED_CHILD)
+    assert first["stats"]["tunings"] == 1
+    record = only_entry()
+    second = run_child(mod, script_text=GENERATED_CHILD)
+    assert second["stats"]["tunings"] == 0 and second["stats"]["disk_hits"] == 1
+    write_kernel(tmp_path / "m", extra="\n    mask = mask & (offs >= 0)")
+    edited = run_child(mod, script_text=GENERATED_CHILD)
+    assert edited["stats"]["tunings"] == 1 and only_entry().source_hash != record.source_hash
 
 
 def test_offline_process_uses_cached_winner_and_falls_back_on_a_miss(tmp_path):

@@ -13,6 +13,9 @@ import re
 import textwrap
 from typing import Any, Optional
 
+from ..errors import OptionError
+from ..space_checksum import code_identity
+
 __all__ = ["device_fingerprint", "source_hash", "runtime_versions", "triton_version"]
 
 
@@ -74,7 +77,10 @@ def _source_text(kernel: Any) -> str:
     try:
         raw = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError) as exc:
-        raise ValueError(f"cannot read the source of kernel {kernel!r}: {exc}") from None
+        if getattr(fn, "__code__", None) is not None:   # made by exec() (Triton's interpreter runs it): its bytecode
+            return f"bytecode:{code_identity(fn)}"      # (same Python, same body -> same text) stands for the source
+        raise OptionError(f"cannot read the source of kernel {kernel!r} ({exc}), and it is not a Python function: "
+                          "autotune keys its cache on the kernel's source; decorate a @triton.jit function") from None
     # As triton.JITFunction does: drop decorators, keep from `def name(` on, so the hash is the same
     # through the interpreter (no `.src`) and the JIT.
     match = re.search(r"^def\s+\w+\s*\(", raw, re.MULTILINE)
@@ -83,7 +89,8 @@ def _source_text(kernel: Any) -> str:
 
 def source_hash(kernel: Any) -> str:
     """sha256 (hex) of a Triton kernel's source: `JITFunction.src`, else the source of the innermost
-    Python function with its decorators stripped (the same text, so JIT and interpreter agree).
+    Python function with its decorators stripped (the same text, so JIT and interpreter agree); for a kernel
+    made by exec(), whose source cannot be read (only the interpreter runs one), its bytecode and constants.
 
     Why: a winner tuned for an older version of the kernel body may be wrong or slow for the new one,
     so a changed source invalidates the kernel's cache entries.
