@@ -44,7 +44,8 @@ logger = logging.getLogger("autotune")
 @dataclass(frozen=True)
 class BoundCall:
     """One call's arguments: as passed (`args`, `kwargs`) and by parameter name with defaults filled in
-    (`named`). Made by `Autotuned.bind`; the key, the grid and every launch read it."""
+    (`named`: the kernel's parameters only; launch options such as num_warps= stay in `kwargs`). Made by
+    `Autotuned.bind`; the key, the grid, the hooks and every launch read it."""
 
     args: tuple
     kwargs: dict
@@ -77,6 +78,7 @@ class Autotuned(KernelInspection, KernelInterface):
         python_fn = python_function(self.base_fn)
         self.name: str = python_fn.__name__
         self.arg_names: list[str] = list(self.base_fn.arg_names)
+        self._arg_name_set = frozenset(self.arg_names)
         self.constexpr_names = constexpr_names(self.base_fn)
         self._defaults = {p.name: p.default for p in inspect.signature(python_fn).parameters.values()
                           if p.default is not inspect.Parameter.empty}
@@ -126,7 +128,7 @@ class Autotuned(KernelInspection, KernelInterface):
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         check_hook_signatures(self.name, {"verify=": verify.fn if isinstance(verify, Reference) else verify,
                                           "setup=": setup},
-                              [n for n in self.arg_names if n in self._defaults or n in self._required], self.arg_names)
+                              [n for n in self.arg_names if n in self._defaults or n in self._required], provided)
         self.restore_value = tuple(restore_value)
         self.reset_to_zero = tuple(reset_to_zero)
         self.verify = verify
@@ -222,7 +224,7 @@ class Autotuned(KernelInspection, KernelInterface):
             self._check_keywords(args, kwargs)
         named = dict(self._defaults)
         named.update(zip(self.arg_names, args))
-        named.update(kwargs)
+        named.update((k, v) for k, v in kwargs.items() if k in self._arg_name_set)   # not launch options (num_warps=)
         if len(args) < self._required_upto:  # the fast path: every required argument was passed by position
             missing = [n for n in self._required if n not in named]
             if missing:

@@ -37,31 +37,39 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
 
 
 def check_hook_signatures(kernel: str, hooks: Mapping[str, Any], passed: Sequence[str],
-                          arg_names: Sequence[str]) -> None:
-    """`verify=`, `setup=` and a Reference's function are called with the call's arguments by name: `passed` are
-    those every call gives (defaults filled in). A function that cannot take one of them, or that needs a name no
-    call passes, would fail at every call; refused here. A function without a signature (a builtin) is not checked."""
+                          provided: Collection[str]) -> None:
+    """`verify=`, `setup=` and a Reference's function are called with the call's kernel arguments by name: `passed`
+    are those every call gives (defaults filled in); the others (`provided`: the space's fields, `derive=`'s, the
+    values of triton.heuristics) never are. A function that cannot take one of `passed`, or that needs any other
+    name, would fail at every call: refused here. A function without a signature (a builtin) is not checked; a
+    `functools.wraps` adapter is checked as itself, not as what it wraps."""
     by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     for what, fn in hooks.items():
         if fn is None:
             continue
         try:
-            signature = inspect.signature(fn)
+            signature = inspect.signature(fn, follow_wrapped=False)
         except (TypeError, ValueError):
             continue
         params = list(signature.parameters.values())
         takes = {p.name for p in params if p.kind in by_name}
         extra = [] if any(p.kind is p.VAR_KEYWORD for p in params) else [n for n in passed if n not in takes]
         needs = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                 and (p.name not in arg_names or p.kind is p.POSITIONAL_ONLY)]
-        if extra or needs:
-            problem = (f"does not take {extra}" if extra else "") + (" and " if extra and needs else "") + \
-                      (f"needs {needs}, which no call passes by that name" if needs else "")
-            used = [n for n in passed if n in takes]
-            raise OptionError(f"{what} on {kernel} is called with the call's arguments by name ({', '.join(passed)}), "
-                              f"but its signature {signature} {problem}: give it parameters named as the kernel's "
-                              f"and **kwargs for the rest, e.g. def {getattr(fn, '__name__', 'hook')}"
-                              f"({', '.join(used + ['**_'])})")
+                 and (p.name not in passed or p.kind is p.POSITIONAL_ONLY)]
+        if not (extra or needs):
+            continue
+        problems = [f"does not take {extra}"] if extra else []
+        if needs:
+            tuned = [n for n in needs if n in provided]
+            problems.append(f"needs {needs}, which no call passes by name"
+                            + (f" ({tuned} come from the space, derive= or triton.heuristics for each config, not "
+                               "from the call)" if tuned else ""))
+        used = [n for n in passed if n in takes] + ["**_"]
+        name = getattr(fn, "__name__", "hook")
+        example = f"lambda {', '.join(used)}: ..." if name == "<lambda>" else f"def {name}({', '.join(used)})"
+        raise OptionError(f"{what} on {kernel} is called with the call's arguments by name ({', '.join(passed)}), but "
+                          f"its signature {signature} {' and '.join(problems)}: give it parameters named as the "
+                          f"kernel's and **kwargs for the rest, e.g. {example}")
 
 
 def check_key(kernel: str, key: KeyBuilder, tuned: Collection[str]) -> None:

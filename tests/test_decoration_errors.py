@@ -1,6 +1,8 @@
 """Every mistake that can be known when decorating is raised there, with a message naming the fix."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from autotune import AutotuneError, CartesianSpace, Reference, autotune
@@ -134,8 +136,11 @@ def test_a_hook_that_cannot_take_the_call_s_arguments_by_name_is_refused_naming_
         deco(verify=check)
     with pytest.raises(OptionError, match=r"setup= on add_kernel .* needs \['tolerance'\], which no call passes"):
         deco(setup=lambda tolerance, **_: None)
-    with pytest.raises(OptionError, match=r"verify= on add_kernel .*\(x, y\) does not take \['out', 'n'\]"):
+    with pytest.raises(OptionError, match=r"verify= on add_kernel .*\(x, y\) does not take \['out', 'n'\].*"
+                                          r"e.g. lambda x, y, \*\*_: \.\.\."):
         deco(verify=Reference(lambda x, y: x + y, outputs=("out",)))
+    with pytest.raises(OptionError, match=r"needs \['BLOCK'\].*come from the space, derive= or triton.heuristics"):
+        deco(verify=lambda out, BLOCK, **_: True)          # a config's value is not an argument of the call
 
 
 def test_a_hook_the_signature_check_accepts_is_called_with_exactly_the_names_it_checked():
@@ -146,11 +151,19 @@ def test_a_hook_the_signature_check_accepts_is_called_with_exactly_the_names_it_
     def setup(x, y, out, n):
         seen.append((x is xs, n))
 
-    tuned = deco(setup=setup, verify=lambda out, **_: True, grid="(cdiv(n, $BLOCK),)", tuning={"isolate": "off"})
+    def check(out, x, y):
+        return bool(torch.allclose(out, x + y))
+
+    @functools.wraps(check)
+    def adapted(**named):                                  # an adapter is judged by its own signature
+        return check(named["out"], named["x"], named["y"])
+
+    tuned = deco(setup=setup, verify=adapted, grid="(cdiv(n, $BLOCK),)", tuning={"isolate": "off"})
     xs, ys, out = torch.randn(50), torch.randn(50), torch.empty(50)
-    tuned(xs, ys, out, 50)
+    tuned(xs, ys, out, 50, num_warps=2)                    # a launch option is the launch's, not the hooks'
     torch.testing.assert_close(out, xs + ys)
     assert seen and all(s == (True, 50) for s in seen)
+    assert tuned.record().trials and all(t.ok for t in tuned.record().trials)
 
 
 def test_a_key_on_a_tuned_field_is_refused_naming_the_fix():
