@@ -211,3 +211,19 @@ def buggy_verify_add(x, y, out, n, BLOCK: tl.constexpr):   # isolate left unset:
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _unconfigured_toolchain(tuned, prepare):
+    raise RuntimeError("my_toolchain is not configured")   # the user's setup, the same for every config
+
+
+@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def unconfigured_compiler_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+unconfigured_compiler_add.compiler_factory = _unconfigured_toolchain

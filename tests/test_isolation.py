@@ -427,3 +427,22 @@ def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_oth
         assert type(worker_error(("error", "x", "", spoof), "w")) is AutotuneError
     old_worker = worker_error(("error", "the kernel or the call's arguments are not loaded in the worker"), "w")
     assert type(old_worker) is AutotuneError and "not loaded" in str(old_worker)
+    for odd in (("error", "x", "tb", None), ("error", "x", "tb", ("builtins", "TypeError")),
+                ("error", "x", 3, ("builtins", 7, "m")), ("error", "x", "tb", (["builtins"], "TypeError", "m"))):
+        assert type(worker_error(odd, "w")) is AutotuneError           # never raises while reading the reply
+    assert type(worker_error(("error", "TypeError: m", "tb", ("builtins", "TypeError", "m")), "w",
+                             own_class=False)) is AutotuneError
+
+
+def test_an_error_of_the_compile_workers_setup_stops_the_tuning_instead_of_failing_every_config():
+    """A compile worker answers "error" only for what is not the config's fault (here the kernel's compiler setup):
+    the tuning stops with that error; no config is recorded as a compile error and nothing is stored."""
+    from autotune import AutotuneError, NoValidConfigError
+    from isolation_kernels import unconfigured_compiler_add
+
+    x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+    with pytest.raises(AutotuneError, match="compile worker of unconfigured_compiler_add failed: RuntimeError: "
+                                            "my_toolchain is not configured") as caught:
+        unconfigured_compiler_add(x, y, out, 100)
+    assert not isinstance(caught.value, NoValidConfigError)
+    assert unconfigured_compiler_add.cache_info()["entries"] == 0

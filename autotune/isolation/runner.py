@@ -160,7 +160,9 @@ class IsolatedRunner:
         if reply[0] == "sticky":
             worker.kill()
             raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
-        raise worker_error(reply, f"the compile worker of {self.kernel_name}")
+        # Always an AutotuneError: the pipeline would read a rebuilt TypeError or RuntimeError as this config's
+        # compile error, and what a compile worker answers "error" (not "failed") is never the config's doing.
+        raise worker_error(reply, f"the compile worker of {self.kernel_name}", own_class=False)
 
     def refine(self, configs: list[Config], reps: int) -> dict[Config, list[float]]:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
@@ -187,24 +189,29 @@ class IsolatedRunner:
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
 
 
-def worker_error(reply: tuple, where: str) -> Exception:
+def worker_error(reply: tuple, where: str, own_class: bool = True) -> Exception:
     """The error a request raised in a worker, as the caller would have got it in process: its own class when that
-    is an autotune error or a Python built-in one (so `except TypeError` works under isolation too), else an
-    AutotuneError saying where; the worker's traceback is attached as a note. Only a class *name* comes back and
-    is looked up in those two modules: nothing the worker sent is evaluated."""
-    module, name, message = reply[3] if len(reply) > 3 else (None, None, None)
-    home = {"autotune.errors": errors, "builtins": builtins}.get(module)
-    cls = getattr(home, name, None) if home is not None and name and "." not in name else None
+    is an autotune error or a Python built-in one (so `except TypeError` works under isolation too), else (or
+    with `own_class=False`) an AutotuneError saying where; the worker's traceback is attached as a note (in the
+    message before Python 3.11). Only a class *name* is looked up, in those two modules: nothing is evaluated."""
     error: Optional[Exception] = None
-    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, Warning):
-        try:
+    try:
+        module, name, message = reply[3]
+        home = {"autotune.errors": errors, "builtins": builtins}.get(module) if own_class else None
+        cls = getattr(home, name, None) if home is not None and isinstance(name, str) and "." not in name else None
+        if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, Warning):
             error = cls(f"{message} (raised in {where})")
-        except Exception:     # a class whose constructor takes more than a message (UnicodeDecodeError, ...)
-            error = None
+    except Exception:   # an older or odd reply, or a class whose constructor takes more than a message
+        error = None
     if error is None:
-        error = AutotuneError(f"{where} failed: {reply[1]}")
-    if len(reply) > 2 and reply[2] and hasattr(error, "add_note"):
-        error.add_note(f"The worker's traceback:\n{reply[2].rstrip()}")
+        error = AutotuneError(f"{where} failed: {reply[1] if len(reply) > 1 else reply}")
+    trace = reply[2] if len(reply) > 2 and isinstance(reply[2], str) else ""
+    if trace:
+        note = f"The worker's traceback:\n{trace.rstrip()}"
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        else:                                 # Python 3.10: no notes; the message carries it
+            error.args = (f"{error.args[0] if error.args else ''}\n{note}",) + tuple(error.args[1:])
     return error
 
 
