@@ -16,22 +16,41 @@ def configs_checksum(configs: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
-def code_identity(fn: Any) -> str:
-    """What a filter computes, for a lazy space's checksum, the same in every process: its bytecode, names and
-    constants (nested code objects too, never their addresses), the values it closes over and its defaults."""
+def code_identity(fn: Any, _depth: int = 0) -> str:
+    """What a function computes, the same in every process: its bytecode, names and constants (nested code objects
+    too, never their addresses; a set literal's members sorted, as their order follows PYTHONHASHSEED), its
+    annotations, the values it closes over (a jitted or plain function there by its own identity) and its
+    defaults. Used for a lazy space's filters and for a kernel made by exec(), whose source cannot be read."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return getattr(fn, "__qualname__", type(fn).__name__)
     h = hashlib.sha256(_code_text(code).encode())
     for cell in getattr(fn, "__closure__", None) or ():
         try:
-            h.update(repr(cell.cell_contents).encode())
+            value = cell.cell_contents
         except ValueError:   # an empty cell
             h.update(b"<empty>")
+            continue
+        inner = value if hasattr(value, "__code__") else getattr(value, "fn", None)   # a @triton.jit helper: .fn
+        if hasattr(inner, "__code__") and _depth < 8:
+            h.update(code_identity(inner, _depth + 1).encode())
+        else:
+            h.update(repr(value).encode())
     h.update(repr(getattr(fn, "__defaults__", None)).encode())
+    try:
+        annotations = dict(getattr(fn, "__annotations__", None) or {})
+    except Exception:        # lazily evaluated annotations (Python 3.14) naming what is not defined
+        annotations = {}
+    h.update(repr(sorted((k, repr(v)) for k, v in annotations.items())).encode())
     return h.hexdigest()
 
 
 def _code_text(code: Any) -> str:
-    consts = [_code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    consts = [_code_text(c) if hasattr(c, "co_code") else _const_text(c) for c in code.co_consts]
     return f"{code.co_code.hex()}|{code.co_names}|{code.co_varnames}|{consts}"
+
+
+def _const_text(value: Any) -> str:
+    if isinstance(value, frozenset):
+        return "frozenset(" + repr(sorted(map(repr, value))) + ")"
+    return repr(value)

@@ -154,6 +154,24 @@ def test_a_kernel_made_by_exec_is_cached_by_its_bytecode_across_processes(tmp_pa
     assert edited["stats"]["tunings"] == 1 and only_entry().source_hash != record.source_hash
 
 
+def test_exec_kernels_that_differ_only_in_an_annotation_have_their_own_identity():
+    """`m` and `m: tl.constexpr` compile the same bytecode but are different kernels to Triton."""
+    import triton
+    import triton.language as tl
+
+    from autotune.storage import source_hash
+
+    def generated(annotation: str):
+        text = (f"@triton.jit\ndef scale(x, m{annotation}, BLOCK: tl.constexpr):\n"
+                "    offs = tl.arange(0, BLOCK)\n    tl.store(x + offs, tl.load(x + offs) * m)\n")
+        namespace = {"triton": triton, "tl": tl}
+        exec(compile(text, "<generated>", "exec"), namespace)
+        return namespace["scale"]
+
+    assert source_hash(generated("")) == source_hash(generated(""))
+    assert source_hash(generated("")) != source_hash(generated(": tl.constexpr"))
+
+
 def test_offline_process_uses_cached_winner_and_falls_back_on_a_miss(tmp_path):
     mod = write_kernel(tmp_path / "m", blocks=(64, 32)).parent
     tuned = run_child(mod, n=256)

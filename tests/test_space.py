@@ -202,6 +202,28 @@ def test_checksum_stable_across_processes_and_hash_seeds():
     assert outs[0] == outs[1] == here
 
 
+def test_a_lazy_space_s_filter_checksum_is_stable_across_hash_seeds():
+    """A filter with a set of strings (its order follows PYTHONHASHSEED) or closing over a function (whose repr
+    shows an address) gives the same checksum in every process: else each process would retune its keys."""
+    code = ("from autotune.space import CartesianSpace\n"
+            "def wide(c):\n    return c['X'] > 1\n"
+            "def make():\n    return lambda c: c['L'] in {'row', 'col', 'tiled', 'strided'} and wide(c)\n"
+            "axes = {f'A{i}': tuple(range(10)) for i in range(8)}\n"
+            "s = CartesianSpace(L=('row', 'col', 'other'), X=(1, 2), **axes).where(make())\n"
+            "assert s.lazy\n"
+            "print(s.checksum())")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    outs = set()
+    for seed in ("1", "2", "3", "12345"):
+        env["PYTHONHASHSEED"] = seed
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                                timeout=120).stdout.strip())
+    assert len(outs) == 1
+    changed = code.replace("'strided'}", "'blocked'}")
+    assert subprocess.run([sys.executable, "-c", changed], env=env, capture_output=True, text=True, check=True,
+                          timeout=120).stdout.strip() not in outs
+
+
 # ---------------------------------------------------------------------------------------------- as_space
 def test_as_space_conversions():
     s = CartesianSpace(A=(1,))
