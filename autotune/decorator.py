@@ -126,9 +126,8 @@ class Autotuned(KernelInspection, KernelInterface):
         check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
-        check_hook_signatures(self.name, {"verify=": verify.fn if isinstance(verify, Reference) else verify,
-                                          "setup=": setup},
-                              [n for n in self.arg_names if n in self._defaults or n in self._required], provided)
+        check_hook_signatures(self.name, [n for n in self.arg_names if n in self._defaults or n in self._required],
+                              provided, verify=verify, setup=setup)
         self.restore_value = tuple(restore_value)
         self.reset_to_zero = tuple(reset_to_zero)
         self.verify = verify

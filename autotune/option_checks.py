@@ -36,14 +36,15 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
             raise OptionError(f"{what}= on {kernel} must be a callable; got {type(hook).__name__}: {hook!r}")
 
 
-def check_hook_signatures(kernel: str, hooks: Mapping[str, Any], passed: Sequence[str],
-                          provided: Collection[str]) -> None:
+def check_hook_signatures(kernel: str, passed: Sequence[str], provided: Collection[str], *, verify: Any,
+                          setup: Any) -> None:
     """`verify=`, `setup=` and a Reference's function are called with the call's kernel arguments by name: `passed`
     are those every call gives (defaults filled in); the others (`provided`: the space's fields, `derive=`'s, the
     values of triton.heuristics) never are. A function that cannot take one of `passed`, or that needs any other
     name, would fail at every call: refused here. A function without a signature (a builtin) is not checked; a
     `functools.wraps` adapter is checked as itself, not as what it wraps."""
     by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    hooks = {"verify=": verify.fn if isinstance(verify, Reference) else verify, "setup=": setup}
     for what, fn in hooks.items():
         if fn is None:
             continue

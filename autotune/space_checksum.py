@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 from typing import Any, Iterable
+
+from .kernel_ref import python_function
 
 __all__ = ["configs_checksum", "code_identity"]
 
@@ -31,8 +34,8 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
         except ValueError:   # an empty cell
             h.update(b"<empty>")
             continue
-        inner = value if hasattr(value, "__code__") else getattr(value, "fn", None)   # a @triton.jit helper: .fn
-        if hasattr(inner, "__code__") and _depth < 8:
+        inner = python_function(value)      # a function, or a @triton.jit helper's (under its wrappers)
+        if inspect.isfunction(inner) and _depth < 8:
             h.update(code_identity(inner, _depth + 1).encode())
         else:
             h.update(repr(value).encode())

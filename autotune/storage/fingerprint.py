@@ -90,7 +90,8 @@ def _source_text(kernel: Any) -> str:
 def source_hash(kernel: Any) -> str:
     """sha256 (hex) of a Triton kernel's source: `JITFunction.src`, else the source of the innermost
     Python function with its decorators stripped (the same text, so JIT and interpreter agree); for a kernel
-    made by exec(), whose source cannot be read (only the interpreter runs one), its bytecode and constants.
+    made by exec(), whose source cannot be read (only the interpreter runs one), its `code_identity` (bytecode,
+    constants, annotations).
 
     Why: a winner tuned for an older version of the kernel body may be wrong or slow for the new one,
     so a changed source invalidates the kernel's cache entries.
