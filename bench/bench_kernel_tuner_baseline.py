@@ -35,7 +35,7 @@ STRATEGIES = ("genetic_algorithm", "pso", "simulated_annealing", "firefly_algori
               "diff_evo", "mls", "greedy_ils", "basinhopping", "random_sample")
 
 
-def run_strategy(path: Path, cache: dict, strategy: str, budget: int, seed: int) -> float:
+def run_strategy(path: Path, best_ms: float, strategy: str, budget: int, seed: int) -> float:
     """One seeded kernel_tuner search of `budget` distinct configs: the best evaluated time over the best recorded."""
     import numpy as np
     from kernel_tuner.interface import tune_cache
@@ -45,9 +45,8 @@ def run_strategy(path: Path, cache: dict, strategy: str, budget: int, seed: int)
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results, _ = tune_cache(str(path), strategy=strategy, strategy_options={"max_fevals": budget}, quiet=True)
-    best = min(e["time"] for e in cache.values() if isinstance(e.get("time"), (int, float)))
     found = [r["time"] for r in results if isinstance(r.get("time"), (int, float))]
-    return min(found) / best if found else math.inf
+    return min(found) / best_ms if found else math.inf
 
 
 def main() -> int:
@@ -73,12 +72,13 @@ def main() -> int:
             with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             cache = json.loads(plain.read_text())["cache"]
+            best_ms = min(e["time"] for e in cache.values() if isinstance(e.get("time"), (int, float)))
             budget = max(1, round(args.fraction * len(cache)))
             name = gz.name.removesuffix(".json.gz")
             out["landscapes"][name] = {"budget": budget, "ratios": {}}
             for strategy in args.strategies.split(","):
                 started = time.perf_counter()
-                ratios = [run_strategy(plain, cache, strategy, budget, seed) for seed in range(args.seeds)]
+                ratios = [run_strategy(plain, best_ms, strategy, budget, seed) for seed in range(args.seeds)]
                 out["landscapes"][name]["ratios"][strategy] = ratios
                 median = statistics.median(ratios)
                 medians.setdefault(strategy, []).append(median)
@@ -87,7 +87,7 @@ def main() -> int:
                       f"[{time.perf_counter() - started:.0f} s]", flush=True)
     print("geometric mean of the medians:")
     for strategy, values in medians.items():
-        print(f"  {strategy:20s} {math.exp(statistics.fmean(map(math.log, values))):.3f}")
+        print(f"  {strategy:20s} {statistics.geometric_mean(values):.3f}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

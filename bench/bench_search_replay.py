@@ -15,7 +15,6 @@ moves by 0.1 between seed sets: compare strategies on the counts, with --seeds 8
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -71,7 +70,7 @@ def main() -> int:
                         "search s", "exhaustive s", "wall s"], rows))
     print()
     for strategy in strategies:
-        geo = math.exp(statistics.fmean(math.log(m) for m in medians[strategy]))
+        geo = statistics.geometric_mean(medians[strategy])
         print(f"{strategy:>8}: geometric mean of the medians {geo:.3f}")
     common.write_results("bench_search_replay", {"fraction": args.fraction, "seeds": args.seeds,
                                                  "workers": args.workers, "landscapes": results})
