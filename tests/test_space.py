@@ -192,14 +192,15 @@ def test_checksum_stable_across_processes_and_hash_seeds():
     from autotune.space import CartesianSpace as CS, FixedSpace as FS
     here = (CS(BLOCK=(64, 128), num_warps=(4, 8), NAME=("a", "b"))
             + FS([{"BLOCK": 32, "FLAGS": (1, 2)}])).where("$BLOCK >= 64 or $BLOCK == 32").checksum()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    outs = []
-    for seed in ("1", "12345"):
-        env["PYTHONHASHSEED"] = seed
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                             timeout=120)
-        outs.append(out.stdout.strip())
+    outs = printed_under_hash_seeds(code, ("1", "12345"))
     assert outs[0] == outs[1] == here
+
+
+def printed_under_hash_seeds(code: str, seeds: tuple[str, ...]) -> list[str]:
+    """What `python -c code` prints in a fresh process per PYTHONHASHSEED."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return [subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONHASHSEED": seed}, capture_output=True,
+                           text=True, check=True, timeout=120).stdout.strip() for seed in seeds]
 
 
 def test_a_lazy_space_s_filter_checksum_is_stable_across_hash_seeds():
@@ -212,16 +213,10 @@ def test_a_lazy_space_s_filter_checksum_is_stable_across_hash_seeds():
             "s = CartesianSpace(L=('row', 'col', 'other'), X=(1, 2), **axes).where(make())\n"
             "assert s.lazy\n"
             "print(s.checksum())")
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    outs = set()
-    for seed in ("1", "2", "3", "12345"):
-        env["PYTHONHASHSEED"] = seed
-        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                                timeout=120).stdout.strip())
+    outs = set(printed_under_hash_seeds(code, ("1", "2", "3", "12345")))
     assert len(outs) == 1
     changed = code.replace("'strided'}", "'blocked'}")
-    assert subprocess.run([sys.executable, "-c", changed], env=env, capture_output=True, text=True, check=True,
-                          timeout=120).stdout.strip() not in outs
+    assert printed_under_hash_seeds(changed, ("1",))[0] not in outs
 
 
 # ---------------------------------------------------------------------------------------------- as_space
