@@ -3,22 +3,19 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import pickle
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from hash_seeds import printed_under_hash_seeds
 
 from autotune.errors import ExpressionError, OptionError, SpaceError
 from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
 from autotune.space_input import as_space
 from autotune.space_checks import validate_space
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------------------------------- Config
@@ -194,13 +191,6 @@ def test_checksum_stable_across_processes_and_hash_seeds():
             + FS([{"BLOCK": 32, "FLAGS": (1, 2)}])).where("$BLOCK >= 64 or $BLOCK == 32").checksum()
     outs = printed_under_hash_seeds(code, ("1", "12345"))
     assert outs[0] == outs[1] == here
-
-
-def printed_under_hash_seeds(code: str, seeds: tuple[str, ...]) -> list[str]:
-    """What `python -c code` prints in a fresh process per PYTHONHASHSEED."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return [subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONHASHSEED": seed}, capture_output=True,
-                           text=True, check=True, timeout=120).stdout.strip() for seed in seeds]
 
 
 def test_a_lazy_space_s_filter_checksum_is_stable_across_hash_seeds():
