@@ -238,7 +238,7 @@ class Autotuner(KernelInterface):
         self.tuner.owner = self
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = self.tuner.cache
-            self.tuner.cache = KernelCache(native.kernel_name, native.source_hash, native.space_checksum,
+            self.tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
                                            native.space_contains, identity=native.identity, tiers=[])
         self.name: str = self.tuner.name
 

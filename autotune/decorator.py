@@ -5,6 +5,7 @@ once, whatever the number of threads and processes asking) and launches it.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import random
@@ -30,6 +31,7 @@ from .space import Config, SearchSpace, configs_checksum
 from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
 from .space_checks import validate_space
+from .kernel_source import check_kernel_source
 from .storage.fingerprint import source_hash
 from .storage.counters import count_hit
 from .storage.tiers import KernelCache
@@ -144,7 +146,8 @@ class Autotuned(KernelInspection, KernelInterface):
         contains = frozenset(self.configs).__contains__ if self.configs is not None else self.space.contains
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
-        self.cache = KernelCache(self.name, source_hash(self.base_fn), self.space.checksum(),
+        check_kernel_source(self.base_fn)        # unidentifiable: an error now; the hash itself at the first use
+        self.cache = KernelCache(self.name, functools.partial(source_hash, self.base_fn), self.space.checksum(),
                                  contains, identity=self.identity)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None

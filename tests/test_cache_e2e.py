@@ -134,6 +134,39 @@ def test_an_edited_kernel_retunes_in_the_next_process(tmp_path):
     assert run_child(mod)["stats"]["tunings"] == 0
 
 
+HELPER_MODULE = KERNEL_MODULE.replace("@autotune(", """
+OFFSET = {offset}
+
+
+@triton.jit
+def add(a, b):
+    return a + b + OFFSET
+
+
+@autotune(""").replace("tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)",
+                       "add(tl.load(x + offs, mask=mask), tl.load(y + offs, mask=mask))")
+
+
+def test_an_edited_helper_or_constant_retunes_in_the_next_process_and_a_moved_kernel_does_not(tmp_path):
+    """The kernel's identity covers the @triton.jit helpers it calls and the globals they read (else an edit
+    there would launch the old variant's winner); not line numbers, so a comment added above it is a disk hit."""
+    def write(offset="0", top=""):
+        (tmp_path / "m").mkdir(exist_ok=True)
+        (tmp_path / "m" / "kmod.py").write_text(top + HELPER_MODULE.format(blocks=(32, 64), extra="", offset=offset))
+        return tmp_path / "m"
+
+    mod = write()
+    assert run_child(mod)["stats"]["tunings"] == 1
+    first = only_entry()
+    assert run_child(write(top="# moved down\n\n\n"))["stats"]["disk_hits"] == 1
+    assert run_child(write(offset="0.0"))["stats"]["tunings"] == 1         # the same sum: a new constant
+    assert only_entry().source_hash != first.source_hash
+    (tmp_path / "m" / "kmod.py").write_text((tmp_path / "m" / "kmod.py").read_text().replace(
+        "return a + b + OFFSET", "return b + a + OFFSET"))                 # the helper's body
+    edited = run_child(mod)
+    assert edited["stats"]["tunings"] == 1 and edited["stats"]["disk_hits"] == 0
+
+
 GENERATED_CHILD = CHILD.replace("import kmod\n", """import pathlib, types
 kmod = types.ModuleType("generated")   # a kernel made by exec() from generated text: no source to read back
 exec(compile(pathlib.Path(sys.argv[1], "kmod.py").read_text(), "<generated>", "exec"), kmod.__dict__)

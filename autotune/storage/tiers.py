@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import weakref
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from ..errors import AutotuneError, NoValidConfigError
 from ..options import lock_timeout_s as configured_lock_timeout_s
@@ -50,12 +50,14 @@ class KernelCache:
     (`autotune.compat`'s `cache_results=False`).
     """
 
-    def __init__(self, kernel_name: str, source_hash: str, space_checksum: str,
+    def __init__(self, kernel_name: str, source_hash: Union[str, Callable[[], str]], space_checksum: str,
                  space_contains: Callable[[Config], bool], identity: Optional[str] = None,
                  tiers: Optional[Sequence[Cache]] = None) -> None:
         self.kernel_name = kernel_name
         self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
-        self.source_hash = source_hash
+        self._source_hash: Optional[str] = source_hash if isinstance(source_hash, str) else None
+        self._source_hash_of = None if isinstance(source_hash, str) else source_hash
+        self._source_hash_lock = threading.Lock()
         self.space_checksum = space_checksum
         self.space_contains = space_contains
         self.memory = MemoryCache(kernel_name, identity, self.dirname)
@@ -80,6 +82,16 @@ class KernelCache:
         if self._tiers is not None:
             return self._tiers
         return [self._disk, *remote_tiers()]
+
+    @property
+    def source_hash(self) -> str:
+        """The kernel's source hash. Given as a function, it is computed at its first use (a tuning or a lookup of
+        a stored entry), when the kernel's module is fully imported: a helper defined below the kernel counts."""
+        if self._source_hash is None:
+            with self._source_hash_lock:
+                if self._source_hash is None:
+                    self._source_hash = self._source_hash_of()
+        return self._source_hash
 
     @property
     def dirname(self) -> str:
