@@ -74,7 +74,6 @@ def show(kernel, n: int, rank: int, world: int, device: str) -> None:
 
 
 def main() -> None:
-    os.environ.setdefault("AUTOTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="autotune-distributed-"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -102,4 +101,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if os.environ.get("AUTOTUNE_CACHE_DIR"):
+        main()
+    else:   # a private cache, removed at the end, so the example tunes every time and leaves nothing behind
+        with tempfile.TemporaryDirectory(prefix="autotune-distributed-") as tmp:
+            os.environ["AUTOTUNE_CACHE_DIR"] = tmp
+            main()
