@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def main() -> int:
     parser.add_argument("--configs", type=int, default=8)
     parser.add_argument("--keys", type=int, default=3, help="new keys measured per mode (medians reported)")
     args = parser.parse_args()
-    os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-bench-online-")
+    os.environ["AUTOTUNE_CACHE_DIR"] = common.scratch_dir("autotune-bench-online-")
     from autotune import Tuning, autotune
 
     device = "cuda" if GPU else "cpu"

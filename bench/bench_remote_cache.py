@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +41,7 @@ def main() -> int:
     from autotune.storage import DiskCache, EntryRef, KernelCache, fingerprint
     from autotune.storage.redis_tier import RedisCache
 
-    work = Path(tempfile.mkdtemp(prefix="autotune-bench-remote-"))
+    work = Path(common.scratch_dir("autotune-bench-remote-"))
     server = RedisProcess(work / "redis")
     try:
         space = [Config(BLOCK=b, num_warps=w) for b in (16, 32, 64, 128, 256, 512, 1024, 2048) for w in (1, 2, 4, 8, 16, 32, 64, 128)]

@@ -12,6 +12,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -82,6 +83,16 @@ def git_commit() -> Optional[str]:
         return (head + ("+dirty" if dirty else "")) or None
     except Exception:  # noqa: BLE001
         return None
+
+
+_SCRATCH: list[tempfile.TemporaryDirectory] = []
+
+
+def scratch_dir(prefix: str) -> str:
+    """A private temporary directory for this run (a cache dir, Triton's cache), removed when the process exits."""
+    directory = tempfile.TemporaryDirectory(prefix=prefix)
+    _SCRATCH.append(directory)          # kept alive to the end; its finalizer removes it at exit
+    return directory.name
 
 
 def child_env(tmp: str, tag: str) -> dict[str, str]:

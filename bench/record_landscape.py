@@ -42,7 +42,6 @@ import re
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -298,7 +297,7 @@ def main() -> int:
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     gpu = common.prepare()
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="landscape-triton-")   # before triton is imported
+    os.environ["TRITON_CACHE_DIR"] = common.scratch_dir("landscape-triton-")   # before triton is imported
     import torch
 
     from autotune.timing import make_timer
