@@ -8,10 +8,12 @@ the same things. Line numbers are not part of it, so moving a kernel in its file
 from __future__ import annotations
 
 import ast
+import dis
 import enum
 import hashlib
 import inspect
 import re
+import sys
 import textwrap
 from typing import Any, Callable, Optional
 
@@ -21,7 +23,7 @@ from .space_checksum import code_identity
 
 __all__ = ["check_kernel_source", "kernel_source_text"]
 
-_MAX_DEPTH = 16                       # helper-of-helper nesting followed; deeper ones are named, not hashed
+_MAX_DEPTH = 16          # helper-of-helper nesting followed (deeper ones are named, not hashed); also nested values
 _SKIPPED_MODULES = ("triton", "math", "copy", "builtins")   # versioned elsewhere (an entry keys the Triton version)
 _NOTHING = object()
 
@@ -34,7 +36,7 @@ def kernel_source_text(kernel: Any) -> str:
     generated text, whose source cannot be read (only the interpreter runs one), is its `code_identity` instead.
     """
     fn, text = check_kernel_source(kernel)
-    return _identity(fn, text, seen={id(fn)}, depth=0)
+    return _Walk().identity(fn, text, depth=0)
 
 
 def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
@@ -48,13 +50,6 @@ def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
         raise OptionError(f"cannot read the source of kernel {kernel!r}, and it is not a Python function: "
                           "autotune keys its cache on the kernel's source; decorate a @triton.jit function")
     return fn, text
-
-
-def _identity(fn: Callable, text: Optional[str], seen: set[int], depth: int) -> str:
-    """A function's own text (its bytecode's identity when it has no readable source), then what it reads."""
-    lines = _dependency_lines(fn, text, seen, depth)
-    own = text if text is not None else f"bytecode:{code_identity(fn)}"
-    return own if not lines else own + "\n# reads:\n" + "\n".join(lines)
 
 
 def _own_text(kernel: Any) -> tuple[Callable, Optional[str]]:
@@ -80,21 +75,95 @@ def _own_text(kernel: Any) -> tuple[Callable, Optional[str]]:
     return fn, raw[match.start():] if match else raw
 
 
-def _dependency_lines(fn: Callable, text: Optional[str], seen: set[int], depth: int) -> list[str]:
-    """`name = value` for each stable value the function reads from its globals or closure, and `name -> <sha256>`
-    for each `@triton.jit` helper it calls, hashed with its own dependencies."""
-    scope = _scope(fn)
-    lines: dict[str, str] = {}
-    for path in _references(fn, text):
-        if path[0] not in scope:
-            continue
-        name, value = _resolve(scope[path[0]], path)
-        if name in lines or value is _NOTHING or inspect.ismodule(value):
-            continue
-        line = _describe(name, value, seen, depth)
-        if line is not None:
-            lines[name] = line
-    return list(lines.values())
+class _Walk:
+    """One identity computation: each helper is hashed once (`memo`; a helper library where every helper calls the
+    earlier ones would otherwise cost 2^n), and a helper met again on its own call path stands in by name."""
+
+    def __init__(self) -> None:
+        self.memo: dict[int, str] = {}
+        self.path: set[int] = set()
+
+    def identity(self, fn: Callable, text: Optional[str], depth: int) -> str:
+        """A function's own text (its bytecode's identity when it has no readable source), then what it reads."""
+        self.path.add(id(fn))
+        try:
+            lines = self.dependency_lines(_scope(fn), _references(fn, text), depth)
+        finally:
+            self.path.discard(id(fn))
+        return _with_reads(text if text is not None else f"bytecode:{code_identity(fn)}", lines)
+
+    def dependency_lines(self, scope: dict[str, Any], references: list[tuple[str, ...]], depth: int) -> list[str]:
+        """`name = value` for each stable value of `scope` (a function's globals and closure) the references read,
+        and `name -> <sha256>` for each `@triton.jit` helper they call, hashed with its own dependencies."""
+        lines: dict[str, str] = {}
+        for path in references:
+            if path[0] not in scope:
+                continue
+            name, value = _resolve(scope[path[0]], path)
+            if name in lines or value is _NOTHING:
+                continue
+            try:
+                line = self.describe(name, value, depth)
+            except Exception:                   # an object that fights inspection (a proxy, a self-containing list)
+                line = f"{name} : {_type_name(value)}"
+            if line is not None:
+                lines[name] = line
+        return list(lines.values())
+
+    def describe(self, name: str, value: Any, depth: int) -> Optional[str]:
+        """One line for a dependency, stable across processes; None for what is not recorded (modules, Triton's
+        builtins, classes and other callables, which a kernel cannot call)."""
+        if inspect.ismodule(value):
+            return None
+        if _is_jit_helper(value):
+            return self.helper_line(name, value, depth)
+        if getattr(value, "__triton_aggregate__", False) and inspect.isclass(value):
+            return self.aggregate_line(name, value, depth)
+        stable = _stable(value)
+        if stable is not None:
+            return f"{name} = {stable}"
+        if type(value).__name__ == "constexpr" and hasattr(value, "value"):   # of a value with no stable text
+            return f"{name} = constexpr({_type_name(value.value)})"
+        if inspect.isclass(value) or callable(value):
+            return None
+        return f"{name} : {_type_name(value)}"
+
+    def helper_line(self, name: str, value: Any, depth: int) -> Optional[str]:
+        fn = python_function(value)
+        if _in_skipped_module(fn):
+            return None
+        if id(fn) in self.path or depth >= _MAX_DEPTH:         # recursion, or too deep: the name stands in
+            return f"{name} -> {fn.__module__}.{fn.__qualname__}"
+        if id(fn) not in self.memo:
+            _, text = _own_text(value)
+            self.memo[id(fn)] = hashlib.sha256(self.identity(fn, text, depth + 1).encode()).hexdigest()
+        return f"{name} -> {self.memo[id(fn)]}"
+
+    def aggregate_line(self, name: str, cls: type, depth: int) -> Optional[str]:
+        """A `tl.core._aggregate` class a kernel builds values of: the class's source (its fields and the bodies of
+        its methods) and what that source reads from its module, as for a helper. Not Triton's `hash_attrs`: under
+        the interpreter they leave the methods out, and the JIT and the interpreter must agree."""
+        if id(cls) in self.path or depth >= _MAX_DEPTH:
+            return f"{name} -> {cls.__module__}.{cls.__qualname__}"
+        if id(cls) not in self.memo:
+            try:
+                text = textwrap.dedent(inspect.getsource(cls))
+            except (OSError, TypeError):        # a class made by exec(): no source to read
+                return f"{name} = aggregate {cls.__module__}.{cls.__qualname__}"
+            module = sys.modules.get(cls.__module__)
+            self.path.add(id(cls))
+            try:
+                lines = self.dependency_lines(dict(vars(module)) if module else {}, _references(None, text), depth + 1)
+            finally:
+                self.path.discard(id(cls))
+            self.memo[id(cls)] = hashlib.sha256(_with_reads(text, lines).encode()).hexdigest()
+        return f"{name} -> {self.memo[id(cls)]}"
+
+
+def _with_reads(own: str, lines: list[str]) -> str:
+    """A text followed by its dependencies' lines; the text alone when there are none (the hash entries had before
+    dependencies counted)."""
+    return own if not lines else own + "\n# reads:\n" + "\n".join(lines)
 
 
 def _scope(fn: Callable) -> dict[str, Any]:
@@ -110,12 +179,12 @@ def _scope(fn: Callable) -> dict[str, Any]:
     return scope
 
 
-def _references(fn: Callable, text: Optional[str]) -> list[tuple[str, ...]]:
+def _references(fn: Optional[Callable], text: Optional[str]) -> list[tuple[str, ...]]:
     """Dotted names (`("cfg", "BLOCK")` for `cfg.BLOCK`) the body loads and does not bind itself, in source order;
-    from the bytecode's names when there is no source to parse."""
+    from the bytecode when there is no source to parse."""
     if text is None:
         code = getattr(fn, "__code__", None)
-        return [(name,) for name in _code_names(code)] if code is not None else []
+        return _code_references(code) if code is not None else []
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -142,13 +211,34 @@ def _references(fn: Callable, text: Optional[str]) -> list[tuple[str, ...]]:
     return paths
 
 
-def _code_names(code: Any) -> list[str]:
-    """Global and attribute names a code object (and the code nested in it) uses, in order, once each."""
-    names = list(code.co_names)
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"})
+_ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+
+
+def _code_references(code: Any) -> list[tuple[str, ...]]:
+    """`_references` from bytecode: each load of a global or closure variable with the attribute loads right after
+    it (`Tiles.K`), in this code and the code nested in it, once each. A cell of the function's own (a local that an
+    inner function closes over) is not a reference."""
+    paths: list[tuple[str, ...]] = []
+    current: Optional[list[str]] = None
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _ATTRIBUTE_LOADS and current is not None:
+            current.append(str(instruction.argval))
+            continue
+        if current is not None:
+            paths.append(tuple(current))
+            current = None
+        if instruction.opname in _GLOBAL_LOADS and isinstance(instruction.argval, str):
+            own_cell = instruction.opname != "LOAD_GLOBAL" and instruction.argval not in code.co_freevars \
+                and instruction.argval in code.co_cellvars
+            if not own_cell:
+                current = [instruction.argval]
+    if current is not None:
+        paths.append(tuple(current))
     for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names += _code_names(const)
-    return list(dict.fromkeys(names))
+        if hasattr(const, "co_code"):
+            paths += _code_references(const)
+    return list(dict.fromkeys(paths))
 
 
 def _resolve(value: Any, path: tuple[str, ...]) -> tuple[str, Any]:
@@ -156,9 +246,9 @@ def _resolve(value: Any, path: tuple[str, ...]) -> tuple[str, Any]:
     or inside Triton's own modules. Returns the dotted name reached and its value (`_NOTHING` when it is missing)."""
     reached = [path[0]]
     for attr in path[1:]:
-        if not (inspect.ismodule(value) or inspect.isclass(value)) or _in_skipped_module(value):
-            break
         try:
+            if not (inspect.ismodule(value) or inspect.isclass(value)) or _in_skipped_module(value):
+                break
             value = getattr(value, attr)
         except Exception:                       # AttributeError, or a module's __getattr__ failing
             return ".".join(reached), _NOTHING
@@ -168,27 +258,12 @@ def _resolve(value: Any, path: tuple[str, ...]) -> tuple[str, Any]:
 
 def _in_skipped_module(value: Any) -> bool:
     module = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None) or ""
-    return module.split(".")[0] in _SKIPPED_MODULES
+    return str(module).split(".")[0] in _SKIPPED_MODULES
 
 
-def _describe(name: str, value: Any, seen: set[int], depth: int) -> Optional[str]:
-    """One line for a dependency, stable across processes; None for what is not recorded (Triton's builtins,
-    classes and other callables, which a kernel cannot call, a helper already on the path)."""
-    if _is_jit_helper(value):
-        fn = python_function(value)
-        if _in_skipped_module(fn) or id(fn) in seen:
-            return None
-        if depth >= _MAX_DEPTH:
-            return f"{name} -> {fn.__module__}.{fn.__qualname__}"
-        _, text = _own_text(value)
-        identity = _identity(fn, text, seen | {id(fn)}, depth + 1)
-        return f"{name} -> {hashlib.sha256(identity.encode()).hexdigest()}"
-    stable = _stable(value)
-    if stable is not None:
-        return f"{name} = {stable}"
-    if inspect.isclass(value) or callable(value):
-        return None
-    return f"{name} : {type(value).__module__}.{type(value).__qualname__}"
+def _type_name(value: Any) -> str:
+    cls = type(value)           # type() itself cannot raise, whatever the object does with __class__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _is_jit_helper(value: Any) -> bool:
@@ -202,23 +277,29 @@ def _is_jit_helper(value: Any) -> bool:
         return False
 
 
-def _stable(value: Any) -> Optional[str]:
+def _stable(value: Any, depth: int = 0) -> Optional[str]:
     """A text for `value` that is the same in every process, or None when it has none (an object whose repr
-    shows an address): plain scalars, strings, tuples, lists and sets of them, `tl.constexpr`s, dtypes and enums."""
+    shows an address): plain and numpy scalars, strings, tuples, lists and sets of them, `tl.constexpr`s, dtypes and
+    enums."""
+    if depth > _MAX_DEPTH:                      # a list that contains itself
+        return None
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         return repr(value)
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
-    if isinstance(value, (tuple, list)):
-        items = [_stable(item) for item in value]
-        return None if None in items else f"{type(value).__name__}({', '.join(items)})"
-    if isinstance(value, (set, frozenset)):                  # ordered by PYTHONHASHSEED: sorted here
-        items = [_stable(item) for item in value]
-        return None if None in items else f"{type(value).__name__}({', '.join(sorted(items))})"
+    if isinstance(value, (tuple, list, set, frozenset)):
+        items = [_stable(item, depth + 1) for item in value]
+        if None in items:
+            return None
+        if isinstance(value, (set, frozenset)):                  # ordered by PYTHONHASHSEED: sorted here
+            items.sort()
+        return f"{type(value).__name__}({', '.join(items)})"  # type: ignore[arg-type]
     if type(value).__name__ == "constexpr" and hasattr(value, "value"):          # tl.constexpr(...)
-        inner = _stable(value.value)
+        inner = _stable(value.value, depth + 1)
         return None if inner is None else f"constexpr({inner})"
     module = type(value).__module__ or ""
+    if module == "numpy" and hasattr(value, "dtype") and getattr(value, "shape", None) == ():   # np.float32(0.5)
+        return f"{value.dtype}({value.item()!r})"
     if module.split(".")[0] in ("triton", "torch") and "dtype" in type(value).__name__:   # tl.float16, torch.int32
         return repr(value)
     return None

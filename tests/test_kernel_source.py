@@ -246,3 +246,113 @@ def test_a_helper_defined_below_the_decorated_kernel_counts_and_redecorating_agr
     from autotune import autotune
     again = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(kernel.fn)
     assert kernel.cache.source_hash == again.cache.source_hash == source_hash(kernel)
+
+
+def test_each_helper_is_read_once_however_many_paths_reach_it(tmp_path, monkeypatch):
+    """A helper library where each helper calls every earlier one has 2^n call paths: hashing must not walk them
+    (18 levels took 6 s to 15 s before helpers were remembered within one computation)."""
+    from autotune import kernel_source
+
+    levels = 18
+    text = "@triton.jit\ndef h0(v):\n    return v + 1\n"
+    for i in range(1, levels):
+        text += f"@triton.jit\ndef h{i}(v):\n    return " + " + ".join(f"h{j}(v)" for j in range(i)) + "\n"
+    text += f"@triton.jit\ndef kernel(x):\n    tl.store(x, h{levels - 1}(tl.load(x)))\n"
+    kernel = load(tmp_path, text)
+    reads = []
+    own_text = kernel_source._own_text
+    monkeypatch.setattr(kernel_source, "_own_text", lambda k: reads.append(k) or own_text(k))
+    first = kernel_source_text(kernel)
+    assert len(reads) == levels + 1 and first == kernel_source_text(kernel)
+
+
+AGGREGATE = '''
+import triton
+import triton.language as tl
+
+
+@tl.core._aggregate
+class Acc:
+    v: tl.tensor
+
+    def __init__(self, v):
+        self.v = v
+
+    @triton.jit
+    def scaled(self):
+        return self.v * FACTOR
+
+
+FACTOR = {factor}
+
+
+@triton.jit
+def kernel(x):
+    tl.store(x, Acc(tl.load(x)).scaled())
+'''
+
+
+def test_an_aggregate_class_counts_by_its_source_and_what_its_methods_read_alike_in_jit_and_interpreter(tmp_path):
+    """A `tl.core._aggregate` value is built from a local, so its methods are reached through the class: an edit
+    of a method (or of a global it reads) changes the identity, the same under the JIT and the interpreter (whose
+    aggregate classes list other methods)."""
+    code = (f"import sys, hashlib; sys.path.insert(0, {str(tmp_path)!r}); import agg_mod;"
+            "from autotune.kernel_source import kernel_source_text as t;"
+            "print(hashlib.sha256(t(agg_mod.kernel).encode()).hexdigest())")
+    seen = []
+    for text in (AGGREGATE.format(factor=2), AGGREGATE.format(factor=3),
+                 AGGREGATE.format(factor=2).replace("self.v * FACTOR", "FACTOR * self.v")):
+        (tmp_path / "agg_mod.py").write_text(text)
+        outs = printed_under_hash_seeds(code, ("1",), TRITON_INTERPRET="1")
+        outs += printed_under_hash_seeds(code, ("2",), TRITON_INTERPRET="0")
+        assert outs[0] == outs[1]
+        seen.append(outs[0])
+    assert len(set(seen)) == 3
+
+
+def test_values_that_fight_inspection_or_have_no_plain_text(tmp_path):
+    """A numpy scalar inside a constexpr counts by its value; a list that contains itself and a proxy whose every
+    attribute raises do not break the identity (they count by their type)."""
+    text = '''
+    import numpy as np
+
+
+    class Proxy:
+        @property
+        def __class__(self):
+            raise RuntimeError("working outside of context")
+
+        def __getattr__(self, name):
+            raise RuntimeError("working outside of context")
+
+
+    EPS = tl.constexpr(np.float32({eps}))
+    LOOP = [4]
+    LOOP.append(LOOP)
+    current = Proxy()
+
+
+    @triton.jit
+    def kernel(x):
+        if current:
+            tl.store(x, tl.load(x) + EPS + LOOP[0])
+    '''
+    half, quarter = (kernel_source_text(load(tmp_path, text.format(eps=eps))) for eps in (0.5, 0.25))
+    assert half != quarter and "EPS = constexpr(float32(0.5))" in half
+    assert "LOOP : builtins.list" in half and "current : " in half
+
+
+def test_an_exec_kernel_counts_attribute_chains_not_unrelated_globals_named_like_attributes():
+    """Without source the references come from the bytecode: `Tiles.K` is a chain from a global; `store` in
+    `tl.store` is an attribute, not the module's unrelated global `store`."""
+    import triton
+    import triton.language as tl
+
+    def generated(k: int, store: str):
+        namespace = {"triton": triton, "tl": tl, "Tiles": type("Tiles", (), {"K": k}), "store": store}
+        text = "def kernel(x):\n    offs = tl.arange(0, Tiles.K)\n    tl.store(x + offs, tl.load(x + offs))\n"
+        exec(compile(text, "<generated>", "exec"), namespace)
+        return triton.jit(namespace["kernel"])
+
+    assert source_hash(generated(16, "a")) != source_hash(generated(32, "a"))
+    assert source_hash(generated(16, "a")) == source_hash(generated(16, "b"))
