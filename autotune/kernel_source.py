@@ -18,7 +18,7 @@ import textwrap
 from typing import Any, Callable, Optional
 
 from .errors import OptionError
-from .kernel_ref import python_function
+from .kernel_ref import base_kernel, python_function
 from .space_checksum import code_identity
 
 __all__ = ["check_kernel_source", "kernel_source_text"]
@@ -36,7 +36,7 @@ def kernel_source_text(kernel: Any) -> str:
     generated text, whose source cannot be read (only the interpreter runs one), is its `code_identity` instead.
     """
     fn, text = check_kernel_source(kernel)
-    return _Walk().identity(fn, text, depth=0)
+    return _Walk().function_identity(fn, text, depth=0)
 
 
 def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
@@ -53,19 +53,13 @@ def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
 
 
 def _own_text(kernel: Any) -> tuple[Callable, Optional[str]]:
-    """The Python function under the wrappers, and its source (the first `src` on the way down, else read back from
-    its file, decorators dropped); None when there is no readable source."""
-    obj = kernel
-    for _ in range(_MAX_DEPTH):
-        if getattr(type(obj), "src", None) is not None:   # JITFunction's property; no __getattr__ magic elsewhere
-            value = getattr(obj, "src", None)
-            if isinstance(value, str):
-                return python_function(kernel), value
-        nxt = getattr(obj, "fn", None)
-        if inspect.isfunction(obj) or nxt is None or nxt is obj:
-            break
-        obj = nxt
-    fn = python_function(kernel)
+    """The Python function under the wrappers, and its source (the Triton function's `src`, else read back from its
+    file, decorators dropped); None when there is no readable source."""
+    fn, base = python_function(kernel), base_kernel(kernel)
+    if getattr(type(base), "src", None) is not None:     # JITFunction's property; no __getattr__ magic elsewhere
+        src = getattr(base, "src", None)
+        if isinstance(src, str):
+            return fn, src
     try:
         raw = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -83,14 +77,30 @@ class _Walk:
         self.memo: dict[int, str] = {}
         self.path: set[int] = set()
 
-    def identity(self, fn: Callable, text: Optional[str], depth: int) -> str:
-        """A function's own text (its bytecode's identity when it has no readable source), then what it reads."""
-        self.path.add(id(fn))
+    def identity(self, obj: Any, own: str, scope: dict[str, Any], references: list[tuple[str, ...]],
+                 depth: int) -> str:
+        """`own` text (of a function, or an aggregate class), then what its `references` read from `scope`; `obj`
+        is on the call path meanwhile."""
+        self.path.add(id(obj))
         try:
-            lines = self.dependency_lines(_scope(fn), _references(fn, text), depth)
+            lines = self.dependency_lines(scope, references, depth)
         finally:
-            self.path.discard(id(fn))
-        return _with_reads(text if text is not None else f"bytecode:{code_identity(fn)}", lines)
+            self.path.discard(id(obj))
+        return _with_reads(own, lines)
+
+    def function_identity(self, fn: Callable, text: Optional[str], depth: int) -> str:
+        """A function's own text (its bytecode's identity when it has no readable source), then what it reads."""
+        own = text if text is not None else f"bytecode:{code_identity(fn)}"
+        return self.identity(fn, own, _scope(fn), _references(fn, text), depth)
+
+    def hashed_line(self, name: str, obj: Any, depth: int, identity: Callable[[], str]) -> str:
+        """`name -> <sha256 of identity()>`, computed once per `obj`; on its own call path (recursion) or too deep,
+        its qualified name stands in."""
+        if id(obj) in self.path or depth >= _MAX_DEPTH:
+            return f"{name} -> {obj.__module__}.{obj.__qualname__}"
+        if id(obj) not in self.memo:
+            self.memo[id(obj)] = hashlib.sha256(identity().encode()).hexdigest()
+        return f"{name} -> {self.memo[id(obj)]}"
 
     def dependency_lines(self, scope: dict[str, Any], references: list[tuple[str, ...]], depth: int) -> list[str]:
         """`name = value` for each stable value of `scope` (a function's globals and closure) the references read,
@@ -132,32 +142,20 @@ class _Walk:
         fn = python_function(value)
         if _in_skipped_module(fn):
             return None
-        if id(fn) in self.path or depth >= _MAX_DEPTH:         # recursion, or too deep: the name stands in
-            return f"{name} -> {fn.__module__}.{fn.__qualname__}"
-        if id(fn) not in self.memo:
-            _, text = _own_text(value)
-            self.memo[id(fn)] = hashlib.sha256(self.identity(fn, text, depth + 1).encode()).hexdigest()
-        return f"{name} -> {self.memo[id(fn)]}"
+        return self.hashed_line(name, fn, depth, lambda: self.function_identity(fn, _own_text(value)[1], depth + 1))
 
-    def aggregate_line(self, name: str, cls: type, depth: int) -> Optional[str]:
+    def aggregate_line(self, name: str, cls: type, depth: int) -> str:
         """A `tl.core._aggregate` class a kernel builds values of: the class's source (its fields and the bodies of
         its methods) and what that source reads from its module, as for a helper. Not Triton's `hash_attrs`: under
         the interpreter they leave the methods out, and the JIT and the interpreter must agree."""
-        if id(cls) in self.path or depth >= _MAX_DEPTH:
-            return f"{name} -> {cls.__module__}.{cls.__qualname__}"
-        if id(cls) not in self.memo:
-            try:
-                text = textwrap.dedent(inspect.getsource(cls))
-            except (OSError, TypeError):        # a class made by exec(): no source to read
-                return f"{name} = aggregate {cls.__module__}.{cls.__qualname__}"
-            module = sys.modules.get(cls.__module__)
-            self.path.add(id(cls))
-            try:
-                lines = self.dependency_lines(dict(vars(module)) if module else {}, _references(None, text), depth + 1)
-            finally:
-                self.path.discard(id(cls))
-            self.memo[id(cls)] = hashlib.sha256(_with_reads(text, lines).encode()).hexdigest()
-        return f"{name} -> {self.memo[id(cls)]}"
+        try:
+            text = textwrap.dedent(inspect.getsource(cls))
+        except (OSError, TypeError):        # a class made by exec(): no source to read
+            return f"{name} = aggregate {cls.__module__}.{cls.__qualname__}"
+        module = sys.modules.get(cls.__module__)
+        scope = dict(vars(module)) if module else {}
+        return self.hashed_line(name, cls, depth,
+                                lambda: self.identity(cls, text, scope, _references(None, text), depth + 1))
 
 
 def _with_reads(own: str, lines: list[str]) -> str:
