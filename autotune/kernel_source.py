@@ -127,6 +127,8 @@ class _Walk:
             return None
         if _is_jit_helper(value):
             return self.helper_line(name, value, depth)
+        if type(value).__name__ == "constexpr" and _is_jit_helper(getattr(value, "value", None)):  # ACT(v), a helper
+            return self.helper_line(name, value.value, depth)
         if getattr(value, "__triton_aggregate__", False) and inspect.isclass(value):
             return self.aggregate_line(name, value, depth)
         stable = _stable(value)

@@ -356,3 +356,23 @@ def test_an_exec_kernel_counts_attribute_chains_not_unrelated_globals_named_like
 
     assert source_hash(generated(16, "a")) != source_hash(generated(32, "a"))
     assert source_hash(generated(16, "a")) == source_hash(generated(16, "b"))
+
+
+def test_a_helper_passed_around_as_a_constexpr_counts_by_its_code(tmp_path):
+    """`ACT = tl.constexpr(relu)` then `ACT(v)` in the kernel: an edit of `relu` must change the identity (it counted
+    by its wrapper's type, which also differed between the JIT and the interpreter)."""
+    text = '''
+    @triton.jit
+    def relu(v):
+        return tl.maximum(v, {floor})
+
+
+    ACT = tl.constexpr(relu)
+
+
+    @triton.jit
+    def kernel(x):
+        tl.store(x, ACT(tl.load(x)))
+    '''
+    zero, one = (kernel_source_text(load(tmp_path, text.format(floor=floor))) for floor in ("0.0", "1.0"))
+    assert zero != one and "ACT -> " in zero
