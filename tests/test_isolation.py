@@ -425,6 +425,11 @@ def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_oth
     for spoof in (("autotune.errors", "warn_at_caller", "x"), ("builtins", "UserWarning", "x"),
                   ("builtins", "eval", "x"), ("os", "system", "x")):
         assert type(worker_error(("error", "x", "", spoof), "w")) is AutotuneError
+    from autotune.isolation.worker import raised_message
+
+    missing = KeyError("BLOCK")                       # str() is the repr "'BLOCK'": rebuilt, it is quoted once
+    rebuilt = worker_error(("error", f"KeyError: {missing}", "tb", ("builtins", "KeyError", raised_message(missing))), "w")
+    assert type(rebuilt) is KeyError and str(rebuilt) == "'BLOCK (raised in w)'"
     old_worker = worker_error(("error", "the kernel or the call's arguments are not loaded in the worker"), "w")
     assert type(old_worker) is AutotuneError and "not loaded" in str(old_worker)
     for odd in (("error", "x", "tb", None), ("error", "x", "tb", ("builtins", "TypeError")),

@@ -180,7 +180,13 @@ def serve(conn: Any) -> None:
                 # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds
                 # an autotune or built-in error as itself (runner.worker_error), anything else as AutotuneError
                 conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-6),
-                           (type(exc).__module__, type(exc).__qualname__, str(exc))))
+                           (type(exc).__module__, type(exc).__qualname__, raised_message(exc))))
+
+
+def raised_message(exc: BaseException) -> str:
+    """The text an error was raised with: its one string argument where it has one (str(KeyError("k")) is the
+    repr "'k'", which the parent would quote a second time when it rebuilds the KeyError), else str(exc)."""
+    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
 
 
 def main() -> None:
