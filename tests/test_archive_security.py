@@ -2,6 +2,7 @@
 either installs everything or changes nothing. Real archives exported from a real precompile."""
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -137,3 +138,54 @@ def test_a_manifest_listing_a_missing_member_changes_nothing(exported, tmp_path)
     with pytest.raises(ArchiveError, match="lists members that are missing.*nothing was imported"):
         import_archive(newer, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest, triton_dest) == before
+
+
+def _extension_header_archive(path: Path, kind: bytes, size: int, data: bytes = b"") -> None:
+    """A .tar.gz whose first header is a tar extension header (GNU long name, pax) declaring `size` bytes of
+    data, of which only `data` follows (then a manifest member)."""
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = kind, size
+    manifest = tarfile.TarInfo("manifest.json")
+    manifest.size = 2
+    with gzip.open(path, "wb") as out:
+        out.write(header.tobuf(tarfile.GNU_FORMAT))
+        out.write(data + b"\0" * (-len(data) % tarfile.BLOCKSIZE))
+        out.write(manifest.tobuf(tarfile.GNU_FORMAT) + b"{}".ljust(tarfile.BLOCKSIZE, b"\0") + b"\0" * 1024)
+
+
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+                                  tarfile.XGLTYPE])
+def test_an_oversized_extension_header_is_refused_before_it_is_read(tmp_path, kind):
+    dest, triton_dest = _dirs(tmp_path)
+    # Declares 512 MiB of long name / pax data, holds none: refused from its 512-byte header alone (tarfile
+    # would otherwise read the declared size whole into memory before any member check).
+    declared = tmp_path / "declared.tar.gz"
+    _extension_header_archive(declared, kind, 512 << 20)
+    with pytest.raises(ArchiveError, match=r"extension header of 536870912 bytes, over the cap of 65536 bytes "
+                                           r"\(max_header_bytes\).*refusing it before reading"):
+        import_archive(declared, cache_dir=dest, triton_cache_dir=triton_dest)
+    # A real 64 KiB + 1 long name: over the default cap; under a raised cap it is read (and then refused as
+    # a member name no autotune archive has).
+    name = b"records/" + b"a" * (64 << 10) + b".json\0"
+    real = tmp_path / "real.tar.gz"
+    _extension_header_archive(real, kind, len(name), name)
+    with pytest.raises(ArchiveError, match=rf"extension header of {len(name)} bytes, over the cap of 65536"):
+        import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest)
+    with pytest.raises(ArchiveError, match=rf"over the cap of {len(name) - 1} bytes"):
+        import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest,
+                       limits=ArchiveLimits(max_header_bytes=len(name) - 1))
+    with pytest.raises(ArchiveError) as raised:
+        import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest,
+                       limits=ArchiveLimits(max_header_bytes=len(name)))
+    assert "extension header" not in str(raised.value)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_a_sparse_member_is_refused(tmp_path):
+    sparse = tarfile.TarInfo("manifest.json")
+    sparse.type, sparse.size = tarfile.GNUTYPE_SPARSE, 0
+    archive = tmp_path / "sparse.tar.gz"
+    with gzip.open(archive, "wb") as out:
+        out.write(sparse.tobuf(tarfile.GNU_FORMAT) + b"\0" * 1024)
+    with pytest.raises(ArchiveError, match="GNU sparse file"):
+        import_archive(archive, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")

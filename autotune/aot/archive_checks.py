@@ -4,7 +4,9 @@ Every member is checked before anything is installed: the manifest comes first a
 streamed one at a time into a private staging directory under caps on each member, on the total and on their
 number (so a small archive of highly compressible members cannot exhaust memory or disk), each member must be
 listed in the manifest with its size and sha256, and only the artifact kinds a Triton compile produces are
-accepted (never a shared library or anything executable). With a key, the manifest must carry a valid
+accepted (never a shared library or anything executable). Extension headers (a GNU long name, a pax header),
+which tarfile reads whole before the member they describe, are capped as their 512-byte header is parsed,
+before their data is read. With a key, the manifest must carry a valid
 HMAC-SHA256 signature (`manifest.sig`), so a deployment can trust what it installs.
 """
 from __future__ import annotations
@@ -35,16 +37,23 @@ MAX_MANIFEST_BYTES = 16 << 20
 DEFAULT_MAX_MEMBER_BYTES = 256 << 20
 DEFAULT_MAX_TOTAL_BYTES = 2 << 30
 DEFAULT_MAX_MEMBERS = 100_000
+# An autotune archive's names are short (records/<kernel>.<hash>/<entry>.json, triton/<hash>/<file>): its
+# extension headers, if any, are a few hundred bytes.
+DEFAULT_MAX_HEADER_BYTES = 64 << 10
 _CHUNK = 1 << 20
+_EXTENSION_HEADERS = {tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+                      tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global", tarfile.SOLARIS_XHDTYPE: "pax (Solaris)"}
 
 
 @dataclass(frozen=True)
 class ArchiveLimits:
-    """Caps on what an import reads: each member, all members together, and how many there are."""
+    """Caps on what an import reads: each member, all members together, how many there are, and each tar
+    extension header (long name or pax data, which tarfile holds in memory whole)."""
 
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
     max_members: int = DEFAULT_MAX_MEMBERS
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
 
 
 @dataclass
@@ -85,13 +94,38 @@ def sign(manifest_bytes: bytes, key: bytes) -> bytes:
     return hmac.new(key, manifest_bytes, hashlib.sha256).hexdigest().encode("ascii")
 
 
+def capped_tarinfo(max_header_bytes: int) -> type[tarfile.TarInfo]:
+    """A TarInfo class for `tarfile.open(..., tarinfo=)` that refuses, as each 512-byte header is parsed, an
+    extension header (GNU long name / long link, pax) whose data is over `max_header_bytes`, and a GNU sparse
+    file. Why here: tarfile reads an extension header's data whole into memory, and a sparse file's chain of
+    extension blocks, before `check_member` sees the member they describe; a 0.5 MB .tar.gz can declare a
+    512 MiB long name."""
+
+    class CappedTarInfo(tarfile.TarInfo):
+        @classmethod
+        def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
+            info = super().frombuf(buf, encoding, errors)
+            kind = _EXTENSION_HEADERS.get(info.type)
+            if kind is not None and info.size > max_header_bytes:
+                raise ArchiveError(f"unsafe archive: a {kind} extension header of {info.size} bytes, over the cap "
+                                   f"of {max_header_bytes} bytes (max_header_bytes); it would be read whole into "
+                                   "memory, and an autotune archive's names are short: refusing it before reading")
+            if info.type == tarfile.GNUTYPE_SPARSE:
+                raise ArchiveError(f"unsafe archive: member {info.name!r} is a GNU sparse file; an autotune archive "
+                                   "holds only regular files")
+            return info
+
+    return CappedTarInfo
+
+
 def check_member(member: tarfile.TarInfo, limits: ArchiveLimits) -> PurePosixPath:
     """Refuse anything but a regular file at a safe relative path in the archive's known folders, under the
     size cap; a compiled-kernel member must be an artifact kind a Triton compile produces."""
     name = member.name
     path = PurePosixPath(name)
-    if not member.isreg():
-        raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links and devices are refused)")
+    if not member.isreg() or member.sparse is not None:
+        raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links, devices and sparse "
+                           "files are refused)")
     if name.startswith(("/", "\\")) or path.is_absolute() or re.match(r"^[A-Za-z]:", name) or ".." in path.parts \
             or "\\" in name:
         raise ArchiveError(f"unsafe archive: member {name!r} has an absolute path or '..'")
@@ -141,7 +175,7 @@ def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key
     listed: dict[str, tuple[int, str]] = {}
     total = 0
     try:
-        with tarfile.open(path, "r|*") as tar:
+        with tarfile.open(path, "r|*", tarinfo=capped_tarinfo(limits.max_header_bytes)) as tar:
             for count, member in enumerate(tar, start=1):
                 if count > limits.max_members:
                     raise ArchiveError(f"{path}: more than {limits.max_members} members (max_members)")
@@ -176,6 +210,8 @@ def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key
                 staged.names.add(member.name)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise ArchiveError(f"{path}: not a readable .tar.gz archive ({exc.__class__.__name__}: {exc})") from None
+    except RecursionError:   # tarfile recurses once per extension header in a row
+        raise ArchiveError(f"{path}: a chain of thousands of tar extension headers; not an autotune archive") from None
     if manifest is None:
         raise ArchiveError(f"{path}: no {MANIFEST}; not an autotune archive (make one with `autotune export`)")
     if verify_key is not None and SIGNATURE not in staged.names:
