@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -189,3 +190,32 @@ def test_a_sparse_member_is_refused(tmp_path):
         out.write(sparse.tobuf(tarfile.GNU_FORMAT) + b"\0" * 1024)
     with pytest.raises(ArchiveError, match="GNU sparse file"):
         import_archive(archive, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot", "not-a-member"])
+def test_a_record_path_outside_the_archive_is_refused_and_never_read(exported, tmp_path, where):
+    """A manifest whose record `path` names a file on this machine (absolute, or '../' from the staging
+    directory) or a member it does not hold: refused, and the file outside is never read or installed."""
+    import tempfile
+
+    archive, manifest, _ = exported
+    record_member = manifest.records[0].path
+    with tarfile.open(archive) as tar:
+        record = json.loads(tar.extractfile(record_member).read())
+    record["timestamp"] += 10
+    outside = tmp_path / "outside.json"          # a valid record, on disk, not in the archive
+    outside.write_text(json.dumps(record))
+    path = {"absolute": str(outside), "dotdot": "../" + os.path.relpath(outside, tempfile.gettempdir()),
+            "not-a-member": "records/add_kernel.0/none.json"}[where]
+
+    def point_outside(m):
+        m["records"][0]["path"] = path
+        m["files"] = [f for f in m["files"] if f["path"] != record_member]
+
+    bad = tmp_path / "bad.tar.gz"
+    _rebuild(archive, bad, drop=record_member, manifest_edit=point_outside)
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"lists the record .* not a member of the archive under records/.*"
+                                           r"nothing was imported"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}

@@ -301,12 +301,18 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
 
 def _checked_records(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[tuple[str, Any]]:
     """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
-    are reported as skipped. Reads only the staged copies; writes nothing."""
+    are reported as skipped. Reads only the staged copies (a record path that is not a staged member under
+    records/ refuses the archive); writes nothing."""
     from ..errors import CacheEntryError
     from ..storage import load_record
 
     out = []
     for rec_info in manifest.records:
+        if not rec_info.path.startswith(f"{RECORDS_PREFIX}/") or rec_info.path not in staged.names:
+            # Only a checked, staged member is read: never a path outside the archive (absolute, '..').
+            raise ArchiveError(f"refused: the manifest lists the record {rec_info.path!r}, which is not a member of "
+                               f"the archive under {RECORDS_PREFIX}/; nothing outside the archive is read, and "
+                               "nothing was imported")
         try:
             out.append((rec_info.path, load_record(staged.path(rec_info.path))))
         except (OSError, CacheEntryError) as exc:

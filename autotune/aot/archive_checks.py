@@ -65,9 +65,13 @@ class StagedArchive:
     names: set[str] = field(default_factory=set)
 
     def path(self, name: str) -> Path:
+        """Where member `name` is (or will be) staged; `name` must be a checked member name."""
         return self.directory / name
 
     def read(self, name: str) -> bytes:
+        """The bytes of a staged member; a name that is not one is refused (never a file outside the archive)."""
+        if name not in self.names:
+            raise ArchiveError(f"refused: {name!r} is not a member of the archive; nothing was imported")
         return self.path(name).read_bytes()
 
     def close(self) -> None:
