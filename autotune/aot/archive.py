@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import tarfile
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -27,8 +26,9 @@ from msgspec import Struct, field as struct_field
 from .. import codec
 from ..errors import ArchiveError
 from . import triton_compile
-from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SAFE_NAME, SIGNATURE, TRITON_PREFIX,
-                             ArchiveLimits, read_key, sign, stage)
+from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
+                             read_key, sign, stage)
+from .archive_install import checked_binaries, checked_records, install_binaries, install_records
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
            "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
@@ -269,7 +269,8 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
 
     An archive is code from whoever built it. Every member is checked before anything is written (see
     `autotune.aot.archive_checks`: the manifest first, members streamed under `limits`, listed with their
-    checksums, only Triton compile artifacts); a failed check changes nothing. With `verify_key` (a key file or
+    checksums, only Triton compile artifacts); a failed check changes nothing, and so does a Triton cache
+    directory that cannot be written (`archive_install`: binaries first, records last). With `verify_key` (a key file or
     the secret's bytes) an unsigned or wrongly signed archive is refused. An archive made with another Triton
     version is refused unless `force=True` (then a warning). A record never replaces a newer entry of the same
     (kernel, device, key, dtypes): the newer timestamp wins and the skip is reported.
@@ -289,129 +290,11 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
                                    "import anyway")
             report.warnings.append(message)
             warnings.warn(message, stacklevel=2)
-        records = _checked_records(manifest, staged, report)
-        binaries = _checked_binaries(manifest, staged, report)
-        _install_records(records, staged, Path(cache_dir) if cache_dir is not None else None, report)
+        records = checked_records(manifest, staged, report)        # everything validated before any write
+        binaries = checked_binaries(manifest, staged, report)
         triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
-        _install_binaries(binaries, staged, triton_dir, report)
+        install_binaries(binaries, staged, triton_dir, report)      # raises, undone, before any record is written
+        install_records(records, Path(cache_dir) if cache_dir is not None else None, report)
         return report
     finally:
         staged.close()
-
-
-def _checked_records(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[tuple[str, Any]]:
-    """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
-    are reported as skipped. Reads only the staged copies (a record path that is not a staged member under
-    records/ refuses the archive); writes nothing."""
-    from ..errors import CacheEntryError
-    from ..storage import load_record
-
-    out = []
-    for rec_info in manifest.records:
-        if not rec_info.path.startswith(f"{RECORDS_PREFIX}/") or rec_info.path not in staged.names:
-            # Only a checked, staged member is read: never a path outside the archive (absolute, '..').
-            raise ArchiveError(f"refused: the manifest lists the record {rec_info.path!r}, which is not a member of "
-                               f"the archive under {RECORDS_PREFIX}/; nothing outside the archive is read, and "
-                               "nothing was imported")
-        try:
-            out.append((rec_info.path, load_record(staged.path(rec_info.path))))
-        except (OSError, CacheEntryError) as exc:
-            report.records_skipped.append((rec_info.path, f"not a valid record ({str(exc).splitlines()[0]})"))
-    return out
-
-
-def _checked_binaries(manifest: ArchiveManifest, staged: Any, report: ImportReport) -> list[ArchiveBinary]:
-    """The compiled kernels whose names are safe and whose every file is a staged Triton artifact; an archive
-    that lists a file it does not hold is refused before anything is written."""
-    out = []
-    for binary in manifest.binaries:
-        if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
-            report.binaries_skipped.append((binary.dir, "unsafe directory or kernel name"))
-            continue
-        for name in binary.files:
-            member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
-            if not ARTIFACT_NAME.match(name):
-                raise ArchiveError(f"refused: compiled kernel {binary.dir} lists {name!r}, which is not a Triton "
-                                   "compile artifact; nothing was imported")
-            if member not in staged.names:
-                raise ArchiveError(f"the manifest lists {member!r} for {binary.kernel} but the archive does not hold "
-                                   "it; nothing was imported")
-        out.append(binary)
-    return out
-
-
-def _install_records(records: list[tuple[str, Any]], staged: Any, root: Optional[Path],
-                     report: ImportReport) -> None:
-    """Write each record through the disk store (under the entry's lock), unless the entry there is newer."""
-    from ..errors import CacheEntryError
-    from ..storage import DiskCache, EntryRef, load_record
-
-    store = DiskCache(root)
-    for member, record in records:
-        entry = EntryRef.of(record)
-        dest = store.path(entry)
-        lease = store.lock(entry, timeout_s=None)
-        if lease is None:
-            report.records_skipped.append((member, f"cannot lock {dest} (warned)"))
-            continue
-        try:
-            try:
-                existing = load_record(dest)
-            except (OSError, CacheEntryError):
-                existing = None  # absent, corrupt or unreadable: replaced by a good record
-            if existing is not None and existing.timestamp > record.timestamp:
-                report.records_skipped.append((member, f"the entry at {dest} is newer "
-                                               f"({_when(existing.timestamp)} > {_when(record.timestamp)}); kept it"))
-                continue
-            if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
-                report.records_skipped.append((member, f"already present at {dest}"))
-                continue
-            if store.put(entry, record):
-                report.records_imported.append(str(dest))
-                differs = _made_for_another(existing, record)
-                if differs:   # newer wins, but say so: the older entry may be the one the code here matches
-                    report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
-            else:
-                report.records_skipped.append((member, f"could not write {dest} (warned)"))
-        finally:
-            lease.release()
-
-
-def _made_for_another(existing: Any, record: Any) -> str:
-    """What differs between a replaced entry and the record that replaces it ('' when nothing does)."""
-    if existing is None:
-        return ""
-    what = [name for name, attr in (("another kernel source", "source_hash"), ("another space", "space_checksum"),
-                                    ("another Triton", "triton_version"))
-            if getattr(existing, attr) != getattr(record, attr)]
-    return ", ".join(what)
-
-
-def _install_binaries(binaries: list[ArchiveBinary], staged: Any, triton_dir: Path, report: ImportReport) -> None:
-    for binary in binaries:
-        dest = triton_dir / binary.dir
-        group = dest / f"__grp__{binary.kernel}.json"
-        if group.is_file() and all((dest / f).is_file() for f in binary.files):
-            report.binaries_skipped.append((f"{binary.dir} ({binary.kernel}, {binary.target})",
-                                            "already in Triton's cache"))
-            continue
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in binary.files:
-            _write_file(dest / name, staged.read(f"{TRITON_PREFIX}/{binary.dir}/{name}"))
-        # Triton's group file lists absolute paths: rewrite it for this machine's cache directory, last.
-        children = {name: str(dest / name) for name in binary.files}
-        _write_file(group, json.dumps({"child_paths": children}).encode("utf-8"))
-        report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _when(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
-
-
-# ================================================================================================ command line

@@ -63,7 +63,7 @@ def _cmd_import(args: Any) -> int:
             warnings.simplefilter("always")
             report = import_archive(args.archive, force=args.force, cache_dir=args.cache_dir,
                                     triton_cache_dir=args.triton_cache_dir, verify_key=args.verify)
-    except ArchiveError as exc:
+    except (ArchiveError, OSError) as exc:   # OSError: a file system fault import_archive did not name itself
         print(f"autotune import: {exc}", file=sys.stderr)
         return 1
     for warning in caught:     # the report prints them: the cache's reasons behind a "(warned)" skip, too

@@ -1,0 +1,203 @@
+"""Installing a checked, staged archive (`import_archive`'s second half): which records and binaries are
+valid, then the binaries into Triton's cache and the records into the tuning cache.
+
+Why a module of its own: `archive_checks` decides whether an archive may be read at all; this decides what of
+it is installed and how, so that a failed import changes nothing. The order is what makes that hold: every
+record and binary is validated before anything is written; Triton's cache directory is checked (created if
+absent, probed for writing) next; the binaries go in before the records, and a binary that cannot be written
+removes the files this import wrote and raises `ArchiveError` naming the path, before any record is written.
+A record the tuning cache cannot take (no lock, a full disk) is a reported skip, as in any cache write.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..errors import ArchiveError
+from .archive_checks import ARTIFACT_NAME, RECORDS_PREFIX, SAFE_NAME, TRITON_PREFIX, StagedArchive
+
+if TYPE_CHECKING:  # the models live in archive.py, which imports this module
+    from .archive import ArchiveBinary, ArchiveManifest, ImportReport
+
+__all__ = ["checked_records", "checked_binaries", "install_binaries", "install_records"]
+
+
+def checked_records(manifest: ArchiveManifest, staged: StagedArchive, report: ImportReport) -> list[tuple[str, Any]]:
+    """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
+    are reported as skipped. Reads only the staged copies (a record path that is not a staged member under
+    records/ refuses the archive); writes nothing."""
+    from ..errors import CacheEntryError
+    from ..storage import load_record
+
+    out = []
+    for rec_info in manifest.records:
+        if not rec_info.path.startswith(f"{RECORDS_PREFIX}/") or rec_info.path not in staged.names:
+            # Only a checked, staged member is read: never a path outside the archive (absolute, '..').
+            raise ArchiveError(f"refused: the manifest lists the record {rec_info.path!r}, which is not a member of "
+                               f"the archive under {RECORDS_PREFIX}/; nothing outside the archive is read, and "
+                               "nothing was imported")
+        try:
+            out.append((rec_info.path, load_record(staged.path(rec_info.path))))
+        except (OSError, CacheEntryError) as exc:
+            report.records_skipped.append((rec_info.path, f"not a valid record ({str(exc).splitlines()[0]})"))
+    return out
+
+
+def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: ImportReport) -> list[ArchiveBinary]:
+    """The compiled kernels whose names are safe and whose every file is a staged Triton artifact; an archive
+    that lists a file it does not hold is refused before anything is written."""
+    out = []
+    for binary in manifest.binaries:
+        if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
+            report.binaries_skipped.append((binary.dir, "unsafe directory or kernel name"))
+            continue
+        for name in binary.files:
+            member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
+            if not ARTIFACT_NAME.match(name):
+                raise ArchiveError(f"refused: compiled kernel {binary.dir} lists {name!r}, which is not a Triton "
+                                   "compile artifact; nothing was imported")
+            if member not in staged.names:
+                raise ArchiveError(f"the manifest lists {member!r} for {binary.kernel} but the archive does not hold "
+                                   "it; nothing was imported")
+        out.append(binary)
+    return out
+
+
+class _Written:
+    """The files and directories one import created, removed again if it fails part way."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+
+    def mkdir(self, path: Path) -> None:
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        path.mkdir(parents=True, exist_ok=True)
+        self.paths.extend(reversed(missing))           # outermost first; undone innermost first
+
+    def write(self, path: Path, data: bytes) -> None:
+        existed = path.exists()
+        _write_file(path, data)
+        if not existed:
+            self.paths.append(path)
+
+    def undo(self) -> None:
+        for path in reversed(self.paths):
+            try:
+                path.rmdir() if path.is_dir() else path.unlink()
+            except OSError:
+                pass                                    # best effort: a directory someone else wrote into stays
+
+
+def _cannot_write(what: str, exc: OSError) -> ArchiveError:
+    return ArchiveError(f"cannot {what} ({exc.__class__.__name__}: {exc.strerror or exc}); give a writable "
+                        "directory as Triton's cache (--triton-cache-dir, triton_cache_dir= or TRITON_CACHE_DIR); "
+                        "nothing was imported")
+
+
+def _check_writable_dir(triton_dir: Path, written: _Written) -> None:
+    """Create Triton's cache directory if absent and make sure a file can be written in it."""
+    try:
+        written.mkdir(triton_dir)
+        fd, probe = tempfile.mkstemp(prefix=".autotune-import-", dir=triton_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        written.undo()
+        kind = ", a file," if triton_dir.is_file() else ""
+        raise _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc) from None
+
+
+def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, triton_dir: Path,
+                     report: ImportReport) -> None:
+    """Write each compiled kernel's files into `triton_dir` (its group file last, rewritten for this directory).
+    Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them."""
+    if not binaries:
+        return
+    written = _Written()
+    _check_writable_dir(triton_dir, written)
+    for binary in binaries:
+        dest = triton_dir / binary.dir
+        group = dest / f"__grp__{binary.kernel}.json"
+        if group.is_file() and all((dest / f).is_file() for f in binary.files):
+            report.binaries_skipped.append((f"{binary.dir} ({binary.kernel}, {binary.target})",
+                                            "already in Triton's cache"))
+            continue
+        target = dest
+        try:
+            written.mkdir(dest)
+            for name in binary.files:
+                target = dest / name
+                written.write(target, staged.read(f"{TRITON_PREFIX}/{binary.dir}/{name}"))
+            # Triton's group file lists absolute paths: rewrite it for this machine's cache directory, last.
+            target = group
+            children = {name: str(dest / name) for name in binary.files}
+            written.write(group, json.dumps({"child_paths": children}).encode("utf-8"))
+        except OSError as exc:
+            written.undo()
+            raise _cannot_write(f"write {target} into Triton's cache directory {triton_dir}", exc) from None
+        report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
+
+
+def install_records(records: list[tuple[str, Any]], root: Optional[Path], report: ImportReport) -> None:
+    """Write each record through the disk store (under the entry's lock), unless the entry there is newer."""
+    from ..errors import CacheEntryError
+    from ..storage import DiskCache, EntryRef, load_record
+
+    store = DiskCache(root)
+    for member, record in records:
+        entry = EntryRef.of(record)
+        dest = store.path(entry)
+        lease = store.lock(entry, timeout_s=None)
+        if lease is None:
+            report.records_skipped.append((member, f"cannot lock {dest} (warned)"))
+            continue
+        try:
+            try:
+                existing = load_record(dest)
+            except (OSError, CacheEntryError):
+                existing = None  # absent, corrupt or unreadable: replaced by a good record
+            if existing is not None and existing.timestamp > record.timestamp:
+                report.records_skipped.append((member, f"the entry at {dest} is newer "
+                                               f"({_when(existing.timestamp)} > {_when(record.timestamp)}); kept it"))
+                continue
+            if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
+                report.records_skipped.append((member, f"already present at {dest}"))
+                continue
+            if store.put(entry, record):
+                report.records_imported.append(str(dest))
+                differs = _made_for_another(existing, record)
+                if differs:   # newer wins, but say so: the older entry may be the one the code here matches
+                    report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
+            else:
+                report.records_skipped.append((member, f"could not write {dest} (warned)"))
+        finally:
+            lease.release()
+
+
+def _made_for_another(existing: Any, record: Any) -> str:
+    """What differs between a replaced entry and the record that replaces it ('' when nothing does)."""
+    if existing is None:
+        return ""
+    what = [name for name, attr in (("another kernel source", "source_hash"), ("another space", "space_checksum"),
+                                    ("another Triton", "triton_version"))
+            if getattr(existing, attr) != getattr(record, attr)]
+    return ", ".join(what)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _when(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))

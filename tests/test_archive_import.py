@@ -1,0 +1,58 @@
+"""Importing archives: a failed import changes nothing and says why in one line (API and `autotune import`),
+manifests that are malformed or from a newer autotune, and what the report says about kept entries. Real
+archives exported from a real precompile (the `exported` fixture of test_precompile), real processes for
+the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from autotune.aot import import_archive
+from autotune.errors import ArchiveError
+from test_archive_security import _dirs, _rebuild, _snapshot
+from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m autotune ARGV` in a fresh process (no AUTOTUNE_* settings of this one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    env.update(TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0", TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "autotune", *argv], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_a_triton_cache_dir_that_is_a_file_fails_the_import_before_any_record_is_written(exported, tmp_path):
+    archive, _, _ = exported
+    dest = tmp_path / "dest"
+    not_a_dir = tmp_path / "not-a-dir"
+    not_a_dir.write_text("")
+    with pytest.raises(ArchiveError, match=rf"cannot use {not_a_dir}, a file, as Triton's cache directory.*"
+                                           "--triton-cache-dir.*nothing was imported"):
+        import_archive(archive, cache_dir=dest, triton_cache_dir=not_a_dir)
+    assert _snapshot(dest) == {} and not_a_dir.read_text() == ""
+
+    out = _cli("import", str(archive), "--cache-dir", str(dest), "--triton-cache-dir", str(not_a_dir))
+    assert out.returncode == 1 and out.stdout == ""
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"autotune import: cannot use {not_a_dir}, a file, as Triton's cache directory")
+    assert _snapshot(dest) == {}
+
+
+def test_a_binary_that_cannot_be_written_undoes_the_import(exported, tmp_path):
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    blocker = triton_dest / manifest.binaries[0].dir          # where the kernel's directory would go: a file
+    triton_dest.mkdir()
+    blocker.write_text("")
+    with pytest.raises(ArchiveError, match=rf"cannot write {blocker} into Triton's cache directory {triton_dest}"):
+        import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest) == {} and _snapshot(triton_dest) == {str(blocker): b""}
