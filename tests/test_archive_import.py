@@ -4,6 +4,7 @@ archives exported from a real precompile (the `exported` fixture of test_precomp
 the CLI."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -56,3 +57,63 @@ def test_a_binary_that_cannot_be_written_undoes_the_import(exported, tmp_path):
     with pytest.raises(ArchiveError, match=rf"cannot write {blocker} into Triton's cache directory {triton_dest}"):
         import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest) == {} and _snapshot(triton_dest) == {str(blocker): b""}
+
+
+def _with_manifest(src: Path, dst: Path, manifest_bytes: bytes) -> None:
+    """Copy the archive at `src` with its manifest replaced by `manifest_bytes` (written as given)."""
+    with tarfile.open(src) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.name != "manifest.json"]
+    with tarfile.open(dst, "w:gz") as tar:
+        for name, data in [("manifest.json", manifest_bytes)] + members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_deeply_nested_manifest_is_an_invalid_manifest_not_a_recursion_error(exported, tmp_path):
+    archive, _, _ = exported
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    manifest["records"][0]["key"] = "@DEEP@"           # json.dumps cannot nest that deep: splice the text in
+    deep = json.dumps(manifest).replace('"@DEEP@"', "[" * 200_000 + "]" * 200_000).encode()
+    bad = tmp_path / "deep.tar.gz"
+    _with_manifest(archive, bad, deep)
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"invalid manifest\.json \(nested too deeply\)"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    out = _cli("import", str(bad), "--cache-dir", str(dest), "--triton-cache-dir", str(triton_dest))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("autotune import: invalid manifest.json (nested too deeply)")
+    assert _snapshot(dest, triton_dest) == {}
+
+
+@pytest.mark.parametrize("change", ["version", "new field", "new binary field"])
+def test_an_archive_from_a_newer_autotune_says_upgrade_whatever_fields_it_adds(exported, tmp_path, change):
+    archive, _, _ = exported
+
+    def newer(m):
+        m["format_version"] = 2
+        if change == "new field":
+            m["compression"] = "zstd"
+        elif change == "new binary field":
+            m["binaries"][0]["sm"] = "90a"
+
+    bad = tmp_path / "v2.tar.gz"
+    _rebuild(archive, bad, manifest_edit=newer)
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"written by a newer autotune \(archive format v2; this autotune reads up "
+                                           r"to v1\): upgrade autotune"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_an_unknown_field_in_a_current_manifest_is_still_refused(exported, tmp_path):
+    archive, _, _ = exported
+    bad = tmp_path / "extra.tar.gz"
+    _rebuild(archive, bad, manifest_edit=lambda m: m.update(compression="zstd"))
+    with pytest.raises(ArchiveError, match=r"invalid manifest\.json \(.*unknown field `compression`"):
+        import_archive(bad, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
+    other = tmp_path / "other.tar.gz"
+    _rebuild(archive, other, manifest_edit=lambda m: m.update(format="something-else"))
+    with pytest.raises(ArchiveError, match="of format 'something-else', not 'autotune-archive'"):
+        import_archive(other, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")

@@ -249,15 +249,36 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     return manifest
 
 
-def _parse_manifest(data: bytes) -> ArchiveManifest:
+class _ManifestFormat(Struct):
+    """The two fields every manifest version keeps, read leniently (unknown fields ignored) before the strict
+    decode, so an archive from a newer autotune is told apart from a malformed one."""
+
+    format: str = ARCHIVE_FORMAT               # the defaults of ArchiveManifest
+    format_version: int = ARCHIVE_FORMAT_VERSION
+
+
+def _decode(data: bytes, kind: type) -> Any:
     try:
-        manifest = codec.from_json(data, ArchiveManifest)
+        return codec.from_json(data, kind)
     except codec.DecodeError as exc:   # not JSON, or not a manifest (ValidationError is a DecodeError)
-        raise ArchiveError(f"invalid {MANIFEST} ({codec.error_text(exc)})") from None
-    if manifest.format != ARCHIVE_FORMAT or manifest.format_version > ARCHIVE_FORMAT_VERSION:
-        raise ArchiveError(f"archive format {manifest.format!r} v{manifest.format_version}; this autotune reads "
-                           f"{ARCHIVE_FORMAT} up to v{ARCHIVE_FORMAT_VERSION}: upgrade autotune")
-    return manifest
+        raise ArchiveError(f"invalid {MANIFEST} ({codec.error_text(exc)}); not an archive made by `autotune "
+                           "export`, or it was altered") from None
+    except RecursionError:             # arrays or objects nested thousands deep
+        raise ArchiveError(f"invalid {MANIFEST} (nested too deeply); not an archive made by `autotune export`, "
+                           "or it was altered") from None
+
+
+def _parse_manifest(data: bytes) -> ArchiveManifest:
+    """The manifest in `data`: its format and version first (a newer one says to upgrade autotune, whatever
+    fields it adds), then the strict decode (unknown fields refused). Raises ArchiveError."""
+    head = _decode(data, _ManifestFormat)
+    if head.format != ARCHIVE_FORMAT:
+        raise ArchiveError(f"{MANIFEST} is of format {head.format!r}, not {ARCHIVE_FORMAT!r}: not an archive made by "
+                           "`autotune export`")
+    if head.format_version > ARCHIVE_FORMAT_VERSION:
+        raise ArchiveError(f"the archive was written by a newer autotune (archive format v{head.format_version}; "
+                           f"this autotune reads up to v{ARCHIVE_FORMAT_VERSION}): upgrade autotune to import it")
+    return _decode(data, ArchiveManifest)
 
 
 def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
