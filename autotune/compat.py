@@ -56,13 +56,16 @@ Not reproduced on purpose: Triton's crash on a config that fails to run (here it
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import triton
 from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
+from .compat_options import (check_callables, checked_prune_options, to_native, triton_print_enabled,
+                             warn_listener_once)
+from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
+                            timing_from_samples)
 from .decorator import Autotuned
 from .kernel_ref import base_kernel, heuristics_layers, is_interpreted, python_function
 from .pruning import check_top_k, top_k_count
@@ -70,7 +73,6 @@ from .errors import AutotuneError, SpaceError
 from .options import Tuning
 from .record import TrialStatus, TuningRecord
 from .space import Config as _NativeConfig
-from .space_input import config_from_triton
 from .storage.tiers import KernelCache
 
 __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
@@ -79,45 +81,7 @@ __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
 Config = triton.Config
 heuristics = triton.heuristics
 
-_QUANTILES = (0.5, 0.2, 0.8)                        # what Triton's Autotuner asks do_bench for
 _LAUNCH_KEYS = ("grid", "warmup")                   # KernelInterface.__getitem__ passes these in **kwargs
-TimingValue = Union[float, List[float]]
-
-
-# ------------------------------------------------------------------------------------------------ configs
-def _to_native(config: Any, index: int) -> _NativeConfig:
-    """A `triton.Config` as a native Config: its kwargs plus its non-None compile options."""
-    if not isinstance(config, triton.Config):
-        raise TypeError(f"configs[{index}] is {type(config).__name__} {config!r}; autotune.compat.autotune takes a "
-                        "list of triton.Config (for plain dicts use autotune.autotune(space=...))")
-    return config_from_triton(config, f"configs[{index}]", pre_hook_ok=True)
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile of sorted values (what torch.quantile computes)."""
-    if not sorted_values:
-        return float("inf")
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
-
-
-def _timing_from_samples(samples: Sequence[float]) -> List[float]:
-    """[median, p20, p80] in ms, the shape of a `configs_timings` value under Triton's default benchmarker."""
-    ordered = sorted(samples)
-    return [_quantile(ordered, q) for q in _QUANTILES]
-
-
-def _triton_print_enabled() -> bool:
-    try:
-        from triton import knobs
-
-        return bool(knobs.autotuning.print)
-    except Exception:  # pragma: no cover - a Triton without knobs
-        return False
-
-
 # ------------------------------------------------------------------------------------------------ engine
 class _Engine(Autotuned):
     """The native autotuner under an `Autotuner`: each trial run goes through the owner's Triton hooks."""
@@ -129,36 +93,19 @@ class _Engine(Autotuned):
         return self.owner._run_trial(config, args, kwargs, grid)
 
 
-class _QuantileBench:
-    """Adapts Triton's `do_bench(kernel_call, quantiles)` to the native `CallableTimer` (`do_bench(fn)`).
-
-    Called once per config; returns the median (the first quantile Triton asks for) as the config's one
-    sample, and hands the raw return value to `record` so `configs_timings` shows what do_bench returned.
-    """
-
-    def __init__(self, bench: Callable[..., Any], record: Callable[[Any], None]) -> None:
-        self.bench = bench
-        self.record = record
-
-    def __call__(self, kernel_call: Callable[[], Any]) -> List[float]:
-        result = self.bench(kernel_call, quantiles=_QUANTILES)
-        self.record(result)
-        if isinstance(result, (list, tuple)):
-            return [float(result[0])]
-        return [float(result)]
-
-
 # ------------------------------------------------------------------------------------------------ Autotuner
 class Autotuner(KernelInterface):
     """`triton.runtime.autotuner.Autotuner`'s interface on top of the native `Autotuned` (`self.tuner`).
 
     Launch it as Triton's: `kernel[grid](*args, **kwargs)`. Attributes as in Triton: `fn`, `base_fn` (the
     Python function), `arg_names`, `configs` (the `triton.Config` list), `keys`, `cache` ({key tuple:
-    triton.Config}), `best_config`, `configs_timings` ({triton.Config: timing} of the last tuning in this
-    process, or of the disk entry it loaded), `bench_time` (seconds the last tuning took), `reset_to_zero`,
-    `restore_value`, `pre_hook`, `post_hook`, `perf_model`, `configs_top_k`, `early_config_prune`,
-    `num_warmups`, `num_reps`, `use_cuda_graph`, `do_bench`, `cache_results`. Extensions: `tuner`, `name`,
-    `record()`, `report()`, `cache_info()`.
+    triton.Config}, read before tuning as in Triton: an entry set there is launched, one deleted is looked up
+    again), `best_config`, `configs_timings` ({triton.Config: timing} of the last tuning in this process, or of
+    the disk entry it loaded), `bench_time` (seconds the last tuning took), `reset_to_zero`, `restore_value`,
+    `pre_hook`, `post_hook`, `perf_model`, `configs_top_k`, `early_config_prune`, `num_warmups`, `num_reps`,
+    `use_cuda_graph`, `do_bench`, `cache_results`. Assigning `configs`, `early_config_prune` or `perf_model`
+    later rebuilds the engine, as Triton reads them at each tuning. Extensions: `tuner`, `name`, `record()`,
+    `report()`, `cache_info()`.
     """
 
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Optional[Sequence[Any]], key: Sequence[str],
@@ -170,8 +117,6 @@ class Autotuner(KernelInterface):
                  tuning: Union[Tuning, str, dict, None] = None) -> None:
         self.fn = fn
         self.arg_names: List[str] = list(arg_names)
-        self.configs: List[Any] = list(configs) if configs else [triton.Config({}, num_warps=4, num_stages=3,
-                                                                                num_ctas=1)]
         self.keys: List[str] = [key] if isinstance(key, str) else list(key or [])
         self.reset_to_zero: List[str] = list(reset_to_zero or [])
         self.restore_value: List[str] = list(restore_value or [])
@@ -181,21 +126,9 @@ class Autotuner(KernelInterface):
             if unknown:
                 raise ValueError(f"{param} contains names that are not kernel arguments: {', '.join(unknown)}. "
                                  f"Valid argument names are: {', '.join(self.arg_names)}.")
-
-        # triton.Config <-> native Config. Equal triton.Configs are one config (as in Triton's timing dict).
-        self._natives: List[_NativeConfig] = []
-        self._triton_of: Dict[_NativeConfig, Any] = {}
-        for i, tconfig in enumerate(self.configs):
-            native = _to_native(tconfig, i)
-            seen = self._triton_of.get(native)
-            if seen is None:
-                self._triton_of[native] = tconfig
-                self._natives.append(native)
-            elif seen.pre_hook is not tconfig.pre_hook:
-                raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
-                                 "autotune caches winners by value, so two configs must differ in a kwarg or "
-                                 "compile option")
-        self._meta_names = frozenset().union(*(c.kwargs.keys() for c in self.configs))
+        prune_configs_by = checked_prune_options(prune_configs_by)
+        check_callables(python_function(fn).__name__, pre_hook=pre_hook, post_hook=post_hook, do_bench=do_bench,
+                         **{f"prune_configs_by['{k}']": v for k, v in prune_configs_by.items() if k != "top_k"})
 
         # Hooks, as Triton stores them (no-ops when not given; reset/restore are done by the native guard).
         self.user_defined_pre_hook = pre_hook is not None
@@ -205,42 +138,20 @@ class Autotuner(KernelInterface):
                                               else (lambda kwargs, exception: 0))
 
         # Pruning, as Triton reads prune_configs_by.
-        prune_configs_by = dict(prune_configs_by or {})
-        self.perf_model: Optional[Callable[..., Any]] = prune_configs_by.get("perf_model")
+        self._perf_model: Optional[Callable[..., Any]] = prune_configs_by.get("perf_model")
         self.configs_top_k: Union[int, float] = prune_configs_by.get("top_k", 1.0)
-        self.early_config_prune: Optional[Callable[..., Any]] = prune_configs_by.get("early_config_prune")
+        self._early_config_prune: Optional[Callable[..., Any]] = prune_configs_by.get("early_config_prune")
         check_top_k(self.configs_top_k, "prune_configs_by['top_k']")
 
         # Benchmarking.
-        base = base_kernel(fn)
         self.base_fn = python_function(fn)
         self.num_warmups = warmup
         self.num_reps = rep
         self.use_cuda_graph = use_cuda_graph
-        self.do_bench = self._resolve_do_bench(do_bench, interpreted=is_interpreted(base))
+        self.do_bench = choose_do_bench(do_bench, warmup, rep, use_cuda_graph, interpreted=is_interpreted(base_kernel(fn)))
         self.cache_results: bool = cache_results is not False
-
-        tuning_obj = Tuning.coerce(tuning)
-        if self.do_bench is not None:
-            # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
-            tuning_obj = tuning_obj.replace(refine_topk=0)
+        self._tuning = Tuning.coerce(tuning)
         self._local = threading.local()
-        use_prune = self.early_config_prune is not None or self.perf_model is not None
-        # Triton skips a key name the call does not pass (a config's meta-parameter, a triton.heuristics value);
-        # so does the engine's key.
-        unpassed = self._meta_names.union(*(layer.values for layer in heuristics_layers(fn, base_kernel(fn))))
-        call_keys = [k for k in self.keys if k not in unpassed]
-        self.tuner: _Engine = _Engine(fn, space=list(self._natives), key=call_keys, tuning=tuning_obj,
-                                      restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
-                                      do_bench=_QuantileBench(self.do_bench, self._record_raw)
-                                      if self.do_bench is not None else None,
-                                      prune=self._prune_for_tuner if use_prune else None)
-        self.tuner.owner = self
-        if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
-            native = self.tuner.cache
-            self.tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
-                                           native.space_contains, identity=native.identity, tiers=[])
-        self.name: str = self.tuner.name
 
         # Triton's public state.
         self.cache: Dict[Tuple, Any] = {}
@@ -248,34 +159,80 @@ class Autotuner(KernelInterface):
         self.configs_timings: Dict[Any, TimingValue] = {}
         self.bench_time: Optional[float] = None
         self.nargs: Optional[Dict[str, Any]] = None
+        self._filed: Dict[Tuple, Tuple[Any, _NativeConfig]] = {}   # what this module put in `cache`: the rest
+                                                                    # of `cache` is the user's own entries
+        self._configs: List[Any] = []
+        self.configs = list(configs) if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
 
     # ---------------------------------------------------------------------------------------- setup helpers
-    def _resolve_do_bench(self, do_bench: Optional[Callable[..., Any]], *, interpreted: bool) -> Optional[Callable]:
-        """Triton's choice of benchmark function, or None for the native timers."""
-        legacy = self.num_warmups is not None or self.num_reps is not None or self.use_cuda_graph
-        if legacy:
-            warnings.warn("warmup, rep, and use_cuda_graph parameters are deprecated. See "
-                          "https://github.com/triton-lang/triton/pull/4496 for details.", DeprecationWarning,
-                          stacklevel=4)
-            if interpreted:
-                return None  # triton.testing's benchmarkers need a GPU; the wall clock stands in
-            import triton.testing
+    @property
+    def configs(self) -> List[Any]:
+        return self._configs
 
-            rep = self.num_reps if self.num_reps is not None else 100
-            if self.use_cuda_graph:
-                return lambda kernel_call, quantiles: triton.testing.do_bench_cudagraph(
-                    kernel_call, rep=rep, quantiles=quantiles)
-            warmup = self.num_warmups if self.num_warmups is not None else 25
-            return lambda kernel_call, quantiles: triton.testing.do_bench(
-                kernel_call, warmup=warmup, rep=rep, quantiles=quantiles)
-        if do_bench is None:
-            return None
-        if interpreted:
-            from triton.testing import do_bench as triton_do_bench, do_bench_cudagraph
+    @configs.setter
+    def configs(self, configs: Sequence[Any]) -> None:
+        """As Triton reads `configs` at each tuning: a new list is indexed and the engine rebuilt over it (keys in
+        `cache` keep their configs, as in Triton)."""
+        natives: List[_NativeConfig] = []
+        triton_of: Dict[_NativeConfig, Any] = {}
+        for i, tconfig in enumerate(configs):     # equal triton.Configs are one config (as in Triton's timing dict)
+            native = to_native(tconfig, i)
+            seen = triton_of.get(native)
+            if seen is None:
+                triton_of[native] = tconfig
+                natives.append(native)
+            elif seen.pre_hook is not tconfig.pre_hook:
+                raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
+                                 "autotune caches winners by value, so two configs must differ in a kwarg or "
+                                 "compile option")
+        self._configs, self._natives, self._triton_of = list(configs), natives, triton_of
+        self._meta_names = frozenset().union(*(c.kwargs.keys() for c in self._configs))
+        self._build_engine()
 
-            if do_bench in (triton_do_bench, do_bench_cudagraph):
-                return None
-        return do_bench
+    @property
+    def early_config_prune(self) -> Optional[Callable[..., Any]]:
+        return self._early_config_prune
+
+    @early_config_prune.setter
+    def early_config_prune(self, fn: Optional[Callable[..., Any]]) -> None:
+        check_callables(self.base_fn.__name__, early_config_prune=fn)
+        self._early_config_prune = fn
+        self._build_engine()
+
+    @property
+    def perf_model(self) -> Optional[Callable[..., Any]]:
+        return self._perf_model
+
+    @perf_model.setter
+    def perf_model(self, fn: Optional[Callable[..., Any]]) -> None:
+        check_callables(self.base_fn.__name__, perf_model=fn)
+        self._perf_model = fn
+        self._build_engine()
+
+    def _build_engine(self) -> None:
+        """The native engine over the current configs, pruning and timing (`self.tuner`). Entries in `cache` from
+        an earlier engine stay, and count as the user's own (launched without tuning, as in Triton)."""
+        tuning = self._tuning
+        if self.do_bench is not None:
+            # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
+            tuning = tuning.replace(refine_topk=0)
+        use_prune = self._early_config_prune is not None or self._perf_model is not None
+        # Triton skips a key name the call does not pass (a config's meta-parameter, a triton.heuristics value);
+        # so does the engine's key.
+        unpassed = self._meta_names.union(*(layer.values for layer in heuristics_layers(self.fn, base_kernel(self.fn))))
+        bench = (QuantileBench(self.do_bench, self._record_raw, self.base_fn.__name__, self._is_run_error)
+                 if self.do_bench is not None else None)
+        tuner = _Engine(self.fn, space=list(self._natives), key=[k for k in self.keys if k not in unpassed],
+                        tuning=tuning, restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
+                        do_bench=bench, prune=self._prune_for_tuner if use_prune else None)
+        tuner.owner = self
+        if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
+            native = tuner.cache
+            tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
+                                      native.space_contains, identity=native.identity, tiers=[])
+        self.tuner: _Engine = tuner
+        self.name: str = tuner.name
+        self._filed = {}
 
     # ---------------------------------------------------------------------------------------- launching
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -290,31 +247,38 @@ class Autotuner(KernelInterface):
         tuner = self.tuner
         nargs = dict(zip(self.arg_names, args))
         bound = tuner.bind(args, call_kwargs)
-        benchmarked, how = False, "memory"
+        benchmarked, how, record = False, "memory", None
         if len(self._natives) == 1:
-            native = self._natives[0]
+            config, native = self.configs[0], self._natives[0]
         else:
-            self._local.call = (nargs, kwargs)
-            self._local.raw = {}
-            self._local.announced = set()
-            try:
-                native, record, how = tuner.select(bound, grid)
-            finally:
-                self._local.call = None
-            if record is not None:
-                key_values, dtypes = tuner.key_of(bound)
-                key = (*key_values, *dtypes)
-                self.cache[key] = self._triton_of[native]
-                if how != "memory":
-                    benchmarked = self._absorb(record, how)
-        config = self._triton_of[native]
+            key_values, dtypes = tuner.key_of(bound)
+            key = (*key_values, *dtypes)
+            config, filed = self.cache.get(key), self._filed.get(key)
+            if config is not None and (filed is None or filed[0] is not config):   # the user's own entry
+                native = to_native(config, -1)
+            elif warmup and config is None:
+                return self._warm(args, call_kwargs, grid, nargs, key_values, dtypes, bound)
+            else:
+                if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
+                    del self._filed[key]
+                    tuner.cache.forget(key_values)
+                    filed = None
+                native, record, how = self._select(bound, grid, nargs, kwargs)
+                # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
+                config = (self._local.pruned_as.get(native) or (filed[0] if filed and filed[1] == native else None)
+                          or self._triton_of[native])
+                if record is not None:
+                    self.cache[key], self._filed[key] = config, (config, native)
+                    if how != "memory":
+                        benchmarked = self._absorb(record, how)
         self.best_config = config
         tuner.best_config = native
-        if benchmarked and _triton_print_enabled():
+        if benchmarked and triton_print_enabled():
             print(f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key},\n"
                   f"finished after {self.bench_time:.2f}s,\nbest config selected: {self.best_config};")
         full_nargs = {**nargs, **kwargs, **config.all_kwargs()}
         if benchmarked:
+            warn_listener_once()
             # As Triton after benchmarking: reset the reset_to_zero arguments before the real launch.
             for name in self.reset_to_zero:
                 if full_nargs.get(name) is not None:
@@ -338,6 +302,33 @@ class Autotuner(KernelInterface):
         launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
         with tuner.launch_lock:
             return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+    def _select(self, bound: Any, grid: Any, nargs: Dict[str, Any],
+                kwargs: Dict[str, Any]) -> Tuple[_NativeConfig, Optional[TuningRecord], str]:
+        """The engine's choice for this call (tuning on a miss, with Triton's hooks around each run). A user hook
+        or do_bench that raised is raised as itself, as triton.autotune does."""
+        self._local.call = (nargs, kwargs)
+        self._local.raw, self._local.announced, self._local.pruned_as = {}, set(), {}
+        self._local.run_error = None
+        try:
+            return self.tuner.select(bound, grid)
+        except UserCodeError as exc:
+            raise exc.original from None
+        finally:
+            self._local.call = None
+
+    def _warm(self, args: tuple, kwargs: Dict[str, Any], grid: Any, nargs: Dict[str, Any], key_values: tuple,
+              dtypes: tuple, bound: Any) -> Any:
+        """`run(..., warmup=True)` on a key not in `cache` (KernelInterface.warmup, triton.heuristics' warmup):
+        compile the stored winner if there is one, else every config pruning keeps; launch and tune nothing (the
+        arguments may be dtypes, not tensors). Returns the first compiled kernel, as Triton's run returns one."""
+        record = self.tuner.cache.peek(key_values, dtypes, self.tuner.candidates(bound)[1])
+        if record is not None and record.winner in self._triton_of:
+            configs = [self._triton_of[record.winner]]
+        else:
+            configs = self.prune_configs(kwargs, nargs=nargs)
+        compiled = [self.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs()) for config in configs]
+        return compiled[0]
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""
@@ -364,40 +355,51 @@ class Autotuner(KernelInterface):
 
     # ---------------------------------------------------------------------------------------- tuner callbacks
     def _prune_for_tuner(self, configs: List[_NativeConfig], named: Dict[str, Any]) -> List[_NativeConfig]:
-        """The native `prune=`: Triton's pruning with the caller's triton.Configs, positional args and kwargs."""
+        """The native `prune=`: Triton's pruning with the caller's triton.Configs, positional args and kwargs. A
+        returned config equal to one of `configs` but for its pre_hook keeps its own hook for this call's runs."""
         call = getattr(self._local, "call", None)
         nargs, kwargs = call if call is not None else (dict(named), {})
+        pruned_as = getattr(self._local, "pruned_as", None)
         kept = []
         for config in self.prune_configs(kwargs, nargs=nargs):
-            native = _to_native(config, -1) if isinstance(config, triton.Config) else None
+            native = to_native(config, -1) if isinstance(config, triton.Config) else None
             if native is None or native not in self._triton_of:
                 raise AutotuneError(f"early_config_prune on {self.name} returned {config}, which is not one of the "
                                     "decorator's configs; autotune tunes (and caches winners among) those configs "
                                     "only: return a subset of them")
+            if pruned_as is not None and config is not self._triton_of[native]:
+                pruned_as[native] = config
             kept.append(native)
         return kept
 
     def _run_trial(self, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         """One kernel run while tuning, wrapped as Triton's `kernel_call`: config.pre_hook, pre_hook, run,
-        post_hook (told the exception, which is then re-raised)."""
-        config = self._triton_of[native]
+        post_hook (told the exception, which is then re-raised). An exception of a hook is the user's
+        (UserCodeError, raised by `run` as itself); one of the run is the config's."""
+        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or self._triton_of[native]
         self._local.current = native
         announced = getattr(self._local, "announced", None)
-        if announced is not None and native not in announced and _triton_print_enabled():
+        if announced is not None and native not in announced and triton_print_enabled():
             announced.add(native)  # as Triton's _bench: one line per config, before it is benchmarked
             print(f"Autotuning kernel {self.base_fn.__name__} with config {config}")
         full_nargs = {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}
+        name = self.base_fn.__name__
         if config.pre_hook is not None:
-            config.pre_hook(full_nargs)
-        self.pre_hook(full_nargs)
+            call_user(f"pre_hook of config {config}", name, config.pre_hook, full_nargs)
+        call_user("pre_hook", name, self.pre_hook, full_nargs)
         try:
             with self.tuner.launch_lock:
                 ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs)
         except Exception as exc:
-            self.post_hook(full_nargs, exception=exc)
+            self._local.run_error = exc
+            call_user("post_hook", name, self.post_hook, full_nargs, exception=exc)
             raise
-        self.post_hook(full_nargs, exception=None)
+        call_user("post_hook", name, self.post_hook, full_nargs, exception=None)
         return ret
+
+    def _is_run_error(self, exc: BaseException) -> bool:
+        """Whether `exc`, out of do_bench, is the kernel run's own failure (the config's), not do_bench's."""
+        return exc is getattr(self._local, "run_error", None)
 
     def _record_raw(self, result: Any) -> None:
         raw = getattr(self._local, "raw", None)
@@ -414,9 +416,9 @@ class Autotuner(KernelInterface):
             if config is None or trial.status is TrialStatus.SKIPPED:
                 continue
             if trial.status is TrialStatus.OK:
-                timings[config] = raw.get(trial.config, _timing_from_samples(trial.samples_ms))
+                timings[config] = raw.get(trial.config, timing_from_samples(trial.samples_ms))
             else:
-                timings[config] = [float("inf")] * len(_QUANTILES)
+                timings[config] = [float("inf")] * len(QUANTILES)
         benchmarked = how == "tuned" and bool(timings)
         if timings:
             self.configs_timings = timings
@@ -454,7 +456,7 @@ def autotune(configs: Optional[Sequence[Any]], key: Sequence[str],
     native `Tuning` (repetitions, compile workers, ...) used when no `do_bench` is in play.
     """
     Tuning.coerce(tuning)
-    check_top_k(dict(prune_configs_by or {}).get("top_k", 1.0), "prune_configs_by['top_k']")
+    check_top_k(checked_prune_options(prune_configs_by).get("top_k", 1.0), "prune_configs_by['top_k']")
 
     def decorator(fn: Any) -> Autotuner:
         return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,

@@ -20,7 +20,7 @@ from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, Sp
                      warn_at_caller)
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
-                         python_function)
+                         python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
 from .option_checks import check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
@@ -142,6 +142,8 @@ class Autotuned(KernelInspection, KernelInterface):
                            compile_options=self._compile_options, static_options=self.static_options,
                            derived_names=derive)
         self.interpreted = is_interpreted(self.base_fn)
+        if self.interpreted:
+            warn_if_interpreter_breaks()
         self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
         contains = frozenset(self.configs).__contains__ if self.configs is not None else self.space.contains
         ref = kernel_ref(self.base_fn)

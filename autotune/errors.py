@@ -95,13 +95,16 @@ class DistributedTuningError(AutotuneError, RuntimeError):
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TRITON_RUNTIME = f"{os.sep}triton{os.sep}runtime{os.sep}"   # kernel[grid](...) enters through Triton's lambda
 
 
 def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
-    """Warn with the location of the first frame outside the autotune package: the user's line that launched
-    the kernel, not the library line that noticed the problem."""
+    """Warn with the location of the first frame outside the autotune package and Triton's launch wrappers
+    (`KernelInterface.__getitem__`, `triton.heuristics`): the user's line that launched the kernel, not the library
+    line that noticed the problem."""
     level, frame = 1, sys._getframe(0)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                                 or _TRITON_RUNTIME in frame.f_code.co_filename):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)

@@ -41,6 +41,32 @@ def is_interpreted(base: Any) -> bool:
     return isinstance(base, InterpretedFunction)
 
 
+_INTERPRETER_CHECKED = threading.Event()
+
+
+def warn_if_interpreter_breaks() -> None:
+    """Once per process, for an interpreted kernel: Triton 3.6's interpreter turns a tensor into an index with
+    `int()` on a one-element array, which NumPy 2.4 refuses, so a kernel that loops to a computed bound
+    (`range(0, tl.cdiv(K, BLOCK_K))`) fails every config. Triton 3.7 fixed it; say so before tuning fails."""
+    if _INTERPRETER_CHECKED.is_set():
+        return
+    _INTERPRETER_CHECKED.set()
+    import numpy
+    import triton
+
+    from .errors import warn_at_caller
+
+    try:
+        numpy_version = tuple(int(part) for part in numpy.__version__.split(".")[:2])
+    except ValueError:              # a development build: no claim either way
+        return
+    if triton.__version__.startswith("3.6.") and numpy_version >= (2, 4):
+        warn_at_caller(f"autotune: Triton {triton.__version__}'s interpreter (TRITON_INTERPRET=1) cannot run kernels "
+                       f"that use a tensor as an index (a loop to range(0, tl.cdiv(K, BLOCK_K))) with NumPy "
+                       f"{numpy.__version__}: every config would fail with 'only 0-dimensional arrays can be "
+                       "converted to Python scalars'. Install numpy<2.4, or Triton 3.7 or later.", RuntimeWarning)
+
+
 # Triton's interpreter keeps per-launch state in module globals (it patches `triton.language` during a launch),
 # so two threads launching interpreted kernels at once break each other ("Did you forget to add @triton.jit?").
 # Every launch autotune makes of an interpreted kernel (trials and the winner's launches) holds this lock, so a

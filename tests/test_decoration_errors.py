@@ -177,3 +177,28 @@ def test_a_fallback_must_give_every_field_without_a_default():
     with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\]; give a value for each"):
         deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"num_warps": 4})
     deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"BLOCK": 32})   # num_warps has Triton's default
+
+
+@pytest.mark.parametrize("triton_version, numpy_version, warned", [
+    ("3.6.0", "2.4.1", True), ("3.6.0", "2.3.5", False), ("3.7.0", "2.4.1", False), ("3.9.0", "3.0.0", False)])
+def test_triton_36s_interpreter_with_numpy_24_is_named_once_at_the_decorator_line(monkeypatch, triton_version,
+                                                                                   numpy_version, warned):
+    """Triton 3.6's interpreter calls int() on one-element arrays, which NumPy 2.4 refuses: every config of a
+    kernel looping to a computed bound would fail, blamed on nothing. The pairing is named when decorating."""
+    import warnings
+
+    import numpy
+    import triton
+
+    from autotune import kernel_ref
+
+    monkeypatch.setattr(triton, "__version__", triton_version)
+    monkeypatch.setattr(numpy, "__version__", numpy_version)
+    monkeypatch.setattr(kernel_ref, "_INTERPRETER_CHECKED", __import__("threading").Event())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        deco()
+        deco()
+    said = [w for w in caught if "numpy<2.4" in str(w.message)]
+    assert len(said) == (1 if warned else 0)
+    assert all(w.filename == __file__ and w.category is RuntimeWarning for w in said)
