@@ -50,8 +50,12 @@ How Triton's pieces map onto the native ones (the "why" of this module):
   orders the dtypes by call order, so passing keywords in another order can retune there; not here).
 
 Not reproduced on purpose: Triton's crash on a config that fails to run (here it is recorded and skipped),
-`knobs.autotuning.listener`, `ir_override` configs (rejected when decorating), and configs returned by
-`early_config_prune` that are not among `configs` (an error: winners are cached by value).
+`knobs.autotuning.listener` (said once when set), `ir_override` configs (rejected when decorating), configs
+returned by `early_config_prune` that are not among `configs` (an error: winners are cached by value), config
+values a JSON cache cannot hold (a `tl.dtype`: pass a flag and pick the dtype in the kernel) and config fields
+that are not constexprs (refused when decorating), one untimed run of each config before `do_bench` (the
+engine's checked run, which catches a failing config before timing it), and `configs_timings` after a disk hit
+(the stored median three times, not the quantiles do_bench returned).
 """
 from __future__ import annotations
 
