@@ -26,6 +26,11 @@ def to_native(config: Any, index: int) -> NativeConfig:
     if config.pre_hook is not None and not callable(config.pre_hook):
         raise SpaceError(f"configs[{index}] ({config}) has a pre_hook that is not callable: "
                          f"{type(config.pre_hook).__name__} {config.pre_hook!r}; pass a function of the arguments")
+    for name, value in config.kwargs.items():
+        if isinstance(value, triton.language.dtype):
+            raise SpaceError(f"configs[{index}] sets {name}={value}, a Triton dtype: autotune caches winners as JSON, "
+                             f"so a config value is a number, a string or a bool. Tune a flag instead (e.g. "
+                             f"{name}_FP32: tl.constexpr = True/False) and pick the dtype from it in the kernel")
     return config_from_triton(config, f"configs[{index}]", pre_hook_ok=True)
 
 

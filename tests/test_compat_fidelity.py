@@ -258,3 +258,9 @@ def test_a_set_autotuning_listener_is_said_to_be_unsupported_once_at_the_users_l
         kernel[grid](*tensors(200), 200)
     said = [w for w in caught if "listener" in str(w.message)]
     assert len(said) == 1 and said[0].filename == __file__
+
+
+def test_a_dtype_config_value_is_refused_at_decoration_with_the_way_around_it():
+    """A documented difference: winners are cached as JSON, which holds no tl.dtype."""
+    with pytest.raises(SpaceError, match=r"configs\[0\] sets OUT_T=fp32, a Triton dtype.*Tune a flag"):
+        compat.autotune(configs=[triton.Config({"BLOCK": 16, "OUT_T": tl.float32})], key=["n"])(add_kernel)
