@@ -20,7 +20,7 @@ from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, Sp
                      warn_at_caller)
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
-                         python_function, warn_if_interpreter_breaks)
+                         has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
 from .option_checks import check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
@@ -191,7 +191,10 @@ class Autotuned(KernelInspection, KernelInterface):
         Returns (what Triton's launch returned, config, record, how it was found, grid launched).
         """
         bound = self.bind(args, kwargs)
-        config, record, how = self.select(bound, grid)
+        if warmup and has_dtype_stand_ins(bound.named.values()):   # KernelInterface.warmup(dtypes): tune nothing
+            config, record, how = self._stored_winner(bound), None, "cache"
+        else:
+            config, record, how = self.select(bound, grid)
         self.best_config = config
         if how == "online" and not warmup:   # a key tuned across calls: this call may time a candidate
             return self._launch_online(bound, grid, record)
@@ -213,6 +216,17 @@ class Autotuned(KernelInspection, KernelInterface):
 
         result = self.online.launch(*self.key_of(bound), bound, launch)
         return result, launched[0], record, "online", launched[1]
+
+    def _stored_winner(self, bound: BoundCall) -> Config:
+        """The cached winner of a call made of dtypes (Triton's warmup), which cannot be tuned on: no tensors."""
+        key, dtypes = self._key(bound.named)
+        record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
+        if record is None:
+            raise AutotuneError(f"{self.name}: a warmup with dtypes instead of tensors (Triton's KernelInterface.warmup, "
+                                f"as triton.heuristics' .warmup calls it) found no tuned winner for key={key} "
+                                f"{list(dtypes)}, and tuning needs real tensors: call {self.name}.warmup(...) with "
+                                "tensors, or precompile(...) the space ahead of time")
+        return record.winner
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
         """Tune (if needed) and compile the winner for these arguments without launching it."""

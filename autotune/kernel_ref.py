@@ -13,7 +13,7 @@ import sys
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, ContextManager, Iterable, Optional
 
 _MAX_LAYERS = 16
 
@@ -39,6 +39,13 @@ def is_interpreted(base: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(base, InterpretedFunction)
+
+
+def has_dtype_stand_ins(values: Iterable[Any]) -> bool:
+    """Whether a call holds Triton's `MockTensor`s: `KernelInterface.warmup` passes dtypes in place of tensors."""
+    from triton.runtime.jit import MockTensor
+
+    return any(isinstance(value, MockTensor) for value in values)
 
 
 _INTERPRETER_CHECKED = threading.Event()

@@ -68,3 +68,23 @@ def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
     out2 = torch.empty_like(x)
     heur(x, x, out2, 8)
     assert torch.equal(out2, 2 * x)
+
+
+def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_says_tensors_are_needed():
+    """KernelInterface.warmup (what triton.heuristics' .warmup is) passes dtypes as MockTensors: nothing can be
+    tuned on them. Untuned, the caller is told to warm up with tensors; tuned, the winner compiles, nothing runs."""
+    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
+    launches = []
+    run_trial = tuned._run_trial
+    tuned._run_trial = lambda config, *args, **kwargs: launches.append(config) or run_trial(config, *args, **kwargs)
+    wrapped = triton.heuristics({"UNUSED": lambda args: 0})(tuned)
+    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)   # noqa: E731
+    with pytest.raises(AutotuneError, match="warmup with dtypes instead of tensors.*call add_kernel.warmup"):
+        wrapped.warmup(torch.float32, torch.float32, torch.float32, 100, grid=grid)
+    assert launches == []
+    x, out = torch.ones(100), torch.zeros(100)
+    tuned(x, x, out, 100)
+    tried = len(launches)
+    wrapped.warmup(torch.float32, torch.float32, torch.float32, 100, grid=grid)
+    assert tried > 0 and len(launches) == tried and tuned.best_config is not None
