@@ -67,6 +67,16 @@ FAILING_SPACE = FixedSpace([
 tuned_transpose = autotune_decorator(space=FAILING_SPACE, grid=(1,))(tile_transpose_kernel)
 
 
+@triton.jit
+def scale_kernel(x, out, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
+    """out = x * SCALE: SCALE is a constexpr the space does not tune (a launch, or signature=, gives it)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+tuned_scale = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(scale_kernel)
+
+
 def matmul_args(dtype=torch.float16, n=64):
     a = torch.zeros(n, n, dtype=dtype)
     return (a, a, a, n, n, n, *a.stride(), *a.stride(), *a.stride())
@@ -595,6 +605,32 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "imported 0 records (1 skipped)" in printed and "(warned)" in printed
     assert re.search(r"warning: .*file-not-dir", printed), printed
+
+
+def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, capsys):
+    from autotune.cli import main
+
+    signature = "x=*fp32,y=*fp32,out=*fp32,n=i32:16"
+    cases = [
+        (["precompile", f"{tmp_path / 'nosuch.py'}:add_kernel", "--target", "cuda:90", "--signature", signature],
+         2, rf"autotune precompile: kernel .*nosuch\.py:add_kernel': there is no file {tmp_path / 'nosuch.py'}"),
+        (["precompile", "test_precompile:tuned_add", "--target", "cuda:90", "--signature", signature + ",BLOCK=64"],
+         2, r"autotune precompile: add_kernel: the signature gives BLOCK, which the search space sets for each "
+            r"config: drop BLOCK=64 from the signature \(--signature"),
+        (["precompile", "test_precompile:tuned_scale", "--target", "cuda:90", "--signature", "x=*fp32,out=*fp32,n=i32"],
+         2, r"autotune precompile: scale_kernel: no value for the constexpr SCALE, .* add SCALE=<value> to "
+            r"--signature"),
+        (["export", str(tmp_path)], 1,
+         rf"autotune export: {tmp_path} is a directory; give the archive's file name, e.g. {tmp_path}/deploy\.tar\.gz"),
+    ]
+    (tmp_path / "a-file").write_text("")
+    cases.append((["export", str(tmp_path / "a-file" / "deploy.tar.gz")], 1,
+                  rf"autotune export: cannot write the archive .*: {tmp_path / 'a-file'} is a file, not a directory"))
+    for argv, code, message in cases:
+        assert main(argv) == code, argv
+        err = capsys.readouterr().err
+        assert re.match(message, err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]     # nothing written
 
 
 # ---------------------------------------------------------------------------------------------- GPU

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ..errors import PrecompileError
-from ..kernel_ref import base_kernel, is_interpreted, python_function
+from ..kernel_ref import base_kernel, is_interpreted
 from ..space import Config
 from ..space_input import as_space
+from .call_checks import check_arguments
 from .events import LISTENER
 from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
 from .report import CompiledConfig, FailedConfig, PrecompileReport
@@ -184,16 +185,12 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     if signature is not None:
         args: tuple = ()
         kwargs = parse_signature(signature)
-        unknown = sorted(set(kwargs) - set(tuned.arg_names))
-        if unknown:
-            raise PrecompileError(f"signature names {unknown}, which are not arguments of {tuned.name}; "
-                                  f"arguments: {tuned.arg_names}")
     else:
         args, kwargs = tuple(wrap_dtype(a) for a in example_args), {}
     if len(args) > len(tuned.arg_names):
         raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
                               f"got {len(args)} example arguments")
-    _check_arguments(tuned, args, kwargs)
+    check_arguments(tuned, args, kwargs, space)
     workers = Tuning().compile_workers if workers is None else int(workers)
     if workers < 0:
         raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
@@ -301,20 +298,6 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
     return report
 
 
-def _check_arguments(tuned: Any, args: tuple, kwargs: dict) -> None:
-    """Fail fast, once, on arguments that cannot bind whatever the config: unknown names, missing arguments."""
-    import inspect
-
-    params = inspect.signature(python_function(tuned.base_fn)).parameters
-    given = set(tuned.arg_names[:len(args)]) | set(kwargs)
-    constexprs = set(tuned.constexpr_names)
-    missing = [name for name, p in params.items() if name not in given and name not in constexprs
-               and p.default is inspect.Parameter.empty]
-    if missing:
-        raise PrecompileError(f"{tuned.name}: no value for {missing}; give every non-constexpr argument "
-                              f"(arguments: {tuned.arg_names})")
-
-
 def load_kernel(spec: str) -> Any:
     """The object named by `"package.module:attr"` (or `"path/to/file.py:attr"`; `"module:factory()"` calls
     a no-argument factory), as the CLI takes kernels."""
@@ -329,6 +312,9 @@ def load_kernel(spec: str) -> Any:
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             path = Path(module_name).resolve()
+            if not path.is_file():
+                raise PrecompileError(f"kernel {spec!r}: there is no file {path}; give the kernel's .py file (relative "
+                                      f"to {os.getcwd()}) or its module, as path/to/file.py:kernel or module:kernel")
             if str(path.parent) not in sys.path:  # as running the file would; helper processes import it by name
                 sys.path.insert(0, str(path.parent))
             spec_obj = importlib.util.spec_from_file_location(path.stem, path)
@@ -342,6 +328,8 @@ def load_kernel(spec: str) -> Any:
     except ImportError as exc:
         raise PrecompileError(f"kernel {spec!r}: cannot import {module_name} ({exc}); run from the directory that "
                               f"contains it or set PYTHONPATH") from None
+    except OSError as exc:
+        raise PrecompileError(f"kernel {spec!r}: cannot read {module_name} ({exc.strerror or exc})") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

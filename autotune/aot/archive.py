@@ -193,6 +193,8 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     from ..storage import disk_entries
     from ..storage.entries import kernel_dirname, record_json
 
+    out = Path(path)
+    _check_destination(out)
     names = _kernel_names(kernels)
     entries = [e for e in disk_entries(None, cache_dir) if e.record is not None]
     if names is not None:
@@ -228,11 +230,10 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     manifest.targets = sorted({b.target for b in manifest.binaries})
     manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     now = time.time()
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tmp, "w:gz") as tar:
             manifest_json = codec.to_json(manifest, indent=1)
             first = [(MANIFEST, manifest_json)]            # the manifest first: an import reads it before the rest
@@ -243,10 +244,23 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                 info.size, info.mtime, info.mode = len(data), now, 0o644
                 tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, out)
+    except OSError as exc:
+        raise ArchiveError(f"cannot write the archive {out} ({exc.__class__.__name__}: {exc.strerror or exc}); give "
+                           "a file path in a writable directory") from None
     finally:
-        if tmp.exists():
+        if tmp.is_file():
             tmp.unlink()
     return manifest
+
+
+def _check_destination(out: Path) -> None:
+    """Refuse, before anything is collected, an archive path that names a directory or lies under a file."""
+    if out.is_dir():
+        raise ArchiveError(f"{out} is a directory; give the archive's file name, e.g. {out / 'deploy.tar.gz'}")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ArchiveError(f"cannot write the archive {out}: {parent} is a file, not a directory; give a path in a "
+                           "directory")
 
 
 class _ManifestFormat(Struct):

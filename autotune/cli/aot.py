@@ -15,7 +15,7 @@ import sys
 import warnings
 from typing import Any
 
-from ..errors import ArchiveError, PrecompileError
+from ..errors import ArchiveError, AutotuneError
 from ..aot.api import precompile
 from ..aot.archive import export_archive, import_archive
 from .arguments import add_command
@@ -36,7 +36,7 @@ def _cmd_precompile(args: Any) -> int:
     try:
         report = precompile(args.kernel, signature=args.signature, targets=args.targets,
                             winners_only=args.winners_only, workers=args.workers, timeout_s=args.timeout)
-    except PrecompileError as exc:
+    except AutotuneError as exc:   # PrecompileError, and the decorator's errors raised on importing the kernel
         print(f"autotune precompile: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=1) if args.json else str(report))
@@ -48,7 +48,7 @@ def _cmd_export(args: Any) -> int:
     try:
         manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
                                   triton_cache_dir=args.triton_cache_dir, sign_key=args.sign)
-    except ArchiveError as exc:
+    except (ArchiveError, OSError) as exc:   # OSError: a file system fault export_archive did not name itself
         print(f"autotune export: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {args.archive}: {len(manifest.records)} records and {len(manifest.binaries)} compiled kernels of "
