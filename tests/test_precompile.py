@@ -29,6 +29,7 @@ import autotune.aot as aot
 import autotune.aot.api as aot_api
 from autotune.aot.targets import over_limits
 from autotune import FixedSpace, autotune as autotune_decorator
+from autotune.errors import SpaceError
 from autotune.storage import disk_entries, load_record
 from cache_files import write_record
 from autotune.aot import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
@@ -75,6 +76,7 @@ def scale_kernel(x, out, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
 
 
 tuned_scale = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(scale_kernel)
+
 
 
 def matmul_args(dtype=torch.float16, n=64):
@@ -363,6 +365,17 @@ def test_bad_calls_fail_before_compiling_with_a_fix():
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=None)
     with pytest.raises(PrecompileError, match="@autotune-decorated"):
         precompile(add_kernel, signature=ADD_SIGNATURE, targets=["cuda:90"])
+
+
+def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(monkeypatch):
+    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: pytest.fail("compiled a config"))
+    with pytest.raises(SpaceError, match=r"space field 'BLOK' is neither .* Did you mean 'BLOCK'\?"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"BLOK": (64, 128)}, workers=0)
+    with pytest.raises(SpaceError, match=r"space field 'num_warp' .* Did you mean 'num_warps'\?"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"BLOCK": (64,), "num_warp": (4,)},
+                   workers=0)
+    with pytest.raises(PrecompileError, match=r"no value for the constexpr BLOCK, which neither the search space"):
+        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"num_warps": (4,)}, workers=0)
 
 
 def test_a_custom_pipeline_hook_refuses_explicit_targets(monkeypatch):

@@ -21,7 +21,7 @@ from ..errors import PrecompileError
 from ..kernel_ref import base_kernel, is_interpreted
 from ..space import Config
 from ..space_input import as_space
-from .call_checks import check_arguments
+from .call_checks import check_arguments, check_space
 from .events import LISTENER
 from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
 from .report import CompiledConfig, FailedConfig, PrecompileReport
@@ -190,6 +190,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     if len(args) > len(tuned.arg_names):
         raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
                               f"got {len(args)} example arguments")
+    check_space(tuned, space)
     check_arguments(tuned, args, kwargs, space)
     workers = Tuning().compile_workers if workers is None else int(workers)
     if workers < 0:

@@ -1,25 +1,39 @@
 """precompile()'s arguments checked against the kernel once, before any compile.
 
-Why: a mistake that no config can fix (a constexpr missing from `signature=`, a
+Why: a mistake that no config can fix (a misspelt `space=` field, a constexpr missing from `signature=`, a
 tuned field given there) would otherwise fail every (config, target) job with the same error, or end in a
 `TypeError` / `OptionError` traceback worded for a launch, not for `precompile` or `autotune precompile`.
-Each check raises a `PrecompileError` naming the argument and the fix.
+Each check raises the error the decorator would (`SpaceError`, through `space_checks.validate_space`) or a
+`PrecompileError` naming the argument and the fix.
 """
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
+from ..compilers import compile_option_names
 from ..errors import PrecompileError
 from ..kernel_ref import heuristics_layers, python_function
+from ..space_checks import validate_space
 from ..space_input import as_space
 
-__all__ = ["check_arguments", "derived_names"]
+__all__ = ["check_space", "check_arguments", "derived_names"]
 
 
 def derived_names(tuned: Any) -> frozenset[str]:
     """The constexprs the kernel's `derive=` computes per config."""
     return frozenset(tuned.recipe.get("derive") or ())
+
+
+def check_space(tuned: Any, space: Any) -> None:
+    """Validate `precompile(space=...)` against the kernel as `@autotune(space=...)` would: every field a
+    constexpr of the kernel or a compile option, no field that is also a static option or derived, not empty.
+    Raises SpaceError / OptionError (the decorator's own errors)."""
+    if space is None:
+        return
+    validate_space(as_space(space), kernel_name=tuned.name, constexpr_names=tuned.constexpr_names,
+                   compile_options=compile_option_names(), static_options=tuned.static_options,
+                   derived_names=derived_names(tuned))
 
 
 def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
