@@ -378,6 +378,13 @@ def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(mo
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"num_warps": (4,)}, workers=0)
 
 
+def test_a_timeout_that_is_not_positive_is_refused(monkeypatch):
+    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: pytest.fail("compiled a config"))
+    for timeout in (-1, 0):
+        with pytest.raises(PrecompileError, match=rf"timeout_s={timeout} \(--timeout\): give a positive number"):
+            precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], timeout_s=timeout, workers=2)
+
+
 def test_a_custom_pipeline_hook_refuses_explicit_targets(monkeypatch):
     from triton import knobs
 

@@ -21,7 +21,7 @@ from ..errors import PrecompileError
 from ..kernel_ref import base_kernel, is_interpreted
 from ..space import Config
 from ..space_input import as_space
-from .call_checks import check_arguments, check_space
+from .call_checks import check_arguments, check_space, check_timeout
 from .events import LISTENER
 from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
 from .report import CompiledConfig, FailedConfig, PrecompileReport
@@ -195,6 +195,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     workers = Tuning().compile_workers if workers is None else int(workers)
     if workers < 0:
         raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
+    check_timeout(timeout_s)
     interpreted = is_interpreted(tuned.base_fn)
 
     if targets is None:

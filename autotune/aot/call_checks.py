@@ -9,7 +9,7 @@ Each check raises the error the decorator would (`SpaceError`, through `space_ch
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Optional
 
 from ..compilers import compile_option_names
 from ..errors import PrecompileError
@@ -17,7 +17,7 @@ from ..kernel_ref import heuristics_layers, python_function
 from ..space_checks import validate_space
 from ..space_input import as_space
 
-__all__ = ["check_space", "check_arguments", "derived_names"]
+__all__ = ["check_space", "check_arguments", "check_timeout", "derived_names"]
 
 
 def derived_names(tuned: Any) -> frozenset[str]:
@@ -34,6 +34,13 @@ def check_space(tuned: Any, space: Any) -> None:
     validate_space(as_space(space), kernel_name=tuned.name, constexpr_names=tuned.constexpr_names,
                    compile_options=compile_option_names(), static_options=tuned.static_options,
                    derived_names=derived_names(tuned))
+
+
+def check_timeout(timeout_s: Optional[float]) -> None:
+    """A per-compile timeout must be a positive number of seconds (None: no limit)."""
+    if timeout_s is not None and not timeout_s > 0:
+        raise PrecompileError(f"timeout_s={timeout_s!r} (--timeout): give a positive number of seconds per compile, "
+                              "or leave it unset for no limit")
 
 
 def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
