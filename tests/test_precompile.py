@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 import autotune
+import autotune.compat as autotune_compat
 # `autotune.precompile` is the function (the public name); the package is `autotune.aot`.
 import autotune.aot as aot
 import autotune.aot.api as aot_api
@@ -77,6 +78,16 @@ def scale_kernel(x, out, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
 
 tuned_scale = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(scale_kernel)
 
+
+@triton.jit
+def compat_add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) + tl.load(y + offs, mask=offs < n), mask=offs < n)
+
+
+# The README's migration path: Triton's decorator swapped for autotune.compat's.
+compat_add = autotune_compat.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=8)],
+                                      key=["n"])(compat_add_kernel)
 
 
 def matmul_args(dtype=torch.float16, n=64):
@@ -383,6 +394,12 @@ def test_a_timeout_that_is_not_positive_is_refused(monkeypatch):
     for timeout in (-1, 0):
         with pytest.raises(PrecompileError, match=rf"timeout_s={timeout} \(--timeout\): give a positive number"):
             precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], timeout_s=timeout, workers=2)
+
+
+def test_a_kernel_decorated_with_the_compat_autotune_precompiles_its_configs():
+    report = precompile(compat_add, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
+    assert report.failed == [] and report.kernel == "compat_add_kernel"
+    assert sorted((c.config["BLOCK"], c.num_warps) for c in report.compiled) == [(64, 4), (128, 8)]
 
 
 def test_a_custom_pipeline_hook_refuses_explicit_targets(monkeypatch):

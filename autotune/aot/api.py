@@ -85,11 +85,14 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
 
     if isinstance(kernel, str):
         kernel = load_kernel(kernel)
+    if isinstance(getattr(kernel, "tuner", None), Autotuned):   # autotune.compat's Autotuner: its native engine
+        kernel = kernel.tuner
     if isinstance(kernel, Autotuned):
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
-    raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (or 'module:kernel'); got {kernel!r}. "
+    raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
+                          f"autotune.compat.autotune; or 'module:kernel'); got {kernel!r}. "
                           f"For a bare @triton.jit kernel pass space= as well.")
 
 
@@ -155,7 +158,8 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
                processes: Optional[bool] = None) -> PrecompileReport:
     """Compile every config of `kernel`'s space (or only its cached winners) for each target, ahead of time.
 
-    - `kernel`: an `@autotune` kernel, or `"module:kernel"` (a bare @triton.jit kernel needs `space=`).
+    - `kernel`: an `@autotune` kernel (or one decorated with `autotune.compat.autotune`: its native engine is
+      compiled), or `"module:kernel"` (a bare @triton.jit kernel needs `space=`).
     - `*example_args`: arguments as a launch passes them (tensors, sizes, strides; a torch dtype stands for a
       tensor of that dtype); or `signature=` instead: a dict / string of argument types, see `parse_signature`.
       The compiled kernels are found by launches whose arguments specialize the same way.
