@@ -117,3 +117,21 @@ def test_an_unknown_field_in_a_current_manifest_is_still_refused(exported, tmp_p
     _rebuild(archive, other, manifest_edit=lambda m: m.update(format="something-else"))
     with pytest.raises(ArchiveError, match="of format 'something-else', not 'autotune-archive'"):
         import_archive(other, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
+
+
+def test_a_local_entry_of_a_newer_autotune_is_kept_and_reported_as_such(exported, tmp_path):
+    archive, _, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    (entry,) = [p for p in dest.rglob("*.json")]
+    record = json.loads(entry.read_text())
+    record["schema_version"] += 1                      # a newer autotune's entry, older than the archive's
+    record["timestamp"] -= 1000
+    entry.write_text(json.dumps(record))
+    before = entry.read_bytes()
+
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert report.records_imported == []
+    assert report.records_skipped == [(report.manifest.records[0].path, f"kept the entry at {entry}: written by a "
+                                       f"newer autotune (schema {record['schema_version']})")]
+    assert "(warned)" not in str(report) and entry.read_bytes() == before

@@ -144,9 +144,11 @@ def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, trito
 
 
 def install_records(records: list[tuple[str, Any]], root: Optional[Path], report: ImportReport) -> None:
-    """Write each record through the disk store (under the entry's lock), unless the entry there is newer."""
+    """Write each record through the disk store (under the entry's lock), unless the entry there is newer or
+    was written by a newer autotune (a higher schema version, which this one never replaces)."""
     from ..errors import CacheEntryError
     from ..storage import DiskCache, EntryRef, load_record
+    from ..storage.entries import is_newer_schema
 
     store = DiskCache(root)
     for member, record in records:
@@ -159,8 +161,14 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
         try:
             try:
                 existing = load_record(dest)
-            except (OSError, CacheEntryError):
-                existing = None  # absent, corrupt or unreadable: replaced by a good record
+            except CacheEntryError as exc:
+                if exc.kind == "schema" and is_newer_schema(exc.schema_version):   # never replaced (DiskCache.put)
+                    report.records_skipped.append((member, f"kept the entry at {dest}: written by a newer autotune "
+                                                           f"(schema {exc.schema_version})"))
+                    continue
+                existing = None  # corrupt, or an older schema: replaced by a good record
+            except OSError:
+                existing = None  # absent or unreadable: replaced by a good record
             if existing is not None and existing.timestamp > record.timestamp:
                 report.records_skipped.append((member, f"the entry at {dest} is newer "
                                                f"({_when(existing.timestamp)} > {_when(record.timestamp)}); kept it"))
