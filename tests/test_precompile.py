@@ -80,6 +80,16 @@ tuned_scale = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(c
 
 
 @triton.jit
+def act_kernel(x, out, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
+    """out = ACT(x): ACT is a @triton.jit helper passed as a constexpr value."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, ACT(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+
+
+tuned_act = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(act_kernel)
+
+
+@triton.jit
 def compat_add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out + offs, tl.load(x + offs, mask=offs < n) + tl.load(y + offs, mask=offs < n), mask=offs < n)
@@ -206,6 +216,54 @@ def test_a_kernel_defined_in_a_function_is_refused_once_before_any_compile():
     tuned = autotune_decorator(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(local_add)
     with pytest.raises(PrecompileError, match=r"defined inside a function .* compile helper processes import"):
         precompile(tuned, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0, processes=True)
+
+
+def test_a_jit_helper_constexpr_the_helpers_cannot_import_is_refused_once_before_any_compile(monkeypatch):
+    @triton.jit
+    def local_triple(v):
+        return v * 3
+
+    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: pytest.fail("compiled a config"))
+    with pytest.raises(PrecompileError, match=r"local_triple is defined inside a function .* passed as the "
+                                              r"constexpr ACT, and a compile helper process imports @jit functions"):
+        precompile(tuned_act, signature={"x": "*fp32", "out": "*fp32", "n": "i32:16", "ACT": local_triple},
+                   targets=["cuda:90"], workers=0, processes=True)
+
+
+MAIN_SCRIPT = """
+import os, sys
+os.environ.setdefault("TRITON_INTERPRET", "1")
+import triton, triton.language as tl
+from autotune import autotune, precompile
+
+@triton.jit
+def triple(v):
+    return v * 3
+
+@autotune(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")
+@triton.jit
+def main_kernel(x, out, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, ACT(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+
+if __name__ == "__main__":
+    report = precompile(main_kernel, signature={"x": "*fp32", "out": "*fp32", "n": "i32:16", "ACT": triple},
+                        targets=["cuda:90"], workers=0)
+    print("compiled", len(report.compiled), [f.error for f in report.failed])
+"""
+
+
+def test_a_jit_helper_defined_in_a_main_script_compiles_as_a_constexpr(tmp_path):
+    script = tmp_path / "deploy_script.py"
+    script.write_text(MAIN_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), TRITON_CACHE_DIR=str(tmp_path / "tc"),
+               AUTOTUNE_PROGRESS="0", TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "compiled 2 []"
 
 
 def test_hip_target_compiles_and_stand_ins_specialize_like_tensors():

@@ -23,7 +23,8 @@ from ..space import Config
 from ..space_input import as_space
 from .call_checks import check_arguments, check_space, check_timeout
 from .events import LISTENER
-from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error
+from .helpers import (RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error,
+                      unimportable_constant)
 from .report import CompiledConfig, FailedConfig, PrecompileReport
 from .specialize import Plan, check_triton
 from .standins import parse_signature, wrap_dtype
@@ -231,6 +232,11 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
         else:
             configs = _listed_configs(tuned, space)
         jobs.extend(_Job(c, target) for c in configs)
+    if use_processes:   # a @jit function passed as a constexpr: can the helpers import it? Said once, here
+        problem = unimportable_constant([*zip(tuned.arg_names, args), *kwargs.items(),
+                                         *((k, v) for job in jobs for k, v in job.config.items())])
+        if problem is not None:
+            raise PrecompileError(problem)
 
     started = time.perf_counter()
     compiler = FunctionCompiler(lambda job: _run_job(plan, job))

@@ -9,7 +9,7 @@ running its `if __name__ == "__main__":` block), so such a kernel must be define
 Pipe protocol: one request, then one reply, each a pickle on the helper's stdin / stdout (only between this
 process and the child it started; nothing read from disk is unpickled). A request is the kernel's
 `KernelRef` fields (module, qualname, file, line) plus target, signature, constexprs (@jit functions
-encoded by name, `encode_constant`), attrs, options and Triton's cache dir; the reply is
+encoded by their `KernelRef` fields, `encode_constant`), attrs, options and Triton's cache dir; the reply is
 `{"ok": True, "result": <compile_source's dict>}` or `{"ok": False, "error": text, "type": class name}`.
 The helper's print()s go to its stderr, a temporary file read back when it dies.
 """
@@ -23,15 +23,15 @@ import sys
 import tempfile
 import threading
 import warnings
-from typing import Any
+from typing import Any, Iterable, Optional
 
 from ..errors import PrecompileError
-from ..kernel_ref import KernelRef, base_kernel, import_object
+from ..kernel_ref import KernelRef, base_kernel, import_object, kernel_ref
 from .targets import Target
 from .triton_compile import compile_source
 
 __all__ = ["HELPERS", "HelperPool", "RemoteCompileError", "compile_in_helper", "encode_constant",
-           "helper_main", "is_compilation_error"]
+           "helper_main", "is_compilation_error", "unimportable_constant"]
 
 _JIT_TAG = "__autotune_jit__"
 
@@ -45,14 +45,36 @@ def is_compilation_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "CompilationError"
 
 
-def encode_constant(value: Any) -> Any:
-    """Constexpr values cross to a helper process by pickle; @jit functions go by (module, qualname)."""
+def _is_jit(value: Any) -> bool:
     from triton.runtime.jit import JITFunction
 
-    fn = getattr(value, "fn", None)
-    if isinstance(value, JITFunction) or type(value).__name__ == "InterpretedFunction":
-        return (_JIT_TAG, fn.__module__, fn.__qualname__)
+    return isinstance(value, JITFunction) or type(value).__name__ == "InterpretedFunction"
+
+
+def encode_constant(value: Any) -> Any:
+    """Constexpr values cross to a helper process by pickle; @jit functions go by where they are defined
+    (module, qualname, file, line: a script's `__main__` is imported from its file)."""
+    if _is_jit(value):
+        ref = kernel_ref(value)
+        return (_JIT_TAG, ref.module, ref.qualname, ref.file, ref.line)
     return value
+
+
+def unimportable_constant(named_values: Iterable[tuple[str, Any]]) -> Optional[str]:
+    """Why a compile helper process could not rebuild one of these constexpr values (a @jit function defined
+    in a closure, or in a `__main__` without a source file), or None: said once, before any compile, rather
+    than by each helper for each config."""
+    for name, value in named_values:
+        if _is_jit(value):
+            ref = kernel_ref(value)
+            reason = ref.importable_reason
+            if reason is None and ref.module == "__main__" and not os.path.isfile(ref.file or ""):
+                reason = f"{ref.qualname} is defined in __main__, whose source {ref.file} is not a file"
+            if reason is not None:
+                return (f"{reason}; it is passed as the constexpr {name}, and a compile helper process imports "
+                        "@jit functions by name: put it in a module, or precompile from a process without "
+                        "TRITON_INTERPRET=1")
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ in the helper
@@ -89,8 +111,8 @@ class _KernelResolver:
 
     def constant(self, value: Any) -> Any:
         """A constexpr value as `encode_constant` sent it, with @jit functions imported here."""
-        if isinstance(value, tuple) and len(value) == 3 and value[0] == _JIT_TAG:
-            return self.jit(KernelRef(module=value[1], qualname=value[2], file=None, line=None))
+        if isinstance(value, tuple) and len(value) == 5 and value[0] == _JIT_TAG:
+            return self.jit(KernelRef(module=value[1], qualname=value[2], file=value[3], line=value[4]))
         return value
 
 
