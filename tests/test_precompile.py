@@ -16,6 +16,7 @@ import sys
 import tarfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,22 @@ def act_kernel(x, out, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
 
 
 tuned_act = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(act_kernel)
+
+
+@triton.jit
+def even_kernel(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """A copy without a mask when n is a multiple of BLOCK (EVEN, computed from n per config)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out + offs, tl.load(x + offs))
+    else:
+        tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+
+tuned_even_heuristic = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(
+    triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})(even_kernel))
+tuned_even_derived = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                                        derive={"EVEN": "n % $BLOCK == 0"})(even_kernel)
 
 
 @triton.jit
@@ -458,6 +475,25 @@ def test_a_kernel_decorated_with_the_compat_autotune_precompiles_its_configs():
     report = precompile(compat_add, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
     assert report.failed == [] and report.kernel == "compat_add_kernel"
     assert sorted((c.config["BLOCK"], c.num_warps) for c in report.compiled) == [(64, 4), (128, 8)]
+
+
+@pytest.mark.parametrize("kernel, source", [("tuned_even_heuristic", "triton.heuristics"),
+                                            ("tuned_even_derived", "derive=")])
+def test_a_value_computed_from_a_size_given_only_by_type_is_noted_and_warned(monkeypatch, kernel, source):
+    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: CompiledConfig(
+        config=job.config, target=str(job.target), cached=True, compile_s=0.0))     # compiles are not the point
+    kernel = globals()[kernel]
+    typed = {"x": "*fp32", "out": "*fp32", "n": "i32:16"}
+    message = (rf"signature= gives n only as a type \('i32:16'\), and EVEN \({re.escape(source)}\) is computed from "
+               r"its value: compiled with the stand-in n=16 \(EVEN=False\); a launch with n=\d+ needs EVEN=True.*"
+               r"Give n the value production launches with \(n=1024 in signature= / --signature\)")
+    with pytest.warns(UserWarning, match=message):
+        report = precompile(kernel, signature=typed, targets=["cuda:90"], workers=0)
+    assert len(report.notes) == 1 and re.search(message, report.notes[0]) and re.search(message, str(report))
+    with warnings.catch_warnings(record=True) as caught:                       # a literal size: nothing to say
+        warnings.simplefilter("always")
+        literal = precompile(kernel, signature={**typed, "n": 1024}, targets=["cuda:90"], workers=0)
+    assert literal.notes == [] and not [w for w in caught if "only as a type" in str(w.message)]
 
 
 def test_a_custom_pipeline_hook_refuses_explicit_targets(monkeypatch):

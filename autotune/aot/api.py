@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from ..errors import PrecompileError
+from ..errors import PrecompileError, warn_at_caller
 from ..kernel_ref import base_kernel, is_interpreted
 from ..space import Config
 from ..space_input import as_space
-from .call_checks import check_arguments, check_space, check_timeout
+from .call_checks import check_arguments, check_space, check_timeout, standin_notes
 from .events import LISTENER
 from .helpers import (RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error,
                       unimportable_constant)
 from .report import CompiledConfig, FailedConfig, PrecompileReport
 from .specialize import Plan, check_triton
-from .standins import parse_signature, wrap_dtype
+from .standins import parse_signature, scalar_standins, wrap_dtype
 from .targets import Target, active_target, over_limits, parse_target
 from .triton_compile import compile_source, describe_compiled, triton_cache_dir
 
@@ -190,8 +190,9 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     if signature is not None:
         args: tuple = ()
         kwargs = parse_signature(signature)
+        scalars = scalar_standins(signature)
     else:
-        args, kwargs = tuple(wrap_dtype(a) for a in example_args), {}
+        args, kwargs, scalars = tuple(wrap_dtype(a) for a in example_args), {}, {}
     if len(args) > len(tuned.arg_names):
         raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
                               f"got {len(args)} example arguments")
@@ -208,7 +209,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
             raise PrecompileError("targets=None compiles for the active GPU through Triton's JIT, but this process "
                                   "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
                                   "targets=['cuda:90']")
-        return _precompile_jit(tuned, args, kwargs, space, winners_only, workers, timeout_s)
+        return _precompile_jit(tuned, args, kwargs, scalars, space, winners_only, workers, timeout_s)
 
     if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
         targets = [targets]  # one target given bare
@@ -237,6 +238,7 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
                                          *((k, v) for job in jobs for k, v in job.config.items())])
         if problem is not None:
             raise PrecompileError(problem)
+    _note_standins(report, standin_notes(tuned, kwargs, scalars, list(dict.fromkeys(job.config for job in jobs))))
 
     started = time.perf_counter()
     compiler = FunctionCompiler(lambda job: _run_job(plan, job))
@@ -252,8 +254,15 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     return report
 
 
-def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_only: bool, workers: int,
-                    timeout_s: Optional[float]) -> PrecompileReport:
+def _note_standins(report: PrecompileReport, notes: list[str]) -> None:
+    """Notes on values computed from stand-ins go into the report (the CLI prints them) and are warned."""
+    for note in notes:
+        report.notes.append(note)
+        warn_at_caller(note.removeprefix("note: "))
+
+
+def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, scalars: dict, space: Any, winners_only: bool,
+                    workers: int, timeout_s: Optional[float]) -> PrecompileReport:
     """targets=None: compile through the kernel's JIT for the active GPU (fills the JIT's in-memory cache)."""
     from ..compilers import JitCompiler
     from ..pipeline import compile_in_order_of_completion
@@ -266,6 +275,7 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, space: Any, winners_o
         configs, note = _listed_configs(tuned, space), None
     report = PrecompileReport(kernel=tuned.name, targets=[str(target)], workers=workers,
                               triton_cache_dir=triton_cache_dir(), notes=[note] if note else [])
+    _note_standins(report, standin_notes(tuned, kwargs, scalars, configs))
 
     def prepare(config: Config) -> tuple:
         return tuned.launch_args(config, bound, (1,))

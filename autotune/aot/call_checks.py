@@ -9,15 +9,16 @@ Each check raises the error the decorator would (`SpaceError`, through `space_ch
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from ..compilers import compile_option_names
 from ..errors import PrecompileError
 from ..kernel_ref import heuristics_layers, python_function
 from ..space_checks import validate_space
 from ..space_input import as_space
+from .specialize import launch_values
 
-__all__ = ["check_space", "check_arguments", "check_timeout", "derived_names"]
+__all__ = ["check_space", "check_arguments", "check_timeout", "derived_names", "standin_notes"]
 
 
 def derived_names(tuned: Any) -> frozenset[str]:
@@ -77,3 +78,60 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
                               f"search space, derive= nor triton.heuristics sets: add {name}=<value> to --signature "
                               f"(signature={{'{name}': <value>}}) or to the space, or give it with the example "
                               "arguments")
+
+
+def standin_notes(tuned: Any, kwargs: dict, scalars: Mapping[str, tuple[str, Any, tuple[Any, ...]]],
+                  configs: Sequence[Any]) -> list[str]:
+    """A note for each argument that `signature=` gives only by type (`scalars`, from
+    `standins.scalar_standins`) and from which a `triton.heuristics` or `derive=` value is computed: that
+    value, so the variant compiled, comes from the stand-in, and a launch with another value of the argument
+    compiles another variant. Found by recomputing those values, config by config, with other values the JIT
+    specializes exactly like the stand-in; nothing is compiled."""
+    layers = heuristics_layers(tuned.fn, tuned.base_fn)
+    computed = derived_names(tuned) | {name for layer in layers for name in layer.values}
+    if not scalars or not computed:
+        return []
+    notes = []
+    for name, (type_name, standin, alternatives) in scalars.items():
+        change = _first_change(tuned, layers, kwargs, computed, name, alternatives, configs)
+        if change is None:
+            continue
+        field, value, alternative, other = change
+        source = "derive=" if field in derived_names(tuned) else "triton.heuristics"
+        example = f"{name}=1024" if type_name[0] in "iu" and type_name not in ("i1", "u1") else f"{name}=<value>"
+        notes.append(f"note: signature= gives {name} only as a type ('{type_name}'), and {field} ({source}) is "
+                     f"computed from its value: compiled with the stand-in {name}={standin!r} ({field}={value!r}); a "
+                     f"launch with {name}={alternative!r} needs {field}={other!r}, another variant, not precompiled. "
+                     f"Give {name} the value production launches with ({example} in signature= / --signature), or "
+                     "precompile from example arguments")
+    return notes
+
+
+def _first_change(tuned: Any, layers: list[Any], kwargs: dict, computed: frozenset[str] | set[str], name: str,
+                  alternatives: tuple[Any, ...], configs: Sequence[Any]) -> Optional[tuple[str, Any, Any, Any]]:
+    """(field, its value from the stand-in, the other argument value, the field's value from it) for the first
+    config where changing argument `name` changes a computed field; None when none does."""
+    def values(call_kwargs: dict, config: Any) -> Optional[dict]:
+        try:
+            _, launch = launch_values(tuned, layers, tuned.bind((), call_kwargs), config)
+        except Exception:   # noqa: BLE001 - a heuristic that cannot run on stand-ins fails in the compile itself
+            return None
+        return {field: launch.get(field) for field in computed}
+
+    for config in configs:
+        base = values(kwargs, config)
+        if base is None:
+            continue
+        for alternative in alternatives:
+            other = values({**kwargs, name: alternative}, config)
+            for field in sorted(computed):
+                if other is not None and _differs(base[field], other[field]):
+                    return field, base[field], alternative, other[field]
+    return None
+
+
+def _differs(a: Any, b: Any) -> bool:
+    try:
+        return bool(a != b)
+    except Exception:  # noqa: BLE001 - values without a plain comparison (arrays): not told apart
+        return False

@@ -19,7 +19,7 @@ from ..space import Config
 from .targets import Target
 from .triton_compile import triton_cache_dir
 
-__all__ = ["Plan", "jit_function", "check_triton", "SUPPORTED_TRITON"]
+__all__ = ["Plan", "jit_function", "launch_values", "check_triton", "SUPPORTED_TRITON"]
 
 SUPPORTED_TRITON = "3.6 to 3.9"
 
@@ -61,11 +61,7 @@ class Plan:
     def launch_kwargs(self, config: Config) -> tuple[tuple, dict]:
         """The positional arguments and keywords a launch of `config` passes to the JIT (derived values and
         `triton.heuristics` included)."""
-        args, kwargs, _ = self.kernel.launch_args(config, self.bound, (1,))
-        for layer in self.heuristics:
-            for name, heuristic in layer.values.items():
-                kwargs[name] = heuristic({**dict(zip(layer.arg_names, args)), **kwargs})
-        return args, kwargs
+        return launch_values(self.kernel, self.heuristics, self.bound, config)
 
     def specialize(self, config: Config, target: Target) -> tuple[dict, dict, dict, dict]:
         """(signature, constexprs, attrs, options) as JITFunction.run builds them for this launch on `target`."""
@@ -87,6 +83,16 @@ class Plan:
                                   f"every constexpr (the space, derive=, or signature=)") from None
         options, signature, constexprs, attrs = self.jit_fn._pack_args(backend, kwargs, bound, specialization, options)
         return signature, constexprs, attrs, dict(options.__dict__)
+
+
+def launch_values(kernel: Any, heuristics: list[Any], bound: Any, config: Config) -> tuple[tuple, dict]:
+    """(positional args, keywords) a launch of `config` passes to the JIT for a bound call: the config, the
+    `derive=` values, then each `triton.heuristics` layer (`heuristics`, outermost first) as Triton applies it."""
+    args, kwargs, _ = kernel.launch_args(config, bound, (1,))
+    for layer in heuristics:
+        for name, heuristic in layer.values.items():
+            kwargs[name] = heuristic({**dict(zip(layer.arg_names, args)), **kwargs})
+    return args, kwargs
 
 
 def jit_function(base: Any) -> Any:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Union
 
 from ..errors import PrecompileError
 
-__all__ = ["parse_signature", "StandInPointer", "wrap_dtype"]
+__all__ = ["parse_signature", "scalar_standins", "StandInPointer", "wrap_dtype"]
 
 # Triton type name -> torch dtype name, for stand-in pointer arguments.
 _TORCH_DTYPES = {
@@ -25,6 +25,14 @@ _TORCH_DTYPES = {
 _SCALAR_STANDINS: dict[str, Any] = {
     "i32": 3, "i32:16": 16, "i64": 2**31 + 3, "i64:16": 2**32, "u64": 2**63 + 3, "u64:16": 2**63 + 16,
     "fp32": 1.5, "u1": True, "i1": True,
+}
+
+# Other values the JIT specializes exactly like each stand-in (same type, same divisibility by 16, not 1): a
+# value computed from an argument (triton.heuristics, derive=) that differs between them depends on the value
+# a signature gave only by type.
+_SCALAR_ALTERNATIVES: dict[str, tuple[Any, ...]] = {
+    "i32": (1001, 2**20 + 3), "i32:16": (4096, 2**20), "i64": (2**40 + 3, 2**33 + 1001), "i64:16": (2**40, 2**36 * 3),
+    "u64": (2**63 + 1001,), "u64:16": (2**63 + 2**20,), "fp32": (0.25, 1000.5), "u1": (False,), "i1": (False,),
 }
 
 
@@ -89,6 +97,23 @@ def parse_signature(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
 
     Constexpr meta-parameters tuned by the space come from each config and must not be given here.
     """
+    return {name: _standin(name, entry) for name, entry in _entries(signature).items()}
+
+
+def scalar_standins(signature: Union[Mapping[str, Any], str]) -> dict[str, tuple[str, Any, tuple[Any, ...]]]:
+    """The arguments `signature` gives only by a scalar type (`"i32:16"`): {name: (type, the stand-in value,
+    other values the JIT specializes the same way)}. A value computed from such an argument is computed from
+    the stand-in, not from what production launches with."""
+    out = {}
+    for name, entry in _entries(signature).items():
+        key = entry.strip().replace(" ", "") if isinstance(entry, str) else None
+        if key in _SCALAR_STANDINS:
+            out[name] = (key, _SCALAR_STANDINS[key], _SCALAR_ALTERNATIVES[key])
+    return out
+
+
+def _entries(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
+    """The signature's entries by argument name, as written (a type string or a literal value)."""
     if isinstance(signature, str):
         text = signature.strip()
         if text.startswith("{"):
@@ -110,12 +135,10 @@ def parse_signature(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
             signature = pairs
     if not isinstance(signature, Mapping):
         raise PrecompileError(f"signature={signature!r}: give a dict {{arg name: type}} or 'name=type, ...'")
-    out: dict[str, Any] = {}
-    for name, entry in signature.items():
+    for name in signature:
         if not isinstance(name, str) or not name.isidentifier():
             raise PrecompileError(f"signature key {name!r}: keys are the kernel's argument names")
-        out[name] = _standin(name, entry)
-    return out
+    return dict(signature)
 
 
 def _standin(name: str, entry: Any) -> Any:
