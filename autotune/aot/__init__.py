@@ -26,8 +26,10 @@ Modules
 `targets` (targets, resource limits), `cubin` (registers from a cubin), `standins` (`signature=` stand-ins),
 `specialize` (the launch's specialization, by the JIT's own binder), `triton_compile` (one compile),
 `helpers` (helper processes under TRITON_INTERPRET=1 and their pipe protocol), `events` (Triton's compile
-listener), `report`, `api` (`precompile`, `load_kernel`), `archive` (`export_archive`, `import_archive`); the CLI
-subcommands are in `autotune.cli.aot`.
+listener), `report`, `call_checks` (precompile's arguments checked against the kernel before any compile),
+`api` (`precompile`, `load_kernel`), `archive` (`export_archive`, `import_archive`, the manifest),
+`archive_checks` (what an untrusted archive must pass), `archive_install` (installing it: binaries, then
+records); the CLI subcommands are in `autotune.cli.aot`.
 
 Resource checks
 ---------------
