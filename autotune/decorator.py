@@ -396,14 +396,14 @@ class Autotuned(KernelInspection, KernelInterface):
 
         configs, strategy = self.configs or [], None
         if self.strategy != "exhaustive":
-            configs, strategy = [], self.search_strategy(key, kept)
+            configs, strategy = [], self.search_strategy(key, kept, dtypes)
         kept_set = set(kept)
         skip = frozenset(c for c in configs if c not in kept_set)
         if select is not None:
             mine = set(select([c for c in configs if c not in skip]))
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
-        isolated = isolation_for(self, bound, grid) if select is None else None   # None: tune in this process
+        isolated = isolation_for(self, bound, grid)   # None: tune in this process (a shard too: its subset is `skip`)
         job = TuneJob(configs=configs, run_config=run_config, strategy=strategy, isolated=isolated,
                       compiler=self.compiler_for(prepare) if isolated is None else isolated.compiler(),
                       timer=make_timer(on_gpu=not self.interpreted, do_bench=self.do_bench,
@@ -427,11 +427,11 @@ class Autotuned(KernelInspection, KernelInterface):
             emit(record, cache_hit=False)
         return record
 
-    def search_strategy(self, key: tuple, kept: Sequence[Config]) -> Any:
+    def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: Optional[tuple] = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
-        winners of this kernel's nearest tuned keys."""
+        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included)."""
         space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
-        seeds = nearest_winners(key, self.cache.tuned_records())
+        seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
         return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
 
     def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:

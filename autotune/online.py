@@ -273,10 +273,10 @@ class OnlineTuner:
         if record is not None:
             return record.winner, record, "cache"
         if kernel.strategy != "exhaustive":   # a searched space: the strategy's first proposals are the candidates
-            kept = kernel.search_strategy(key, kept).ask(kernel.tuning.max_configs)
+            kept = kernel.search_strategy(key, kept, dtypes).ask(kernel.tuning.max_configs)
         from .search import nearest_winners
 
-        start = next((c for c in nearest_winners(key, kernel.cache.tuned_records()) if c in kept), None)
+        start = next((c for c in nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes) if c in kept), None)
         start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:

@@ -193,6 +193,24 @@ def test_a_new_key_starts_from_the_winner_of_the_nearest_tuned_key():
     assert seeds == [first.winner]
 
 
+def test_the_same_key_in_another_dtype_starts_from_that_key_s_winner():
+    """Warm start leaves out only the record being tuned (same key and dtypes): n=1000 in fp16 starts from
+    n=1000 in fp32, nearer than n=8000 in fp32 (a dtype difference counts in the distance, it does not skip)."""
+    from msgspec import structs
+
+    space = CartesianSpace(BLOCK=[16, 32, 64, 128], A=range(10), B=range(10), C=[0])
+    kernel = decorate(space, strategy="random", max_configs=3, seed=0)
+    call(kernel, 1000)
+    fp32 = kernel.record()
+    other = fp32.winner.replace(A=(fp32.winner["A"] + 1) % 10)
+    kernel.cache.memory.store((8000,), tuple(fp32.dtypes), structs.replace(fp32, key=[8000], winner=other))
+    x, y, out = (torch.rand(1000, dtype=torch.float16) for _ in range(3))
+    kernel(x, y, out, 1000)
+    fp16 = kernel.cache.memory.lookup((1000,), ("torch.float16",) * 3)
+    assert fp16 is not None and fp16.trials[0].config == fp32.winner
+    assert nearest_winners((1000,), [fp32], dtypes=fp32.dtypes) == []            # the record being tuned
+
+
 def test_max_seconds_stops_proposing_after_the_first_batch():
     kernel = decorate(huge_space(), strategy="random", max_configs=50, max_seconds=1e-6, seed=0)
     call(kernel, 100)
