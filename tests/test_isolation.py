@@ -451,3 +451,48 @@ def test_an_error_of_the_compile_workers_setup_stops_the_tuning_instead_of_faili
         unconfigured_compiler_add(x, y, out, 100)
     assert not isinstance(caught.value, NoValidConfigError)
     assert unconfigured_compiler_add.cache_info()["entries"] == 0
+
+
+WARMS_UP_AT_IMPORT = textwrap.dedent("""
+    import os
+    import torch
+    import triton
+    import triton.language as tl
+    from autotune import Tuning, autotune
+
+    @autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+              tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))     # isolate: the default
+    @triton.jit
+    def warm_add(x, y, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+    WORKER_PIDS = []
+    _x = torch.ones(64)
+    OUT = torch.empty(64)
+    warm_add(_x, _x, OUT, 64)     # a warm-up at import, as some libraries do
+""")
+
+
+def test_a_module_that_calls_its_kernel_at_import_does_not_deadlock_with_its_worker(tmp_path):
+    """The parent tunes the import-time call in a worker that imports the module, so calls the kernel too: there the
+    call launches the fallback config untuned instead of waiting for the key's lock the parent holds (a deadlock
+    until the 300 s load timeout). The child's timeout is one only such a hang reaches."""
+    (tmp_path / "warms_up_at_import.py").write_text(WARMS_UP_AT_IMPORT)
+    script = textwrap.dedent("""
+        import json, warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            import warms_up_at_import as m
+        record = m.warm_add.record((64,))
+        print(json.dumps({"ok": bool((m.OUT == 2).all()), "notes": [str(w.message) for w in caught],
+                          "statuses": [t.status.value for t in record.trials]}))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]), TRITON_INTERPRET="1")
+    env.pop("AUTOTUNE_ISOLATE", None)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["statuses"] == ["ok", "ok"]
+    assert not [n for n in out["notes"] if "tuned in this process" in n]      # tuned in the worker, not in-process

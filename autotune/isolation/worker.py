@@ -194,4 +194,8 @@ def main() -> None:
 
     fd, parent, pdeathsig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:4] == ["1"]
     _die_with_parent(parent, pdeathsig)    # started in a session (process group) of its own: a timeout kills the group
+    # A worker never tunes on its own: an autotuned kernel called here outside a trial (a module that warms its
+    # kernel up at import, a verify= that calls another autotuned kernel) launches its fallback config untuned.
+    # Tuning there would take the key's file lock that the parent holds while it waits for this worker: a deadlock.
+    os.environ["AUTOTUNE_DISABLE"] = "1"
     serve(Connection(fd))
