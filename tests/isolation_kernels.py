@@ -227,3 +227,18 @@ def unconfigured_compiler_add(x, y, out, n, BLOCK: tl.constexpr):
 
 
 unconfigured_compiler_add.compiler_factory = _unconfigured_toolchain
+
+
+@autotune(space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 128, "MODE": 0}, {"BLOCK": 32, "MODE": 1},
+                 {"BLOCK": 16, "MODE": 1}], key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", distributed="shard", trial_timeout_s=60.0, compile_workers=0, warmup=0,
+                        reps=1, refine_topk=0))
+@triton.jit
+def shard_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):   # dealt over 2 ranks: one of
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)                     # each rank's two configs segfaults
+    mask = offs < n
+    if MODE == 1:
+        value = tl.load(x + offs + (1 << 40))
+    else:
+        value = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)

@@ -197,6 +197,18 @@ def _scenario_different_keys(rank: int, world: int, out: Path) -> dict:
     return _caught(lambda: _launch(_make(SPACE, "rank0", []), n, rank))
 
 
+def _scenario_isolated_shard(rank: int, world: int, out: Path) -> dict:
+    from autotune.isolation import shutdown
+    from isolation_kernels import shard_crashy_add
+
+    try:
+        result = _launch(shard_crashy_add, 210, rank)
+        result["errors"] = {str(t.config["BLOCK"]): t.error for t in shard_crashy_add.record((210,)).trials}
+        return result
+    finally:
+        shutdown()     # a spawned rank runs no atexit hooks: stop its worker here
+
+
 SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "shard": _scenario_shard,
     "rank0": _scenario_rank0,
@@ -209,6 +221,7 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
 }
+ALONE = {"isolated_shard": _scenario_isolated_shard}     # spawned on their own (`runs` does not run them)
 
 
 def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[str], missing: int) -> None:
@@ -233,7 +246,7 @@ def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[s
                 results["hang"] = _caught(lambda: _launch(_make(SPACE, "shard", []), 400, rank))
         for name in scenarios:
             try:
-                results[name] = SCENARIOS[name](rank, world, out_dir)
+                results[name] = {**SCENARIOS, **ALONE}[name](rank, world, out_dir)
             except Exception:
                 results[name] = {"crash": traceback.format_exc()}
     finally:
@@ -458,3 +471,16 @@ def test_a_rank_that_never_joins_makes_the_others_raise_within_the_timeout_namin
 def test_agreement_errors_are_autotune_errors():
     assert issubclass(adist.DistributedTuningError, AutotuneError)
     assert issubclass(adist.DistributedTuningError, RuntimeError)
+
+
+def test_shard_mode_with_process_isolation_tunes_each_shard_in_a_worker_so_a_segfault_costs_its_config(tmp_path):
+    """Each rank's shard runs in that rank's worker: the config that segfaults is recorded `crashed` instead of
+    killing the rank (and with it the job), and every rank launches the same winner."""
+    results, _ = _spawn(tmp_path, 2, ["isolated_shard"])
+    winner = _same_winner_and_correct(results, "isolated_shard")
+    assert winner in (64, 128)
+    for res in results:
+        outcome = res["isolated_shard"]
+        assert outcome["trials"] == {"64": "ok", "128": "ok", "32": "crashed", "16": "crashed"}
+        assert "SIGSEGV" in outcome["errors"]["32"] and "SIGSEGV" in outcome["errors"]["16"]
+        assert outcome["measured_by"] == {"64": 0, "32": 0, "128": 1, "16": 1}
