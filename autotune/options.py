@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_type_hints
 
 from msgspec import Meta, Struct, field, structs
@@ -59,10 +60,17 @@ def _literal_values(name: str) -> list[Any]:
     return [v for a in args for v in (get_args(a) or [a]) if v is not type(None)] if args else []
 
 
-class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# id(Tuning) -> the preset fields its maker gave explicitly (a Struct takes no extra attribute; the entry is
+# dropped when the Tuning is collected). Equal Tunings may differ here, so it is keyed by identity.
+_EXPLICIT: dict[int, frozenset[str]] = {}
+
+
+class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
     """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset.
 
-    Checked when made: a value of the wrong type or range raises OptionError naming the field."""
+    Checked when made: a value of the wrong type or range raises OptionError naming the field. Which preset
+    fields were given explicitly is remembered, so `replace(preset=...)` refills the others from the new
+    preset instead of keeping the old preset's numbers."""
 
     warmup: AtLeast0 = None               # type: ignore[assignment]  # set from the preset when not given
     reps: AtLeast1 = None                 # type: ignore[assignment]
@@ -81,12 +89,25 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
             if "enum value" in text:
                 hint = f"; use one of: {', '.join(map(repr, _literal_values(name)))}"
             raise OptionError(f"invalid tuning options: {text}{hint}") from None
+        explicit = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
+        _EXPLICIT[id(self)] = explicit
+        weakref.finalize(self, _EXPLICIT.pop, id(self), None)
         for name, value in PRESETS[self.preset].items():
             if getattr(self, name) is None:
                 structs.force_setattr(self, name, value)
 
+    def explicit_fields(self) -> frozenset[str]:
+        """The preset fields (warmup, reps, ...) given explicitly rather than filled from the preset."""
+        return _EXPLICIT.get(id(self), frozenset(PRESETS[self.preset]))
+
     def replace(self, **changes: Any) -> "Tuning":
-        """A copy with some fields changed (checked like a new Tuning)."""
+        """A copy with some fields changed (checked like a new Tuning). Preset fields the user never set are
+        refilled from the copy's preset: `Tuning(preset="fast").replace(preset="thorough")` is thorough's
+        numbers, while an explicit `reps=` (given before or in `changes`) is kept."""
+        explicit = self.explicit_fields()
+        for name in PRESETS[self.preset]:
+            if name not in changes and name not in explicit:
+                changes[name] = None
         return structs.replace(self, **changes)
 
     @classmethod

@@ -339,3 +339,22 @@ def test_a_tuning_where_every_config_fails_is_counted():
     info = bad_block_kernel.cache_info()
     assert (info["misses"], info["tunings"], info["failed_tunings"], info["failed_configs"]) == (1, 0, 1, 2)
     assert autotune.stats()["bad_block_kernel"]["failed_tunings"] == 1
+
+
+def test_replace_preset_refills_the_numbers_the_user_never_set():
+    """Tuning(preset="fast").replace(preset="thorough") is thorough's numbers; explicit fields are kept, also
+    across several replaces, and a kernel tuned with it measures thorough's reps."""
+    from autotune.options import PRESETS
+
+    swapped = Tuning(preset="fast").replace(preset="thorough")
+    assert swapped == Tuning(preset="thorough")
+    assert Tuning().replace(preset="fast") == Tuning(preset="fast")
+    kept = Tuning(preset="fast", reps=7).replace(warmup=0).replace(preset="thorough")
+    assert (kept.reps, kept.warmup) == (7, 0)
+    assert kept.max_configs == PRESETS["thorough"]["max_configs"]
+    assert kept.explicit_fields() == {"reps", "warmup"}
+    tuning = Tuning(preset="fast", warmup=0, compile_workers=0, refine_topk=0).replace(preset="default")
+    kernel = make_add(space={"BLOCK": (32, 64)}, tuning=tuning)
+    x, y, out = vectors(100)
+    kernel(x, y, out, 100)
+    assert {len(t.samples_ms) for t in kernel.record().trials} == {PRESETS["default"]["reps"]}
