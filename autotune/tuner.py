@@ -128,7 +128,10 @@ def tune(job: TuneJob) -> TuneOutcome:
             if len(order) == 1 and job.verify is None and not job.measure_single:
                 # One candidate: nothing to compare, so nothing to measure (as triton.autotune does).
                 return TuneOutcome(order[0], list(trials.values()), time.perf_counter() - started)
-            _run_batch(job, order, trials, guard, expected)
+            if job.tuning.max_seconds is not None:
+                _run_within(job, order, trials, guard, expected)
+            else:
+                _run_batch(job, order, trials, guard, expected)
         rank = {c: i for i, c in enumerate(job.preference or job.configs)}
 
         def fastest_first(t: Trial) -> tuple:
@@ -151,6 +154,34 @@ def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Tri
                                         timeout_s=_compile_timeout(job)) as outcomes:
         for outcome in outcomes:
             _settle(job, trials, outcome, guard, expected)
+
+
+def _run_within(job: TuneJob, order: Sequence[Config], trials: dict[Config, Trial], guard: ArgumentGuard,
+                expected: Optional[dict]) -> None:
+    """An exhaustive tuning under `max_seconds`: the configs stream through the pool in `order` as a search's
+    proposals do, and none is started once the budget has passed (the first always is); the configs never
+    tried stay in the record as skipped, their error saying the budget ended the tuning."""
+    tuning, start, given = job.tuning, job.clock(), 0
+    ahead = job.batch_size or max(2, 2 * tuning.compile_workers)
+
+    def propose(n: int) -> list[Config]:
+        nonlocal given
+        if given and job.clock() - start >= tuning.max_seconds:
+            return []
+        batch = list(order[given:given + n])
+        given += len(batch)
+        return batch
+
+    with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
+                             timeout_s=_compile_timeout(job)) as outcomes:
+        for outcome in outcomes:
+            _settle(job, trials, outcome, guard, expected)
+    if given < len(order):
+        note = (f"not tried: max_seconds={tuning.max_seconds:g} passed after {given} of {len(order)} configs "
+                "(the best of those tried wins)")
+        for config in order[given:]:
+            trials[config].error = note
+        logger.info("%s: %s", job.kernel_name, note)
 
 
 def _compile_timeout(job: TuneJob) -> Optional[float]:

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import CartesianSpace, Config, OptionError, SpaceError, Tuning, autotune
+from autotune import CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
 from autotune.space_input import as_space
 from autotune.replay import load_landscape, replay, replay_once
 from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
@@ -215,6 +215,29 @@ def test_max_seconds_stops_proposing_after_the_first_batch():
     kernel = decorate(huge_space(), strategy="random", max_configs=50, max_seconds=1e-6, seed=0)
     call(kernel, 100)
     assert len(kernel.record().trials) == 2                         # one batch (2 x max(1, workers=0))
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "auto"])
+def test_max_seconds_ends_an_exhaustive_tuning_with_the_best_so_far(strategy):
+    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])          # 40 configs, listed
+    kernel = decorate(space, strategy=strategy, max_seconds=1e-6)
+    assert kernel.strategy == "exhaustive"
+    call(kernel, 100)
+    record = kernel.record()
+    tried = [t for t in record.trials if t.status is not TrialStatus.SKIPPED]
+    untried = [t for t in record.trials if t.status is TrialStatus.SKIPPED]
+    assert len(tried) == 2 and len(untried) == 38                   # one window (2 x max(1, workers=0))
+    assert record.winner in {t.config for t in tried}
+    assert all("max_seconds=1e-06 passed after 2 of 40" in t.error for t in untried)
+
+
+def test_exhaustive_with_an_explicit_max_configs_below_the_space_is_refused_at_decoration():
+    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])          # 40 configs
+    with pytest.raises(OptionError, match="strategy='random'.*strategy='model'"):
+        decorate(space, strategy="exhaustive", max_configs=10)
+    assert decorate(space, strategy="exhaustive", max_configs=40).strategy == "exhaustive"
+    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])           # 400 > the preset's 256
+    assert decorate(big, strategy="exhaustive").strategy == "exhaustive"             # the preset's budget: kept
 
 
 # ---------------------------------------------------------------------------------------------- the CLI
