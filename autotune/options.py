@@ -22,7 +22,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 AtLeast0 = Annotated[int, Meta(ge=0)]
 AtLeast1 = Annotated[int, Meta(ge=1)]
-Seconds = Annotated[float, Meta(gt=0)]
+# A timeout or time budget: positive and finite, at most a day (inf or 1e300 overflowed the waits; a longer
+# limit is a mistake, and None already means no limit).
+MAX_SECONDS = 86400.0
+Seconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
 
 
 def _default_workers() -> int:
@@ -88,6 +91,10 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
             hint = "" if name not in given or "enum value" in text else f" (got {given[name]!r})"
             if "enum value" in text:
                 hint = f"; use one of: {', '.join(map(repr, _literal_values(name)))}"
+            elif f"<= {MAX_SECONDS}" in text:
+                unset = "the default" if name == "lock_timeout_s" else "no limit"
+                hint += (f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
+                         f"{name} unset (None) for {unset}")
             raise OptionError(f"invalid tuning options: {text}{hint}") from None
         explicit = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
         _EXPLICIT[id(self)] = explicit

@@ -202,3 +202,14 @@ def test_triton_36s_interpreter_with_numpy_24_is_named_once_at_the_decorator_lin
     said = [w for w in caught if "numpy<2.4" in str(w.message)]
     assert len(said) == (1 if warned else 0)
     assert all(w.filename == __file__ and w.category is RuntimeWarning for w in said)
+
+
+@pytest.mark.parametrize("name", ["trial_timeout_s", "compile_timeout_s", "max_seconds", "lock_timeout_s"])
+@pytest.mark.parametrize("value", [float("inf"), 1e300, 86400.5])
+def test_an_infinite_or_absurd_timeout_is_refused_naming_the_field_and_the_most(name, value):
+    """inf / 1e300 seconds were accepted and overflowed the waits at the first call (OverflowError)."""
+    from autotune import Tuning
+
+    with pytest.raises(OptionError, match=f"{name}.*the most is 86400 s"):
+        deco(tuning={name: value, "isolate": "process"})
+    assert getattr(Tuning(**{name: 86400}), name) == 86400
