@@ -110,6 +110,7 @@ class Autotuned(KernelInspection, KernelInterface):
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
         self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
+        check_timeouts(self.name, self.tuning, self.default_isolate)
         if self.tuning.isolate == "process":   # refused now if no worker could import it (isolation/)
             from .isolation import check_isolation
 

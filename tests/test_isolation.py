@@ -361,11 +361,11 @@ def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
 
     base = torch.arange(40, dtype=torch.float32)
     originals = {"shifted": base[1:], "transposed": base[:36].reshape(6, 6).t(), "empty": torch.empty(0, 3),
-                 "n": 7}
+                 "broadcast": base[3:4].expand(5, 8), "overlapping": base.as_strided((6, 4), (2, 1), 1), "n": 7}
     for data in (True, False):
         copies = decode_args(encode_args(originals, data=data))
         assert copies["n"] == 7
-        for name in ("shifted", "transposed", "empty"):
+        for name in ("shifted", "transposed", "empty", "broadcast", "overlapping"):
             original, copy = originals[name], copies[name]
             assert copy.shape == original.shape and copy.stride() == original.stride()
             assert copy.dtype == original.dtype and copy.data_ptr() % 16 == original.data_ptr() % 16
@@ -496,3 +496,15 @@ def test_a_module_that_calls_its_kernel_at_import_does_not_deadlock_with_its_wor
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["statuses"] == ["ok", "ok"]
     assert not [n for n in out["notes"] if "tuned in this process" in n]      # tuned in the worker, not in-process
+
+
+def test_a_broadcast_argument_is_sent_to_the_worker_as_the_view_it_is():
+    """A zero-stride view (a bias expanded to n) travels as the storage span it covers and is rebuilt as the same
+    view in the worker (copying its values into a strided view of n distinct elements failed)."""
+    from isolation_kernels import strided_add
+
+    n = 64
+    x, y, out = torch.rand(1).expand(n), torch.rand(n), torch.zeros(n)
+    strided_add(x, x.stride(0), y, out, n)
+    assert [t.status.value for t in strided_add.record((n,)).trials] == ["ok", "ok"]
+    torch.testing.assert_close(out, x + y)

@@ -5,8 +5,8 @@ Started as `python -m autotune.isolation FD PARENT_PID` (a fresh interpreter, as
 re-running the caller's `__main__`) with one end of a socket pair. It puts itself in a process group of its own
 (so that a timeout kills it and anything it started), and exits when its parent is gone (PR_SET_PDEATHSIG on
 Linux, and a watchdog thread everywhere). Messages are pickled tuples over the private socket pair between a
-process and the worker it started; tensors travel as (shape, dtype, strides, bytes) and are rebuilt as copies,
-so the caller's tensors are never written by a worker.
+process and the worker it started; tensors travel as (shape, dtype, strides, the bytes of the storage span the
+view covers) and are rebuilt as copies, so the caller's tensors are never written by a worker.
 
 Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe) imports it: the
 decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
@@ -40,16 +40,25 @@ def decode_call(encoded: tuple[dict, dict]) -> tuple[tuple, dict]:
     return tuple(positional[i] for i in range(len(positional))), decode_args(encoded[1])
 
 
+def _span(shape: tuple, strides: tuple) -> int:
+    """How many elements of its storage a view covers, from its first element to its last (a zero stride, as
+    `expand` gives, or overlapping rows cover fewer than `numel`; gaps between rows count)."""
+    return 0 if 0 in shape else 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+
+
 def encode_args(named: dict, data: bool = True) -> dict:
-    """Arguments as plain data: tensors as (shape, dtype, strides, bytes, device, address mod 16). Without
-    `data` (a compile worker: compiling reads shapes, dtypes and alignment, never values) no bytes travel."""
+    """Arguments as plain data: tensors as (shape, dtype, strides, bytes, device, address mod 16), the bytes
+    being the storage span the view covers (so a broadcast or overlapping view is rebuilt as itself, over a copy
+    of that span). Without `data` (a compile worker: compiling reads shapes, dtypes and alignment, never values)
+    no bytes travel."""
     out = {}
     for name, value in named.items():
         if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
             payload = None
             if data:
-                cpu = value.detach().to("cpu").contiguous()
-                payload = cpu.view(-1).view(_byte_dtype()).numpy().tobytes() if cpu.numel() else b""
+                span = _span(tuple(value.shape), tuple(value.stride()))
+                flat = value.detach().as_strided((span,), (1,)).to("cpu").contiguous()
+                payload = flat.view(_byte_dtype()).numpy().tobytes() if span else b""
             out[name] = ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), payload,
                          str(value.device), value.data_ptr() % 16)
         else:
@@ -77,12 +86,12 @@ def decode_args(encoded: dict) -> dict:
         _, shape, dtype, strides, data, device, align = item
         dt = getattr(torch, dtype.removeprefix("torch."))
         itemsize = torch.empty(0, dtype=dt).element_size()
-        span = 0 if 0 in shape else 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+        span = _span(shape, strides)
         offset = align // itemsize if align % itemsize == 0 else 0     # a fresh allocation is 16-byte aligned
-        tensor = torch.empty(span + offset, dtype=dt, device=device).as_strided(shape, strides, offset)
-        if data:
-            tensor.copy_(torch.frombuffer(bytearray(data), dtype=dt).reshape(shape))
-        named[name] = tensor
+        storage = torch.empty(span + offset, dtype=dt, device=device)
+        if data and span:
+            storage[offset:].copy_(torch.frombuffer(bytearray(data), dtype=dt))
+        named[name] = storage.as_strided(shape, strides, offset)
     return named
 
 
