@@ -22,7 +22,8 @@ from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
-from .option_checks import check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key
+from .option_checks import (check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key,
+                            check_timeouts)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner

@@ -10,7 +10,8 @@ from .errors import OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 
-__all__ = ["check_argument_lists", "check_hooks", "check_hook_signatures", "check_key", "check_fallback"]
+__all__ = ["check_argument_lists", "check_hooks", "check_hook_signatures", "check_key", "check_fallback",
+           "check_timeouts"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]]) -> None:
@@ -93,3 +94,37 @@ def check_fallback(kernel: str, fallback: Optional[Mapping[str, Any]], fields: C
         example = {**dict(fallback), **{f: "..." for f in missing}}
         raise SpaceError(f"fallback={dict(fallback)} on {kernel} lacks the space's fields {missing}; give a value "
                          f"for each, e.g. fallback={example}")
+
+
+def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> None:
+    """A timeout that nothing would apply is refused, not ignored (a hanging config would hang the call):
+    `trial_timeout_s` is enforced by killing an isolated worker, so it needs isolation; `compile_timeout_s` in
+    this process is enforced by abandoning a compile thread, so it needs `compile_workers >= 1`. Decided on the
+    `Tuning`'s own `isolate` (or the kernel's default); a process-wide AUTOTUNE_ISOLATE=off only warns, so an
+    environment switch cannot make a module's decoration fail."""
+    import warnings
+
+    from .errors import IsolationWarning
+    from .options import env_isolate
+
+    if tuning.isolate is not None:
+        mode, source = tuning.isolate, f"isolate={tuning.isolate!r}"
+    else:
+        env = env_isolate()
+        mode, source = (env, f"AUTOTUNE_ISOLATE={env}") if env else (default_isolate, f"isolate={default_isolate!r}")
+    problems = []
+    if mode == "off" and tuning.trial_timeout_s is not None:
+        problems.append(f"trial_timeout_s={tuning.trial_timeout_s:g} is applied only to an isolated trial and "
+                        f"{source} tunes in this process; use isolate='process' (or 'auto') to have it, or drop "
+                        "trial_timeout_s")
+    if mode == "off" and tuning.compile_timeout_s is not None and tuning.compile_workers == 0:
+        problems.append(f"compile_timeout_s={tuning.compile_timeout_s:g} with compile_workers=0 compiles on the "
+                        f"calling thread ({source}), which cannot be interrupted; use compile_workers>=1 (or "
+                        "isolate='process') to have it, or drop compile_timeout_s")
+    if not problems:
+        return
+    message = f"Tuning on {kernel}: " + "; and ".join(problems)
+    if tuning.isolate is None and env_isolate():
+        warnings.warn(f"autotune: {message} (the timeout is ignored)", IsolationWarning, stacklevel=4)
+        return
+    raise OptionError(message)

@@ -213,3 +213,17 @@ def test_an_infinite_or_absurd_timeout_is_refused_naming_the_field_and_the_most(
     with pytest.raises(OptionError, match=f"{name}.*the most is 86400 s"):
         deco(tuning={name: value, "isolate": "process"})
     assert getattr(Tuning(**{name: 86400}), name) == 86400
+
+
+def test_a_timeout_nothing_would_apply_is_refused_naming_the_fix(monkeypatch):
+    """trial_timeout_s needs an isolated trial; an in-process compile_timeout_s needs a compile thread to abandon.
+    Accepted before, a hanging config then hung the call."""
+    with pytest.raises(OptionError, match="trial_timeout_s=2.*isolate='process'"):
+        deco(tuning={"isolate": "off", "trial_timeout_s": 2})
+    with pytest.raises(OptionError, match="compile_timeout_s=2.*compile_workers>=1"):
+        deco(tuning={"isolate": "off", "compile_timeout_s": 2, "compile_workers": 0})
+    deco(tuning={"isolate": "off", "compile_timeout_s": 2, "compile_workers": 1})         # a thread to abandon
+    deco(tuning={"isolate": "process", "trial_timeout_s": 2, "compile_timeout_s": 2, "compile_workers": 0})
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")          # a process-wide switch warns, never breaks an import
+    with pytest.warns(UserWarning, match="trial_timeout_s=2.*ignored"):
+        deco(tuning={"trial_timeout_s": 2})
