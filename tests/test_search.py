@@ -294,6 +294,27 @@ def test_a_union_with_a_large_space_is_lazy_and_a_filtered_copy_forgets_its_pare
     assert not fixed.where(lambda c: c.B < 3).contains(Config(B=3))
 
 
+@pytest.mark.skipif("model" not in STRATEGIES, reason="needs optuna")
+@pytest.mark.parametrize("strategy", ["model", "auto"])
+def test_the_model_search_of_a_union_with_a_huge_part_lists_nothing(strategy):
+    """The model reads a union's axes from its parts (a Cartesian part's axes, a small fixed part listed):
+    it listed the whole union (a billion configs) before its first proposal."""
+    union = (huge_space() + [{"BLOCK": 8, "A": 0, "B": 0, "C": 0}]) + [{"BLOCK": 16, "A": 1001, "B": 0, "C": 0}]
+    kernel = decorate(union, strategy=strategy, max_configs=4, seed=0)
+    assert kernel.strategy == "model"
+    tracemalloc.start()
+    try:
+        call(kernel, 300)
+        assert tracemalloc.get_traced_memory()[1] < 50 * 2**20
+    finally:
+        tracemalloc.stop()
+    record = kernel.record()
+    assert len(record.trials) == 4 and union.contains(record.winner)
+    from autotune.search.model import _axes_of
+    axes = _axes_of(union)
+    assert axes["BLOCK"] == (16, 32, 64, 128, 256, 8) and 1001 in axes["A"] and len(axes["A"]) == 1001
+
+
 def test_the_model_search_ends_climbing_from_its_best():
     space = CartesianSpace(A=range(30), B=range(30), C=range(30))
     pytest.importorskip("optuna")

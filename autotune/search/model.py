@@ -104,12 +104,30 @@ class ModelSearch(SearchStrategy):
 
 
 def _axes_of(space: SearchSpace) -> dict[str, tuple]:
-    axes = getattr(space, "axes", None)
-    if isinstance(axes, dict):
-        return {name: tuple(values) for name, values in axes.items()}
+    """Each field's values over `space`, without listing a lazy space: a Cartesian space's own axes, a union's
+    parts merged (recursively), and only a listed (small) part, such as a FixedSpace, enumerated. A value seen in
+    one part only may combine into configs the space lacks: the model's draw checks `contains`."""
     values: dict[str, list] = {}
-    for config in space.configs():
-        for name, value in config.items():
-            if value not in values.setdefault(name, []):
-                values[name].append(value)
+    for part in _parts(space):
+        axes = getattr(part, "axes", None)
+        if isinstance(axes, dict):
+            found = {name: list(v) for name, v in axes.items()}
+        else:
+            found = {}
+            for config in part.configs():       # a non-lazy part: listed at most LIST_LIMIT configs
+                for name, value in config.items():
+                    found.setdefault(name, []).append(value)
+        for name, vs in found.items():
+            known = values.setdefault(name, [])
+            for v in vs:
+                if v not in known:
+                    known.append(v)
     return {name: tuple(v) for name, v in values.items()}
+
+
+def _parts(space: SearchSpace) -> list[SearchSpace]:
+    """The leaves of a union of spaces (the space itself when it is not a union)."""
+    inner = getattr(space, "_parts", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return [leaf for part in inner for leaf in _parts(part)]
+    return [space]
