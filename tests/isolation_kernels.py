@@ -251,3 +251,18 @@ def strided_add(x, x_stride, y, out, n, BLOCK: tl.constexpr):    # x may be a br
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs * x_stride, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _sums(x, y, out, n) -> bool:
+    import torch
+
+    return bool(torch.allclose(out, x + y))
+
+
+@autotune(space=[{"BLOCK": 32, "WRONG": 0}, {"BLOCK": 64, "WRONG": 1}], key=["n"], grid="(cdiv(n, $BLOCK),)",
+          verify=_sums, tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def verified_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):   # isolate: the test's AUTOTUNE_ISOLATE
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask) + WRONG, mask=mask)

@@ -508,3 +508,21 @@ def test_a_broadcast_argument_is_sent_to_the_worker_as_the_view_it_is():
     strided_add(x, x.stride(0), y, out, n)
     assert [t.status.value for t in strided_add.record((n,)).trials] == ["ok", "ok"]
     torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.parametrize("isolate", ["off", "process"])
+def test_a_config_that_fails_verify_is_warned_of_in_the_callers_process_either_way(monkeypatch, isolate):
+    from isolation_kernels import verified_add
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", isolate)
+    n = {"off": 100, "process": 101}[isolate]          # a key of its own: the kernel's memory outlives a test
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        verified_add(x, y, out, n)
+    notes = [str(w.message) for w in caught if "failed verification" in str(w.message)]
+    assert notes == ["autotune: verified_add config {'BLOCK': 64, 'WRONG': 1} failed verification and is skipped: "
+                     "verify(...) returned False"]
+    if isolate == "process":      # warned in the parent at the caller's line
+        assert caught[[str(w.message) for w in caught].index(notes[0])].filename == __file__
+    torch.testing.assert_close(out, x + y)

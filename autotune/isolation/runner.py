@@ -138,7 +138,12 @@ class IsolatedRunner:
                 self.worker.kill()
                 return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
         if reply[0] in ("ok", "failed"):
-            return codec.from_builtins(reply[1], Trial)
+            trial = codec.from_builtins(reply[1], Trial)
+            if trial.status is TrialStatus.VERIFY_FAILED:    # warned here, as in-process (the worker's is silenced)
+                reason = (trial.error or "").split(": ", 1)[-1]      # "VerificationError: why" -> "why"
+                warn_at_caller(f"autotune: {self.kernel_name} config {dict(config)} failed verification and is "
+                               f"skipped: {reason}")
+            return trial
         raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
 
     def compile(self, config: Config, worker: Worker) -> float:
