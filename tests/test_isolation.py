@@ -526,3 +526,26 @@ def test_a_config_that_fails_verify_is_warned_of_in_the_callers_process_either_w
     if isolate == "process":      # warned in the parent at the caller's line
         assert caught[[str(w.message) for w in caught].index(notes[0])].filename == __file__
     torch.testing.assert_close(out, x + y)
+
+
+def test_a_module_on_a_sys_path_entry_added_after_the_worker_started_loads_in_it(tmp_path, monkeypatch):
+    """The worker's PYTHONPATH is the caller's sys.path when it started; each load sends sys.path as it is now."""
+    from isolation_kernels import plain_add
+
+    x, y, out = torch.randn(50), torch.randn(50), torch.empty(50)
+    plain_add(x, y, out, 50)                                     # the measuring worker is running now
+    worker, _ = shared_worker()
+    assert worker.alive
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "late_path_kernel.py").write_text(WARMS_UP_AT_IMPORT.replace("warm_add(_x, _x, OUT, 64)", "")
+                                              .replace("Tuning(compile_workers=0", "Tuning(isolate='process', "
+                                                       "compile_workers=0"))
+    monkeypatch.syspath_prepend(str(late))
+    from late_path_kernel import warm_add
+
+    started = worker.starts
+    warm_add(x, y, out, 50)
+    assert [t.status.value for t in warm_add.record((50,)).trials] == ["ok", "ok"]
+    assert worker.starts == started                              # in the same worker
+    torch.testing.assert_close(out, x + y)

@@ -99,7 +99,7 @@ class Worker:
             return
         if not self.alive:
             self.start()
-        reply = self.request(("load", ref, recipe), timeout_s)
+        reply = self.request(("load", ref, recipe, list(sys.path)), timeout_s)   # sys.path as it is now
         if reply[0] != "ok":
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)

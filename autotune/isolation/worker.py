@@ -8,8 +8,8 @@ Linux, and a watchdog thread everywhere). Messages are pickled tuples over the p
 process and the worker it started; tensors travel as (shape, dtype, strides, the bytes of the storage span the
 view covers) and are rebuilt as copies, so the caller's tensors are never written by a worker.
 
-Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe) imports it: the
-decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
+Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe, sys_path) imports it
+with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
 args, cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
 and tuning, not per config). ("trial", ref, config, token, grid, tuning, precompiled) compiles (unless a
@@ -133,6 +133,16 @@ def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
     return kernel
 
 
+def _follow_path(parent_path: list) -> None:
+    """Put the parent's sys.path as it is at this load first (the worker's PYTHONPATH is the parent's sys.path at
+    the worker's start: an entry added since would be missing, and a module found there not importable)."""
+    if parent_path and sys.path[:len(parent_path)] != parent_path:
+        import importlib
+
+        sys.path[:] = list(parent_path) + [p for p in sys.path if p not in parent_path]
+        importlib.invalidate_caches()
+
+
 def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
     from ..errors import FailureKind, classify
@@ -152,6 +162,7 @@ def serve(conn: Any) -> None:
                 return
             if kind == "load":
                 ref, recipe = request[1], request[2]
+                _follow_path(request[3] if len(request) > 3 else [])
                 obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
                 if recipe is not None:
                     obj = rebuild(obj, recipe)
