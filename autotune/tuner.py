@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 import random
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequence
 
-from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify
+from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify, warn_at_caller
 from .options import Tuning
 from .reference import Reference
 from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
@@ -260,8 +259,8 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
             elif not job.verify(**named):
                 raise VerificationError("verify(...) returned False")
     except VerificationError as exc:
-        warnings.warn(f"autotune: {job.kernel_name} config {dict(config)} failed verification and is skipped: "
-                      f"{exc}", stacklevel=4)
+        warn_at_caller(f"autotune: {job.kernel_name} config {dict(config)} failed verification and is skipped: "
+                       f"{exc}")
         _fail(job, trial, TrialStatus.VERIFY_FAILED, exc)
         return
     except Exception as exc:
