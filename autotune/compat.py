@@ -439,6 +439,18 @@ class Autotuner(KernelInterface):
         """The native trial table of `key` as text (and a PNG chart with `png=`)."""
         return self.tuner.report(key, png=png)
 
+    def forget_cleared(self) -> int:
+        """Drop from `cache` the entries this module put there whose winner is no longer in the engine's memory
+        (`clear_autotune_cache` removed it), so that `cache` shows what the next launch uses; entries you put
+        there yourself stay. Returns how many were dropped."""
+        live = {(*key_values, *dtypes) for key_values, dtypes in self.tuner.cache.records()}
+        gone = [(key, filed) for key, filed in list(self._filed.items()) if key not in live]
+        for key, (config, _) in gone:
+            self._filed.pop(key, None)
+            if self.cache.get(key) is config:
+                self.cache.pop(key, None)
+        return len(gone)
+
     def cache_info(self) -> Dict[str, Any]:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
         return self.tuner.cache_info()

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ExpressionError, KeyValueError
 from .template import Expression
 
-__all__ = ["KeyBuilder", "pow2_bucket", "anchor"]
+__all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
@@ -69,6 +69,15 @@ def _normalise(value: Any, what: str) -> Any:
     if isinstance(value, float) or hasattr(value, "__float__"):
         return _normalise(float(value), what)
     return _stable_text(value, what)
+
+
+def normalise_key(values: Sequence[Any], what: str = "key") -> tuple:
+    """Key values as `KeyBuilder` stores them (the form a cache entry's key has): a dtype as its text, an enum
+    (an IntEnum too) as `Type.NAME`, numpy/torch scalars as Python numbers, lists as tuples. For matching a key a
+    user gives (`clear_autotune_cache(kernel, key=...)`) against stored keys: both sides go through this one
+    normalisation, so `(tl.float32,)` finds the entry a call keyed on `tl.float32` made. Raises KeyValueError for
+    a value that cannot be a key (a tensor, NaN); `what` names where the values came from in that message."""
+    return tuple(_normalise(v, f"{what}[{i}]") for i, v in enumerate(values))
 
 
 def _stable_text(value: Any, what: str) -> str:

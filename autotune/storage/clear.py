@@ -2,34 +2,65 @@
 persistent tiers, by kernel and key."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import warn_at_caller
 from .disk import DiskCache
-from .entries import as_key_tuple
-from .protocol import Cache
-from .remote import remote_tier
+from .entries import as_key_tuple, wanted_key_text
+from .protocol import ANY, Cache
+from .remote import required_remote_tier
 from .tiers import KernelCache, live_caches
 
 __all__ = ["clear_autotune_cache"]
 
+_REMOTE = "clear_autotune_cache(..., remote=True)"
+
 
 def _persistent(remote: bool) -> list[Cache]:
-    """The disk, and the configured remote tier when `remote`."""
-    tier = remote_tier() if remote else None
-    return [DiskCache()] + ([tier] if tier is not None else [])
+    """The disk, and the configured remote tier when `remote` (an OptionError when none is configured)."""
+    return [DiskCache()] + ([required_remote_tier(_REMOTE)] if remote else [])
 
 
-def _kernel_name_of(kernel: Any) -> tuple[str, Optional[KernelCache]]:
+@dataclass
+class _Target:
+    """What `kernel=` names: a short name (every kernel of it), a kernel's own cache (that kernel alone), or a
+    plain Triton kernel (its entries by identity, whatever wrapper tuned it)."""
+
+    name: str
+    own: Optional[KernelCache] = None
+    identity: object = ANY
+    views: list = field(default_factory=list)   # autotune.compat Autotuners whose Triton-style `cache` follows
+
+
+def _layers(kernel: Any) -> list[Any]:
+    """`kernel` and what each `triton.heuristics` layer above the autotuner wraps (`kernel_ref` finds the layers)."""
+    from ..kernel_ref import base_kernel, heuristics_layers
+
+    return [kernel, *(layer.fn for layer in heuristics_layers(kernel, base_kernel(kernel)))]
+
+
+def _target(kernel: Any) -> _Target:
     if isinstance(kernel, str):
-        return kernel, None
-    cache = getattr(kernel, "cache", None)
-    if isinstance(cache, KernelCache):
-        return cache.kernel_name, cache
+        return _Target(kernel)
+    from ..compat import Autotuner
+    from ..kernel_ref import base_kernel, kernel_ref, python_function
+
+    for layer in _layers(kernel):
+        own = getattr(layer, "cache", None)
+        if not isinstance(own, KernelCache):      # autotune.compat: `cache` is Triton's dict, the engine is `tuner`
+            own = getattr(getattr(layer, "tuner", None), "cache", None)
+        if isinstance(own, KernelCache):
+            return _Target(own.kernel_name, own, views=[layer] if isinstance(layer, Autotuner) else [])
+    base = base_kernel(kernel)
+    if hasattr(base, "arg_names"):   # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
+        ref = kernel_ref(base)
+        return _Target(python_function(base).__name__, identity=f"{ref.module}:{ref.qualname}")
     name = getattr(kernel, "name", None)
     if isinstance(name, str):
-        return name, None
-    raise TypeError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel or a kernel name, "
+        return _Target(name)
+    raise TypeError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
+                    f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name; "
                     f"got {type(kernel).__name__}")
 
 
@@ -38,34 +69,47 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
     from the shared remote tier too (every node's winners: a node's local clear leaves the fleet's alone).
 
     - no arguments: everything, every kernel, on disk also those not loaded in this process;
-    - `kernel` (the decorated object or its name): that kernel's entries;
+    - `kernel`: that kernel's entries. The decorated object (also under `triton.heuristics`, or an
+      `autotune.compat` kernel, whose Triton-style `cache` dict then drops the cleared keys) or the
+      `@triton.jit` kernel given to `autotune_launch` clears that kernel alone; its name clears every kernel
+      of that name (warning when there were several);
     - `kernel` and `key`: the entries of that key, every dtype variant (and device) of it. `key` is
-      the tuple the `key=` spec computes, e.g. `(1024,)` for `key=["n"]`; a single value means a
-      1-tuple. `key` without `kernel` raises ValueError.
+      the tuple the `key=` spec computes, e.g. `(1024,)` for `key=["n"]`, normalised as a call's key is (a
+      `tl.float32` or an enum value matches what the call stored); a single value means a 1-tuple. `key`
+      without `kernel` raises ValueError.
 
-    Returns the number of distinct entries removed (one in memory and on disk counts once).
+    `remote=True` tries the remote cache now, even within the pause after an outage, and warns when it cannot
+    (what stays would be read back); with no remote cache configured it raises OptionError, before clearing
+    anything. Returns the number of distinct entries removed (one in memory and on disk counts once).
     """
     if key is not None and kernel is None:
         raise ValueError("clear_autotune_cache(key=...) needs kernel= as well: keys are per kernel")
     if key is not None:
+        wanted_key_text(key)          # a value that cannot be a key is an error before anything is cleared
         key = as_key_tuple(key)
     if kernel is None:
+        persistent = _persistent(remote)
         removed = {(e.location, e.entry_id) for cache in live_caches() for e in cache.forget(None)}
-        for tier in _persistent(remote):
+        for tier in persistent:
             removed |= {(e.location, e.entry_id) for e in tier.remove()}
         return len(removed)
-    name, own = _kernel_name_of(kernel)
-    if own is not None:  # the object: that kernel alone, whatever other kernels share its short name
-        return own.clear(key, remote=remote)
+    target = _target(kernel)
+    if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
+        count = target.own.clear(key, remote=remote)
+        for view in target.views:
+            view.forget_cleared()
+        return count
+    persistent = _persistent(remote)
+    name, identity = target.name, target.identity
     removed, kernels = set(), set()
     for cache in live_caches():
-        if cache.kernel_name == name:
+        if cache.kernel_name == name and (identity is ANY or cache.identity == identity):
             dropped = cache.forget(key)
             removed |= {(e.location, e.entry_id) for e in dropped}
             if dropped:
                 kernels.add(cache.identity or name)
-    for tier in _persistent(remote):
-        for e in tier.remove(name, key):
+    for tier in persistent:
+        for e in tier.remove(name, key, identity=identity):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
     if len(kernels) > 1:

@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..errors import CacheEntryError
 from ..record import TuningRecord
-from .entries import as_key_tuple, is_newer_schema, key_text, parse_record, record_json
+from .entries import as_key_tuple, is_newer_schema, key_text, parse_record, record_json, wanted_key_text
 from .files import (ENTRY_SUFFIX, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
                     load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp)
 from .protocol import ANY, EntryRef, HeldLock, StoredEntry, warn
@@ -130,7 +130,7 @@ class DiskCache:
                identity: object = ANY) -> list[StoredEntry]:
         """Remove entry files; only a file that reads as an entry of what was asked is removed, anything else
         stays. Lock files stay too: removing a lock file another process holds would break its exclusion."""
-        wanted = None if key is None else key_text(as_key_tuple(key))
+        wanted = wanted_key_text(key)
         removed = []
         for d in kernel_dirs(root(self.directory), kernel):
             for path in entry_files(d):

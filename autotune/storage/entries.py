@@ -12,9 +12,10 @@ from typing import Any, Iterable, Optional
 
 from .. import codec
 from ..errors import CacheEntryError
+from ..keys import normalise_key
 from ..record import SCHEMA_VERSION, TuningRecord
 
-__all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "kernel_dirname", "is_dir_of", "entry_id",
+__all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "wanted_key_text", "kernel_dirname", "is_dir_of", "entry_id",
            "record_json", "parse_record", "no_constant", "is_newer_schema"]
 
 MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
@@ -50,6 +51,16 @@ def as_key_tuple(key: Any) -> tuple:
     if isinstance(key, (tuple, list)):
         return tuple(key)
     return (key,)
+
+
+def wanted_key_text(key: Any) -> Optional[str]:
+    """The `key_text` of the stored entries that a key given to a clear matches (None: `key` is None, every key).
+    `key` is the tuple the `key=` spec computes (`(1024,)`), or one value; it is normalised as a call's key is
+    (`keys.normalise_key`: a `tl.float32` or an IntEnum reads as it was stored), so every tier's clear matches
+    what the tuning stored. Raises KeyValueError for a value that cannot be a key (a tensor, NaN)."""
+    if key is None:
+        return None
+    return key_text(normalise_key(as_key_tuple(key), "clear_autotune_cache(key=...)"))
 
 
 def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:

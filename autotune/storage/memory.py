@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..record import TuningRecord
 from . import fingerprint
-from .entries import entry_id, key_text
+from .entries import entry_id, key_text, wanted_key_text
 from .protocol import ANY, EntryRef, HeldLock, StoredEntry
 
 __all__ = ["MemoryCache"]
@@ -73,7 +73,7 @@ class MemoryCache:
                identity: object = ANY) -> list[StoredEntry]:
         if (kernel is not None and kernel != self.kernel) or (identity is not ANY and identity != self.identity):
             return []
-        wanted = None if key is None else key_text(key)
+        wanted = wanted_key_text(key)
         removed = []
         with self._guard:
             for ident in list(self._records):

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import CacheEntryError, OptionError
 from ..record import TuningRecord
 from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_dirname, key_text,
-                      parse_record, record_json)
+                      parse_record, record_json, wanted_key_text)
 from .protocol import ANY, EntryRef, StoredEntry, warn
 
 __all__ = ["RedisCache", "RedisLease"]
@@ -267,7 +267,7 @@ class RedisCache:
 
     def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
                identity: object = ANY) -> list[StoredEntry]:
-        wanted = None if key is None else key_text(as_key_tuple(key))
+        wanted = wanted_key_text(key)
         removed = []
         for e in self.entries(kernel):
             if identity is not ANY and e.record.kernel_id != identity:

@@ -16,9 +16,11 @@ from typing import Any, Optional
 from ..errors import OptionError
 from .protocol import Cache
 
-__all__ = ["set_remote_cache", "clear_remote_settings", "remote_tiers", "remote_tier"]
+__all__ = ["set_remote_cache", "clear_remote_settings", "remote_tiers", "remote_tier", "remote_tier_at",
+           "required_remote_tier", "NO_REMOTE"]
 
 _SCHEMES = ("redis://", "rediss://", "unix://")
+NO_REMOTE = "no remote cache: set AUTOTUNE_REMOTE_CACHE=redis://host:6379/0"
 _lock = threading.Lock()
 _in_code: Optional[dict[str, Any]] = None       # set_remote_cache's settings; None: read the environment
 _tiers: dict[tuple, Cache] = {}                 # one client (and its connection pool) per settings
@@ -63,10 +65,15 @@ def _settings() -> Optional[tuple[dict[str, Any], str]]:
     if not url:
         return None
     where = "AUTOTUNE_REMOTE_CACHE"
-    return _checked({"url": url, "password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
-                     "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
-                     "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
-                     "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}, where), where
+    return _checked({"url": url, **_env_options()}, where), where
+
+
+def _env_options() -> dict[str, Any]:
+    """The remote cache's settings other than its URL, from the environment."""
+    return {"password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
+            "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
+            "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
+            "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}
 
 
 def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
@@ -102,6 +109,22 @@ def remote_tier() -> Optional[Cache]:
     """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
     found = _settings()
     return _tier(*found) if found is not None else None
+
+
+def remote_tier_at(url: str, where: str) -> Cache:
+    """The tier at `url`, with the other settings from the environment (AUTOTUNE_REMOTE_CACHE_PASSWORD, ..._TTL_S,
+    ...): the CLI's `--remote-url`. A malformed `url` is an OptionError that names `where` it came from."""
+    return _tier(_checked({"url": url, **_env_options()}, where), where)
+
+
+def required_remote_tier(what: str) -> Cache:
+    """The configured remote tier, for a request that is about it (`clear_autotune_cache(remote=True)`): when none
+    is configured, an OptionError saying how to configure one (`what` names the request), rather than doing the
+    local part alone as if the remote part were done."""
+    tier = remote_tier()
+    if tier is None:
+        raise OptionError(f"{what}: {NO_REMOTE} or call autotune.set_remote_cache(url); nothing was cleared")
+    return tier
 
 
 def remote_tiers() -> list[Cache]:

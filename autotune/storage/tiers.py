@@ -20,10 +20,10 @@ from ..record import TrialStatus, TuningRecord
 from ..space import Config
 from . import fingerprint
 from .disk import DiskCache
-from .entries import as_key_tuple, kernel_dirname, key_text
+from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
-from .remote import remote_tiers
+from .remote import remote_tiers, required_remote_tier
 from .counters import count, count_hit, count_tuning, register
 
 __all__ = ["KernelCache", "live_caches"]
@@ -328,7 +328,7 @@ class KernelCache:
 
     def forget(self, key: Optional[tuple] = None) -> list[StoredEntry]:
         """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs."""
-        wanted = None if key is None else key_text(key)
+        wanted = wanted_key_text(key)
         with self._lock:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
         return self.memory.remove(key=key)
@@ -336,12 +336,15 @@ class KernelCache:
     def clear(self, key: Optional[tuple] = None, *, remote: bool = False) -> int:
         """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
         `key`, every dtype variant and device, or all); return how many distinct entries were removed (one in
-        memory and on disk counts once)."""
+        memory and on disk counts once). `remote=True` tries the remote tier now, whatever the pause after an
+        outage, and with no remote tier configured raises OptionError before clearing anything."""
         if key is not None:
+            wanted_key_text(key)      # a value that cannot be a key is an error before anything is cleared
             key = as_key_tuple(key)
+        tiers = [tier for tier in self.tiers if remote or tier.name != "remote"]
+        if remote and not any(tier.name == "remote" for tier in tiers):
+            tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
         removed = {(e.location, e.entry_id) for e in self.forget(key)}
-        for tier in self.tiers:
-            if tier.name == "remote" and not remote:
-                continue
+        for tier in tiers:
             removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
         return len(removed)

@@ -1,0 +1,190 @@
+"""`clear_autotune_cache` with the kernel objects users hold (a compat kernel, one under `triton.heuristics`, the
+@triton.jit kernel given to `autotune_launch`), key values that are normalised when stored (a `tl.dtype`, an
+enum), and `remote=True` with no remote cache configured. Real kernels in the interpreter, real cache files."""
+from __future__ import annotations
+
+import enum
+import warnings
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from autotune import OptionError, Tuning, autotune, autotune_launch, clear_autotune_cache, compat
+from autotune.storage import disk_entries
+
+FAST = Tuning(preset="fast", warmup=0, reps=1, refine_topk=0, compile_workers=0, isolate="off")
+GRID = "(cdiv(n, $BLOCK),)"
+
+
+@autotune(space={"BLOCK": (16, 32)}, key=["n"], grid=GRID, tuning=FAST)
+@triton.jit
+def add_one(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+class Compat:
+    """A compat kernel with the same short name as the native `add_one` above (another qualified name)."""
+
+    @compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"], tuning=FAST)
+    @triton.jit
+    def add_one(x, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@triton.heuristics({"EVEN": lambda a: a["n"] % 16 == 0})
+@autotune(space={"BLOCK": (16, 32)}, key=["n"], grid=GRID, tuning=FAST)
+@triton.jit
+def h_native(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@triton.heuristics({"EVEN": lambda a: a["n"] % 16 == 0})
+@compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"], tuning=FAST)
+@triton.jit
+def h_compat(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@triton.jit
+def plain(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@triton.jit
+def plain_too(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+KEY_NOW = [None]
+
+
+@autotune(space={"BLOCK": (16, 32)}, key=lambda **a: KEY_NOW[0], grid=GRID, tuning=FAST)
+@triton.jit
+def keyed(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@pytest.fixture(autouse=True)
+def _empty_memory():
+    """The kernels above live for the whole module: each test starts with their memory empty (and its own disk)."""
+    clear_autotune_cache()
+    Compat.add_one.forget_cleared()
+    h_compat.fn.forget_cleared()
+
+
+def _args(n=40):
+    return torch.zeros(n), torch.empty(n), n
+
+
+def _grid(meta):
+    return (triton.cdiv(40, meta["BLOCK"]),)
+
+
+def _kernel_ids():
+    return sorted(e.record.kernel_id for e in disk_entries())
+
+
+def test_a_compat_kernel_object_clears_itself_alone_and_its_cache_dict_follows():
+    add_one(*_args())
+    Compat.add_one[_grid](*_args())
+    Compat.add_one[_grid](*_args(64))
+    native_id, compat_id = add_one.identity, Compat.add_one.tuner.identity
+    assert _kernel_ids() == sorted([native_id, compat_id, compat_id])
+    assert len(Compat.add_one.cache) == 2
+    mine = triton.Config({"BLOCK": 16})
+    Compat.add_one.cache[(999, "torch.float32", "torch.float32")] = mine        # the user's own entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # no "cleared 2 kernels of that name"
+        assert clear_autotune_cache(kernel=Compat.add_one, key=(40,)) == 1
+    assert _kernel_ids() == sorted([native_id, compat_id])
+    assert list(Compat.add_one.cache) == [(64, "torch.float32", "torch.float32"), (999, "torch.float32",
+                                                                                   "torch.float32")]
+    assert clear_autotune_cache(kernel=Compat.add_one) == 1
+    assert _kernel_ids() == [native_id]                   # the native kernel of the same name keeps its entry
+    assert len(add_one.cache.memory) == 1
+    assert Compat.add_one.cache == {(999, "torch.float32", "torch.float32"): mine}
+    Compat.add_one[_grid](*_args())                       # cleared: tuned again, and filed again
+    assert (40, "torch.float32", "torch.float32") in Compat.add_one.cache
+
+
+@pytest.mark.parametrize("which", ["native", "compat"])
+def test_a_kernel_under_triton_heuristics_is_cleared(which):
+    kernel = h_native if which == "native" else h_compat
+    kernel[_grid](*_args())
+    assert len(disk_entries()) == 1
+    assert clear_autotune_cache(kernel=kernel) == 1
+    assert disk_entries() == []
+    if which == "compat":
+        assert kernel.fn.cache == {}
+
+
+def test_the_jit_kernel_given_to_autotune_launch_clears_its_entries_only():
+    x, out, n = _args()
+    for space in ({"BLOCK": (16, 32)}, {"BLOCK": (16, 64)}):
+        autotune_launch(plain, space=space, args=(x, out, n), key=["n"], grid=GRID, tuning=FAST)
+    autotune_launch(plain_too, space={"BLOCK": (16, 32)}, args=(x, out, n), key=["n"], grid=GRID, tuning=FAST)
+    assert len(disk_entries()) == 2                        # the two spaces of `plain` share one entry file
+    assert clear_autotune_cache(kernel=plain) == 1
+    assert [e.record.kernel for e in disk_entries()] == ["plain_too"]
+    result = autotune_launch(plain, space={"BLOCK": (16, 32)}, args=(x, out, n), key=["n"], grid=GRID, tuning=FAST)
+    assert not result.cache_hit                             # its memory was cleared too
+
+
+def test_a_non_kernel_is_refused_naming_what_is_accepted():
+    with pytest.raises(TypeError, match="autotune_launch, or a kernel name"):
+        clear_autotune_cache(kernel=object())
+
+
+@pytest.mark.parametrize("value", [tl.float32, Mode.FAST, Level.HIGH, torch.float16, 7],
+                         ids=["tl.dtype", "Enum", "IntEnum", "torch.dtype", "int"])
+def test_a_key_is_matched_as_the_call_stored_it(value):
+    KEY_NOW[0] = value
+    keyed(*_args())
+    KEY_NOW[0] = "other"
+    keyed(*_args())
+    assert clear_autotune_cache(kernel=keyed, key=(value,)) == 1          # memory and disk: one entry
+    assert [e.record.key for e in disk_entries()] == [["other"]]
+    KEY_NOW[0] = value
+    keyed(*_args())
+    assert clear_autotune_cache(kernel="keyed", key=value) == 1          # by name, a bare value: the same
+    assert len(keyed.cache.memory) == 1
+
+
+def test_a_key_that_cannot_be_a_key_is_an_error_before_anything_is_cleared():
+    add_one(*_args())
+    with pytest.raises(ValueError, match="tensor"):
+        clear_autotune_cache(kernel=add_one, key=(torch.zeros(3),))
+    assert len(disk_entries()) == 1
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"kernel": "add_one"}, {"kernel": "add_one", "key": 40}, {"kernel": add_one}],
+                         ids=["all", "by name", "one key", "object"])
+def test_remote_true_without_a_remote_cache_is_an_error_and_clears_nothing(kwargs):
+    add_one(*_args())
+    with pytest.raises(OptionError, match="no remote cache: set AUTOTUNE_REMOTE_CACHE=.*nothing was cleared"):
+        clear_autotune_cache(**kwargs, remote=True)
+    assert len(disk_entries()) == 1 and len(add_one.cache.memory) == 1
