@@ -14,20 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
+from pathlib import Path
 from typing import Any, Optional
 
-from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table, plural
+from ..format import format_config, format_dtypes, format_key, format_ms, format_table, plural
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
 from .arguments import add_command, add_kernel_filter, add_key_option
-from .rows import entries_table
+from .rows import age_of, entries_table, format_timestamp, safe_text
 from .remote import register as register_remote
 
-__all__ = ["register"]
-
-
+__all__ = ["register", "checked_cache_dir"]
 
 
 def _use_cache_dir(args: argparse.Namespace) -> str:
@@ -38,30 +38,78 @@ def _use_cache_dir(args: argparse.Namespace) -> str:
     return cache_dir()
 
 
+def checked_cache_dir(args: argparse.Namespace, command: str) -> Optional[str]:
+    """The cache directory this command works on, after checking it can be read: None after printing why not
+    (a file given as the directory, a directory this user may not list), so that a permission problem is never
+    reported as an empty cache. A directory that does not exist yet is fine: nothing is cached there."""
+    directory = _use_cache_dir(args)
+    origin = ("--cache-dir" if getattr(args, "cache_dir", None)
+              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
+    fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        return directory
+    except OSError as exc:
+        print(f"autotune cache {command}: cannot reach the cache directory {safe_text(directory)} ({origin}): "
+              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
+        return None
+    if not stat.S_ISDIR(mode):
+        print(f"autotune cache {command}: the cache directory {safe_text(directory)} ({origin}) is not a directory; "
+              f"{fix}", file=sys.stderr)
+        return None
+    try:
+        with os.scandir(directory):
+            pass
+    except OSError as exc:
+        print(f"autotune cache {command}: cannot read the cache directory {safe_text(directory)} ({origin}): "
+              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
+        return None
+    return directory
+
+
+def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple], bool]:
+    """(the parsed --key, or None when not given; False after printing why the given one is not a key)."""
+    if args.key is None:
+        return None, True
+    try:
+        return parse_key(args.key), True
+    except ValueError as exc:
+        print(f"autotune cache {command}: {exc}", file=sys.stderr)
+        return None, False
+
+
 def _entries(kernel: Optional[str]):
     from ..storage import disk_entries
 
     entries = disk_entries(kernel)
-    return sorted(entries, key=lambda e: (e.kernel, e.record is None, _sortable(e.record.key) if e.record else [],
+    return sorted(entries, key=lambda e: (e.kernel, e.record is None, _sortable(e.record.key if e.record else []),
                                           e.record.dtypes if e.record else [], e.record.device if e.record else "",
                                           str(e.path)))
 
 
-def _sortable(value: Any) -> Any:
-    """Order keys naturally (numbers by value, 256 before 1000) even when they mix types."""
-    if isinstance(value, list):
-        return [_sortable(v) for v in value]
+def _sortable(value: Any) -> tuple:
+    """A sort key for a stored key value that compares with any other's, whatever their shapes ([40] and [[40]],
+    numbers, strings, null): numbers by value (256 before 1000), then flags and null, then strings, then lists
+    element by element. Every value maps to (rank, number, text, items), so no two are ever incomparable."""
     if isinstance(value, bool) or value is None:
-        return (1, str(value), 0)
+        return (1, 0, str(value), ())
     if isinstance(value, (int, float)):
-        return (0, "", value)
-    return (2, str(value), 0)
+        return (0, value, "", ())
+    if isinstance(value, str):
+        return (2, 0, value, ())
+    if isinstance(value, (list, tuple)):
+        return (3, 0, "", tuple(_sortable(v) for v in value))
+    return (4, 0, json.dumps(value, sort_keys=True, default=str), ())
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    directory = _use_cache_dir(args)
     if args.remote:
+        _use_cache_dir(args)
         return list_remote(args)
+    directory = checked_cache_dir(args, "list")
+    if directory is None:
+        return 2
     entries = _entries(args.kernel)
     if args.json:
         out = [{"path": str(e.path), "kernel": e.kernel, "error": e.error,
@@ -71,59 +119,63 @@ def _cmd_list(args: argparse.Namespace) -> int:
     good = [e for e in entries if e.record is not None]
     bad = [e for e in entries if e.record is None]
     if not entries:
-        print(f"no entries in {directory}")
+        print(f"no entries in {safe_text(directory)}")
         return 0
     if good:
         print(entries_table(e.record for e in good))
     if bad:
         print()
         print(format_table(["KERNEL", "UNUSABLE FILE", "PROBLEM"],
-                           [[e.kernel, e.path.name, _problem(e.error, e.path)] for e in bad]))
+                           [[safe_text(e.kernel), safe_text(e.path.name), _problem(e.error, e.path)] for e in bad]))
     print(f"\n{plural(len(good), 'entry', 'entries')}" + (f", {len(bad)} unusable" if bad else "")
-          + f" in {directory}")
+          + f" in {safe_text(directory)}")
     return 0
 
 
 def _problem(error: Optional[str], path: Any) -> str:
-    text = (error or "").replace(str(path), "").strip()
+    text = safe_text((error or "").replace(str(path), "").strip())
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    directory = _use_cache_dir(args)
+    key, ok = _key_or_none(args, "show")
+    if not ok:
+        return 2
+    directory = checked_cache_dir(args, "show")
+    if directory is None:
+        return 2
     entries = _entries(args.kernel)
-    if args.key is not None:
+    if key is not None:
         from ..storage.entries import key_text
 
-        wanted = key_text(parse_key(args.key))
+        wanted = key_text(key)
         entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
-        print(f"no entries for {what} in {directory}", file=sys.stderr)
+        print(f"no entries for {safe_text(what)} in {safe_text(directory)}", file=sys.stderr)
         return 1
     now = time.time()
     blocks = []
     for e in entries:
         if e.record is None:
-            blocks.append(f"{e.path}\n  unusable: {e.error}")
+            blocks.append(f"{safe_text(e.path)}\n  unusable: {safe_text(e.error)}")
             continue
         r = e.record
         head = [
-            f"{r.kernel}  key={format_key(r.key)}  dtypes={format_dtypes(r.dtypes)}",
-            f"  file:      {e.path}",
-            f"  device:    {r.device}",
-            f"  versions:  triton {r.triton_version}, torch {r.torch_version}",
-            f"  source:    {r.source_hash[:16]}   space: {r.space_checksum[:16]}",
-            f"  tuned:     {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r.timestamp))} "
-            f"({format_age(now - r.timestamp)} ago) in {r.tuning_s:.2f} s",
-            f"  winner:    {format_config(r.winner, sep=' ')}",
+            f"{safe_text(r.kernel)}  key={safe_text(format_key(r.key))}  dtypes={safe_text(format_dtypes(r.dtypes))}",
+            f"  file:      {safe_text(e.path)}",
+            f"  device:    {safe_text(r.device)}",
+            f"  versions:  triton {safe_text(r.triton_version)}, torch {safe_text(r.torch_version)}",
+            f"  source:    {safe_text(r.source_hash[:16])}   space: {safe_text(r.space_checksum[:16])}",
+            f"  tuned:     {format_timestamp(r.timestamp)} ({age_of(r.timestamp, now)} ago) in {r.tuning_s:.2f} s",
+            f"  winner:    {safe_text(format_config(r.winner, sep=' '))}",
         ]
         trials = sorted(r.trials, key=lambda t: (t.median_ms is None, t.median_ms or 0.0))
         rows = []
         for t in trials:
-            error = (t.error or "").strip().splitlines()[0] if t.error else ""
-            rows.append(["*" if t.config == r.winner else "", format_config(t.config, sep=" "), t.status.value,
-                         format_ms(t.median_ms), format_ms(t.min_ms), len(t.samples_ms),
+            error = safe_text((t.error or "").strip().splitlines()[0]) if t.error and t.error.strip() else ""
+            rows.append(["*" if t.config == r.winner else "", safe_text(format_config(t.config, sep=" ")),
+                         t.status.value, format_ms(t.median_ms), format_ms(t.min_ms), len(t.samples_ms),
                          error if len(error) <= 60 else error[:57] + "..."])
         table = format_table(["", "CONFIG", "STATUS", "MEDIAN_MS", "MIN_MS", "N", "ERROR"], rows, right={3, 4, 5})
         blocks.append("\n".join(head) + "\n\n" + "\n".join("  " + line for line in table.splitlines()))
@@ -132,23 +184,39 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_clear(args: argparse.Namespace) -> int:
-    directory = _use_cache_dir(args)
     if args.key is not None and args.kernel is None:
         print("autotune cache clear: --key needs --kernel (keys are per kernel)", file=sys.stderr)
         return 2
-    from ..storage import clear_autotune_cache
-
-    key = parse_key(args.key) if args.key is not None else None
+    key, ok = _key_or_none(args, "clear")
+    if not ok:
+        return 2
     if args.remote:
+        _use_cache_dir(args)
         return clear_remote(args, key)
-    removed = clear_autotune_cache(args.kernel, key)
+    directory = checked_cache_dir(args, "clear")
+    if directory is None:
+        return 2
+    from ..storage import DiskCache
+
+    failures: list[tuple[Path, OSError]] = []
+    removed = len(DiskCache().remove(args.kernel, key, on_error=lambda path, exc: failures.append((path, exc))))
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
-    if removed == 0 and args.kernel is not None:
-        print(f"autotune cache clear: nothing matched {what} in {directory} (see `autotune cache list`)",
-              file=sys.stderr)
+    what, where = safe_text(what), safe_text(directory)
+    if failures:
+        reasons = ", ".join(dict.fromkeys(exc.strerror or exc.__class__.__name__ for _, exc in failures))
+        print(f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
+              f"{where}, removed {removed}, could not remove {len(failures)} ({reasons}); run as a user that may "
+              "write the cache directory:", file=sys.stderr)
+        for path, exc in failures[:10]:
+            print(f"  {safe_text(path)}: {exc.strerror or exc}", file=sys.stderr)
+        if len(failures) > 10:
+            print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
         return 1
-    print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {directory}")
+    if removed == 0 and args.kernel is not None:
+        print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)", file=sys.stderr)
+        return 1
+    print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     return 0
 
 

@@ -18,13 +18,20 @@ from typing import Optional
 from ..errors import CacheEntryError
 from ..record import TuningRecord
 from .entries import as_key_tuple, is_newer_schema, key_text, parse_record, record_json, wanted_key_text
-from .files import (ENTRY_SUFFIX, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
-                    load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp)
+from .files import (ENTRY_SUFFIX, OnError, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
+                    load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp,
+                    warn_unlistable)
 from .protocol import ANY, EntryRef, HeldLock, StoredEntry, warn
 
 __all__ = ["DiskCache"]
 
 logger = logging.getLogger("autotune")
+
+# A cache directory this process may not write is one fault, however many keys meet it: warned once per process
+# for each (cache directory, errno), naming the fix.
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_dir_warned: set[tuple[str, Optional[int]]] = set()
+_dir_warned_lock = threading.Lock()
 
 
 class DiskCache:
@@ -43,6 +50,21 @@ class DiskCache:
         return root(self.directory) / entry.location / (entry.entry_id + ENTRY_SUFFIX)
 
     # -- reading ------------------------------------------------------------------------------------
+
+    def warn_not_writable(self, exc: OSError, path: Path) -> bool:
+        """For a write refused by permissions (EACCES, EPERM, EROFS): one warning per cache directory and errno,
+        naming the directory and the fix, and True; False (nothing said) for any other error."""
+        if exc.errno not in _NOT_WRITABLE:
+            return False
+        base = root(self.directory)
+        with _dir_warned_lock:
+            if (str(base), exc.errno) in _dir_warned:
+                return True
+            _dir_warned.add((str(base), exc.errno))
+        warn(f"autotune cache: cannot lock or write entries in the cache directory {base} ({exc.__class__.__name__}: "
+             f"{exc.strerror or exc}: {exc.filename or path}); tuning goes on without cross-process single flight "
+             "and winners are kept in memory only. Point AUTOTUNE_CACHE_DIR at a writable directory")
+        return True
 
     def warn_once(self, path: Path, message: str) -> None:
         """Warn about a file once per state of that file (the same bad file is read twice per miss)."""
@@ -95,6 +117,8 @@ class DiskCache:
         try:
             atomic_write(path, data)
         except OSError as exc:
+            if self.warn_not_writable(exc, path):
+                return False
             reason = ("the disk is full" if exc.errno == errno.ENOSPC
                       else f"{exc.__class__.__name__}: {exc.strerror or exc}")
             warn(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
@@ -108,6 +132,8 @@ class DiskCache:
         try:
             held = acquire_entry_lock(path, what, timeout_s)
         except OSError as exc:
+            if self.warn_not_writable(exc, lock_path(path)):
+                return None
             self.warn_once(lock_path(path), f"autotune cache: cannot lock {lock_path(path)} ({exc.__class__.__name__}: "
                                             f"{exc.strerror or exc}); tuning {what} without cross-process single "
                                             "flight, the winner is kept in memory only")
@@ -126,17 +152,26 @@ class DiskCache:
         return [StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record)
                 for e in disk_entries(kernel, self.directory) if e.record is not None]
 
-    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
-               identity: object = ANY) -> list[StoredEntry]:
+    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None, identity: object = ANY, *,
+               on_error: Optional[OnError] = None) -> list[StoredEntry]:
         """Remove entry files; only a file that reads as an entry of what was asked is removed, anything else
-        stays. Lock files stay too: removing a lock file another process holds would break its exclusion."""
+        stays. Lock files stay too: removing a lock file another process holds would break its exclusion. A
+        directory that cannot be listed, an entry that cannot be read or removed goes to `on_error` (default: a
+        warning; the CLI collects them to report "could not remove M")."""
         wanted = wanted_key_text(key)
         removed = []
-        for d in kernel_dirs(root(self.directory), kernel):
-            for path in entry_files(d):
+        for d in kernel_dirs(root(self.directory), kernel, on_error or warn_unlistable):
+            for path in entry_files(d, on_error or warn_unlistable):
                 try:
                     record = load_record(path)
-                except (OSError, CacheEntryError):
+                except CacheEntryError:
+                    continue
+                except OSError as exc:
+                    if on_error is not None:
+                        on_error(path, exc)
+                    else:
+                        self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
+                                             f"{exc.strerror or exc}); it stays")
                     continue
                 if kernel is not None and record.kernel != kernel:
                     continue
@@ -144,7 +179,7 @@ class DiskCache:
                     continue
                 if wanted is not None and key_text(as_key_tuple(record.key)) != wanted:
                     continue
-                if remove_file(path):
+                if remove_file(path, on_error):
                     removed.append(StoredEntry(self.name, d.name, path.name[: -len(ENTRY_SUFFIX)], record))
             sweep_tmp(d)
         return removed

@@ -23,10 +23,11 @@ import re
 import secrets
 import socket
 import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Any, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import filelock
 
@@ -38,7 +39,7 @@ from .protocol import warn
 
 __all__ = ["ENTRY_SUFFIX", "DiskEntry", "root", "entry_path", "record_path", "lock_path", "read_entry_bytes",
            "load_record", "atomic_write", "acquire_entry_lock", "lock_holder", "disk_entries",
-           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "file_signature"]
+           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "file_signature", "OnError", "warn_unlistable"]
 
 logger = logging.getLogger("autotune")
 
@@ -50,6 +51,22 @@ _TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
+
+OnError = Callable[[Path, OSError], None]
+"""What to do with a directory that cannot be listed or an entry that cannot be read or removed: warn (the
+library: a tier never raises) or collect it (the CLI, which reports it and exits non-zero)."""
+_unlistable_warned: set[tuple[str, Optional[int]]] = set()
+_unlistable_lock = threading.Lock()
+
+
+def warn_unlistable(path: Path, exc: OSError) -> None:
+    """A cache directory that cannot be listed: one CacheWarning per directory and error, naming the fix."""
+    with _unlistable_lock:
+        if (str(path), exc.errno) in _unlistable_warned:
+            return
+        _unlistable_warned.add((str(path), exc.errno))
+    warn(f"autotune cache: cannot list {path} ({exc.__class__.__name__}: {exc.strerror or exc}); its entries are "
+         "left out. Point AUTOTUNE_CACHE_DIR at a directory this user can read and write")
 
 
 def root(directory: str | os.PathLike | None = None) -> Path:
@@ -197,13 +214,18 @@ class DiskEntry:
     error: Optional[str]
 
 
-def kernel_dirs(base: Path, kernel: Optional[str]) -> list[Path]:
-    """The kernel directories under `base` (of kernels of one short name, or all); links are not followed."""
+def kernel_dirs(base: Path, kernel: Optional[str], on_error: OnError = warn_unlistable) -> list[Path]:
+    """The kernel directories under `base` (of kernels of one short name, or all); links are not followed. A
+    missing `base` has none; one that cannot be listed (no permission, not a directory) goes to `on_error`."""
     try:
-        return sorted(p for p in base.iterdir() if is_real_dir(p) and not p.name.startswith(".")
-                      and (kernel is None or is_dir_of(p.name, kernel)))
-    except OSError:
+        found = list(base.iterdir())
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        on_error(base, exc)
+        return []
+    return sorted(p for p in found if is_real_dir(p) and not p.name.startswith(".")
+                  and (kernel is None or is_dir_of(p.name, kernel)))
 
 
 def is_real_dir(p: Path) -> bool:
@@ -221,20 +243,32 @@ def is_regular_file(p: Path) -> bool:
         return False
 
 
-def entry_files(d: Path) -> list[Path]:
-    """The entry files of one kernel directory (regular files named like an entry)."""
+def entry_files(d: Path, on_error: OnError = warn_unlistable) -> list[Path]:
+    """The entry files of one kernel directory (regular files named like an entry); a directory that cannot be
+    listed goes to `on_error` (one that vanished meanwhile has none)."""
     try:
-        return sorted(p for p in d.iterdir() if _ENTRY_NAME.match(p.name) and is_regular_file(p))
-    except OSError:
+        found = list(d.iterdir())
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        on_error(d, exc)
+        return []
+    return sorted(p for p in found if _ENTRY_NAME.match(p.name) and is_regular_file(p))
 
 
-def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None) -> list[DiskEntry]:
+def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None,
+                 on_error: OnError = warn_unlistable) -> list[DiskEntry]:
     """Every entry file under the cache directory (or of one kernel, by name), parsed but not validated
-    against any kernel: for the CLI and for export. Unreadable files come back with `error` set."""
+    against any kernel: for the CLI and for export. Unreadable files, and kernel directories that cannot be
+    listed, come back with `error` set; a cache directory that cannot be listed goes to `on_error`."""
     out = []
-    for d in kernel_dirs(root(directory), kernel):
-        for path in entry_files(d):
+    for d in kernel_dirs(root(directory), kernel, on_error):
+        problems: list[tuple[Path, OSError]] = []
+        paths = entry_files(d, lambda path, exc: problems.append((path, exc)))
+        out.extend(DiskEntry(path, kernel or d.name, None, f"cannot list the directory {path} "
+                                                          f"({exc.__class__.__name__}: {exc.strerror or exc})")
+                   for path, exc in problems)
+        for path in paths:
             try:
                 record = load_record(path)
             except (OSError, CacheEntryError) as exc:
@@ -250,16 +284,20 @@ def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | No
 # Process-wide state: live caches (for clear_autotune_cache) and stats
 
 
-def remove_file(path: Path) -> bool:
-    """Remove one file; False when it was already gone, or could not be removed (then warn)."""
+def remove_file(path: Path, on_error: Optional[OnError] = None) -> bool:
+    """Remove one file; False when it was already gone, or could not be removed (then `on_error`, else a
+    warning)."""
     try:
         path.unlink()
         return True
     except FileNotFoundError:
         return False
     except OSError as exc:
-        warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); "
-              "it stays")
+        if on_error is not None:
+            on_error(path, exc)
+        else:
+            warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); "
+                 "it stays")
         return False
 
 
