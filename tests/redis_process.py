@@ -21,9 +21,12 @@ def free_port() -> int:
 
 
 class RedisProcess:
-    def __init__(self, directory: Path) -> None:
+    password: Optional[str] = None
+
+    def __init__(self, directory: Path, password: Optional[str] = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
+        self.password = password          # started with --requirepass: clients must authenticate
         self.port = free_port()
         self.proc: Optional[subprocess.Popen] = None
         self.start()
@@ -35,11 +38,12 @@ class RedisProcess:
     def client(self):
         import redis
 
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, password=self.password)
 
     def start(self) -> None:
         self.proc = subprocess.Popen([redis_server_path(), "--port", str(self.port), "--bind", "127.0.0.1",
-                                      "--save", "", "--appendonly", "no", "--dir", str(self.directory)],
+                                      "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+                                      *(["--requirepass", self.password] if self.password else [])],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while True:

@@ -105,7 +105,7 @@ def test_list_and_show_sort_keys_of_different_shapes():
 def test_a_file_given_as_the_cache_directory_is_an_error_not_an_empty_cache(tmp_path):
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("x")
-    for args in (["list"], ["show", "add"], ["clear"], ["clear", "--kernel", "add"]):
+    for args in (["list"], ["show", "add"], ["clear"], ["clear", "--kernel", "add"], ["push"], ["pull"]):
         res = run_cli("cache", *args, "--cache-dir", str(a_file))
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert f"{a_file} (--cache-dir) is not a directory" in res.stderr and "Traceback" not in res.stderr

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+import warnings
 from typing import Any, Optional
 
 from ..format import format_key, plural
 from .arguments import add_command, add_kernel_filter
-from .rows import entries_table
+from .rows import entries_table, safe_text
 
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 
@@ -21,22 +21,20 @@ __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
     """The remote tier this command works on, reachable; None after printing why not (exit status 2)."""
     from ..errors import OptionError
-    from ..storage.remote import remote_tier
+    from ..storage.remote import NO_REMOTE, remote_tier, remote_tier_at
 
-    if getattr(args, "remote_url", None):
-        os.environ["AUTOTUNE_REMOTE_CACHE"] = args.remote_url
     try:
-        tier = remote_tier()
+        url = getattr(args, "remote_url", None)
+        tier = remote_tier_at(url, "--remote-url") if url else remote_tier()
     except OptionError as exc:
         print(f"autotune cache {command}: {exc}", file=sys.stderr)
         return None
     if tier is None:
-        print(f"autotune cache {command}: no remote cache: set AUTOTUNE_REMOTE_CACHE=redis://host:6379/0 or pass "
-              "--remote-url", file=sys.stderr)
+        print(f"autotune cache {command}: {NO_REMOTE} or pass --remote-url", file=sys.stderr)
         return None
     problem = tier.ping()
     if problem is not None:
-        print(f"autotune cache {command}: cannot reach the Redis cache at {tier.url} ({problem})", file=sys.stderr)
+        print(f"autotune cache {command}: {safe_text(problem)}", file=sys.stderr)
         return None
     return tier
 
@@ -65,11 +63,10 @@ def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
     tier = remote_or_exit(args, "clear")
     if tier is None:
         return 2
-    removed = tier.remove(args.kernel, key)
-    problem = tier.ping()
+    removed, problem = tier.remove_now(args.kernel, key)
     if problem is not None:
         print(f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({problem}); "
-              f"{len(removed)} entries were removed, others may remain", file=sys.stderr)
+              f"{plural(len(removed), 'entry was', 'entries were')} removed, others may remain", file=sys.stderr)
         return 1
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
@@ -81,29 +78,47 @@ def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
 
 
 def _copy(args: argparse.Namespace, command: str) -> int:
+    """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
+    from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
 
+    from .cache import checked_cache_dir
+
+    if checked_cache_dir(args, command) is None:   # applies --cache-dir; a file or unreadable directory: exit 2
+        return 2
     tier = remote_or_exit(args, command)
     if tier is None:
         return 2
     disk = DiskCache()
     source, target = (disk, tier) if command == "push" else (tier, disk)
-    copied = kept = 0
-    for e in source.entries(args.kernel):
-        entry = EntryRef.of(e.record)
-        lease = target.lock(entry, timeout_s=30.0)
-        try:
-            there = target.get(entry)
-            if there is not None and there.timestamp >= e.record.timestamp:
-                kept += 1
-            elif target.put(entry, e.record):
-                copied += 1
-        finally:
-            if lease is not None:
-                lease.release()
+    copied = kept = failed = 0
+    with warnings.catch_warnings(record=True) as caught:   # the tiers' warnings are this command's report
+        warnings.simplefilter("always", CacheWarning)
+        for e in source.entries(args.kernel):
+            entry = EntryRef.of(e.record)
+            lease = target.lock(entry, timeout_s=30.0)
+            try:
+                there = target.get(entry)
+                if there is not None and there.timestamp >= e.record.timestamp:
+                    kept += 1
+                elif target.put(entry, e.record):
+                    copied += 1
+                else:
+                    failed += 1
+            finally:
+                if lease is not None:
+                    lease.release()
+    reasons = list(dict.fromkeys(safe_text(str(w.message).removeprefix("autotune cache: ")) for w in caught
+                                 if issubclass(w.category, CacheWarning)))
     where = f"{'to' if command == 'push' else 'from'} {tier.url}"
     print(f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
           + (f"; {kept} already there and as new or newer" if kept else ""))
+    if failed:
+        print(f"autotune cache {command}: {plural(failed, 'entry', 'entries')} could not be copied "
+              f"({'; '.join(reasons) or 'the target refused the write'})", file=sys.stderr)
+        return 1
+    for reason in reasons:          # entries skipped on the way (unreadable, another schema): said, not fatal
+        print(f"autotune cache {command}: {reason}", file=sys.stderr)
     return 0
 
 

@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable, Optional, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import CacheEntryError, OptionError
+from ..errors import CacheEntryError, OptionError, did_you_mean
 from ..record import TuningRecord
 from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_dirname, key_text,
                       parse_record, record_json, wanted_key_text)
@@ -41,10 +41,22 @@ T = TypeVar("T")
 _RENEW = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"""
 _RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"""
 _NOTICE_S = 2.0
+_AUTH_FIX = ("set AUTOTUNE_REMOTE_CACHE_PASSWORD (or the password in the URL, redis://:PASSWORD@host:6379/0) to the "
+             "one this Redis expects")
 
 
 class _Unavailable(Exception):
-    """Redis cannot be used right now (down, or a fault already warned about): answer as a miss."""
+    """Redis cannot be used right now (down, or a fault already warned about): answer as a miss. `reason`: why,
+    in words, for a caller that reports it (an explicit clear, the CLI)."""
+
+    @property
+    def reason(self) -> str:
+        return str(self.args[0]) if self.args else "Redis is being left alone after a failure"
+
+
+class _Refused(_Unavailable):
+    """Redis answered one command with an error (a key of another type, OOM, READONLY): that command failed,
+    Redis itself is up, so a listing goes on with the next key."""
 
 
 class RedisLease:
@@ -109,10 +121,12 @@ class RedisCache:
         except ValueError as exc:
             raise OptionError(f"{_safe(url)!r} is not a Redis URL ({exc}); use "
                               "redis://host:6379/0 or rediss://host:6380/0 (TLS)") from None
+        _check_connection_options(self.client, url, redis.exceptions.RedisError)
         self.url = _safe(url)
         self.ttl_s, self.timeout_s, self.lease_s, self.retry_s, self.prefix = ttl_s, timeout_s, lease_s, retry_s, prefix
         self._errors = redis.exceptions
         self._down_until = 0.0
+        self._down_reason = ""       # why Redis is being left alone (for an explicit clear's message)
         self._in_outage = False      # warned about the current outage; cleared by a command that works
         self._warned: set[str] = set()
         self._guard = threading.Lock()
@@ -122,28 +136,43 @@ class RedisCache:
 
     # -- faults -------------------------------------------------------------------------------------
 
-    def call(self, command: Callable[[Any], T], *, always: bool = False) -> T:
-        """Run `command(client)`; on a fault warn (once per outage or message) and raise _Unavailable. After a
-        connection failure Redis is left alone for `retry_s`, except for `always` commands (a lease's renewal
-        and release, which run off the launch path and must not let a short stall lose the lease)."""
+    def call(self, command: Callable[[Any], T], *, always: bool = False, report: bool = True) -> T:
+        """Run `command(client)`; on a fault warn (once per outage or message) and raise _Unavailable (_Refused when
+        Redis answered this one command with an error). After a connection failure, a refused password or any
+        other fault of the client, Redis is left alone for `retry_s`, except for `always` commands (a lease's
+        renewal and release, which run off the launch path and must not let a short stall lose the lease, and an
+        explicit clear, which must try now). `report=False`: the caller reports the fault itself (no warning)."""
         if not always and time.monotonic() < self._down_until:
-            raise _Unavailable()
+            raise _Unavailable(self._down_reason or None)
         try:
             result = command(self.client)
+        except self._errors.AuthenticationError as exc:   # a ConnectionError, but the password is what to fix
+            self._outage(_auth_text(self.url, exc), report,
+                         f"{_AUTH_FIX}; using the local cache only, trying Redis again every {self.retry_s:g} s")
         except (self._errors.ConnectionError, self._errors.TimeoutError) as exc:
-            with self._guard:
-                first, self._in_outage = not self._in_outage, True
-                self._down_until = time.monotonic() + self.retry_s
-            if first:
-                warn(f"autotune cache: the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc}); "
-                     f"using the local cache only, trying Redis again every {self.retry_s:g} s")
-            raise _Unavailable() from None
-        except self._errors.RedisError as exc:   # OOM (full), READONLY, NOAUTH, WRONGTYPE, ...
-            self.warn_once(f"autotune cache: the Redis cache at {self.url} refused a command "
-                           f"({exc.__class__.__name__}: {exc}); the local cache goes on without it")
-            raise _Unavailable() from None
+            self._outage(f"the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc})", report,
+                         f"using the local cache only, trying Redis again every {self.retry_s:g} s")
+        except self._errors.RedisError as exc:   # OOM (full), READONLY, NOPERM, WRONGTYPE, ...
+            text = f"the Redis cache at {self.url} refused a command ({exc.__class__.__name__}: {exc})"
+            if report:
+                self.warn_once(f"autotune cache: {text}; the local cache goes on without it")
+            raise _Refused(text) from None
+        except Exception as exc:   # anything else out of the client (a bug, a setting it rejects late): a fault too
+            self._outage(f"the Redis client failed talking to {self.url} ({exc.__class__.__name__}: {exc})", report,
+                         f"using the local cache only, trying Redis again every {self.retry_s:g} s")
         self._in_outage = False
         return result
+
+    def _outage(self, text: str, report: bool, advice: str) -> None:
+        """Leave Redis alone for `retry_s` after `text`, warn once per outage (unless the caller reports it),
+        and raise _Unavailable."""
+        with self._guard:
+            first, self._in_outage = not self._in_outage, True
+            self._down_until = time.monotonic() + self.retry_s
+            self._down_reason = text
+        if first and report:
+            warn(f"autotune cache: {text}; {advice}")
+        raise _Unavailable(text) from None
 
     def warn_once(self, message: str) -> None:
         with self._guard:
@@ -153,11 +182,17 @@ class RedisCache:
         warn(message)
 
     def ping(self) -> Optional[str]:
-        """None when Redis answers, else why not (for the CLI, which reports it instead of listing nothing)."""
+        """None when Redis answers now (whatever the back-off after an earlier failure, which then ends), else why
+        not, as a sentence naming the URL and what to fix (for the CLI, which reports it instead of listing
+        nothing)."""
         try:
             self.client.ping()
-        except self._errors.RedisError as exc:
-            return f"{exc.__class__.__name__}: {exc}"
+        except self._errors.AuthenticationError as exc:
+            return f"{_auth_text(self.url, exc)}; {_AUTH_FIX}"
+        except Exception as exc:   # whatever the client raises: an answer, never an exception
+            return f"cannot reach the Redis cache at {self.url} ({exc.__class__.__name__}: {exc})"
+        with self._guard:
+            self._down_until, self._in_outage = 0.0, False
         return None
 
     # -- entries ------------------------------------------------------------------------------------
@@ -166,15 +201,15 @@ class RedisCache:
         """The Redis key of an entry (or of its lease)."""
         return f"{self.prefix}:{kind}:{location}:{entry_id}"
 
-    def _read(self, key: str) -> Optional[TuningRecord]:
-        size = self.call(lambda c: c.strlen(key))      # never download what is too large to be an entry
+    def _read(self, key: str, *, always: bool = False, report: bool = True) -> Optional[TuningRecord]:
+        size = self.call(lambda c: c.strlen(key), always=always, report=report)   # never download an oversized value
         if not size:
             return None
         if size > MAX_ENTRY_BYTES:
             self.warn_once(f"autotune cache: refused Redis key {key}: {size} bytes, over the "
                            f"{MAX_ENTRY_BYTES}-byte limit of an entry")
             return None
-        data = self.call(lambda c: c.get(key))
+        data = self.call(lambda c: c.get(key), always=always, report=report)
         if data is None or len(data) > MAX_ENTRY_BYTES:
             return None
         try:
@@ -242,10 +277,11 @@ class RedisCache:
 
     # -- listing and removing -----------------------------------------------------------------------
 
-    def _scan(self, kernel: Optional[str]) -> list[tuple[str, str, str]]:
+    def _scan(self, kernel: Optional[str], *, always: bool = False,
+              report: bool = True) -> list[tuple[str, str, str]]:
         """(redis key, location, entry id) of every entry key (of kernels of one short name, or all)."""
         pattern = self.key_of(kernel_dirname(kernel) + "*" if kernel else "*", "*")
-        keys = self.call(lambda c: list(c.scan_iter(match=pattern, count=500)))
+        keys = self.call(lambda c: list(c.scan_iter(match=pattern, count=500)), always=always, report=report)
         out = []
         for raw in keys:
             key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
@@ -254,38 +290,67 @@ class RedisCache:
                 out.append((key, location, entry_id))
         return sorted(out)
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
-        out = []
+    def _listing(self, kernel: Optional[str], *, always: bool = False,
+                 report: bool = True) -> tuple[list[StoredEntry], Optional[str]]:
+        """(every readable entry, of kernels of one short name or all; why the listing stopped early, or None).
+        A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped with a
+        warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it."""
+        out: list[StoredEntry] = []
         try:
-            for key, location, entry_id in self._scan(kernel):
-                record = self._read(key)
+            for key, location, entry_id in self._scan(kernel, always=always, report=report):
+                try:
+                    record = self._read(key, always=always, report=False)
+                except _Refused as exc:
+                    self.warn_once(f"autotune cache: skipped Redis key {key}: {exc.reason}; it is not an entry "
+                                   "autotune wrote (delete it, or clear everything with `autotune cache clear "
+                                   "--remote`)")
+                    continue
                 if record is not None and (kernel is None or record.kernel == kernel):
                     out.append(StoredEntry(self.name, location, entry_id, record))
-        except _Unavailable:
-            pass
-        return out
+        except _Unavailable as exc:
+            return out, exc.reason
+        return out, None
+
+    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+        return self._listing(kernel)[0]
 
     def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
                identity: object = ANY) -> list[StoredEntry]:
+        """Remove entries (see `remove_now`); when Redis cannot be reached or fails during it, warn naming why and
+        that the others stay (they would be read back by the next process that misses)."""
+        removed, problem = self.remove_now(kernel, key, identity)
+        if problem is not None:
+            warn(f"autotune cache: could not clear the Redis cache at {self.url} ({problem}); "
+                 f"{len(removed)} removed, the others stay there (the next process that misses reads them back)")
+        return removed
+
+    def remove_now(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
+                   identity: object = ANY) -> tuple[list[StoredEntry], Optional[str]]:
+        """An explicit clear: remove entries (of kernels of a short name, of one of them by `identity`, of one key,
+        or all, with every unreadable key under the prefix) trying Redis now, whatever the back-off after an earlier
+        failure. Returns (what was removed, why the rest could not be, or None); it warns nothing itself."""
         wanted = wanted_key_text(key)
+        entries, problem = self._listing(kernel, always=True, report=False)
         removed = []
-        for e in self.entries(kernel):
+        for e in entries:
             if identity is not ANY and e.record.kernel_id != identity:
                 continue
             if wanted is not None and key_text(as_key_tuple(e.record.key)) != wanted:
                 continue
             try:
-                if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id))):
+                if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):
                     removed.append(e)
-            except _Unavailable:
-                return removed
-        if kernel is None and key is None and identity is ANY:   # everything: unreadable entries go too
+            except _Refused as exc:
+                problem = exc.reason
+            except _Unavailable as exc:
+                return removed, exc.reason
+        if problem is None and kernel is None and key is None and identity is ANY:   # everything: unreadable too
             try:
-                for stale, _, _ in self._scan(None):
-                    self.call(lambda c: c.delete(stale))
-            except _Unavailable:
-                pass
-        return removed
+                for stale, _, _ in self._scan(None, always=True, report=False):
+                    self.call(lambda c: c.delete(stale), always=True, report=False)
+            except _Unavailable as exc:
+                problem = exc.reason
+        return removed, problem
 
 
 def _newer_schema(head: bytes) -> bool:
@@ -300,3 +365,37 @@ def _safe(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
     return urlunsplit((parts.scheme, ("***@" if "@" in parts.netloc else "") + netloc, parts.path, query, ""))
+
+
+def _auth_text(url: str, exc: Exception) -> str:
+    """A refused password in words: the credentials are what to fix, not the network."""
+    return f"the Redis cache at {url} refused the credentials ({exc.__class__.__name__}: {exc})"
+
+
+def _check_connection_options(client: Any, url: str, redis_error: type) -> None:
+    """Build one connection object from the URL's options without connecting, so that a query parameter the
+    client does not know (`?socket_timeot=2`) is an OptionError now, at configuration, not a TypeError at every
+    launch that reads Redis."""
+    pool = client.connection_pool
+    try:
+        pool.connection_class(**pool.connection_kwargs).disconnect()
+    except TypeError as exc:
+        match = re.search(r"argument '([^']+)'", str(exc))
+        name = match.group(1) if match else None
+        if name is None:
+            raise OptionError(f"{_safe(url)!r}: the Redis client refused its options ({exc})") from None
+        known = {p for cls in pool.connection_class.__mro__ if "__init__" in vars(cls)
+                 for p in _parameters(cls.__init__)}
+        raise OptionError(f"{_safe(url)!r} has a query parameter the Redis client does not know: {name!r}; remove "
+                          f"it or correct its spelling.{did_you_mean(name, known)}") from None
+    except (ValueError, redis_error) as exc:
+        raise OptionError(f"{_safe(url)!r}: the Redis client refused its options ({exc})") from None
+
+
+def _parameters(fn: Any) -> list[str]:
+    import inspect
+
+    try:
+        return [p for p in inspect.signature(fn).parameters if p != "self"]
+    except (TypeError, ValueError):
+        return []
