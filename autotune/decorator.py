@@ -16,14 +16,13 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from triton.runtime.jit import KernelInterface
 
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
-from .errors import (AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, did_you_mean,
-                     warn_at_caller)
+from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, warn_at_caller
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
-from .option_checks import (check_argument_lists, check_fallback, check_hook_signatures, check_hooks, check_key,
-                            check_timeouts)
+from .option_checks import (check_argument_lists, check_derive_names, check_fallback, check_hook_signatures,
+                            check_hooks, check_key, check_static_options, check_timeouts)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner
@@ -88,19 +87,11 @@ class Autotuned(KernelInspection, KernelInterface):
         self.tuning = Tuning.coerce(tuning)
         self.space: SearchSpace = as_space(space)
         self._compile_options = compile_option_names()
-        unknown = sorted(set(static_options) - self._compile_options)
-        if unknown:
-            known = self._compile_options | set(inspect.signature(autotune).parameters) - {"static_compile_options"}
-            raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {self.name}: not an argument of "
-                              f"@autotune nor a Triton compile option; static options are compile options such as "
-                              f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead."
-                              f"{did_you_mean(unknown[0], known)}")
+        check_static_options(self.name, static_options, self._compile_options,
+                             set(inspect.signature(autotune).parameters) - {"static_compile_options"})
         self.static_options = dict(static_options)
         derive = dict(derive or {})
-        bad_derived = sorted(set(derive) - set(self.constexpr_names))
-        if bad_derived:
-            raise SpaceError(f"derive={{{', '.join(map(repr, bad_derived))}: ...}} on {self.name}: a derived value "
-                             f"must name a tl.constexpr parameter of the kernel; constexprs: {self.constexpr_names}")
+        check_derive_names(self.name, derive, self.constexpr_names)
         validate_space(self.space, kernel_name=self.name, constexpr_names=self.constexpr_names,
                        compile_options=self._compile_options, static_options=self.static_options,
                        derived_names=derive)

@@ -128,3 +128,23 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
         warnings.warn(f"autotune: {message} (the timeout is ignored)", IsolationWarning, stacklevel=4)
         return
     raise OptionError(message)
+
+
+def check_static_options(kernel: str, static_options: Collection[str], compile_options: Collection[str],
+                         decorator_arguments: Collection[str]) -> None:
+    """`@autotune(..., **static_options)` takes Triton compile options only (a misspelt decorator argument lands
+    there too)."""
+    unknown = sorted(set(static_options) - set(compile_options))
+    if unknown:
+        raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {kernel}: not an argument of "
+                          f"@autotune nor a Triton compile option; static options are compile options such as "
+                          f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead."
+                          f"{did_you_mean(unknown[0], set(compile_options) | set(decorator_arguments))}")
+
+
+def check_derive_names(kernel: str, derive: Mapping[str, Any], constexpr_names: Collection[str]) -> None:
+    """Each `derive=` value sets a tl.constexpr parameter of the kernel."""
+    bad = sorted(set(derive) - set(constexpr_names))
+    if bad:
+        raise SpaceError(f"derive={{{', '.join(map(repr, bad))}: ...}} on {kernel}: a derived value must name a "
+                         f"tl.constexpr parameter of the kernel; constexprs: {list(constexpr_names)}")
