@@ -191,6 +191,9 @@ def test_show_and_list_survive_a_far_future_timestamp_and_escape_control_charact
         assert "\\x1b]0;pwned\\x07" in out and "gpu\\x1b[31m\\u202e" in out
     res = run_cli("cache", "show", "add")
     assert "out of range" in res.stdout and "boom \\x1b[1mbold\\x9b" in res.stdout
+    res = run_cli("report", "add")                                  # the report's table shows the same fields
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert not any(ch in res.stdout + res.stderr for ch in "\x1b\x07\x9b\u202e"), repr(res.stdout)
 
 
 # ---------------------------------------------------------------------------------------------- arguments

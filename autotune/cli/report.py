@@ -12,6 +12,7 @@ from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
 from ..reporting.table import render_report
 from .arguments import add_command, add_key_option
+from .rows import safe_text
 
 __all__ = ["run_report_command", "register"]
 
@@ -33,7 +34,7 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
     entries = cache_entries(root)
     for entry in entries:
         if entry.record is None and kernel_matches(entry.kernel, args.kernel):
-            print(f"autotune report: skipping unreadable entry: {entry.error}", file=sys.stderr)
+            print(f"autotune report: skipping unreadable entry: {safe_text(entry.error)}", file=sys.stderr)
     records = select_records(entries, args.kernel, args.key)
     if not records:
         what = f"kernel {args.kernel!r}" + (f" key {args.key!r}" if args.key else "")
@@ -43,7 +44,7 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
             keys = sorted({format_record_key(e.record).removeprefix("key=") for e in entries
                            if e.record is not None and kernel_matches(e.record.kernel, args.kernel)})
             hint = f"; its cached keys: {'; '.join(keys)}"
-        print(f"autotune report: no cached tuning for {what}{hint}", file=sys.stderr)
+        print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1
     for i, record in enumerate(records):
@@ -59,7 +60,8 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         except AutotuneError as exc:
             print(f"autotune report: {exc}", file=sys.stderr)
             return 1
-        out.write(table + "\n")
+        # the table shows text read from the entry (kernel, dtypes, errors): no control character reaches the terminal
+        out.write("\n".join(safe_text(line) for line in table.split("\n")) + "\n")
         for option in ("png", "csv", "json"):
             value = getattr(args, option)
             if value:
