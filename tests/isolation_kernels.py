@@ -198,6 +198,28 @@ def slow_compile_add(x, y, out, n, BLOCK: tl.constexpr):
 slow_compile_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_slow_compile)
 
 
+def _hanging_compile(config) -> None:
+    """BLOCK 64 says it has started (its compile worker's pid in the file AUTOTUNE_TEST_HANG_MARK names), then
+    never ends; the others compile at once."""
+    if config["BLOCK"] == 64:
+        mark = Path(os.environ["AUTOTUNE_TEST_HANG_MARK"])
+        mark.with_suffix(".tmp").write_text(str(os.getpid()))
+        mark.with_suffix(".tmp").rename(mark)          # the test never reads half a pid
+        time.sleep(3600)
+
+
+@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",   # no timeout of any kind
+          tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def hanging_compile_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+hanging_compile_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_hanging_compile)
+
+
 def buggy_verify(x, y, out, n) -> bool:
     import torch
 

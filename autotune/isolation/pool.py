@@ -47,10 +47,18 @@ class Worker:
         self.call_token: Optional[str] = None     # whose call arguments the worker holds (see `send_call`)
         self.starts = 0
         self.stopped = False     # closed by shutdown(): never started again (a runner still holding it gets an error)
+        self.aborted = False     # killed by `abort` from another thread: never started again; the pool drops it
+        self._guard = threading.Lock()     # `proc` as `abort` (another thread) sees it: started, or killed and reaped
 
     def start(self) -> None:
-        if self.stopped:
-            raise WorkerShutdownError(STOPPED)
+        with self._guard:        # `abort` kills a process started before it; one after it is never started
+            if self.stopped:
+                raise WorkerShutdownError(STOPPED)
+            if self.aborted:
+                raise WorkerCrashed("the worker was stopped: the tuning that used it ended")
+            self._start()
+
+    def _start(self) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)     # what this process can import
@@ -116,15 +124,24 @@ class Worker:
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
-        if self.conn is not None:
-            self.conn.close()
-        self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
+        with self._guard:
+            if self.proc is not None and self.proc.poll() is None:
+                _kill_group(self.proc.pid)
+                self.proc.wait()
+            if self.conn is not None:
+                self.conn.close()
+            self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
+
+    def abort(self) -> None:
+        """Kill the worker's process group from another thread than the one using it, which may be waiting in
+        `request`: the socket stays open under that thread, which gets end-of-file at once (a `WorkerCrashed`)
+        and reaps the process itself. The worker is never started again and its pool drops it when it is
+        given back. Why: Ctrl-C (or any error) ends a tuning while a compile worker hangs, and the pipeline
+        waits for its pool threads (`WorkerCompiler.session`)."""
+        with self._guard:
+            self.aborted = True
+            if self.proc is not None and self.proc.poll() is None:
+                _kill_group(self.proc.pid)
 
     def close(self) -> None:
         """Ask the worker to exit; kill it if it does not. A closed worker is not started again."""
@@ -136,6 +153,14 @@ class Worker:
             except Exception:
                 pass
         self.kill()
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL a worker's process group (its pid: the worker leads a session of its own)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _death(code: Optional[int], exc: BaseException) -> str:
@@ -162,8 +187,10 @@ class WorkerPool:
     def borrow(self, size: int) -> Iterator[Worker]:
         """An idle worker, or a new one while fewer than `size` exist, else wait for one to be given back."""
         with self._available:
+            self._drop_aborted()
             while not self._idle and len(self.workers) >= max(1, size):
                 self._available.wait()
+                self._drop_aborted()
             if self._idle:
                 worker = self._idle.pop()
             else:
@@ -173,8 +200,16 @@ class WorkerPool:
             yield worker
         finally:
             with self._available:
-                self._idle.append(worker)
+                if not worker.aborted:
+                    self._idle.append(worker)
+                elif worker in self.workers:      # a fresh one takes its place when one is needed
+                    self.workers.remove(worker)
                 self._available.notify()
+
+    def _drop_aborted(self) -> None:
+        """Forget the workers `Worker.abort` killed (never started again); the caller holds `_available`."""
+        self.workers = [w for w in self.workers if not w.aborted]
+        self._idle = [w for w in self._idle if not w.aborted]
 
     def close(self) -> None:
         with self._available:

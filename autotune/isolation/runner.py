@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from concurrent.futures import Executor, Future
-from typing import Any, ContextManager, Optional
+from typing import Any, Iterator, Optional
 
 from .. import codec, errors
 from ..compilers import InterpreterCompiler
@@ -236,19 +236,61 @@ class WorkerCompiler:
     def __init__(self, runner: IsolatedRunner) -> None:
         self.runner = runner
         self.pool = compile_workers()
+        self._current = _CompileSession()
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def session(self, executor: Executor) -> Iterator[None]:
+        """Held by the pipeline around the whole drain, and left before it waits for its pool threads. Left by
+        an exception (Ctrl-C, a worker's error), it kills the compile workers this session's threads are using
+        and starts no more compiles: a compile that hangs (no timeout under isolation, or a long one) would
+        otherwise keep the pipeline waiting for its thread, and the exception from reaching the caller."""
+        self._current = session = _CompileSession()
+        try:
+            yield
+        except BaseException:
+            session.end()
+            raise
 
     def submit(self, config: Config, executor: Executor) -> Future:
-        return executor.submit(self._compile, config)
+        return executor.submit(self._compile, config, self._current)
 
-    def _compile(self, config: Config) -> float:
+    def _compile(self, config: Config, session: "_CompileSession") -> float:
         with self.pool.borrow(self.runner.tuning.compile_workers) as worker:   # waits while all N are busy
-            return self.runner.compile(config, worker)
+            with session.using(worker):
+                return self.runner.compile(config, worker)
 
     def finalize(self, config: Config, result: Any) -> Any:
         return result       # the seconds the compile took in the worker (the tuner records them as compile_s)
+
+
+class _CompileSession:
+    """The compile workers one pipeline session's threads are using, so that `end` can kill them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._using: set[Worker] = set()
+        self._ended = False
+
+    @contextlib.contextmanager
+    def using(self, worker: Worker) -> Iterator[None]:
+        """Note that the calling thread compiles in `worker`; after `end`, refuse (no new compile starts)."""
+        with self._lock:
+            if self._ended:
+                raise AutotuneError("the tuning ended before this config's compile started")
+            self._using.add(worker)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._using.discard(worker)
+
+    def end(self) -> None:
+        """Kill the process groups of the workers in use (`Worker.abort`: their threads get end-of-file at once
+        and return; the pool replaces those workers later) and let no compile start from now on."""
+        with self._lock:       # held while aborting: a thread cannot give a worker back to the pool meanwhile
+            self._ended = True
+            for worker in self._using:
+                worker.abort()
 
 
 def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner]:
