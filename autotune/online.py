@@ -15,6 +15,7 @@ caller never sees a wrong result. During CUDA-graph capture the current best con
 """
 from __future__ import annotations
 
+import collections
 import logging
 import statistics
 import threading
@@ -26,6 +27,7 @@ from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
 from .reference import Reference
+from .thread_pool import DaemonThreadPool, exiting
 
 __all__ = ["OnlineSession", "OnlineTuner"]
 
@@ -38,7 +40,7 @@ class OnlineSession:
     """One key being tuned across real calls. Thread-safe; owned by the decorated kernel until decided."""
 
     def __init__(self, *, kernel_name: str, candidates: Sequence[Config], start: Config, samples: int,
-                 compiler: Any, workers: int, on_gpu: bool, verify: Any, restore_value: Sequence[str],
+                 on_gpu: bool, verify: Any, restore_value: Sequence[str],
                  reset_to_zero: Sequence[str] = (), decide: Callable[[Config, list[Trial], float], None]) -> None:
         self.kernel_name = kernel_name
         self.candidates = list(dict.fromkeys(candidates))
@@ -60,15 +62,18 @@ class OnlineSession:
         self.launches = 0
         self.decided = False
         self._started = time.perf_counter()
-        self._compiling = threading.Thread(target=self._compile_all, args=(compiler, workers),
-                                           name=f"autotune-online-{kernel_name}", daemon=True)
-        self._compiling.start()
+        self._compiled = threading.Event()                 # set once every candidate compiled or failed
 
     # -- background compile ---------------------------------------------------------------------------
 
-    def _compile_all(self, compiler: Any, workers: int) -> None:
+    def compile_all(self, compiler: Any, workers: int, pool: Optional[DaemonThreadPool],
+                    timeout_s: Optional[float] = None) -> None:
+        """Compile every candidate (on the kernel's shared `pool`, or inline with `workers=0`); called by the
+        kernel's driver thread (`OnlineTuner`). `compile_timeout_s` applies, so a hung compile does not keep the
+        kernel's later keys from compiling."""
         try:
-            with compile_in_order_of_completion(self.candidates, compiler, workers=workers) as outcomes:
+            with compile_in_order_of_completion(self.candidates, compiler, workers=workers, pool=pool,
+                                                timeout_s=timeout_s if workers > 0 else None) as outcomes:
                 for outcome in outcomes:
                     with self._lock:
                         self._compile_s[outcome.config] = outcome.compile_s
@@ -77,7 +82,10 @@ class OnlineSession:
                         else:
                             self._failed[outcome.config] = (outcome.status, f"{outcome.error}")
         except Exception as exc:   # a broken pool: the calls go on with the best known config
-            logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
+            if not exiting():      # at exit the queued compiles are cancelled on purpose
+                logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
+        finally:
+            self._compiled.set()
 
     # -- progress -------------------------------------------------------------------------------------
 
@@ -230,7 +238,7 @@ class OnlineSession:
 
     def _maybe_decide(self) -> None:
         with self._lock:
-            if self.decided or self._compiling.is_alive() or self._pending:
+            if self.decided or not self._compiled.is_set() or self._pending:
                 return
             if any(c not in self._failed and len(self._samples[c]) < self.samples_wanted for c in self.candidates):
                 return
@@ -254,12 +262,22 @@ class OnlineSession:
 
 
 class OnlineTuner:
-    """The online sessions of one decorated kernel, one per key in progress."""
+    """The online sessions of one decorated kernel, one per key in progress.
+
+    Their compiles are bounded per kernel, however many keys are new: one driver thread (started while sessions
+    wait to compile, gone when none does) takes the sessions in the order their keys were met and compiles each
+    one's candidates through the pipeline on one pool of `compile_workers` daemon threads shared by all of them
+    (idle threads end; queued compiles are cancelled at exit)."""
+
+    IDLE_TIMEOUT_S = 5.0   # a shared pool thread with nothing to compile for this long ends
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self._sessions: dict[tuple, OnlineSession] = {}
         self._lock = threading.Lock()
+        self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
+        self._driver: Optional[threading.Thread] = None
+        self._pool: Optional[DaemonThreadPool] = None
 
     def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
         """A stored winner when there is one, else the session's best config known (how = "online")."""
@@ -290,10 +308,29 @@ class OnlineTuner:
             if session is None:
                 session = self._sessions[(key, dtypes)] = OnlineSession(
                     kernel_name=kernel.name, candidates=kept, start=start, samples=kernel.tuning.reps,
-                    compiler=kernel.compiler_for(prepare), workers=kernel.tuning.compile_workers,
                     on_gpu=not kernel.interpreted, verify=kernel.verify, restore_value=kernel.restore_value,
                     reset_to_zero=kernel.reset_to_zero, decide=decide)
+                self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
+                if self._driver is None:
+                    self._driver = threading.Thread(target=self._drive, name=f"autotune-online-{kernel.name}",
+                                                    daemon=True)
+                    self._driver.start()
         return session.best, None, "online"
+
+    def _drive(self) -> None:
+        """The driver thread: compile the waiting sessions' candidates one session after another (each on the
+        shared pool, so that pool is what bounds the compiles), then end."""
+        while True:
+            with self._lock:
+                if not self._to_compile or exiting():
+                    self._driver = None
+                    return
+                session, compiler, workers = self._to_compile.popleft()
+                if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
+                    self._pool = DaemonThreadPool(workers, f"autotune-compile-online-{self.kernel.name}",
+                                                  idle_timeout_s=self.IDLE_TIMEOUT_S, cancel_at_exit=True)
+                pool = self._pool if workers > 0 else None
+            session.compile_all(compiler, workers, pool, self.kernel.tuning.compile_timeout_s)
 
     def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:
         """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""

@@ -9,13 +9,14 @@ import collections
 import contextlib
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
 
 from .errors import FailureKind, classify
 from .record import TrialStatus
 from .space import Config
+from .thread_pool import DaemonThreadPool
 
 
 class Compiler(Protocol):
@@ -124,30 +125,34 @@ def compile_failure(config: Config, exc: Exception, compile_s: Optional[float] =
 
 
 def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler, *, workers: int,
-                                   timeout_s: Optional[float] = None) -> ContextManager[Iterator[CompileOutcome]]:
+                                   timeout_s: Optional[float] = None, pool: Optional[DaemonThreadPool] = None,
+                                   ) -> ContextManager[Iterator[CompileOutcome]]:
     """Context manager yielding an iterator of `CompileOutcome`s in completion order.
 
     Leaving the context (normally, by an exception or by Ctrl-C) cancels what has not started and waits for
-    the compiles in flight, so no pool thread outlives the tuning.
+    the compiles in flight, so no pool thread outlives the tuning. With `pool` (a pool shared by online
+    sessions) the compiles run there instead of in a pool of `workers` threads of this tuning's own, and leaving
+    cancels and waits for this tuning's compiles only.
     """
-    return _pipeline(list(configs), compiler, workers, timeout_s)
+    return _pipeline(list(configs), compiler, workers, timeout_s, pool=pool)
 
 
 @contextlib.contextmanager
 def _pipeline(configs: Any, compiler: Compiler, workers: int, timeout_s: Optional[float],
-              ahead: int = 0) -> Iterator[Iterator[CompileOutcome]]:
+              ahead: int = 0, pool: Optional[DaemonThreadPool] = None) -> Iterator[Iterator[CompileOutcome]]:
     if workers <= 0:
         executor: Executor = InlineExecutor()
         with compiler.session(executor):
             yield _serial(configs, compiler, executor, ahead)
         return
-    executor = StartTrackingExecutor(workers)
+    executor = StartTrackingExecutor(workers, pool=pool)
     abandoned = threading.Event()
     try:
         with compiler.session(executor):
             yield _parallel(configs, compiler, executor, timeout_s, abandoned, ahead)
     finally:
-        # A compile that timed out cannot be stopped; everything else is waited for.
+        # A compile that timed out cannot be stopped; everything else is waited for. (Pool threads are daemons:
+        # an abandoned compile never holds the process at exit.)
         executor.shutdown(wait=not abandoned.is_set(), cancel_futures=True)
 
 
@@ -234,6 +239,9 @@ def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: O
             for future in _expired(pending, timeout_s):
                 sub = pending.pop(future)
                 abandoned.set()
+                executor_abandon = getattr(executor, "abandon", None)
+                if executor_abandon is not None:    # its thread is not waited for; another may take its place
+                    executor_abandon(future)
                 if abandon is not None:
                     abandon(sub.config)
                 yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
@@ -247,19 +255,40 @@ def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: O
 
 
 class StartTrackingExecutor(Executor):
-    """A thread pool whose futures remember when their compile started and ended (timeouts, `compile_s`)."""
+    """A pool of daemon threads whose futures remember when their compile started and ended (timeouts,
+    `compile_s`). By default it owns a `DaemonThreadPool` of `max_workers` threads; given a shared `pool`, it
+    submits there and its `shutdown` cancels and waits for its own compiles only, leaving the pool running."""
 
-    def __init__(self, max_workers: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="autotune-compile")
+    def __init__(self, max_workers: int, pool: Optional[DaemonThreadPool] = None) -> None:
+        self._owned = pool is None
+        self._pool = pool if pool is not None else DaemonThreadPool(max_workers, "autotune-compile")
+        self._mine: list[Future] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         clock: dict[str, float] = {}
         future = self._pool.submit(_timed_call, clock, fn, args, kwargs)
         future._autotune_clock = clock  # type: ignore[attr-defined]
+        if not self._owned:
+            self._mine.append(future)
         return future
 
+    def abandon(self, future: Future) -> None:
+        """Stop counting the thread of a compile past its timeout: see `DaemonThreadPool.abandon`."""
+        self._pool.abandon(future)
+        if future in self._mine:
+            self._mine.remove(future)
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+        if self._owned:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+            return
+        if cancel_futures:
+            self._pool.cancel(self._mine)
+        if wait:
+            for future in self._mine:
+                with contextlib.suppress(CancelledError):
+                    future.exception()   # waits until it ran (returns its error, raises nothing else)
+        self._mine = []
 
 
 def _next_deadline(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> Optional[float]:

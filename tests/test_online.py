@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -189,3 +191,55 @@ def test_under_verify_even_the_first_call_is_checked():
         for _ in range(20):
             call(kernel)
     assert kernel.record().winner["BAD"] == 0
+
+
+def test_background_compiles_do_not_hold_the_process_at_exit(tmp_path):
+    """Online mode: a script that met a new key exits once it is done; the compile in flight (here one that never
+    ends) is not waited for and the queued ones are cancelled at exit."""
+    from test_pipeline import run_child_that_leaves_a_hanging_compile
+
+    kernel = """
+add = autotune(space={"BLOCK": [64, 32, 128, 256, 512]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+               tuning=Tuning(mode="online", compile_workers=1, reps=2))(add_kernel)
+add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+"""
+    run_child_that_leaves_a_hanging_compile(tmp_path, kernel, "add.cache_info()['online']")
+
+
+def test_many_new_keys_share_one_bounded_compile_pool():
+    """However many keys are new, one kernel's background compiles run on one pool of compile_workers threads
+    driven by one thread, not a session thread and a pool per key."""
+    from autotune.compilers import FunctionCompiler
+
+    gate, lock = threading.Event(), threading.Lock()
+    running = [0, 0]                                   # compiles running now, most ever at once
+
+    def compile_fn(config):
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        gate.wait(60)
+        with lock:
+            running[0] -= 1
+
+    kernel = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      tuning=Tuning(mode="online", compile_workers=2, reps=2))(slow_add)
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+    keys = 12
+    try:
+        for n in range(100, 100 + keys):
+            call(kernel, n)
+        deadline = time.monotonic() + 60
+        while running[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        names = [t.name for t in threading.enumerate()]
+        assert len(kernel.cache_info()["online"]) == keys
+    finally:
+        gate.set()
+    assert running[1] == 2
+    assert sum(n.startswith("autotune-compile") for n in names) <= 2, names
+    assert sum(n.startswith("autotune-online") for n in names) <= 1, names
+    for thread in threading.enumerate():               # every key's candidates compile, then the driver ends
+        if thread.name.startswith("autotune-online"):
+            thread.join(60)
+    assert running[1] == 2

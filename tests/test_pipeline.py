@@ -191,3 +191,56 @@ def test_proposals_compile_while_earlier_ones_are_measured(workers):
         assert [a[:2] for a in asks[1:7]] == [(i, 1) for i in range(1, 7)]
         assert consumed == configs
     assert asks[-1][2] == []
+
+
+HANGING_COMPILE_CHILD = """
+import sys, threading
+sys.path.insert(0, {tests!r})
+from autotune import Tuning, autotune
+from autotune.compilers import FunctionCompiler
+from kernels_for_tests import add_kernel
+import torch
+
+def compile_fn(config):
+    if config["BLOCK"] == 64:
+        threading.Event().wait()          # a compile that never ends
+{kernel}
+x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
+add(x, y, out, 64)
+assert torch.equal(out, x + y)
+print("RETURNED", {report}, flush=True)
+"""
+
+
+def run_child_that_leaves_a_hanging_compile(tmp_path, kernel: str, report: str) -> str:
+    """Run HANGING_COMPILE_CHILD in a fresh interpreter; return its output once it exited. A process held by the
+    hanging compile is killed after a limit that only a hang reaches (the child needs seconds)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    code = HANGING_COMPILE_CHILD.format(tests=str(tests), kernel=kernel, report=report)
+    env = dict(os.environ, PYTHONPATH=str(tests.parent), TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
+               AUTOTUNE_CACHE_DIR=str(tmp_path / "child-cache"))
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process did not exit after its last line; it printed {exc.stdout!r}")
+    assert res.returncode == 0, res.stderr
+    assert "RETURNED" in res.stdout, res.stdout
+    return res.stdout
+
+
+def test_a_compile_abandoned_by_compile_timeout_does_not_hold_the_process_at_exit(tmp_path):
+    """Pool threads are daemons: the interpreter does not join the thread of a compile that hangs, so a script
+    whose tuning abandoned one (compile_timeout_s, in-process) still exits once it is done."""
+    kernel = """
+add = autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+               tuning=Tuning(isolate="off", compile_workers=2, compile_timeout_s=1, warmup=0, reps=1,
+                             refine_topk=0))(add_kernel)
+add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+"""
+    out = run_child_that_leaves_a_hanging_compile(
+        tmp_path, kernel, "{t.config['BLOCK']: t.status.value for t in add.record((64,)).trials}")
+    assert "{32: 'ok', 64: 'timeout', 128: 'ok'}" in out
