@@ -89,8 +89,9 @@ class Worker:
                 raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
             return self.conn.recv()
         except (EOFError, ConnectionError, OSError) as exc:
+            proc = self.proc     # read once: shutdown() on another thread may kill() it and set None meanwhile
             try:   # the broken socket usually means it died: its status says how
-                code = self.proc.wait(timeout=10) if self.proc is not None else None
+                code = proc.wait(timeout=10) if proc is not None else None
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
