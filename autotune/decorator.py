@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
 
+from .call_arguments import CallSignature
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, warn_at_caller
 from .keys import KeyBuilder
@@ -116,7 +117,8 @@ class Autotuned(KernelInspection, KernelInterface):
         # the check.
         provided = set(fields) | set(derive) | {name for layer in heuristics_layers(fn, self.base_fn)
                                                 for name in layer.values}
-        self._tuned_names = frozenset(fields) | frozenset(derive)
+        self._call_signature = CallSignature(self.name, self.arg_names, frozenset(fields) | frozenset(derive),
+                                             self.static_options)
         check_key(self.name, self._key, provided)
         check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
@@ -183,7 +185,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
         Returns (what Triton's launch returned, config, record, how it was found, grid launched).
         """
-        bound = self.bind(args, kwargs)
+        bound = self.bind(args, kwargs, strict=True)
         if warmup and has_dtype_stand_ins(bound.named.values()):   # KernelInterface.warmup(dtypes): tune nothing
             config, record, how = self._stored_winner(bound), None, "cache"
         else:
@@ -225,14 +227,15 @@ class Autotuned(KernelInspection, KernelInterface):
         """Tune (if needed) and compile the winner for these arguments without launching it."""
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
-    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> BoundCall:
-        """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning."""
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, strict: bool = False) -> BoundCall:
+        """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning. `strict`
+        (the native call path) also refuses what the triton.autotune drop-in passes through (call_arguments.py)."""
         args, kwargs = tuple(args), dict(kwargs)
         if len(args) > len(self.arg_names):
             raise TypeError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
                             f"got {len(args)} positional")
-        if kwargs:
-            self._check_keywords(args, kwargs)
+        if kwargs or (strict and len(args) > self._call_signature.first_tuned):
+            self._call_signature.check(args, kwargs, strict=strict)
         named = dict(self._defaults)
         named.update(zip(self.arg_names, args))
         named.update((k, v) for k, v in kwargs.items() if k in self._arg_name_set)   # not launch options (num_warps=)
@@ -244,19 +247,6 @@ class Autotuned(KernelInspection, KernelInterface):
                                 f"arguments: {', '.join(self.arg_names)}; tuned and derived ones come from the "
                                 "search space)")
         return BoundCall(args, kwargs, named)
-
-    def _check_keywords(self, args: tuple, kwargs: dict) -> None:
-        """The call's mistakes that no config can fix, raised before any tuning."""
-        twice = [n for n in self.arg_names[:len(args)] if n in kwargs]
-        if twice:
-            raise TypeError(f"{self.name}() got multiple values for argument {twice[0]!r}: it was given by position "
-                            "and by keyword")
-        tuned = sorted(kwargs.keys() & self._tuned_names)
-        if tuned:
-            example = f"{tuned[0]} == {kwargs[tuned[0]]!r}"
-            raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed to {self.name} and set by its "
-                              f"search space for each config: drop {tuned[0]}= from the call (to fix its "
-                              f"value, narrow the space instead, e.g. .where('${example}'))")
 
     def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:
         """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""

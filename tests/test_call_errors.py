@@ -78,13 +78,52 @@ def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_s
     launches = []
     run_trial = tuned._run_trial
     tuned._run_trial = lambda config, *args, **kwargs: launches.append(config) or run_trial(config, *args, **kwargs)
-    wrapped = triton.heuristics({"UNUSED": lambda args: 0})(tuned)
+    wrapped = triton.heuristics({"n": lambda args: 100})(tuned)   # a heuristic value must be a kernel argument
     grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)   # noqa: E731
     with pytest.raises(AutotuneError, match="warmup with dtypes instead of tensors.*call add_kernel.warmup"):
-        wrapped.warmup(torch.float32, torch.float32, torch.float32, 100, grid=grid)
+        wrapped.warmup(torch.float32, torch.float32, torch.float32, grid=grid)
     assert launches == []
     x, out = torch.ones(100), torch.zeros(100)
     tuned(x, x, out, 100)
     tried = len(launches)
-    wrapped.warmup(torch.float32, torch.float32, torch.float32, 100, grid=grid)
+    wrapped.warmup(torch.float32, torch.float32, torch.float32, grid=grid)
     assert tried > 0 and len(launches) == tried and tuned.best_config is not None
+
+
+def test_call_time_option_that_the_decorator_sets_statically_is_refused_not_overridden():
+    tuned, launches = _counting_add(num_warps=4)
+    x = torch.ones(8)
+    with pytest.raises(AutotuneError, match=r"num_warps=8 passed to add_kernel, whose @autotune\(num_warps=4\).*"
+                                            r"drop num_warps= from the call or from @autotune"):
+        tuned(x, x, torch.empty_like(x), 8, num_warps=8)
+    assert launches == []
+    out = torch.empty_like(x)
+    tuned(x, x, out, 8, num_stages=1)                  # an option the decorator does not set is the call's
+    assert torch.equal(out, 2 * x)
+
+
+def test_unknown_keyword_is_a_type_error_naming_the_closest_name_before_tuning():
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'num_warp'.*Did you mean 'num_warps'\?"):
+        tuned(x, x, torch.empty_like(x), 8, num_warp=4)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'outt'.*Did you mean 'out'\?"):
+        tuned(x, x, outt=torch.empty_like(x), n=8)
+    assert launches == []
+
+
+def test_unknown_keyword_passes_through_the_triton_autotune_drop_in_as_in_triton():
+    from autotune import compat
+
+    add = compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(add_kernel)
+    x, out = torch.ones(8), torch.empty(8)
+    add[(1,)](x, x, out, 8, not_an_argument=1)
+    assert torch.equal(out, 2 * x)
+
+
+def test_tuned_field_passed_by_position_is_refused_as_by_keyword_before_tuning():
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK passed by position to add_kernel"):
+        tuned(x, x, torch.empty_like(x), 8, 16)
+    assert launches == []

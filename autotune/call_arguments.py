@@ -1,0 +1,89 @@
+"""Checks of one call's keyword and positional arguments, run by `Autotuned.bind` before any tuning: a mistake in
+the call is the caller's, and no config can fix it, so it is raised at once with the fix instead of failing inside
+every trial (or, under the interpreter, being silently dropped)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Collection, Mapping, Sequence
+
+from .compilers import compile_option_names
+from .errors import OptionError, did_you_mean
+
+__all__ = ["CallSignature", "launch_option_names"]
+
+
+@functools.cache
+def launch_option_names() -> frozenset[str]:
+    """Every keyword Triton's `JITFunction.run` accepts besides the kernel's arguments: the fields of the installed
+    backends' options dataclasses (including those that are no tuning knob, such as `debug`), as Triton checks a
+    launch's keywords against them."""
+    names = set(compile_option_names())
+    try:
+        from triton.backends import backends
+    except Exception:  # pragma: no cover - a Triton without the backends registry
+        return frozenset(names)
+    for backend in backends.values():
+        module = __import__(backend.compiler.__module__, fromlist=["*"])
+        for value in vars(module).values():
+            if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__name__.endswith("Options"):
+                names.update(f.name for f in dataclasses.fields(value))
+    return frozenset(names)
+
+
+class CallSignature:
+    """What a call of one autotuned kernel may pass: its arguments (`arg_names`), the names each config sets
+    (`tuned`: the space's fields and derive='s) and the decorator's static compile options (`static`)."""
+
+    __slots__ = ("kernel", "arg_names", "tuned", "static", "first_tuned")
+
+    def __init__(self, kernel: str, arg_names: Sequence[str], tuned: Collection[str],
+                 static: Mapping[str, Any]) -> None:
+        self.kernel = kernel
+        self.arg_names = tuple(arg_names)
+        self.tuned = frozenset(tuned)
+        self.static = dict(static)
+        # A call with no keywords and at most this many positional arguments has nothing to check (the hot path).
+        self.first_tuned = min((i for i, n in enumerate(self.arg_names) if n in self.tuned), default=len(arg_names))
+
+    def check(self, args: tuple, kwargs: Mapping[str, Any], *, strict: bool) -> None:
+        """Raise for a call's mistakes. Always: an argument given by position and by keyword, a tuned field given
+        by keyword. With `strict` (the native call path; the triton.autotune drop-in passes unknown keywords
+        through, as Triton's Autotuner does): a tuned field given by position, a keyword that is also a static
+        option of the decorator (which would silently win), a keyword that is neither a kernel argument nor a
+        Triton launch option (a typo: the interpreter drops it, a GPU launch fails in every trial)."""
+        if kwargs:
+            twice = [n for n in self.arg_names[:len(args)] if n in kwargs]
+            if twice:
+                raise TypeError(f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
+                                "position and by keyword")
+            tuned = sorted(kwargs.keys() & self.tuned)
+            if tuned:
+                self._refuse_tuned(tuned, kwargs[tuned[0]], "", f"{tuned[0]}=")
+        if not strict:
+            return
+        positional = [(n, v) for n, v in zip(self.arg_names, args) if n in self.tuned]
+        if positional:
+            self._refuse_tuned([n for n, _ in positional], positional[0][1], " by position",
+                               f"the argument {positional[0][0]}")
+        if not kwargs:
+            return
+        static = sorted(kwargs.keys() & self.static.keys())
+        if static:
+            name = static[0]
+            raise OptionError(f"{name}={kwargs[name]!r} passed to {self.kernel}, whose @autotune({name}="
+                              f"{self.static[name]!r}) sets it for every config and would override the call: drop "
+                              f"{name}= from the call or from @autotune")
+        launch = launch_option_names()
+        unknown = sorted(k for k in kwargs if k not in self.arg_names and k not in launch)
+        if unknown:
+            valid: Collection[str] = set(self.arg_names) | compile_option_names()
+            raise TypeError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
+                            f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
+                            f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
+
+    def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str) -> None:
+        example = f"{tuned[0]} == {value!r}"
+        raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
+                          f"its search space for each config: drop {drop} from the call (to fix its value, narrow "
+                          f"the space instead, e.g. .where('${example}'))")
