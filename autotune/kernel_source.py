@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import dis
-import enum
 import hashlib
 import inspect
 import re
@@ -19,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from .errors import OptionError
 from .kernel_ref import base_kernel, python_function
-from .space_checksum import code_identity
+from .space_checksum import code_identity, stable_text
 
 __all__ = ["check_kernel_source", "kernel_source_text"]
 
@@ -131,7 +130,7 @@ class _Walk:
             return self.helper_line(name, value.value, depth)
         if getattr(value, "__triton_aggregate__", False) and inspect.isclass(value):
             return self.aggregate_line(name, value, depth)
-        stable = _stable(value)
+        stable = stable_text(value)
         if stable is not None:
             return f"{name} = {stable}"
         if type(value).__name__ == "constexpr" and hasattr(value, "value"):   # of a value with no stable text
@@ -275,31 +274,3 @@ def _is_jit_helper(value: Any) -> bool:
         return inspect.isfunction(python_function(value))
     except Exception:
         return False
-
-
-def _stable(value: Any, depth: int = 0) -> Optional[str]:
-    """A text for `value` that is the same in every process, or None when it has none (an object whose repr
-    shows an address): plain and numpy scalars, strings, tuples, lists and sets of them, `tl.constexpr`s, dtypes and
-    enums."""
-    if depth > _MAX_DEPTH:                      # a list that contains itself
-        return None
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        return repr(value)
-    if isinstance(value, enum.Enum):
-        return f"{type(value).__qualname__}.{value.name}"
-    if isinstance(value, (tuple, list, set, frozenset)):
-        items = [_stable(item, depth + 1) for item in value]
-        if None in items:
-            return None
-        if isinstance(value, (set, frozenset)):                  # ordered by PYTHONHASHSEED: sorted here
-            items.sort()
-        return f"{type(value).__name__}({', '.join(items)})"  # type: ignore[arg-type]
-    if type(value).__name__ == "constexpr" and hasattr(value, "value"):          # tl.constexpr(...)
-        inner = _stable(value.value, depth + 1)
-        return None if inner is None else f"constexpr({inner})"
-    module = type(value).__module__ or ""
-    if module == "numpy" and hasattr(value, "dtype") and getattr(value, "shape", None) == ():   # np.float32(0.5)
-        return f"{value.dtype}({value.item()!r})"
-    if module.split(".")[0] in ("triton", "torch") and "dtype" in type(value).__name__:   # tl.float16, torch.int32
-        return repr(value)
-    return None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
 
 from .errors import SpaceError
-from .space_checksum import code_identity, configs_checksum
+from .space_checksum import code_identity, configs_checksum, filter_identity
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
 
@@ -123,6 +123,8 @@ class SearchSpace(ABC):
 
     _preds: tuple[Callable[[Config], bool], ...] = ()
     _pred_sources: tuple[str, ...] = ()
+    _pred_ids: tuple[str | None, ...] = ()   # each filter's text in a lazy space's checksum (None: an eager space's)
+    _exact_len = True                        # whether `_len_all` counts the configs exactly (a union's is a bound)
     _cache: list[Config] | None = None
     _checksum: str | None = None
 
@@ -142,6 +144,10 @@ class SearchSpace(ABC):
     @abstractmethod
     def _describe(self) -> str:
         """A short repr of the unfiltered space."""
+
+    def _structure(self) -> str:
+        """What a lazy space's checksum hashes besides its filters: everything its unfiltered configs depend on."""
+        return self._describe()
 
     # -- immutability ---------------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -170,11 +176,16 @@ class SearchSpace(ABC):
         return (c for c in self._iter_all() if all(p(c) for p in preds))
 
     def __len__(self) -> int:
-        """The number of configs left after filtering."""
+        """The number of configs left after filtering. A lazy space raises SpaceError (also a TypeError, so that
+        `list(space)` still works) when that number is not known without listing it: filtered, or a union."""
         if self._cache is not None:
             return len(self._cache)
-        if not self._preds:
+        if not self._preds and self._exact_len:
             return self._len_all()
+        if self.lazy:
+            raise _UnknownLength(f"len() of a lazy {type(self).__name__} (over {LIST_LIMIT:,} configs, never listed): "
+                                 "how many configs its filters keep (or a union's parts share) is not known without "
+                                 f"listing them all; unfiltered_len() is {self._len_all():,}, the count before that")
         return len(self.configs())
 
     def __bool__(self) -> bool:
@@ -204,8 +215,12 @@ class SearchSpace(ABC):
         from .template import compile_predicate
 
         fn = compile_predicate(pred, config_fields=self._declared_fields())
-        source = pred if isinstance(pred, str) else getattr(pred, "__name__", repr(pred))
-        return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,))
+        source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
+        ident = None
+        if self.lazy:   # its checksum hashes the filter: one with no stable identity fails here, not at tuning
+            ident = (f"{pred} {code_identity(fn)}" if isinstance(pred, str) else f"callable {filter_identity(pred)}")
+        return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,),
+                             _pred_ids=self._pred_ids + (ident,))
 
     def __add__(self, other: Any) -> "SearchSpace":
         """The union: this space's configs, then the other's, duplicates dropped."""
@@ -217,23 +232,23 @@ class SearchSpace(ABC):
     def _union(self, other: Any, *, self_first: bool) -> "SearchSpace":
         from .space_input import as_space   # it builds spaces of this module's classes
 
-        try:
-            other_space = as_space(other)
-        except SpaceError:
-            return NotImplemented
+        if not isinstance(other, (SearchSpace, Mapping, list, tuple)):
+            return NotImplemented   # Python then tries the other operand, else raises its TypeError
+        other_space = as_space(other)   # a list with a bad item: its SpaceError names the item
         return UnionSpace(self, other_space) if self_first else UnionSpace(other_space, self)
 
     def checksum(self) -> str:
         """sha256 hex of the ordered configs' canonical JSON: stable across processes and hash seeds. A lazy
-        space is not listed: its checksum is that of its axes and the sources of its filters."""
+        space is not listed: its checksum is that of its structure (axes; a FixedSpace's configs; a union's parts'
+        checksums) and the identities of its filters (`filter_identity`)."""
         if self._checksum is None:
             self._set(_checksum=self._structural_checksum() if self.lazy else configs_checksum(self))
         return self._checksum  # type: ignore[return-value]
 
     def _structural_checksum(self) -> str:
-        h = hashlib.sha256(self._describe().encode())
-        for pred, source in zip(self._preds, self._pred_sources):
-            h.update(b"\nwhere " + source.encode() + b" " + code_identity(pred).encode())
+        h = hashlib.sha256(self._structure().encode())
+        for ident in self._pred_ids:
+            h.update(b"\nwhere " + str(ident).encode())
         return h.hexdigest()
 
     @property
@@ -283,6 +298,11 @@ class SearchSpace(ABC):
     def __repr__(self) -> str:
         return self._describe() + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
                                           for s in self._pred_sources)
+
+
+class _UnknownLength(SpaceError, TypeError):
+    """len() of a lazy space whose count is not known without listing it. A TypeError too: `list(space)` asks
+    len() for a size hint and goes on without one only after a TypeError."""
 
 
 def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
@@ -428,9 +448,14 @@ class FixedSpace(SearchSpace):
         more = f", ... ({len(self._items)} configs)" if len(self._items) > 3 else ""
         return f"FixedSpace([{shown}{more}])"
 
+    def _structure(self) -> str:
+        return "FixedSpace " + configs_checksum(self._items)   # all its configs: `_describe` shows three
+
 
 class UnionSpace(SearchSpace):
     """`a + b`: the configs of `a`, then those of `b`, duplicates dropped."""
+
+    _exact_len = False      # `_len_all` counts a config in both parts twice
 
     def __init__(self, first: SearchSpace, second: SearchSpace) -> None:
         self._set(_parts=(first, second))
@@ -468,3 +493,6 @@ class UnionSpace(SearchSpace):
 
     def _describe(self) -> str:
         return f"({self._parts[0]!r} + {self._parts[1]!r})"
+
+    def _structure(self) -> str:
+        return f"union {self._parts[0].checksum()} {self._parts[1].checksum()}"   # a part's repr misses its filters

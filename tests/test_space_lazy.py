@@ -1,0 +1,130 @@
+"""Lazy spaces (too large to list): their checksum (the cache key) in every process, len(), and `space + list`."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from hash_seeds import printed_under_hash_seeds
+
+from autotune.errors import SpaceError
+from autotune.space import CartesianSpace, Config, FixedSpace
+
+
+def big() -> CartesianSpace:
+    return CartesianSpace(A=range(1000), B=range(1000))
+
+
+def fits(c: Config, smem: int) -> bool:
+    return c.A * c.B <= smem
+
+
+class Fits:
+    def __init__(self, smem: int) -> None:
+        self.smem = smem
+
+    def __call__(self, c: Config) -> bool:
+        return c.A * c.B <= self.smem
+
+
+# ---------------------------------------------------------------------------------------------- eager checksums
+def test_an_eager_space_s_checksum_is_the_one_its_cache_entries_were_written_under():
+    """Golden values computed before lazy checksums changed: a listed space's checksum must never move, or every
+    existing cache entry would go stale."""
+    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).checksum() == \
+        "15dbb027c6546468b894fd7493c786157392373a499886f36321a3c1c1259f83"
+    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where("$BLOCK * $num_warps <= 256").checksum() == \
+        "f889d94bf3a0e0373d96d775f666d37e5ef06a8cb06693f9328c2e0ca08ba4eb"
+    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where(lambda c: c.BLOCK > 32).checksum() == \
+        "b96f53e0f5f7c28eb336d6319ff6de9538c4f5e7dca75e0da16590864258f65d"
+    assert FixedSpace([{"BLOCK": 32}, {"BLOCK": 64, "num_warps": 4}, {"A": "x", "T": (1, 2)}, {"BLOCK": 1.5},
+                       {"B": None}]).checksum() == "2f1388ff9f6407b3a426eab40bb8529512048b4b2dff40007ace2239fbd7d7a1"
+    assert (CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}, {"BLOCK": 32}])).checksum() == \
+        "78440f65ee9687d0e495ab92a0a286538f620ffc369ff59a09112886f621766e"
+    assert ((CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}])).where("$BLOCK > 32")).checksum() == \
+        "00a0bacc39312230aaf2cddbe9548a3cb474888fd4336027e1466276b54b1610"
+    assert big().where("$A < 5").checksum() == "a5903aad082859c3bcd0800224ce82ab20a1fed28f58ad68836fe7a8efe1d730"
+
+
+# ---------------------------------------------------------------------------------------------- lazy filters
+def test_partial_callable_object_and_set_closure_filters_give_one_checksum_in_every_process():
+    code = ("import functools\n"
+            "from autotune.space import CartesianSpace\n"
+            "def fits(c, smem):\n    return c.A * c.B <= smem\n"
+            "class Fits:\n    def __init__(self, smem):\n        self.smem = smem\n"
+            "    def __call__(self, c):\n        return c.A * c.B <= self.smem\n"
+            "def make():\n    allowed = {'row', 'col', 'tile', 'split', 'stream', 'persistent'}\n"
+            "    return lambda c: c.MODE in allowed\n"
+            "big = lambda: CartesianSpace(A=range(1000), B=range(1000), MODE=('row', 'col'))\n"
+            "print(big().where(functools.partial(fits, smem=4096)).checksum(), big().where(Fits(4096)).checksum(),\n"
+            "      big().where(make()).checksum())")
+    outs = printed_under_hash_seeds(code, ("1", "2", "3"))
+    assert len(set(outs)) == 1, outs
+    changed = printed_under_hash_seeds(code.replace("4096", "8192").replace("'stream'", "'other'"), ("1",))[0]
+    assert all(a != b for a, b in zip(outs[0].split(), changed.split()))
+
+
+def test_a_partial_or_callable_object_s_arguments_are_in_the_checksum():
+    assert big().where(functools.partial(fits, smem=10)).checksum() != \
+        big().where(functools.partial(fits, smem=10**6)).checksum()
+    assert big().where(Fits(10)).checksum() != big().where(Fits(10**6)).checksum()
+    assert big().where(Fits(10)).checksum() == big().where(Fits(10)).checksum()
+
+
+def test_a_lazy_filter_s_checksum_follows_the_module_globals_it_reads():
+    code = ("from autotune.space import CartesianSpace\n"
+            "LIMIT = 10\n"
+            "print(CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: c.A < LIMIT).checksum())")
+    ten = printed_under_hash_seeds(code, ("1", "2"))
+    assert ten[0] == ten[1]
+    assert printed_under_hash_seeds(code.replace("LIMIT = 10", "LIMIT = 999"), ("1",))[0] != ten[0]
+
+
+def test_a_filter_with_no_stable_text_is_refused_at_where_on_a_lazy_space_only():
+    class Opaque:
+        pass
+
+    odd = functools.partial(lambda c, o: True, o=Opaque())
+    with pytest.raises(SpaceError, match=r"argument o = .*Opaque.*\$X expression string.*module-level function"):
+        big().where(odd)
+    with pytest.raises(SpaceError, match="no Python code"):
+        big().where(callable)
+    assert len(CartesianSpace(A=(1, 2)).where(odd)) == 2     # an eager space's checksum lists its configs
+
+
+# ---------------------------------------------------------------------------------------------- lazy unions
+def test_a_lazy_union_s_checksum_covers_its_parts_filters_and_every_fixed_config():
+    one = FixedSpace([{"A": 1, "B": 1}])
+    assert (big().where(lambda c: c.A < 10) + one).checksum() != (big().where(lambda c: c.A > 990) + one).checksum()
+
+    def fixed(k: int) -> FixedSpace:
+        return FixedSpace([{"A": i, "B": 0} for i in range(3)] + [{"A": k, "B": 5}])
+    assert (big() + fixed(7)).checksum() != (big() + fixed(2000)).checksum()
+    assert (big() + fixed(7)).checksum() == (big() + fixed(7)).checksum()
+
+
+# ---------------------------------------------------------------------------------------------- len
+def test_len_of_a_lazy_filtered_space_or_union_raises_naming_unfiltered_len_and_list_still_works():
+    s = CartesianSpace(A=range(400), B=range(251)).where("$A < 2")
+    assert s.lazy
+    with pytest.raises(SpaceError, match=r"unfiltered_len\(\) is 100,400"):
+        len(s)
+    with pytest.raises(SpaceError, match="not known without listing"):
+        len(big() + FixedSpace([{"A": 1, "B": 1}]))
+    assert len(big()) == 10**6                                 # unfiltered: the product, exact
+    assert len(list(s)) == 502 and len(s.configs()) == 502
+
+
+def test_len_of_an_eager_union_counts_a_config_in_both_parts_once():
+    u = CartesianSpace(A=(1, 2)) + FixedSpace([{"A": 1}])
+    assert len(u) == 2 == len(u.configs())
+
+
+# ---------------------------------------------------------------------------------------------- space + list
+def test_adding_a_list_with_a_bad_item_raises_the_space_error_naming_it():
+    with pytest.raises(SpaceError, match="space item 1 is int 256"):
+        CartesianSpace(BLOCK=(32, 64)) + [{"BLOCK": 128}, 256]
+    with pytest.raises(SpaceError, match="space item 0 is int"):
+        [7] + CartesianSpace(BLOCK=(32, 64))
+    with pytest.raises(TypeError, match="unsupported operand"):
+        CartesianSpace(BLOCK=(32, 64)) + 3
