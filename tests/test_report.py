@@ -449,3 +449,21 @@ def test_failed_configs_are_marked_labels_not_bars_on_the_time_axis():
     assert sorted(round(b.get_width(), 6) for b in bars) == [1.0, 2.0]        # one bar per measured config only
     marks = [t.get_text() for t in ax.texts if "\u2717" in t.get_text()]
     assert sorted(marks) == ["\u2717 compile_error", "\u2717 runtime_error"]
+
+
+def test_skipped_configs_are_counted_as_skipped_not_failed():
+    """A config prune= removed (or the lone config of a one-config space, launched without a time) is no failure:
+    the table, the summary line and the chart's title say "skipped", and a winner without a time keeps its '*'."""
+    pruned = make_record([ok(Config(BLOCK=32), 0.02), Trial(config=Config(BLOCK=64), status=TrialStatus.SKIPPED),
+                          ok(Config(BLOCK=128), 0.015), Trial(config=Config(BLOCK=256), status=TrialStatus.SKIPPED)])
+    assert ": 4 trials, 2 ok, 0 failed, 2 skipped; winner Config(BLOCK=128)" in report_table(pruned)
+    assert "| 2/2 ok, 2 skipped |" in format_summary(pruned, cache_hit=False)
+    pytest.importorskip("matplotlib")
+    from autotune.reporting.plot import trial_figure
+
+    title = trial_figure(pruned)._suptitle.get_text()
+    assert "2 skipped" in title and "failed" not in title
+    alone = make_record([Trial(config=Config(BLOCK=64), status=TrialStatus.SKIPPED)], winner=Config(BLOCK=64))
+    table = report_table(alone)
+    assert ": 1 trials, 0 ok, 0 failed, 1 skipped;" in table
+    assert table.splitlines()[-1].split()[0] == "*"

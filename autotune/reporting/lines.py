@@ -36,7 +36,7 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     Exact format (single spaces; `|` separates the parts)::
 
         autotune: {kernel} key={key tuple}[ {dtype,dtype...}] -> {winner Config repr} {winner median} ms
-          | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n trials} ok[ | {strategy}: {n} of {size} tried]
+          | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n measured or failed} ok[, {n} skipped][ | {strategy}: {n} of {size} tried]
           | tuned in {tuning_s:.2f} s ({hit})
 
     (on one line) where
@@ -60,9 +60,10 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     ranked = [t for rank, t in ranking.ranked(record) if rank is not None]
     top = "; ".join(f"{format_config(t.config)} {format_ms(t.median_ms)} ms (x{format_ratio(ratio(t, reference))})"
                     for t in ranked[:3]) or "-"
-    n_ok = len(ranked)
+    n_ok, n_failed, n_skipped = ranking.outcome_counts(record)
+    skipped = f", {n_skipped} skipped" if n_skipped else ""
     return (f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
-            f" | top3: {top} | {n_ok}/{len(record.trials)} ok{_searched(record)}"
+            f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
             f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})")
 
 

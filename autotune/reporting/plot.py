@@ -9,7 +9,7 @@ from ..format import format_config, format_ms, format_record_key
 from ..record import TuningRecord
 from .export import PathLike
 from . import ranking
-from .ranking import format_ratio, reference_ms
+from .ranking import format_ratio, outcome_counts, reference_ms
 
 __all__ = ["plot_trials", "trial_figure"]
 
@@ -113,10 +113,11 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
     if ranked:
         ax.set_ylim(len(ranked) - 0.5, -0.5)  # fastest at the top
     ax.set_xlabel("median time per launch (ms)" + (", log scale" if log_axis else ""))
-    n_fail = sum(1 for r, _ in ranked if r is None)
+    _, n_fail, n_skipped = outcome_counts(record)
     title = f"{record.kernel} {format_record_key(record)} on {record.device}\n{len(ranked)} configs"
-    if n_fail:
-        title += f", {n_fail} failed (marked \u2717 with their status, at the bottom)"
+    if n_fail or n_skipped:
+        unranked = [f"{n_fail} failed"] * bool(n_fail) + [f"{n_skipped} skipped"] * bool(n_skipped)
+        title += f", {' and '.join(unranked)} (marked \u2717 with their status, at the bottom)"
     if not label_all:
         title += f"; fastest {_LABEL_TOP} labelled"
     title += f"; tuned in {record.tuning_s:.2f} s"

@@ -6,12 +6,26 @@ from typing import Optional
 
 from ..record import Trial, TrialStatus, TuningRecord
 
-__all__ = ["is_ok", "ranked", "reference_ms", "ratio", "format_ratio"]
+__all__ = ["is_ok", "ranked", "reference_ms", "ratio", "format_ratio", "outcome_counts", "format_counts"]
 
 
 def is_ok(trial: Trial) -> bool:
     """A trial that ran and has a finite median."""
     return trial.status is TrialStatus.OK and trial.median_ms is not None and math.isfinite(trial.median_ms)
+
+
+def outcome_counts(record: TuningRecord) -> tuple[int, int, int]:
+    """(measured ok, failed, skipped): a skipped config (removed by prune=, not tried by a search or a time
+    budget, the lone config of a one-config space) is not a failure."""
+    ok = sum(1 for t in record.trials if is_ok(t))
+    skipped = sum(1 for t in record.trials if t.status is TrialStatus.SKIPPED)
+    return ok, len(record.trials) - ok - skipped, skipped
+
+
+def format_counts(record: TuningRecord) -> str:
+    """`4 trials, 2 ok, 0 failed, 2 skipped` (the skipped part only when there are some)."""
+    ok, failed, skipped = outcome_counts(record)
+    return (f"{len(record.trials)} trials, {ok} ok, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
 
 
 def ranked(record: TuningRecord) -> list[tuple[Optional[int], Trial]]:

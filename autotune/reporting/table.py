@@ -7,7 +7,7 @@ from ..format import format_config, format_ms, format_record_key, format_table, 
 from ..record import TuningRecord
 from .export import PathLike, record_to_csv, record_to_json
 from .plot import plot_trials
-from .ranking import format_ratio, is_ok, ranked, ratio, reference_ms
+from .ranking import format_counts, format_ratio, ranked, ratio, reference_ms
 
 __all__ = ["report_table", "render_report"]
 
@@ -15,17 +15,18 @@ __all__ = ["report_table", "render_report"]
 def report_table(record: TuningRecord) -> str:
     """Every trial as a text table, fastest first, failures last, under a one-line header.
 
-    Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed; winner {Config}
-    {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `-` for failures),
+    Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
+    {Config} {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `*` alone a winner launched
+    without a time, `-` for the other unranked),
     `config` (`BLOCK=64, num_warps=4`), `median ms`, `min ms`, `status`, `x-winner` (median over
     the winner's median), `error` (one line, at most 80 characters).
     """
     reference = reference_ms(record)
     rows = []
     for rank, trial in ranked(record):
-        mark = "*" if trial.config == record.winner and rank is not None else ""
+        is_winner = trial.config == record.winner
         rows.append([
-            f"{rank}{mark}" if rank is not None else "-",
+            f"{rank}{'*' if is_winner else ''}" if rank is not None else ("*" if is_winner else "-"),
             format_config(trial.config, sep=", "),
             format_ms(trial.median_ms),
             format_ms(trial.min_ms),
@@ -33,10 +34,9 @@ def report_table(record: TuningRecord) -> str:
             format_ratio(ratio(trial, reference)),
             one_line(trial.error, 80),
         ])
-    n_ok = sum(1 for t in record.trials if is_ok(t))
     winner = record.winner_trial
-    header = (f"{record.kernel} {format_record_key(record)} on {record.device}: {len(record.trials)} trials, {n_ok} ok, "
-              f"{len(record.trials) - n_ok} failed; winner {record.winner!r} "
+    header = (f"{record.kernel} {format_record_key(record)} on {record.device}: {format_counts(record)}; "
+              f"winner {record.winner!r} "
               f"{format_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
     lines = format_table(["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows,
                          right={0, 2, 3, 5})
