@@ -325,6 +325,26 @@ def test_cli_report_several_keys_get_one_file_each(cached, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("r-*.json")) == ["r-1024_float32.json", "r-2048_float32.json"]
 
 
+def test_cli_report_files_of_records_whose_names_would_collide_are_kept_apart(tmp_path):
+    """Two kernels of one short name in different modules, and keys that differ only in characters a file name
+    cannot hold ("a_b" / "a-b"): each record gets its own file, none overwrites another."""
+    from cache_files import write_record
+
+    records = [make_record([ok(Config(BLOCK=32), 0.5)], kernel="add", kernel_id="m1:add", key=[100]),
+               make_record([ok(Config(BLOCK=64), 0.5)], kernel="add", kernel_id="m2:add", key=[100]),
+               make_record([ok(Config(BLOCK=8), 0.5)], kernel="add", kernel_id="m1:add", key=["a_b"]),
+               make_record([ok(Config(BLOCK=16), 0.5)], kernel="add", kernel_id="m1:add", key=["a-b"])]
+    for rec in records:
+        write_record(rec)
+    out = tmp_path / "out"
+    out.mkdir()
+    status, text = cli(["report", "add", "--json", str(out / "r.json")])
+    assert status == 0
+    written = sorted(out.glob("r-*.json"))
+    assert len(written) == 4 and text.count("wrote ") == 4
+    assert sorted(record_from_json(p).trials[0].config["BLOCK"] for p in written) == [8, 16, 32, 64]
+
+
 def test_cli_report_unknown_kernel_or_key_fails_with_a_hint(cached, capsys):
     status, text = cli(["report", "nope"])
     assert status == 1 and text == ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 from typing import Optional, TextIO
@@ -17,13 +18,30 @@ from .rows import safe_text
 __all__ = ["run_report_command", "register"]
 
 
-def _path_for(path: str, record: TuningRecord, many: bool) -> Path:
-    """With several records to write, `out.png` becomes `out-1024_float32.png` per record."""
+def _tag(record: TuningRecord) -> str:
+    """`1024_float32`: the record's key and dtypes as a file-name part."""
+    parts = [str(v) for v in normalise(record.key)] + [d.removeprefix("torch.") for d in record.dtypes]
+    return "_".join("".join(c if c.isalnum() or c in "-." else "-" for c in p) for p in parts) or "nokey"
+
+
+def _tags(records: list[TuningRecord]) -> list[str]:
+    """One file-name tag per record. Tags that would collide (two kernels of one name in different modules, keys
+    that differ only in characters a file name cannot hold, or in type) get a short hash of the kernel's identity
+    and the exact key, so no file overwrites another's."""
+    tags = [_tag(r) for r in records]
+    seen: dict[str, int] = {}
+    for tag in tags:
+        seen[tag] = seen.get(tag, 0) + 1
+    return [tag if seen[tag] == 1 else
+            f"{tag}-{hashlib.sha256(repr((r.kernel_id, r.key, r.dtypes)).encode()).hexdigest()[:8]}"
+            for tag, r in zip(tags, records)]
+
+
+def _path_for(path: str, tag: str, many: bool) -> Path:
+    """With several records to write, `out.png` becomes `out-<tag>.png` per record (`out-1024_float32.png`)."""
     target = Path(path)
     if not many:
         return target
-    parts = [str(v) for v in normalise(record.key)] + [d.removeprefix("torch.") for d in record.dtypes]
-    tag = "_".join("".join(c if c.isalnum() or c in "-." else "-" for c in p) for p in parts) or "nokey"
     return target.with_name(f"{target.stem}-{tag}{target.suffix}")
 
 
@@ -47,15 +65,16 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1
-    for i, record in enumerate(records):
+    tags = _tags(records)
+    for i, (record, tag) in enumerate(zip(records, tags)):
         if i:
             out.write("\n")
         try:
             table = render_report(
                 record,
-                png=_path_for(args.png, record, many) if args.png else None,
-                csv=_path_for(args.csv, record, many) if args.csv else None,
-                json=_path_for(args.json, record, many) if args.json else None,
+                png=_path_for(args.png, tag, many) if args.png else None,
+                csv=_path_for(args.csv, tag, many) if args.csv else None,
+                json=_path_for(args.json, tag, many) if args.json else None,
             )
         except AutotuneError as exc:
             print(f"autotune report: {exc}", file=sys.stderr)
@@ -65,7 +84,7 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         for option in ("png", "csv", "json"):
             value = getattr(args, option)
             if value:
-                out.write(f"wrote {_path_for(value, record, many)}\n")
+                out.write(f"wrote {_path_for(value, tag, many)}\n")
     return 0
 
 
