@@ -17,7 +17,8 @@ from typing import Any
 from .errors import ExpressionError, did_you_mean
 
 __all__ = [
-    "Expression", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2", "HELPERS",
+    "Expression", "to_grid", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2",
+    "HELPERS",
 ]
 
 
@@ -197,8 +198,9 @@ class Expression:
         return f"Expression({self.source!r}, what={self.what!r})"
 
 
-def _to_grid(value: Any, source: str) -> tuple[int, ...]:
-    """Normalise a grid result to a tuple of 1-3 non-negative Python ints, or raise ExpressionError."""
+def to_grid(value: Any, source: str) -> tuple[int, ...]:
+    """Normalise a grid result (of a $X expression, or of a callable grid: `source` names it in messages) to a
+    tuple of 1-3 non-negative Python ints, or raise ExpressionError."""
     if not isinstance(value, (tuple, list)):
         value = (value,)
     if not 1 <= len(value) <= 3:
@@ -241,7 +243,7 @@ def compile_grid(grid: str | tuple | list | Callable[[dict], Any] | None, *, con
         source = repr(grid)
 
         def from_string(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return _to_grid(expr(config, args), source)
+            return to_grid(expr(config, args), source)
         return from_string
     if isinstance(grid, (tuple, list)):
         if not 1 <= len(grid) <= 3:
@@ -262,14 +264,14 @@ def compile_grid(grid: str | tuple | list | Callable[[dict], Any] | None, *, con
         fixed = tuple(items)
 
         def from_items(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return _to_grid([i if type(i) is int else i(config, args) for i in fixed], source)
+            return to_grid([i if type(i) is int else i(config, args) for i in fixed], source)
         return from_items
     if callable(grid):
         name = getattr(grid, "__name__", type(grid).__name__)
         source = f"callable {name}"
 
         def from_callable(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return _to_grid(grid({**args, **config}), source)
+            return to_grid(grid({**args, **config}), source)
         return from_callable
     raise ExpressionError(f"grid must be a $X expression string, a tuple of ints and strings, a callable "
                           f"meta -> tuple, or None; got {type(grid).__name__}: {grid!r}")

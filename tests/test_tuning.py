@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import (Config, FixedSpace, NoValidConfigError, Reference, TrialStatus, Tuning,
+from autotune import (Config, FixedSpace, NoValidConfigError, OptionError, Reference, TrialStatus, Tuning,
                       autotune, autotune_launch)
 from autotune.compilers import FunctionCompiler
 from kernels_for_tests import (accumulate_kernel, add_kernel, add_wrong_when_64_kernel, record_launches,
@@ -266,6 +266,36 @@ def test_autotune_launch_functional_form():
     again = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"],
                             grid="(cdiv(n, $BLOCK),)", tuning=FAST)
     assert again.cache_hit is True and again.config == result.config
+
+
+def test_autotune_launch_with_call_site_lambdas_reuses_one_wrapper_and_hits_memory():
+    """A grid=/key=/verify= lambda written at the call site is a new object at every call: the registry must not
+    key on its address (a new wrapper, and a miss of the memory tier, per call)."""
+    from autotune import functional
+
+    x, y, out = vectors(100)
+    n = 100
+    before = len(functional._launch_registry)
+    results = []
+    for _ in range(3):
+        out.zero_()
+        results.append(autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, n),
+                                       grid=lambda meta: (triton.cdiv(n, meta["BLOCK"]),),
+                                       key=lambda n, **_: n // 64, verify=lambda out, x, y, **_: bool(
+                                           torch.allclose(out, x + y)), tuning=FAST))
+        torch.testing.assert_close(out, x + y)
+    assert len(functional._launch_registry) == before + 1
+    assert [r.cache_hit for r in results] == [False, True, True]
+    assert results[-1].grid == (triton.cdiv(n, results[-1].config["BLOCK"]),)
+
+
+def test_autotune_launch_refuses_a_call_site_function_capturing_a_per_call_object():
+    x, y, out = vectors(40)
+    expected = x + y
+    with pytest.raises(OptionError, match=r"captures expected = Tensor.*read the value from the call's arguments"):
+        autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 40), key=["n"],
+                        grid="(cdiv(n, $BLOCK),)", verify=lambda out, **_: bool(torch.equal(out, expected)),
+                        tuning=FAST)
 
 
 def test_single_config_space_is_launched_without_measuring():
