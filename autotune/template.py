@@ -82,13 +82,14 @@ class Expression:
     """One `$X` expression string, validated and compiled once; call it with (config, args) on every launch.
 
     `config_fields=None` means `$X` is not allowed (e.g. in `key=`); `what` names the expression's role
-    ("grid", "where", "key", "derive['X']") in error messages.
+    ("grid", "where", "key", "derive['X']") in error messages. A bare name that is a config field, or one of
+    `tuned` (derive= names not readable as `$X` yet), is refused: each config sets it, no call passes it.
     """
 
     __slots__ = ("source", "what", "config_refs", "arg_refs", "_fn")
 
     def __init__(self, source: str, *, config_fields: Collection[str] | None = None,
-                 arg_names: Collection[str] = (), what: str = "expression") -> None:
+                 arg_names: Collection[str] = (), what: str = "expression", tuned: Collection[str] = ()) -> None:
         if not isinstance(source, str):
             raise ExpressionError(f"{what} expression must be a string, got {type(source).__name__}: {source!r}")
         self.source = source
@@ -104,7 +105,7 @@ class Expression:
         arg_names = frozenset(arg_names)
         config_refs: set[str] = set()
         arg_refs: set[str] = set()
-        self._check(tree, config_fields, arg_names, config_refs, arg_refs)
+        self._check(tree, config_fields, arg_names, config_refs, arg_refs, tuned)
         self.config_refs: frozenset[str] = frozenset(config_refs)
         self.arg_refs: frozenset[str] = frozenset(arg_refs)
         body = _Rewriter(self.arg_refs).visit(tree).body
@@ -132,7 +133,7 @@ class Expression:
                                   f"{where}: {exc.msg}") from None
 
     def _check(self, tree: ast.AST, config_fields: Collection[str] | None, arg_names: frozenset[str],
-               config_refs: set[str], arg_refs: set[str]) -> None:
+               config_refs: set[str], arg_refs: set[str], tuned: Collection[str]) -> None:
         src, what = self.source, self.what
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED_NODES):
@@ -168,6 +169,11 @@ class Expression:
                             f"{what} expression {src!r}: ${field} is not a field of the search space; valid "
                             f"fields: {_names(config_fields)}.{did_you_mean(field, config_fields)}")
                     config_refs.add(field)
+                elif name in arg_names and config_fields is not None and (name in config_fields or name in tuned):
+                    source = "the search space" if name in config_fields else "derive="
+                    raise ExpressionError(
+                        f"{what} expression {src!r} reads {name!r} as a call argument, but {source} sets it for "
+                        f"each config and the call never passes it (write ${name})")
                 elif name in arg_names:
                     arg_refs.add(name)
                 elif name not in HELPERS:
@@ -299,7 +305,7 @@ def compile_derive(derive: Mapping[str, str | Callable[[dict], Any]] | None, *,
             raise ExpressionError(f"derive[{name!r}] has the name of a search-space field; rename one of them")
         if isinstance(spec, str):
             fn: Callable[[Mapping, Mapping], Any] = Expression(
-                spec, config_fields=fields, arg_names=arg_names, what=f"derive[{name!r}]")
+                spec, config_fields=fields, arg_names=arg_names, what=f"derive[{name!r}]", tuned=set(derive))
         elif callable(spec):
             fn = _meta_call(spec)
         else:

@@ -227,3 +227,28 @@ def test_a_timeout_nothing_would_apply_is_refused_naming_the_fix(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")          # a process-wide switch warns, never breaks an import
     with pytest.warns(UserWarning, match="trial_timeout_s=2.*ignored"):
         deco(tuning={"trial_timeout_s": 2})
+
+
+def test_grid_or_derive_reading_a_tuned_field_without_dollar_is_refused_naming_the_fix():
+    """BLOCK is a kernel parameter too, so a bare `BLOCK` parsed as a call argument that no call can pass."""
+    with pytest.raises(ExpressionError, match=r"grid expression .*reads 'BLOCK'.*search space sets it.*"
+                                              r"\(write \$BLOCK\)"):
+        deco(grid="(cdiv(n, BLOCK),)")
+    with pytest.raises(ExpressionError, match=r"grid\[0\] expression .*\(write \$BLOCK\)"):
+        deco(grid=("cdiv(n, BLOCK)",))
+
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def halves(x, out, n, BLOCK: tl.constexpr, HALF: tl.constexpr, QUARTER: tl.constexpr):
+        pass
+
+    with pytest.raises(ExpressionError, match=r"derive\['HALF'\] expression 'BLOCK // 2'.*\(write \$BLOCK\)"):
+        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                 derive={"HALF": "BLOCK // 2", "QUARTER": "$BLOCK // 4"})(halves)
+    with pytest.raises(ExpressionError, match=r"derive\['HALF'\] expression 'QUARTER \* 2'.*derive= sets it"):
+        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                 derive={"HALF": "QUARTER * 2", "QUARTER": "$BLOCK // 4"})(halves)
+    autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $HALF),)",
+             derive={"QUARTER": "$BLOCK // 4", "HALF": "$QUARTER * 2"})(halves)
