@@ -124,7 +124,7 @@ class Autotuned(KernelInspection, KernelInterface):
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         check_hook_signatures(self.name, [n for n in self.arg_names if n in self._defaults or n in self._required],
-                              provided, verify=verify, setup=setup)
+                              provided, verify=verify, setup=setup, key=key)
         self.restore_value = tuple(restore_value)
         self.reset_to_zero = tuple(reset_to_zero)
         self.verify = verify
@@ -272,13 +272,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if env_disable():
             return self.fallback_config(), None, "disabled"
         if env_offline():
-            record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
-            if record is not None:
-                return record.winner, record, "cache"
-            if self.cache.count_offline_miss(key, dtypes):
-                warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
-                               f"{list(dtypes)}; launching {dict(self.fallback_config())} untuned", CacheWarning)
-            return self.fallback_config(), None, "offline"
+            return self._select_offline(key, dtypes, bound)
         if not self.interpreted and self.compiler_factory is None:
             problem = driver_problem()
             if problem is not None:
@@ -287,10 +281,7 @@ class Autotuned(KernelInspection, KernelInterface):
                                     "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
                                     "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
-        dist_mode = None
-        if self.tuning.distributed != "off" and initialized_dist() is not None:
-            from . import distributed as _distributed  # loaded only where a process group exists
-            dist_mode = _distributed.active_mode(self.tuning.distributed)
+        dist_mode = self._distributed_mode()
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)   # never waits: tunes across calls (online.py)
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
@@ -306,8 +297,10 @@ class Autotuned(KernelInspection, KernelInterface):
                     raise prune_error
                 return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
 
+            from . import distributed as _distributed
+
             record, how = _distributed.agree(self.cache, key, dtypes, dist_mode, tune_shard, force=force,
-                                             candidates=candidates)
+                                             candidates=candidates, lock_timeout_s=self.tuning.lock_timeout_s)
         else:
             kept, candidates = self.candidates(bound)
             record, how = self.cache.get_or_tune(key, dtypes,
@@ -322,6 +315,31 @@ class Autotuned(KernelInspection, KernelInterface):
 
             emit(record, cache_hit=True)
         return record.winner, record, how
+
+    def _distributed_mode(self) -> Any:
+        """The agreement mode ("shard" | "rank0") under an active process group, else None."""
+        if self.tuning.distributed == "off" or initialized_dist() is None:
+            return None
+        from . import distributed as _distributed  # loaded only where a process group exists
+
+        return _distributed.active_mode(self.tuning.distributed)
+
+    def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, Optional[TuningRecord], str]:
+        """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
+        (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
+        candidates, mode = self.candidates(bound)[1], self._distributed_mode()
+        if mode is not None:
+            from . import distributed as _distributed
+
+            record = _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates)
+        else:
+            record = self.cache.peek(key, dtypes, candidates)
+        if record is not None:
+            return record.winner, record, "cache"
+        if self.cache.count_offline_miss(key, dtypes):
+            warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
+                           f"{list(dtypes)}; launching {dict(self.fallback_config())} untuned", CacheWarning)
+        return self.fallback_config(), None, "offline"
 
     def fallback_config(self) -> Config:
         """What launches untuned (AUTOTUNE_OFFLINE/DISABLE): `fallback=`, else the space's first config."""

@@ -38,14 +38,15 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
 
 
 def check_hook_signatures(kernel: str, passed: Sequence[str], provided: Collection[str], *, verify: Any,
-                          setup: Any) -> None:
-    """`verify=`, `setup=` and a Reference's function are called with the call's kernel arguments by name: `passed`
-    are those every call gives (defaults filled in); the others (`provided`: the space's fields, `derive=`'s, the
-    values of triton.heuristics) never are. A function that cannot take one of `passed`, or that needs any other
+                          setup: Any, key: Any = None) -> None:
+    """`verify=`, `setup=`, a Reference's function and a callable `key=` are called with the call's kernel arguments
+    by name: `passed` are those every call gives (defaults filled in); the others (`provided`: the space's fields,
+    `derive=`'s, the values of triton.heuristics) never are. A function that cannot take one of `passed`, or that needs any other
     name, would fail at every call: refused here. A function without a signature (a builtin) is not checked; a
     `functools.wraps` adapter is checked as itself, not as what it wraps."""
     by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    hooks = {"verify=": verify.fn if isinstance(verify, Reference) else verify, "setup=": setup}
+    hooks = {"verify=": verify.fn if isinstance(verify, Reference) else verify, "setup=": setup,
+             "key=": key if callable(key) else None}
     for what, fn in hooks.items():
         if fn is None:
             continue
@@ -71,7 +72,7 @@ def check_hook_signatures(kernel: str, passed: Sequence[str], provided: Collecti
         example = f"lambda {', '.join(used)}: ..." if name == "<lambda>" else f"def {name}({', '.join(used)})"
         raise OptionError(f"{what} on {kernel} is called with the call's arguments by name ({', '.join(passed)}), but "
                           f"its signature {signature} {' and '.join(problems)}: give it parameters named as the "
-                          f"kernel's and **kwargs for the rest, e.g. {example}")
+                          f"kernel's and add **_ for the rest, e.g. {example}")
 
 
 def check_key(kernel: str, key: KeyBuilder, tuned: Collection[str]) -> None:

@@ -252,3 +252,13 @@ def test_grid_or_derive_reading_a_tuned_field_without_dollar_is_refused_naming_t
                  derive={"HALF": "QUARTER * 2", "QUARTER": "$BLOCK // 4"})(halves)
     autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $HALF),)",
              derive={"QUARTER": "$BLOCK // 4", "HALF": "$QUARTER * 2"})(halves)
+
+
+def test_a_key_callable_that_cannot_take_every_argument_by_name_is_refused_naming_the_fix():
+    with pytest.raises(OptionError, match=r"key= on add_kernel is called with the call's arguments by name "
+                                          r"\(x, y, out, n\), but its signature \(n\) does not take "
+                                          r"\['x', 'y', 'out'\].*add \*\*_ for the rest, e.g. lambda n, \*\*_"):
+        deco(key=lambda n: n // 64, grid="(cdiv(n, $BLOCK),)")
+    with pytest.raises(OptionError, match=r"key= on add_kernel .* needs \['BLOCK'\].*come from the space"):
+        deco(key=lambda BLOCK, **_: BLOCK, grid="(cdiv(n, $BLOCK),)")
+    deco(key=lambda n, **_: n // 64, grid="(cdiv(n, $BLOCK),)")
