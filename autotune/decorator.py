@@ -23,7 +23,7 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
 from .option_checks import (check_argument_lists, check_derive_names, check_fallback, check_hook_signatures,
-                            check_hooks, check_key, check_static_options, check_timeouts)
+                            check_hooks, check_key, check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import initialized_dist
 from .pruning import PruneSpec, as_pruner
@@ -131,11 +131,9 @@ class Autotuned(KernelInspection, KernelInterface):
         self.setup = setup
         self.do_bench = do_bench
         self.prune = as_pruner(prune, self.name)
-        self.fallback = Config(fallback) if fallback is not None else None
-        if self.fallback is not None:
-            validate_space(as_space([self.fallback]), kernel_name=self.name, constexpr_names=self.constexpr_names,
-                           compile_options=self._compile_options, static_options=self.static_options,
-                           derived_names=derive)
+        self.fallback = None if fallback is None else fallback_config(
+            self.name, fallback, constexpr_names=self.constexpr_names, compile_options=self._compile_options,
+            static_options=self.static_options, derived_names=derive)
         self.interpreted = is_interpreted(self.base_fn)
         if self.interpreted:
             warn_if_interpreter_breaks()

@@ -9,9 +9,10 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 from .errors import OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
+from .space import Config
 
 __all__ = ["check_argument_lists", "check_hooks", "check_hook_signatures", "check_key", "check_fallback",
-           "check_timeouts"]
+           "check_timeouts", "fallback_config"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]]) -> None:
@@ -95,6 +96,27 @@ def check_fallback(kernel: str, fallback: Optional[Mapping[str, Any]], fields: C
         example = {**dict(fallback), **{f: "..." for f in missing}}
         raise SpaceError(f"fallback={dict(fallback)} on {kernel} lacks the space's fields {missing}; give a value "
                          f"for each, e.g. fallback={example}")
+
+
+def fallback_config(kernel: str, fallback: Mapping[str, Any], *, constexpr_names: Collection[str],
+                    compile_options: Collection[str], static_options: Mapping[str, Any],
+                    derived_names: Collection[str]) -> Config:
+    """`fallback=` as a Config, its fields checked as a space's are (validate_space); a problem is reported as
+    fallback='s, not as the search space's, which may be fine."""
+    from .space_checks import validate_space
+    from .space_input import as_space
+
+    try:
+        config = Config(fallback)
+        validate_space(as_space([config]), kernel_name=kernel, constexpr_names=constexpr_names,
+                       compile_options=compile_options, static_options=static_options, derived_names=derived_names)
+    except (SpaceError, OptionError) as exc:
+        text = str(exc)
+        for old, new in (("the search space", "fallback="), ("from the space", "from fallback="),
+                         ("space field", "fallback= field"), ("config field", "fallback= field")):
+            text = text.replace(old, new)
+        raise type(exc)(f"fallback={dict(fallback)!r} on {kernel}: {text}") from None
+    return config
 
 
 def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> None:

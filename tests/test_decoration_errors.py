@@ -262,3 +262,15 @@ def test_a_key_callable_that_cannot_take_every_argument_by_name_is_refused_namin
     with pytest.raises(OptionError, match=r"key= on add_kernel .* needs \['BLOCK'\].*come from the space"):
         deco(key=lambda BLOCK, **_: BLOCK, grid="(cdiv(n, $BLOCK),)")
     deco(key=lambda n, **_: n // 64, grid="(cdiv(n, $BLOCK),)")
+
+
+def test_a_bad_fallback_is_reported_as_fallback_s_not_as_the_search_space_s():
+    with pytest.raises(SpaceError, match=r"^fallback=\{'BLOCK': 64, 'BLOKC': 1\} on add_kernel: fallback= field "
+                                         r"'BLOKC' is neither.*Did you mean 'BLOCK'") as info:
+        deco(fallback={"BLOCK": 64, "BLOKC": 1})
+    assert "space" not in str(info.value)
+    with pytest.raises(OptionError, match=r"^fallback=.* on add_kernel: 'num_warps' is both a static option and a "
+                                          r"fallback= field.*remove the 'num_warps' field from fallback=$"):
+        deco(fallback={"BLOCK": 64, "num_warps": 8}, num_warps=4)
+    with pytest.raises(SpaceError, match=r"^fallback=\{'BLOCK': nan\} on add_kernel: fallback= field 'BLOCK' = nan"):
+        deco(fallback={"BLOCK": float("nan")})
