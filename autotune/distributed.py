@@ -67,10 +67,9 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence
 
-from .process_group import initialized_dist
+from .process_group import group_timeout, initialized_dist
 from .shards import merge_shards, no_valid_message, shard
 from .storage.entries import key_text
 from .storage.counters import count, count_tuning
@@ -80,7 +79,7 @@ from .record import Trial, TrialStatus, TuningRecord
 from .space import Config
 
 __all__ = [
-    "DistributedTuningError", "Agreement", "active_mode", "shard", "agree", "agreements",
+    "DistributedTuningError", "Agreement", "active_mode", "shard", "agree", "agree_offline", "agreements",
     "set_process_group",
 ]
 
@@ -165,9 +164,11 @@ def agreements(kernel: Any = None) -> list[Agreement]:
 
 
 def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
-          force: bool = False, candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
+          force: bool = False, candidates: Optional[str] = None,
+          lock_timeout_s: Optional[float] = None) -> tuple[TuningRecord, str]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
+    `lock_timeout_s` bounds rank 0's wait for another process's lock on the entry, as without a group.
 
     A hit in this rank's memory returns at once without communicating (`force` skips it). Raises
     NoValidConfigError on every rank when no config ran on any rank, and DistributedTuningError when
@@ -191,7 +192,7 @@ def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneF
             if record is not None:  # another thread of this process agreed on it meanwhile
                 count(cache.kernel_name, hits=1)
                 return record, "memory"
-        rnd = _Round(cache, key, dtypes, mode, candidates)
+        rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
         _TLS.round = rnd
         try:
             record, how = rnd.run(tune, force)
@@ -200,22 +201,22 @@ def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneF
     return record, how
 
 
-def _group_timeout(dist: Any, group: Any) -> timedelta:
-    """The process group's collective timeout (what `init_process_group(timeout=...)` set)."""
-    pg = group if group is not None else dist.group.WORLD
-    import torch
-
-    for device in ("cpu", "cuda"):
+def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
+                  candidates: Optional[str] = None) -> Optional[TuningRecord]:
+    """Under AUTOTUNE_OFFLINE=1 (never tune): rank 0's stored record for (key, dtypes), sent to every rank, or None
+    on every rank when rank 0 has none, so all launch the same config (the winner, else the same fallback) even
+    when only some nodes hold the entry. Every rank of the group must call this for the same key."""
+    dtypes = tuple(dtypes)
+    record = cache.in_memory(key, dtypes)
+    if record is not None:
+        return record
+    with _AGREE_LOCK:
+        rnd = _Round(cache, key, dtypes, mode, candidates)
+        _TLS.round = rnd
         try:
-            timeout = pg._get_backend(torch.device(device)).options._timeout
-        except Exception:
-            continue
-        if isinstance(timeout, timedelta):
-            return timeout
-    try:
-        return dist.distributed_c10d._get_default_timeout(dist.get_backend(group))
-    except Exception:
-        return timedelta(minutes=30)
+            return rnd.run_offline()
+        finally:
+            _TLS.round = None
 
 
 _PHASES = {
@@ -230,8 +231,9 @@ class _Round:
     """One agreement on one key: who this rank is, the group, and the steps of the protocol."""
 
     def __init__(self, cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode,
-                 candidates: Optional[str] = None) -> None:
+                 candidates: Optional[str] = None, lock_timeout_s: Optional[float] = None) -> None:
         self.candidates = candidates   # checksum of the configs prune= kept (None without prune=)
+        self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
 
         self.dist = dist
@@ -244,7 +246,7 @@ class _Round:
         self.rank = dist.get_rank(self.group)
         self.world = dist.get_world_size(self.group)
         self.backend = str(dist.get_backend(self.group))
-        self.timeout = _group_timeout(dist, self.group)
+        self.timeout = group_timeout(dist, self.group)
         self.src = 0 if self.group is None else dist.get_global_rank(self.group, 0)
         self.started = time.perf_counter()
 
@@ -260,6 +262,27 @@ class _Round:
             record, how, measured_by = self._follow(tune)
         self._note(record, how, measured_by)
         return record, how
+
+    def run_offline(self) -> Optional[TuningRecord]:
+        """`agree_offline`'s round: rank 0 reads its tiers without tuning and sends what it found, or a miss."""
+        self._check_device()
+        self._arrive()
+        self._handshake()
+        if self.rank == 0:
+            record = self.cache.peek(self.key, self.dtypes, self.candidates)
+            self._broadcast({"kind": "record", "record": record, "how": "cache"} if record is not None
+                            else {"kind": "offline-miss"})
+        else:
+            decision = self._broadcast(None)
+            kind = decision.get("kind") if isinstance(decision, dict) else None
+            if kind not in ("record", "offline-miss"):
+                raise DistributedTuningError(self._where() + f": unexpected decision from rank 0: {decision!r}")
+            record = decision["record"] if kind == "record" else None
+            if record is not None:
+                self.cache.remember(self.key, self.dtypes, record)
+        if record is not None:
+            self._note(record, "cache", {})
+        return record
 
     def _lead(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, str, dict]:
         """Rank 0: decide through the cache's single flight, tune (alone or with the others), tell them."""
@@ -279,7 +302,7 @@ class _Round:
 
         try:
             record, how = self.cache.get_or_tune(self.key, self.dtypes, tune_for_cache, force=force,
-                                                 candidates=self.candidates)
+                                                 candidates=self.candidates, lock_timeout_s=self.lock_timeout_s)
         except BaseException as exc:
             if not told:  # the others wait for a decision: give them this failure instead of a timeout
                 try:

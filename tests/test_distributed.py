@@ -154,6 +154,69 @@ def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
     return steps
 
 
+def _scenario_offline(rank: int, world: int, out: Path) -> dict:
+    """AUTOTUNE_OFFLINE=1 with an entry on rank 0's disk only (one node imported an archive): every rank launches
+    rank 0's winner; with no entry anywhere, every rank launches the same fallback. Nothing is tuned."""
+    from autotune.storage import load_record
+    from cache_files import write_record
+
+    own = out / f"offline-cache-rank{rank}"
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
+    _launch(_make(SPACE, "shard", []), 340, rank)                  # rank 0 stores the entry
+    if rank == 0:
+        entry = next(own.rglob("*.json"))
+        write_record(load_record(entry).replace(winner=Config(BLOCK=128)), directory=own)
+    _barrier()
+    os.environ["AUTOTUNE_OFFLINE"] = "1"
+    try:
+        steps = {}
+        for name, n in (("rank0_entry", 340), ("no_entry", 341)):
+            seen: list = []
+            kernel = _make(SPACE, "shard", seen)
+            x, y, result = torch.randn(n), torch.randn(n), torch.empty(n)
+            kernel(x, y, result, n)
+            steps[name] = {"winner": kernel.best_config["BLOCK"], "correct": bool(torch.allclose(result, x + y)),
+                           "compiled": seen}
+    finally:
+        os.environ.pop("AUTOTUNE_OFFLINE", None)
+        os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
+    return steps
+
+
+def _scenario_lock_timeout(rank: int, world: int, out: Path) -> dict:
+    """Another process holds the entry's lock on rank 0's node: Tuning(lock_timeout_s=) bounds the wait there as
+    without a process group (it waited for the holder, past the bound, before)."""
+    import subprocess
+    import sys
+    import warnings
+
+    from autotune.storage.files import lock_path
+
+    kernel = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                      tuning=Tuning(**FAST, distributed="rank0", lock_timeout_s=1.0))(add_kernel)
+    kernel.compiler_factory = lambda k, prepare: _RecordingCompiler([])
+    holder = None
+    if rank == 0:
+        disk = next(t for t in kernel.cache.tiers if t.name == "disk")
+        lock = lock_path(disk.path(kernel.cache.entry((350,), ("torch.float32",) * 3)))
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        holder = subprocess.Popen([sys.executable, "-c", "import filelock, sys, time; lock = filelock.FileLock("
+                                   f"{str(lock)!r}); lock.acquire(); print('held', flush=True); time.sleep(120)"],
+                                  stdout=subprocess.PIPE, text=True)
+        holder.stdout.readline()
+    _barrier()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = _launch(kernel, 350, rank)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+    result["lock_warnings"] = [str(w.message) for w in caught if "lock" in str(w.message)]
+    return result
+
+
 def _scenario_shared_cache(rank: int, world: int, out: Path) -> dict:
     """All ranks share one cache directory: one entry, and a second kernel object reads it on every rank."""
     os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-one-dir")
@@ -217,6 +280,8 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "all_fail": _scenario_all_fail,
     "cache_decided_by_rank0": _scenario_cache_decided_by_rank0,
     "shared_cache": _scenario_shared_cache,
+    "offline": _scenario_offline,
+    "lock_timeout": _scenario_lock_timeout,
     "prune_raises": _scenario_prune_raises_on_one_rank,
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
@@ -414,6 +479,19 @@ def test_only_rank_0_reads_and_writes_the_disk_cache(runs):
     assert [m["source"] for m in miss] == ["tuned", "tuned"]
     assert sorted(miss[1]["compiled"]) == _shard_of(SPACE, 1, 2)
     assert miss[0]["winner"] == miss[1]["winner"] and all(m["correct"] for m in miss)
+
+
+def test_offline_every_rank_launches_rank_0s_winner_or_the_same_fallback(runs):
+    results = [res["offline"] for res in runs(2)]
+    assert [r["rank0_entry"]["winner"] for r in results] == [128, 128]      # rank 1 holds no entry of its own
+    assert [r["no_entry"]["winner"] for r in results] == [16, 16]          # the same fallback (the first config)
+    assert all(r[step]["compiled"] == [] and r[step]["correct"] for r in results for step in r)
+
+
+def test_lock_timeout_bounds_rank_0s_wait_for_another_processs_lock(runs):
+    results = [res["lock_timeout"] for res in runs(2)]
+    assert results[0]["winner"] == results[1]["winner"] and all(r["correct"] for r in results)
+    assert any("held the tuning lock" in w for w in results[0]["lock_warnings"]), results[0]["lock_warnings"]
 
 
 def test_ranks_sharing_a_cache_directory_write_one_entry_and_reuse_it(runs):
