@@ -48,6 +48,7 @@ _ALLOWED_NODES: tuple[type, ...] = (
     ast.Attribute, ast.Subscript, ast.Slice, ast.Constant, ast.Tuple, ast.List, ast.Load, ast.keyword,
     ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
 )
+_FORMAT_METHODS = frozenset({"format", "format_map"})
 _FRIENDLY_NODE_NAMES = {
     "Lambda": "a lambda", "ListComp": "a list comprehension", "SetComp": "a set comprehension",
     "DictComp": "a dict comprehension", "GeneratorExp": "a generator expression", "NamedExpr": "':=' (walrus)",
@@ -155,6 +156,11 @@ class Expression:
                 elif not isinstance(func, ast.Attribute):
                     raise ExpressionError(f"{what} expression {src!r}: only helpers and methods (x.stride(0)) "
                                           "can be called")
+                elif func.attr in _FORMAT_METHODS or isinstance(func.value, ast.Constant):
+                    # str.format's field syntax ('{0.__globals__}') reads attributes the '_' rule cannot see
+                    raise ExpressionError(f"{what} expression {src!r}: cannot call {func.attr!r} here; methods "
+                                          "of arguments such as x.stride(0) can be called, string formatting and "
+                                          "methods of constants cannot")
             if isinstance(node, ast.Name):
                 name = node.id
                 if name.startswith(_CFG_PREFIX):

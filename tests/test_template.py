@@ -95,6 +95,10 @@ def test_user_key_error_is_not_swallowed():
     ("M(3)", "cannot call 'M'"),
     ("(a.shape)[0](1)", "only helpers and methods"),
     ("__import__('os')", "cannot call '__import__'"),
+    ("'{0.__globals__[__builtins__][open]}'.format(cdiv)", "cannot call 'format' here"),
+    ("'{0.__globals__}'.format_map({'0': cdiv})", "cannot call 'format_map' here"),
+    ("fmt.format(cdiv)", "cannot call 'format' here"),            # a str argument's format is the same hole
+    ("'ab'.upper()", "methods of constants cannot"),
     ("$ BLOCK_M", "'\\$' must be followed by a config field name"),
     ("__autotune_cfg__BLOCK_M", "reserved name prefix"),
 ])
