@@ -187,6 +187,12 @@ class Expression:
                     hint = ""
                     if config_fields is not None and name in config_fields:
                         hint = f" ({name!r} is a config field: write ${name})"
+                    if what == "where":      # a space's filter: no call exists when it runs
+                        raise ExpressionError(
+                            f"where expression {src!r}: unknown name {name!r}{hint}; where() sees only the config's "
+                            f"fields, as $X ({_names(config_fields or ())}), and the helpers {_names(HELPERS)}: it "
+                            "filters the space once, before any call. For a condition on the call's arguments use "
+                            "@autotune(prune=...), a callable (configs, named_args) -> the configs to keep")
                     raise ExpressionError(
                         f"{what} expression {src!r}: unknown name {name!r}{hint}; kernel arguments: "
                         f"{_names(arg_names)}; helpers: {_names(HELPERS)}."

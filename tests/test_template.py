@@ -260,6 +260,15 @@ def test_compile_predicate():
         compile_predicate(None, config_fields=FIELDS)
 
 
+def test_where_reading_a_call_argument_says_where_sees_config_fields_only_and_points_to_prune():
+    from autotune import CartesianSpace
+
+    with pytest.raises(ExpressionError, match=r"unknown name 'n'; where\(\) sees only the config's fields, as \$X "
+                                              r"\(BLOCK\).*use @autotune\(prune=\.\.\.\)") as info:
+        CartesianSpace(BLOCK=(32, 64)).where("$BLOCK <= n")
+    assert "kernel arguments" not in str(info.value)
+
+
 # ---------------------------------------------------------------------------------------------- properties
 _OPS = ["+", "-", "*", "//", "%"]
 
