@@ -1,4 +1,4 @@
-"""Checks of one call's keyword and positional arguments, run by `Autotuned.bind` before any tuning: a mistake in
+"""One call's arguments (`BoundCall`) and their checks, run by `Autotuned.bind` before any tuning: a mistake in
 the call is the caller's, and no config can fix it, so it is raised at once with the fix instead of failing inside
 every trial (or, under the interpreter, being silently dropped)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Collection, Mapping, Sequence
 from .compilers import compile_option_names
 from .errors import OptionError, did_you_mean
 
-__all__ = ["CallSignature", "launch_option_names"]
+__all__ = ["BoundCall", "CallSignature", "launch_option_names"]
 
 
 @functools.cache
@@ -29,6 +29,17 @@ def launch_option_names() -> frozenset[str]:
             if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__name__.endswith("Options"):
                 names.update(f.name for f in dataclasses.fields(value))
     return frozenset(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundCall:
+    """One call's arguments: as passed (`args`, `kwargs`) and by parameter name with defaults filled in
+    (`named`: the kernel's parameters only; launch options such as num_warps= stay in `kwargs`). Made by
+    `Autotuned.bind`; the key, the grid, the hooks and every launch read it."""
+
+    args: tuple
+    kwargs: dict
+    named: dict
 
 
 class CallSignature:

@@ -10,12 +10,11 @@ import inspect
 import logging
 import random
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
 
-from .call_arguments import CallSignature
+from .call_arguments import BoundCall, CallSignature
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, warn_at_caller
 from .keys import KeyBuilder
@@ -42,17 +41,6 @@ from .reference import Reference
 __all__ = ["Autotuned", "BoundCall", "autotune"]
 
 logger = logging.getLogger("autotune")
-
-
-@dataclass(frozen=True)
-class BoundCall:
-    """One call's arguments: as passed (`args`, `kwargs`) and by parameter name with defaults filled in
-    (`named`: the kernel's parameters only; launch options such as num_warps= stay in `kwargs`). Made by
-    `Autotuned.bind`; the key, the grid, the hooks and every launch read it."""
-
-    args: tuple
-    kwargs: dict
-    named: dict
 
 
 class Autotuned(KernelInspection, KernelInterface):
