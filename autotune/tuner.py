@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequence
 
-from .errors import DeviceError, FailureKind, NoValidConfigError, VerificationError, classify, warn_at_caller
+from .errors import (AutotuneError, DeviceError, FailureKind, NoValidConfigError, VerificationError, classify,
+                     warn_at_caller)
 from .options import Tuning
 from .reference import Reference
 from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
@@ -328,7 +329,9 @@ def _raise_no_valid(job: TuneJob, trials: list[Trial]) -> NoReturn:
     message = (f"every config of {job.kernel_name} failed with the same error: {common}\n"
                "This is not about one config: fix the call, the kernel or the environment (the error above is the "
                "cause). The configs tried:\n" + "\n".join(f"  {dict(t.config)}: {t.status.value}" for t in failed))
-    raise NoValidConfigError(message, trials) from job.errors.get(failed[0].config)
+    # in process the exception itself; from a worker only its text came back: an AutotuneError carries it
+    cause = job.errors.get(failed[0].config) or AutotuneError(f"{common} (raised in a worker; its text as it came back)")
+    raise NoValidConfigError(message, trials) from cause
 
 
 def _fail(job: TuneJob, trial: Trial, status: TrialStatus, error: Optional[BaseException]) -> None:

@@ -288,3 +288,12 @@ def verified_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):   # is
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask) + WRONG, mask=mask)
+
+
+@autotune(space={"BLOCK": [24, 48]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@triton.jit
+def not_a_power_of_two_add(x, y, out, n, BLOCK: tl.constexpr):   # every config fails the same way (tl.arange)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)

@@ -548,3 +548,16 @@ def test_a_module_on_a_sys_path_entry_added_after_the_worker_started_loads_in_it
     assert [t.status.value for t in warm_add.record((50,)).trials] == ["ok", "ok"]
     assert worker.starts == started                              # in the same worker
     torch.testing.assert_close(out, x + y)
+
+
+def test_every_config_failing_the_same_way_in_a_worker_is_raised_from_that_error_as_in_process():
+    """In process the NoValidConfigError is raised from the exception itself; from a worker only its text comes
+    back, and the chain still shows it (it was None)."""
+    from autotune import AutotuneError, NoValidConfigError
+    from isolation_kernels import not_a_power_of_two_add
+
+    x = torch.randn(64)
+    with pytest.raises(NoValidConfigError, match="failed with the same error") as caught:
+        not_a_power_of_two_add(x, x, torch.empty(64), 64)
+    cause = caught.value.__cause__
+    assert isinstance(cause, AutotuneError) and "power of 2" in str(cause) and "raised in a worker" in str(cause)
