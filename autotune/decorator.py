@@ -24,7 +24,7 @@ from .inspection import KernelInspection
 from .option_checks import (check_argument_lists, check_derive_names, check_fallback, check_hook_signatures,
                             check_hooks, check_key, check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
-from .process_group import initialized_dist
+from .process_group import active_mode
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, configs_checksum
@@ -267,7 +267,7 @@ class Autotuned(KernelInspection, KernelInterface):
                                     "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
                                     "CUDA_VISIBLE_DEVICES).")
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
-        dist_mode = self._distributed_mode()
+        dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)   # never waits: tunes across calls (online.py)
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
@@ -302,18 +302,10 @@ class Autotuned(KernelInspection, KernelInterface):
             emit(record, cache_hit=True)
         return record.winner, record, how
 
-    def _distributed_mode(self) -> Any:
-        """The agreement mode ("shard" | "rank0") under an active process group, else None."""
-        if self.tuning.distributed == "off" or initialized_dist() is None:
-            return None
-        from . import distributed as _distributed  # loaded only where a process group exists
-
-        return _distributed.active_mode(self.tuning.distributed)
-
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, Optional[TuningRecord], str]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
         (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
-        candidates, mode = self.candidates(bound)[1], self._distributed_mode()
+        candidates, mode = self.candidates(bound)[1], active_mode(self.tuning.distributed)
         if mode is not None:
             from . import distributed as _distributed
 

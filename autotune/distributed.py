@@ -67,9 +67,9 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
-from .process_group import group_timeout, initialized_dist
+from .process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from .shards import merge_shards, no_valid_message, shard
 from .storage.entries import key_text
 from .storage.counters import count, count_tuning
@@ -85,7 +85,6 @@ __all__ = [
 
 logger = logging.getLogger("autotune")
 
-Mode = Literal["shard", "rank0"]
 # The decorator's tuning callback: `tune(select)` tunes the configs `select(candidates)` keeps (all when
 # `select` is None) and returns the record, or raises NoValidConfigError when every one of them failed.
 Selector = Callable[[list[Config]], Sequence[Config]]
@@ -117,39 +116,11 @@ class Agreement:
 
 # ------------------------------------------------------------------------------------------ settings
 
-_group_override: Any = None
 _AGREE_LOCK = threading.Lock()           # one agreement at a time per process: collectives must pair up
 _TLS = threading.local()
 _AGREEMENTS: dict[tuple, Agreement] = {}
 _AGREEMENTS_LOCK = threading.Lock()
 _warned_device = False
-
-
-def set_process_group(group: Any = None) -> None:
-    """Agree over `group` instead of the default (WORLD) group; None goes back to the default.
-
-    Why: on an nccl job, a gloo group (`dist.new_group(backend="gloo")`, created by every rank) keeps
-    autotune's small object exchanges on the CPU and lets a missing rank be named.
-    """
-    global _group_override
-    _group_override = group
-
-
-def active_mode(setting: Optional[str]) -> Optional[Mode]:
-    """The agreement mode for `Tuning.distributed == setting` in this process, or None (tune locally).
-
-    None when the setting is "off", when no process group is initialised, when it has one rank, or when
-    this process is not a member of the group set by `set_process_group`.
-    """
-    if setting == "off":
-        return None
-    dist = initialized_dist()
-    if dist is None:
-        return None
-    group = _group_override
-    if dist.get_world_size(group) <= 1 or dist.get_rank(group) < 0:
-        return None
-    return "rank0" if setting is None else setting  # type: ignore[return-value]
 
 
 def agreements(kernel: Any = None) -> list[Agreement]:
@@ -180,25 +151,13 @@ def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneF
         if record is not None:
             count(cache.kernel_name, hits=1)
             return record, "memory"
-    outer = getattr(_TLS, "round", None)
-    if outer is not None:
-        raise AutotuneError(
-            f"{cache.kernel_name} key {key} needs a distributed agreement while {outer.kernel} key {outer.key} is "
-            f"being agreed on this thread (called from its setup=, verify= or prune=?). Call {cache.kernel_name} "
-            "once before, or give it Tuning(distributed='off').")
-    with _AGREE_LOCK:
+    with _one_round(cache, key, dtypes, mode, candidates, lock_timeout_s) as rnd:
         if not force:
             record = cache.in_memory(key, dtypes)
             if record is not None:  # another thread of this process agreed on it meanwhile
                 count(cache.kernel_name, hits=1)
                 return record, "memory"
-        rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
-        _TLS.round = rnd
-        try:
-            record, how = rnd.run(tune, force)
-        finally:
-            _TLS.round = None
-    return record, how
+        return rnd.run(tune, force)
 
 
 def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
@@ -210,11 +169,26 @@ def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
     record = cache.in_memory(key, dtypes)
     if record is not None:
         return record
+    with _one_round(cache, key, dtypes, mode, candidates) as rnd:
+        return rnd.run_offline()
+
+
+@contextmanager
+def _one_round(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, candidates: Optional[str],
+               lock_timeout_s: Optional[float] = None) -> Iterator["_Round"]:
+    """The process's one agreement in progress (collectives must pair up across ranks), known to this thread so
+    that an agreement started from inside it (a setup=, verify= or prune= calling another kernel) is refused."""
+    outer = getattr(_TLS, "round", None)
+    if outer is not None:
+        raise AutotuneError(
+            f"{cache.kernel_name} key {key} needs a distributed agreement while {outer.kernel} key {outer.key} is "
+            f"being agreed on this thread (called from its setup=, verify= or prune=?). Call {cache.kernel_name} "
+            "once before, or give it Tuning(distributed='off').")
     with _AGREE_LOCK:
-        rnd = _Round(cache, key, dtypes, mode, candidates)
+        rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
         _TLS.round = rnd
         try:
-            return rnd.run_offline()
+            yield rnd
         finally:
             _TLS.round = None
 
@@ -242,7 +216,7 @@ class _Round:
         self.key = key
         self.dtypes = dtypes
         self.mode = mode
-        self.group = _group_override
+        self.group = chosen_group()
         self.rank = dist.get_rank(self.group)
         self.world = dist.get_world_size(self.group)
         self.backend = str(dist.get_backend(self.group))
@@ -252,10 +226,14 @@ class _Round:
 
     # -- the protocol ---------------------------------------------------------------------------------
 
-    def run(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, str]:
+    def _meet(self) -> None:
+        """The steps every round begins with: the device check, every rank's arrival, the handshake."""
         self._check_device()
         self._arrive()
         self._handshake()
+
+    def run(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, str]:
+        self._meet()
         if self.rank == 0:
             record, how, measured_by = self._lead(tune, force)
         else:
@@ -265,9 +243,7 @@ class _Round:
 
     def run_offline(self) -> Optional[TuningRecord]:
         """`agree_offline`'s round: rank 0 reads its tiers without tuning and sends what it found, or a miss."""
-        self._check_device()
-        self._arrive()
-        self._handshake()
+        self._meet()
         if self.rank == 0:
             record = self.cache.peek(self.key, self.dtypes, self.candidates)
             self._broadcast({"kind": "record", "record": record, "how": "cache"} if record is not None
