@@ -97,6 +97,22 @@ class _Engine(Autotuned):
         return self.owner._run_trial(config, args, kwargs, grid)
 
 
+class _PruneFunction:
+    """`early_config_prune` / `perf_model` of an Autotuner: checked when assigned, then the engine is rebuilt
+    (whether it prunes at all depends on them), as Triton reads them at each tuning. Stored as `_<name>`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
+        return self if obj is None else getattr(obj, f"_{self.name}")
+
+    def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
+        check_callables(obj.base_fn.__name__, **{self.name: fn})
+        setattr(obj, f"_{self.name}", fn)
+        obj._build_engine()
+
+
 # ------------------------------------------------------------------------------------------------ Autotuner
 class Autotuner(KernelInterface):
     """`triton.runtime.autotuner.Autotuner`'s interface on top of the native `Autotuned` (`self.tuner`).
@@ -193,25 +209,8 @@ class Autotuner(KernelInterface):
         self._meta_names = frozenset().union(*(c.kwargs.keys() for c in self._configs))
         self._build_engine()
 
-    @property
-    def early_config_prune(self) -> Optional[Callable[..., Any]]:
-        return self._early_config_prune
-
-    @early_config_prune.setter
-    def early_config_prune(self, fn: Optional[Callable[..., Any]]) -> None:
-        check_callables(self.base_fn.__name__, early_config_prune=fn)
-        self._early_config_prune = fn
-        self._build_engine()
-
-    @property
-    def perf_model(self) -> Optional[Callable[..., Any]]:
-        return self._perf_model
-
-    @perf_model.setter
-    def perf_model(self, fn: Optional[Callable[..., Any]]) -> None:
-        check_callables(self.base_fn.__name__, perf_model=fn)
-        self._perf_model = fn
-        self._build_engine()
+    early_config_prune = _PruneFunction()
+    perf_model = _PruneFunction()
 
     def _build_engine(self) -> None:
         """The native engine over the current configs, pruning and timing (`self.tuner`). Entries in `cache` from
