@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any, Iterable, Optional, Sequence
 
 __all__ = ["format_ms", "format_config", "format_key", "format_dtypes", "format_record_key", "format_age",
@@ -56,6 +57,15 @@ def format_age(seconds: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def format_timestamp(timestamp: float) -> str:
+    """A record's timestamp as local date and time; a value no clock can show (a schema-valid 1e20) is printed
+    as the number it is, with no traceback."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+    except (OverflowError, OSError, ValueError):
+        return f"timestamp {timestamp!r} (out of range)"
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import ArchiveError
+from ..format import format_timestamp
+from ..storage.files import atomic_write
 from .archive_checks import ARTIFACT_NAME, RECORDS_PREFIX, SAFE_NAME, TRITON_PREFIX, StagedArchive
 
 if TYPE_CHECKING:  # the models live in archive.py, which imports this module
@@ -81,7 +81,7 @@ class _Written:
 
     def write(self, path: Path, data: bytes) -> None:
         existed = path.exists()
-        _write_file(path, data)
+        atomic_write(path, data)
         if not existed:
             self.paths.append(path)
 
@@ -171,7 +171,7 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
                 existing = None  # absent or unreadable: replaced by a good record
             if existing is not None and existing.timestamp > record.timestamp:
                 report.records_skipped.append((member, f"the entry at {dest} is newer "
-                                               f"({_when(existing.timestamp)} > {_when(record.timestamp)}); kept it"))
+                                               f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}); kept it"))
                 continue
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
@@ -195,17 +195,3 @@ def _made_for_another(existing: Any, record: Any) -> str:
                                     ("another Triton", "triton_version"))
             if getattr(existing, attr) != getattr(record, attr)]
     return ", ".join(what)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _when(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..format import format_config, format_dtypes, format_key, format_ms, format_table, plural
+from ..format import format_config, format_dtypes, format_key, format_ms, format_table, format_timestamp, plural
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
 from .arguments import add_command, add_kernel_filter, add_key_option
-from .rows import age_of, entries_table, format_timestamp, safe_text
+from .rows import age_of, entries_table, safe_text
 from .remote import register as register_remote
 
 __all__ = ["register", "checked_cache_dir"]

@@ -1,6 +1,6 @@
 """The table of `autotune cache list`, for the disk's entries and Redis's alike, and the two guards every text the
 CLI prints from an entry goes through: control characters escaped (`safe_text`), timestamps formatted without
-crashing (`format_timestamp`). An entry is a file anyone may have written: its text must not drive the terminal."""
+crashing (`format.format_timestamp`). An entry is a file anyone may have written: its text must not drive the terminal."""
 from __future__ import annotations
 
 import time
@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table
 from ..record import TuningRecord
 
-__all__ = ["entries_table", "safe_text", "format_timestamp", "age_of"]
+__all__ = ["entries_table", "safe_text", "age_of"]
 
 # Control characters (C0, DEL, C1), format characters (bidirectional overrides, zero-width joiners) and the Unicode
 # line and paragraph separators: none of them is printed as itself.
@@ -26,15 +26,6 @@ def safe_text(value: Any) -> str:
         return text
     return "".join(ch if unicodedata.category(ch) not in _UNSAFE_CATEGORIES
                    else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
-
-
-def format_timestamp(timestamp: float) -> str:
-    """A record's timestamp as local date and time; a value no clock can show (a schema-valid 1e20) is printed
-    as the number it is, with no traceback."""
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
-    except (OverflowError, OSError, ValueError):
-        return f"timestamp {timestamp!r} (out of range)"
 
 
 def age_of(timestamp: float, now: float) -> str:
