@@ -4,31 +4,19 @@ every trial (or, under the interpreter, being silently dropped)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Collection, Mapping, Sequence
 
-from .compilers import compile_option_names
+from .compilers import backend_option_fields, compile_option_names
 from .errors import OptionError, did_you_mean
 
 __all__ = ["BoundCall", "CallSignature", "launch_option_names"]
 
 
-@functools.cache
 def launch_option_names() -> frozenset[str]:
     """Every keyword Triton's `JITFunction.run` accepts besides the kernel's arguments: the fields of the installed
     backends' options dataclasses (including those that are no tuning knob, such as `debug`), as Triton checks a
     launch's keywords against them."""
-    names = set(compile_option_names())
-    try:
-        from triton.backends import backends
-    except Exception:  # pragma: no cover - a Triton without the backends registry
-        return frozenset(names)
-    for backend in backends.values():
-        module = __import__(backend.compiler.__module__, fromlist=["*"])
-        for value in vars(module).values():
-            if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__name__.endswith("Options"):
-                names.update(f.name for f in dataclasses.fields(value))
-    return frozenset(names)
+    return backend_option_fields()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,24 +15,28 @@ _INTERNAL_OPTION_FIELDS = frozenset({
 
 
 @functools.cache
-def compile_option_names() -> frozenset[str]:
-    """Config fields that are Triton compile options rather than kernel meta-parameters.
-
-    The union over the installed backends' options dataclasses (CUDA, HIP, ...), so that a space
-    written for one vendor (`waves_per_eu` on AMD) validates on a machine without that GPU.
-    """
+def backend_option_fields() -> frozenset[str]:
+    """Every field of the installed backends' options dataclasses (CUDA, HIP, ...), plus the options every backend
+    understands: the keywords a launch accepts besides the kernel's arguments."""
     names = set(_BASE_COMPILE_OPTIONS)
     try:
         from triton.backends import backends
     except Exception:  # pragma: no cover - a Triton without the backends registry
         return frozenset(names)
     for backend in backends.values():
-        compiler = backend.compiler
-        module = __import__(compiler.__module__, fromlist=["*"])
+        module = __import__(backend.compiler.__module__, fromlist=["*"])
         for value in vars(module).values():
             if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__name__.endswith("Options"):
                 names.update(f.name for f in dataclasses.fields(value))
-    return frozenset(names - _INTERNAL_OPTION_FIELDS)
+    return frozenset(names)
+
+
+@functools.cache
+def compile_option_names() -> frozenset[str]:
+    """Config fields that are Triton compile options rather than kernel meta-parameters: the backends' option
+    fields without Triton's internals, so that a space written for one vendor (`waves_per_eu` on AMD) validates on
+    a machine without that GPU."""
+    return backend_option_fields() - _INTERNAL_OPTION_FIELDS
 
 
 # ---------------------------------------------------------------------------------------------- compilers
