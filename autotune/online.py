@@ -73,7 +73,7 @@ class OnlineSession:
         kernel's later keys from compiling."""
         try:
             with compile_in_order_of_completion(self.candidates, compiler, workers=workers, pool=pool,
-                                                timeout_s=timeout_s if workers > 0 else None) as outcomes:
+                                                timeout_s=timeout_s) as outcomes:
                 for outcome in outcomes:
                     with self._lock:
                         self._compile_s[outcome.config] = outcome.compile_s

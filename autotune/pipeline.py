@@ -209,7 +209,7 @@ def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Co
     return _pipeline(propose, compiler, workers, timeout_s, ahead)
 
 
-def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: Optional[float],
+def _parallel(configs: Any, compiler: Compiler, executor: "StartTrackingExecutor", timeout_s: Optional[float],
               abandoned: threading.Event, ahead: int = 0) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
     failed: list[CompileOutcome] = []
@@ -239,9 +239,7 @@ def _parallel(configs: Any, compiler: Compiler, executor: Executor, timeout_s: O
             for future in _expired(pending, timeout_s):
                 sub = pending.pop(future)
                 abandoned.set()
-                executor_abandon = getattr(executor, "abandon", None)
-                if executor_abandon is not None:    # its thread is not waited for; another may take its place
-                    executor_abandon(future)
+                executor.abandon(future)    # its thread is not waited for; another may take its place
                 if abandon is not None:
                     abandon(sub.config)
                 yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
