@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_type_hints
 
 from msgspec import Meta, Struct, field, structs
@@ -63,12 +62,7 @@ def _literal_values(name: str) -> list[Any]:
     return [v for a in args for v in (get_args(a) or [a]) if v is not type(None)] if args else []
 
 
-# id(Tuning) -> the preset fields its maker gave explicitly (a Struct takes no extra attribute; the entry is
-# dropped when the Tuning is collected). Equal Tunings may differ here, so it is keyed by identity.
-_EXPLICIT: dict[int, frozenset[str]] = {}
-
-
-class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, weakref=True):
+class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, dict=True):
     """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset.
 
     Checked when made: a value of the wrong type or range raises OptionError naming the field. Which preset
@@ -96,16 +90,15 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
                 hint += (f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
                          f"{name} unset (None) for {unset}")
             raise OptionError(f"invalid tuning options: {text}{hint}") from None
-        explicit = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
-        _EXPLICIT[id(self)] = explicit
-        weakref.finalize(self, _EXPLICIT.pop, id(self), None)
+        # not a field (never encoded, not compared): the instance's own __dict__ (`dict=True`)
+        self.__dict__["_explicit"] = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
         for name, value in PRESETS[self.preset].items():
             if getattr(self, name) is None:
                 structs.force_setattr(self, name, value)
 
     def explicit_fields(self) -> frozenset[str]:
         """The preset fields (warmup, reps, ...) given explicitly rather than filled from the preset."""
-        return _EXPLICIT.get(id(self), frozenset(PRESETS[self.preset]))
+        return self.__dict__.get("_explicit", frozenset(PRESETS[self.preset]))
 
     def replace(self, **changes: Any) -> "Tuning":
         """A copy with some fields changed (checked like a new Tuning). Preset fields the user never set are

@@ -21,7 +21,7 @@ def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *
         raise SpaceError(f"the search space of {kernel_name} has {space_size:,} configs, over the {LIST_LIMIT:,} an "
                          "exhaustive tuning lists; use Tuning(strategy='model') (or 'local', 'random') with a "
                          "max_configs budget")
-    explicit = getattr(tuning, "explicit_fields", lambda: ())()
+    explicit = tuning.explicit_fields()
     if strategy == "exhaustive" and "max_configs" in explicit and tuning.max_configs < space_size:
         raise OptionError(f"strategy='exhaustive' on {kernel_name} tries every one of its {space_size:,} configs, more "
                           f"than max_configs={tuning.max_configs}; to try at most max_configs of them use "
