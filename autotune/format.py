@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import math
 import time
+import unicodedata
 from typing import Any, Iterable, Optional, Sequence
 
 __all__ = ["format_ms", "format_config", "format_key", "format_dtypes", "format_record_key", "format_age",
-           "format_table", "one_line", "plural"]
+           "format_table", "format_timestamp", "one_line", "plural", "safe_text"]
 
 
 def format_ms(value: Optional[float]) -> str:
@@ -59,6 +60,22 @@ def format_age(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
+# Control characters (C0, DEL, C1), format characters (bidirectional overrides, zero-width joiners) and the Unicode
+# line and paragraph separators: none of them is printed as itself.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def safe_text(value: Any) -> str:
+    """`str(value)` with every control or format character written as an escape (`\\x1b`, `\\u202e`), so that
+    text read from a cache entry (a kernel name, a dtype, a trial's error) cannot send the terminal escape
+    sequences or reorder what is shown. Newlines are escaped too: one value is one line."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if unicodedata.category(ch) not in _UNSAFE_CATEGORIES
+                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
+
+
 def format_timestamp(timestamp: float) -> str:
     """A record's timestamp as local date and time; a value no clock can show (a schema-valid 1e20) is printed
     as the number it is, with no traceback."""
@@ -70,7 +87,7 @@ def format_timestamp(timestamp: float) -> str:
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> str:
     """Plain aligned columns with a header and a rule; columns whose index is in `right` align right."""
-    text_rows = [[("" if v is None else str(v)) for v in row] for row in rows]
+    text_rows = [[("" if v is None else safe_text(v)) for v in row] for row in rows]   # escaped before widths
     widths = [len(h) for h in headers]
     for row in text_rows:
         for i, cell in enumerate(row):

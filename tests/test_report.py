@@ -487,3 +487,13 @@ def test_skipped_configs_are_counted_as_skipped_not_failed():
     table = report_table(alone)
     assert ": 1 trials, 0 ok, 0 failed, 1 skipped;" in table
     assert table.splitlines()[-1].split()[0] == "*"
+
+
+def test_table_cells_are_escaped_before_the_columns_are_laid_out():
+    """A control character read from an entry is escaped in its cell, and the columns still line up (escaping
+    the finished lines, as `autotune report` did, widened a cell after its column's width was fixed)."""
+    from autotune.format import format_table
+
+    lines = format_table(["KERNEL", "N"], [["add\x1b[2J", 1], ["mul", 22]], right={1}).splitlines()
+    assert "\x1b" not in "".join(lines) and "add\\x1b[2J" in lines[2]
+    assert len({len(line) for line in lines}) == 1

@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..format import format_config, format_dtypes, format_key, format_ms, format_table, format_timestamp, plural
+from ..format import (format_config, format_dtypes, format_key, format_ms, format_table, format_timestamp,
+                      plural, safe_text)
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
 from .arguments import add_command, add_kernel_filter, add_key_option
-from .rows import age_of, entries_table, safe_text
+from .rows import age_of, entries_table
 from .remote import register as register_remote
 
 __all__ = ["register", "checked_cache_dir"]
@@ -126,7 +127,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if bad:
         print()
         print(format_table(["KERNEL", "UNUSABLE FILE", "PROBLEM"],
-                           [[safe_text(e.kernel), safe_text(e.path.name), _problem(e.error, e.path)] for e in bad]))
+                           [[e.kernel, e.path.name, _problem(e.error, e.path)] for e in bad]))
     print(f"\n{plural(len(good), 'entry', 'entries')}" + (f", {len(bad)} unusable" if bad else "")
           + f" in {safe_text(directory)}")
     return 0
@@ -174,7 +175,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         rows = []
         for t in trials:
             error = safe_text((t.error or "").strip().splitlines()[0]) if t.error and t.error.strip() else ""
-            rows.append(["*" if t.config == r.winner else "", safe_text(format_config(t.config, sep=" ")),
+            rows.append(["*" if t.config == r.winner else "", format_config(t.config, sep=" "),
                          t.status.value, format_ms(t.median_ms), format_ms(t.min_ms), len(t.samples_ms),
                          error if len(error) <= 60 else error[:57] + "..."])
         table = format_table(["", "CONFIG", "STATUS", "MEDIAN_MS", "MIN_MS", "N", "ERROR"], rows, right={3, 4, 5})

@@ -11,9 +11,9 @@ import sys
 import warnings
 from typing import Any, Optional
 
-from ..format import format_key, plural
+from ..format import format_key, plural, safe_text
 from .arguments import add_command, add_kernel_filter
-from .rows import entries_table, safe_text
+from .rows import entries_table
 
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from ..errors import AutotuneError
-from ..format import format_record_key
+from ..format import format_record_key, safe_text
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
 from ..reporting.table import render_report
 from .arguments import add_command, add_key_option
-from .rows import safe_text
 
 __all__ = ["run_report_command", "register"]
 
@@ -79,7 +78,7 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         except AutotuneError as exc:
             print(f"autotune report: {exc}", file=sys.stderr)
             return 1
-        # the table shows text read from the entry (kernel, dtypes, errors): no control character reaches the terminal
+        # format_table escaped the cells; the header line above them shows the entry's kernel, key and device too
         out.write("\n".join(safe_text(line) for line in table.split("\n")) + "\n")
         for option in ("png", "csv", "json"):
             value = getattr(args, option)
