@@ -236,6 +236,7 @@ class Autotuner(KernelInterface):
         self.tuner: _Engine = tuner
         self.name: str = tuner.name
         self._filed = {}
+        tuner.cache.on_forget(self.forget_cleared)   # a clear of any kind: `cache` drops what it cleared
 
     # ---------------------------------------------------------------------------------------- launching
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -441,7 +442,7 @@ class Autotuner(KernelInterface):
     def forget_cleared(self) -> int:
         """Drop from `cache` the entries this module put there whose winner is no longer in the engine's memory
         (`clear_autotune_cache` removed it), so that `cache` shows what the next launch uses; entries you put
-        there yourself stay. Returns how many were dropped."""
+        there yourself stay. Returns how many were dropped. Called by the engine's cache after every clear."""
         live = {(*key_values, *dtypes) for key_values, dtypes in self.tuner.cache.records()}
         gone = [(key, filed) for key, filed in list(self._filed.items()) if key not in live]
         for key, (config, _) in gone:

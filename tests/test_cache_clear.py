@@ -92,8 +92,6 @@ def keyed(x, out, n, BLOCK: tl.constexpr):
 def _empty_memory():
     """The kernels above live for the whole module: each test starts with their memory empty (and its own disk)."""
     clear_autotune_cache()
-    Compat.add_one.forget_cleared()
-    h_compat.fn.forget_cleared()
 
 
 def _args(n=40):
@@ -128,6 +126,24 @@ def test_a_compat_kernel_object_clears_itself_alone_and_its_cache_dict_follows()
     assert len(add_one.cache.memory) == 1
     assert Compat.add_one.cache == {(999, "torch.float32", "torch.float32"): mine}
     Compat.add_one[_grid](*_args())                       # cleared: tuned again, and filed again
+    assert (40, "torch.float32", "torch.float32") in Compat.add_one.cache
+
+
+@pytest.mark.parametrize("how", ["by name", "everything"])
+def test_a_compat_cache_dict_follows_a_clear_by_name_or_of_everything(how):
+    Compat.add_one[_grid](*_args())
+    Compat.add_one[_grid](*_args(64))
+    mine = triton.Config({"BLOCK": 16})
+    Compat.add_one.cache[(999, "torch.float32", "torch.float32")] = mine        # the user's own entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                   # by name: two kernels are called add_one
+        removed = clear_autotune_cache(kernel="add_one", key=(40,)) if how == "by name" else clear_autotune_cache()
+    assert removed == 1 if how == "by name" else removed == 2
+    left = [(64, "torch.float32", "torch.float32")] if how == "by name" else []
+    assert set(Compat.add_one.cache) == {*left, (999, "torch.float32", "torch.float32")}
+    assert Compat.add_one.cache[(999, "torch.float32", "torch.float32")] is mine
+    Compat.add_one[_grid](*_args())                       # cleared: tuned again (not launched from a stale entry)
+    assert Compat.add_one.tuner.record((40,)).trials      # a fresh tuning record, with its trials
     assert (40, "torch.float32", "torch.float32") in Compat.add_one.cache
 
 

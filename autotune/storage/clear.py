@@ -2,7 +2,7 @@
 persistent tiers, by kernel and key."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import warn_at_caller
@@ -30,7 +30,6 @@ class _Target:
     name: str
     own: Optional[KernelCache] = None
     identity: object = ANY
-    views: list = field(default_factory=list)   # autotune.compat Autotuners whose Triton-style `cache` follows
 
 
 def _layers(kernel: Any) -> list[Any]:
@@ -43,7 +42,6 @@ def _layers(kernel: Any) -> list[Any]:
 def _target(kernel: Any) -> _Target:
     if isinstance(kernel, str):
         return _Target(kernel)
-    from ..compat import Autotuner
     from ..kernel_ref import base_kernel, kernel_ref, python_function
 
     for layer in _layers(kernel):
@@ -51,7 +49,7 @@ def _target(kernel: Any) -> _Target:
         if not isinstance(own, KernelCache):      # autotune.compat: `cache` is Triton's dict, the engine is `tuner`
             own = getattr(getattr(layer, "tuner", None), "cache", None)
         if isinstance(own, KernelCache):
-            return _Target(own.kernel_name, own, views=[layer] if isinstance(layer, Autotuner) else [])
+            return _Target(own.kernel_name, own)
     base = base_kernel(kernel)
     if hasattr(base, "arg_names"):   # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
         ref = kernel_ref(base)
@@ -70,7 +68,7 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
 
     - no arguments: everything, every kernel, on disk also those not loaded in this process;
     - `kernel`: that kernel's entries. The decorated object (also under `triton.heuristics`, or an
-      `autotune.compat` kernel, whose Triton-style `cache` dict then drops the cleared keys) or the
+      `autotune.compat` kernel) or the
       `@triton.jit` kernel given to `autotune_launch` clears that kernel alone; its name clears every kernel
       of that name (warning when there were several);
     - `kernel` and `key`: the entries of that key, every dtype variant (and device) of it. `key` is
@@ -78,7 +76,8 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
       `tl.float32` or an enum value matches what the call stored); a single value means a 1-tuple. `key`
       without `kernel` raises ValueError.
 
-    `remote=True` tries the remote cache now, even within the pause after an outage, and warns when it cannot
+    An `autotune.compat` kernel's Triton-style `cache` dict drops the keys cleared from its memory, however they
+    were named. `remote=True` tries the remote cache now, even within the pause after an outage, and warns when it cannot
     (what stays would be read back); with no remote cache configured it raises OptionError, before clearing
     anything. Returns the number of distinct entries removed (one in memory and on disk counts once).
     """
@@ -95,10 +94,7 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
         return len(removed)
     target = _target(kernel)
     if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
-        count = target.own.clear(key, remote=remote)
-        for view in target.views:
-            view.forget_cleared()
-        return count
+        return target.own.clear(key, remote=remote)
     persistent = _persistent(remote)
     name, identity = target.name, target.identity
     removed, kernels = set(), set()

@@ -68,6 +68,7 @@ class KernelCache:
         self._lock = threading.Lock()
         self._offline_missed: set[Ident] = set()
         self._peek_missed: dict[Ident, float] = {}     # (key, dtypes) -> when peek may ask the tiers again
+        self._forget_listeners: list[weakref.WeakMethod] = []
         with _LIVE_LOCK:
             _LIVE.add(self)
         register(kernel_name)
@@ -326,12 +327,24 @@ class KernelCache:
             self._offline_missed.add(ident)
         return first
 
+    def on_forget(self, method: Callable[[], object]) -> None:
+        """Call the bound `method` after every `forget` (a clear by object, by name or of everything): for a view
+        that mirrors this memory, such as `autotune.compat`'s Triton-style `cache` dict. Held weakly, so the
+        listener's object is not kept alive by its cache."""
+        self._forget_listeners.append(weakref.WeakMethod(method))
+
     def forget(self, key: Optional[tuple] = None) -> list[StoredEntry]:
-        """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs."""
+        """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs.
+        The `on_forget` listeners are told afterwards."""
         wanted = wanted_key_text(key)
         with self._lock:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
-        return self.memory.remove(key=key)
+        removed = self.memory.remove(key=key)
+        for ref in list(self._forget_listeners):
+            listener = ref()
+            if listener is not None:
+                listener()
+        return removed
 
     def clear(self, key: Optional[tuple] = None, *, remote: bool = False) -> int:
         """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
