@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import re
 import sys
@@ -76,11 +77,15 @@ def _filled(cell: Any) -> bool:
 
 def _callable_identity(fn: Any, what: str) -> tuple:
     """A function by its module, name and `code_identity` (so the same lambda, made anew at each call, is the
-    same); a bound method by its object and function; any other callable by id (the registry keeps it alive).
+    same); a bound method by its object and function; a `functools.partial` by its function and arguments (so
+    one made anew at each call is the same); any other callable by id (the registry keeps it alive).
     A function that captures a value with no stable identity (a tensor, a list, an object) is refused: keyed by
     id, a function made at each call would make a new wrapper at each call."""
     if inspect.ismethod(fn):
         return ("method", id(fn.__self__), _callable_identity(fn.__func__, what))
+    if isinstance(fn, functools.partial):
+        return ("partial", _callable_identity(fn.func, what), _identity(fn.args, what),
+                _identity(dict(sorted(fn.keywords.items())), what))
     if not inspect.isfunction(fn):
         return ("object", id(fn))
     unstable = _unstable_captures(fn)

@@ -289,6 +289,30 @@ def test_autotune_launch_with_call_site_lambdas_reuses_one_wrapper_and_hits_memo
     assert results[-1].grid == (triton.cdiv(n, results[-1].config["BLOCK"]),)
 
 
+def _outputs_match(out, x, y, atol, **_):
+    return bool(torch.allclose(out, x + y, atol=atol))
+
+
+def test_autotune_launch_with_a_call_site_partial_reuses_one_wrapper():
+    """A `functools.partial` made at each call is identified by its function and arguments, not its address."""
+    import functools
+
+    from autotune import functional
+
+    x, y, out = vectors(100)
+    before = len(functional._launch_registry)
+    results = [autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 100), key=["n"],
+                               grid="(cdiv(n, $BLOCK),)", verify=functools.partial(_outputs_match, atol=1e-6),
+                               tuning=FAST) for _ in range(3)]
+    assert len(functional._launch_registry) == before + 1
+    assert [r.cache_hit for r in results] == [False, True, True]
+    other = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 100), key=["n"],
+                            grid="(cdiv(n, $BLOCK),)", verify=functools.partial(_outputs_match, atol=1e-3),
+                            tuning=FAST)
+    assert len(functional._launch_registry) == before + 2    # other arguments: another wrapper
+    assert other.cache_hit is True                            # (the same kernel, space and key: the disk entry)
+
+
 def test_autotune_launch_refuses_a_call_site_function_capturing_a_per_call_object():
     x, y, out = vectors(40)
     expected = x + y
