@@ -287,6 +287,7 @@ class OnlineTuner:
         if session is not None:
             return session.best, None, "online"
         kept, checksum = kernel.candidates(bound)
+        since = kernel.cache.clears()    # a clear of the key before the decision: the winner is not kept
         record = kernel.cache.peek(key, dtypes, checksum)
         if record is not None:
             return record.winner, record, "cache"
@@ -298,7 +299,7 @@ class OnlineTuner:
         start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
-            self._decided(key, dtypes, checksum, winner, trials, tuning_s)
+            self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
 
         def prepare(config: Config) -> tuple:
             return kernel.launch_args(config, bound, grid)
@@ -349,13 +350,13 @@ class OnlineTuner:
             return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
 
     def _decided(self, key: tuple, dtypes: tuple, checksum: Optional[str], winner: Config, trials: list[Trial],
-                 tuning_s: float) -> None:
+                 tuning_s: float, since: int) -> None:
         from .reporting.lines import emit
 
         kernel = self.kernel
         record = kernel.cache.new_record(key, dtypes, winner=winner, trials=trials, tuning_s=tuning_s,
                                          candidates=checksum, strategy="online", space_size=kernel.space_size)
-        kernel.cache.store_tuned(key, dtypes, record)
+        kernel.cache.store_tuned(key, dtypes, record, since=since)
         with self._lock:
             self._sessions.pop((key, dtypes), None)
         emit(record, cache_hit=False)

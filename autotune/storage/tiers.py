@@ -69,6 +69,11 @@ class KernelCache:
         self._offline_missed: set[Ident] = set()
         self._peek_missed: dict[Ident, float] = {}     # (key, dtypes) -> when peek may ask the tiers again
         self._forget_listeners: list[weakref.WeakMethod] = []
+        # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
+        self._store_lock = threading.Lock()      # a check of the clears and the stores it allows, against `forget`
+        self._clears = 0                         # clears of this cache so far
+        self._cleared_all = 0                    # `_clears` at the last clear of every key
+        self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
         with _LIVE_LOCK:
             _LIVE.add(self)
         register(kernel_name)
@@ -115,14 +120,31 @@ class KernelCache:
                             dtypes=list(dtypes), winner=winner, trials=trials, tuning_s=tuning_s,
                             candidates=candidates, strategy=strategy, space_size=space_size)
 
-    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord) -> None:
+    def clears(self) -> int:
+        """How many clears this cache has had: the `since=` of `store_tuned` for a tuning that begins now."""
+        return self._clears
+
+    def _keep(self, entry: EntryRef, record: TuningRecord, since: int, tiers: Sequence[Cache]) -> bool:
+        """Keep `record` in memory and write it to `tiers`, unless its key was cleared after `since` (a clear is a
+        barrier: a winner found or tuned by a lookup begun before it is used by that call only). Checked and
+        stored under the lock `forget` takes, so a clear that returned never sees such a record stored after it."""
+        with self._store_lock:
+            if max(self._cleared_all, self._cleared_keys.get(key_text(entry.key), 0)) > since:
+                logger.info("autotune cache: %s was cleared while it was being looked up or tuned; its winner is "
+                            "used by that call only", entry.what)
+                return False
+            self.memory.store(entry.key, entry.dtypes, record)
+            for tier in tiers:
+                tier.put(entry, record)
+            return True
+
+    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord,
+                    since: Optional[int] = None) -> None:
         """Keep a winner decided outside `get_or_tune` (online tuning, across calls): in memory and in every
-        persistent tier (atomic writes, no single flight: two processes tuning online may both write)."""
-        entry = self.entry(key, dtypes)
-        self.memory.store(entry.key, entry.dtypes, record)
+        persistent tier (atomic writes, no single flight: two processes tuning online may both write). `since`
+        (`clears()` when the tuning began): not kept when its key was cleared after that."""
         count_tuning(self.kernel_name, record)
-        for tier in self.tiers:
-            tier.put(entry, record)
+        self._keep(self.entry(key, dtypes), record, self._clears if since is None else since, self.tiers)
 
     def tuned_records(self) -> list[TuningRecord]:
         """Every record of this kernel usable on this machine, whatever its key: memory first, then the local
@@ -184,13 +206,12 @@ class KernelCache:
             return None
         return record
 
-    def _found(self, tiers: list[Cache], tier: Cache, entry: EntryRef,
-               record: TuningRecord) -> tuple[TuningRecord, str]:
-        """Use `record`, found in `tier`: keep it in memory and copy it into the tiers read before `tier` (a
-        remote hit lands on the local disk, so the next process on this machine reads it there)."""
-        self.memory.store(entry.key, entry.dtypes, record)
-        for earlier in tiers[: tiers.index(tier)]:
-            earlier.put(entry, record)
+    def _found(self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord,
+               since: int) -> tuple[TuningRecord, str]:
+        """Use `record`, found in `tier` by a lookup begun at `since` (`clears()`): keep it in memory and copy it
+        into the tiers read before `tier` (a remote hit lands on the local disk, so the next process on this
+        machine reads it there), unless its key was cleared meanwhile."""
+        self._keep(entry, record, since, tiers[: tiers.index(tier)])
         how = "disk" if tier.name == "disk" else "remote"
         count(self.kernel_name, **{f"{how}_hits": 1})
         return record, how
@@ -224,6 +245,7 @@ class KernelCache:
         """
         entry = self.entry(key, dtypes)
         tiers = self.tiers      # read once: the whole call works with one list (a remote set meanwhile waits)
+        since = self._clears    # a clear after this: what this lookup finds is used by this call only
         if not force:
             record = self.memory.lookup(entry.key, entry.dtypes)
             if record is not None:
@@ -232,7 +254,7 @@ class KernelCache:
             for tier in tiers:
                 record = self._usable(tier, entry, candidates)
                 if record is not None:
-                    return self._found(tiers, tier, entry, record)
+                    return self._found(tiers, tier, entry, record, since)
 
         tuning_now: set = getattr(_TLS, "tuning", None) or set()
         _TLS.tuning = tuning_now
@@ -246,6 +268,7 @@ class KernelCache:
         seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
+        since = self._clears    # a clear while this thread waited for the lease came before what it reads now
         leases: list[tuple[Cache, Lease]] = []
         try:
             record = self.memory.lookup(entry.key, entry.dtypes)
@@ -265,7 +288,7 @@ class KernelCache:
                 leases.append((tier, lease))
                 record = self._usable(tier, entry, candidates)
                 if record is not None and (not force or record != seen.get(id(tier))):
-                    return self._found(tiers, tier, entry, record)
+                    return self._found(tiers, tier, entry, record, since)
             marks = ((id(self), entry), shared_mark)
             tuning_now.update(marks)
             try:
@@ -278,14 +301,12 @@ class KernelCache:
                 tuning_now.difference_update(marks)
             if not isinstance(record, TuningRecord):
                 raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
-            self.memory.store(entry.key, entry.dtypes, record)
             count_tuning(self.kernel_name, record)
             mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
             if mismatch is not None:
                 warn(f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
                      f"({mismatch}); it is used now but will be tuned again by the next process")
-            for tier, _ in leases:
-                tier.put(entry, record)
+            self._keep(entry, record, since, [tier for tier, _ in leases])
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
@@ -302,6 +323,7 @@ class KernelCache:
             count_hit(self.kernel_name)
             return record
         entry = self.entry(key, dtypes)
+        since = self._clears
         now = time.monotonic()
         # The remote tier was asked a moment ago: an offline launch does not pay its round trip again at once.
         skip_remote = now < self._peek_missed.get((entry.key, entry.dtypes), 0.0)
@@ -311,7 +333,7 @@ class KernelCache:
                 continue
             record = self._usable(tier, entry, candidates)
             if record is not None:
-                return self._found(tiers, tier, entry, record)[0]
+                return self._found(tiers, tier, entry, record, since)[0]
         if not skip_remote:
             with self._lock:
                 self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
@@ -335,11 +357,18 @@ class KernelCache:
 
     def forget(self, key: Optional[tuple] = None) -> list[StoredEntry]:
         """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs.
-        The `on_forget` listeners are told afterwards."""
+        A lookup or tuning of a key begun before this keeps nothing it finds (`_keep`). The `on_forget` listeners
+        are told afterwards."""
         wanted = wanted_key_text(key)
         with self._lock:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
-        removed = self.memory.remove(key=key)
+        with self._store_lock:    # counted before the tiers are cleared: a lookup or tuning begun earlier keeps nothing
+            self._clears += 1
+            if wanted is None:
+                self._cleared_all = self._clears
+            else:
+                self._cleared_keys[wanted] = self._clears
+            removed = self.memory.remove(key=key)
         for ref in list(self._forget_listeners):
             listener = ref()
             if listener is not None:
