@@ -16,13 +16,14 @@ from triton.runtime.jit import KernelInterface
 
 from .call_arguments import BoundCall, CallSignature
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
-from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, warn_at_caller
+from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, warn_at_caller
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
-from .option_checks import (check_argument_lists, check_derive_names, check_fallback, check_hook_signatures,
-                            check_hooks, check_key, check_static_options, check_timeouts, fallback_config)
+from .option_checks import (as_derive, as_names, check_argument_lists, check_derive_names, check_fallback,
+                            check_guarded_values, check_hook_signatures, check_hooks, check_key, check_launch_grid,
+                            check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
 from .process_group import active_mode
 from .pruning import PruneSpec, as_pruner
@@ -79,13 +80,15 @@ class Autotuned(KernelInspection, KernelInterface):
         check_static_options(self.name, static_options, self._compile_options,
                              set(inspect.signature(autotune).parameters) - {"static_compile_options"})
         self.static_options = dict(static_options)
-        derive = dict(derive or {})
+        derive = as_derive(self.name, derive)
         check_derive_names(self.name, derive, self.constexpr_names)
         validate_space(self.space, kernel_name=self.name, constexpr_names=self.constexpr_names,
                        compile_options=self._compile_options, static_options=self.static_options,
                        derived_names=derive)
-        check_argument_lists(self.name, self.arg_names, {"restore_value": restore_value,
-                                                         "reset_to_zero": reset_to_zero})
+        restore_value = as_names(self.name, "restore_value", restore_value)
+        reset_to_zero = as_names(self.name, "reset_to_zero", reset_to_zero)
+        guarded = {"restore_value": restore_value, "reset_to_zero": reset_to_zero}
+        check_argument_lists(self.name, self.arg_names, guarded, tuned_names={*self.space.fields(), *derive})
         check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
         # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
         self.configs: Optional[list[Config]] = None if self.space.lazy else self.space.configs()
@@ -113,8 +116,10 @@ class Autotuned(KernelInspection, KernelInterface):
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         check_hook_signatures(self.name, [n for n in self.arg_names if n in self._defaults or n in self._required],
                               provided, verify=verify, setup=setup, key=key)
-        self.restore_value = tuple(restore_value)
-        self.reset_to_zero = tuple(reset_to_zero)
+        self.restore_value = restore_value
+        self.reset_to_zero = reset_to_zero
+        self._guarded = {"restore_value": restore_value, "reset_to_zero": reset_to_zero,
+                         "verify=Reference(...) outputs": verify.outputs if isinstance(verify, Reference) else ()}
         self.verify = verify
         self.setup = setup
         self.do_bench = do_bench
@@ -259,6 +264,8 @@ class Autotuned(KernelInspection, KernelInterface):
             return self.fallback_config(), None, "disabled"
         if env_offline():
             return self._select_offline(key, dtypes, bound)
+        check_launch_grid(self.name, grid)   # known before tuning: a bad one would fail every config alike
+        check_guarded_values(self.name, bound.named, self._guarded)
         if not self.interpreted and self.compiler_factory is None:
             problem = driver_problem()
             if problem is not None:
@@ -425,7 +432,11 @@ class Autotuned(KernelInspection, KernelInterface):
         triton.autotune (the order after early_config_prune and perf_model)."""
         if self.prune is None or self.configs is None:   # a lazy space has no prune= (refused at decoration)
             return list(self.configs or ()), None
-        kept = [Config(c) for c in self.prune(list(self.configs), dict(bound.named))]
+        returned = self.prune(list(self.configs), dict(bound.named))
+        if returned is None:
+            raise OptionError(f"prune= on {self.name} returned None; return the configs to keep (a list, a subset "
+                              "of those it receives)")
+        kept = [Config(c) for c in returned]
         if not kept:
             raise OptionError(f"prune= on {self.name} removed every config for this call; it must keep at least one "
                               "(return the best guess when none fits)")
@@ -472,6 +483,9 @@ def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[
              fallback: Optional[Mapping[str, Any]] = None, **static_compile_options: Any) -> Callable[[Any], Autotuned]:
     """Decorate a `@triton.jit` kernel with a search space; see DESIGN.md section 1 for the full story."""
     # Validate what can be validated without the kernel now, so a bad option fails at the decorator line.
+    if hasattr(space, "arg_names"):
+        raise SpaceError("@autotune takes arguments: write @autotune(space=..., key=..., grid=...) above @triton.jit, "
+                         "not a bare @autotune")
     Tuning.coerce(tuning)
     as_space(space)
     as_pruner(prune)

@@ -139,6 +139,9 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
             tuned = Autotuned(kernel, space=space, key=key, grid=None if launch_grid is not None else grid,
                               **autotune_options)
             _launch_registry[ident] = tuned
+    if not isinstance(args, (tuple, list)):   # a dict would pass its keys, a tensor its rows, as the arguments
+        raise TypeError(f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
+                        f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)")
     call_args, call_kwargs = tuple(args), dict(kwargs or {})
     _, config, record, how, launched = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
     if launch_grid is not None:   # the grid as launched, as with grid= given as a string

@@ -6,23 +6,86 @@ from __future__ import annotations
 import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
-from .errors import OptionError, SpaceError, did_you_mean
+from .errors import ExpressionError, OptionError, SpaceError, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 from .space import Config
+from .template import to_grid
 
-__all__ = ["check_argument_lists", "check_hooks", "check_hook_signatures", "check_key", "check_fallback",
+__all__ = ["as_names", "as_derive", "check_argument_lists", "check_guarded_values", "check_hooks",
+           "check_launch_grid", "check_hook_signatures", "check_key", "check_fallback",
            "check_timeouts", "fallback_config"]
 
 
-def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]]) -> None:
+def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]],
+                         tuned_names: Collection[str] = ()) -> None:
     """Each list (`restore_value=`, `reset_to_zero=`, a Reference's `outputs`; by what the message calls it)
-    names arguments of the kernel."""
+    names arguments of the kernel that the call passes (not `tuned_names`, set by the space or derive=)."""
+    tuned_set = set(tuned_names)
     for what, names in lists.items():
+        tuned = [n for n in names if n in tuned_set]
+        if tuned:
+            raise OptionError(f"{what}={list(names)} on {kernel}: {tuned[0]!r} is set for each config by the space "
+                              f"(or derive=), not a tensor the call passes; drop it from {what}=")
         missing = [n for n in names if n not in arg_names]
         if missing:
             raise OptionError(f"{what}={list(names)} on {kernel}: {missing} are not arguments of the kernel; "
                               f"arguments: {list(arg_names)}.{did_you_mean(missing[0], arg_names)}")
+
+
+def as_names(kernel: str, what: str, value: Any) -> tuple[str, ...]:
+    """`restore_value=` / `reset_to_zero=` as a tuple of names: a bare string is one name (as `key="M"`), not
+    its letters; anything else that is not a list of strings is refused naming the argument."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        names = (value,)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise OptionError(f"{what}= on {kernel} takes a list of argument names, e.g. {what}=['out']; got "
+                          f"{value!r}, whose item {bad[0]!r} is {type(bad[0]).__name__}, not a name")
+    return names
+
+
+def as_derive(kernel: str, derive: Any) -> dict[str, Any]:
+    """`derive=` as a dict {name: $X expression or callable(meta)}; anything else is refused naming the form."""
+    if derive is None:
+        return {}
+    if not isinstance(derive, Mapping):
+        raise OptionError(f"derive= on {kernel} takes a dict {{name: '$X expression' or callable(meta)}}, e.g. "
+                          f"derive={{'BLOCK_K': '$BLOCK * 2'}}; got {type(derive).__name__}: {derive!r}")
+    return dict(derive)
+
+
+def check_guarded_values(kernel: str, named_args: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> None:
+    """At a call, before tuning: each argument that `restore_value=`, `reset_to_zero=` or a Reference's `outputs`
+    names is a tensor (or None, skipped), else the tuner's snapshot would fail on it with an AttributeError."""
+    for what, names in lists.items():
+        for name in names:
+            value = named_args.get(name)
+            if value is not None and not (hasattr(value, "clone") and hasattr(value, "copy_")):
+                raise OptionError(f"{what}={list(names)} on {kernel}: the call passed {name} as "
+                                  f"{type(value).__name__} {value!r:.60}, not a tensor; these arguments are "
+                                  f"snapshotted and restored around each trial, so only tensors belong there: "
+                                  f"drop {name!r} from {what}=")
+
+
+def check_launch_grid(kernel: str, grid: Any) -> None:
+    """At a call that is about to tune: a `kernel[grid]` that is not a callable is a tuple of 1-3 ints, else every
+    config would fail with the same launch error and the tuning would blame them all."""
+    if grid is None or callable(grid):
+        return
+    if isinstance(grid, str):
+        raise ExpressionError(f"{kernel}[{grid!r}]: a $X grid string goes in @autotune(grid={grid!r}) (then call "
+                              f"{kernel}(...)); {kernel}[grid] takes a tuple of ints or a callable meta -> tuple")
+    if not isinstance(grid, (tuple, list)):
+        raise ExpressionError(f"{kernel}[{grid!r}]: a grid is a tuple of 1 to 3 ints, e.g. {kernel}[({grid!r},)], "
+                              "or a callable meta -> tuple")
+    to_grid(grid, f"{kernel}[{grid!r}]")
 
 
 def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: Any, do_bench: Any) -> None:
@@ -91,11 +154,17 @@ def check_fallback(kernel: str, fallback: Optional[Mapping[str, Any]], fields: C
     """`fallback=` gives every field of the space that the kernel has no default for (it launches untuned)."""
     if fallback is None:
         return
+    if not isinstance(fallback, Mapping):
+        raise OptionError(f"fallback= on {kernel} takes one config as a dict of the space's fields, e.g. "
+                          f"fallback={{{', '.join(f'{f!r}: ...' for f in sorted(fields))}}}; got "
+                          f"{type(fallback).__name__}: {fallback!r}")
     missing = sorted(f for f in fields if f not in fallback and f not in defaults and f not in derived)
     if missing:
         example = {**dict(fallback), **{f: "..." for f in missing}}
+        hint = "".join(f" {f!r} is not a field of the space.{did_you_mean(str(f), missing)}"
+                       for f in fallback if f not in fields and did_you_mean(str(f), missing))
         raise SpaceError(f"fallback={dict(fallback)} on {kernel} lacks the space's fields {missing}; give a value "
-                         f"for each, e.g. fallback={example}")
+                         f"for each, e.g. fallback={example}.{hint}")
 
 
 def fallback_config(kernel: str, fallback: Mapping[str, Any], *, constexpr_names: Collection[str],

@@ -62,7 +62,28 @@ def _literal_values(name: str) -> list[Any]:
     return [v for a in args for v in (get_args(a) or [a]) if v is not type(None)] if args else []
 
 
-class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, dict=True):
+def _check_field_names(names: Any) -> None:
+    """Each name is a field of Tuning, else an OptionError naming the closest one (not msgspec's bare TypeError)."""
+    known = TuningFields.__struct_fields__
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise OptionError(f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
+                          f"{did_you_mean(str(unknown[0]), known)} The fields: {', '.join(known)}")
+
+
+class _TuningMeta(type(Struct)):  # type: ignore[misc]
+    """Checks the arguments of `Tuning(...)` before msgspec does: a Struct may not define `__init__`."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            example = f"preset={args[0]!r}" if isinstance(args[0], str) else "reps=20"
+            raise OptionError(f"Tuning takes keyword arguments only, e.g. Tuning({example}); got {len(args)} "
+                              "positional")
+        _check_field_names(kwargs)
+        return super().__call__(**kwargs)
+
+
+class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, dict=True, metaclass=_TuningMeta):
     """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset.
 
     Checked when made: a value of the wrong type or range raises OptionError naming the field. Which preset
@@ -104,6 +125,7 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         """A copy with some fields changed (checked like a new Tuning). Preset fields the user never set are
         refilled from the copy's preset: `Tuning(preset="fast").replace(preset="thorough")` is thorough's
         numbers, while an explicit `reps=` (given before or in `changes`) is kept."""
+        _check_field_names(changes)
         explicit = self.explicit_fields()
         for name in PRESETS[self.preset]:
             if name not in changes and name not in explicit:
@@ -120,18 +142,25 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         if isinstance(value, str):
             return cls(preset=value)
         if isinstance(value, dict):
-            known = set(cls.__struct_fields__)
-            unknown = [name for name in value if name not in known]
-            if unknown:
-                raise OptionError(f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
-                                  f"{did_you_mean(str(unknown[0]), sorted(known))}")
+            _check_field_names(value)
             return cls(**value)
         raise OptionError(f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; "
                           f"got {type(value).__name__}")
 
 
+_OFF = ("", "0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    """An on/off AUTOTUNE_* switch; a value that is neither (AUTOTUNE_OFFLINE=flase) is an OptionError, not "on"."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in _OFF:
+        return False
+    if raw in _ON or raw.isdigit():
+        return True
+    raise OptionError(f"{name}={os.environ[name]!r} is neither on nor off; set {name}=1 (on) or {name}=0 (off), "
+                      "or unset it")
 
 
 def env_force() -> bool:
@@ -193,8 +222,9 @@ def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
     except ValueError:
         raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} is not a number of seconds; unset it or set e.g. "
                           "AUTOTUNE_LOCK_TIMEOUT_S=600") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} must be a positive number of seconds")
+    if not 0 < value <= MAX_SECONDS:
+        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} must be a positive number of seconds, at most "
+                          f"{MAX_SECONDS:g} (a day); unset it for the default ({DEFAULT_LOCK_TIMEOUT_S:g} s)")
     return value
 
 
@@ -204,7 +234,7 @@ def env_print_level() -> int:
     try:
         return max(0, int(raw))
     except ValueError:
-        return 1 if _env_flag("AUTOTUNE_PRINT") else 0
+        return 0 if raw.lower() in _OFF else 1
 
 
 def env_progress() -> bool:

@@ -22,6 +22,14 @@ class Reference:
             outputs = (outputs,)
         if not outputs:
             raise OptionError("Reference needs the names of the output arguments to compare: outputs=('out',)")
+        if not callable(fn):
+            raise OptionError(f"Reference(fn, ...) takes the reference function, fn(**args) -> the expected outputs; "
+                              f"got {type(fn).__name__}: {fn!r}")
+        for name, tolerance in (("atol", atol), ("rtol", rtol)):
+            number = isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
+            if not (number and 0 <= tolerance < float("inf")):
+                raise OptionError(f"Reference({name}={tolerance!r}): a tolerance is a finite number >= 0, "
+                                  f"e.g. {name}=1e-5")
         self.fn = fn
         self.outputs = tuple(outputs)
         self.atol = atol

@@ -1,0 +1,144 @@
+"""Mistakes found by the errors audit: each is an autotune error that names the problem and the fix, raised as
+early as it can be known, instead of a raw TypeError/AttributeError from deep inside or a silent misreading."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autotune import Reference, Tuning, autotune
+from autotune.errors import AutotuneError, ExpressionError, OptionError, SpaceError
+from kernels_for_tests import add_kernel
+
+GRID = "(cdiv(n, $BLOCK),)"
+FAST = {"warmup": 0, "reps": 1, "refine_topk": 0, "compile_workers": 0, "isolate": "off"}
+
+
+def _tuned(**kwargs):
+    kwargs = {"space": {"BLOCK": (16, 32)}, "key": ["n"], "grid": GRID, "tuning": FAST, **kwargs}
+    tuned = autotune(**kwargs)(add_kernel)
+    tried = []
+    run_trial = tuned._run_trial
+
+    def counted(config, *args, **kw):
+        tried.append(config)
+        return run_trial(config, *args, **kw)
+
+    tuned._run_trial = counted
+    return tuned, tried
+
+
+def _args(n=40):
+    x = torch.arange(n, dtype=torch.float32)
+    return x, torch.ones(n), torch.empty(n), n
+
+
+def test_an_unknown_or_positional_tuning_field_is_an_option_error_naming_the_closest_field():
+    with pytest.raises(OptionError, match=r"'repz' is not a Tuning field\. Did you mean 'reps'\?"):
+        Tuning(repz=5)
+    with pytest.raises(OptionError, match=r"keyword arguments only, e.g\. Tuning\(preset='fast'\)"):
+        Tuning("fast")
+    with pytest.raises(OptionError, match=r"'warmpu' is not a Tuning field\. Did you mean 'warmup'\?"):
+        Tuning(preset="fast").replace(warmpu=1)
+    assert Tuning(preset="fast", reps=7).replace(preset="thorough").reps == 7
+
+
+@pytest.mark.parametrize("name", ["AUTOTUNE_OFFLINE", "AUTOTUNE_FORCE", "AUTOTUNE_DISABLE"])
+def test_a_misspelt_env_switch_is_refused_naming_the_values_not_read_as_on(monkeypatch, name):
+    tuned, tried = _tuned()
+    monkeypatch.setenv(name, "flase")
+    with pytest.raises(OptionError, match=rf"{name}='flase' is neither on nor off; set {name}=1 \(on\) or {name}=0"):
+        tuned(*_args())
+    assert tried == []
+    monkeypatch.setenv(name, "off")
+    tuned(*_args())
+    assert tried, "off means off: the key is tuned"
+
+
+def test_an_env_lock_timeout_over_a_day_is_refused_as_the_tuning_field_is(monkeypatch):
+    from autotune.options import lock_timeout_s
+
+    monkeypatch.setenv("AUTOTUNE_LOCK_TIMEOUT_S", "1e300")
+    with pytest.raises(OptionError, match=r"AUTOTUNE_LOCK_TIMEOUT_S='1e300' .* at most 86400"):
+        lock_timeout_s()
+    monkeypatch.setenv("AUTOTUNE_LOCK_TIMEOUT_S", "30")
+    assert lock_timeout_s() == 30.0
+
+
+def test_a_bare_autotune_without_arguments_says_to_give_them():
+    with pytest.raises(SpaceError, match=r"@autotune takes arguments: write @autotune\(space=\.\.\."):
+        autotune(add_kernel)
+
+
+def test_a_reference_with_no_function_or_a_bad_tolerance_is_refused_when_made():
+    with pytest.raises(OptionError, match=r"takes the reference function.*got int: 5"):
+        Reference(5, outputs=("out",))
+    with pytest.raises(OptionError, match=r"Reference\(atol='a'\): a tolerance is a finite number >= 0"):
+        Reference(lambda **_: None, outputs=("out",), atol="a")
+    with pytest.raises(OptionError, match=r"Reference\(rtol=-1\)"):
+        Reference(lambda **_: None, outputs=("out",), rtol=-1)
+
+
+def test_decorator_arguments_of_the_wrong_form_name_the_argument_and_the_form():
+    with pytest.raises(OptionError, match=r"fallback= on add_kernel takes one config as a dict.*got int: 5"):
+        _tuned(fallback=5)
+    with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\].*'BLOK' is not a field of the space\. "
+                                         r"Did you mean 'BLOCK'\?"):
+        _tuned(fallback={"BLOK": 16})
+    with pytest.raises(OptionError, match=r"derive= on add_kernel takes a dict.*got list"):
+        _tuned(space={"num_warps": (1, 2)}, grid="(1,)", derive=["BLOCK"])
+    with pytest.raises(OptionError, match=r"restore_value= on add_kernel takes a list of argument names"):
+        _tuned(restore_value=5)
+    with pytest.raises(OptionError, match=r"reset_to_zero=\['BLOCK'\] on add_kernel: 'BLOCK' is set for each config "
+                                          r"by the space"):
+        _tuned(reset_to_zero=["BLOCK"])
+
+
+def test_a_bare_string_restore_value_is_one_name_not_its_letters():
+    tuned, _ = _tuned(restore_value="out")
+    assert tuned.restore_value == ("out",)
+
+
+@pytest.mark.parametrize("options", [{"restore_value": ["n"]}, {"reset_to_zero": ("n",)},
+                                     {"verify": Reference(lambda **_: 0, outputs=("n",))}])
+def test_a_guarded_argument_the_call_passes_as_a_non_tensor_is_named_before_any_config_runs(options):
+    tuned, tried = _tuned(**options)
+    with pytest.raises(OptionError, match=r"the call passed n as int 40, not a tensor.*drop 'n' from"):
+        tuned(*_args())
+    assert tried == []
+
+
+def test_prune_returning_none_is_named():
+    tuned, tried = _tuned(prune=lambda configs, named: None)
+    with pytest.raises(OptionError, match=r"prune= on add_kernel returned None; return the configs to keep"):
+        tuned(*_args())
+    assert tried == []
+
+
+@pytest.mark.parametrize("grid, message", [
+    (5, r"add_kernel\[5\]: a grid is a tuple of 1 to 3 ints, e\.g\. add_kernel\[\(5,\)\]"),
+    ("(1,)", r"a \$X grid string goes in @autotune\(grid='\(1,\)'\)"),
+    ((1, 1, 1, 1), r"a grid has 1 to 3 dimensions"),
+])
+def test_a_bad_triton_style_grid_is_refused_before_tuning_not_blamed_on_every_config(grid, message):
+    tuned, tried = _tuned(grid=None)
+    with pytest.raises(ExpressionError, match=message):
+        tuned[grid](*_args())
+    assert tried == []
+    x, y, out, n = _args()
+    tuned[(2,)](x, y, out, n)
+    assert torch.equal(out, x + y)
+
+
+def test_every_new_error_is_an_autotune_error_and_a_builtin_one():
+    for cls in (OptionError, SpaceError, ExpressionError):
+        assert issubclass(cls, AutotuneError) and issubclass(cls, ValueError)
+
+
+@pytest.mark.parametrize("args", [{"x": 1}, torch.ones(4)])
+def test_autotune_launch_args_that_are_not_a_sequence_are_named_not_spread(args):
+    from autotune import autotune_launch
+
+    with pytest.raises(TypeError, match=r"autotune_launch\(args=\.\.\.\) takes the kernel's positional arguments as "
+                                        r"a tuple or list.*keyword arguments go in kwargs="):
+        autotune_launch(add_kernel, space={"BLOCK": (16, 32)}, grid=GRID, key=["n"], args=args, tuning=FAST)
+
