@@ -142,3 +142,14 @@ def test_autotune_launch_args_that_are_not_a_sequence_are_named_not_spread(args)
                                         r"a tuple or list.*keyword arguments go in kwargs="):
         autotune_launch(add_kernel, space={"BLOCK": (16, 32)}, grid=GRID, key=["n"], args=args, tuning=FAST)
 
+
+@pytest.mark.parametrize("command", [["list"], ["show", "add_kernel"], ["clear"]])
+def test_a_remote_url_on_a_disk_command_is_a_usage_error_not_silently_ignored(command, tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "autotune", "cache", *command, "--cache-dir", str(tmp_path),
+                          "--remote-url", "redis://127.0.0.1:1/0"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith(f"autotune cache {command[0]}: --remote-url is used with --remote"), res.stderr
+    assert "no entries" not in res.stdout

@@ -104,10 +104,24 @@ def _sortable(value: Any) -> tuple:
     return (4, 0, json.dumps(value, sort_keys=True, default=str), ())
 
 
+def _remote_url_ignored(args: argparse.Namespace, command: str) -> bool:
+    """A --remote-url on a command that works on the local disk would be silently ignored (the disk's entries
+    shown as if they were the fleet's): said, and True, so the command exits 2."""
+    if not getattr(args, "remote_url", None) or getattr(args, "remote", False):
+        return False
+    fix = f"add --remote to {command} the Redis cache's entries" if command in ("list", "clear") else \
+        "`autotune cache list --remote` lists the Redis cache's entries"
+    print(f"autotune cache {command}: --remote-url is used with --remote (and by push and pull); {fix}, or drop "
+          "--remote-url to work on the disk", file=sys.stderr)
+    return True
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.remote:
         _use_cache_dir(args)
         return list_remote(args)
+    if _remote_url_ignored(args, "list"):
+        return 2
     directory = checked_cache_dir(args, "list")
     if directory is None:
         return 2
@@ -140,7 +154,7 @@ def _problem(error: Optional[str], path: Any) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     key, ok = _key_or_none(args, "show")
-    if not ok:
+    if not ok or _remote_url_ignored(args, "show"):
         return 2
     directory = checked_cache_dir(args, "show")
     if directory is None:
@@ -189,7 +203,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         print("autotune cache clear: --key needs --kernel (keys are per kernel)", file=sys.stderr)
         return 2
     key, ok = _key_or_none(args, "clear")
-    if not ok:
+    if not ok or _remote_url_ignored(args, "clear"):
         return 2
     if args.remote:
         _use_cache_dir(args)
