@@ -104,6 +104,7 @@ class JitCompiler:
         self.kernel = kernel
         self.prepare = prepare
         self._future_kernels: dict[Config, Any] = {}
+        self._submitted: list = []     # this session's FutureKernels, for `_drop_failed_placeholders`
         self._mode: Any = None
 
     @contextlib.contextmanager
@@ -116,6 +117,7 @@ class JitCompiler:
         # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
         # compiles are cancelled first so that leaving the mode waits only for those already running.
         mode = self._mode = mode_type(executor, ignore_errors=True)
+        submitted = self._submitted = []
         try:
             with mode:
                 try:
@@ -126,6 +128,7 @@ class JitCompiler:
                     raise
         finally:
             self._mode = None
+            self._drop_failed_placeholders(submitted)
             if outer is not None:
                 active.reset(outer)
             elif active.get() is mode:
@@ -140,11 +143,29 @@ class JitCompiler:
         if future is None:  # already in the JIT's cache, or compiled synchronously
             return _done(compiled)
         self._future_kernels[config] = compiled
+        self._submitted.append(compiled)
         return future
 
     def finalize(self, config: Config, result: Any) -> Any:
         future_kernel = self._future_kernels.pop(config, None)
         return future_kernel.result() if future_kernel is not None else result
+
+    def _drop_failed_placeholders(self, future_kernels: list) -> None:
+        """Remove from the JIT's kernel cache the `FutureKernel`s of this session whose compile failed, as Triton
+        3.9 does itself: in 3.6 to 3.8 each stays there holding its exception and the compiler's locals, memory
+        kept for the life of the process for every config of the space that failed to compile."""
+        failed = set()
+        for future_kernel in future_kernels:
+            future = future_kernel.__dict__.get("future")    # not getattr: FutureKernel forwards to its result
+            if future is not None and future.done() and (future.cancelled() or future.exception() is not None):
+                failed.add(id(future_kernel))
+        if not failed:
+            return
+        for caches in getattr(self.kernel, "device_caches", {}).values():
+            kernel_cache = caches[0] if isinstance(caches, tuple) and caches else None
+            if isinstance(kernel_cache, dict):
+                for key in [k for k, v in list(kernel_cache.items()) if id(v) in failed]:
+                    del kernel_cache[key]
 
     def abandon(self, config: Config) -> None:
         """Forget a compile that passed `compile_timeout_s`: leaving the session would otherwise wait for it

@@ -67,6 +67,7 @@ def pool() -> dict:
         "compiles_after": len(compile_threads),
         "again_type": type(again).__name__,
         "cached_kernels": len(kernel_cache),
+        "cached_kinds": sorted({type(v).__name__ for v in kernel_cache.values()}),
         "calling_thread": threading.current_thread().name,
     }
 
