@@ -29,6 +29,7 @@ from .process_group import active_mode
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
 from .space import Config, SearchSpace, configs_checksum
+from .space_checksum import tuned_under
 from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
 from .space_checks import validate_space
@@ -135,8 +136,9 @@ class Autotuned(KernelInspection, KernelInterface):
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
         check_kernel_source(self.base_fn)        # unidentifiable: an error now; the hash itself at the first use
-        self.cache = KernelCache(self.name, functools.partial(source_hash, self.base_fn), self.space.checksum(),
-                                 contains, identity=self.identity)
+        self.cache = KernelCache(self.name, functools.partial(source_hash, self.base_fn),
+                                 tuned_under(self.space.checksum(), self.static_options), contains,
+                                 identity=self.identity)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None

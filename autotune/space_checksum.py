@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Optional
 from .errors import SpaceError
 from .kernel_ref import python_function
 
-__all__ = ["configs_checksum", "code_identity", "filter_identity", "stable_text"]
+__all__ = ["configs_checksum", "code_identity", "filter_identity", "stable_text", "tuned_under"]
 
 _MAX_DEPTH = 16          # nesting followed in a value (a list that contains itself stops here) or a filter's helpers
 
@@ -25,6 +25,16 @@ def configs_checksum(configs: Iterable[Any]) -> str:
         h.update(config.canonical().encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+def tuned_under(space_checksum: str, static_options: dict[str, Any]) -> str:
+    """The checksum a cache entry is filed under: the space's, and the static compile options every config was
+    compiled with (`@autotune(num_warps=8)`), so changing one retunes instead of reusing a winner timed under the
+    other. Without static options, the space's checksum as is."""
+    if not static_options:
+        return space_checksum
+    options = ", ".join(f"{name}={stable_text(value) or repr(value)}" for name, value in sorted(static_options.items()))
+    return hashlib.sha256(f"{space_checksum}\nstatic: {options}".encode()).hexdigest()
 
 
 def code_identity(fn: Any, _depth: int = 0) -> str:

@@ -212,6 +212,29 @@ def test_static_compile_options_reach_every_config():
     assert {warps for _, warps in launches} == {2}              # ... each with the decorator's num_warps
 
 
+def test_changing_a_static_compile_option_retunes_instead_of_reusing_the_winner():
+    """A winner timed under @autotune(num_warps=2) says nothing of num_warps=8: the entry is filed under the
+    static options too, so the second decoration misses the disk and tunes; the same options hit it."""
+    tuning = Tuning(preset="fast", reps=2, warmup=0, compile_workers=0, isolate="off")
+    x, y, out = vectors(64)
+    make_add({"BLOCK": (32, 64)}, num_warps=2, tuning=tuning)(x, y, out, 64)
+    from autotune import stats
+
+    def counted() -> tuple:
+        counters = stats()["add_kernel"]
+        return counters["tunings"], counters["disk_hits"]
+
+    before = counted()
+    other = make_add({"BLOCK": (32, 64)}, num_warps=8, tuning=tuning)
+    other(x, y, out, 64)
+    assert counted() == (before[0] + 1, before[1])            # tuned, not read from the num_warps=2 entry
+    same = make_add({"BLOCK": (32, 64)}, num_warps=8, tuning=tuning)
+    same(x, y, out, 64)
+    assert counted() == (before[0] + 1, before[1] + 1)        # the same options: the disk entry
+    plain = make_add({"BLOCK": (32, 64)}, tuning=tuning)
+    assert plain.cache.space_checksum == plain.space.checksum()     # no static options: the space's own
+
+
 def test_conflicting_meta_parameter_at_call_time():
     add = make_add()
     x, y, out = vectors(64)
