@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import threading
 from contextlib import nullcontext
@@ -80,6 +81,17 @@ def warn_if_interpreter_breaks() -> None:
 # threaded program behaves as it would on a GPU. Reentrant: a launch may happen inside a locked section.
 INTERPRETER_LOCK = threading.RLock()
 _NO_LOCK = nullcontext()
+
+
+def _after_fork_in_child() -> None:
+    """Another thread launching at a fork does not exist in the child: its hold is freed there (one the forking
+    thread holds stays, for it to release)."""
+    if not INTERPRETER_LOCK._is_owned():
+        INTERPRETER_LOCK._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def launch_lock(interpreted: bool) -> ContextManager:

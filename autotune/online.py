@@ -18,8 +18,10 @@ from __future__ import annotations
 import collections
 import logging
 import statistics
+import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 from .errors import FailureKind, NoValidConfigError, VerificationError, classify
@@ -34,6 +36,7 @@ __all__ = ["OnlineSession", "OnlineTuner"]
 logger = logging.getLogger("autotune")
 
 Launch = Callable[[Config], Any]        # launches one config once on the call's arguments, returns Triton's result
+_TUNERS: "weakref.WeakSet[OnlineTuner]" = weakref.WeakSet()
 
 
 class OnlineSession:
@@ -278,6 +281,14 @@ class OnlineTuner:
         self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
         self._driver: Optional[threading.Thread] = None
         self._pool: Optional[DaemonThreadPool] = None
+        _TUNERS.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the driver and pool threads did not survive the fork, so the sessions in progress
+        would never compile there. The child starts afresh: no session, a new driver and pool when a key needs one."""
+        self._lock = threading.Lock()
+        self._sessions, self._to_compile = {}, collections.deque()
+        self._driver, self._pool = None, None
 
     def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
         """A stored winner when there is one, else the session's best config known (how = "online")."""
@@ -360,6 +371,15 @@ class OnlineTuner:
         with self._lock:
             self._sessions.pop((key, dtypes), None)
         emit(record, cache_hit=False)
+
+
+def _after_fork_in_child() -> None:
+    for tuner in list(_TUNERS):
+        tuner.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _capturing(interpreted: bool) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
+import os
 import threading
 import weakref
 from concurrent.futures import Executor, Future
@@ -23,6 +24,7 @@ _WorkItem = tuple[Future, Callable[..., Any], tuple, dict]
 
 _exiting = threading.Event()
 _cancel_at_exit: "weakref.WeakSet[DaemonThreadPool]" = weakref.WeakSet()
+_pools: "weakref.WeakSet[DaemonThreadPool]" = weakref.WeakSet()
 
 
 def exiting() -> bool:
@@ -57,6 +59,14 @@ class DaemonThreadPool(Executor):
         self._numbers = itertools.count()
         if cancel_at_exit:
             _cancel_at_exit.add(self)
+        _pools.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: this pool's threads did not survive the fork, so the pool is shut down there (its
+        lock free, nothing queued; a submit raises). Its owners (a tuning in flight, an online tuner) make new ones."""
+        self._cond = threading.Condition()
+        self._queue = collections.deque()
+        self._threads, self._running, self._idle, self._shutdown = set(), {}, 0, True
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         """Queue `fn(*args, **kwargs)`; a new thread starts when no idle one can take it and the cap allows."""
@@ -142,6 +152,15 @@ class DaemonThreadPool(Executor):
                 if me not in self._threads:               # abandoned: a replacement was allowed to start
                     return
             del future, fn, args, kwargs
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_pools):
+        pool._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

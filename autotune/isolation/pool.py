@@ -248,6 +248,18 @@ def compile_workers() -> WorkerPool:
 _REQUESTS = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child shares nothing with its parent's workers: their sockets answer the parent, and a parent thread
+    waiting on one held `_REQUESTS` forever in the child. The child starts its own workers when it tunes, and never
+    stops the parent's (the objects are dropped, their processes left alone)."""
+    global _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL
+    _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL = threading.Lock(), threading.Lock(), None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def shutdown() -> None:
     """Stop every worker (at exit, and for tests that check nothing is left behind)."""

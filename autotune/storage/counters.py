@@ -1,6 +1,7 @@
 """This process's tuning counters, per kernel name: what `autotune.stats()` and `kernel.cache_info()` show."""
 from __future__ import annotations
 
+import os
 import threading
 
 from ..record import TrialStatus, TuningRecord
@@ -11,6 +12,15 @@ __all__ = ["STAT_FIELDS", "count", "count_hit", "count_tuning", "failed_configs"
 STAT_FIELDS = ("hits", "disk_hits", "remote_hits", "misses", "tunings", "failed_tunings", "failed_configs", "tuning_s")
 _LOCK = threading.Lock()
 _STATS: dict[str, dict[str, float]] = {}
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()      # a thread counting at the fork does not exist in the child
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _new_stats() -> dict[str, float]:

@@ -51,6 +51,11 @@ class MemoryCache:
         with self._guard:
             self._records[(key, tuple(dtypes))] = record
 
+    def after_fork(self) -> None:
+        """In a forked child: the threads that held the entry locks (tunings in flight) do not exist there."""
+        self._guard = threading.Lock()
+        self._key_locks = {}
+
     def lock(self, entry: EntryRef, *, timeout_s: Optional[float] = None) -> HeldLock:
         """The entry's thread lock. `timeout_s` is not applied: the holder is a thread of this process, tuning."""
         ident = (entry.key, entry.dtypes)

@@ -9,6 +9,7 @@ others wait and take its winner.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -34,6 +35,20 @@ _LIVE: "weakref.WeakSet[KernelCache]" = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 _TLS = threading.local()
 _PEEK_AGAIN_S = 5.0            # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: a lock another thread held (a key it was tuning) would be
+    held forever there. Every cache's locks start free; a key a parent thread was tuning is tuned (or read from
+    disk, after the parent's entry lock is released) by the child's own call."""
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.Lock()
+    for cache in list(_LIVE):
+        cache.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def live_caches() -> list["KernelCache"]:
@@ -77,6 +92,11 @@ class KernelCache:
         with _LIVE_LOCK:
             _LIVE.add(self)
         register(kernel_name)
+
+    def after_fork(self) -> None:
+        """In a forked child: every lock free (their holders were the parent's other threads)."""
+        self._lock, self._store_lock, self._source_hash_lock = threading.Lock(), threading.Lock(), threading.Lock()
+        self.memory.after_fork()
 
     def __repr__(self) -> str:
         return f"KernelCache({self.kernel_name!r}, entries={len(self.memory)}, tiers={[t.name for t in self.tiers]})"
