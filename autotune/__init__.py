@@ -10,8 +10,8 @@ from .storage import clear_autotune_cache, stats
 from .storage.remote import set_remote_cache
 from .decorator import Autotuned, autotune
 from .functional import TuningResult, autotune_launch
-from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, DeviceError, DistributedTuningError,
-                     IsolationWarning, KeyValueError, NoDeviceError,
+from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, CallError, DeviceError,
+                     DistributedTuningError, IsolationWarning, KeyValueError, NoDeviceError,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
                      VerificationError, WorkerShutdownError, classify)
 from .options import Tuning
@@ -42,6 +42,6 @@ __all__ = [
     "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
     "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
     "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
-    "set_remote_cache", "IsolationWarning", "WorkerShutdownError",
+    "set_remote_cache", "IsolationWarning", "WorkerShutdownError", "CallError",
 ]
 

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any, Collection, Mapping, Sequence
 
 from .compilers import backend_option_fields, compile_option_names
-from .errors import OptionError, did_you_mean
+from .errors import CallError, OptionError, did_you_mean
 
 __all__ = ["BoundCall", "CallSignature", "launch_option_names"]
 
@@ -54,7 +54,7 @@ class CallSignature:
         if kwargs:
             twice = [n for n in self.arg_names[:len(args)] if n in kwargs]
             if twice:
-                raise TypeError(f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
+                raise CallError(f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
                                 "position and by keyword")
             tuned = sorted(kwargs.keys() & self.tuned)
             if tuned:
@@ -77,7 +77,7 @@ class CallSignature:
         unknown = sorted(k for k in kwargs if k not in self.arg_names and k not in launch)
         if unknown:
             valid: Collection[str] = set(self.arg_names) | compile_option_names()
-            raise TypeError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
+            raise CallError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
                             f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
                             f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
 

@@ -16,7 +16,7 @@ from triton.runtime.jit import KernelInterface
 
 from .call_arguments import BoundCall, CallSignature
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
-from .errors import AutotuneError, CacheWarning, NoDeviceError, OptionError, SpaceError, warn_at_caller
+from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, OptionError, SpaceError, warn_at_caller
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
@@ -225,7 +225,7 @@ class Autotuned(KernelInspection, KernelInterface):
         (the native call path) also refuses what the triton.autotune drop-in passes through (call_arguments.py)."""
         args, kwargs = tuple(args), dict(kwargs)
         if len(args) > len(self.arg_names):
-            raise TypeError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
+            raise CallError(f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); "
                             f"got {len(args)} positional")
         if kwargs or (strict and len(args) > self._call_signature.first_tuned):
             self._call_signature.check(args, kwargs, strict=strict)
@@ -235,7 +235,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if len(args) < self._required_upto:  # the fast path: every required argument was passed by position
             missing = [n for n in self._required if n not in named]
             if missing:
-                raise TypeError(f"{self.name}() missing {len(missing)} required argument"
+                raise CallError(f"{self.name}() missing {len(missing)} required argument"
                                 f"{'s' if len(missing) > 1 else ''}: {', '.join(map(repr, missing))} (the kernel's "
                                 f"arguments: {', '.join(self.arg_names)}; tuned and derived ones come from the "
                                 "search space)")

@@ -39,6 +39,12 @@ class NoValidConfigError(AutotuneError, RuntimeError):
         self.trials = list(trials or [])
 
 
+class CallError(AutotuneError, TypeError):
+    """A call does not fit what it calls: a missing, extra, doubled or unknown argument to a tuned kernel or to
+    autotune's functions (a `TypeError`, as Python's own call errors are, so code written for Triton still
+    catches it)."""
+
+
 class KeyValueError(AutotuneError, ValueError):
     """A call's key value cannot identify a cache entry (a tensor, NaN, an object without a stable text form)."""
 

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any, Mapping, Optional, Sequence
 
 from .decorator import Autotuned
-from .errors import OptionError
+from .errors import CallError, OptionError
 from .kernel_ref import python_function
 from .record import TuningRecord
 from .space import Config, SearchSpace
@@ -140,7 +140,7 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
                               **autotune_options)
             _launch_registry[ident] = tuned
     if not isinstance(args, (tuple, list)):   # a dict would pass its keys, a tensor its rows, as the arguments
-        raise TypeError(f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
+        raise CallError(f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
                         f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)")
     call_args, call_kwargs = tuple(args), dict(kwargs or {})
     _, config, record, how, launched = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import OptionError, Tuning, autotune, autotune_launch, clear_autotune_cache, compat
+from autotune import CallError, OptionError, Tuning, autotune, autotune_launch, clear_autotune_cache, compat
 from autotune.storage import disk_entries
 
 FAST = Tuning(preset="fast", warmup=0, reps=1, refine_topk=0, compile_workers=0, isolate="off")
@@ -171,7 +171,7 @@ def test_the_jit_kernel_given_to_autotune_launch_clears_its_entries_only():
 
 
 def test_a_non_kernel_is_refused_naming_what_is_accepted():
-    with pytest.raises(TypeError, match="autotune_launch, or a kernel name"):
+    with pytest.raises(CallError, match="autotune_launch, or a kernel name"):
         clear_autotune_cache(kernel=object())
 
 

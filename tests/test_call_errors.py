@@ -5,7 +5,7 @@ import pytest
 import torch
 import triton
 
-from autotune import AutotuneError, autotune
+from autotune import AutotuneError, CallError, autotune
 from kernels_for_tests import add_kernel
 
 
@@ -26,15 +26,24 @@ def _counting_add(**options):
 def test_missing_argument_is_a_type_error_before_tuning():
     tuned, launches = _counting_add()
     x = torch.ones(8)
-    with pytest.raises(TypeError, match=r"missing 1 required argument: 'n'"):
+    with pytest.raises(CallError, match=r"missing 1 required argument: 'n'"):
         tuned(x, x, torch.empty_like(x))
     assert launches == [] and tuned.cache_info()["misses"] == 0
+
+
+def test_a_call_error_is_an_autotune_error_and_a_type_error():
+    """`except autotune.AutotuneError` catches a bad call; code written for Triton (`except TypeError`) does too."""
+    tuned, _ = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(CallError) as info:
+        tuned(x, x, torch.empty_like(x))
+    assert isinstance(info.value, AutotuneError) and isinstance(info.value, TypeError)
 
 
 def test_argument_by_position_and_by_keyword_is_a_type_error_before_tuning():
     tuned, launches = _counting_add()
     x = torch.ones(8)
-    with pytest.raises(TypeError, match=r"multiple values for argument 'x'"):
+    with pytest.raises(CallError, match=r"multiple values for argument 'x'"):
         tuned(x, x, torch.empty_like(x), 8, x=x)
     assert launches == []
 
@@ -105,9 +114,9 @@ def test_call_time_option_that_the_decorator_sets_statically_is_refused_not_over
 def test_unknown_keyword_is_a_type_error_naming_the_closest_name_before_tuning():
     tuned, launches = _counting_add()
     x = torch.ones(8)
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'num_warp'.*Did you mean 'num_warps'\?"):
+    with pytest.raises(CallError, match=r"unexpected keyword argument 'num_warp'.*Did you mean 'num_warps'\?"):
         tuned(x, x, torch.empty_like(x), 8, num_warp=4)
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'outt'.*Did you mean 'out'\?"):
+    with pytest.raises(CallError, match=r"unexpected keyword argument 'outt'.*Did you mean 'out'\?"):
         tuned(x, x, outt=torch.empty_like(x), n=8)
     assert launches == []
 

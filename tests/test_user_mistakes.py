@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autotune import Reference, Tuning, autotune
+from autotune import CallError, Reference, Tuning, autotune
 from autotune.errors import AutotuneError, ExpressionError, OptionError, SpaceError
 from kernels_for_tests import add_kernel
 
@@ -138,7 +138,7 @@ def test_every_new_error_is_an_autotune_error_and_a_builtin_one():
 def test_autotune_launch_args_that_are_not_a_sequence_are_named_not_spread(args):
     from autotune import autotune_launch
 
-    with pytest.raises(TypeError, match=r"autotune_launch\(args=\.\.\.\) takes the kernel's positional arguments as "
+    with pytest.raises(CallError, match=r"autotune_launch\(args=\.\.\.\) takes the kernel's positional arguments as "
                                         r"a tuple or list.*keyword arguments go in kwargs="):
         autotune_launch(add_kernel, space={"BLOCK": (16, 32)}, grid=GRID, key=["n"], args=args, tuning=FAST)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import warn_at_caller
+from ..errors import CallError, warn_at_caller
 from .disk import DiskCache
 from .entries import as_key_tuple, wanted_key_text
 from .protocol import ANY, Cache
@@ -57,7 +57,7 @@ def _target(kernel: Any) -> _Target:
     name = getattr(kernel, "name", None)
     if isinstance(name, str):
         return _Target(name)
-    raise TypeError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
+    raise CallError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
                     f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name; "
                     f"got {type(kernel).__name__}")
 
