@@ -1,14 +1,57 @@
 """Checking a search space against its kernel when decorating: fields, static options, emptiness."""
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from .errors import OptionError, SpaceError, did_you_mean
-from .space import SearchSpace
+from .space import CartesianSpace, SearchSpace
 
-__all__ = ["validate_space"]
+__all__ = ["validate_space", "compile_option_problem"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)   # np.int32(4) too
+
+
+def compile_option_problem(name: str, value: Any) -> str | None:
+    """What is wrong with a value of one of Triton's common compile options (None: nothing, or an option not
+    checked here). The interpreter ignores these options, so without this check a space developed on a CPU
+    fails config by config on the GPU."""
+    if name == "num_warps" and not (_is_int(value) and value >= 1 and value & (value - 1) == 0):
+        return "num_warps must be a power of two (1, 2, 4, 8, 16 or 32), as Triton requires"
+    if name == "num_stages" and not (_is_int(value) and value >= 0):
+        return "num_stages must be an int >= 0 (pipelining depth; 2 to 5 is usual)"
+    if name == "num_ctas" and not (_is_int(value) and value >= 1):
+        return "num_ctas must be an int >= 1 (CTAs per cluster; 1 unless you use clusters on sm_90+)"
+    if name == "maxnreg" and not (value is None or (_is_int(value) and value >= 1)):
+        return "maxnreg must be None or an int >= 1 (registers per thread)"
+    return None
+
+
+def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
+    """(field, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the sample."""
+    if space.lazy and isinstance(space, CartesianSpace):
+        return [(name, value) for name, values in space.axes.items() for value in values]
+    return [(name, value) for config in configs for name, value in config.items()]
+
+
+def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
+    for name, value in sorted(static_options.items()):
+        problem = compile_option_problem(name, value)
+        if problem:
+            raise OptionError(f"static option {name}={value!r} of {kernel}: {problem}")
+    seen: set = set()
+    for name, value in _option_values(space, configs):
+        if (name, repr(value)) in seen:
+            continue
+        seen.add((name, repr(value)))
+        problem = compile_option_problem(name, value)
+        if problem:
+            raise SpaceError(f"the search space of {kernel} has {name}={value!r}: {problem}; fix or remove that "
+                             "value (the interpreter ignores it, a GPU compile refuses it)")
 
 
 def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Collection[str],
@@ -33,6 +76,7 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
             hint = did_you_mean(name, options)
             raise OptionError(f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
                               f"num_warps, num_stages, num_ctas, maxnreg).{hint}")
+    _check_option_values(space, configs, static_options, kernel_name)
     derived = frozenset(derived_names)
     constexprs = frozenset(constexpr_names)
     for name in sorted(fields):

@@ -274,3 +274,26 @@ def test_a_bad_fallback_is_reported_as_fallback_s_not_as_the_search_space_s():
         deco(fallback={"BLOCK": 64, "num_warps": 8}, num_warps=4)
     with pytest.raises(SpaceError, match=r"^fallback=\{'BLOCK': nan\} on add_kernel: fallback= field 'BLOCK' = nan"):
         deco(fallback={"BLOCK": float("nan")})
+
+
+@pytest.mark.parametrize("space, match", [
+    ({"BLOCK": (32,), "num_warps": (2, 3)}, r"num_warps=3: num_warps must be a power of two"),
+    ({"BLOCK": (32,), "num_warps": (True,)}, r"num_warps=True: num_warps must be a power of two"),
+    ({"BLOCK": (32,), "num_stages": (-1,)}, r"num_stages=-1: num_stages must be an int >= 0"),
+    ({"BLOCK": (32,), "num_ctas": (0,)}, r"num_ctas=0: num_ctas must be an int >= 1"),
+    ([{"BLOCK": 32, "num_warps": 4}, {"BLOCK": 64, "num_warps": 12}], r"num_warps=12"),
+    (CartesianSpace(BLOCK=range(1, 10 ** 6), num_warps=(4, 6)), r"num_warps=6"),     # lazy: its axes are read
+], ids=["not a power of two", "bool", "negative stages", "no ctas", "listed configs", "lazy space"])
+def test_a_compile_option_value_a_gpu_would_refuse_is_a_space_error_at_decoration(space, match):
+    """The interpreter ignores num_warps and friends: without this check a space developed on a CPU fails config
+    by config on the GPU."""
+    with pytest.raises(SpaceError, match=match):
+        deco(space=space, grid="(1,)")
+
+
+def test_a_static_compile_option_of_the_wrong_form_is_an_option_error():
+    with pytest.raises(OptionError, match=r"static option num_warps='four' of add_kernel: num_warps must be"):
+        deco(num_warps="four")
+    with pytest.raises(OptionError, match=r"maxnreg=0 .*maxnreg must be None or an int >= 1"):
+        deco(maxnreg=0)
+    deco(num_warps=8, num_stages=0, num_ctas=1, maxnreg=None)     # what a GPU compiles is accepted
