@@ -28,7 +28,7 @@ from .errors import FailureKind, NoValidConfigError, VerificationError, classify
 from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
-from .reference import Reference
+from .reference import Reference, check_verified
 from .thread_pool import DaemonThreadPool, exiting
 
 __all__ = ["OnlineSession", "OnlineTuner"]
@@ -209,10 +209,7 @@ class OnlineSession:
             import torch
 
             torch.cuda.synchronize()
-        if isinstance(self.verify, Reference):
-            self.verify.check(named, expected)
-        elif not self.verify(**named):
-            raise VerificationError("verify(...) returned False")
+        check_verified(self.verify, named, expected)
         self._maybe_decide()
         return result
 

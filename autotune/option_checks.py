@@ -99,6 +99,17 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
     for what, hook in (("setup", setup), ("do_bench", do_bench)):
         if hook is not None and not callable(hook):
             raise OptionError(f"{what}= on {kernel} must be a callable; got {type(hook).__name__}: {hook!r}")
+    if do_bench is not None:
+        try:
+            signature = inspect.signature(do_bench)
+        except (TypeError, ValueError):     # a builtin without a signature: not checked
+            return
+        try:
+            signature.bind(lambda: None)
+        except TypeError:
+            raise OptionError(f"do_bench= on {kernel} is called as do_bench(fn), with the function to time, and "
+                              f"returns milliseconds; its signature {signature} cannot take that: e.g. "
+                              "def do_bench(fn, **_) -> float") from None
 
 
 def check_hook_signatures(kernel: str, passed: Sequence[str], provided: Collection[str], *, verify: Any,

@@ -6,7 +6,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import OptionError, VerificationError
 
-__all__ = ["Reference"]
+__all__ = ["Reference", "check_verified"]
+
+
+def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = None) -> None:
+    """Run `verify=` on a config's outputs: a `Reference` compares them with `expected`, a predicate must return
+    true. VerificationError when the config is wrong; OptionError when the predicate returned None (a `verify=`
+    that forgot its `return` would otherwise reject every config as "returned False")."""
+    if isinstance(verify, Reference):
+        verify.check(named_args, expected)
+        return
+    result = verify(**named_args)
+    if result is None:
+        name = getattr(verify, "__name__", "verify")
+        raise OptionError(f"verify= ({name}) returned None instead of True or False: return whether the outputs "
+                          "are right (a missing `return`?)")
+    if not result:
+        raise VerificationError(f"verify(...) returned {result!r}")
 
 
 class Reference:

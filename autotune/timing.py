@@ -5,6 +5,8 @@ import statistics
 import time
 from typing import Any, Callable, Optional, Protocol, Sequence
 
+from .errors import OptionError
+
 Thunk = Callable[[], Any]
 
 
@@ -52,9 +54,17 @@ class CallableTimer:
             return fn()
 
         result = self.do_bench(call)
-        if isinstance(result, (int, float)):
-            return [float(result)]
-        return [float(x) for x in result]
+        try:
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                return [float(result)]
+            values = list(result)
+            if not values or any(isinstance(x, bool) for x in values):
+                raise ValueError("no times")
+            return [float(x) for x in values]
+        except (TypeError, ValueError):
+            # The user's function, not the config: every config would fail alike.
+            raise OptionError(f"do_bench= returned {type(result).__name__} {result!r}: it must return the time in "
+                              "milliseconds, a number or a list of numbers") from None
 
 
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024  # Triton's do_bench uses 256 MB where the L2 size is unknown

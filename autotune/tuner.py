@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequenc
 from .errors import (AutotuneError, DeviceError, FailureKind, NoValidConfigError, VerificationError, classify,
                      warn_at_caller)
 from .options import Tuning
-from .reference import Reference
+from .reference import Reference, check_verified
 from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
 from .record import Trial, TrialStatus
 from .space import Config
@@ -255,10 +255,7 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
         job.run_config(config)  # the checked run: output as one untuned launch would leave it
         if job.verify is not None:
             job.synchronize()
-            if isinstance(job.verify, Reference):
-                job.verify.check(named, expected)
-            elif not job.verify(**named):
-                raise VerificationError("verify(...) returned False")
+            check_verified(job.verify, named, expected)
     except VerificationError as exc:
         warn_at_caller(f"autotune: {job.kernel_name} config {dict(config)} failed verification and is skipped: "
                        f"{exc}")

@@ -153,3 +153,27 @@ def test_a_remote_url_on_a_disk_command_is_a_usage_error_not_silently_ignored(co
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.startswith(f"autotune cache {command[0]}: --remote-url is used with --remote"), res.stderr
     assert "no entries" not in res.stdout
+
+
+def test_a_verify_that_returns_none_is_an_option_error_not_every_config_failing_verification():
+    def outputs_right(out, x, y, **_):
+        torch.allclose(out, x + y)                    # the `return` forgotten
+
+    tuned, tried = _tuned(verify=outputs_right)
+    with pytest.raises(OptionError, match=r"verify= \(outputs_right\) returned None .*a missing `return`"):
+        tuned(*_args())
+    assert len(tried) == 1                           # stopped at the first config, nothing blamed on the others
+    assert tuned.cache_info()["entries"] == 0
+
+
+def test_a_do_bench_that_cannot_take_the_function_to_time_is_refused_at_decoration():
+    with pytest.raises(OptionError, match=r"do_bench= on add_kernel is called as do_bench\(fn\).*\(fn, rep\)"):
+        _tuned(do_bench=lambda fn, rep: 1.0)
+    _tuned(do_bench=lambda fn, rep=10: 1.0)          # a default for the rest is fine
+
+
+@pytest.mark.parametrize("returned", ["fast", None, [], [True]], ids=["str", "None", "empty", "bool"])
+def test_a_do_bench_returning_no_time_is_an_option_error_naming_do_bench(returned):
+    tuned, _ = _tuned(do_bench=lambda fn: (fn(), returned)[1])
+    with pytest.raises(OptionError, match=r"do_bench= returned .*: it must return the time in milliseconds"):
+        tuned(*_args())
