@@ -206,3 +206,13 @@ def test_an_empty_key_is_a_usage_error_not_a_traceback(args):
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.startswith(f"autotune cache {args[0]}: --key ''") and "4096,1024" in res.stderr
     assert len(disk_entries()) == 1
+
+
+@pytest.mark.parametrize("text", ["(40,", "[40", "40)"])
+def test_a_key_meant_as_a_tuple_but_unclosed_is_a_usage_error_not_a_string_key(text):
+    """`--key "(40,"` used to clear the key ("(40",): nothing matched, and a typo read as a request."""
+    write_record(record("add", [40]))
+    res = run_cli("cache", "clear", "--kernel", "add", "--key", text)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "is not a valid tuple or list" in res.stderr and "4096,1024" in res.stderr
+    assert len(disk_entries()) == 1
