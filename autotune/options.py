@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_type_hints
 
 from msgspec import Meta, Struct, field, structs
@@ -228,18 +229,40 @@ def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
     return value
 
 
+def _warn_unread(name: str, raw: str, reading: str, values: str) -> None:
+    """Warn once per value that a display switch was not understood (it is read after a tuning, which an error
+    there would throw away, so it is not an OptionError as the behaviour switches are)."""
+    if (name, raw) not in _WARNED:
+        _WARNED.add((name, raw))
+        warnings.warn(f"{name}={raw!r} is not understood; read as {reading}. Set {values}, or unset it",
+                      UserWarning, stacklevel=3)
+
+
+_WARNED: set = set()
+
+
 def env_print_level() -> int:
-    """AUTOTUNE_PRINT: 0 silent, 1 one line per tuning, 2 every trial."""
+    """AUTOTUNE_PRINT: 0 silent, 1 one line per tuning, 2 every trial (on/off words are 1/0)."""
     raw = os.environ.get("AUTOTUNE_PRINT", "0").strip()
     try:
         return max(0, int(raw))
     except ValueError:
-        return 0 if raw.lower() in _OFF else 1
+        pass
+    if raw.lower() in _OFF:
+        return 0
+    if raw.lower() not in _ON:
+        _warn_unread("AUTOTUNE_PRINT", raw, "1", "0 (silent), 1 (a line per tuning) or 2 (every trial)")
+    return 1
 
 
 def env_progress() -> bool:
-    """AUTOTUNE_PROGRESS=0 turns the progress bar off."""
-    return os.environ.get("AUTOTUNE_PROGRESS", "1").strip().lower() not in ("0", "false", "no", "off")
+    """AUTOTUNE_PROGRESS=0 turns the progress bar off (on when unset)."""
+    raw = os.environ.get("AUTOTUNE_PROGRESS", "").strip()
+    if raw.lower() in _OFF[1:]:
+        return False
+    if raw and raw.lower() not in _ON and not raw.isdigit():
+        _warn_unread("AUTOTUNE_PROGRESS", raw, "on (the bar is shown)", "AUTOTUNE_PROGRESS=0 (off) or 1 (on)")
+    return True
 
 
 def cache_dir() -> str:

@@ -2,6 +2,8 @@
 early as it can be known, instead of a raw TypeError/AttributeError from deep inside or a silent misreading."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -177,3 +179,21 @@ def test_a_do_bench_returning_no_time_is_an_option_error_naming_do_bench(returne
     tuned, _ = _tuned(do_bench=lambda fn: (fn(), returned)[1])
     with pytest.raises(OptionError, match=r"do_bench= returned .*: it must return the time in milliseconds"):
         tuned(*_args())
+
+
+@pytest.mark.parametrize("name, value, reading", [("AUTOTUNE_PROGRESS", "of", True),
+                                                   ("AUTOTUNE_PRINT", "verbose", 1)])
+def test_a_display_switch_not_understood_warns_once_naming_the_values(monkeypatch, name, value, reading):
+    """Display switches are read after a tuning (an error there would throw it away): a value neither on nor off
+    warns, once per value, saying how it was read, instead of being read silently."""
+    from autotune.options import env_print_level, env_progress
+
+    read = env_progress if name == "AUTOTUNE_PROGRESS" else env_print_level
+    monkeypatch.setenv(name, f"{value}-{id(monkeypatch)}")          # a value no earlier test warned about
+    with pytest.warns(UserWarning, match=rf"{name}='{value}-\d+' is not understood; read as .*or unset it"):
+        assert read() == reading
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read() == reading                                     # once per value
+    monkeypatch.setenv(name, "0")
+    assert read() in (False, 0)
