@@ -475,6 +475,22 @@ def test_missing_cache_dir_under_read_only_parent(read_only, monkeypatch, tmp_pa
     assert how == "tuned"
 
 
+def test_a_cache_dir_through_a_file_warns_once_naming_the_directory_and_the_fix(monkeypatch, tmp_path):
+    """AUTOTUNE_CACHE_DIR=/some/file/sub: one warning that names the directory and AUTOTUNE_CACHE_DIR, not one per
+    entry read and locked that only names an entry file."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(blocker / "cache"))
+    kc = new_cache()
+    with pytest.warns(CacheWarning) as rec_warn:
+        rec, how = kc.get_or_tune((1,), DT, Tuner((1,)))
+        assert kc.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
+    messages = [str(w.message) for w in rec_warn if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1, messages
+    assert f"cache directory {blocker / 'cache'}" in messages[0] and "Point AUTOTUNE_CACHE_DIR at a writable" in messages[0]
+    assert how == "tuned" and kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "memory"
+
+
 def test_full_disk_warns_and_keeps_the_previous_entry(monkeypatch):
     key = (1024,)
     new_cache().get_or_tune(key, DT, Tuner(key, winner=64))

@@ -29,7 +29,9 @@ logger = logging.getLogger("autotune")
 
 # A cache directory this process may not write is one fault, however many keys meet it: warned once per process
 # for each (cache directory, errno), naming the fix.
-_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+# Refused by permissions, or a cache directory that cannot be made (a path through a file, under /proc): the
+# directory's fault, said once per directory with the fix, not once per entry.
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.ENOENT})
 _dir_warned: set[tuple[str, Optional[int]]] = set()
 _dir_warned_lock = threading.Lock()
 
@@ -52,11 +54,12 @@ class DiskCache:
     # -- reading ------------------------------------------------------------------------------------
 
     def warn_not_writable(self, exc: OSError, path: Path) -> bool:
-        """For a write refused by permissions (EACCES, EPERM, EROFS): one warning per cache directory and errno,
-        naming the directory and the fix, and True; False (nothing said) for any other error."""
-        if exc.errno not in _NOT_WRITABLE:
-            return False
+        """For a write refused by permissions (EACCES, EPERM, EROFS) or a directory that cannot be made (ENOTDIR,
+        ENOENT): one warning per cache directory and errno, naming the directory and the fix, and True; False
+        (nothing said) for any other error."""
         base = root(self.directory)
+        if exc.errno not in _NOT_WRITABLE or (exc.errno == errno.ENOENT and base.is_dir()):
+            return False     # (ENOENT with the cache directory there: an entry's folder removed meanwhile)
         with _dir_warned_lock:
             if (str(base), exc.errno) in _dir_warned:
                 return True
@@ -89,6 +92,8 @@ class DiskCache:
             self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it and tuning {what}")
             return None
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR and self.warn_not_writable(exc, path):   # the cache directory's fault
+                return None
             self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
                                  f"{exc.strerror or exc}); ignoring it and tuning {what}")
             return None
