@@ -161,27 +161,47 @@ def _run_within(job: TuneJob, order: Sequence[Config], trials: dict[Config, Tria
     """An exhaustive tuning under `max_seconds`: the configs stream through the pool in `order` as a search's
     proposals do, and none is started once the budget has passed (the first always is); the configs never
     tried stay in the record as skipped, their error saying the budget ended the tuning."""
-    tuning, start, given = job.tuning, job.clock(), 0
-    ahead = job.batch_size or max(2, 2 * tuning.compile_workers)
+    given = 0
 
-    def propose(n: int) -> list[Config]:
+    def ask(n: int) -> list[Config]:
         nonlocal given
-        if given and job.clock() - start >= tuning.max_seconds:
-            return []
         batch = list(order[given:given + n])
         given += len(batch)
+        return batch
+
+    _measure_as_proposed(job, trials, guard, expected, ask)
+    if given < len(order):
+        note = (f"not tried: max_seconds={job.tuning.max_seconds:g} passed after {given} of {len(order)} configs "
+                "(the best of those tried wins)")
+        for config in order[given:]:
+            trials[config].error = note
+        logger.info("%s: %s", job.kernel_name, note)
+
+
+def _measure_as_proposed(job: TuneJob, trials: dict[Config, Trial], guard: ArgumentGuard, expected: Optional[dict],
+                         ask: Callable[[int], Sequence[Config]], *, limit: Optional[int] = None,
+                         tell: Optional[Callable[[Config, Optional[float]], None]] = None) -> None:
+    """Measure what `ask(n)` proposes until it proposes nothing, `limit` configs were proposed or `max_seconds`
+    has passed (the first batch always starts), filling `trials`. The pool compiles the next proposals while
+    the caller measures the current ones (`compile_as_proposed`); `tell` hears each result, failures as None."""
+    tuning, start, proposed = job.tuning, job.clock(), 0
+    ahead = job.batch_size or max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
+
+    def propose(n: int) -> list[Config]:
+        nonlocal proposed
+        wanted = n if limit is None else min(n, limit - proposed)
+        if wanted <= 0 or (tuning.max_seconds is not None and proposed and job.clock() - start >= tuning.max_seconds):
+            return []
+        batch = list(ask(wanted))
+        proposed += len(batch)
         return batch
 
     with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
                              timeout_s=_compile_timeout(job)) as outcomes:
         for outcome in outcomes:
-            _settle(job, trials, outcome, guard, expected)
-    if given < len(order):
-        note = (f"not tried: max_seconds={tuning.max_seconds:g} passed after {given} of {len(order)} configs "
-                "(the best of those tried wins)")
-        for config in order[given:]:
-            trials[config].error = note
-        logger.info("%s: %s", job.kernel_name, note)
+            trial = _settle(job, trials, outcome, guard, expected)
+            if tell is not None:
+                tell(trial.config, trial.median_ms if trial.ok else None)
 
 
 def _compile_timeout(job: TuneJob) -> Optional[float]:
@@ -215,28 +235,11 @@ def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: Any, guard: Argu
 
 
 def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dict[Config, Trial]:
-    """Run what the strategy proposes until the budget (configs, seconds) is spent or it has nothing left. The
-    pool compiles the next proposals while the caller measures the current ones (`compile_as_proposed`); each
+    """Run what the strategy proposes until the budget (configs, seconds) is spent or it has nothing left; each
     result, failures included, is told back, so no config is tried twice."""
-    strategy, tuning = job.strategy, job.tuning
     trials: dict[Config, Trial] = {}
-    proposed: list[Config] = []
-    start = job.clock()
-    ahead = job.batch_size or max(2, 2 * tuning.compile_workers)     # enough to keep the compile pool busy
-
-    def propose(n: int) -> list[Config]:
-        left = tuning.max_configs - len(proposed)
-        if left <= 0 or (tuning.max_seconds is not None and proposed and job.clock() - start >= tuning.max_seconds):
-            return []
-        batch = strategy.ask(min(n, left))
-        proposed.extend(batch)
-        return batch
-
-    with compile_as_proposed(propose, job.compiler, workers=tuning.compile_workers, ahead=ahead,
-                             timeout_s=_compile_timeout(job)) as outcomes:
-        for outcome in outcomes:
-            trial = _settle(job, trials, outcome, guard, expected)
-            strategy.tell(trial.config, trial.median_ms if trial.ok else None)
+    _measure_as_proposed(job, trials, guard, expected, job.strategy.ask, limit=job.tuning.max_configs,
+                         tell=job.strategy.tell)
     return trials
 
 
