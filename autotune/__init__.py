@@ -13,7 +13,7 @@ from .functional import TuningResult, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, CallError, DeviceError,
                      DistributedTuningError, IsolationWarning, KeyValueError, NoDeviceError,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
-                     VerificationError, WorkerShutdownError, classify)
+                     VerificationError, VerificationWarning, WorkerShutdownError, classify)
 from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
@@ -42,6 +42,6 @@ __all__ = [
     "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
     "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
     "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
-    "set_remote_cache", "IsolationWarning", "WorkerShutdownError", "CallError",
+    "set_remote_cache", "IsolationWarning", "WorkerShutdownError", "CallError", "VerificationWarning",
 ]
 

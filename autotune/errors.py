@@ -77,6 +77,17 @@ class IsolationWarning(UserWarning):
     per kernel. Filter this category to silence it, or pass `isolate="off"`."""
 
 
+class VerificationWarning(UserWarning):
+    """A config failed `verify=` and was skipped (its trial keeps the reason): said where the kernel was called.
+    Filter this category to silence it."""
+
+
+def warn_verification_failed(kernel: str, config: Any, reason: Any) -> None:
+    """The one wording of a config skipped by `verify=`, in process or from an isolated worker's trial."""
+    warn_at_caller(f"autotune: {kernel} config {dict(config)} failed verification and is skipped: {reason}",
+                   VerificationWarning)
+
+
 class CacheEntryError(AutotuneError, ValueError):
     """A cache entry could not be used: corrupt, truncated, or of another schema version."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Optional, Protocol, Sequence
 
 from .errors import (AutotuneError, DeviceError, FailureKind, NoValidConfigError, VerificationError, classify,
-                     warn_at_caller)
+                     warn_verification_failed)
 from .options import Tuning
 from .reference import Reference, check_verified
 from .pipeline import CompileFailed, Compiler, compile_as_proposed, compile_in_order_of_completion
@@ -260,8 +260,7 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
             job.synchronize()
             check_verified(job.verify, named, expected)
     except VerificationError as exc:
-        warn_at_caller(f"autotune: {job.kernel_name} config {dict(config)} failed verification and is skipped: "
-                       f"{exc}")
+        warn_verification_failed(job.kernel_name, config, exc)
         _fail(job, trial, TrialStatus.VERIFY_FAILED, exc)
         return
     except Exception as exc:

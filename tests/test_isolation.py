@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import IsolationWarning, OptionError, Tuning, WorkerShutdownError, autotune
+from autotune import IsolationWarning, OptionError, Tuning, VerificationWarning, WorkerShutdownError, autotune
 from autotune.isolation import shutdown
 from autotune.isolation.pool import shared_worker
 
@@ -523,6 +523,7 @@ def test_a_config_that_fails_verify_is_warned_of_in_the_callers_process_either_w
     notes = [str(w.message) for w in caught if "failed verification" in str(w.message)]
     assert notes == ["autotune: verified_add config {'BLOCK': 64, 'WRONG': 1} failed verification and is skipped: "
                      "verify(...) returned False"]
+    assert [w.category for w in caught if "failed verification" in str(w.message)] == [VerificationWarning]
     assert caught[[str(w.message) for w in caught].index(notes[0])].filename == __file__   # at the caller's line
     torch.testing.assert_close(out, x + y)
 

@@ -16,7 +16,8 @@ from typing import Any, Iterator, Optional
 
 from .. import codec, errors
 from ..compilers import InterpreterCompiler
-from ..errors import AutotuneError, IsolationWarning, OptionError, WorkerShutdownError, warn_at_caller
+from ..errors import (AutotuneError, IsolationWarning, OptionError, WorkerShutdownError, warn_at_caller,
+                      warn_verification_failed)
 from ..kernel_ref import imported_object, kernel_ref
 from ..options import env_isolate
 from ..pipeline import CompileFailed
@@ -141,8 +142,7 @@ class IsolatedRunner:
             trial = codec.from_builtins(reply[1], Trial)
             if trial.status is TrialStatus.VERIFY_FAILED:    # warned here, as in-process (the worker's is silenced)
                 reason = (trial.error or "").split(": ", 1)[-1]      # "VerificationError: why" -> "why"
-                warn_at_caller(f"autotune: {self.kernel_name} config {dict(config)} failed verification and is "
-                               f"skipped: {reason}")
+                warn_verification_failed(self.kernel_name, config, reason)
             return trial
         raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
 

@@ -220,5 +220,7 @@ def main() -> None:
     # Tuning there would take the key's file lock that the parent holds while it waits for this worker: a deadlock.
     os.environ["AUTOTUNE_DISABLE"] = "1"
     # The parent warns of a config that failed verify= where the caller sees it (runner.IsolatedRunner.trial).
-    warnings.filterwarnings("ignore", message=r"autotune: .* failed verification and is skipped")
+    from ..errors import VerificationWarning
+
+    warnings.filterwarnings("ignore", category=VerificationWarning)
     serve(Connection(fd))
