@@ -208,13 +208,9 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
     import warnings
 
     from .errors import IsolationWarning
-    from .options import env_isolate
+    from .options import env_isolate, isolate_setting
 
-    if tuning.isolate is not None:
-        mode, source = tuning.isolate, f"isolate={tuning.isolate!r}"
-    else:
-        env = env_isolate()
-        mode, source = (env, f"AUTOTUNE_ISOLATE={env}") if env else (default_isolate, f"isolate={default_isolate!r}")
+    mode, source = isolate_setting(tuning, default_isolate)
     problems = []
     if mode == "off" and tuning.trial_timeout_s is not None:
         problems.append(f"trial_timeout_s={tuning.trial_timeout_s:g} is applied only to an isolated trial and "

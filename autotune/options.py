@@ -202,6 +202,15 @@ def env_isolate() -> Optional[str]:
     return raw
 
 
+def isolate_setting(tuning: "Tuning", default: str) -> tuple[str, str]:
+    """(the isolation mode, what set it): `Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default
+    ("auto"; "off" for the `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
+    if tuning.isolate is not None:
+        return tuning.isolate, f"isolate={tuning.isolate!r}"
+    env = env_isolate()
+    return (env, f"AUTOTUNE_ISOLATE={env}") if env else (default, f"isolate={default!r}")
+
+
 def env_disable() -> bool:
     """AUTOTUNE_DISABLE=1: launch the first config with no tuning at all."""
     return _env_flag("AUTOTUNE_DISABLE")

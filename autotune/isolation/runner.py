@@ -19,7 +19,7 @@ from ..compilers import InterpreterCompiler
 from ..errors import (AutotuneError, IsolationWarning, OptionError, WorkerShutdownError, warn_at_caller,
                       warn_verification_failed)
 from ..kernel_ref import imported_object, kernel_ref
-from ..options import env_isolate
+from ..options import isolate_setting
 from ..pipeline import CompileFailed
 from ..record import Trial, TrialStatus
 from ..space import Config
@@ -37,10 +37,7 @@ _noted_lock = threading.Lock()
 def isolate_mode(kernel: Any) -> str:
     """`Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default ("auto"; "off" for the
     `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
-    explicit = kernel.tuning.isolate
-    if explicit is not None:
-        return explicit
-    return env_isolate() or kernel.default_isolate
+    return isolate_setting(kernel.tuning, kernel.default_isolate)[0]
 
 
 def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[bytes], Optional[str]]:
