@@ -166,6 +166,13 @@ def test_main_in_process(filled, capsys):
     assert "removed 1 entry" in capsys.readouterr().out
 
 
+def test_version_prints_the_package_version():
+    import autotune
+
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"autotune {autotune.__version__}", res.stdout + res.stderr
+
+
 def test_subcommands_can_be_registered(monkeypatch, capsys):
     calls = []
 

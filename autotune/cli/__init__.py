@@ -74,12 +74,10 @@ def _module_registrar(spec: str) -> Optional[Registrar]:
 
 
 def _version() -> str:
-    try:
-        from . import __version__
+    """The package's version, as `autotune --version` prints it."""
+    from .. import __version__
 
-        return __version__
-    except Exception:  # pragma: no cover
-        return "unknown"
+    return __version__
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
