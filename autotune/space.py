@@ -218,7 +218,8 @@ class SearchSpace(ABC):
         source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
         ident = None
         if self.lazy:   # its checksum hashes the filter: one with no stable identity fails here, not at tuning
-            ident = (f"{pred} {code_identity(fn)}" if isinstance(pred, str) else f"callable {filter_identity(pred)}")
+            ident = (f"{pred} {code_identity(fn.function)}" if isinstance(pred, str)     # its closure, as before
+                     else f"callable {filter_identity(pred)}")
         return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,),
                              _pred_ids=self._pred_ids + (ident,))
 

@@ -340,10 +340,13 @@ def compile_derive(derive: Mapping[str, str | Callable[[dict], Any]] | None, *,
     return derived
 
 
-def compile_predicate(pred: str | Callable[[Any], bool], *,
-                      config_fields: Collection[str] | None) -> Callable[[Any], bool]:
-    """Compile a `where=` predicate: a callable `Config -> bool` or a `$X` string that uses config fields only."""
-    if isinstance(pred, str):
+class _WhereString:
+    """A `where("$X")` filter: calls the compiled expression; pickles as its text and fields (recompiled on load), so
+    a space filtered by strings can be sent to a worker process (a closure could not)."""
+
+    __slots__ = ("source", "config_fields", "function", "__name__")
+
+    def __init__(self, pred: str, config_fields: Collection[str] | None) -> None:
         expr = Expression(pred, config_fields=config_fields, arg_names=(), what="where")
         empty: dict[str, Any] = {}
 
@@ -354,8 +357,21 @@ def compile_predicate(pred: str | Callable[[Any], bool], *,
                 raise ExpressionError(f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "
                                       "such as lambda c: c.get('X', 0) ...)") from None
         from_string.__name__ = f"where({pred!r})"
-        from_string.source = pred  # type: ignore[attr-defined]
-        return from_string
+        self.source, self.function, self.__name__ = pred, from_string, from_string.__name__
+        self.config_fields = None if config_fields is None else tuple(sorted(config_fields))
+
+    def __call__(self, config: Any) -> bool:
+        return self.function(config)
+
+    def __reduce__(self):
+        return (_WhereString, (self.source, self.config_fields))
+
+
+def compile_predicate(pred: str | Callable[[Any], bool], *,
+                      config_fields: Collection[str] | None) -> Callable[[Any], bool]:
+    """Compile a `where=` predicate: a callable `Config -> bool` or a `$X` string that uses config fields only."""
+    if isinstance(pred, str):
+        return _WhereString(pred, config_fields)
     if callable(pred):
         return pred
     from .errors import SpaceError
