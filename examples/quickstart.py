@@ -24,7 +24,9 @@ from autotune import CartesianSpace, Tuning, autotune  # noqa: E402
     space=CartesianSpace(BLOCK=(64, 128, 256, 512), num_warps=(2, 4)).where("$BLOCK // $num_warps >= 32"),
     key=["n"],
     grid="(cdiv(n, $BLOCK),)",
-    tuning=Tuning(preset="fast"),
+    # A kernel defined in a script's __main__ cannot be imported by a worker process, so it tunes in this
+    # process; isolate="off" says so and skips the IsolationWarning (define kernels in a module to isolate them).
+    tuning=Tuning(preset="fast", isolate="off"),
 )
 @triton.jit
 def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
