@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union, cast
 
 from ..errors import PrecompileError, warn_at_caller
 from ..kernel_ref import base_kernel, is_interpreted
@@ -241,8 +241,10 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     _note_standins(report, standin_notes(tuned, kwargs, scalars, list(dict.fromkeys(job.config for job in jobs))))
 
     started = time.perf_counter()
-    compiler = FunctionCompiler(lambda job: _run_job(plan, job))
-    with compile_in_order_of_completion(jobs, compiler, workers=workers, timeout_s=timeout_s) as outcomes:
+    # the pipeline only hashes its items and hands them back: a _Job goes through it in place of a Config
+    compiler = FunctionCompiler(lambda job: _run_job(plan, cast(_Job, job)))
+    with compile_in_order_of_completion(cast("list[Config]", jobs), compiler, workers=workers,
+                                        timeout_s=timeout_s) as outcomes:
         for outcome in outcomes:
             job: _Job = outcome.config  # type: ignore[assignment]
             if outcome.status.value == "ok":

@@ -138,7 +138,7 @@ def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
 
 def _triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[tuple[str, Path, dict, list[str]]]:
     """Complete entries of Triton's cache directory: (kernel name, dir, metadata, file names), for `names` or all."""
-    out = []
+    out: list[tuple[str, Path, dict, list[str]]] = []
     try:
         subdirs = sorted(p for p in triton_dir.iterdir() if p.is_dir())
     except OSError:
@@ -196,14 +196,14 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     out = Path(path)
     _check_destination(out)
     names = _kernel_names(kernels)
-    entries = [e for e in disk_entries(None, cache_dir) if e.record is not None]
+    entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
     if names is not None:
-        entries = [e for e in entries if e.record.kernel in set(names)]
-    kernel_names = names if names is not None else sorted({e.record.kernel for e in entries})
+        entries = [(p, rec) for p, rec in entries if rec.kernel in set(names)]
+    kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
     binaries = _triton_entries(triton_dir, set(kernel_names))
     if names is not None:
-        missing = [n for n in names if not any(e.record.kernel == n for e in entries)
+        missing = [n for n in names if not any(rec.kernel == n for _, rec in entries)
                    and not any(b[0] == n for b in binaries)]
         if missing:
             raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
@@ -215,9 +215,8 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     manifest = ArchiveManifest(autotune_version=str(autotune_version), triton_version=str(triton.__version__),
                                torch_version=str(torch.__version__), python_version=sys.version.split()[0],
                                kernels=list(kernel_names), targets=[])
-    for e in entries:
-        rec = e.record
-        member = f"{RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{e.path.name}"
+    for entry_path, rec in entries:
+        member = f"{RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{entry_path.name}"
         members[member] = record_json(rec)
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),

@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Optional, Union
+from typing import IO, Any, Callable, Optional, Union
 
 from ..errors import ArchiveError
 
@@ -107,7 +107,7 @@ def capped_tarinfo(max_header_bytes: int) -> type[tarfile.TarInfo]:
 
     class CappedTarInfo(tarfile.TarInfo):
         @classmethod
-        def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
+        def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> "CappedTarInfo":
             info = super().frombuf(buf, encoding, errors)
             kind = _EXTENSION_HEADERS.get(info.type)
             if kind is not None and info.size > max_header_bytes:
@@ -190,14 +190,14 @@ def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key
                                            "autotune archive (make one with `autotune export`)")
                     if member.size > MAX_MANIFEST_BYTES:
                         raise ArchiveError(f"{path}: {MANIFEST} is {member.size} bytes, over {MAX_MANIFEST_BYTES}")
-                    staged.manifest_bytes = tar.extractfile(member).read()
+                    staged.manifest_bytes = _reader(tar, member).read()
                     manifest = parse_manifest(staged.manifest_bytes)
                     listed = {f.path: (f.size, f.sha256) for f in manifest.files}
                     continue
                 if member.name in staged.names or member.name == MANIFEST:
                     raise ArchiveError(f"archive member {member.name!r} appears twice")
                 if member.name == SIGNATURE:
-                    _check_signature(path, tar.extractfile(member).read(4096), staged.manifest_bytes, verify_key)
+                    _check_signature(path, _reader(tar, member).read(4096), staged.manifest_bytes, verify_key)
                     staged.names.add(SIGNATURE)
                     continue
                 expected = listed.get(member.name)
@@ -236,10 +236,17 @@ def _check_signature(path: Path, signature: bytes, manifest_bytes: bytes, key: O
                            "refusing it")
 
 
+def _reader(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    """The data of a member `check_member` passed: a regular file, for which `extractfile` never returns None."""
+    source = tar.extractfile(member)
+    assert source is not None, f"{member.name!r} is not a regular file"   # check_member refused it already
+    return source
+
+
 def _copy_checked(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, sha256: str, path: Path) -> None:
     """Copy one member to `dest` in bounded chunks, checking its sha256 against the manifest."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    source = tar.extractfile(member)
+    source = _reader(tar, member)
     digest = hashlib.sha256()
     with open(dest, "wb") as out:
         remaining = member.size

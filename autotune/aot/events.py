@@ -30,9 +30,10 @@ class CompileListener:
         events = getattr(self.local, "events", None)
         if events is not None:
             events.append((digest, bool(cache_hit)))
-        with self.lock:
-            for session in self.sessions:
-                session[digest] = bool(cache_hit)
+        if digest is not None:   # a session is looked up by a compiled kernel's hash: one without is no answer
+            with self.lock:
+                for session in self.sessions:
+                    session[digest] = bool(cache_hit)
         if self.previous is not None:
             self.previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
                           cache_hit=cache_hit, **extra)

@@ -165,6 +165,7 @@ class _Helper:
                                      env=env, cwd=os.getcwd())
 
     def call(self, request: dict) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None   # Popen'd with both as PIPEs
         try:
             pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()

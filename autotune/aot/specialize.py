@@ -122,7 +122,7 @@ def check_triton() -> None:
     try:
         from triton.runtime.jit import create_function_from_signature  # noqa: F401
     except ImportError:
-        create_function_from_signature = None  # type: ignore[assignment]
+        create_function_from_signature = None  # type: ignore[assignment, unused-ignore]  # needed where triton is typed
     if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
         import triton
 
