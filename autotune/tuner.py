@@ -6,6 +6,7 @@ here because it wraps every trial run.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -238,6 +239,7 @@ def _search(job: TuneJob, guard: ArgumentGuard, expected: Optional[dict]) -> dic
     """Run what the strategy proposes until the budget (configs, seconds) is spent or it has nothing left; each
     result, failures included, is told back, so no config is tried twice."""
     trials: dict[Config, Trial] = {}
+    assert job.strategy is not None   # tune() searches only a job with a strategy
     _measure_as_proposed(job, trials, guard, expected, job.strategy.ask, limit=job.tuning.max_configs,
                          tell=job.strategy.tell)
     return trials
@@ -285,17 +287,17 @@ def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> None:
     if len(top) < 2 or job.tuning.refine_reps <= 0:
         return
     if job.isolated is not None:
-        extra = job.isolated.refine([t.config for t in top], job.tuning.refine_reps)
+        in_worker = job.isolated.refine([t.config for t in top], job.tuning.refine_reps)
         for trial in top:
-            if extra.get(trial.config):
-                trial.samples_ms = trial.samples_ms + extra[trial.config]
+            if in_worker.get(trial.config):
+                trial.samples_ms = trial.samples_ms + in_worker[trial.config]
                 trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
         return
     extra: dict[Config, list[float]] = {t.config: [] for t in top}
     for _ in range(job.tuning.refine_reps):
         for trial in top:
-            extra[trial.config] += job.timer.measure(lambda c=trial.config: job.run_config(c), warmup=0, reps=1,
-                                                     before=guard.before_run)
+            extra[trial.config] += job.timer.measure(functools.partial(job.run_config, trial.config), warmup=0,
+                                                     reps=1, before=guard.before_run)
     for trial in top:
         trial.samples_ms = trial.samples_ms + extra[trial.config]
         trial.median_ms, trial.min_ms = summarize(trial.samples_ms)

@@ -147,10 +147,11 @@ class Worker:
     def close(self) -> None:
         """Ask the worker to exit; kill it if it does not. A closed worker is not started again."""
         self.stopped = True
-        if self.alive and self.conn is not None:
+        proc = self.proc     # read once: abort() or kill() on another thread may set None meanwhile
+        if self.alive and proc is not None and self.conn is not None:
             try:
                 self.conn.send(("exit",))
-                self.proc.wait(timeout=5)
+                proc.wait(timeout=5)
             except Exception:
                 pass
         self.kill()

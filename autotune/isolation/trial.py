@@ -3,6 +3,7 @@ the decorated kernel as the worker imported it (its own verify=, setup=, restore
 or, in a compile worker, that config's compile alone."""
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -74,6 +75,6 @@ def refine_in_worker(kernel: Any, configs: list[Config], call: tuple, grid: Any,
     out: dict[str, list[float]] = {c.canonical(): [] for c in configs}
     for _ in range(reps):
         for config in configs:
-            out[config.canonical()] += job.timer.measure(lambda c=config: job.run_config(c), warmup=0, reps=1,
-                                                         before=guard.before_run)
+            out[config.canonical()] += job.timer.measure(functools.partial(job.run_config, config), warmup=0,
+                                                         reps=1, before=guard.before_run)
     return out

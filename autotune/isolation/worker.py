@@ -52,7 +52,7 @@ def encode_args(named: dict, data: bool = True) -> dict:
     being the storage span the view covers (so a broadcast or overlapping view is rebuilt as itself, over a copy
     of that span). Without `data` (a compile worker: compiling reads shapes, dtypes and alignment, never values)
     no bytes travel."""
-    out = {}
+    out: dict[str, tuple] = {}
     for name, value in named.items():
         if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
             payload = None
