@@ -49,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     for registrar in REGISTRARS:
         registrar(subparsers)
     for name in SUBCOMMAND_MODULES:
-        registrar = _module_registrar(name)
-        if registrar is not None and registrar not in REGISTRARS:
-            registrar(subparsers)
+        found = _module_registrar(name)
+        if found is not None and found not in REGISTRARS:
+            found(subparsers)
     return parser
 
 

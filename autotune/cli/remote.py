@@ -6,6 +6,7 @@ entries to Redis and `pull` Redis's entries to the local disk; neither replaces 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import warnings
@@ -126,7 +127,7 @@ def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser)
     """Add `push` and `pull` to `autotune cache`."""
     for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
                           ("pull", "copy the Redis cache's entries to the local disk cache")):
-        p = add_command(sub, command, lambda args, command=command: _copy(args, command), parents=[common],
+        p = add_command(sub, command, functools.partial(_copy, command=command), parents=[common],
                         help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
                                                 "--remote-url); an entry already there and as new is left alone.")
         add_kernel_filter(p)

@@ -73,7 +73,7 @@ class DiskCache:
         """Warn about a file once per state of that file (the same bad file is read twice per miss)."""
         try:
             st = path.stat()
-            sig = (str(path), st.st_mtime_ns, st.st_size, message)
+            sig: tuple[str, Optional[int], Optional[int], str] = (str(path), st.st_mtime_ns, st.st_size, message)
         except OSError:
             sig = (str(path), None, None, message)
         with self._guard:

@@ -261,7 +261,7 @@ def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | No
     """Every entry file under the cache directory (or of one kernel, by name), parsed but not validated
     against any kernel: for the CLI and for export. Unreadable files, and kernel directories that cannot be
     listed, come back with `error` set; a cache directory that cannot be listed goes to `on_error`."""
-    out = []
+    out: list[DiskEntry] = []
     for d in kernel_dirs(root(directory), kernel, on_error):
         problems: list[tuple[Path, OSError]] = []
         paths = entry_files(d, lambda path, exc: problems.append((path, exc)))

@@ -372,7 +372,7 @@ def _auth_text(url: str, exc: Exception) -> str:
     return f"the Redis cache at {url} refused the credentials ({exc.__class__.__name__}: {exc})"
 
 
-def _check_connection_options(client: Any, url: str, redis_error: type) -> None:
+def _check_connection_options(client: Any, url: str, redis_error: type[BaseException]) -> None:
     """Build one connection object from the URL's options without connecting, so that a query parameter the
     client does not know (`?socket_timeot=2`) is an OptionError now, at configuration, not a TypeError at every
     launch that reads Redis."""

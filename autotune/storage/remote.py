@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import OptionError
 from .protocol import Cache
+
+if TYPE_CHECKING:   # imported when a tier is made: it needs the optional `redis` client
+    from .redis_tier import RedisCache
 
 __all__ = ["set_remote_cache", "clear_remote_settings", "remote_tiers", "remote_tier", "remote_tier_at",
            "required_remote_tier", "NO_REMOTE"]
@@ -23,7 +26,7 @@ _SCHEMES = ("redis://", "rediss://", "unix://")
 NO_REMOTE = "no remote cache: set AUTOTUNE_REMOTE_CACHE=redis://host:6379/0"
 _lock = threading.Lock()
 _in_code: Optional[dict[str, Any]] = None       # set_remote_cache's settings; None: read the environment
-_tiers: dict[tuple, Cache] = {}                 # one client (and its connection pool) per settings
+_tiers: dict[tuple, RedisCache] = {}            # one client (and its connection pool) per settings
 
 
 def set_remote_cache(url: Optional[str], *, password: Optional[str] = None, ttl_s: Optional[float] = None,
@@ -89,7 +92,7 @@ def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
     return settings
 
 
-def _tier(settings: dict[str, Any], where: str) -> Cache:
+def _tier(settings: dict[str, Any], where: str) -> RedisCache:
     """The tier for these settings (one per distinct settings); `where` they came from names the culprit."""
     from .redis_tier import RedisCache
 
@@ -105,19 +108,19 @@ def _tier(settings: dict[str, Any], where: str) -> Cache:
         return tier
 
 
-def remote_tier() -> Optional[Cache]:
+def remote_tier() -> Optional[RedisCache]:
     """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
     found = _settings()
     return _tier(*found) if found is not None else None
 
 
-def remote_tier_at(url: str, where: str) -> Cache:
+def remote_tier_at(url: str, where: str) -> RedisCache:
     """The tier at `url`, with the other settings from the environment (AUTOTUNE_REMOTE_CACHE_PASSWORD, ..._TTL_S,
     ...): the CLI's `--remote-url`. A malformed `url` is an OptionError that names `where` it came from."""
     return _tier(_checked({"url": url, **_env_options()}, where), where)
 
 
-def required_remote_tier(what: str) -> Cache:
+def required_remote_tier(what: str) -> RedisCache:
     """The configured remote tier, for a request that is about it (`clear_autotune_cache(remote=True)`): when none
     is configured, an OptionError saying how to configure one (`what` names the request), rather than doing the
     local part alone as if the remote part were done."""

@@ -71,7 +71,7 @@ class KernelCache:
         self.kernel_name = kernel_name
         self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
         self._source_hash: Optional[str] = source_hash if isinstance(source_hash, str) else None
-        self._source_hash_of = None if isinstance(source_hash, str) else source_hash
+        self._source_hash_of: Optional[Callable[[], str]] = None if isinstance(source_hash, str) else source_hash
         self._source_hash_lock = threading.Lock()
         self.space_checksum = space_checksum
         self.space_contains = space_contains
@@ -116,6 +116,7 @@ class KernelCache:
         if self._source_hash is None:
             with self._source_hash_lock:
                 if self._source_hash is None:
+                    assert self._source_hash_of is not None   # __init__ sets it whenever no hash string was given
                     self._source_hash = self._source_hash_of()
         return self._source_hash
 
