@@ -285,7 +285,7 @@ class Autotuned(KernelInspection, KernelInterface):
             try:
                 kept, candidates, prune_error = *self.candidates(bound), None
             except Exception as exc:  # raised inside the agreement, so every rank learns of it together
-                kept, candidates, prune_error = list(self.configs), None, exc
+                kept, candidates, prune_error = list(self.configs or ()), None, exc
 
             def tune_shard(select: Any) -> TuningRecord:
                 if prune_error is not None:

@@ -67,7 +67,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence, cast
 
 from .process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from .shards import merge_shards, no_valid_message, shard
@@ -352,7 +352,8 @@ class _Round:
         ok = [t for t in merged if t.ok]
         if not ok:
             raise NoValidConfigError(no_valid_message(self.kernel, merged, measured_by, self.world), merged)
-        winner = min(ok, key=lambda t: t.median_ms).config  # ties: the first in space order, on every rank
+        # an ok trial has its median (set with the status); ties: the first in space order, on every rank
+        winner = min(ok, key=lambda t: cast(float, t.median_ms)).config
         record = self.cache.new_record(self.key, self.dtypes, winner=winner, trials=merged,
                                        tuning_s=time.perf_counter() - started, candidates=self.candidates)
         if self.rank == 0:

@@ -12,7 +12,8 @@ import re
 import sys
 import warnings
 from enum import Enum
-from typing import Any, Collection
+from types import FrameType
+from typing import Any, Collection, Optional
 
 
 class AutotuneError(Exception):
@@ -119,7 +120,8 @@ def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
     """Warn with the location of the first frame outside the autotune package and Triton's launch wrappers
     (`KernelInterface.__getitem__`, `triton.heuristics`): the user's line that launched the kernel, not the library
     line that noticed the problem."""
-    level, frame = 1, sys._getframe(0)
+    level = 1
+    frame: Optional[FrameType] = sys._getframe(0)
     while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
                                  or _TRITON_RUNTIME in frame.f_code.co_filename):
         frame = frame.f_back

@@ -86,8 +86,9 @@ _NO_LOCK = nullcontext()
 def _after_fork_in_child() -> None:
     """Another thread launching at a fork does not exist in the child: its hold is freed there (one the forking
     thread holds stays, for it to release)."""
-    if not INTERPRETER_LOCK._is_owned():
-        INTERPRETER_LOCK._at_fork_reinit()
+    # CPython's RLock has both (3.9+); typeshed leaves private methods out
+    if not INTERPRETER_LOCK._is_owned():  # type: ignore[attr-defined]
+        INTERPRETER_LOCK._at_fork_reinit()  # type: ignore[attr-defined]
 
 
 if hasattr(os, "register_at_fork"):
@@ -166,7 +167,7 @@ def kernel_ref(kernel: Any) -> KernelRef:
     fn = python_function(kernel)
     code = getattr(fn, "__code__", None)
     return KernelRef(module=getattr(fn, "__module__", None) or "__main__",
-                     qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)),
+                     qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn),
                      file=code.co_filename if code is not None else None,
                      line=code.co_firstlineno if code is not None else None)
 

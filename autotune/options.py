@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Annotated, Any, Literal, Optional, Union, get_args, get_type_hints
+from typing import Annotated, Any, Literal, Optional, Union, cast, get_args, get_type_hints
 
 from msgspec import Meta, Struct, field, structs
 
@@ -141,7 +141,7 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         if isinstance(value, Tuning):
             return value
         if isinstance(value, str):
-            return cls(preset=value)
+            return cls(preset=cast(Preset, value))   # any str: __post_init__ refuses one that is not a preset
         if isinstance(value, dict):
             _check_field_names(value)
             return cls(**value)

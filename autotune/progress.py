@@ -161,7 +161,7 @@ def _bar_class() -> type:
     """tqdm without its monitor thread (tuning must leave no thread behind); imported on first use."""
     from tqdm import tqdm
 
-    class _Bar(tqdm):  # type: ignore[misc, valid-type]
+    class _Bar(tqdm):  # type: ignore[misc, valid-type, unused-ignore]  # tqdm is Any without its stubs
         monitor_interval = 0
 
     return _Bar

@@ -18,10 +18,10 @@ from concurrent.futures import Executor, Future
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Optional
+from typing import Any, ContextManager, Optional, cast
 
 from .errors import AutotuneError
-from .options import Tuning
+from .options import Strategy, Tuning
 from .record import TrialStatus
 from .space import CartesianSpace, Config, SearchSpace
 from .tuner import TuneJob, tune
@@ -153,6 +153,7 @@ class _ReplayRunner:
 
     def measure(self, fn: Any, *, warmup: int, reps: int, before: Any = None) -> list[float]:
         fn()                                       # names the config (run_config) and fails as recorded
+        assert self.current is not None            # run_config set it
         entry = self.landscape.entries[self.current]
         pool = entry["times"] or [float(entry["time"])]
         samples = [self.rng.choice(pool) for _ in range(reps)]
@@ -171,7 +172,7 @@ def replay_once(landscape: Landscape, strategy: str, budget: int, seed: int, wor
     space = space if space is not None else landscape.space()
     clock = _SimClock(workers)
     runner = _ReplayRunner(landscape, clock, random.Random(seed))
-    tuning = Tuning(compile_workers=0, seed=seed, strategy="exhaustive" if strategy == "exhaustive" else strategy,
+    tuning = Tuning(compile_workers=0, seed=seed, strategy=cast(Strategy, strategy),   # Tuning checks the name
                     max_configs=budget)
     searcher = None if strategy == "exhaustive" else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget)
     job = TuneJob(configs=space.configs() if searcher is None else [], run_config=runner.run_config,

@@ -7,7 +7,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from .errors import SpaceError
 from .space_checksum import code_identity, configs_checksum, filter_identity
@@ -212,14 +212,14 @@ class SearchSpace(ABC):
 
     def where(self, pred: str | Callable[[Config], bool]) -> "SearchSpace":
         """A new space keeping the configs for which `pred` (a callable or a `$X` string) holds; chains."""
-        from .template import compile_predicate
+        from .template import _WhereString, compile_predicate
 
         fn = compile_predicate(pred, config_fields=self._declared_fields())
         source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
         ident = None
         if self.lazy:   # its checksum hashes the filter: one with no stable identity fails here, not at tuning
-            ident = (f"{pred} {code_identity(fn.function)}" if isinstance(pred, str)     # its closure, as before
-                     else f"callable {filter_identity(pred)}")
+            ident = (f"{pred} {code_identity(cast(_WhereString, fn).function)}"   # its closure, as before
+                     if isinstance(pred, str) else f"callable {filter_identity(pred)}")
         return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,),
                              _pred_ids=self._pred_ids + (ident,))
 
@@ -339,6 +339,10 @@ class CartesianSpace(SearchSpace):
     Each axis is any iterable of JSON-friendly values (tuple, list, range), materialised at construction.
     """
 
+    _axes: dict[str, tuple[Any, ...]]       # set once in __init__ (`_set`: a space is immutable)
+    _names: tuple[str, ...]
+    _values: tuple[tuple[Any, ...], ...]
+
     def __init__(self, **axes: Iterable[Any]) -> None:
         if not axes:
             raise SpaceError("the search space has no axes (space={} or CartesianSpace()); give at least one axis, "
@@ -419,6 +423,9 @@ class CartesianSpace(SearchSpace):
 class FixedSpace(SearchSpace):
     """An explicit list of configs (mappings or `Config`s), which may differ in fields; duplicates dropped."""
 
+    _items: tuple[Config, ...]              # set once in __init__ (`_set`: a space is immutable)
+    _fields: frozenset[str]
+
     def __init__(self, configs: Iterable[Mapping[str, Any] | Config]) -> None:
         if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
             raise SpaceError(f"FixedSpace takes a list of mappings, got {type(configs).__name__}: {configs!r}")
@@ -457,6 +464,7 @@ class UnionSpace(SearchSpace):
     """`a + b`: the configs of `a`, then those of `b`, duplicates dropped."""
 
     _exact_len = False      # `_len_all` counts a config in both parts twice
+    _parts: tuple[SearchSpace, SearchSpace]  # set once in __init__ (`_set`: a space is immutable)
 
     def __init__(self, first: SearchSpace, second: SearchSpace) -> None:
         self._set(_parts=(first, second))

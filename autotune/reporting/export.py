@@ -63,7 +63,7 @@ def record_to_csv(record: TuningRecord, path_or_file: Union[PathLike, TextIO]) -
     if hasattr(path_or_file, "write"):
         write(path_or_file)  # type: ignore[arg-type]
     else:
-        target = Path(path_or_file)  # type: ignore[arg-type]
+        target = Path(path_or_file)
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "w", newline="", encoding="utf-8") as fh:
             write(fh)
@@ -97,7 +97,7 @@ def records_from_csv(path_or_file: Union[PathLike, TextIO]) -> list[Trial]:
 
     if hasattr(path_or_file, "read"):
         return read(path_or_file)  # type: ignore[arg-type]
-    with open(path_or_file, newline="", encoding="utf-8") as fh:  # type: ignore[arg-type]
+    with open(path_or_file, newline="", encoding="utf-8") as fh:
         return read(fh)
 
 
@@ -105,9 +105,9 @@ def record_to_json(record: TuningRecord, path_or_file: Union[PathLike, TextIO]) 
     """Write the whole record (every field the disk cache stores) as indented JSON."""
     text = record.to_json(indent=2)
     if hasattr(path_or_file, "write"):
-        path_or_file.write(text)  # type: ignore[union-attr]
+        path_or_file.write(text)
         return
-    target = Path(path_or_file)  # type: ignore[arg-type]
+    target = Path(path_or_file)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + "\n", encoding="utf-8")
 
@@ -115,9 +115,9 @@ def record_to_json(record: TuningRecord, path_or_file: Union[PathLike, TextIO]) 
 def record_from_json(path_or_file: Union[PathLike, TextIO]) -> TuningRecord:
     """Read a record written by `record_to_json` (validated as a TuningRecord; nothing is evaluated)."""
     if hasattr(path_or_file, "read"):
-        text = path_or_file.read()  # type: ignore[union-attr]
+        text = path_or_file.read()
     else:
-        text = Path(path_or_file).read_text(encoding="utf-8")  # type: ignore[arg-type]
+        text = Path(path_or_file).read_text(encoding="utf-8")
     return TuningRecord.from_json(text)
 
 

@@ -48,7 +48,7 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
 
     ranked = ranking.ranked(record)
     n = max(1, len(ranked))
-    ok_ms = [t.median_ms for r, t in ranked if r is not None]
+    ok_ms = [ranking.median_of(t) for r, t in ranked if r is not None]
     span_max = max(ok_ms) if ok_ms else 1.0
     span_min = min(ok_ms) if ok_ms else 1.0
     log_axis = bool(ok_ms) and span_min > 0 and span_max / span_min > 50
@@ -76,7 +76,7 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
     # (a red cross and its status), never a bar that would read as a time on the axis.
     measured = [(i, t) for i, (r, t) in enumerate(ranked) if r is not None]
     if measured:
-        ax.barh([i for i, _ in measured], [t.median_ms for _, t in measured], height=0.8, linewidth=0,
+        ax.barh([i for i, _ in measured], [ranking.median_of(t) for _, t in measured], height=0.8, linewidth=0,
                 color=["#2ca02c" if t.config == record.winner else "#4c72b0" for _, t in measured])
     for i, (rank, trial) in enumerate(ranked):
         if rank is None:
@@ -98,7 +98,7 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
         for i, (rank, trial) in enumerate(ranked):
             if rank is not None and labels[i]:
                 ratio = ranking.ratio(trial, reference)
-                ax.text(trial.median_ms, i, f" {format_ms(trial.median_ms)} ms (x{format_ratio(ratio)})",
+                ax.text(ranking.median_of(trial), i, f" {format_ms(trial.median_ms)} ms (x{format_ratio(ratio)})",
                         va="center", ha="left", fontsize=value_font, clip_on=True)
         if log_axis:
             ax.set_xlim(span_min / 1.5, fail_len * 4)

@@ -6,12 +6,18 @@ from typing import Optional
 
 from ..record import Trial, TrialStatus, TuningRecord
 
-__all__ = ["is_ok", "ranked", "reference_ms", "ratio", "format_ratio", "outcome_counts", "format_counts"]
+__all__ = ["is_ok", "median_of", "ranked", "reference_ms", "ratio", "format_ratio", "outcome_counts", "format_counts"]
 
 
 def is_ok(trial: Trial) -> bool:
     """A trial that ran and has a finite median."""
     return trial.status is TrialStatus.OK and trial.median_ms is not None and math.isfinite(trial.median_ms)
+
+
+def median_of(trial: Trial) -> float:
+    """The median of a trial that ran (`ok`, or `is_ok`): the tuner sets it with the OK status."""
+    assert trial.median_ms is not None, f"{trial.config} has no median (status {trial.status.value})"
+    return trial.median_ms
 
 
 def outcome_counts(record: TuningRecord) -> tuple[int, int, int]:
@@ -34,7 +40,7 @@ def ranked(record: TuningRecord) -> list[tuple[Optional[int], Trial]]:
     Returns `(rank, trial)` pairs; rank is 1-based for measured trials and None for failures.
     The sort is stable, so failures keep the record's order.
     """
-    ok = sorted((t for t in record.trials if is_ok(t)), key=lambda t: t.median_ms)  # type: ignore[arg-type, return-value]
+    ok = sorted((t for t in record.trials if is_ok(t)), key=median_of)
     bad = [t for t in record.trials if not is_ok(t)]
     return [(i + 1, t) for i, t in enumerate(ok)] + [(None, t) for t in bad]
 

@@ -57,7 +57,8 @@ class ModelSearch(SearchStrategy):
         self._pending: dict[Config, Any] = {}       # config -> its open optuna trial
         self._local = LocalSearch(space, seed=self.rng.randrange(2**31), budget=self.budget, start=0)
         self._local_started = False
-        self._dists = {name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()}
+        self._dists: dict[str, optuna.distributions.BaseDistribution] = {
+            name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()}
 
     def _propose(self, n: int) -> Iterable[Config]:
         if len(self.tried) >= self.budget * (1 - _LOCAL_SHARE) and self.best is not None:

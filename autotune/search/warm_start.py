@@ -57,8 +57,8 @@ def nearest_winners(key: Sequence[Any], records: Iterable[TuningRecord], limit: 
     ranked = sorted((distance(r), i, r.winner) for i, r in enumerate(records)
                     if list(r.key) != key or (want is not None and [str(d) for d in r.dtypes] != want))
     out: list[Config] = []
-    for distance, _, winner in ranked:
-        if math.isfinite(distance) and winner not in out:
+    for d, _, winner in ranked:
+        if math.isfinite(d) and winner not in out:
             out.append(winner)
         if len(out) >= limit:
             break
