@@ -90,8 +90,12 @@ def keyed(x, out, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(autouse=True)
 def _empty_memory():
-    """The kernels above live for the whole module: each test starts with their memory empty (and its own disk)."""
+    """The kernels above live for the whole module: each test starts with their memory empty (and its own disk).
+    A clear keeps the entries a test put in a compat kernel's `cache` dict itself (the user's own, by design): they
+    are dropped here too, or a test that counts that dict would depend on which tests ran before it."""
     clear_autotune_cache()
+    Compat.add_one.cache.clear()
+    h_compat.fn.cache.clear()
 
 
 def _args(n=40):
