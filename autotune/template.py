@@ -18,7 +18,7 @@ from .errors import ExpressionError, did_you_mean
 
 __all__ = [
     "Expression", "to_grid", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2",
-    "HELPERS",
+    "HELPERS", "WhereString",
 ]
 
 
@@ -340,7 +340,7 @@ def compile_derive(derive: Mapping[str, str | Callable[[dict], Any]] | None, *,
     return derived
 
 
-class _WhereString:
+class WhereString:
     """A `where("$X")` filter: calls the compiled expression; pickles as its text and fields (recompiled on load), so
     a space filtered by strings can be sent to a worker process (a closure could not)."""
 
@@ -364,14 +364,14 @@ class _WhereString:
         return self.function(config)
 
     def __reduce__(self):
-        return (_WhereString, (self.source, self.config_fields))
+        return (WhereString, (self.source, self.config_fields))
 
 
 def compile_predicate(pred: str | Callable[[Any], bool], *,
                       config_fields: Collection[str] | None) -> Callable[[Any], bool]:
     """Compile a `where=` predicate: a callable `Config -> bool` or a `$X` string that uses config fields only."""
     if isinstance(pred, str):
-        return _WhereString(pred, config_fields)
+        return WhereString(pred, config_fields)
     if callable(pred):
         return pred
     from .errors import SpaceError
