@@ -6,21 +6,13 @@ import torch
 import triton
 
 from autotune import AutotuneError, CallError, autotune
-from kernels_for_tests import add_kernel
+from kernels_for_tests import add_kernel, count_trials
 
 
 def _counting_add(**options):
     tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
                      tuning={"warmup": 0, "reps": 1}, **options)(add_kernel)
-    launches = []
-    run_trial = tuned._run_trial
-
-    def counted(config, *args, **kwargs):
-        launches.append(config)
-        return run_trial(config, *args, **kwargs)
-
-    tuned._run_trial = counted
-    return tuned, launches
+    return tuned, count_trials(tuned)
 
 
 def test_missing_argument_is_a_type_error_before_tuning():

@@ -9,7 +9,7 @@ import torch
 
 from autotune import CallError, Reference, Tuning, autotune
 from autotune.errors import AutotuneError, ExpressionError, OptionError, SpaceError
-from kernels_for_tests import add_kernel
+from kernels_for_tests import add_kernel, count_trials
 
 GRID = "(cdiv(n, $BLOCK),)"
 FAST = {"warmup": 0, "reps": 1, "refine_topk": 0, "compile_workers": 0, "isolate": "off"}
@@ -18,15 +18,7 @@ FAST = {"warmup": 0, "reps": 1, "refine_topk": 0, "compile_workers": 0, "isolate
 def _tuned(**kwargs):
     kwargs = {"space": {"BLOCK": (16, 32)}, "key": ["n"], "grid": GRID, "tuning": FAST, **kwargs}
     tuned = autotune(**kwargs)(add_kernel)
-    tried = []
-    run_trial = tuned._run_trial
-
-    def counted(config, *args, **kw):
-        tried.append(config)
-        return run_trial(config, *args, **kw)
-
-    tuned._run_trial = counted
-    return tuned, tried
+    return tuned, count_trials(tuned)
 
 
 def _args(n=40):
