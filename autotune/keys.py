@@ -204,13 +204,15 @@ class KeyBuilder:
     def dtypes(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """str(dtype) of every argument, in signature order, that has a `.dtype` (tensors)."""
         out = []
-        for name in self.arg_names:
-            v = args.get(name)
+        for v in map(args.get, self.arg_names):    # the hot path of every call: kept to the fewest lookups
             if type(v) in _NO_DTYPE:
                 continue
             dt = getattr(v, "dtype", None)
             if dt is not None:
-                out.append(_dtype_str(dt))
+                try:
+                    out.append(_DTYPE_STR[dt])
+                except (KeyError, TypeError):
+                    out.append(_dtype_str(dt))
         return tuple(out)
 
     def __call__(self, args: Mapping[str, Any]) -> tuple[tuple, tuple[str, ...]]:

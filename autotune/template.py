@@ -219,6 +219,8 @@ class Expression:
 def to_grid(value: Any, source: str) -> tuple[int, ...]:
     """Normalise a grid result (of a $X expression, or of a callable grid: `source` names it in messages) to a
     tuple of 1-3 non-negative Python ints, or raise ExpressionError."""
+    if type(value) is tuple and len(value) == 1 and type(value[0]) is int and value[0] >= 0:
+        return value            # the common 1-D grid of an int: as is (every launch of a cache hit comes here)
     if not isinstance(value, (tuple, list)):
         value = (value,)
     if not 1 <= len(value) <= 3:
