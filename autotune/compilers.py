@@ -103,8 +103,7 @@ class JitCompiler:
     def __init__(self, kernel: Any, prepare: Callable[[Config], LaunchArgs]) -> None:
         self.kernel = kernel
         self.prepare = prepare
-        self._future_kernels: dict[Config, Any] = {}
-        self._submitted: list = []     # this session's FutureKernels, for `_drop_failed_placeholders`
+        self._future_kernels: dict[Config, Any] = {}   # submitted and not finalized (or abandoned) yet
         self._mode: Any = None
 
     @contextlib.contextmanager
@@ -117,7 +116,7 @@ class JitCompiler:
         # ignore_errors: a failed compile is already recorded by the pipeline, and on Ctrl-C the queued
         # compiles are cancelled first so that leaving the mode waits only for those already running.
         mode = self._mode = mode_type(executor, ignore_errors=True)
-        submitted = self._submitted = []
+        self._future_kernels = {}
         try:
             with mode:
                 try:
@@ -128,7 +127,9 @@ class JitCompiler:
                     raise
         finally:
             self._mode = None
-            self._drop_failed_placeholders(submitted)
+            # what was never finalized failed or was cancelled (finalize pops each compiled one)
+            self._drop_failed_placeholders(list(self._future_kernels.values()))
+            self._future_kernels = {}
             if outer is not None:
                 active.reset(outer)
             elif active.get() is mode:
@@ -143,7 +144,6 @@ class JitCompiler:
         if future is None:  # already in the JIT's cache, or compiled synchronously
             return _done(compiled)
         self._future_kernels[config] = compiled
-        self._submitted.append(compiled)
         return future
 
     def finalize(self, config: Config, result: Any) -> Any:
