@@ -153,15 +153,24 @@ _OFF = ("", "0", "false", "no", "off")
 _ON = ("1", "true", "yes", "on")
 
 
+def _switch(raw: str) -> Optional[bool]:
+    """An on/off word of an AUTOTUNE_* switch read (unset or empty is off, a number other than 0 on); None when
+    it is neither."""
+    word = raw.strip().lower()
+    if word in _OFF:
+        return False
+    if word in _ON or word.isdigit():
+        return True
+    return None
+
+
 def _env_flag(name: str) -> bool:
     """An on/off AUTOTUNE_* switch; a value that is neither (AUTOTUNE_OFFLINE=flase) is an OptionError, not "on"."""
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in _OFF:
-        return False
-    if raw in _ON or raw.isdigit():
-        return True
-    raise OptionError(f"{name}={os.environ[name]!r} is neither on nor off; set {name}=1 (on) or {name}=0 (off), "
-                      "or unset it")
+    value = _switch(os.environ.get(name, ""))
+    if value is None:
+        raise OptionError(f"{name}={os.environ[name]!r} is neither on nor off; set {name}=1 (on) or {name}=0 (off), "
+                          "or unset it")
+    return value
 
 
 def env_force() -> bool:
@@ -238,6 +247,9 @@ def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
     return value
 
 
+_WARNED: set = set()
+
+
 def _warn_unread(name: str, raw: str, reading: str, values: str) -> None:
     """Warn once per value that a display switch was not understood (it is read after a tuning, which an error
     there would throw away, so it is not an OptionError as the behaviour switches are)."""
@@ -247,9 +259,6 @@ def _warn_unread(name: str, raw: str, reading: str, values: str) -> None:
                       UserWarning, stacklevel=3)
 
 
-_WARNED: set = set()
-
-
 def env_print_level() -> int:
     """AUTOTUNE_PRINT: 0 silent, 1 one line per tuning, 2 every trial (on/off words are 1/0)."""
     raw = os.environ.get("AUTOTUNE_PRINT", "0").strip()
@@ -257,21 +266,23 @@ def env_print_level() -> int:
         return max(0, int(raw))
     except ValueError:
         pass
-    if raw.lower() in _OFF:
-        return 0
-    if raw.lower() not in _ON:
+    value = _switch(raw)
+    if value is None:
         _warn_unread("AUTOTUNE_PRINT", raw, "1", "0 (silent), 1 (a line per tuning) or 2 (every trial)")
-    return 1
+        return 1
+    return int(value)
 
 
 def env_progress() -> bool:
     """AUTOTUNE_PROGRESS=0 turns the progress bar off (on when unset)."""
     raw = os.environ.get("AUTOTUNE_PROGRESS", "").strip()
-    if raw.lower() in _OFF[1:]:
-        return False
-    if raw and raw.lower() not in _ON and not raw.isdigit():
+    if not raw:
+        return True
+    value = _switch(raw)
+    if value is None:
         _warn_unread("AUTOTUNE_PROGRESS", raw, "on (the bar is shown)", "AUTOTUNE_PROGRESS=0 (off) or 1 (on)")
-    return True
+        return True
+    return value
 
 
 def cache_dir() -> str:
