@@ -34,8 +34,8 @@ def parse_key(text: str) -> tuple:
         value = _literal(text)
     except ValueError:
         if text.count("(") != text.count(")") or text.count("[") != text.count("]"):   # a tuple or list left open
-            raise ValueError(f"--key {text[:40]!r} is not a valid tuple or list (its brackets do not match); close it, e.g. '(4096, 1024)', "
-                             "or give the values as 4096,1024") from None
+            raise ValueError(f"--key {text[:40]!r} is not a valid tuple or list (its brackets do not match); close "
+                             "it, e.g. '(4096, 1024)', or give the values as 4096,1024") from None
         items = []
         for part in text.split(","):
             part = part.strip()
