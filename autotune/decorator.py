@@ -9,7 +9,6 @@ import functools
 import inspect
 import logging
 import random
-import threading
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
@@ -143,22 +142,21 @@ class Autotuned(KernelInspection, KernelInterface):
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
-        self._forced: set = set()
-        self._forced_lock = threading.Lock()
-        self._online: Any = None                # an OnlineTuner, made on first use (online.py; not on a hit)
-        self._online_lock = threading.Lock()
+        self._forced: set = set()               # set.add and `in` are atomic: no lock a fork could catch held
+        # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Optional[Config] = None
 
     @property
     def online(self) -> Any:
         """The kernel's online sessions (`mode="online"`), one per key in progress."""
-        if self._online is None:
+        tuner = self.__dict__.get("_online")
+        if tuner is None:
             from .online import OnlineTuner
 
-            with self._online_lock:
-                if self._online is None:
-                    self._online = OnlineTuner(self)
-        return self._online
+            # No lock (one held by another thread at a fork would hang the child): threads racing here each make
+            # one, dict.setdefault keeps the first, and the others are dropped before they start any thread.
+            tuner = self.__dict__.setdefault("_online", OnlineTuner(self))
+        return tuner
 
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -303,8 +301,7 @@ class Autotuned(KernelInspection, KernelInterface):
                                                  force=force, lock_timeout_s=self.tuning.lock_timeout_s,
                                                  candidates=candidates)
         if force and how == "tuned":
-            with self._forced_lock:
-                self._forced.add((key, dtypes))
+            self._forced.add((key, dtypes))
         if how in ("disk", "remote") and (env_print_level() >= 1 or logger.isEnabledFor(logging.INFO)):
             from .reporting.lines import emit   # only when it prints or logs: a hit loads no reporting
 

@@ -243,3 +243,21 @@ def test_many_new_keys_share_one_bounded_compile_pool():
         if thread.name.startswith("autotune-online"):
             thread.join(60)
     assert running[1] == 2
+
+
+def test_threads_racing_to_the_first_online_call_share_one_tuner():
+    kernel = online()
+    start = threading.Barrier(8)
+    seen: list = []
+
+    def first_use():
+        start.wait(10)
+        seen.append(kernel.online)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(seen) == 8 and all(tuner is seen[0] for tuner in seen)
+    assert kernel.online is seen[0]
