@@ -11,7 +11,7 @@ from .storage.remote import set_remote_cache
 from .decorator import Autotuned, autotune
 from .functional import TuningResult, autotune_launch
 from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, CallError, DeviceError,
-                     DistributedTuningError, IsolationWarning, KeyValueError, NoDeviceError,
+                     DistributedTuningError, IsolationWarning, KeyValueError, NoDeviceError, NoRecordError,
                      ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
                      VerificationError, VerificationWarning, WorkerShutdownError, classify)
 from .options import Tuning
@@ -43,5 +43,6 @@ __all__ = [
     "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
     "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
     "set_remote_cache", "IsolationWarning", "WorkerShutdownError", "CallError", "VerificationWarning",
+    "NoRecordError",
 ]
 

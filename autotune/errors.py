@@ -50,6 +50,14 @@ class KeyValueError(AutotuneError, ValueError):
     """A call's key value cannot identify a cache entry (a tensor, NaN, an object without a stable text form)."""
 
 
+class NoRecordError(AutotuneError, KeyError):
+    """A kernel was asked for the tuning record of a key it has not tuned or read in this process (`record()`,
+    `report()`). A `KeyError`, as a missing mapping key is; its text is the message, not KeyError's quoted repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class VerificationError(AutotuneError, AssertionError):
     """A config's output did not match the reference given to `verify=`."""
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from .errors import NoRecordError
 from .record import TuningRecord
 from .storage.counters import stats
 
@@ -22,12 +23,15 @@ class KernelInspection:
         records = self.cache.records()
         if key is None:
             if self._last_key is None or self._last_key not in records:
-                raise KeyError(f"{self.name} has no tuning record yet; call it first or pass key=")
+                raise NoRecordError(f"{self.name} has no tuning record in this process yet: call the kernel first (a "
+                                    f"stored winner is read at that call), or pass key=")
             return records[self._last_key]
         wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
         matches = [rec for (k, _), rec in records.items() if k == wanted]
         if not matches:
-            raise KeyError(f"{self.name} has no record for key {wanted}; keys: {sorted({k for k, _ in records})}")
+            raise NoRecordError(f"{self.name} has no record for key {wanted} in this process; the keys it has: "
+                                f"{sorted({k for k, _ in records}) or 'none yet'} (a key is the tuple its key= spec "
+                                f"computes; call the kernel with that key first)")
         if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
             return records[self._last_key]
         return matches[-1]

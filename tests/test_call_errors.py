@@ -5,7 +5,7 @@ import pytest
 import torch
 import triton
 
-from autotune import AutotuneError, CallError, autotune
+from autotune import AutotuneError, CallError, NoRecordError, autotune
 from kernels_for_tests import add_kernel, count_trials
 
 
@@ -128,3 +128,18 @@ def test_tuned_field_passed_by_position_is_refused_as_by_keyword_before_tuning()
     with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK passed by position to add_kernel"):
         tuned(x, x, torch.empty_like(x), 8, 16)
     assert launches == []
+
+
+def test_asking_for_the_record_of_an_untuned_key_names_the_keys_there_are():
+    """`record()` / `report()` before any tuning, or of a key not tuned: a `NoRecordError` (an AutotuneError and a
+    KeyError) whose text reads as a sentence and lists the keys this kernel has."""
+    tuned, _ = _counting_add()
+    with pytest.raises(NoRecordError, match=r"no tuning record in this process yet: call the kernel first") as info:
+        tuned.record()
+    assert isinstance(info.value, AutotuneError) and isinstance(info.value, KeyError)
+    assert not str(info.value).startswith(("'", '"'))          # not KeyError's quoted repr
+    x = torch.ones(8)
+    tuned(x, x, torch.empty_like(x), 8)
+    assert tuned.record().winner in ({"BLOCK": 16}, {"BLOCK": 32})
+    with pytest.raises(NoRecordError, match=r"no record for key \(9,\) in this process; the keys it has: \[\(8,\)\]"):
+        tuned.report((9,))
