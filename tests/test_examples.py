@@ -77,3 +77,6 @@ def test_example_runs_and_shows_its_point(name: str, tmp_path: Path) -> None:
     missing = [line for line in EXPECTED[name] if line not in result.stdout]
     assert not missing, f"examples/{name} did not print {missing}; output:\n{output}"
 
+    # An example is what a user copies first: it shows no IsolationWarning (its kernels live in a script's
+    # __main__, where a worker cannot import them, so each says isolate="off" or catches the warning it explains).
+    assert "IsolationWarning" not in result.stderr, f"examples/{name} warned:\n{result.stderr}"
