@@ -9,12 +9,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import os
 import sys
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterable, Optional
+
+from .fork_safety import reset_in_forked_child
 
 _MAX_LAYERS = 16
 
@@ -83,16 +84,13 @@ INTERPRETER_LOCK = threading.RLock()
 _NO_LOCK = nullcontext()
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     """Another thread launching at a fork does not exist in the child: its hold is freed there (one the forking
     thread holds stays, for it to release)."""
     # CPython's RLock has both (3.9+); typeshed leaves private methods out
     if not INTERPRETER_LOCK._is_owned():  # type: ignore[attr-defined]
         INTERPRETER_LOCK._at_fork_reinit()  # type: ignore[attr-defined]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def launch_lock(interpreted: bool) -> ContextManager:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import collections
 import logging
 import statistics
-import os
 import threading
 import time
 import weakref
 from typing import Any, Callable, Optional, Sequence
 
+from .fork_safety import reset_in_forked_child
 from .errors import FailureKind, NoValidConfigError, VerificationError, classify
 from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
@@ -370,13 +370,10 @@ class OnlineTuner:
         emit(record, cache_hit=False)
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     for tuner in list(_TUNERS):
         tuner.after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _capturing(interpreted: bool) -> bool:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
-import os
 import threading
 import weakref
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Iterable, Optional
+
+from .fork_safety import reset_in_forked_child
 
 __all__ = ["DaemonThreadPool", "exiting"]
 
@@ -154,13 +155,10 @@ class DaemonThreadPool(Executor):
             del future, fn, args, kwargs
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     for pool in list(_pools):
         pool._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -17,6 +17,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any, Iterator, Optional
 
+from ..fork_safety import reset_in_forked_child
 from ..errors import WorkerShutdownError
 
 __all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
@@ -249,16 +250,13 @@ def compile_workers() -> WorkerPool:
 _REQUESTS = threading.Lock()
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     """A forked child shares nothing with its parent's workers: their sockets answer the parent, and a parent thread
     waiting on one held `_REQUESTS` forever in the child. The child starts its own workers when it tunes, and never
     stops the parent's (the objects are dropped, their processes left alone)."""
     global _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL
     _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL = threading.Lock(), threading.Lock(), None, None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

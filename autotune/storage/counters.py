@@ -1,9 +1,9 @@
 """This process's tuning counters, per kernel name: what `autotune.stats()` and `kernel.cache_info()` show."""
 from __future__ import annotations
 
-import os
 import threading
 
+from ..fork_safety import reset_in_forked_child
 from ..record import TrialStatus, TuningRecord
 
 __all__ = ["STAT_FIELDS", "count", "count_hit", "count_tuning", "failed_configs", "stats", "reset_stats",
@@ -14,13 +14,10 @@ _LOCK = threading.Lock()
 _STATS: dict[str, dict[str, float]] = {}
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     global _LOCK
     _LOCK = threading.Lock()      # a thread counting at the fork does not exist in the child
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _new_stats() -> dict[str, float]:

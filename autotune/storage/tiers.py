@@ -9,12 +9,12 @@ others wait and take its winner.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
 from typing import Callable, Optional, Sequence, Union
 
+from ..fork_safety import reset_in_forked_child
 from ..errors import AutotuneError, NoValidConfigError
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import TrialStatus, TuningRecord
@@ -37,6 +37,7 @@ _TLS = threading.local()
 _PEEK_AGAIN_S = 5.0            # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
 
 
+@reset_in_forked_child
 def _after_fork_in_child() -> None:
     """A forked child has only the thread that forked: a lock another thread held (a key it was tuning) would be
     held forever there. Every cache's locks start free; a key a parent thread was tuning is tuned (or read from
@@ -45,10 +46,6 @@ def _after_fork_in_child() -> None:
     _LIVE_LOCK = threading.Lock()
     for cache in list(_LIVE):
         cache.after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def live_caches() -> list["KernelCache"]:
