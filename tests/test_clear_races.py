@@ -65,10 +65,23 @@ def test_a_clear_during_a_tuning_keeps_its_winner_out_of_memory_and_disk(how):
     assert len(kernel.cache.records()) == 1 and len(disk_entries("add_kernel")) == 1
 
 
+def _calling_thread(kernel, n: int, errors: list, name: str | None = None) -> threading.Thread:
+    """A thread that calls the kernel and checks its output, keeping what it raised in `errors` (an exception in a
+    thread is only printed by pytest, never a failure of the test)."""
+    def call() -> None:
+        try:
+            _call(kernel, n)
+        except BaseException as exc:  # asserted by the test
+            errors.append(exc)
+
+    return threading.Thread(target=call, name=name)
+
+
 def test_a_clear_of_another_key_during_a_tuning_keeps_its_winner():
     gate, entered = threading.Event(), threading.Event()
     kernel = _kernel(gate, entered)
-    tuner = threading.Thread(target=_call, args=(kernel, HELD_N))
+    errors: list[BaseException] = []
+    tuner = _calling_thread(kernel, HELD_N, errors)
     tuner.start()
     try:
         assert entered.wait(60)
@@ -76,6 +89,7 @@ def test_a_clear_of_another_key_during_a_tuning_keeps_its_winner():
     finally:
         gate.set()
         tuner.join(60)
+    assert not tuner.is_alive() and errors == []      # the tuning call returned and launched its winner
     assert [key for key, _ in kernel.cache.records()] == [(HELD_N,)]
     assert len(disk_entries("add_kernel")) == 1
 
@@ -95,7 +109,8 @@ def test_a_winner_read_from_disk_before_a_clear_is_not_put_back_in_memory(monkey
         return record
 
     monkeypatch.setattr(DiskCache, "get", get)
-    reader = threading.Thread(target=_call, args=(kernel, 64), name="reader")
+    errors: list[BaseException] = []
+    reader = _calling_thread(kernel, 64, errors, name="reader")
     reader.start()
     try:
         assert read.wait(60)                # the reader holds the entry's record, not yet in memory
@@ -103,5 +118,6 @@ def test_a_winner_read_from_disk_before_a_clear_is_not_put_back_in_memory(monkey
     finally:
         go.set()
         reader.join(60)
+    assert not reader.is_alive() and errors == []     # the reader's call launched the winner it read
     assert kernel.cache.records() == {}, "the cleared winner came back into memory"
     assert disk_entries("add_kernel") == []
