@@ -147,6 +147,11 @@ def test_a_failed_config_is_told_and_never_proposed_again(landscape, cls):
             break
     assert len(proposed) == len(set(proposed))
     assert all(space.contains(c) for c in proposed)
+    # The strategy really searched, and failures were told to it: an `ask` that proposed nothing passed the two
+    # assertions above on an empty list. (Random proposes the whole space here; local search stops at 274 of 288.)
+    failed = [c for c in proposed if landscape.time_of(c) is None]
+    assert len(proposed) > len(space) // 2 and failed
+    assert all(strategy.results[c] is None for c in failed)
 
 
 def test_a_landscape_keeps_the_problem_size_it_was_measured_at(landscape):
