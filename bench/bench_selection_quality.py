@@ -79,9 +79,8 @@ def capture_launch(kernel: Any) -> dict[str, Any]:
 def config_launcher(kernel: Any, config: Any, seen: dict[str, Any]) -> Callable[[], Any]:
     """A thunk launching exactly `config` with the captured arguments, through the decorator's own launch path
     (grid, derived meta-parameters, compile options), bypassing selection."""
-    args, kwargs, grid = seen["args"], seen["kwargs"], seen["grid"]
-    named = kernel._named_args(args, kwargs)
-    launch_args, launch_kwargs, launch_grid = kernel._launch_args(config, args, kwargs, grid, named)
+    bound = kernel.bind(seen["args"], seen["kwargs"])
+    launch_args, launch_kwargs, launch_grid = kernel.launch_args(config, bound, seen["grid"])
     base = kernel.fn
     return lambda: base.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
 
