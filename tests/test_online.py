@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from autotune import OptionError, Reference, Tuning, autotune, stats
+from autotune.errors import NoRecordError
 from autotune.storage import disk_entries
 from kernels_for_tests import record_launches
 
@@ -73,8 +74,8 @@ def test_the_first_call_launches_once_and_measures_nothing():
     call(kernel)
     assert runs == [(360, 0)]                          # the space's first config, once: nothing measured
     assert stats()["slow_add"]["tunings"] == 0
-    with pytest.raises(KeyError):
-        kernel.record()
+    with pytest.raises(NoRecordError, match="slow_add has no tuning record in this process yet"):
+        kernel.record()                                # nothing tuned yet (not some internal KeyError)
     assert kernel.cache_info()["online"] == {"[512] float32,float32,float32": "0 of 3 candidates measured"}
 
 
