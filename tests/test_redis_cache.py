@@ -44,7 +44,7 @@ WORKER = textwrap.dedent('''
     def tune():
         with open(work / "tunings.log", "a") as f:
             f.write(f"{tag}\\n")
-        (work / f"tuning-{tag}").touch()
+        (work / f"tuning-{tag}").write_text(repr(time.time()))   # when this node began tuning
         time.sleep(delay)
         winner = random.Random(os.getpid()).choice(SPACE)
         tv, pv = runtime_versions()
@@ -121,13 +121,17 @@ def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
         assert holder.poll() is None and time.monotonic() < deadline, holder.stderr.read()
         time.sleep(0.02)
     waiter = spawn(work, "b", redis_server.url, delay=0.1, **lease)
-    time.sleep(1.0)                         # b is waiting on a's lease, which a renews
+    time.sleep(1.0)                         # b is (most likely) waiting on a's lease, which a renews
     assert waiter.poll() is None
+    killed_at = time.time()
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
     result = finish(waiter)
     assert result["how"] == "tuned"
     assert (work / "tunings.log").read_text().split() == ["a", "b"]
+    # b began tuning only once a was dead: a waiter that did not wait for the live lease (a lease any node can
+    # take) also tunes once, after a, and passed the checks above.
+    assert float((work / "tuning-b").read_text()) >= killed_at
     assert len(redis_server.client().keys("autotune:entry:*")) == 1
 
 
