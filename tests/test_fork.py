@@ -66,7 +66,15 @@ def test_a_child_forked_while_a_thread_tunes_tunes_its_own_keys_and_waits_for_th
     kernel = autotune_decorator(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
                                 tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
     _call(kernel, 64)                                   # the parent tuned once: its compile threads came and went
-    tuner = threading.Thread(target=_call, args=(kernel, HELD_N))
+    errors: list[BaseException] = []
+
+    def tune_in_parent() -> None:        # what the parent's thread raises fails the test (not only a warning)
+        try:
+            _call(kernel, HELD_N)
+        except BaseException as exc:  # asserted below
+            errors.append(exc)
+
+    tuner = threading.Thread(target=tune_in_parent)
     tuner.start()
     try:
         assert entered.wait(60)
@@ -77,6 +85,7 @@ def test_a_child_forked_while_a_thread_tunes_tunes_its_own_keys_and_waits_for_th
     finally:
         gate.set()
         tuner.join(60)
+    assert not tuner.is_alive() and errors == []
     assert same_key["tunings"] == 1 and same_key["disk_hits"] == 1
     assert winner == dict(kernel.cache.in_memory((HELD_N,), ("torch.float32",) * 3).winner)
 
