@@ -107,8 +107,9 @@ _ISOLATED_CHILD = textwrap.dedent("""
 
 def _isolated_child(kernel: str, tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # this checkout first, then the caller's path (the GPU image imports msgspec from bench/gpu_suite.sh's wheels)
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), AUTOTUNE_CACHE_DIR=str(tmp_path / "autotune"),
-               PYTHONPATH=str(TESTS.parent))
+               PYTHONPATH=os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p))
     proc = subprocess.run([sys.executable, "-c", _ISOLATED_CHILD.format(tests=str(TESTS), kernel=kernel)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
