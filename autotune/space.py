@@ -7,11 +7,11 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Iterator, cast
+from typing import Any, Iterator
 
 from .config import Config, check_json_value
 from .errors import SpaceError
-from .space_checksum import code_identity, configs_checksum, filter_identity
+from .space_checksum import configs_checksum, filter_identity
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
 
@@ -118,14 +118,15 @@ class SearchSpace(ABC):
 
     def where(self, pred: str | Callable[[Config], bool]) -> "SearchSpace":
         """A new space keeping the configs for which `pred` (a callable or a `$X` string) holds; chains."""
-        from .template import WhereString, compile_predicate
+        from .template import compile_predicate
 
         fn = compile_predicate(pred, config_fields=self._declared_fields())
         source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
         ident = None
         if self.lazy:   # its checksum hashes the filter: one with no stable identity fails here, not at tuning
-            ident = (f"{pred} {code_identity(cast(WhereString, fn).function)}"   # its closure, as before
-                     if isinstance(pred, str) else f"callable {filter_identity(pred)}")
+            # A $X string is what it computes (the expression language has no free names): its text, the same under
+            # every Python version (bytecode is not), so a fleet or a deployment on another Python finds its entries.
+            ident = f"string {pred}" if isinstance(pred, str) else f"callable {filter_identity(pred)}"
         return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,),
                              _pred_ids=self._pred_ids + (ident,))
 

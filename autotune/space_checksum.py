@@ -8,6 +8,7 @@ import enum
 import functools
 import hashlib
 import inspect
+import textwrap
 from typing import Any, Callable, Iterable, Optional
 
 from .errors import SpaceError
@@ -165,7 +166,7 @@ class _FilterWalk:
         self.path.add(id(fn))
         try:
             code = fn.__code__
-            parts = [_code_text(code), "defaults " + ", ".join(self.value(v, "a default", depth)
+            parts = [_function_text(fn), "defaults " + ", ".join(self.value(v, "a default", depth)
                                                                for v in fn.__defaults__ or ())]
             parts += [f"kwdefault {k}={self.value(v, f'default {k}', depth)}"
                       for k, v in sorted((fn.__kwdefaults__ or {}).items())]
@@ -195,6 +196,19 @@ class _FilterWalk:
         if inspect.isclass(value):
             return f"class {value.__module__}.{value.__qualname__}"
         return f"{type(value).__module__}.{type(value).__qualname__} object"
+
+
+def _function_text(fn: Any) -> str:
+    """A filter function's own text: its source where Python can read it and it is a `def` (the same under every
+    Python version and across processes), else its bytecode (`_code_text`; a lambda's source is the whole line it
+    sits on, which may hold other lambdas, and a function made by exec() has none). Its defaults, closure and
+    globals are added by the caller."""
+    if fn.__name__ != "<lambda>":
+        try:
+            return "source " + textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            pass
+    return "code " + _code_text(fn.__code__)
 
 
 def _plain_function(value: Any) -> Optional[Callable[..., Any]]:
