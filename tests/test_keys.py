@@ -183,3 +183,98 @@ def test_nan_key_value_is_refused_with_the_reason():
                KeyBuilder(["M * 1.0"], arg_names=ARGS)):
         with pytest.raises(KeyValueError, match="NaN never equals itself"):
             kb({**_args(), "M": float("nan")})
+
+
+# --- normalisation of less common key values (found by mutation testing) ----------------------------------------
+
+def test_list_key_values_become_tuples():
+    """A list key value is stored as a tuple (hashable, the form a cache entry's key has); a callable key
+    returning a list gives one key value (only a tuple is taken as several)."""
+    kb = KeyBuilder(["M"], arg_names=ARGS)
+    assert kb(_args(M=[1, [2, 3]]))[0] == ((1, (2, 3)),)
+    assert KeyBuilder(lambda **_: [4, 5], arg_names=ARGS)(_args())[0] == ((4, 5),)
+    assert KeyBuilder(lambda **_: (4, 5), arg_names=ARGS)(_args())[0] == (4, 5)
+
+
+def test_subclasses_of_builtin_scalars_are_stored_as_the_plain_builtin():
+    class Name(str):
+        pass
+
+    class Size(int):
+        pass
+
+    class Scale(float):
+        pass
+
+    values, _ = KeyBuilder(["M", "N", "FLAG"], arg_names=ARGS)(_args(M=Name("rows"), N=Size(7), FLAG=Scale(0.5)))
+    assert values == ("rows", 7, 0.5)
+    assert [type(v) for v in values] == [str, int, float]
+
+
+def test_index_and_float_like_values_key_as_the_python_number():
+    """torch.SymInt / SymFloat-like values (only __index__ / __float__) key as the number they stand for."""
+    class SymIntLike:
+        def __index__(self):
+            return 12
+
+    class SymFloatLike:
+        def __float__(self):
+            return 0.25
+
+    values, _ = KeyBuilder(["M", "N"], arg_names=ARGS)(_args(M=SymIntLike(), N=SymFloatLike()))
+    assert values == (12, 0.25) and [type(v) for v in values] == [int, float]
+
+
+def test_nan_hidden_in_a_numpy_or_float_like_scalar_is_refused():
+    np = pytest.importorskip("numpy")
+
+    class NanLike:
+        def __float__(self):
+            return float("nan")
+
+    kb = KeyBuilder(["M"], arg_names=ARGS)
+    for value in (np.float32("nan"), NanLike()):
+        with pytest.raises(KeyValueError, match="NaN never equals itself"):
+            kb(_args(M=value))
+
+
+def test_unhashable_key_value_is_refused():
+    kb = KeyBuilder(["M"], arg_names=ARGS)
+    for value in ({"a": 1}, {1, 2}):
+        with pytest.raises(KeyValueError, match="must be hashable"):
+            kb(_args(M=value))
+
+
+def test_dtypes_skip_arguments_without_a_dtype():
+    kb = KeyBuilder(None, arg_names=("a", "shape", "obj", "b"))
+    args = {"a": torch.empty(1, dtype=torch.float16), "shape": (1, 2), "obj": object(),
+            "b": torch.empty(1, dtype=torch.int8)}
+    assert kb.dtypes(args) == ("torch.float16", "torch.int8")
+
+
+def test_error_for_an_expression_key_names_the_expression():
+    with pytest.raises(KeyValueError, match=r"key 'x \* 2' is a tensor"):
+        KeyBuilder(["M", "x * 2"], arg_names=ARGS)(_args())
+
+
+def test_normalise_key_matches_what_a_call_stores():
+    """normalise_key (what clear_autotune_cache(key=...) matches with) gives the key a call with the same values
+    stored, and refuses what a call would refuse."""
+    import enum
+
+    import triton.language as tl
+
+    from autotune.keys import normalise_key
+
+    class Mode(enum.IntEnum):
+        FAST = 1
+
+    values = [tl.float32, Mode.FAST, [1, 2], torch.float16]
+    stored, _ = KeyBuilder(["M", "N", "FLAG", "x"], arg_names=("M", "N", "FLAG", "x"))(
+        dict(zip(("M", "N", "FLAG", "x"), values)))
+    assert normalise_key(values) == stored
+    assert normalise_key(values) == ("triton.language.core.dtype:fp32",
+                                     "test_normalise_key_matches_what_a_call_stores.<locals>.Mode.FAST", (1, 2),
+                                     "torch.float16")
+    with pytest.raises(KeyValueError, match=r"where\[1\] is NaN"):
+        normalise_key((1, float("nan")), "where")
