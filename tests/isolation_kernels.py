@@ -29,10 +29,11 @@ def crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
         value = tl.load(x + offs + (1 << 40))
     else:
         value = tl.load(x + offs, mask=mask)
-    if MODE == 2:                                   # never ends
-        i = 0
-        while i >= 0:
-            i += 1
+    if MODE == 2:                                   # never ends, on a GPU too: `i += 1` alone let LLVM drop the
+        i = 0                                       # loop (signed overflow is undefined), so MODE 2 ran as an add;
+        while i >= 0:                               # cycling through 0..6 keeps a real branch back in the PTX
+            i = (i + 1) % 7
+        value += i
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
 
 
@@ -48,7 +49,8 @@ def crashy_add_auto(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
     if MODE == 2:
         i = 0
         while i >= 0:
-            i += 1
+            i = (i + 1) % 7
+        value += i
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
 
 

@@ -116,11 +116,12 @@ def _isolated_child(kernel: str, tmp_path: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_an_illegal_address_in_a_worker_costs_that_config_only(tmp_path):
+def test_an_illegal_address_or_a_hang_in_a_worker_costs_that_config_only(tmp_path):
     got = _isolated_child("crashy_add", tmp_path)
     assert got["ok"] and got["winner"]["MODE"] == 0
     statuses = {(c["BLOCK"], c["MODE"]): status for c, status, _ in got["trials"]}
     assert statuses[(32, 1)] == "crashed"           # the wild load: an illegal address, the worker replaced
+    assert statuses[(32, 2)] == "timeout"           # a kernel that spins on the GPU: its worker killed, replaced
     assert [statuses[(b, 0)] for b in (64, 128, 256)] == ["ok", "ok", "ok"]
 
 
