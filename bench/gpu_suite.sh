@@ -94,7 +94,7 @@ trap collect EXIT
 
 case "$PHASE" in
 core)
-    step gpu_tests 170 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 150 tests/
+    step gpu_tests 200 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 150 --durations=10 tests/
     step cold_tuning_32 100 "$PY" bench/bench_cold_tuning.py --configs 32
     step cold_tuning_64 170 "$PY" bench/bench_cold_tuning.py --configs 64
     ;;
