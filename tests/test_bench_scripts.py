@@ -1,0 +1,62 @@
+"""The benchmark scripts mostly run on a GPU, which this suite never has; what it can check here keeps a lent GPU's
+few minutes for measuring: every script starts (its imports and arguments), and the scripts, kernels and examples
+use autotune's public API only (a private name they reached was renamed once, and the GPU quality phase died)."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p for p in (ROOT / "bench").glob("bench_*.py")) + [ROOT / "bench" / "record_landscape.py"]
+USER_CODE = [*SCRIPTS, *(ROOT / "bench").glob("*.py"), *(ROOT / "kernels").glob("*.py"), *(ROOT / "examples").glob("*.py")]
+
+
+def private_reaches(path: Path, root: Path = ROOT) -> list[str]:
+    """`obj._name` on anything but self/cls, and `from autotune... import _name`, in one file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: .{node.attr}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autotune"):
+            found += [f"{path.relative_to(root)}:{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.startswith("_")]
+    return found
+
+
+def test_scripts_kernels_and_examples_use_only_public_names():
+    reaches = [line for path in sorted(set(USER_CODE)) for line in private_reaches(path)]
+    assert reaches == [], "use autotune's public API (bind, launch_args, ...) instead:\n" + "\n".join(reaches)
+
+
+def test_the_private_reach_check_finds_one(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from autotune.decorator import _private\nkernel._named_args(1)\nself._fine = 1\nx.__dict__\n")
+    assert sorted(r.split(": ", 1)[1] for r in private_reaches(probe, tmp_path)) == ["._named_args", "import _private"]
+
+
+def test_every_benchmark_script_starts():
+    """`--help` of each script in one process (torch and triton imported once): its imports resolve and its
+    arguments parse, so a renamed autotune module or option fails here, not on the GPU."""
+    code = ("import runpy, sys\n"
+            "failed = []\n"
+            "for script in sys.argv[1:]:\n"
+            "    sys.argv = [script, '--help']\n"
+            "    try:\n"
+            "        runpy.run_path(script, run_name='__main__')\n"
+            "        failed.append(f'{script}: ran instead of printing its help')\n"
+            "    except SystemExit as exc:\n"
+            "        if exc.code not in (0, None):\n"
+            "            failed.append(f'{script}: exit {exc.code}')\n"
+            "    except BaseException as exc:\n"
+            "        failed.append(f'{script}: {type(exc).__name__}: {exc}')\n"
+            "print('FAILED', failed) if failed else print('OK')\n")
+    env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH"))
+                                          if p))
+    result = subprocess.run([sys.executable, "-c", code, *map(str, SCRIPTS)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stdout[-3000:] + result.stderr[-3000:]
