@@ -296,3 +296,81 @@ def test_property_integer_arithmetic_matches_python(pair, values):
     source, python = pair
     e = Expression(source, config_fields=("A", "B", "C"), arg_names=(), what="where")
     assert e(values, {}) == eval(python, {"max": max, "abs": abs}, dict(values))  # noqa: S307
+
+
+# --- behaviour pinned after mutation testing ----------------------------------------------------------------------
+
+def test_next_power_of_2_takes_integer_like_arguments():
+    np = pytest.importorskip("numpy")
+    assert next_power_of_2(np.int64(5)) == 8 and type(next_power_of_2(np.int64(5))) is int
+    assert expr("next_power_of_2(N)")({}, {"N": np.int64(33)}) == 64
+
+
+def test_surrounding_whitespace_and_newlines_are_allowed():
+    e = expr("  cdiv(M, $BLOCK_M)  ")
+    assert e({"BLOCK_M": 64}, {"M": 130}) == 3
+    multi = expr("""
+        (cdiv(M, $BLOCK_M),
+         N)
+    """)
+    assert multi({"BLOCK_M": 64}, {"M": 130, "N": 7}) == (3, 7)
+
+
+def test_syntax_error_column_only_when_it_points_into_the_source():
+    with pytest.raises(ExpressionError, match=r"'\(M, N' is not valid Python expression syntax \(column 1\)"):
+        expr("(M, N")
+    with pytest.raises(ExpressionError) as info:          # '$X' is rewritten before parsing: columns would be off
+        expr("(M, $BLOCK_M")
+    assert "column" not in str(info.value)
+
+
+def test_derive_reading_an_earlier_derived_name_without_dollar_is_refused():
+    """A derived name is a kernel meta-parameter (so a kernel argument name), set per config: reading it bare
+    would read a call argument no call passes; the error says to write $NAME."""
+    with pytest.raises(ExpressionError, match=r"derive\['TWICE'\] expression 'HALF \* 2' reads 'HALF' as a call "
+                                              r"argument, but .* sets it for each config .*\(write \$HALF\)"):
+        compile_derive({"HALF": "$BLOCK_M // 2", "TWICE": "HALF * 2"}, config_fields=FIELDS,
+                       arg_names=ARGS + ("HALF", "TWICE"))
+    with pytest.raises(ExpressionError, match=r"derive\['FIRST'\] expression 'LATER \+ 1' reads 'LATER' as a call "
+                                              r"argument, but derive= sets it for each config"):
+        compile_derive({"FIRST": "LATER + 1", "LATER": "$BLOCK_M"}, config_fields=FIELDS,
+                       arg_names=ARGS + ("FIRST", "LATER"))
+    d = compile_derive({"HALF": "$BLOCK_M // 2", "TWICE": "$HALF * 2"}, config_fields=FIELDS,
+                       arg_names=ARGS + ("HALF", "TWICE"))
+    assert d({"BLOCK_M": 64}, {}) == {"HALF": 32, "TWICE": 64}
+
+
+@pytest.mark.parametrize("grid, fragment", [
+    ("(M - 129,)", "grid sizes must be >= 0"),       # -1: the one-dimensional grid is checked as any other
+    ("(M - 129, 1)", "grid sizes must be >= 0"),
+    ("(M / 2,)", "grid sizes must be ints, got float"),
+    ("(M > 0,)", "not bools"),
+])
+def test_one_dimensional_grid_results_are_checked(grid, fragment):
+    g = compile_grid(grid, config_fields=FIELDS, arg_names=ARGS)
+    with pytest.raises(ExpressionError, match=fragment):
+        g({"BLOCK_M": 64}, {"M": 128})
+    with pytest.raises(ExpressionError, match=fragment):
+        compile_grid(lambda meta: eval(grid, {}, meta), config_fields=FIELDS, arg_names=ARGS)({}, {"M": 128})
+
+
+def test_grid_tuple_refuses_negative_and_bool_items_at_compile_time():
+    for grid in ((-1,), (4, -1), (True,), (4, False)):
+        with pytest.raises(ExpressionError, match="must be a non-negative int or a \\$X expression string"):
+            compile_grid(grid, config_fields=FIELDS, arg_names=ARGS)
+
+
+def test_float_grid_error_hint_depends_on_cdiv():
+    """A float that reaches a cdiv grid comes from a float size passed by the call; elsewhere, from a division."""
+    with pytest.raises(ExpressionError, match=r"pass ints \(e\.g\. n=1024, not 1024\.0\)"):
+        compile_grid("cdiv(M, $BLOCK_M)", config_fields=FIELDS, arg_names=ARGS)({"BLOCK_M": 64}, {"M": 100.0})
+    with pytest.raises(ExpressionError, match=r"use cdiv\(\.\.\.\) or int\(\.\.\.\)"):
+        compile_grid("M / 2", config_fields=FIELDS, arg_names=ARGS)({}, {"M": 100})
+
+
+def test_meta_callables_see_config_values_over_same_named_arguments():
+    """As in Triton, a `meta` callable (grid=, derive=) gets {**args, **config}: the config's value wins."""
+    g = compile_grid(lambda meta: (meta["BLOCK_M"],), config_fields=FIELDS, arg_names=ARGS)
+    assert g({"BLOCK_M": 64}, {"BLOCK_M": 1, "M": 5}) == (64,)
+    d = compile_derive({"B": lambda meta: meta["BLOCK_M"]}, config_fields=FIELDS, arg_names=ARGS)
+    assert d({"BLOCK_M": 64}, {"BLOCK_M": 1}) == {"B": 64}
