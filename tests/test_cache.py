@@ -686,3 +686,136 @@ def test_public_helpers_for_other_modules():
     with pytest.raises(ValueError):
         stats_mod.count("add", bogus=1)
     assert entries_mod.key_text((1, (2, 3))) == entries_mod.key_text([1, [2, 3]]) == "[1,[2,3]]"
+
+
+# --- entry naming and reading, pinned after mutation testing --------------------------------------------------------
+
+def test_non_finite_key_values_are_stored_and_found_again_on_disk():
+    """inf is a valid key value (it equals itself); JSON has no inf, so the entry stores its text and a new
+    process's lookup of the same key finds the entry."""
+    import math
+
+    key = (math.inf, (1, -math.inf))
+    assert new_cache().get_or_tune(key, DT, Tuner(key))[1] == "tuned"
+    stored = json.loads(path_of(key).read_text())
+    assert stored["key"] == ["inf", [1, "-inf"]]
+    assert entries_mod.key_text(key) == entries_mod.key_text(stored["key"]) == '["inf",[1,"-inf"]]'
+    tuner = Tuner(key)
+    assert new_cache().get_or_tune(key, DT, tuner)[1] == "disk" and tuner.calls == 0
+
+
+def test_kernel_dirname_of_long_or_empty_names():
+    long_a, long_b = "k" * 300, "k" * 299 + "j"
+    a, b = kernel_dirname(long_a), kernel_dirname(long_b)
+    assert len(a) <= 100 and len(b) <= 100 and a != b          # a file name stays far under the 255-byte limit
+    assert kernel_dirname("") not in ("", ".") and "/" not in kernel_dirname("")
+
+
+def test_is_dir_of_matches_the_kernel_and_its_module_variants_only():
+    is_dir_of = entries_mod.is_dir_of
+    assert is_dir_of(kernel_dirname("add"), "add")
+    assert is_dir_of(kernel_dirname("add", "mod:add"), "add")
+    assert not is_dir_of(kernel_dirname("add_kernel"), "add")            # a longer name is another kernel
+    assert not is_dir_of(kernel_dirname("add_kernel", "mod:add_kernel"), "add")
+    assert not is_dir_of("add.123", "add") and not is_dir_of("add.1234567g", "add")
+    assert not is_dir_of("aXb.1234abcd", "a.b")                        # '.' in a name is a dot, not any char
+    assert is_dir_of("a.b.1234abcd", "a.b")
+
+
+def test_an_empty_entry_is_reported_as_empty():
+    from autotune.errors import CacheEntryError
+
+    for data in (b"", b"  \n"):
+        with pytest.raises(CacheEntryError, match=r"^the entry is empty$"):
+            entries_mod.parse_record(data, "the entry")
+
+
+@pytest.mark.parametrize("version", ["2", 99.0, None])
+def test_an_entry_whose_schema_version_is_not_an_int_is_replaced(version):
+    """Only an int schema version above ours marks an entry of a newer autotune (left in place); anything else
+    is a bad entry: warned about, retuned and replaced."""
+    key = (1024,)
+    path = path_of(key)
+    path.parent.mkdir(parents=True)
+    odd = json.loads(make_record(key, winner=32).to_json())
+    odd["schema_version"] = version
+    path.write_text(json.dumps(odd))
+    with pytest.warns(CacheWarning, match="replacing"):
+        rec, how = new_cache().get_or_tune(key, DT, Tuner(key))
+    assert how == "tuned" and load_record(path).winner == Config(BLOCK=64)
+    assert not entries_mod.is_newer_schema(version)
+    assert entries_mod.is_newer_schema(SCHEMA_VERSION + 1) and not entries_mod.is_newer_schema(SCHEMA_VERSION)
+
+
+def test_an_entry_over_the_size_limit_is_not_read_and_is_replaced():
+    key = (1024,)
+    path = path_of(key)
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as f:                      # sparse: no 16 MiB written
+        f.truncate((16 << 20) + 1)                   # DESIGN: entry reads take at most 16 MiB
+    with pytest.warns(CacheWarning, match=rf"over the {16 << 20}-byte limit"):
+        rec, how = new_cache().get_or_tune(key, DT, Tuner(key))
+    assert how == "tuned" and load_record(path).winner == Config(BLOCK=64)
+
+
+# --- DiskCache faults, pinned after mutation testing ----------------------------------------------------------------
+
+def _disk_ref(key=(1024,)):
+    from autotune.storage import EntryRef
+
+    return EntryRef("add", None, device_fingerprint(), key, DT)
+
+
+def test_a_bad_entry_is_warned_about_once_per_state_of_the_file():
+    from autotune.storage import DiskCache
+
+    disk, ref = DiskCache(), _disk_ref()
+    path = disk.path(ref)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"garbage")
+    with pytest.warns(CacheWarning, match="not valid JSON"):
+        assert disk.get(ref) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert disk.get(ref) is None                        # the same bad file: said once
+    path.write_bytes(b"garbage, still")                     # the same fault in a new state of the file
+    with pytest.warns(CacheWarning, match="not valid JSON"):
+        assert disk.get(ref) is None
+
+
+def test_a_write_refused_by_the_directory_is_one_directory_warning(read_only):
+    from autotune.storage import DiskCache
+
+    disk = DiskCache()
+    Path(cache_dir()).mkdir(parents=True, exist_ok=True)
+    read_only(Path(cache_dir()))
+    with pytest.warns(CacheWarning) as caught:
+        assert disk.put(_disk_ref((1,)), make_record((1,))) is False
+        assert disk.put(_disk_ref((2,)), make_record((2,))) is False
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1 and "Point AUTOTUNE_CACHE_DIR at a writable directory" in messages[0]
+
+
+def test_enoent_is_the_directory_fault_only_when_the_cache_directory_is_missing(tmp_path):
+    from autotune.storage import DiskCache
+
+    there = tmp_path / "there"
+    there.mkdir()
+    gone = OSError(errno.ENOENT, os.strerror(errno.ENOENT), str(there / "add" / "x.json"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # an entry's folder removed meanwhile: not the directory's
+        assert DiskCache(there).warn_not_writable(gone, there / "add" / "x.json") is False
+    missing = tmp_path / "missing"
+    with pytest.warns(CacheWarning, match="Point AUTOTUNE_CACHE_DIR"):
+        assert DiskCache(missing).warn_not_writable(gone, missing / "add" / "x.json") is True
+
+
+def test_disk_entries_lists_only_entries_that_read():
+    from autotune.storage import DiskCache
+
+    disk = DiskCache()
+    assert disk.put(_disk_ref((1,)), make_record((1,))) is True
+    bad = disk.path(_disk_ref((2,)))
+    bad.write_bytes(b"{not json")
+    listed = disk.entries("add")
+    assert [e.record.key for e in listed] == [[1]] and all(e.record is not None for e in listed)
