@@ -150,9 +150,16 @@ class _FilterWalk:
         inner = _plain_function(fn)
         if inner is not None:
             return self.function(inner, depth)
-        call = getattr(type(fn), "__call__", None)
+        cls = type(fn)
+        call = getattr(cls, "__call__", None)
         if inspect.isfunction(call):            # an instance of a class defining __call__
-            return f"object({self.function(call, depth)}; {self.attributes(fn, depth)})"
+            # the class by name, and the methods __call__ names (self.helper(c)): two classes alike in __call__
+            # but not in what it calls are two filters
+            methods = [f"method {name}={self.function(method, depth + 1)}"
+                       for name in sorted(_global_names(call.__code__))
+                       if inspect.isfunction(method := getattr(cls, name, None)) and method is not call]
+            return (f"object({cls.__module__}.{cls.__qualname__}; {self.function(call, depth)}; "
+                    f"{'; '.join(methods)}; {self.attributes(fn, depth)})")
         raise self.fail(f"a callable of type {type(fn).__module__}.{type(fn).__qualname__} with no Python code")
 
     def attributes(self, obj: Any, depth: int) -> str:
@@ -199,16 +206,44 @@ class _FilterWalk:
 
 
 def _function_text(fn: Any) -> str:
-    """A filter function's own text: its source where Python can read it and it is a `def` (the same under every
-    Python version and across processes), else its bytecode (`_code_text`; a lambda's source is the whole line it
-    sits on, which may hold other lambdas, and a function made by exec() has none). Its defaults, closure and
-    globals are added by the caller."""
-    if fn.__name__ != "<lambda>":
+    """A filter function's own text: its source when Python can read it, it is a `def`, and it is the source the
+    running code was compiled from (a file edited since import is not: its text would describe other code), else
+    its bytecode. The source is read from the code object, so a `functools.wraps` wrapper is not read as the
+    function it wraps."""
+    code = fn.__code__
+    if code.co_name != "<lambda>":
         try:
-            return "source " + textwrap.dedent(inspect.getsource(fn))
-        except (OSError, TypeError):
-            pass
-    return "code " + _code_text(fn.__code__)
+            source = textwrap.dedent(inspect.getsource(code))
+        except Exception:   # OSError, TypeError, tokenize.TokenError on a file being edited, ...
+            source = None
+        if source is not None and _compiled_from(source, code):
+            return "source " + source
+    return _code_text(code)      # as before sources were read: entries of lambda-filtered spaces stay valid
+
+
+def _compiled_from(source: str, code: Any) -> bool:
+    """Whether compiling `source` here gives `code` (bytecode compared within this process, where it is stable)."""
+    import __future__
+
+    flags = 0
+    for name in __future__.all_feature_names:
+        feature = getattr(__future__, name)
+        flags |= code.co_flags & feature.compiler_flag
+    text = source
+    if code.co_freevars:         # a nested def: its free names become cells of an enclosing function again
+        text = ("def __autotune_outer__():\n" + "".join(f"    {v} = None\n" for v in code.co_freevars)
+                + textwrap.indent(source, "    "))
+    try:
+        module = compile(text, code.co_filename, "exec", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    pending, want = [module], _code_text(code)
+    while pending:
+        c = pending.pop()
+        if c.co_name == code.co_name and _code_text(c) == want:
+            return True
+        pending += [k for k in c.co_consts if hasattr(k, "co_code") and c.co_name in ("<module>", "__autotune_outer__")]
+    return False
 
 
 def _plain_function(value: Any) -> Optional[Callable[..., Any]]:

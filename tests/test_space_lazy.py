@@ -153,3 +153,75 @@ def test_adding_a_list_with_a_bad_item_raises_the_space_error_naming_it():
         [7] + CartesianSpace(BLOCK=(32, 64))
     with pytest.raises(TypeError, match="unsupported operand"):
         CartesianSpace(BLOCK=(32, 64)) + 3
+
+
+def _module(tmp_path, monkeypatch, name: str, text: str):
+    """Import `text` as module `name` from a real file (so inspect can read its source)."""
+    import importlib
+
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_wrapped_filters_are_identified_by_their_own_code_not_the_function_they_wrap(tmp_path, monkeypatch):
+    """functools.wraps sets __wrapped__, which inspect.getsource follows: a filter and its negation, both wrapping
+    one function, would read as that function's source and share cache entries."""
+    mod = _module(tmp_path, monkeypatch, "wrapping_filters", (
+        "import functools\n"
+        "def fits(c):\n    return c.A * c.B <= 4096\n"
+        "def keep(f):\n    @functools.wraps(f)\n    def w(c):\n        return f(c)\n    return w\n"
+        "def negate(f):\n    @functools.wraps(f)\n    def w(c):\n        return not f(c)\n    return w\n"))
+    kept, negated = big().where(mod.keep(mod.fits)), big().where(mod.negate(mod.fits))
+    assert kept.contains(Config(A=1, B=1)) and not negated.contains(Config(A=1, B=1))
+    assert kept.checksum() != negated.checksum()
+
+
+def test_two_lambdas_on_one_line_differ_even_when_renamed():
+    lo, hi = (lambda c: c.A < 500), (lambda c: c.A >= 500)
+    lo.__name__, hi.__name__ = "lo", "hi"            # a lambda's source is its whole line, shared by both
+    assert big().where(lo).checksum() != big().where(hi).checksum()
+
+
+def test_a_filter_whose_file_changed_since_import_is_identified_by_the_code_that_runs(tmp_path, monkeypatch):
+    """A rolling deploy: the file on disk is already the new filter, this process still runs the old one. Its
+    checksum must not be the new filter's (the new processes would reuse winners of the old, narrower filter), and a
+    file caught half-written (a tokenize error) must not break `.where()`."""
+    import linecache
+
+    mod = _module(tmp_path, monkeypatch, "edited_filter", "def fits(c):\n    return c.A * c.B <= 4096\n")
+    before = big().where(mod.fits).checksum()
+    (tmp_path / "edited_filter.py").write_text("def fits(c):\n    return c.A * c.B <= 65536\n")
+    linecache.checkcache()
+    new_process = printed_under_hash_seeds(
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nfrom edited_filter import fits\n"
+        "from autotune.space import CartesianSpace\n"
+        "print(CartesianSpace(A=range(1000), B=range(1000)).where(fits).checksum())", ("1",))[0]
+    running = big().where(mod.fits)
+    assert not running.contains(Config(A=100, B=100))        # still the old filter
+    assert running.checksum() != new_process
+    assert before != new_process
+    (tmp_path / "edited_filter.py").write_text("TABLE = (1,\n    '''\n")   # an editor's save in progress
+    linecache.checkcache()
+    assert big().where(mod.fits).checksum()                  # no tokenize.TokenError out of .where()
+
+
+class _Small:
+    def __call__(self, c: Config) -> bool:
+        return self.ok(c)
+
+    def ok(self, c: Config) -> bool:
+        return c.A < 10
+
+
+class _Large:
+    def __call__(self, c: Config) -> bool:
+        return self.ok(c)
+
+    def ok(self, c: Config) -> bool:
+        return c.A >= 10
+
+
+def test_callable_objects_alike_in_call_but_not_in_the_methods_it_calls_are_two_filters():
+    assert big().where(_Small()).checksum() != big().where(_Large()).checksum()
+    assert big().where(_Small()).checksum() == big().where(_Small()).checksum()
