@@ -22,16 +22,22 @@ class KernelInspection:
         """The tuning record of `key` (the tuple the key spec computes), or of the last call's key."""
         records = self.cache.records()
         if key is None:
-            if self._last_key is None or self._last_key not in records:
+            if self._last_key is None:
                 raise NoRecordError(f"{self.name} has no tuning record in this process yet: call the kernel first (a "
                                     f"stored winner is read at that call), or pass key=")
+            if self._last_key not in records:
+                raise NoRecordError(f"{self.name}'s last call (key {self._last_key[0]}) has no tuning record: it "
+                                    f"launched without one (a space of one config, AUTOTUNE_DISABLE, or "
+                                    f"AUTOTUNE_OFFLINE's fallback), or its key is being tuned online "
+                                    f"({self.online.progress() or 'no session'}); record() has one once a tuning "
+                                    f"or a stored winner decided it")
             return records[self._last_key]
         wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
         matches = [rec for (k, _), rec in records.items() if k == wanted]
         if not matches:
             raise NoRecordError(f"{self.name} has no record for key {wanted} in this process; the keys it has: "
-                                f"{sorted({k for k, _ in records}) or 'none yet'} (a key is the tuple its key= spec "
-                                f"computes; call the kernel with that key first)")
+                                f"{sorted({k for k, _ in records}, key=repr) or 'none yet'} (a key is the tuple its "
+                                f"key= spec computes, without the dtypes; call the kernel with that key first)")
         if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
             return records[self._last_key]
         return matches[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from autotune import AutotuneError, CallError, NoRecordError, autotune
 from kernels_for_tests import add_kernel, count_trials
@@ -143,3 +144,36 @@ def test_asking_for_the_record_of_an_untuned_key_names_the_keys_there_are():
     assert tuned.record().winner in ({"BLOCK": 16}, {"BLOCK": 32})
     with pytest.raises(NoRecordError, match=r"no record for key \(9,\) in this process; the keys it has: \[\(8,\)\]"):
         tuned.report((9,))
+
+
+def test_the_record_of_a_call_that_launched_untuned_says_why_there_is_none(monkeypatch):
+    """Called, yet no record: the message does not tell the user to call the kernel (they did) but why it made none."""
+    monkeypatch.setenv("AUTOTUNE_DISABLE", "1")
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    tuned(x, x, torch.empty_like(x), 8)
+    with pytest.raises(NoRecordError, match=r"add_kernel's last call \(key \(8,\)\) has no tuning record: it launched "
+                                            r"without one \(a space of one config, AUTOTUNE_DISABLE"):
+        tuned.record()
+
+
+@triton.jit
+def add_with_optional_bias(x, y, out, n, bias, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    value = tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)
+    if bias is not None:
+        value += bias
+    tl.store(out + offs, value, mask=mask)
+
+
+def test_the_keys_listed_by_a_missing_record_may_mix_types():
+    """Keys of None and of a number cannot be ordered by `<`: listing them must not turn the error into a TypeError."""
+    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n", "bias"], grid="(cdiv(n, $BLOCK),)",
+                     tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_with_optional_bias)
+    x = torch.ones(8)
+    tuned(x, x, torch.empty_like(x), 8, None)
+    tuned(x, x, torch.empty_like(x), 8, 1.5)
+    with pytest.raises(NoRecordError, match=r"no record for key \(32, None\) in this process; the keys it has: "
+                                            r"\[\(8, 1.5\), \(8, None\)\]"):
+        tuned.record((32, None))

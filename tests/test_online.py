@@ -74,7 +74,8 @@ def test_the_first_call_launches_once_and_measures_nothing():
     call(kernel)
     assert runs == [(360, 0)]                          # the space's first config, once: nothing measured
     assert stats()["slow_add"]["tunings"] == 0
-    with pytest.raises(NoRecordError, match="slow_add has no tuning record in this process yet"):
+    with pytest.raises(NoRecordError, match=r"slow_add's last call \(key \(512,\)\) has no tuning record: .* or its key "
+                                            r"is being tuned online \(\{'\[512\] float32,float32,float32': '0 of 3"):
         kernel.record()                                # nothing tuned yet (not some internal KeyError)
     assert kernel.cache_info()["online"] == {"[512] float32,float32,float32": "0 of 3 candidates measured"}
 
@@ -246,9 +247,18 @@ def test_many_new_keys_share_one_bounded_compile_pool():
     assert running[1] == 2
 
 
-def test_threads_racing_to_the_first_online_call_share_one_tuner():
+def test_threads_racing_to_the_first_online_call_share_one_tuner(monkeypatch):
+    from autotune.online import OnlineTuner
+
     kernel = online()
-    start = threading.Barrier(8)
+    start, constructing = threading.Barrier(8), threading.Barrier(8)
+    made = OnlineTuner.__init__
+
+    def init_together(self, *args, **kwargs):     # every thread is inside the race at once, not by luck
+        constructing.wait(10)
+        made(self, *args, **kwargs)
+
+    monkeypatch.setattr(OnlineTuner, "__init__", init_together)
     seen: list = []
 
     def first_use():
