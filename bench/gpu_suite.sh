@@ -32,15 +32,23 @@ fi
 case "$PHASE" in core|quality|search|extra) ;; *) echo "usage: $0 wheels|core|quality|search|extra" >&2; exit 2;; esac
 
 # The GPU image has torch, triton, filelock, tqdm, numpy, pytest and matplotlib; the rest travels as wheels.
+SITE_DIR="$PWD/.gpu-suite-site"   # private to this checkout (a shared /tmp path could be planted by another user)
+PTH=""
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/autotune-site \
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE_DIR" \
         .whl/*.whl || { echo "!! installing the carried wheels failed"; exit 1; }
-    export PYTHONPATH="/tmp/autotune-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$SITE_DIR:$PWD${PYTHONPATH:+:$PYTHONPATH}"
     # Child processes that set their own PYTHONPATH (tests start workers with the checkout only) still need
-    # msgspec: a .pth file in the interpreter's site-packages puts the wheels' folder on every sys.path.
-    "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' | while read -r site; do
-        echo /tmp/autotune-site > "${site}/autotune-gpu-suite-wheels.pth" || echo "!! cannot write ${site}: children may miss msgspec"
-    done
+    # msgspec: on the lent machine (a throwaway image, where $OUT is set) a .pth file in the interpreter's
+    # site-packages puts the wheels on every sys.path until this script exits; never in anyone's own Python.
+    if [ -n "${OUT:-}" ]; then
+        if site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+                && echo "$SITE_DIR" > "${site}/autotune-gpu-suite-wheels.pth"; then
+            PTH="${site}/autotune-gpu-suite-wheels.pth"
+        else
+            echo "!! cannot write a .pth into the interpreter's site-packages: child processes may miss msgspec"
+        fi
+    fi
 else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
@@ -82,7 +90,11 @@ collect() {   # the folder so far, packed where it comes back from
         tar czf "${OUT}/${PHASE}.tar.gz" -C bench/results "$SLUG"
     fi
 }
-trap collect EXIT
+on_exit() {
+    collect
+    if [ -n "$PTH" ]; then rm -f "$PTH"; fi
+}
+trap on_exit EXIT
 
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ phase ${PHASE}"
@@ -113,7 +125,7 @@ extra)
     step online 120 "$PY" bench/bench_online.py
     # The suite's CPU tests use CPU tensors, which a real GPU launch refuses: they run through the interpreter here,
     # the one run of the whole suite under the image's Python 3.12, torch 2.11 and Triton 3.6 (gpu tests skipped).
-    step suite_interpreted 230 env TRITON_INTERPRET=1 "$PY" -m pytest -q -p no:cacheprovider --timeout 120 tests/ \
+    step suite_interpreted 230 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 tests/ \
         -k "not redis" --durations=5
     ;;
 esac
