@@ -350,3 +350,69 @@ def test_replay_refuses_nonsense_budgets_and_seeds(tmp_path):
         res = subprocess.run([sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random",
                               *args], capture_output=True, text=True, env=env, timeout=120)
         assert res.returncode == 2 and "not a positive number" in res.stderr
+
+
+# --- strategy contracts pinned after mutation testing ------------------------------------------------------------
+
+def _small_space():
+    return CartesianSpace(BLOCK=[16, 32, 64, 128], W=[1, 2, 4, 8])
+
+
+@pytest.mark.parametrize("cls", [RandomSearch, LocalSearch])
+def test_seeds_outside_the_space_or_already_told_are_not_proposed(cls):
+    space = _small_space()
+    inside, outside, told = Config(BLOCK=32, W=2), Config(BLOCK=48, W=2), Config(BLOCK=64, W=4)
+    s = cls(space, seed=0, seeds=[outside, told, inside, inside])
+    s.tell(told, 1.0)
+    proposed = []
+    while batch := s.ask(5):
+        proposed += batch
+    assert proposed[0] == inside and outside not in proposed and told not in proposed
+    assert len(proposed) == len(set(proposed)) == 15 and all(space.contains(c) for c in proposed)
+
+
+def test_a_config_told_without_being_asked_is_not_proposed():
+    space = _small_space()
+    s = RandomSearch(space, seed=1)
+    told = Config(BLOCK=16, W=1)
+    s.tell(told, 2.0)
+    proposed = s.ask(16)
+    assert told not in proposed and len(proposed) == 15
+
+
+def test_random_search_fills_a_batch_with_distinct_configs():
+    s = RandomSearch(_small_space(), seed=3)
+    assert len(set(s.ask(16))) == 16
+
+
+def test_non_finite_or_failed_results_are_never_the_best():
+    s = RandomSearch(_small_space(), seed=0)
+    a, b, c = s.ask(3)
+    s.tell(a, None)
+    s.tell(b, float("nan"))
+    assert s.best is None and s.results[b] is None          # a NaN median is a failed measurement
+    s.tell(c, float("inf"))
+    assert s.best is None
+    d, = s.ask(1)
+    s.tell(d, 3.0)
+    assert s.best == (d, 3.0)
+
+
+def test_local_search_starts_with_start_random_configs_then_climbs_in_batches():
+    space = CartesianSpace(A=[1, 2, 3], B=[1, 2, 3], C=[1, 2, 3], D=[1, 2, 3], E=[1, 2, 3], F=[1, 2, 3])
+    s = LocalSearch(space, seed=0, start=4)             # 6 axes: every config has at least 6 neighbours
+    first = s.ask(4)
+    assert len(first) == 4                                   # `start` random configs while nothing has been told
+    for i, config in enumerate(first):
+        s.tell(config, 1.0 + i)
+    best = first[0]
+    batch = s.ask(3)
+    neighbours = [c for c in space.neighbours(best) if c not in first]
+    assert len(neighbours) >= 3 and len(batch) == 3 and set(batch) <= set(neighbours)
+
+
+def test_local_search_restarts_from_one_random_config_when_its_climb_only_failed():
+    s = LocalSearch(_small_space(), seed=0, start=2)
+    for config in s.ask(2):
+        s.tell(config, None)
+    assert len(s.ask(4)) == 1                                # nothing to climb from: one random restart
