@@ -176,7 +176,7 @@ class Expression:
                             f"fields: {_names(config_fields)}.{did_you_mean(field, config_fields)}")
                     config_refs.add(field)
                 elif name in arg_names and config_fields is not None and (name in config_fields or name in tuned):
-                    source = "the search space" if name in config_fields else "derive="
+                    source = "derive=" if name in tuned else "the search space"   # derive adds its names to fields
                     raise ExpressionError(
                         f"{what} expression {src!r} reads {name!r} as a call argument, but {source} sets it for "
                         f"each config and the call never passes it (write ${name})")

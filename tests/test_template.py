@@ -328,7 +328,7 @@ def test_derive_reading_an_earlier_derived_name_without_dollar_is_refused():
     """A derived name is a kernel meta-parameter (so a kernel argument name), set per config: reading it bare
     would read a call argument no call passes; the error says to write $NAME."""
     with pytest.raises(ExpressionError, match=r"derive\['TWICE'\] expression 'HALF \* 2' reads 'HALF' as a call "
-                                              r"argument, but .* sets it for each config .*\(write \$HALF\)"):
+                                              r"argument, but derive= sets it for each config .*\(write \$HALF\)"):
         compile_derive({"HALF": "$BLOCK_M // 2", "TWICE": "HALF * 2"}, config_fields=FIELDS,
                        arg_names=ARGS + ("HALF", "TWICE"))
     with pytest.raises(ExpressionError, match=r"derive\['FIRST'\] expression 'LATER \+ 1' reads 'LATER' as a call "
