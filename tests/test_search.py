@@ -416,3 +416,47 @@ def test_local_search_restarts_from_one_random_config_when_its_climb_only_failed
     for config in s.ask(2):
         s.tell(config, None)
     assert len(s.ask(4)) == 1                                # nothing to climb from: one random restart
+
+
+def _line(n: int = 100) -> CartesianSpace:
+    return CartesianSpace(A=list(range(n)))         # one axis: the neighbours of A=k are A=k-1 and A=k+1
+
+
+def _a(k: int) -> Config:
+    return Config(A=k)
+
+
+def test_local_search_never_climbs_from_a_config_that_measured_nan():
+    s = LocalSearch(_line(), seed=0, seeds=[_a(0), _a(99)], start=2)
+    assert s.ask(2) == [_a(0), _a(99)]
+    s.tell(_a(0), float("nan"))
+    s.tell(_a(99), 5.0)
+    assert s.ask(2) == [_a(98)]                              # from A=99, the one config that measured a time
+
+
+def test_local_search_climbs_from_the_results_it_is_handed_not_its_own_earlier_ones():
+    s = LocalSearch(_line(), seed=0, seeds=[_a(50)], start=1)
+    s.ask(1)
+    s.tell(_a(50), 0.5)
+    s.start_climb({_a(10): 1.0})                             # a hand-over replaces the climb, better or not
+    assert set(s.ask(2)) == {_a(9), _a(11)}
+
+
+def test_local_search_restarts_its_climb_at_a_local_optimum():
+    s = LocalSearch(_line(), seed=0, seeds=[_a(50)], start=1)
+    s.ask(1)
+    s.tell(_a(50), 1.0)
+    assert set(s.ask(2)) == {_a(49), _a(51)}
+    s.tell(_a(49), 2.0)
+    s.tell(_a(51), 2.0)                                      # A=50 is a local optimum: restart elsewhere
+    restart, = s.ask(2)                                      # from one random config
+    assert restart not in {_a(49), _a(50), _a(51)}
+    more = s.ask(3)                                          # asked again before its result: a random batch, so
+    assert len(more) == 3                                    # the compile pool stays busy while it is measured
+    s.tell(restart, 3.0)                                     # worse than A=50, but the new climb starts from it
+    for config in more:
+        s.tell(config, 4.0)
+    k = restart["A"]
+    untried = {c for c in (_a(k - 1) if k > 0 else None, _a(k + 1) if k < 99 else None)
+               if c is not None and c not in s.tried}
+    assert untried and set(s.ask(2)) == untried
