@@ -1,6 +1,10 @@
 """Small Triton kernels shared by the tests (run through the interpreter on a CPU)."""
 from __future__ import annotations
 
+import threading
+from typing import Optional
+
+import torch
 import triton
 import triton.language as tl
 
@@ -72,3 +76,23 @@ def count_trials(kernel) -> list:
 
     kernel._run_trial = counted
     return tried
+
+
+def add_and_check(kernel, n: int) -> None:
+    """Launch an autotuned add_kernel with x = y = 0..n-1 and check that out is 2x."""
+    x = torch.arange(n, dtype=torch.float32)
+    out = torch.empty_like(x)
+    kernel(x, x, out, n)
+    assert torch.equal(out, 2 * x)
+
+
+def calling_thread(kernel, n: int, errors: list, name: Optional[str] = None) -> threading.Thread:
+    """A thread (not started) running `add_and_check(kernel, n)`, keeping what it raised in `errors` for the test to
+    assert: an exception in a thread is no failure of the test by itself."""
+    def call() -> None:
+        try:
+            add_and_check(kernel, n)
+        except BaseException as exc:  # asserted by the test
+            errors.append(exc)
+
+    return threading.Thread(target=call, name=name)

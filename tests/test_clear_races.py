@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-import torch
 
 import autotune
 from autotune import autotune as autotune_decorator, clear_autotune_cache
 from autotune.storage import disk_entries
 from autotune.storage.disk import DiskCache
-from kernels_for_tests import add_kernel
+from kernels_for_tests import add_and_check, add_kernel, calling_thread
 
 HELD_N = 96
 
@@ -27,26 +26,12 @@ def _kernel(gate: threading.Event, entered: threading.Event):
                               tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
 
 
-def _call(kernel, n: int) -> None:
-    x = torch.arange(n, dtype=torch.float32)
-    out = torch.empty_like(x)
-    kernel(x, x, out, n)
-    assert torch.equal(out, 2 * x)
-
-
 @pytest.mark.parametrize("how", ["object", "name", "everything", "object and key", "name and key"])
 def test_a_clear_during_a_tuning_keeps_its_winner_out_of_memory_and_disk(how):
     gate, entered = threading.Event(), threading.Event()
     kernel = _kernel(gate, entered)
     errors: list[BaseException] = []
-
-    def tune_held_key() -> None:
-        try:
-            _call(kernel, HELD_N)
-        except BaseException as exc:  # asserted below
-            errors.append(exc)
-
-    tuner = threading.Thread(target=tune_held_key)
+    tuner = calling_thread(kernel, HELD_N, errors)
     tuner.start()
     try:
         assert entered.wait(60)
@@ -60,28 +45,16 @@ def test_a_clear_during_a_tuning_keeps_its_winner_out_of_memory_and_disk(how):
     assert not tuner.is_alive() and errors == []      # the call that tuned launched its winner
     assert kernel.cache.records() == {}
     assert disk_entries("add_kernel") == []
-    _call(kernel, HELD_N)                                 # the next call tunes anew, and keeps that winner
+    add_and_check(kernel, HELD_N)                                 # the next call tunes anew, and keeps that winner
     assert autotune.stats()["add_kernel"]["tunings"] == 2
     assert len(kernel.cache.records()) == 1 and len(disk_entries("add_kernel")) == 1
-
-
-def _calling_thread(kernel, n: int, errors: list, name: str | None = None) -> threading.Thread:
-    """A thread that calls the kernel and checks its output, keeping what it raised in `errors` (an exception in a
-    thread is only printed by pytest, never a failure of the test)."""
-    def call() -> None:
-        try:
-            _call(kernel, n)
-        except BaseException as exc:  # asserted by the test
-            errors.append(exc)
-
-    return threading.Thread(target=call, name=name)
 
 
 def test_a_clear_of_another_key_during_a_tuning_keeps_its_winner():
     gate, entered = threading.Event(), threading.Event()
     kernel = _kernel(gate, entered)
     errors: list[BaseException] = []
-    tuner = _calling_thread(kernel, HELD_N, errors)
+    tuner = calling_thread(kernel, HELD_N, errors)
     tuner.start()
     try:
         assert entered.wait(60)
@@ -96,7 +69,7 @@ def test_a_clear_of_another_key_during_a_tuning_keeps_its_winner():
 
 def test_a_winner_read_from_disk_before_a_clear_is_not_put_back_in_memory(monkeypatch):
     kernel = _kernel(threading.Event(), threading.Event())
-    _call(kernel, 64)
+    add_and_check(kernel, 64)
     kernel.cache.forget()                   # the winner is on disk only: the next call reads it there
     read, go = threading.Event(), threading.Event()
     real_get = DiskCache.get
@@ -110,7 +83,7 @@ def test_a_winner_read_from_disk_before_a_clear_is_not_put_back_in_memory(monkey
 
     monkeypatch.setattr(DiskCache, "get", get)
     errors: list[BaseException] = []
-    reader = _calling_thread(kernel, 64, errors, name="reader")
+    reader = calling_thread(kernel, 64, errors, name="reader")
     reader.start()
     try:
         assert read.wait(60)                # the reader holds the entry's record, not yet in memory

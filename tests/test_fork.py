@@ -11,28 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 import autotune
 from autotune import Tuning, autotune as autotune_decorator
 from autotune.compilers import FunctionCompiler
-from kernels_for_tests import add_kernel
+from kernels_for_tests import add_and_check, add_kernel, calling_thread
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
 
 HELD_N = 96
 
 
-def _call(kernel, n: int) -> None:
-    x = torch.arange(n, dtype=torch.float32)
-    out = torch.empty_like(x)
-    kernel(x, x, out, n)
-    assert torch.equal(out, 2 * x)
-
-
 def _child(kernel, n: int, calling: Path, queue) -> None:
     calling.touch()
-    _call(kernel, n)
+    add_and_check(kernel, n)
     queue.put((dict(kernel.best_config), autotune.stats()["add_kernel"]))
 
 
@@ -65,16 +57,9 @@ def test_a_child_forked_while_a_thread_tunes_tunes_its_own_keys_and_waits_for_th
 
     kernel = autotune_decorator(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
                                 tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
-    _call(kernel, 64)                                   # the parent tuned once: its compile threads came and went
+    add_and_check(kernel, 64)                                   # the parent tuned once: its compile threads came and went
     errors: list[BaseException] = []
-
-    def tune_in_parent() -> None:        # what the parent's thread raises fails the test (not only a warning)
-        try:
-            _call(kernel, HELD_N)
-        except BaseException as exc:  # asserted below
-            errors.append(exc)
-
-    tuner = threading.Thread(target=tune_in_parent)
+    tuner = calling_thread(kernel, HELD_N, errors)      # what it raises is asserted below
     tuner.start()
     try:
         assert entered.wait(60)
@@ -95,7 +80,7 @@ def test_a_child_forked_after_online_tuning_tunes_online(tmp_path):
                                 tuning=Tuning(warmup=0, reps=1, mode="online", isolate="off"))(add_kernel)
     kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: None)   # compiles on the pool
     for _ in range(200):                                 # decided online: the shared pool's threads are idle now
-        _call(kernel, 64)
+        add_and_check(kernel, 64)
         if kernel.cache.in_memory((64,), ("torch.float32",) * 3) is not None:
             break
         time.sleep(0.02)
@@ -104,7 +89,7 @@ def test_a_child_forked_after_online_tuning_tunes_online(tmp_path):
 
     def child(queue) -> None:
         for _ in range(200):   # the background compiles must run in the child for a decision
-            _call(kernel, 128)
+            add_and_check(kernel, 128)
             if kernel.cache.in_memory((128,), ("torch.float32",) * 3) is not None:
                 queue.put("decided")
                 return
