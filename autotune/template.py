@@ -18,7 +18,7 @@ from .errors import ExpressionError, did_you_mean
 
 __all__ = [
     "Expression", "to_grid", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2",
-    "HELPERS", "WhereString",
+    "HELPERS",
 ]
 
 
@@ -342,28 +342,26 @@ def compile_derive(derive: Mapping[str, str | Callable[[dict], Any]] | None, *,
     return derived
 
 
+_NO_ARGUMENTS: Mapping[str, Any] = {}     # what a where() expression sees of a call: nothing (config fields only)
+
+
 class WhereString:
     """A `where("$X")` filter: calls the compiled expression; pickles as its text and fields (recompiled on load), so
     a space filtered by strings can be sent to a worker process (a closure could not)."""
 
-    __slots__ = ("source", "config_fields", "function", "__name__")
+    __slots__ = ("source", "config_fields", "expression", "__name__")
 
     def __init__(self, pred: str, config_fields: Collection[str] | None) -> None:
-        expr = Expression(pred, config_fields=config_fields, arg_names=(), what="where")
-        empty: dict[str, Any] = {}
-
-        def from_string(config: Any) -> bool:
-            try:
-                return bool(expr(config, empty))
-            except ExpressionError as exc:
-                raise ExpressionError(f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "
-                                      "such as lambda c: c.get('X', 0) ...)") from None
-        from_string.__name__ = f"where({pred!r})"
-        self.source, self.function, self.__name__ = pred, from_string, from_string.__name__
+        self.expression = Expression(pred, config_fields=config_fields, arg_names=(), what="where")
+        self.source, self.__name__ = pred, f"where({pred!r})"
         self.config_fields = None if config_fields is None else tuple(sorted(config_fields))
 
     def __call__(self, config: Any) -> bool:
-        return self.function(config)
+        try:
+            return bool(self.expression(config, _NO_ARGUMENTS))
+        except ExpressionError as exc:
+            raise ExpressionError(f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "
+                                  "such as lambda c: c.get('X', 0) ...)") from None
 
     def __reduce__(self):
         return (WhereString, (self.source, self.config_fields))
