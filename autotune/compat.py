@@ -326,11 +326,17 @@ class Autotuner(KernelInterface):
         """`run(..., warmup=True)` on a key not in `cache` (KernelInterface.warmup, triton.heuristics' warmup):
         compile the stored winner if there is one, else every config pruning keeps; launch and tune nothing (the
         arguments may be dtypes, not tensors). Returns the first compiled kernel, as Triton's run returns one."""
-        record = self.tuner.cache.peek(key_values, dtypes, self.tuner.candidates(bound)[1])
+        self._local.call, self._local.pruned_as = (nargs, kwargs), {}
+        try:   # pruned once, with this call's arguments: the kept configs name the stored entry and are compiled
+            kept, checksum = self.tuner.candidates(bound)
+            pruned_as = self._local.pruned_as
+        finally:
+            self._local.call = None
+        record = self.tuner.cache.peek(key_values, dtypes, checksum)
         if record is not None and record.winner in self._triton_of:
             configs = [self._triton_of[record.winner]]
         else:
-            configs = self.prune_configs(kwargs, nargs=nargs)
+            configs = [pruned_as.get(native) or self._triton_of[native] for native in kept]
         compiled = [self.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs()) for config in configs]
         return compiled[0]
 

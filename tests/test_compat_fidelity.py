@@ -143,6 +143,23 @@ def test_a_warmup_of_a_tuned_key_compiles_the_winner_only_and_tunes_nothing_new(
     assert kernel.best_config.kwargs == {"BLOCK": 32}
 
 
+def test_a_warmup_of_a_new_key_prunes_once_with_the_calls_arguments_and_compiles_what_pruning_kept():
+    """run(warmup=True) on an untuned key: early_config_prune sees this call's kwargs, is called once (not once to
+    name the stored entry and again to pick what to compile), and only the configs it kept are compiled."""
+    bench, seen = Bench(), []
+    cfgs = configs(bench)
+
+    def prune(configs, nargs, **kwargs):
+        seen.append((sorted(nargs), kwargs))
+        return configs[1:]
+
+    kernel = compat.autotune(configs=cfgs, key=["n"], do_bench=bench,
+                             prune_configs_by={"early_config_prune": prune})(add_at_least_32)
+    x, y, out = tensors()
+    kernel.run(x, y, out, n=100, grid=grid, warmup=True)   # BLOCK 16 (static_assert) would fail to compile
+    assert seen == [(["out", "x", "y"], {"n": 100})] and bench.calls == 0 and out.abs().sum().item() == 0.0
+
+
 # ------------------------------------------------------------------------------------------------ the cache dict
 @BOTH
 def test_clearing_the_cache_dict_of_a_memory_only_kernel_tunes_again(decorate):
