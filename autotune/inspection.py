@@ -46,7 +46,8 @@ class KernelInspection:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
         counters = stats().get(self.name, {})
         info = {"entries": len(self.cache.records()), **counters}
-        online = self.online.progress()
+        tuner = self.__dict__.get("_online")   # not self.online: asking must not start the online machinery
+        online = tuner.progress() if tuner is not None else None
         if online:
             info["online"] = online
         return info

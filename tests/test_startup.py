@@ -1,5 +1,6 @@
 """Start-up is part of the architecture: a process whose winner is already cached loads none of the tuning,
-search, isolation, precompile, reporting or CLI modules (real processes, real disk cache)."""
+search, isolation, precompile, reporting or CLI modules, also when asked for its cache_info() (real processes, real
+disk cache)."""
 from __future__ import annotations
 
 import json
@@ -21,11 +22,13 @@ CHILD = textwrap.dedent("""
                    tuning=Tuning(isolate="off", warmup=0, reps=1))(add_kernel)
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     add(x, y, out, 100)
+    info = add.cache_info()   # asking what the kernel holds loads nothing either
     heavy = ["autotune.tuner", "autotune.online", "autotune.isolation", "autotune.pipeline", "autotune.timing",
              "autotune.aot", "autotune.reporting", "autotune.cli", "autotune.distributed", "autotune.replay",
              "autotune.search.model", "optuna", "matplotlib", "redis", "pydantic"]
     print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "stats": autotune_stats()[add.name],
-                      "loaded": [m for m in heavy if m in sys.modules]}}))
+                      "loaded": [m for m in heavy if m in sys.modules],
+                      "entries": info["entries"]}}))
 """)
 
 
@@ -43,4 +46,4 @@ def test_a_cache_hit_loads_no_tuning_search_or_tooling_module(tmp_path):
     assert "autotune.tuner" in first["loaded"] and "autotune.pipeline" in first["loaded"]
     second = run_child(tmp_path)               # a new process: the winner comes from the disk cache
     assert second["ok"] and second["stats"]["disk_hits"] == 1 and second["stats"]["tunings"] == 0
-    assert second["loaded"] == []
+    assert second["loaded"] == [] and second["entries"] == 1
