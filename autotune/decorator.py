@@ -9,7 +9,7 @@ import functools
 import inspect
 import logging
 import random
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
 
@@ -39,9 +39,22 @@ from .storage.tiers import KernelCache
 from .template import compile_derive, compile_grid
 from .reference import Reference
 
-__all__ = ["Autotuned", "BoundCall", "autotune"]
+__all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
 logger = logging.getLogger("autotune")
+
+
+class Launch(NamedTuple):
+    """What one call launched: Triton's return value, the config, its record, how the config was found, and
+    the call's arguments and the grid and keyword arguments `fn.run` was given (a callable grid, as given)."""
+
+    result: Any
+    config: Config
+    record: Optional[TuningRecord]
+    how: str
+    bound: BoundCall
+    grid: Any
+    launch_kwargs: dict
 
 
 class Autotuned(KernelInspection, KernelInterface):
@@ -168,14 +181,10 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
-        return self.select_and_launch(args, kwargs, grid, warmup)[0]
+        return self.select_and_launch(args, kwargs, grid, warmup).result
 
-    def select_and_launch(self, args: tuple, kwargs: dict, grid: Any,
-                          warmup: bool) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
-        """Pick the config for these arguments (tuning on a miss) and launch it.
-
-        Returns (what Triton's launch returned, config, record, how it was found, grid launched).
-        """
+    def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
+        """Pick the config for these arguments (tuning on a miss) and launch it."""
         bound = self.bind(args, kwargs, strict=True)
         if warmup and has_dtype_stand_ins(bound.named.values()):   # KernelInterface.warmup(dtypes): tune nothing
             config, record, how = self._stored_winner(bound), None, "cache"
@@ -187,21 +196,21 @@ class Autotuned(KernelInspection, KernelInterface):
         launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
         with self.launch_lock:
             result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
-        return result, config, record, how, launch_grid
+        return Launch(result, config, record, how, bound, launch_grid, launch_kwargs)
 
-    def _launch_online(self, bound: BoundCall, grid: Any,
-                       record: Optional[TuningRecord]) -> tuple[Any, Config, Optional[TuningRecord], str, Any]:
+    def _launch_online(self, bound: BoundCall, grid: Any, record: Optional[TuningRecord]) -> Launch:
         """Run a call of a key tuned online: the session picks the config (kept off the cache-hit path)."""
         launched: list = []
 
         def launch(chosen: Config) -> Any:
             launch_args, launch_kwargs, launch_grid = self.launch_args(chosen, bound, grid)
-            launched[:] = [chosen, launch_grid]
+            launched[:] = [chosen, launch_grid, launch_kwargs]
             with self.launch_lock:
                 return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
 
         result = self.online.launch(*self.key_of(bound), bound, launch)
-        return result, launched[0], record, "online", launched[1]
+        chosen, launch_grid, launch_kwargs = launched
+        return Launch(result, chosen, record, "online", bound, launch_grid, launch_kwargs)
 
     def _stored_winner(self, bound: BoundCall) -> Config:
         """The cached winner of a call made of dtypes (Triton's warmup), which cannot be tuned on: no tensors."""

@@ -143,10 +143,10 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
         raise CallError(f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
                         f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)")
     call_args, call_kwargs = tuple(args), dict(kwargs or {})
-    _, config, record, how, launched = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
+    launch = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
+    launched = launch.grid
     if launch_grid is not None:   # the grid as launched, as with grid= given as a string
-        bound = tuned.bind(call_args, call_kwargs)
-        meta = {**bound.named, **tuned.launch_args(config, bound, launch_grid)[1]}
+        meta = {**launch.bound.named, **launch.launch_kwargs}
         launched = to_grid(launch_grid(meta), f"callable {getattr(launch_grid, '__name__', 'grid')}")
-    return TuningResult(config=config, grid=launched, record=record,
-                        cache_hit=how in ("memory", "disk", "remote", "cache"))
+    return TuningResult(config=launch.config, grid=launched, record=launch.record,
+                        cache_hit=launch.how in ("memory", "disk", "remote", "cache"))
