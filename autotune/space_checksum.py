@@ -42,7 +42,8 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
     """What a function computes, the same in every process: its bytecode, names and constants (nested code objects
     too, never their addresses; a set literal's members sorted, as their order follows PYTHONHASHSEED), its
     annotations, the values it closes over (a jitted or plain function there by its own identity) and its
-    defaults. Used for a lazy space's filters and for a kernel made by exec(), whose source cannot be read."""
+    defaults. Used for a kernel made by exec(), whose source cannot be read, and for the callables given to
+    `autotune_launch` (a lazy space's filters use `filter_identity`)."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return getattr(fn, "__qualname__", type(fn).__name__)
@@ -107,12 +108,13 @@ def stable_text(value: Any, depth: int = 0) -> Optional[str]:
 
 
 def filter_identity(pred: Callable[..., Any]) -> str:
-    """What a lazy space's `where` filter computes, as text that every process writes the same: a function's
-    bytecode (`code_identity`'s text) with the stable values it closes over and the module globals it reads (a
-    function it calls by its own identity); a `functools.partial` as its function and its arguments; a callable
-    object as its class's `__call__` and its attributes. Why: a lazy space's checksum cannot hash its configs, so it
-    hashes its filters; an address or a set's order there would change the checksum in every process (no cache hit),
-    and a missed global or argument would let two different filters share cache entries.
+    """What a lazy space's `where` filter computes, as text that every process writes the same: a function's own
+    text (a `def`'s source where it compiles to the running code, else its bytecode: `_function_text`) with the
+    stable values it closes over and the module globals it reads (a function it calls by its own identity); a
+    `functools.partial` as its function and its arguments; a callable object as its class by name, its class's
+    `__call__`, the methods `__call__` names and its attributes. Why: a lazy space's checksum cannot hash its
+    configs, so it hashes its filters; an address or a set's order there would change the checksum in every process
+    (no cache hit), and a missed global or argument would let two different filters share cache entries.
 
     Raises SpaceError for what has no such text (an argument, attribute or captured value that is an object whose
     repr shows an address), naming the fix."""

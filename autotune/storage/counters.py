@@ -61,9 +61,9 @@ def count_tuning(kernel_name: str, record: TuningRecord) -> None:
 
 
 def stats() -> dict[str, dict[str, float]]:
-    """Counters of this process, per kernel name: hits (memory), disk_hits, misses (tuned, tried to tune, or
-    missed offline), tunings (that found a winner), failed_tunings (where every config failed), failed_configs
-    (trials not "ok" in this process's tunings, failed ones included) and tuning_s."""
+    """Counters of this process, per kernel name: hits (memory), disk_hits, remote_hits, misses (tuned, tried to
+    tune, or missed offline), tunings (that found a winner), failed_tunings (where every config failed),
+    failed_configs (trials neither "ok" nor "skipped" in this process's tunings) and tuning_s."""
     with _LOCK:
         return {name: dict(counters) for name, counters in _STATS.items()}
 
