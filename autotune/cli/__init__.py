@@ -1,8 +1,9 @@
 """The `autotune` command line (also `python -m autotune`): the parser and the subcommand registry.
 
-    autotune cache {list,show,clear,path}     the tuning cache on disk           (cli/cache.py)
-    autotune report KERNEL                    a kernel's cached trials            (cli/report.py)
-    autotune precompile|export|import         ahead-of-time compiles, archives    (cli/aot.py)
+    autotune cache {list,show,clear,path,push,pull}   the tuning cache on disk, and Redis   (cli/cache.py, remote.py)
+    autotune report KERNEL                            a kernel's cached trials              (cli/report.py)
+    autotune precompile|export|import                 ahead-of-time compiles, archives      (cli/aot.py)
+    autotune replay LANDSCAPE                         a strategy over a recorded landscape  (cli/replay.py)
 
 Adding a subcommand: write `register(subparsers)` that declares it with `arguments.add_command(subparsers,
 name, handler, help=..., description=...)` (handler(args) -> int exit status), then either append it to

@@ -2,8 +2,8 @@
 
     autotune precompile MODULE:KERNEL --target cuda:90 [--target ...] --signature 'x=*fp32,n=i32:16'
                         [--winners-only] [--workers N] [--timeout S] [--json]
-    autotune export ARCHIVE [--kernel NAME ...]
-    autotune import ARCHIVE [--force] [--json]
+    autotune export ARCHIVE [--kernel NAME ...] [--sign KEYFILE]
+    autotune import ARCHIVE [--force] [--verify KEYFILE] [--json]
 
 Each takes `--cache-dir DIR` (the tuning cache) and `--triton-cache-dir DIR` (Triton's compile cache).
 """

@@ -102,5 +102,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
     parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")
-    parser.add_argument("--cache-dir", metavar="DIR", default=None, help="cache directory (default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
+    parser.add_argument("--cache-dir", metavar="DIR", default=None,
+                        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else "
+                             "~/.cache/autotune)")
     return parser
