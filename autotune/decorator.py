@@ -184,7 +184,7 @@ class Autotuned(KernelInspection, KernelInterface):
         return self.select_and_launch(args, kwargs, grid, warmup).result
 
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
-        """Pick the config for these arguments (tuning on a miss) and launch it."""
+        """Pick the config for these arguments (tuning on a miss) and launch it; returns the `Launch` it made."""
         bound = self.bind(args, kwargs, strict=True)
         if warmup and has_dtype_stand_ins(bound.named.values()):   # KernelInterface.warmup(dtypes): tune nothing
             config, record, how = self._stored_winner(bound), None, "cache"
