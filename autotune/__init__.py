@@ -1,7 +1,8 @@
 """autotune: a decorator-driven JIT autotuner for Triton kernels.
 
-`@autotune(space=..., key=..., grid=...)` above `@triton.jit`: the first call for a key compiles every config
-in a thread pool, measures each as soon as it is compiled, launches the fastest and caches it on disk.
+`@autotune(space=..., key=..., grid=...)` above `@triton.jit`: the first call for a key compiles the configs
+in parallel, measures each as soon as it is compiled (in worker processes by default, `isolate="auto"`), launches
+the fastest and caches it on disk.
 """
 from __future__ import annotations
 
