@@ -221,7 +221,7 @@ def isolate_setting(tuning: "Tuning", default: str) -> tuple[str, str]:
 
 
 def env_disable() -> bool:
-    """AUTOTUNE_DISABLE=1: launch the first config with no tuning at all."""
+    """AUTOTUNE_DISABLE=1: launch `fallback=`, else the first config, with no tuning at all."""
     return _env_flag("AUTOTUNE_DISABLE")
 
 
