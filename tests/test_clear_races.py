@@ -1,6 +1,6 @@
 """`clear_autotune_cache` racing a lookup or a tuning of the same key on another thread: a clear is a barrier. What a
 lookup or tuning begun before the clear found is launched by that call but not kept after the clear returned: not
-in memory, not on disk, so the next call tunes anew (DESIGN.md section 14)."""
+in memory, not on disk, so the next call tunes anew (DESIGN.md section 7)."""
 from __future__ import annotations
 
 import threading

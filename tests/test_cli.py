@@ -95,6 +95,13 @@ def test_show_kernel_with_trials(filled):
     assert len(star) == 4 and all("0.1230" in line for line in star)   # the winner, on top of each table
 
 
+def test_list_of_a_kernel_with_no_entries_names_it_and_exits_1_as_show_does(filled):
+    res = run_cli("cache", "list", "--kernel", "vad")
+    assert res.returncode == 1 and "no entries for kernel 'vad'" in res.stderr and res.stdout == ""
+    res = run_cli("cache", "list", "--kernel", "vadd")
+    assert res.returncode == 0 and res.stdout.count("vadd") >= 4
+
+
 def test_show_one_key_and_unknown(filled):
     res = run_cli("cache", "show", "vadd", "--key", "1024")
     assert res.returncode == 0 and res.stdout.count("vadd  key=[1024]") == 2

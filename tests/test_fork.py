@@ -1,6 +1,6 @@
 """A process forked (multiprocessing's "fork" start method) while another of its threads tunes, or after it tuned
 online, has only the forking thread: the locks those threads held start free in the child, and the child tunes its
-own keys (DESIGN.md section 14). Linux only (fork); each child is killed if it hangs."""
+own keys (DESIGN.md section 7). Linux only (fork); each child is killed if it hangs."""
 from __future__ import annotations
 
 import multiprocessing

@@ -259,6 +259,8 @@ def test_cli_lists_pushes_pulls_and_clears_the_remote_tier(tmp_path, redis_serve
     assert "already there" in run_cli("cache", "push", env=a).stdout
     res = run_cli("cache", "list", "--remote", "--remote-url", redis_server.url, env=b)
     assert res.returncode == 0 and "2 entries in redis://127.0.0.1" in res.stdout, res.stderr
+    res = run_cli("cache", "list", "--remote", "--kernel", "ad", "--remote-url", redis_server.url, env=b)
+    assert res.returncode == 1 and "no entries for kernel 'ad' in redis://" in res.stderr, res.stderr
     res = run_cli("cache", "pull", "--kernel", "add", "--remote-url", redis_server.url, env=b)
     assert res.returncode == 0 and "copied 2 entries" in res.stdout, res.stderr
     assert len(disk_entries(directory=tmp_path / "node-b")) == 2

@@ -134,6 +134,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     good = [e for e in entries if e.record is not None]
     bad = [e for e in entries if e.record is None]
     if not entries:
+        if args.kernel is not None:   # a filter that matches nothing is likely a typo: said and exit 1, as show does
+            print(f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
+                  "list` lists every kernel)", file=sys.stderr)
+            return 1
         print(f"no entries in {safe_text(directory)}")
         return 0
     if good:

@@ -52,6 +52,10 @@ def list_remote(args: argparse.Namespace) -> int:
                            "record": e.record.to_dict()} for e in entries], indent=1))
         return 0
     if not entries:
+        if args.kernel is not None:   # as the disk's list: a filter that matches nothing is said, exit 1
+            print(f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
+                  "--remote` lists every kernel)", file=sys.stderr)
+            return 1
         print(f"no entries in {tier.url}")
         return 0
     print(entries_table(e.record for e in entries))
