@@ -31,7 +31,7 @@ from .space import Config, SearchSpace, configs_checksum
 from .space_checksum import tuned_under
 from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
-from .space_checks import validate_space
+from .space_checks import check_required_fields, validate_space
 from .kernel_source import check_kernel_source
 from .storage.fingerprint import source_hash
 from .storage.counters import count_hit
@@ -119,12 +119,14 @@ class Autotuned(KernelInspection, KernelInterface):
         # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
         # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
         # the check.
-        provided = set(fields) | set(derive) | {name for layer in heuristics_layers(fn, self.base_fn)
-                                                for name in layer.values}
+        heuristic = {name for layer in heuristics_layers(fn, self.base_fn) for name in layer.values}
+        provided = set(fields) | set(derive) | heuristic
         self._call_signature = CallSignature(self.name, self.arg_names, frozenset(fields) | frozenset(derive),
                                              self.static_options)
         check_key(self.name, self._key, provided)
         check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
+        check_required_fields(self.space, kernel_name=self.name, required=[
+            n for n in self.constexpr_names if n not in self._defaults and n not in heuristic])
         self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         check_hook_signatures(self.name, [n for n in self.arg_names if n in self._defaults or n in self._required],
@@ -242,10 +244,13 @@ class Autotuned(KernelInspection, KernelInterface):
         if len(args) < self._required_upto:  # the fast path: every required argument was passed by position
             missing = [n for n in self._required if n not in named]
             if missing:
+                untuned = [n for n in missing if n in self.constexpr_names]
+                hint = (f"; not set by the search space, a tl.constexpr ({', '.join(untuned)}) is passed at each call "
+                        "or added to the space" if untuned else "")
                 raise CallError(f"{self.name}() missing {len(missing)} required argument"
                                 f"{'s' if len(missing) > 1 else ''}: {', '.join(map(repr, missing))} (the kernel's "
                                 f"arguments: {', '.join(self.arg_names)}; tuned and derived ones come from the "
-                                "search space)")
+                                f"search space){hint}")
         return BoundCall(args, kwargs, named)
 
     def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:

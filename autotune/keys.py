@@ -14,27 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import ExpressionError, KeyValueError
-from .template import Expression
+from .template import Expression, anchor, pow2_bucket
 
 __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
 _DTYPE_STR: dict[Any, str] = {}
-
-
-def pow2_bucket(n: int) -> int:
-    """The next power of two >= n (1 for n <= 1): one tuning per power-of-two size range."""
-    n = operator.index(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def anchor(n: int, base: int) -> int:
-    """`n` rounded up to a multiple of `base` (> 0): one tuning per `base`-wide size range."""
-    n, base = operator.index(n), operator.index(base)
-    if base <= 0:
-        raise ValueError(f"anchor(n, base) needs base > 0, got base={base}")
-    return -(-n // base) * base
 
 
 def _is_tensor(value: Any) -> bool:

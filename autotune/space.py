@@ -116,6 +116,11 @@ class SearchSpace(ABC):
         """The union of the field names over the space's configs (as declared, before `where` filtering)."""
         return self._declared_fields()
 
+    def common_fields(self) -> frozenset[str]:
+        """The fields every config of the space sets (as declared, before `where` filtering; never lists a lazy
+        space): a config without a field the kernel needs cannot launch."""
+        return self._declared_fields()
+
     def where(self, pred: str | Callable[[Config], bool]) -> "SearchSpace":
         """A new space keeping the configs for which `pred` (a callable or a `$X` string) holds; chains."""
         from .template import compile_predicate
@@ -358,6 +363,9 @@ class FixedSpace(SearchSpace):
     def _declared_fields(self) -> frozenset[str]:
         return self._fields
 
+    def common_fields(self) -> frozenset[str]:
+        return frozenset.intersection(*(frozenset(c) for c in self._items)) if self._items else frozenset()
+
     def _describe(self) -> str:
         shown = ", ".join(repr(c) for c in self._items[:3])
         more = f", ... ({len(self._items)} configs)" if len(self._items) > 3 else ""
@@ -381,6 +389,9 @@ class UnionSpace(SearchSpace):
 
     def _declared_fields(self) -> frozenset[str]:
         return self._parts[0].fields() | self._parts[1].fields()
+
+    def common_fields(self) -> frozenset[str]:
+        return self._parts[0].common_fields() & self._parts[1].common_fields()
 
     def _len_all(self) -> int:
         """At most this many configs (duplicates across the parts counted twice): never lists the parts."""

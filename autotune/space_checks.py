@@ -90,3 +90,17 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
                              f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
                              "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
                              f"`{name}: tl.constexpr`")
+
+
+def check_required_fields(space: SearchSpace, *, kernel_name: str, required: Collection[str]) -> None:
+    """Refuse a space where some configs set a kernel parameter that has no default and others do not: the
+    call cannot pass a tuned field, so the configs without it could never launch."""
+    missing = sorted((space.fields() - space.common_fields()) & frozenset(required))
+    if not missing:
+        return
+    name = missing[0]
+    example = "" if space.lazy else next((f" (e.g. {dict(c)})" for c in space if name not in c), "")
+    raise SpaceError(f"some configs of the search space of {kernel_name} set {name!r} and others do not{example}; "
+                     f"{name} has no default in {kernel_name} and a call cannot pass a field the space tunes, so those "
+                     f"configs could never launch: give every config a {name} value, or give the parameter a default "
+                     f"(`{name}: tl.constexpr = ...`)")

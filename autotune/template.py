@@ -1,10 +1,11 @@
 """`$X` expressions: strings for `grid=`, `where=`, `derive=` and `key=`, parsed once and compiled to functions.
 
-In an expression `$X` is config field `X` and a bare name is the kernel argument of that name.  The
-helpers `cdiv`, `next_power_of_2`, `min`, `max`, `abs` and `int` are available by name.  Each string is
-parsed with `ast` when decorating, checked against an allow-list of expression syntax, rewritten so that
-`$X` reads `__c["X"]` and `name` reads `__a["name"]`, and compiled once to a plain Python function: a
-launch pays for one function call and a few dict lookups, never for parsing.
+In an expression `$X` is config field `X` and a bare name is the kernel argument of that name (a `where`
+filter runs before any call and sees config fields only).  The helpers `cdiv`, `next_power_of_2`,
+`pow2_bucket`, `anchor`, `min`, `max`, `abs` and `int` are available by name.  Each string is parsed with `ast`
+when decorating, checked against an allow-list of expression syntax, rewritten so that `$X` reads `__c["X"]` and
+`name` reads `__a["name"]`, and compiled once to a plain Python function: a launch pays for one function call
+and a few dict lookups, never for parsing.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .errors import ExpressionError, did_you_mean
 
 __all__ = [
     "Expression", "to_grid", "compile_grid", "compile_derive", "compile_predicate", "cdiv", "next_power_of_2",
-    "HELPERS",
+    "pow2_bucket", "anchor", "HELPERS",
 ]
 
 
@@ -33,8 +34,33 @@ def next_power_of_2(n: int) -> int:
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
+def pow2_bucket(n: int) -> int:
+    """The next power of two >= n (1 for n <= 1): one tuning per power-of-two size range
+    (`key=["pow2_bucket(n)"]`)."""
+    n = operator.index(_number("pow2_bucket", n))
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def anchor(n: int, base: int) -> int:
+    """`n` rounded up to a multiple of `base` (> 0): one tuning per `base`-wide size range
+    (`key=["anchor(n, 256)"]`)."""
+    n, base = operator.index(_number("anchor", n, f", {base!r}")), operator.index(base)
+    if base <= 0:
+        raise ValueError(f"anchor(n, base) needs base > 0, got base={base}")
+    return -(-n // base) * base
+
+
+def _number(helper: str, n: Any, more: str = "") -> Any:
+    """`n`, or the error for the usual slip: the helper called on an argument's name when decorating."""
+    if isinstance(n, str):
+        raise TypeError(f"{helper}({n!r}) takes a number, not an argument's name; in key= write the expression "
+                        f"as a string, key=[\"{helper}({n}{more})\"], and it is evaluated at each call")
+    return n
+
+
 HELPERS: dict[str, Callable[..., Any]] = {
-    "cdiv": cdiv, "next_power_of_2": next_power_of_2, "min": min, "max": max, "abs": abs, "int": int,
+    "cdiv": cdiv, "next_power_of_2": next_power_of_2, "pow2_bucket": pow2_bucket, "anchor": anchor, "min": min,
+    "max": max, "abs": abs, "int": int,
 }
 
 # `$NAME` is rewritten to this prefix + NAME before parsing (`$` is not Python syntax).
@@ -171,9 +197,11 @@ class Expression:
                             f"in a {what} expression (it is evaluated before a config is chosen); use argument "
                             "names only")
                     if field not in config_fields:
+                        hint = (f" {field!r} is an argument of the kernel: write {field}, without $." if field
+                                in arg_names else did_you_mean(field, config_fields))
                         raise ExpressionError(
                             f"{what} expression {src!r}: ${field} is not a field of the search space; valid "
-                            f"fields: {_names(config_fields)}.{did_you_mean(field, config_fields)}")
+                            f"fields: {_names(config_fields)}.{hint}")
                     config_refs.add(field)
                 elif name in arg_names and config_fields is not None and (name in config_fields or name in tuned):
                     source = "derive=" if name in tuned else "the search space"   # derive adds its names to fields

@@ -322,14 +322,15 @@ def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> No
 
 def _raise_no_valid(job: TuneJob, trials: list[Trial]) -> NoReturn:
     """Every config failed. When they all failed with the same error, that error is what to fix (the call, the
-    kernel or the environment): the message leads with it and the NoValidConfigError is raised from it."""
+    kernel, the environment or the space): the message leads with it and the NoValidConfigError is raised from it."""
     failed = [t for t in trials if t.status is not TrialStatus.SKIPPED]
     common = failed[0].error if job.whole_space and len(failed) > 1 and len({t.error for t in failed}) == 1 else None
     if common is None:
         raise NoValidConfigError(_no_valid_message(job.kernel_name, trials), trials)
     message = (f"every config of {job.kernel_name} failed with the same error: {common}\n"
-               "This is not about one config: fix the call, the kernel or the environment (the error above is the "
-               "cause). The configs tried:\n" + "\n".join(f"  {dict(t.config)}: {t.status.value}" for t in failed))
+               "This is not about one config: fix the call, the kernel or the environment, or the search space if "
+               "none of its configs can work for this kernel (a tl.static_assert every value fails); the error above "
+               "is the cause. The configs tried:\n" + "\n".join(f"  {dict(t.config)}: {t.status.value}" for t in failed))
     # in process the exception itself; from a worker only its text came back: an AutotuneError carries it
     cause = job.errors.get(failed[0].config) or AutotuneError(f"{common} (raised in a worker; its text as it came back)")
     raise NoValidConfigError(message, trials) from cause

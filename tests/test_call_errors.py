@@ -24,6 +24,16 @@ def test_missing_argument_is_a_type_error_before_tuning():
     assert launches == [] and tuned.cache_info()["misses"] == 0
 
 
+def test_a_constexpr_the_space_does_not_set_is_missing_from_the_call_and_the_message_says_where_it_comes_from():
+    tuned = autotune(space={"num_warps": [1, 2]}, key=["n"], grid="(1,)")(add_kernel)
+    x = torch.ones(8)
+    with pytest.raises(CallError, match=r"missing 1 required argument: 'BLOCK'.*not set by the search space, a "
+                                        r"tl.constexpr \(BLOCK\) is passed at each call or added to the space"):
+        tuned(x, x, torch.empty_like(x), 8)
+    tuned(x, x, out := torch.empty_like(x), 8, BLOCK=8)   # passed at the call: launches
+    assert torch.equal(out, x + x)
+
+
 def test_a_call_error_is_an_autotune_error_and_a_type_error():
     """`except autotune.AutotuneError` catches a bad call; code written for Triton (`except TypeError`) does too."""
     tuned, _ = _counting_add()

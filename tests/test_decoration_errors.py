@@ -5,9 +5,9 @@ import functools
 
 import pytest
 
-from autotune import AutotuneError, CartesianSpace, Reference, autotune
+from autotune import AutotuneError, CartesianSpace, FixedSpace, Reference, autotune
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from kernels_for_tests import add_kernel
+from kernels_for_tests import add_kernel, scale_2d_kernel
 
 
 def deco(**kwargs):
@@ -20,6 +20,18 @@ def test_field_that_is_neither_constexpr_nor_compile_option():
     with pytest.raises(SpaceError, match="BLOK") as info:
         deco(space={"BLOK": (32,)})
     assert "BLOCK" in str(info.value)
+
+
+def test_a_space_whose_configs_do_not_all_set_a_constexpr_without_default_is_refused_with_one_that_lacks_it():
+    """The call cannot pass a tuned field, so {'BLOCK_M': 16} alone could never launch scale_2d_kernel."""
+    with pytest.raises(SpaceError, match=r"set 'BLOCK_N' and others do not \(e.g. \{'BLOCK_M': 16\}\)"):
+        autotune(space=[{"BLOCK_M": 8, "BLOCK_N": 8}, {"BLOCK_M": 16}], key=["M"])(scale_2d_kernel)
+    lazy = CartesianSpace(BLOCK_M=range(1, 10**4), BLOCK_N=range(1, 10**3)) + FixedSpace([{"BLOCK_M": 16}])
+    with pytest.raises(SpaceError, match="set 'BLOCK_N' and others do not; BLOCK_N has no default"):
+        autotune(space=lazy, key=["M"], tuning={"strategy": "random"})(scale_2d_kernel)
+    # every config sets both, whatever the parts: accepted
+    autotune(space=CartesianSpace(BLOCK_M=(8,), BLOCK_N=(8, 16)) + FixedSpace([{"BLOCK_M": 16, "BLOCK_N": 4}]),
+             key=["M"])(scale_2d_kernel)
 
 
 def test_empty_space_and_where_that_empties_it():

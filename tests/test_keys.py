@@ -127,6 +127,18 @@ def test_bucketing_refuses_a_non_integer_size():
     assert pow2_bucket(True) == 1 and anchor(65, 64) == 128      # an int subclass is an int
 
 
+def test_the_bucketing_helpers_are_names_in_key_expressions_and_say_so_when_called_on_a_name():
+    """key=["pow2_bucket(n)", "anchor(M, 256)"] buckets at each call; pow2_bucket("n"), written at decoration,
+    is the usual slip and its error shows the string form."""
+    key = KeyBuilder(["pow2_bucket(M)", "anchor(N, 256)"], arg_names=ARGS)
+    assert key({"x": None, "y": None, "M": 1000, "N": 257, "FLAG": 0})[0] == (1024, 512)
+    assert key({"x": None, "y": None, "M": 513, "N": 511, "FLAG": 0})[0] == (1024, 512)   # the same bucket: one tuning
+    with pytest.raises(TypeError, match=r'in key= write the expression as a string, key=\["pow2_bucket\(n\)"\]'):
+        pow2_bucket("n")
+    with pytest.raises(TypeError, match=r'key=\["anchor\(M, 256\)"\]'):
+        anchor("M", 256)
+
+
 def test_anchor_examples_and_errors():
     assert [anchor(n, 64) for n in (0, 1, 64, 65, 128)] == [0, 64, 64, 128, 128]
     with pytest.raises(ValueError, match="base > 0"):

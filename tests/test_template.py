@@ -132,8 +132,16 @@ def test_unknown_field_lists_valid_fields_and_suggests():
 
 def test_unknown_name_lists_args_and_helpers_and_suggests():
     with pytest.raises(ExpressionError, match=r"unknown name 'MM'; kernel arguments: M, N, a, b; helpers: abs, "
-                                              r"cdiv, int, max, min, next_power_of_2\. Did you mean 'M'\?"):
+                                              r"anchor, cdiv, int, max, min, next_power_of_2, pow2_bucket\. Did you "
+                                              r"mean 'M'\?"):
         expr("MM + 1")
+
+
+def test_an_argument_written_with_a_dollar_is_told_to_drop_it():
+    with pytest.raises(ExpressionError, match=r"\$M is not a field of the search space; valid fields: BLOCK_M, "
+                                              r"BLOCK_N, num_warps\. 'M' is an argument of the kernel: write M, "
+                                              r"without \$\."):
+        expr("cdiv($M, $BLOCK_M)")
 
 
 def test_config_field_used_without_dollar():

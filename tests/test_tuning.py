@@ -413,6 +413,7 @@ def test_a_tuning_where_every_config_fails_is_counted():
     with pytest.raises(NoValidConfigError, match="failed with the same error.*power of 2") as info:
         bad_block_kernel(torch.zeros(16), 16)
     assert "power of 2" in str(info.value.__cause__)          # the common error itself, chained
+    assert "or the search space if none of its configs can work" in str(info.value)   # here, the space is at fault
     info = bad_block_kernel.cache_info()
     assert (info["misses"], info["tunings"], info["failed_tunings"], info["failed_configs"]) == (1, 0, 1, 2)
     assert autotune.stats()["bad_block_kernel"]["failed_tunings"] == 1
