@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 from ..errors import CallError, warn_at_caller
 from .disk import DiskCache
-from .entries import as_key_tuple, wanted_key_text
-from .protocol import ANY, Cache
+from .entries import as_key_tuple, kernel_matches, wanted_key_text
+from .protocol import Cache
 from .remote import required_remote_tier
 from .tiers import KernelCache, live_caches
 
@@ -24,12 +24,12 @@ def _persistent(remote: bool) -> list[Cache]:
 
 @dataclass
 class _Target:
-    """What `kernel=` names: a short name (every kernel of it), a kernel's own cache (that kernel alone), or a
-    plain Triton kernel (its entries by identity, whatever wrapper tuned it)."""
+    """What `kernel=` names: a kernel's own cache (that kernel alone), else `name` as `entries.kernel_matches`
+    reads it: a short name (every kernel of it) or a "module:qualname" (one kernel; also what a plain Triton
+    kernel stands for: its entries by identity, whatever wrapper tuned it)."""
 
     name: str
     own: Optional[KernelCache] = None
-    identity: object = ANY
 
 
 def _layers(kernel: Any) -> list[Any]:
@@ -42,7 +42,7 @@ def _layers(kernel: Any) -> list[Any]:
 def _target(kernel: Any) -> _Target:
     if isinstance(kernel, str):
         return _Target(kernel)
-    from ..kernel_ref import base_kernel, kernel_ref, python_function
+    from ..kernel_ref import base_kernel, kernel_ref
 
     for layer in _layers(kernel):
         own = getattr(layer, "cache", None)
@@ -53,13 +53,13 @@ def _target(kernel: Any) -> _Target:
     base = base_kernel(kernel)
     if hasattr(base, "arg_names"):   # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
         ref = kernel_ref(base)
-        return _Target(python_function(base).__name__, identity=f"{ref.module}:{ref.qualname}")
+        return _Target(f"{ref.module}:{ref.qualname}")
     name = getattr(kernel, "name", None)
     if isinstance(name, str):
         return _Target(name)
     raise CallError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
-                    f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name; "
-                    f"got {type(kernel).__name__}")
+                    f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name "
+                    f"('add_kernel', or 'module:qualname' for one module's); got {type(kernel).__name__}")
 
 
 def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = False) -> int:
@@ -69,8 +69,9 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
     - no arguments: everything, every kernel, on disk also those not loaded in this process;
     - `kernel`: that kernel's entries. The decorated object (also under `triton.heuristics`, or an
       `autotune.compat` kernel) or the
-      `@triton.jit` kernel given to `autotune_launch` clears that kernel alone; its name clears every kernel
-      of that name (warning when there were several);
+      `@triton.jit` kernel given to `autotune_launch` clears that kernel alone; its short name clears every
+      kernel of that name (warning when there were several), its "module:qualname" (the `kernel_id` of its
+      entries, as `autotune cache list` shows it) that kernel alone;
     - `kernel` and `key`: the entries of that key, every dtype variant (and device) of it. `key` is
       the tuple the `key=` spec computes, e.g. `(1024,)` for `key=["n"]`, normalised as a call's key is (a
       `tl.float32` or an enum value matches what the call stored); a single value means a 1-tuple. `key`
@@ -96,19 +97,20 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
     if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
         return target.own.clear(key, remote=remote)
     persistent = _persistent(remote)
-    name, identity = target.name, target.identity
+    name = target.name
     removed, kernels = set(), set()
     for cache in live_caches():
-        if cache.kernel_name == name and (identity is ANY or cache.identity == identity):
+        if kernel_matches(cache.kernel_name, cache.identity, name):
             dropped = cache.forget(key)
             removed |= {(e.location, e.entry_id) for e in dropped}
             if dropped:
                 kernels.add(cache.identity or name)
     for tier in persistent:
-        for e in tier.remove(name, key, identity=identity):
+        for e in tier.remove(name, key):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
     if len(kernels) > 1:
         warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
-                       f"{', '.join(sorted(kernels))}; pass the kernel object to clear one of them")
+                       f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "
+                       "one of them")
     return len(removed)

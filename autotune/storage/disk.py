@@ -17,7 +17,8 @@ from typing import Optional
 
 from ..errors import CacheEntryError
 from ..record import TuningRecord
-from .entries import as_key_tuple, is_newer_schema, key_text, parse_record, record_json, wanted_key_text
+from .entries import (as_key_tuple, is_newer_schema, kernel_matches, key_text, parse_record, record_json,
+                      wanted_key_text)
 from .files import (ENTRY_SUFFIX, OnError, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
                     load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp,
                     warn_unlistable)
@@ -178,7 +179,7 @@ class DiskCache:
                         self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
                                              f"{exc.strerror or exc}); it stays")
                     continue
-                if kernel is not None and record.kernel != kernel:
+                if kernel is not None and not kernel_matches(record.kernel, record.kernel_id, kernel):
                     continue
                 if identity is not ANY and record.kernel_id != identity:
                     continue

@@ -16,7 +16,8 @@ from ..keys import normalise_key
 from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "wanted_key_text", "kernel_dirname", "is_dir_of", "entry_id",
-           "record_json", "parse_record", "no_constant", "is_newer_schema"]
+           "is_kernel_id", "kernel_matches", "location_pattern", "short_name", "record_json", "parse_record",
+           "no_constant", "is_newer_schema"]
 
 MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
 
@@ -63,6 +64,11 @@ def wanted_key_text(key: Any) -> Optional[str]:
     return key_text(normalise_key(as_key_tuple(key), "clear_autotune_cache(key=...)"))
 
 
+def _identity_tag(identity: str) -> str:
+    """The 8 hex digits of a kernel's "module:qualname" that its directory name ends with."""
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
+
+
 def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:
     """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
     (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
@@ -74,14 +80,43 @@ def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:
     if clean != kernel_name or not clean:
         clean = f"{clean}-{hashlib.sha256(kernel_name.encode('utf-8')).hexdigest()[:8]}"
     if identity is not None:
-        clean = f"{clean}.{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:8]}"
+        clean = f"{clean}.{_identity_tag(identity)}"
     return clean
 
 
-def is_dir_of(dirname: str, kernel_name: str) -> bool:
-    """Whether a cache sub-directory holds entries of a kernel of this short name (any module)."""
-    base = kernel_dirname(kernel_name)
+def is_kernel_id(kernel: str) -> bool:
+    """Whether a kernel as a user names it (`--kernel K`, `clear_autotune_cache(kernel="...")`) is one kernel's
+    "module:qualname" (a record's `kernel_id`) rather than a short name: a function name has no colon."""
+    return ":" in kernel
+
+
+def short_name(kernel: str) -> str:
+    """The function name a kernel as a user names it stands for: "pkg.mod:Cls.add" -> "add", "add" -> "add"."""
+    return kernel.rpartition(":")[2].rpartition(".")[2] if is_kernel_id(kernel) else kernel
+
+
+def kernel_matches(kernel: str, kernel_id: Optional[str], wanted: str) -> bool:
+    """Whether the kernel of short name `kernel` and identity `kernel_id` ("module:qualname", None for an entry
+    written before identities were recorded) is what `wanted` names: a short name names every module's kernel of
+    that name, a "module:qualname" the one kernel whose `kernel_id` it is. The one rule every tier's listing and
+    clear, the CLI's `--kernel`, `cache show`, `report`, `export` and `clear_autotune_cache(kernel="...")` follow."""
+    return kernel_id == wanted if is_kernel_id(wanted) else kernel == wanted
+
+
+def is_dir_of(dirname: str, kernel: str) -> bool:
+    """Whether a cache sub-directory (or a remote tier's location) may hold entries of `kernel`: a short name
+    (every module's kernel of that name) or a "module:qualname" (the directory tagged with its hash). A reader still
+    checks each record with `kernel_matches`."""
+    if is_kernel_id(kernel):
+        return dirname.endswith("." + _identity_tag(kernel))
+    base = kernel_dirname(kernel)
     return dirname == base or re.fullmatch(re.escape(base) + r"\.[0-9a-f]{8}", dirname) is not None
+
+
+def location_pattern(kernel: str) -> str:
+    """A glob over locations (`is_dir_of`'s names) that covers every location of `kernel` (a remote tier's scan);
+    the caller still checks each with `is_dir_of`."""
+    return "*." + _identity_tag(kernel) if is_kernel_id(kernel) else kernel_dirname(kernel) + "*"
 
 
 def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:

@@ -34,7 +34,8 @@ import filelock
 from ..errors import CacheEntryError
 from ..options import cache_dir
 from ..record import TuningRecord
-from .entries import MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, no_constant, parse_record
+from .entries import (MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, kernel_matches, no_constant,
+                      parse_record)
 from .protocol import warn
 
 __all__ = ["ENTRY_SUFFIX", "DiskEntry", "root", "entry_path", "record_path", "lock_path", "read_entry_bytes",
@@ -215,7 +216,8 @@ class DiskEntry:
 
 
 def kernel_dirs(base: Path, kernel: Optional[str], on_error: OnError = warn_unlistable) -> list[Path]:
-    """The kernel directories under `base` (of kernels of one short name, or all); links are not followed. A
+    """The kernel directories under `base` (of kernels of one short name, of one "module:qualname", or all; see
+    `entries.is_dir_of`); links are not followed. A
     missing `base` has none; one that cannot be listed (no permission, not a directory) goes to `on_error`."""
     try:
         found = list(base.iterdir())
@@ -258,8 +260,9 @@ def entry_files(d: Path, on_error: OnError = warn_unlistable) -> list[Path]:
 
 def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None,
                  on_error: OnError = warn_unlistable) -> list[DiskEntry]:
-    """Every entry file under the cache directory (or of one kernel, by name), parsed but not validated
-    against any kernel: for the CLI and for export. Unreadable files, and kernel directories that cannot be
+    """Every entry file under the cache directory (or of `kernel`: a short name, every module's kernel of that
+    name, or one "module:qualname"; `entries.kernel_matches`), parsed but not validated against any kernel: for
+    the CLI and for export. Unreadable files, and kernel directories that cannot be
     listed, come back with `error` set; a cache directory that cannot be listed goes to `on_error`."""
     out: list[DiskEntry] = []
     for d in kernel_dirs(root(directory), kernel, on_error):
@@ -274,7 +277,7 @@ def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | No
             except (OSError, CacheEntryError) as exc:
                 out.append(DiskEntry(path, kernel or d.name, None, str(exc)))
                 continue
-            if kernel is not None and record.kernel != kernel:
+            if kernel is not None and not kernel_matches(record.kernel, record.kernel_id, kernel):
                 continue
             out.append(DiskEntry(path, record.kernel, record, None))
     return out

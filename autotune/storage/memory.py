@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..record import TuningRecord
 from . import fingerprint
-from .entries import entry_id, key_text, wanted_key_text
+from .entries import entry_id, kernel_matches, key_text, wanted_key_text
 from .protocol import ANY, EntryRef, HeldLock, StoredEntry
 
 __all__ = ["MemoryCache"]
@@ -70,13 +70,14 @@ class MemoryCache:
             return dict(self._records)
 
     def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
-        if kernel is not None and kernel != self.kernel:
+        if kernel is not None and not kernel_matches(self.kernel, self.identity, kernel):
             return []
         return [StoredEntry(self.name, self.location, _entry_id(r), r) for r in self.records().values()]
 
     def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
                identity: object = ANY) -> list[StoredEntry]:
-        if (kernel is not None and kernel != self.kernel) or (identity is not ANY and identity != self.identity):
+        if ((kernel is not None and not kernel_matches(self.kernel, self.identity, kernel))
+                or (identity is not ANY and identity != self.identity)):
             return []
         wanted = wanted_key_text(key)
         removed = []

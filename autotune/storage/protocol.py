@@ -120,9 +120,10 @@ class Cache(Protocol):
         one warning, when the tier cannot lock at all (a read-only directory, a server down)."""
 
     def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
-        """Every readable entry (of kernels of one short name, or all)."""
+        """Every readable entry (of `kernel`: a short name, every module's kernel of it, or one "module:qualname",
+        as `entries.kernel_matches` reads it; or all)."""
 
     def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
                identity: object = ANY) -> list[StoredEntry]:
-        """Remove entries (of kernels of a short name, of one of them by `identity`, of one key, or all) and
-        return what was removed."""
+        """Remove entries (of `kernel`, a short name or a "module:qualname" as `entries.kernel_matches` reads it;
+        of one kernel by `identity`; of one key; or all) and return what was removed."""

@@ -29,8 +29,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import CacheEntryError, OptionError, did_you_mean
 from ..record import TuningRecord
-from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_dirname, key_text,
-                      parse_record, record_json, wanted_key_text)
+from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_matches, key_text,
+                      location_pattern, parse_record, record_json, wanted_key_text)
 from .protocol import ANY, EntryRef, StoredEntry, warn
 
 __all__ = ["RedisCache", "RedisLease"]
@@ -279,8 +279,9 @@ class RedisCache:
 
     def _scan(self, kernel: Optional[str], *, always: bool = False,
               report: bool = True) -> list[tuple[str, str, str]]:
-        """(redis key, location, entry id) of every entry key (of kernels of one short name, or all)."""
-        pattern = self.key_of(kernel_dirname(kernel) + "*" if kernel else "*", "*")
+        """(redis key, location, entry id) of every entry key (of `kernel`: a short name or a "module:qualname",
+        see `entries.is_dir_of`; or all)."""
+        pattern = self.key_of(location_pattern(kernel) if kernel else "*", "*")
         keys = self.call(lambda c: list(c.scan_iter(match=pattern, count=500)), always=always, report=report)
         out = []
         for raw in keys:
@@ -292,9 +293,9 @@ class RedisCache:
 
     def _listing(self, kernel: Optional[str], *, always: bool = False,
                  report: bool = True) -> tuple[list[StoredEntry], Optional[str]]:
-        """(every readable entry, of kernels of one short name or all; why the listing stopped early, or None).
-        A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped with a
-        warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it."""
+        """(every readable entry, of `kernel` (`entries.kernel_matches`) or all; why the listing stopped early, or
+        None). A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped
+        with a warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it."""
         out: list[StoredEntry] = []
         try:
             for key, location, entry_id in self._scan(kernel, always=always, report=report):
@@ -305,7 +306,7 @@ class RedisCache:
                                    "autotune wrote (delete it, or clear everything with `autotune cache clear "
                                    "--remote`)")
                     continue
-                if record is not None and (kernel is None or record.kernel == kernel):
+                if record is not None and (kernel is None or kernel_matches(record.kernel, record.kernel_id, kernel)):
                     out.append(StoredEntry(self.name, location, entry_id, record))
         except _Unavailable as exc:
             return out, exc.reason
@@ -326,9 +327,10 @@ class RedisCache:
 
     def remove_now(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
                    identity: object = ANY) -> tuple[list[StoredEntry], Optional[str]]:
-        """An explicit clear: remove entries (of kernels of a short name, of one of them by `identity`, of one key,
-        or all, with every unreadable key under the prefix) trying Redis now, whatever the back-off after an earlier
-        failure. Returns (what was removed, why the rest could not be, or None); it warns nothing itself."""
+        """An explicit clear: remove entries (of `kernel`, a short name or a "module:qualname"; of one kernel by
+        `identity`; of one key; or all, with every unreadable key under the prefix) trying Redis now, whatever the
+        back-off after an earlier failure. Returns (what was removed, why the rest could not be, or None); it warns
+        nothing itself."""
         wanted = wanted_key_text(key)
         entries, problem = self._listing(kernel, always=True, report=False)
         removed = []
