@@ -289,10 +289,10 @@ def cached(tmp_path):
     from cache_files import write_record
 
     records = [
-        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.25)], kernel="tests.mod.add", key=[1024],
-                    timestamp=1.0),
-        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.75)], kernel="tests.mod.add", key=[2048],
-                    timestamp=2.0),
+        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.25)], kernel="add",
+                    kernel_id="tests.mod:add", key=[1024], timestamp=1.0),
+        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.75)], kernel="add",
+                    kernel_id="tests.mod:add", key=[2048], timestamp=2.0),
         make_record([ok(Config(BLOCK=8), 1.0)], kernel="mul", key=[1], timestamp=3.0),
     ]
     for rec in records:
@@ -303,13 +303,13 @@ def cached(tmp_path):
 def test_cli_report_prints_the_table_of_each_cached_key(cached, capsys):
     status, text = cli(["report", "add"])
     assert status == 0
-    assert text.count("tests.mod.add key=") == 2
+    assert text.count("add key=") == 2
     assert report_table(cached[0]) in text and report_table(cached[1]) in text
-    assert find_records("add") == cached[:2] and find_records("tests.mod.add", "2048") == [cached[1]]
+    assert find_records("add") == cached[:2] and find_records("tests.mod:add", "2048") == [cached[1]]
 
 
 def test_cli_report_one_key_with_files(cached, tmp_path):
-    status, text = cli(["report", "tests.mod.add", "--key", "(2048,)", "--png", str(tmp_path / "c.png"),
+    status, text = cli(["report", "tests.mod:add", "--key", "(2048,)", "--png", str(tmp_path / "c.png"),
                         "--csv", str(tmp_path / "c.csv"), "--json", str(tmp_path / "c.json")])
     assert status == 0
     assert text.startswith(report_table(cached[1]))

@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Sequence
 
-__all__ = ["KEY_SYNTAX", "add_command", "add_kernel_filter", "add_key_option"]
+__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "add_command", "add_kernel_filter", "add_key_option"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
+KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
+                 "(that kernel alone; `autotune cache list` shows it where two modules share a name)")
 
 
 def add_kernel_filter(parser: argparse.ArgumentParser) -> None:
-    """`--kernel K`: only the entries of this kernel (its short name)."""
-    parser.add_argument("--kernel", metavar="K", help="only this kernel")
+    """`--kernel K`: only the entries of this kernel, named as `storage.entries.kernel_matches` reads it."""
+    parser.add_argument("--kernel", metavar="K", help=f"only this kernel: {KERNEL_SYNTAX}")
 
 
 def add_key_option(parser: argparse.ArgumentParser, of: str = "") -> None:

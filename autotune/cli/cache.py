@@ -24,8 +24,8 @@ from ..format import (format_config, format_dtypes, format_key, format_ms, forma
                       plural, safe_text)
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
-from .arguments import add_command, add_kernel_filter, add_key_option
-from .rows import age_of, entries_table
+from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option
+from .rows import age_of, entries_table, kernel_labels
 from .remote import register as register_remote
 
 __all__ = ["register", "checked_cache_dir"]
@@ -83,10 +83,25 @@ def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple
 def _entries(kernel: Optional[str]):
     from ..storage import disk_entries
 
-    entries = disk_entries(kernel)
-    return sorted(entries, key=lambda e: (e.kernel, e.record is None, _sortable(e.record.key if e.record else []),
+    entries = disk_entries(kernel)     # a short name or a module:qualname (storage.entries.kernel_matches)
+    return sorted(entries, key=lambda e: (e.kernel, e.record is None, e.record.kernel_id or "" if e.record else "",
+                                          _sortable(e.record.key if e.record else []),
                                           e.record.dtypes if e.record else [], e.record.device if e.record else "",
                                           str(e.path)))
+
+
+def _other_ids(kernel: str) -> str:
+    """For a module:qualname that matched nothing: "; kernels named add_kernel: a:add_kernel, b:add_kernel" (the
+    kernel_ids cached under its short name, a typo's likely fix), else ""."""
+    from ..storage import disk_entries
+    from ..storage.entries import is_kernel_id, short_name
+
+    if not is_kernel_id(kernel):
+        return ""
+    name = short_name(kernel)
+    ids = sorted({e.record.kernel_id for e in disk_entries(name, on_error=lambda path, exc: None)
+                  if e.record is not None and e.record.kernel_id})
+    return f"; kernels named {name}: {', '.join(ids)}" if ids else ""
 
 
 def _sortable(value: Any) -> tuple:
@@ -127,8 +142,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 2
     entries = _entries(args.kernel)
     if args.json:
-        out = [{"path": str(e.path), "kernel": e.kernel, "error": e.error,
-                "record": e.record.to_dict() if e.record else None} for e in entries]
+        out = [{"path": str(e.path), "kernel": e.kernel, "kernel_id": e.record.kernel_id if e.record else None,
+                "error": e.error, "record": e.record.to_dict() if e.record else None} for e in entries]
         print(json.dumps(out, indent=1))
         return 0
     good = [e for e in entries if e.record is not None]
@@ -136,7 +151,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not entries:
         if args.kernel is not None:   # a filter that matches nothing is likely a typo: said and exit 1, as show does
             print(f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
-                  "list` lists every kernel)", file=sys.stderr)
+                  f"list` lists every kernel){safe_text(_other_ids(args.kernel))}", file=sys.stderr)
             return 1
         print(f"no entries in {safe_text(directory)}")
         return 0
@@ -171,17 +186,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
         entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
-        print(f"no entries for {safe_text(what)} in {safe_text(directory)}", file=sys.stderr)
+        print(f"no entries for {safe_text(what)} in {safe_text(directory)}{safe_text(_other_ids(args.kernel))}",
+              file=sys.stderr)
         return 1
     now = time.time()
     blocks = []
+    labels = iter(kernel_labels([e.record for e in entries if e.record is not None]))
     for e in entries:
         if e.record is None:
             blocks.append(f"{safe_text(e.path)}\n  unusable: {safe_text(e.error)}")
             continue
         r = e.record
         head = [
-            f"{safe_text(r.kernel)}  key={safe_text(format_key(r.key))}  dtypes={safe_text(format_dtypes(r.dtypes))}",
+            f"{safe_text(next(labels))}  key={safe_text(format_key(r.key))}  "
+            f"dtypes={safe_text(format_dtypes(r.dtypes))}",
             f"  file:      {safe_text(e.path)}",
             f"  device:    {safe_text(r.device)}",
             f"  versions:  triton {safe_text(r.triton_version)}, torch {safe_text(r.torch_version)}",
@@ -233,7 +251,8 @@ def _cmd_clear(args: argparse.Namespace) -> int:
             print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
         return 1
     if removed == 0 and args.kernel is not None:
-        print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)", file=sys.stderr)
+        print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
+              f"{safe_text(_other_ids(args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     return 0
@@ -267,13 +286,14 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p = add_command(sub, "show", _cmd_show, parents=[common], help="a kernel's entries with every trial",
                     description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
                                 "and every trial's status and timings. Exits 1 when nothing matches.")
-    p.add_argument("kernel", metavar="KERNEL")
+    p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
     p = add_command(sub, "clear", _cmd_clear, parents=[common], help="remove entries (all, a kernel's, or a key's)",
-                    description="Remove cache entries: all of them, a kernel's (--kernel, its short name: every "
-                                "kernel of that name), or one key's (--kernel and --key, every dtype variant). Only "
-                                "files that read as entries of what was asked are removed. Exits 1 when a "
+                    description="Remove cache entries: all of them, a kernel's (--kernel: its short name clears "
+                                "every kernel of that name, module:qualname that one), or one key's (--kernel and "
+                                "--key, every dtype variant). Only files that read as entries of what was asked are "
+                                "removed. Exits 1 when a "
                                 "--kernel or --key matches nothing.")
     add_kernel_filter(p)
     add_key_option(p, of=" of --kernel")

@@ -45,11 +45,12 @@ def list_remote(args: argparse.Namespace) -> int:
     tier = remote_or_exit(args, "list")
     if tier is None:
         return 2
-    entries = sorted(tier.entries(args.kernel), key=lambda e: (e.record.kernel, format_key(e.record.key),
-                                                               e.record.dtypes, e.record.device))
+    entries = sorted(tier.entries(args.kernel), key=lambda e: (e.record.kernel, e.record.kernel_id or "",
+                                                               format_key(e.record.key), e.record.dtypes,
+                                                               e.record.device))
     if args.json:
         print(json.dumps([{"key": tier.key_of(e.location, e.entry_id), "kernel": e.record.kernel,
-                           "record": e.record.to_dict()} for e in entries], indent=1))
+                           "kernel_id": e.record.kernel_id, "record": e.record.to_dict()} for e in entries], indent=1))
         return 0
     if not entries:
         if args.kernel is not None:   # as the disk's list: a filter that matches nothing is said, exit 1

@@ -10,9 +10,11 @@ from typing import Optional, TextIO
 from ..errors import AutotuneError
 from ..format import format_record_key, safe_text
 from ..record import TuningRecord
-from ..reporting.lookup import cache_entries, kernel_matches, normalise, select_records
+from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
-from .arguments import add_command, add_key_option
+from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches
+from .arguments import KERNEL_SYNTAX, add_command, add_key_option
+from .rows import kernel_labels
 
 __all__ = ["run_report_command", "register"]
 
@@ -49,23 +51,26 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
     out = out if out is not None else sys.stdout
     root = getattr(args, "cache_dir", None)
     entries = cache_entries(root)
-    for entry in entries:
-        if entry.record is None and kernel_matches(entry.kernel, args.kernel):
+    for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in
+        if entry.record is None and is_dir_of(entry.path.parent.name, args.kernel):
             print(f"autotune report: skipping unreadable entry: {safe_text(entry.error)}", file=sys.stderr)
     records = select_records(entries, args.kernel, args.key)
     if not records:
         what = f"kernel {args.kernel!r}" + (f" key {args.key!r}" if args.key else "")
-        known = sorted({e.record.kernel for e in entries if e.record is not None})
+        readable = [e.record for e in entries if e.record is not None]
+        # a module:qualname that matched nothing: the cached kernels' module:qualnames, a typo's likely fix
+        known = sorted({(r.kernel_id or r.kernel) if is_kernel_id(args.kernel) else r.kernel for r in readable})
         hint = f"; cached kernels: {', '.join(known)}" if known else "; the cache has no records"
-        if args.key and any(kernel_matches(k, args.kernel) for k in known):
-            keys = sorted({format_record_key(e.record).removeprefix("key=") for e in entries
-                           if e.record is not None and kernel_matches(e.record.kernel, args.kernel)})
+        mine = [r for r in readable if kernel_matches(r.kernel, r.kernel_id, args.kernel)]
+        if args.key and mine:
+            keys = sorted({format_record_key(r).removeprefix("key=") for r in mine})
             hint = f"; its cached keys: {'; '.join(keys)}"
         print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1
     tags = _tags(records)
-    for i, (record, tag) in enumerate(zip(records, tags)):
+    names = kernel_labels(records)     # module:qualname where two modules' kernels of one name are reported
+    for i, (record, tag, name) in enumerate(zip(records, tags, names)):
         if i:
             out.write("\n")
         try:
@@ -74,6 +79,7 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
                 png=_path_for(args.png, tag, many) if args.png else None,
                 csv=_path_for(args.csv, tag, many) if args.csv else None,
                 json=_path_for(args.json, tag, many) if args.json else None,
+                name=name,
             )
         except AutotuneError as exc:
             print(f"autotune report: {exc}", file=sys.stderr)
@@ -97,7 +103,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         description="Print every trial of a kernel's cached tunings (one table per key) from the disk cache "
                     "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
                     "With several keys and a file option, each file name gets the key appended.")
-    parser.add_argument("kernel", metavar="KERNEL", help="kernel name (its function name, or the qualified name)")
+    parser.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(parser, of=" (every dtype variant of it)")
     parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")

@@ -5,12 +5,13 @@ text must not drive the terminal."""
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table
 from ..record import TuningRecord
 
-__all__ = ["entries_table", "age_of"]
+__all__ = ["entries_table", "age_of", "kernel_labels"]
+
 
 def age_of(timestamp: float, now: float) -> str:
     """How long ago `timestamp` was ('-' for a timestamp that is not a time)."""
@@ -20,12 +21,25 @@ def age_of(timestamp: float, now: float) -> str:
         return "-"
 
 
-def entries_table(records: Iterable[TuningRecord]) -> str:
-    """One line per record: kernel, key, dtypes, device, winner, the winner's median and the record's age."""
-    now = time.time()
-    rows = []
+def kernel_labels(records: Sequence[TuningRecord]) -> list[str]:
+    """How each record's kernel is named in a listing: its short name, unless the records shown hold that short
+    name for more than one kernel (`add_kernel` of two modules), where each of those is named by its `kernel_id`
+    ("module:qualname", what `--kernel` takes to pick one), or by its short name when it has none (an entry
+    written before kernel ids were recorded). One module's kernels read as they always did."""
+    ids: dict[str, set] = {}
     for r in records:
+        ids.setdefault(r.kernel, set()).add(r.kernel_id)
+    return [r.kernel_id or r.kernel if len(ids[r.kernel]) > 1 else r.kernel for r in records]
+
+
+def entries_table(records: Iterable[TuningRecord]) -> str:
+    """One line per record: kernel (`kernel_labels`), key, dtypes, device, winner, the winner's median and the
+    record's age."""
+    now = time.time()
+    records = list(records)
+    rows = []
+    for r, kernel in zip(records, kernel_labels(records)):
         wt = r.winner_trial
-        rows.append([r.kernel, format_key(r.key), format_dtypes(r.dtypes), r.device, format_config(r.winner, sep=" "),
+        rows.append([kernel, format_key(r.key), format_dtypes(r.dtypes), r.device, format_config(r.winner, sep=" "),
                      format_ms(wt.median_ms if wt else None), age_of(r.timestamp, now)])   # format_table escapes
     return format_table(["KERNEL", "KEY", "DTYPES", "DEVICE", "WINNER", "MEDIAN_MS", "AGE"], rows, right={5, 6})

@@ -1,4 +1,5 @@
-"""Finding cached records for a report: by kernel name (short or qualified) and by key, as typed on a command line."""
+"""Finding cached records for a report: by kernel (its short name, or module:qualname) and by key, as typed on a
+command line."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Optional
@@ -7,14 +8,7 @@ from ..format import format_record_key
 from ..record import TuningRecord
 from .export import PathLike
 
-__all__ = ["find_records", "select_records", "kernel_matches", "key_matches", "cache_entries", "normalise"]
-
-
-def kernel_matches(record_kernel: str, name: str) -> bool:
-    """`add` matches a record of `add`, `pkg.mod.add`, `pkg.mod:add` and `pkg.mod.Cls.add`."""
-    if record_kernel == name:
-        return True
-    return any(record_kernel.endswith(sep + name) for sep in (".", ":"))
+__all__ = ["find_records", "select_records", "key_matches", "cache_entries", "normalise"]
 
 
 def normalise(value: Any) -> Any:
@@ -49,7 +43,8 @@ def cache_entries(cache_root: Optional[PathLike] = None) -> list[Any]:
 
 def find_records(kernel: str, key: Optional[str] = None, *,
                  cache_root: Optional[PathLike] = None) -> list[TuningRecord]:
-    """The disk cache's records of `kernel` (see `_kernel_matches`), optionally of one key; oldest first.
+    """The disk cache's records of `kernel` (its short name: every module's kernel of that name; or module:qualname,
+    that kernel alone: `storage.entries.kernel_matches`), optionally of one key; oldest first.
 
     Reads through `autotune.storage.disk_entries` (JSON only, validated; nothing is evaluated);
     unreadable entries are skipped here and reported by the CLI command.
@@ -59,7 +54,10 @@ def find_records(kernel: str, key: Optional[str] = None, *,
 
 def select_records(entries: Iterable[Any], kernel: str, key: Optional[str]) -> list[TuningRecord]:
     """The readable records among `entries` of `kernel` (and `key`), oldest first."""
-    records = [e.record for e in entries if e.record is not None and kernel_matches(e.record.kernel, kernel)]
+    from ..storage.entries import kernel_matches
+
+    records = [e.record for e in entries
+               if e.record is not None and kernel_matches(e.record.kernel, e.record.kernel_id, kernel)]
     if key is not None:
         records = [r for r in records if key_matches(r, key)]
     return sorted(records, key=lambda r: r.timestamp)

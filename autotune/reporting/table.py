@@ -12,14 +12,16 @@ from .ranking import format_counts, format_ratio, ranked, ratio, reference_ms
 __all__ = ["report_table", "render_report"]
 
 
-def report_table(record: TuningRecord) -> str:
+def report_table(record: TuningRecord, *, name: Optional[str] = None) -> str:
     """Every trial as a text table, fastest first, failures last, under a one-line header.
 
     Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
     {Config} {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `*` alone a winner launched
     without a time, `-` for the other unranked),
     `config` (`BLOCK=64, num_warps=4`), `median ms`, `min ms`, `status`, `x-winner` (median over
-    the winner's median), `error` (one line, at most 80 characters).
+    the winner's median), `error` (one line, at most 80 characters). `{kernel}` is `name` when given (`autotune
+    report` names a kernel by its `kernel_id` where two modules' kernels of one name are reported), else the
+    record's kernel name.
     """
     reference = reference_ms(record)
     rows = []
@@ -35,7 +37,7 @@ def report_table(record: TuningRecord) -> str:
             one_line(trial.error, 80),
         ])
     winner = record.winner_trial
-    header = (f"{record.kernel} {format_record_key(record)} on {record.device}: {format_counts(record)}; "
+    header = (f"{name or record.kernel} {format_record_key(record)} on {record.device}: {format_counts(record)}; "
               f"winner {record.winner!r} "
               f"{format_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
     lines = format_table(["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows,
@@ -46,12 +48,12 @@ def report_table(record: TuningRecord) -> str:
 
 
 def render_report(record: TuningRecord, *, png: Optional[PathLike] = None, csv: Optional[PathLike] = None,
-                  json: Optional[PathLike] = None) -> str:
-    """`report_table(record)`, and each given file written: what `kernel.report()` returns."""
+                  json: Optional[PathLike] = None, name: Optional[str] = None) -> str:
+    """`report_table(record, name=name)`, and each given file written: what `kernel.report()` returns."""
     if png is not None:
         plot_trials(record, png)
     if csv is not None:
         record_to_csv(record, csv)
     if json is not None:
         record_to_json(record, json)
-    return report_table(record)
+    return report_table(record, name=name)
