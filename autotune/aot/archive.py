@@ -125,10 +125,10 @@ def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
         kernels = [kernels]
     names = []
     for k in kernels:
-        if isinstance(k, str):
+        if isinstance(k, str):       # a short name (every module's kernel of it) or a module:qualname (that one)
             names.append(k)
-        elif getattr(getattr(k, "cache", None), "kernel_name", None):
-            names.append(k.cache.kernel_name)
+        elif getattr(getattr(k, "cache", None), "kernel_name", None):    # an @autotune kernel: itself alone
+            names.append(getattr(k.cache, "identity", None) or k.cache.kernel_name)
         elif isinstance(getattr(k, "name", None), str):
             names.append(k.name)
         else:
@@ -179,7 +179,9 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                    triton_cache_dir: Union[str, os.PathLike, None] = None,
                    sign_key: Union[str, os.PathLike, bytes, None] = None) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
-    the tuning cache) to the .tar.gz `path`; returns its manifest.
+    the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
+    of that name) or a "module:qualname" (that kernel's records alone; `storage.entries.kernel_matches`); an
+    `@autotune` kernel stands for its own module:qualname.
 
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
     of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`) compiled from a kernel of that
@@ -191,23 +193,26 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
 
     from .. import __version__ as autotune_version
     from ..storage import disk_entries
-    from ..storage.entries import kernel_dirname, record_json
+    from ..storage.entries import is_kernel_id, kernel_dirname, kernel_matches, record_json, short_name
 
     out = Path(path)
     _check_destination(out)
     names = _kernel_names(kernels)
     entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
     if names is not None:
-        entries = [(p, rec) for p, rec in entries if rec.kernel in set(names)]
+        entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
     kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
-    binaries = _triton_entries(triton_dir, set(kernel_names))
+    # Triton's cache names a binary by its function name alone: a module:qualname takes its name's binaries
+    binaries = _triton_entries(triton_dir, {short_name(n) for n in kernel_names})
     if names is not None:
-        missing = [n for n in names if not any(rec.kernel == n for _, rec in entries)
-                   and not any(b[0] == n for b in binaries)]
+        # a module:qualname needs a record of that kernel: a binary of its function name may be another module's
+        missing = [n for n in names if not any(kernel_matches(rec.kernel, rec.kernel_id, n) for _, rec in entries)
+                   and (is_kernel_id(n) or not any(b[0] == n for b in binaries))]
         if missing:
             raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
-                               f"kernels of that name in {triton_dir}; tune or precompile first, or check the names")
+                               f"kernels of that name in {triton_dir} (a module:qualname needs a tuned record of that "
+                               "kernel); tune or precompile first, or check the names")
     if not entries and not binaries:
         raise ArchiveError(f"nothing to export: the tuning cache has no records and {triton_dir} no compiled kernels")
 
