@@ -42,6 +42,57 @@ def test_config_rejects_non_json_values():
         Config(X=object())
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), (1, float("-inf")), (64, object()), [[1, object()]]])
+def test_config_rejects_non_finite_floats_and_bad_values_nested_in_sequences(bad):
+    """NaN and infinities are not JSON; a tuple or list is checked value by value, however deeply nested."""
+    with pytest.raises(SpaceError, match="JSON-serialisable"):
+        Config(X=bad)
+
+
+def test_config_turns_nested_lists_into_tuples():
+    c = Config(SHAPE=[[1, 2], [3]])
+    assert c.SHAPE == ((1, 2), (3,)) and hash(c) == hash(Config(SHAPE=((1, 2), (3,))))
+
+
+def test_config_keyword_fields_override_the_mapping_and_keep_their_order():
+    """As with `dict(mapping, **kwargs)`: a keyword wins, and fields keep the order they were given in (the order
+    a config is printed in)."""
+    c = Config({"num_warps": 4, "BLOCK": 64}, BLOCK=128, A=1)
+    assert c.BLOCK == 128 and list(c) == ["num_warps", "BLOCK", "A"]
+    assert list(c.replace(BLOCK=32, Z=0).items()) == [("num_warps", 4), ("BLOCK", 32), ("A", 1), ("Z", 0)]
+
+
+def test_config_fields_starting_with_an_underscore_are_attributes_too():
+    assert Config(_PRIVATE=3)._PRIVATE == 3
+    with pytest.raises(AttributeError, match="no field '_MISSING'"):
+        Config(_PRIVATE=3)._MISSING
+
+
+def test_configs_whose_hashes_collide_are_still_different():
+    """hash(-1) == hash(-2) in CPython, so these two configs share a hash: equality compares the fields."""
+    a, b = Config(A=-1), Config(A=-2)
+    assert hash(a) == hash(b) and a != b and len({a, b}) == 2
+
+
+def test_a_config_equals_any_mapping_with_the_same_items():
+    from types import MappingProxyType
+
+    c = Config(BLOCK=64, num_warps=4)
+    assert c == {"num_warps": 4, "BLOCK": 64} and {"BLOCK": 64, "num_warps": 4} == c
+    assert c == MappingProxyType({"BLOCK": 64, "num_warps": 4})
+    assert c != {"BLOCK": 64} and c != MappingProxyType({"BLOCK": 64, "num_warps": 8}) and c != [("BLOCK", 64)]
+
+
+def test_a_config_s_json_is_a_copy_and_its_canonical_text_is_compact_with_sorted_keys():
+    """The canonical text names cache entries and feeds checksums: its exact form is pinned."""
+    c = Config(num_warps=4, BLOCK=64, SHAPE=(1, 2), NAME="x", N=None)
+    data = c.to_json()
+    data["BLOCK"] = 128
+    assert c.BLOCK == 64
+    assert c.canonical() == '{"BLOCK":64,"N":null,"NAME":"x","SHAPE":[1,2],"num_warps":4}'
+    assert Config(BLOCK=64, num_warps=4).canonical() == Config(num_warps=4, BLOCK=64).canonical()
+
+
 # ---------------------------------------------------------------------------------------------- Cartesian
 def test_cartesian_is_itertools_product_order_last_axis_fastest():
     s = CartesianSpace(A=(1, 2), B=[10, 20, 30], C=range(2))
