@@ -23,7 +23,7 @@ from .inspection import KernelInspection
 from .option_checks import (as_derive, as_names, check_argument_lists, check_derive_names, check_fallback,
                             check_guarded_values, check_hook_signatures, check_hooks, check_key, check_launch_grid,
                             check_static_options, check_timeouts, fallback_config)
-from .options import Tuning, env_disable, env_force, env_offline, env_print_level, online_mode
+from .options import Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode
 from .process_group import active_mode
 from .pruning import PruneSpec, as_pruner
 from .record import TuningRecord
@@ -108,7 +108,8 @@ class Autotuned(KernelInspection, KernelInterface):
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
         self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
         check_timeouts(self.name, self.tuning, self.default_isolate)
-        if self.tuning.isolate == "process":   # refused now if no worker could import it (isolation/)
+        if isolate_setting(self.tuning, self.default_isolate)[0] == "process":   # refused now if no worker could
+            # import it (isolation/); AUTOTUNE_ISOLATE=process is read again at each tuning
             from .isolation import check_isolation
 
             check_isolation(self)
@@ -179,6 +180,11 @@ class Autotuned(KernelInspection, KernelInterface):
         if self._grid is None:
             raise AutotuneError(f"{self.name} was decorated without grid=; launch it as {self.name}[grid](...) "
                                 f"or give @autotune(grid=...)")
+        if "grid" in kwargs or "warmup" in kwargs:
+            given = "grid" if "grid" in kwargs else "warmup"
+            raise CallError(f"{self.name}(..., {given}=...): {given} is not an argument of {self.name}; launch it as "
+                            f"{self.name}[grid](...) (Triton's form), or {self.name}.warmup(...) to compile without "
+                            "launching")
         return self.run(*args, grid=None, warmup=False, **kwargs)
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:

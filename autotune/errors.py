@@ -137,13 +137,19 @@ def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-def did_you_mean(name: str, valid: Collection[str]) -> str:
-    """" Did you mean 'x'?" naming the valid name closest to `name` (a case-only difference first), or "":
-    every message about an unknown name ends with it."""
+def closest_name(name: str, valid: Collection[str]) -> str | None:
+    """The valid name closest to `name` (a case-only difference first), or None when none is close."""
     names = sorted(str(v) for v in valid)
     same_but_case = [v for v in names if v.lower() == name.lower() and v != name]
     close = same_but_case or difflib.get_close_matches(name, names, n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, valid: Collection[str]) -> str:
+    """" Did you mean 'x'?" naming the valid name closest to `name`, or "": every message about an unknown name
+    ends with it."""
+    close = closest_name(name, valid)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 class FailureKind(str, Enum):

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .decorator import Autotuned
 from .errors import CallError, OptionError
-from .kernel_ref import python_function
+from .kernel_ref import base_kernel, python_function
 from .record import TuningRecord
 from .space import Config, SearchSpace
 from .space_checksum import code_identity
@@ -126,6 +126,12 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
     callable `grid=` (Triton's `meta -> tuple`) is not part of the wrapper: it is this launch's grid, as in
     `kernel[grid](...)`, so a lambda written at the call site costs nothing.
     """
+    if not hasattr(base_kernel(kernel), "arg_names"):
+        raise CallError(f"autotune_launch(kernel, ...) takes a @triton.jit kernel (or one wrapped by triton.heuristics); "
+                        f"got {kernel!r}")
+    if grid is None:
+        raise CallError("autotune_launch(...) needs grid=: a tuple, a '$X' expression string such as "
+                        "'(cdiv(n, $BLOCK),)', or a callable meta -> tuple as in kernel[grid](...)")
     # Spaces given as data are told apart by their repr; a SearchSpace object by identity (the registry keeps it
     # alive). A checksum would hash every config on every call of this hot path.
     space_ident = id(space) if isinstance(space, SearchSpace) else repr(space)

@@ -28,12 +28,27 @@ def _is_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _tuple_items(text: str) -> list[str] | None:
+    """The items of `text` when it parses as a tuple without parentheses (`"n, x"`), else None: as key= such a
+    string is most likely meant as a list of entries."""
+    import ast
+
+    text = text.strip()
+    try:
+        body = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None      # the Expression reports it
+    if not isinstance(body, ast.Tuple) or text.startswith("("):   # "(n, m)" is deliberate: one tuple value
+        return None
+    return [ast.get_source_segment(text, item) or ast.unparse(item) for item in body.elts]
+
+
 def _normalise(value: Any, what: str) -> Any:
     """A key value as a JSON-friendly Python value (int/float/bool/str/None or tuples of those)."""
     if type(value) in _SCALARS and value == value:
         return value
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
-        return tuple(_normalise(v, what) for v in value)
+        return tuple(_normalise(v, f"{what} item {i}") for i, v in enumerate(value))
     if _is_tensor(value):
         raise KeyValueError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
                             "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
@@ -119,6 +134,10 @@ class KeyBuilder:
         if spec is None:
             self._values = self._values_none
         elif isinstance(spec, str) or isinstance(spec, (list, tuple)):
+            parts = _tuple_items(spec) if isinstance(spec, str) else None
+            if parts is not None:
+                raise ExpressionError(f"key={spec!r} is one expression that makes a tuple; a key of several values "
+                                      f"is a list, one entry each: key={parts!r}")
             items = [spec] if isinstance(spec, str) else list(spec)
             entries: list[Any] = []
             for i, item in enumerate(items):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
-from .errors import ExpressionError, OptionError, SpaceError, did_you_mean
+from .errors import ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 from .space import Config
@@ -171,9 +171,10 @@ def check_fallback(kernel: str, fallback: Optional[Mapping[str, Any]], fields: C
                           f"{type(fallback).__name__}: {fallback!r}")
     missing = sorted(f for f in fields if f not in fallback and f not in defaults and f not in derived)
     if missing:
-        example = {**dict(fallback), **{f: "..." for f in missing}}
-        hint = "".join(f" {f!r} is not a field of the space.{did_you_mean(str(f), missing)}"
-                       for f in fallback if f not in fields and did_you_mean(str(f), missing))
+        meant = {f: closest_name(str(f), missing) for f in fallback if f not in fields}   # a misspelt field
+        example = {(meant.get(f) or f): v for f, v in fallback.items()}
+        example.update({f: "..." for f in missing if f not in example})
+        hint = "".join(f" {f!r} is not a field of the space. Did you mean {m!r}?" for f, m in meant.items() if m)
         raise SpaceError(f"fallback={dict(fallback)} on {kernel} lacks the space's fields {missing}; give a value "
                          f"for each, e.g. fallback={example}.{hint}")
 
@@ -235,10 +236,15 @@ def check_static_options(kernel: str, static_options: Collection[str], compile_o
     there too)."""
     unknown = sorted(set(static_options) - set(compile_options))
     if unknown:
+        from .options import Tuning
+
+        tuning_fields = [u for u in unknown if u in Tuning.__struct_fields__]
+        hint = (f" {', '.join(tuning_fields)} {'is a Tuning field' if len(tuning_fields) == 1 else 'are Tuning fields'}"
+                f": pass tuning=Tuning({', '.join(f'{u}=...' for u in tuning_fields)})." if tuning_fields else
+                did_you_mean(unknown[0], set(compile_options) | set(decorator_arguments)))
         raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {kernel}: not an argument of "
                           f"@autotune nor a Triton compile option; static options are compile options such as "
-                          f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead."
-                          f"{did_you_mean(unknown[0], set(compile_options) | set(decorator_arguments))}")
+                          f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead.{hint}")
 
 
 def check_derive_names(kernel: str, derive: Mapping[str, Any], constexpr_names: Collection[str]) -> None:

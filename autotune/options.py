@@ -189,8 +189,9 @@ def env_mode() -> Optional[str]:
     if not raw:
         return None
     if raw not in ("online", "blocking"):
+        also = "; to launch stored winners only, never tuning, set AUTOTUNE_OFFLINE=1" if raw == "offline" else ""
         raise OptionError(f"AUTOTUNE_MODE={raw!r} is not a mode; use AUTOTUNE_MODE=online (tune across real calls) "
-                          "or AUTOTUNE_MODE=blocking (tune on the first call), or unset it")
+                          f"or AUTOTUNE_MODE=blocking (tune on the first call), or unset it{also}")
     return raw
 
 

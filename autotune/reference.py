@@ -54,15 +54,24 @@ class Reference:
     def expected(self, named_args: Mapping[str, Any]) -> dict[str, Any]:
         """Run the reference once and map each output name to its expected tensor."""
         value = self.fn(**named_args)
+        what = f"verify=Reference({getattr(self.fn, '__name__', self.fn)!r})"
         if isinstance(value, Mapping):
-            return {name: value[name] for name in self.outputs}
-        if not isinstance(value, (tuple, list)):
-            value = (value,)
-        if len(value) != len(self.outputs):
-            raise OptionError(f"verify=Reference({getattr(self.fn, '__name__', self.fn)!r}) returned {len(value)} "
-                              f"values for outputs={self.outputs}: return one tensor per output name, in that "
-                              "order, or a dict keyed by those names")
-        return {name: v.detach().clone() for name, v in zip(self.outputs, value)}
+            missing = [name for name in self.outputs if name not in value]
+            if missing:
+                raise OptionError(f"{what} returned a dict without {', '.join(map(repr, missing))}: key it by the "
+                                  f"output names, outputs={self.outputs}")
+            values = [value[name] for name in self.outputs]
+        else:
+            values = list(value) if isinstance(value, (tuple, list)) else [value]
+            if len(values) != len(self.outputs):
+                raise OptionError(f"{what} returned {len(values)} values for outputs={self.outputs}: return one "
+                                  "tensor per output name, in that order, or a dict keyed by those names")
+        for name, v in zip(self.outputs, values):
+            if not callable(getattr(v, "detach", None)):
+                raise OptionError(f"{what} returned {type(v).__name__} for output {name!r}, not a tensor: the "
+                                  f"reference returns the expected values (`return x * 2`), it does not write them "
+                                  f"into the kernel's arguments")
+        return {name: v.detach().clone() for name, v in zip(self.outputs, values)}
 
     def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
         """Raise VerificationError naming the first output that differs beyond atol/rtol."""

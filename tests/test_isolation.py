@@ -75,9 +75,13 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
 
-    with pytest.raises(OptionError, match="<locals>"):
+    with pytest.raises(OptionError, match="isolate='process' on local_add: .*<locals>.*Define the kernel at the top"):
         autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
                  tuning=Tuning(isolate="process"))(local_add)
+    with pytest.MonkeyPatch.context() as env:          # the environment asking is refused as early, and named
+        env.setenv("AUTOTUNE_ISOLATE", "process")
+        with pytest.raises(OptionError, match="AUTOTUNE_ISOLATE=process on local_add: .*Define the kernel at the"):
+            autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(local_add)
     kernel = autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
                       tuning=Tuning(isolate="auto", compile_workers=0))(local_add)
     x, out = torch.randn(100), torch.empty(100)
@@ -271,7 +275,8 @@ def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_wo
     strict = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=lambda **args: True,  # decorating
                       tuning=Tuning(isolate="process"))(plain_jit_add)      # is fine: the name is checked at the call
     x, y, out = torch.randn(128), torch.randn(128), torch.empty(128)
-    with pytest.raises(OptionError, match="isolate='process'.*apply @autotune where the kernel is defined"):
+    with pytest.raises(OptionError, match="isolate='process'.*apply @autotune where the kernel is defined.*Define "
+                                          "the kernel at the top level"):
         strict(x, y, out, 128)                             # a key not tuned yet
 
 

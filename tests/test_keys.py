@@ -127,6 +127,21 @@ def test_bucketing_refuses_a_non_integer_size():
     assert pow2_bucket(True) == 1 and anchor(65, 64) == 128      # an int subclass is an int
 
 
+def test_a_key_string_with_commas_is_refused_with_the_list_it_likely_means():
+    with pytest.raises(ExpressionError, match=r"key='M, cdiv\(N, 2\)' is one expression that makes a tuple; a key "
+                                              r"of several values is a list, one entry each: key=\['M', 'cdiv\(N, 2\)'\]"):
+        KeyBuilder("M, cdiv(N, 2)", arg_names=ARGS)
+    args = {"x": None, "y": None, "M": 3, "N": 4, "FLAG": 0}
+    assert KeyBuilder("(M, N)", arg_names=ARGS)(args)[0] == ((3, 4),)     # parenthesised: one tuple value, kept
+    assert KeyBuilder(["M", "N"], arg_names=ARGS)(args)[0] == (3, 4)
+
+
+def test_a_tensor_inside_a_tuple_key_value_is_named_by_its_position():
+    args = {"x": torch.ones(3), "y": None, "M": 3, "N": 4, "FLAG": 0}
+    with pytest.raises(KeyValueError, match=r"key '\(M, x\)' item 1 is a tensor \(\(3,\), torch.float32\)"):
+        KeyBuilder(["(M, x)"], arg_names=ARGS)(args)
+
+
 def test_the_bucketing_helpers_are_names_in_key_expressions_and_say_so_when_called_on_a_name():
     """key=["pow2_bucket(n)", "anchor(M, 256)"] buckets at each call; pow2_bucket("n"), written at decoration,
     is the usual slip and its error shows the string form."""

@@ -169,7 +169,11 @@ def test_autotune_mode_switches_a_whole_process_and_compat(monkeypatch, capsys):
     monkeypatch.setenv("AUTOTUNE_MODE", "later")
     fresh = autotune(space={"BLOCK": [64], "SLOW": [0, 1], "BAD": [0]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
                      tuning=Tuning(compile_workers=0))(slow_add)        # mode left unset: the environment decides
-    with pytest.raises(OptionError, match="AUTOTUNE_MODE"):
+    with pytest.raises(OptionError, match="AUTOTUNE_MODE") as caught:
+        call(fresh)
+    assert "AUTOTUNE_OFFLINE" not in str(caught.value)
+    monkeypatch.setenv("AUTOTUNE_MODE", "offline")     # the mode meant is another variable: the message says which
+    with pytest.raises(OptionError, match="AUTOTUNE_MODE='offline' is not a mode.*set AUTOTUNE_OFFLINE=1"):
         call(fresh)
 
 

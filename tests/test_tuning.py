@@ -183,6 +183,25 @@ def test_verify_with_a_reference_rejects_the_wrong_config():
     torch.testing.assert_close(out, x + y)
 
 
+def writes_in_place(x, y, out, **_):
+    out.copy_(x + y)          # as the kernel does: returns None
+
+
+@pytest.mark.parametrize("reference, message", [
+    (writes_in_place, r"returned NoneType for output 'out', not a tensor: the reference returns the expected values"),
+    (lambda x, y, **_: {"result": x + y}, r"returned a dict without 'out': key it by the output names"),
+    (lambda x, y, **_: (x + y, x), r"returned 2 values for outputs=\('out',\)"),
+])
+def test_a_reference_that_returns_no_expected_tensor_is_named_before_any_config_is_judged(reference, message):
+    """The usual slip, a reference written like the kernel (in place, returning None), is the Reference's error,
+    not an AttributeError from inside autotune nor a verification failure blamed on every config."""
+    tuned = autotune(space={"BLOCK": (32, 64)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
+                     verify=Reference(reference, outputs=("out",)))(add_kernel)
+    x, y, out = vectors(100)
+    with pytest.raises(OptionError, match=message):
+        tuned(x, y, out, 100)
+
+
 def test_verify_with_a_callable():
     calls = []
 

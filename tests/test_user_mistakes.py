@@ -75,8 +75,9 @@ def test_a_reference_with_no_function_or_a_bad_tolerance_is_refused_when_made():
 def test_decorator_arguments_of_the_wrong_form_name_the_argument_and_the_form():
     with pytest.raises(OptionError, match=r"fallback= on add_kernel takes one config as a dict.*got int: 5"):
         _tuned(fallback=5)
-    with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\].*'BLOK' is not a field of the space\. "
-                                         r"Did you mean 'BLOCK'\?"):
+    with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\]; give a value for each, e.g. "
+                                         r"fallback=\{'BLOCK': 16\}\. 'BLOK' is not a field of the space\. "
+                                         r"Did you mean 'BLOCK'\?"):   # the example corrects the name, keeps the value
         _tuned(fallback={"BLOK": 16})
     with pytest.raises(OptionError, match=r"derive= on add_kernel takes a dict.*got list"):
         _tuned(space={"num_warps": (1, 2)}, grid="(1,)", derive=["BLOCK"])
@@ -135,6 +136,29 @@ def test_autotune_launch_args_that_are_not_a_sequence_are_named_not_spread(args)
     with pytest.raises(CallError, match=r"autotune_launch\(args=\.\.\.\) takes the kernel's positional arguments as "
                                         r"a tuple or list.*keyword arguments go in kwargs="):
         autotune_launch(add_kernel, space={"BLOCK": (16, 32)}, grid=GRID, key=["n"], args=args, tuning=FAST)
+
+
+def test_autotune_launch_mistakes_name_autotune_launch_not_the_decorator():
+    from autotune import autotune_launch
+
+    x = torch.ones(8)
+    launch = dict(space={"BLOCK": (16, 32)}, key=["n"], args=(x, x, torch.empty_like(x), 8))
+    with pytest.raises(CallError, match=r"autotune_launch\(\.\.\.\) needs grid=: a tuple"):
+        autotune_launch(add_kernel, tuning=FAST, **launch)
+    with pytest.raises(CallError, match=r"autotune_launch\(kernel, \.\.\.\) takes a @triton.jit kernel"):
+        autotune_launch(lambda: None, grid=GRID, tuning=FAST, **launch)
+    with pytest.raises(OptionError, match=r"isolate is a Tuning field: pass tuning=Tuning\(isolate=\.\.\.\)"):
+        autotune_launch(add_kernel, grid=GRID, isolate="off", **launch)
+
+
+def test_a_grid_passed_to_a_call_is_refused_with_the_indexing_form():
+    tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid=GRID, tuning=FAST)(add_kernel)
+    x = torch.ones(8)
+    with pytest.raises(CallError, match=r"add_kernel\(\.\.\., grid=\.\.\.\): grid is not an argument of "
+                                        r"add_kernel; launch it as add_kernel\[grid\]\(\.\.\.\)"):
+        tuned(x, x, torch.empty_like(x), 8, grid=(1,))
+    tuned[(1,)](x, x, out := torch.empty_like(x), 8)
+    assert torch.equal(out, x + x)
 
 
 @pytest.mark.parametrize("command", [["list"], ["show", "add_kernel"], ["clear"]])

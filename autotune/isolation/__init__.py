@@ -12,6 +12,6 @@ Modules: `worker` (the worker process and how arguments travel), `trial` (a tria
 from __future__ import annotations
 
 from .pool import shutdown
-from .runner import IsolatedRunner, WorkerCompiler, check_isolation, isolate_mode, isolation_for
+from .runner import IsolatedRunner, WorkerCompiler, check_isolation, isolation_for
 
-__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "isolate_mode", "check_isolation", "shutdown"]
+__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "shutdown"]

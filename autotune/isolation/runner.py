@@ -26,18 +26,12 @@ from ..space import Config
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
 from .worker import encode_call
 
-__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "isolate_mode", "worker_error"]
+__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
 
 logger = logging.getLogger("autotune")
 _LOAD_TIMEOUT_S = 300.0      # importing torch, Triton and the kernel's module in a fresh worker
 _noted: set[str] = set()
 _noted_lock = threading.Lock()
-
-
-def isolate_mode(kernel: Any) -> str:
-    """`Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default ("auto"; "off" for the
-    `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
-    return isolate_setting(kernel.tuning, kernel.default_isolate)[0]
 
 
 def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[bytes], Optional[str]]:
@@ -69,13 +63,18 @@ def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[byte
                       "@autotune where the kernel is defined, or pass module-level functions instead of lambdas")
 
 
+_PROCESS_FIX = ("Define the kernel at the top level of an importable module, or use isolate='auto' (tunes it "
+                "in-process) or 'off'")
+
+
 def check_isolation(kernel: Any) -> None:
-    """At decoration: `isolate="process"` on a kernel no worker can import is an error now, not at a call."""
-    if kernel.tuning.isolate == "process":
+    """At decoration: `isolate="process"` (or AUTOTUNE_ISOLATE=process) on a kernel no worker can import is an
+    error now, not at a call; the message names what asked for it."""
+    mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
+    if mode == "process":
         _, reason = _how_to_load(kernel, bound_by_name=False)
         if reason is not None:
-            raise OptionError(f"isolate='process' on {kernel.name}: {reason}. Define the kernel at the top level of "
-                              "an importable module, or use isolate='auto' (tunes it in-process) or 'off'")
+            raise OptionError(f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX}")
 
 
 class IsolatedRunner:
@@ -293,7 +292,7 @@ class _CompileSession:
 def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner]:
     """The runner for this tuning, or None to tune in-process (isolation off, or `"auto"` when a worker could
     not run this kernel: said once per kernel)."""
-    mode = isolate_mode(kernel)
+    mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
     if mode == "off":
         return None
     recipe, reason = _how_to_load(kernel)
@@ -317,7 +316,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
         except AutotuneError as exc:
             reason = str(exc)
     if mode == "process":
-        raise OptionError(f"isolate='process' on {kernel.name}: {reason}")
+        raise OptionError(f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX}")
     with _noted_lock:
         first = kernel.identity not in _noted
         _noted.add(kernel.identity)
