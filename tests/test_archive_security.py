@@ -77,7 +77,11 @@ def test_signed_archive_imports_and_unsigned_tampered_or_wrong_key_is_refused(ex
     export_archive(signed, kernels=[tuned_add], sign_key=key)
     dest, triton_dest = _dirs(tmp_path)
     report = import_archive(signed, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
-    assert len(report.records_imported) == 1
+    assert len(report.records_imported) == 1 and report.warnings == []
+    unchecked = import_archive(signed, cache_dir=tmp_path / "d1", triton_cache_dir=tmp_path / "t1")
+    assert len(unchecked.records_imported) == 1   # installed, with a note that nobody checked who signed it
+    assert [w for w in unchecked.warnings if "is signed but its signature was not checked" in w] != []
+    assert "--verify KEYFILE" in str(unchecked)
 
     unsigned, _, _ = exported
     with pytest.raises(ArchiveError, match="not signed"):

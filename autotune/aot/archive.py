@@ -320,6 +320,9 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
     manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits, verify_key=key)
     try:
         report = ImportReport(manifest=manifest)
+        if key is None and SIGNATURE in staged.names:   # installing is fine; trusting it unchecked should be a choice
+            report.warnings.append(f"{path} is signed but its signature was not checked: pass verify_key= (autotune "
+                                   "import --verify KEYFILE) to refuse it unless the deployment key signed it")
         local = str(triton.__version__)
         if manifest.triton_version != local:
             message = (f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
