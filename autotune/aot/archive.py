@@ -127,8 +127,8 @@ def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
     for k in kernels:
         if isinstance(k, str):       # a short name (every module's kernel of it) or a module:qualname (that one)
             names.append(k)
-        elif getattr(getattr(k, "cache", None), "kernel_name", None):    # an @autotune kernel: itself alone
-            names.append(getattr(k.cache, "identity", None) or k.cache.kernel_name)
+        elif getattr(getattr(k, "cache", None), "kernel_name", None):
+            names.append(k.cache.kernel_name)
         elif isinstance(getattr(k, "name", None), str):
             names.append(k.name)
         else:
@@ -181,7 +181,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
     the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
     of that name) or a "module:qualname" (that kernel's records alone; `storage.entries.kernel_matches`); an
-    `@autotune` kernel stands for its own module:qualname.
+    `@autotune` kernel stands for its short name.
 
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
     of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`) compiled from a kernel of that
