@@ -722,6 +722,16 @@ def test_is_dir_of_matches_the_kernel_and_its_module_variants_only():
     assert is_dir_of("a.b.1234abcd", "a.b")
 
 
+def test_a_kernel_is_named_by_its_short_name_or_its_module_qualname():
+    matches, is_dir_of = entries_mod.kernel_matches, entries_mod.is_dir_of
+    assert matches("add", "mod:add", "add") and matches("add", None, "add")           # the short name: every module's
+    assert matches("add", "mod:add", "mod:add") and not matches("add", "other:add", "mod:add")
+    assert not matches("add", None, "mod:add") and not matches("add", "mod:add", "mod.add")
+    assert is_dir_of(kernel_dirname("add", "mod:add"), "mod:add")                     # the directory of that kernel
+    assert not is_dir_of(kernel_dirname("add", "other:add"), "mod:add") and not is_dir_of("add", "mod:add")
+    assert entries_mod.short_name("pkg.mod:Cls.add") == "add" and entries_mod.short_name("add") == "add"
+
+
 def test_an_empty_entry_is_reported_as_empty():
     from autotune.errors import CacheEntryError
 

@@ -389,3 +389,17 @@ def test_clearing_by_short_name_clears_every_kernel_of_that_name_and_says_so(tmp
     with pytest.warns(UserWarning, match="cleared 2 kernels of that name: mod_a:twin, mod_b:twin"):
         assert clear_autotune_cache("twin") == 2
     assert disk_entries("twin") == []
+
+
+def test_clearing_by_module_qualname_clears_that_kernel_alone_in_memory_and_on_disk(tmp_path):
+    a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
+    call(a)
+    call(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                   # one kernel: no "cleared 2 kernels"
+        assert clear_autotune_cache("mod_a:twin", key=(256,)) == 1       # one entry in memory and on disk
+    assert [e.record.kernel_id for e in disk_entries("twin")] == ["mod_b:twin"]
+    assert len(a.cache.memory) == 0 and len(b.cache.memory) == 1
+    assert [e.record.kernel_id for e in disk_entries("mod_b:twin")] == ["mod_b:twin"]
+    assert clear_autotune_cache("mod_a:twin") == 0 and clear_autotune_cache("nomod:twin") == 0
+    assert clear_autotune_cache("mod_b:twin") == 1 and disk_entries("twin") == []

@@ -23,7 +23,7 @@ F32 = ["torch.float32", "torch.float32"]
 F16 = ["torch.float16", "torch.float16"]
 
 
-def record(kernel, key, dtypes=F32, winner=64, device=None) -> TuningRecord:
+def record(kernel, key, dtypes=F32, winner=64, device=None, kernel_id=None) -> TuningRecord:
     tv, pv = runtime_versions()
     trials = [Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=0.01 * b if b != winner else 0.123,
                     min_ms=0.1, samples_ms=[0.1, 0.2]) for b in (32, 64, 128)]
@@ -31,7 +31,8 @@ def record(kernel, key, dtypes=F32, winner=64, device=None) -> TuningRecord:
                         error="out of resources: shared memory\nmore detail"))
     return TuningRecord(kernel=kernel, source_hash="ab" * 32, device=device or device_fingerprint(),
                         triton_version=tv, torch_version=pv, space_checksum="cd" * 32, key=list(key),
-                        dtypes=list(dtypes), winner=Config(BLOCK=winner), trials=trials, tuning_s=1.5)
+                        dtypes=list(dtypes), winner=Config(BLOCK=winner), trials=trials, tuning_s=1.5,
+                        kernel_id=kernel_id)
 
 
 def run_cli(*args: str, cache: str | None = None) -> subprocess.CompletedProcess:
@@ -276,3 +277,107 @@ def test_every_subcommand_has_a_description_and_no_help_names_an_internal_functi
     import re
 
     assert not [t for t in texts if re.search(r"\b[a-z]+_[a-z_]+\(|see [a-z]+_[a-z_]+", t)]
+
+
+# --- kernels of one short name in two modules: told apart in every listing, picked by module:qualname ------------
+
+A_ID, B_ID = "kmod:add_kernel", "other.kmod:add_kernel"
+
+
+@pytest.fixture
+def twins():
+    """`add_kernel` of two modules, one key each with different winners, and `vadd` of one module."""
+    write_record(record("add_kernel", [1000], winner=32, kernel_id=A_ID))
+    write_record(record("add_kernel", [1000], winner=128, kernel_id=B_ID))
+    write_record(record("vadd", [1024], kernel_id="kmod:vadd"))
+    return Path(cache_dir())
+
+
+def _rows(stdout: str) -> list[list[str]]:
+    """The table rows of `cache list` (header and rule left out), split into cells."""
+    lines = stdout.split("\n\n")[0].splitlines()
+    return [line.split() for line in lines[2:]]
+
+
+def test_list_names_kernels_of_one_name_by_module_and_the_others_as_before(twins):
+    res = run_cli("cache", "list")
+    assert res.returncode == 0, res.stderr
+    rows = _rows(res.stdout)
+    assert [(r[0], r[1], r[4]) for r in rows] == [(A_ID, "[1000]", "BLOCK=32"), (B_ID, "[1000]", "BLOCK=128"),
+                                                  ("vadd", "[1024]", "BLOCK=64")]
+    res = run_cli("cache", "list", "--json")
+    data = json.loads(res.stdout)
+    assert [(d["kernel"], d["kernel_id"]) for d in data] == [("add_kernel", A_ID), ("add_kernel", B_ID),
+                                                             ("vadd", "kmod:vadd")]
+
+
+def test_module_qualname_picks_one_kernel_in_list_show_and_report_and_the_short_name_both(twins):
+    res = run_cli("cache", "list", "--kernel", A_ID)
+    assert res.returncode == 0, res.stderr
+    assert [(r[0], r[4]) for r in _rows(res.stdout)] == [("add_kernel", "BLOCK=32")]   # one kernel: its short name
+    assert "1 entry in" in res.stdout
+    data = json.loads(run_cli("cache", "list", "--kernel", B_ID, "--json").stdout)
+    assert [(d["kernel_id"], d["record"]["winner"]) for d in data] == [(B_ID, {"BLOCK": 128})]
+    res = run_cli("cache", "list", "--kernel", "add_kernel")
+    assert [r[0] for r in _rows(res.stdout)] == [A_ID, B_ID]
+
+    res = run_cli("cache", "show", B_ID, "--key", "1000")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("key=[1000]") == 1 and "winner:    BLOCK=128" in res.stdout
+    assert "BLOCK=32" not in res.stdout.split("winner:")[1].splitlines()[0]
+    res = run_cli("cache", "show", "add_kernel")
+    assert res.returncode == 0, res.stderr
+    assert f"{A_ID}  key=[1000]" in res.stdout and f"{B_ID}  key=[1000]" in res.stdout
+
+    res = run_cli("report", A_ID)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count(" key=(1000,)") == 1 and "winner Config(BLOCK=32)" in res.stdout
+    assert res.stdout.startswith("add_kernel key=(1000,)")
+    res = run_cli("report", "add_kernel", "--key", "1000")
+    assert res.returncode == 0, res.stderr
+    headers = [line for line in res.stdout.splitlines() if " key=(1000,)" in line]
+    assert [h.split()[0] for h in headers] == [A_ID, B_ID]
+    assert "winner Config(BLOCK=32)" in headers[0] and "winner Config(BLOCK=128)" in headers[1]
+
+
+def test_clear_by_module_qualname_removes_that_kernel_s_entries_only(twins):
+    res = run_cli("cache", "clear", "--kernel", A_ID, "--key", "1000")
+    assert res.returncode == 0, res.stderr
+    assert f"removed 1 entry (kernel '{A_ID}' key [1000])" in res.stdout
+    assert sorted(e.record.kernel_id for e in disk_entries()) == ["kmod:vadd", B_ID]
+    res = run_cli("cache", "clear", "--kernel", A_ID)                  # nothing of it is left
+    assert res.returncode == 1 and "nothing matched" in res.stderr and B_ID in res.stderr
+    write_record(record("add_kernel", [1000], winner=32, kernel_id=A_ID))
+    res = run_cli("cache", "clear", "--kernel", "add_kernel")          # the short name: every module's
+    assert res.returncode == 0 and "removed 2 entries (kernel 'add_kernel')" in res.stdout, res.stderr
+    assert [e.record.kernel_id for e in disk_entries()] == ["kmod:vadd"]
+
+
+def test_export_by_module_qualname_takes_that_kernel_s_records_only(twins, tmp_path):
+    import tarfile
+
+    def exported(*kernels: str) -> list[dict]:
+        archive = tmp_path / "a.tar.gz"
+        args = [a for k in kernels for a in ("--kernel", k)]
+        res = run_cli("export", str(archive), *args, "--triton-cache-dir", str(tmp_path / "no-triton-cache"))
+        assert res.returncode == 0, res.stderr
+        with tarfile.open(archive) as tar:
+            return [json.load(tar.extractfile(m)) for m in tar.getmembers() if m.name.startswith("records/")]
+
+    assert [(r["kernel_id"], r["winner"]) for r in exported(B_ID)] == [(B_ID, {"BLOCK": 128})]
+    assert sorted(r["kernel_id"] for r in exported("add_kernel")) == [A_ID, B_ID]
+    assert sorted(r["kernel_id"] for r in exported(A_ID, "vadd")) == [A_ID, "kmod:vadd"]
+
+
+@pytest.mark.parametrize("wrong", ["nomod:add_kernel", "kmod:add_kernl"])
+def test_a_module_qualname_that_matches_nothing_says_so_and_exits_1(twins, tmp_path, wrong):
+    for args in (("cache", "list", "--kernel", wrong), ("cache", "show", wrong),
+                 ("cache", "clear", "--kernel", wrong), ("report", wrong)):
+        res = run_cli(*args)
+        assert res.returncode == 1, (args, res.stdout, res.stderr)
+        assert wrong in res.stderr and res.stdout == "", args
+    res = run_cli("cache", "list", "--kernel", "nomod:add_kernel")
+    assert f"kernels named add_kernel: {A_ID}, {B_ID}" in res.stderr        # the likely fix, named
+    res = run_cli("export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path))
+    assert res.returncode == 1 and "nothing to export" in res.stderr and wrong in res.stderr
+    assert len(disk_entries()) == 3

@@ -274,6 +274,36 @@ def test_cli_lists_pushes_pulls_and_clears_the_remote_tier(tmp_path, redis_serve
     assert res.returncode == 2 and "AUTOTUNE_REMOTE_CACHE" in res.stderr
 
 
+def test_cli_picks_one_module_s_kernel_of_a_shared_name_in_redis(tmp_path, redis_server):
+    """`--kernel module:qualname` in list --remote, push, pull and clear --remote: that kernel alone; the short name
+    every module's; the listing names each by its kernel_id where two share a name."""
+    import msgspec
+    from cache_files import write_record
+
+    for kernel_id, winner in (("m1:add", 32), ("m2:add", 128)):
+        write_record(msgspec.structs.replace(make_record((1,), winner=winner), kernel_id=kernel_id),
+                     tmp_path / "node-a")
+    a = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-a"), "AUTOTUNE_REMOTE_CACHE": redis_server.url}
+    b = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-b"), "AUTOTUNE_REMOTE_CACHE": redis_server.url}
+    res = run_cli("cache", "push", "--kernel", "m2:add", env=a)
+    assert res.returncode == 0 and "copied 1 entry" in res.stdout, res.stderr
+    assert run_cli("cache", "push", "--kernel", "add", env=a).stdout.startswith("push: copied 1 entry")
+    res = run_cli("cache", "list", "--remote", env=b)
+    assert res.returncode == 0, res.stderr
+    assert [line.split()[0] for line in res.stdout.splitlines()[2:4]] == ["m1:add", "m2:add"]
+    data = json.loads(run_cli("cache", "list", "--remote", "--kernel", "m1:add", "--json", env=b).stdout)
+    assert [(d["kernel_id"], d["record"]["winner"]) for d in data] == [("m1:add", {"BLOCK": 32})]
+    res = run_cli("cache", "list", "--remote", "--kernel", "m3:add", env=b)
+    assert res.returncode == 1 and "no entries for kernel 'm3:add'" in res.stderr
+    res = run_cli("cache", "pull", "--kernel", "m1:add", env=b)
+    assert res.returncode == 0 and "copied 1 entry" in res.stdout, res.stderr
+    assert [e.record.kernel_id for e in disk_entries(directory=tmp_path / "node-b")] == ["m1:add"]
+    res = run_cli("cache", "clear", "--remote", "--kernel", "m1:add", env=a)
+    assert res.returncode == 0 and "removed 1 entry (kernel 'm1:add')" in res.stdout, res.stderr
+    set_remote_cache(redis_server.url)
+    assert [e.record.kernel_id for e in remote_tier().entries("add")] == ["m2:add"]
+
+
 def test_stats_count_remote_hits(redis_server, monkeypatch, tmp_path):
     set_remote_cache(redis_server.url)
     new_cache().get_or_tune((1,), DT, Tuner((1,)))
