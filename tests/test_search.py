@@ -185,6 +185,51 @@ def test_key_distance_and_nearest_winners():
     assert nearest_winners((1024,), records) == [Config(BLOCK=128), Config(BLOCK=64), Config(BLOCK=32)]
 
 
+def test_key_distance_of_equal_zero_negative_boolean_and_non_numeric_values():
+    """Equal values are 0 apart (zeros too); sizes that are not both positive, booleans and differing
+    non-numeric values are 8 steps (a bool is a flag, not the size 1); an equal non-numeric value costs nothing."""
+    assert key_distance([0], [0]) == 0 and key_distance([True, "fp16"], [True, "fp16"]) == 0
+    assert key_distance([0], [4]) == 8 and key_distance([-4], [4]) == 8 and key_distance([4], [0.0]) == 8
+    assert key_distance([True], [2]) == 8 and key_distance([False], [True]) == 8
+    assert key_distance([1024, "fp16"], [2048, "fp16"]) == 1 and key_distance([1024, "fp16"], [1024, "fp32"]) == 8
+    assert key_distance([256.0], [1024]) == 2
+
+
+def test_dtypes_distance_counts_each_differing_or_missing_position_whatever_the_dtype_s_spelling():
+    from autotune.search.warm_start import dtypes_distance
+
+    assert dtypes_distance([torch.float16, torch.float32], ["torch.float16", "torch.float32"]) == 0
+    assert dtypes_distance([torch.float16, torch.float32], ["torch.float16", "torch.float16"]) == 8
+    assert dtypes_distance(["torch.float16"], ["torch.float16", "torch.float32", "torch.int32"]) == 16
+
+
+def test_nearest_winners_leaves_out_the_same_key_and_keys_of_another_length_and_names_each_winner_once():
+    from test_cache import make_record
+
+    same, longer = make_record([1024], winner=16), make_record([1024, 2], winner=8)
+    assert nearest_winners((1024,), [same, longer]) == []             # dtypes unknown: the same key is left out
+    assert nearest_winners((1024,), [same, longer], dtypes=["torch.float16"] * 3) == [Config(BLOCK=16)]
+    records = [make_record([512], winner=64), make_record([2048], winner=64), make_record([8192], winner=32)]
+    assert nearest_winners((1024,), records) == [Config(BLOCK=64), Config(BLOCK=32)]
+
+
+def test_nearest_winners_returns_at_most_limit_winners_nearest_first():
+    from test_cache import make_record
+
+    records = [make_record([1024 * 2**i], winner=i + 1) for i in range(1, 11)]     # 1 to 10 steps from 1024
+    assert nearest_winners((1024,), records) == [Config(BLOCK=i) for i in range(2, 10)]     # 8 by default
+    assert nearest_winners((1024,), reversed(records), limit=3) == [Config(BLOCK=2), Config(BLOCK=3), Config(BLOCK=4)]
+    assert nearest_winners((1024,), records, limit=1) == [Config(BLOCK=2)]
+
+
+def test_a_nearer_key_in_the_same_dtypes_comes_before_the_same_key_in_other_dtypes():
+    """Each tensor of another dtype counts 8 steps: n=2048 in fp32 (1 step) ranks before n=1024 in fp16 (24)."""
+    from test_cache import make_record
+
+    records = [make_record([1024], ("torch.float16",) * 3, winner=16), make_record([2048], winner=32)]
+    assert nearest_winners((1024,), records, dtypes=[torch.float32] * 3) == [Config(BLOCK=32), Config(BLOCK=16)]
+
+
 def test_a_new_key_starts_from_the_winner_of_the_nearest_tuned_key():
     space = CartesianSpace(BLOCK=[16, 32, 64, 128], A=range(10), B=range(10), C=[0])
     kernel = decorate(space, strategy="random", max_configs=4, seed=0)
