@@ -425,6 +425,35 @@ def test_a_config_told_without_being_asked_is_not_proposed():
     assert told not in proposed and len(proposed) == 15
 
 
+def test_make_strategy_builds_the_strategy_it_names_with_its_budget():
+    for name, cls in (("random", RandomSearch), ("local", LocalSearch)):
+        strategy = make_strategy(name, _small_space(), seed=0, seeds=(), budget=5)
+        assert type(strategy) is cls and strategy.name == name and strategy.budget == 5
+
+
+def test_random_search_proposes_every_config_of_a_small_space_before_it_runs_dry():
+    """Each proposal gets 50 draws to find an untried config: the last one of 16 is found too."""
+    s = RandomSearch(_small_space(), seed=0)
+    proposed = []
+    while batch := s.ask(5):
+        proposed += batch
+    assert len(proposed) == 16 and set(proposed) == set(_small_space())
+
+
+def test_local_search_tries_a_random_part_of_the_neighbours_when_they_outnumber_the_batch():
+    """The neighbours are shuffled with the strategy's seed: the first proposal of a climb is not always the
+    same neighbour (the first axis's step down, in neighbours() order)."""
+    space = _small_space()
+    centre = Config(BLOCK=32, W=2)
+    firsts = set()
+    for seed in range(8):
+        s = LocalSearch(space, seed=seed, seeds=[centre], start=1)
+        assert s.ask(1) == [centre]
+        s.tell(centre, 1.0)
+        firsts.update(s.ask(1))
+    assert firsts <= set(space.neighbours(centre)) and len(firsts) > 1
+
+
 def test_random_search_fills_a_batch_with_distinct_configs():
     s = RandomSearch(_small_space(), seed=3)
     assert len(set(s.ask(16))) == 16
