@@ -380,6 +380,112 @@ def test_the_model_search_ends_climbing_from_its_best():
     assert any(sum(1 for k in c if c[k] != best[k]) == 1 for c in late)   # the last proposals are neighbours
 
 
+def _l1_to(centre):
+    return lambda c: float(1 + sum(abs(c[k] - centre[k]) for k in centre))
+
+
+def test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured():
+    """The hand-over happens at 3/4 of the budget: the next batch is the untried neighbours of the best config
+    (a seed here), and each later result moves the climb (a better neighbour becomes its centre)."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(30), B=range(30), C=range(30))
+    opt = Config(A=7, B=20, C=3)
+    cost = _l1_to(opt)
+    strategy = make_strategy("model", space, seed=0, seeds=[opt, opt.replace(A=8)], budget=80)
+    while len(strategy.tried) < 60:
+        for config in strategy.ask(4):
+            strategy.tell(config, cost(config))
+    assert len(strategy.tried) == 60 and strategy.best[0] == opt
+    untried = {c for c in space.neighbours(opt) if c not in strategy.tried}
+    batch = strategy.ask(5)
+    assert len(untried) >= 4 and len(batch) == len(untried) and set(batch) == untried
+    strategy.tell(batch[0], 0.5)                                # better than the optimum: the climb moves there
+    for config in batch[1:]:
+        strategy.tell(config, cost(config))
+    assert set(strategy.ask(4)) <= set(space.neighbours(batch[0]))
+
+
+def test_a_model_search_whose_configs_all_failed_keeps_proposing_full_batches():
+    """Nothing measured, nothing to climb from: past 3/4 of the budget the model keeps drawing whole batches."""
+    pytest.importorskip("optuna")
+    strategy = make_strategy("model", CartesianSpace(A=range(30), B=range(30)), seed=0, seeds=(), budget=40)
+    while len(strategy.tried) < 32:
+        batch = strategy.ask(4)
+        assert len(batch) == 4
+        for config in batch:
+            strategy.tell(config, None)
+    assert strategy.best is None and len(strategy.ask(4)) == 4
+
+
+def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_ones():
+    """After its random start (20 configs for a budget of 80), TPE proposes configs that fail less than half
+    as often as random ones (half the space fails) and fast ones more than twice as often as random ones."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(20), B=range(20))
+
+    def cost(c):
+        return None if c["A"] >= 10 else float(abs(c["A"] - 3) + abs(c["B"] - 12) + 1)
+
+    def fast(c):
+        return cost(c) is not None and cost(c) <= 6
+
+    strategy = make_strategy("model", space, seed=3, seeds=(), budget=80)
+    order = []
+    while len(order) < 60:
+        for config in strategy.ask(4):
+            strategy.tell(config, cost(config))
+            order.append(config)
+    modelled = order[20:60]                                     # proposed by TPE, before the local phase
+    uniform_fast = sum(map(fast, space)) / len(space)
+    assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.4
+    assert sum(map(fast, modelled)) / len(modelled) > 2 * uniform_fast
+
+
+def test_the_model_search_fills_a_batch_with_distinct_configs_even_when_its_draws_repeat():
+    """A draw already in the batch is told to the model and redrawn, and when the draws keep repeating a random
+    untried config fills the place: one batch can hold the whole of a tiny space."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=[1, 2], B=[1, 2, 3])
+    strategy = make_strategy("model", space, seed=0, seeds=(), budget=6)
+    batch = strategy.ask(6)
+    assert sorted(batch, key=Config.canonical) == sorted(space, key=Config.canonical)
+    for config in batch:
+        strategy.tell(config, float(config["A"] + config["B"]))
+    assert strategy.ask(1) == [] and all(t.state.name == "COMPLETE" for t in strategy._study.trials)
+
+
+def test_the_model_search_falls_back_to_random_valid_configs_when_its_draws_miss_the_space():
+    """A filter that keeps 2 of 200 configs refuses nearly every draw of the model: after 20 refused draws a
+    config comes from the space's own sampling, and the second fallback of a batch is not the first one again (it
+    could be, and the batch came back short of a config the space still had)."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(100), B=[0, 1]).where("$A == 57")
+    strategy = make_strategy("model", space, seed=0, seeds=(), budget=2)
+    assert set(strategy.ask(2)) == {Config(A=57, B=0), Config(A=57, B=1)}
+
+
+def test_the_model_is_told_every_result_and_every_refused_draw():
+    """Every trial of the model's study ends told: a measured config its time, a failed config or a draw the
+    space refuses a value worse than any time, a config drawn again its known result; seeds and the local
+    phase's configs are added to the study too."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(8), B=range(8)).where("$A + $B <= 9")
+    cost = _l1_to(Config(A=2, B=6))
+    strategy = make_strategy("model", space, seed=0, seeds=[Config(A=3, B=3), Config(A=0, B=0)], budget=40)
+    while len(strategy.tried) < 40 and (batch := strategy.ask(4)):
+        for config in batch:
+            strategy.tell(config, None if config["A"] == 5 else cost(config))
+    assert all(space.contains(c) for c in strategy.tried) and len(strategy.tried) == 40
+    trials = strategy._study.trials
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    worst = max(ms for ms in strategy.results.values() if ms is not None)
+    for trial in trials:
+        measured = strategy.results.get(Config(trial.params))
+        assert (trial.value == measured) if measured is not None else (trial.value > worst)
+    assert set(strategy.results) <= {Config(t.params) for t in trials}
+    assert len(trials) > len(strategy.results)                  # the filter refused some draws, told as failed
+
+
 def test_online_tuning_of_a_large_space_tries_the_strategy_s_proposals_only():
     space = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])          # 400 configs > 8
     kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",

@@ -69,26 +69,26 @@ class ModelSearch(SearchStrategy):
             return self._local._propose(n)
         out = []
         for _ in range(n):
-            config = self._draw()
+            config = self._draw(out)
             if config is None:
                 break
             out.append(config)
         return out
 
-    def _draw(self) -> Optional[Config]:
+    def _draw(self, batch: list[Config]) -> Optional[Config]:
         for _ in range(_DRAWS):
             trial = self._study.ask()
             config = Config({name: trial.suggest_categorical(name, values) for name, values in self._axes.items()})
             if not self.space.contains(config):
                 self._study.tell(trial, _FAILED)
                 continue
-            if config in self.tried or config in self._pending:
+            if config in self.tried or config in batch:     # batch: this proposal's draws and fallbacks so far
                 known = self.results.get(config)
                 self._study.tell(trial, known if known is not None else _FAILED)
                 continue
             self._pending[config] = trial
             return config
-        fallback = self._random_untried(1)
+        fallback = [c for c in self._random_untried(len(batch) + 1) if c not in batch]   # not one already in the batch
         return fallback[0] if fallback else None
 
     def tell(self, config: Config, median_ms: Optional[float]) -> None:
