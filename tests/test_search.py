@@ -418,8 +418,9 @@ def test_a_model_search_whose_configs_all_failed_keeps_proposing_full_batches():
 
 
 def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_ones():
-    """After its random start (20 configs for a budget of 80), TPE proposes configs that fail less than half
-    as often as random ones (half the space fails) and fast ones more than twice as often as random ones."""
+    """After its random start (20 configs for a budget of 80), TPE proposes configs that fail less often than
+    random ones (half the space fails) and fast ones about twice as often. Pooled over five seeds: one seed's
+    40 proposals range from 0.23 to 0.53 failing (20 seeds, optuna 4), too close to a threshold to pin."""
     pytest.importorskip("optuna")
     space = CartesianSpace(A=range(20), B=range(20))
 
@@ -429,16 +430,18 @@ def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_one
     def fast(c):
         return cost(c) is not None and cost(c) <= 6
 
-    strategy = make_strategy("model", space, seed=3, seeds=(), budget=80)
-    order = []
-    while len(order) < 60:
-        for config in strategy.ask(4):
-            strategy.tell(config, cost(config))
-            order.append(config)
-    modelled = order[20:60]                                     # proposed by TPE, before the local phase
+    modelled = []
+    for seed in range(5):
+        strategy = make_strategy("model", space, seed=seed, seeds=(), budget=80)
+        order = []
+        while len(order) < 60:
+            for config in strategy.ask(4):
+                strategy.tell(config, cost(config))
+                order.append(config)
+        modelled += order[20:60]                                # proposed by TPE, before the local phase
     uniform_fast = sum(map(fast, space)) / len(space)
-    assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.4
-    assert sum(map(fast, modelled)) / len(modelled) > 2 * uniform_fast
+    assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.42       # 0.31 over 20 seeds, random 0.5
+    assert sum(map(fast, modelled)) / len(modelled) > 1.8 * uniform_fast     # 2.6x over 20 seeds
 
 
 def test_the_model_search_fills_a_batch_with_distinct_configs_even_when_its_draws_repeat():
