@@ -67,7 +67,7 @@ class ModelSearch(SearchStrategy):
                 self._local.tried, self._local.results = self.tried, self.results
                 self._local.start_climb(self.results)
             return self._local._propose(n)
-        out = []
+        out: list[Config] = []
         for _ in range(n):
             config = self._draw(out)
             if config is None:
