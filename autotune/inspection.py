@@ -15,7 +15,6 @@ class KernelInspection:
 
     cache: Any
     name: str
-    online: Any
     _last_key: Optional[tuple]
 
     def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:
@@ -29,7 +28,7 @@ class KernelInspection:
                 raise NoRecordError(f"{self.name}'s last call (key {self._last_key[0]}) has no tuning record: it "
                                     f"launched without one (a space of one config, AUTOTUNE_DISABLE, or "
                                     f"AUTOTUNE_OFFLINE's fallback), or its key is being tuned online "
-                                    f"({self.online.progress() or 'no session'}); record() has one once a tuning "
+                                    f"({self._online_progress() or 'no session'}); record() has one once a tuning "
                                     f"or a stored winner decided it")
             return records[self._last_key]
         wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
@@ -46,11 +45,16 @@ class KernelInspection:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
         counters = stats().get(self.name, {})
         info = {"entries": len(self.cache.records()), **counters}
-        tuner = self.__dict__.get("_online")   # not self.online: asking must not start the online machinery
-        online = tuner.progress() if tuner is not None else None
+        online = self._online_progress()
         if online:
             info["online"] = online
         return info
+
+    def _online_progress(self) -> Any:
+        """The online sessions' progress, or None when the kernel never tuned online: asking must not start the
+        online machinery (`self.online` makes it)."""
+        tuner = self.__dict__.get("_online")
+        return tuner.progress() if tuner is not None else None
 
     def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
         """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
