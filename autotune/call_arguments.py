@@ -1,15 +1,19 @@
-"""One call's arguments (`BoundCall`) and their checks, run by `Autotuned.bind` before any tuning: a mistake in
-the call is the caller's, and no config can fix it, so it is raised at once with the fix instead of failing inside
-every trial (or, under the interpreter, being silently dropped)."""
+"""One call's arguments (`BoundCall`), what it launched (`Launch`), and the checks `Autotuned.bind` runs before
+any tuning: a mistake in the call is the caller's, and no config can fix it, so it is raised at once with the fix
+instead of failing inside every trial (or, under the interpreter, being silently dropped)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from .compilers import backend_option_fields, compile_option_names
 from .errors import CallError, OptionError, did_you_mean
 
-__all__ = ["BoundCall", "CallSignature", "launch_option_names"]
+if TYPE_CHECKING:
+    from .record import TuningRecord
+    from .space import Config
+
+__all__ = ["BoundCall", "CallSignature", "Launch", "launch_option_names"]
 
 
 def launch_option_names() -> frozenset[str]:
@@ -28,6 +32,19 @@ class BoundCall:
     args: tuple
     kwargs: dict
     named: dict
+
+
+class Launch(NamedTuple):
+    """What one call launched: Triton's return value, the config, its record, how the config was found, and
+    the call's arguments and the grid and keyword arguments `fn.run` was given (a callable grid, as given)."""
+
+    result: Any
+    config: Config
+    record: Optional[TuningRecord]
+    how: str
+    bound: BoundCall
+    grid: Any
+    launch_kwargs: dict
 
 
 class CallSignature:

@@ -9,13 +9,13 @@ import functools
 import inspect
 import logging
 import random
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from triton.runtime.jit import KernelInterface
 
-from .call_arguments import BoundCall, CallSignature
+from .call_arguments import BoundCall, CallSignature, Launch
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
-from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, OptionError, SpaceError, warn_at_caller
+from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
 from .keys import KeyBuilder
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
@@ -25,9 +25,9 @@ from .option_checks import (as_derive, as_names, check_argument_lists, check_der
                             check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode
 from .process_group import active_mode
-from .pruning import PruneSpec, as_pruner
+from .pruning import PruneSpec, as_pruner, kept_configs
 from .record import TuningRecord
-from .space import Config, SearchSpace, configs_checksum
+from .space import Config, SearchSpace
 from .space_checksum import tuned_under
 from .space_input import as_space
 from .search import check_strategy, make_strategy, nearest_winners
@@ -42,19 +42,6 @@ from .reference import Reference
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
 logger = logging.getLogger("autotune")
-
-
-class Launch(NamedTuple):
-    """What one call launched: Triton's return value, the config, its record, how the config was found, and
-    the call's arguments and the grid and keyword arguments `fn.run` was given (a callable grid, as given)."""
-
-    result: Any
-    config: Config
-    record: Optional[TuningRecord]
-    how: str
-    bound: BoundCall
-    grid: Any
-    launch_kwargs: dict
 
 
 class Autotuned(KernelInspection, KernelInterface):
@@ -451,22 +438,7 @@ class Autotuned(KernelInspection, KernelInterface):
         triton.autotune (the order after early_config_prune and perf_model)."""
         if self.prune is None or self.configs is None:   # a lazy space has no prune= (refused at decoration)
             return list(self.configs or ()), None
-        returned = self.prune(list(self.configs), dict(bound.named))
-        if returned is None:
-            raise OptionError(f"prune= on {self.name} returned None; return the configs to keep (a list, a subset "
-                              "of those it receives)")
-        kept = [Config(c) for c in returned]
-        if not kept:
-            raise OptionError(f"prune= on {self.name} removed every config for this call; it must keep at least one "
-                              "(return the best guess when none fits)")
-        in_space = set(self.configs)
-        unknown = [c for c in kept if c not in in_space]
-        if unknown:
-            raise OptionError(f"prune= on {self.name} returned configs that are not in the space: {unknown}; return a "
-                              "subset of the configs it receives (add new configs to the space instead)")
-        kept = list(dict.fromkeys(kept))
-        kept_set = set(kept)
-        return kept, configs_checksum(c for c in self.configs if c in kept_set)
+        return kept_configs(self.prune, self.configs, bound.named, self.name)
 
     def compiler_for(self, prepare: Callable[[Config], tuple]) -> Any:
         """The compiler of the tuning pipeline: the JIT on a GPU, nothing under the interpreter."""

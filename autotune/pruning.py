@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .errors import OptionError
-from .space import Config
+from .space import Config, configs_checksum
 
-__all__ = ["PruneSpec", "as_pruner", "check_top_k", "top_k_count"]
+__all__ = ["PruneSpec", "as_pruner", "check_top_k", "top_k_count", "kept_configs"]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
 # `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
@@ -69,3 +69,25 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
         return [kept[i] for i in sorted(estimate, key=estimate.__getitem__)[:k]]
 
     return pruner
+
+
+def kept_configs(prune: Callable[[list[Config], dict], Sequence[Any]], configs: Sequence[Config],
+                 named_args: Mapping[str, Any], kernel_name: str) -> tuple[list[Config], str]:
+    """(the configs `prune` keeps for this call, in its order, without repeats; the checksum of the kept ones, in
+    the space's order). What it returns is checked: not None, not empty, only configs of the space."""
+    returned = prune(list(configs), dict(named_args))
+    if returned is None:
+        raise OptionError(f"prune= on {kernel_name} returned None; return the configs to keep (a list, a subset "
+                          "of those it receives)")
+    kept = [Config(c) for c in returned]
+    if not kept:
+        raise OptionError(f"prune= on {kernel_name} removed every config for this call; it must keep at least one "
+                          "(return the best guess when none fits)")
+    in_space = set(configs)
+    unknown = [c for c in kept if c not in in_space]
+    if unknown:
+        raise OptionError(f"prune= on {kernel_name} returned configs that are not in the space: {unknown}; return a "
+                          "subset of the configs it receives (add new configs to the space instead)")
+    kept = list(dict.fromkeys(kept))
+    kept_set = set(kept)
+    return kept, configs_checksum(c for c in configs if c in kept_set)
