@@ -232,7 +232,8 @@ class Autotuner(KernelInterface):
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = tuner.cache
             tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
-                                      native.space_contains, identity=native.identity, tiers=[])
+                                      native.space_contains, identity=native.identity, tiers=[],
+                                      key_fields=native.key_fields)
         self.tuner: _Engine = tuner
         self.name: str = tuner.name
         self._filed = {}

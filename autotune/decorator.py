@@ -140,7 +140,7 @@ class Autotuned(KernelInspection, KernelInterface):
         check_kernel_source(self.base_fn)        # unidentifiable: an error now; the hash itself at the first use
         self.cache = KernelCache(self.name, functools.partial(source_hash, self.base_fn),
                                  tuned_under(self.space.checksum(), self.static_options), contains,
-                                 identity=self.identity)
+                                 identity=self.identity, key_fields=self._key.fields)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None
         self._last_key: Optional[tuple] = None

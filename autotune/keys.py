@@ -202,6 +202,14 @@ class KeyBuilder:
 
     # -- the key ------------------------------------------------------------------------------------
     @property
+    def fields(self) -> tuple[str, ...] | None:
+        """The text of each value of the key, in order (`()` for key=None), or None for a callable key, whose
+        number of values is known only from a call: what a clear's `key=` is checked against."""
+        if self._fn is not None:
+            return None
+        return tuple(e if isinstance(e, str) else e.source for e in self._entries)
+
+    @property
     def argument_names(self) -> frozenset[str]:
         """The call arguments the key reads (empty for a callable key, which may read any of them)."""
         return frozenset(n for e in self._entries for n in ((e,) if isinstance(e, str) else e.arg_refs))

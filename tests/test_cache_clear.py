@@ -208,3 +208,43 @@ def test_remote_true_without_a_remote_cache_is_an_error_and_clears_nothing(kwarg
     with pytest.raises(OptionError, match="no remote cache: set AUTOTUNE_REMOTE_CACHE=.*nothing was cleared"):
         clear_autotune_cache(**kwargs, remote=True)
     assert len(disk_entries()) == 1 and len(add_one.cache.memory) == 1
+
+
+@autotune(space={"BLOCK": (16, 32)}, key=None, grid=GRID, tuning=FAST)
+@triton.jit
+def one_entry(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 1, mask=mask)
+
+
+@pytest.mark.parametrize("kernel, key, message", [
+    (add_one, (40, 1), r"2 values, but add_one's key=\['n'\] has 1"),
+    (add_one, (), r"0 values, but add_one's key=\['n'\] has 1"),
+    (Compat.add_one, (40, "x"), r"2 values, but add_one's key=\['n'\] has 1"),
+    (one_entry, (40,), r"decorated with key=None, one entry for every call; pass key=\(\)"),
+], ids=["native, too many", "native, none", "compat", "key=None"])
+def test_a_key_of_the_wrong_length_for_the_kernel_object_is_an_error_that_clears_nothing(kernel, key, message):
+    """A key with another number of values than the kernel's keys cannot match any entry: said, not a silent 0."""
+    launch = kernel if kernel is not Compat.add_one else kernel[_grid]
+    launch(*_args())
+    with pytest.raises(CallError, match=message):
+        clear_autotune_cache(kernel=kernel, key=key)
+    assert len(disk_entries()) == 1
+    right = () if kernel is one_entry else (40,)
+    assert clear_autotune_cache(kernel=kernel, key=right) == 1        # the right length clears it
+
+
+def test_a_misspelt_kernel_name_warns_naming_the_close_one_and_an_unknown_name_is_quiet():
+    """A typo of a kernel this process or the disk knows is the likely mistake behind a clear of nothing; a name
+    nothing is close to (a clear before anything was tuned) stays quiet."""
+    add_one(*_args())
+    with pytest.warns(UserWarning, match=r"kernel='add_on'\) matched no kernel .* Did you mean 'add_one'\?"):
+        assert clear_autotune_cache(kernel="add_on") == 0
+    assert len(disk_entries()) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clear_autotune_cache(kernel="something_else_entirely") == 0
+        assert clear_autotune_cache(kernel="add_one", key=(12345,)) == 0     # a known kernel, a key it lacks
+        assert clear_autotune_cache(kernel="add_one") == 1
+        assert clear_autotune_cache(kernel="add_one") == 0                   # loaded here: not a typo

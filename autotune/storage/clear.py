@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import CallError, warn_at_caller
+from ..errors import CallError, closest_name, warn_at_caller
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_matches, wanted_key_text
 from .protocol import Cache
@@ -62,6 +62,17 @@ def _target(kernel: Any) -> _Target:
                     f"('add_kernel', or 'module:qualname' for one module's); got {type(kernel).__name__}")
 
 
+def _warn_if_misspelt(name: str) -> None:
+    """A name that matched nothing, no kernel of this process nor on disk has, and one of them is close to: a
+    warning naming that one (a clear of a kernel never tuned here is not a mistake, a typo of one is)."""
+    known = {n for c in live_caches() for n in (c.kernel_name, c.identity) if n}
+    known |= {n for e in DiskCache().entries() for n in (e.record.kernel, e.record.kernel_id) if n}
+    close = None if name in known else closest_name(name, known)
+    if close is not None:
+        warn_at_caller(f"clear_autotune_cache(kernel={name!r}) matched no kernel loaded in this process or stored "
+                       f"on disk, so nothing was cleared. Did you mean {close!r}?", UserWarning)
+
+
 def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = False) -> int:
     """Remove tuned winners from memory (every kernel loaded in this process) and disk, and with `remote=True`
     from the shared remote tier too (every node's winners: a node's local clear leaves the fleet's alone).
@@ -75,7 +86,8 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
     - `kernel` and `key`: the entries of that key, every dtype variant (and device) of it. `key` is
       the tuple the `key=` spec computes, e.g. `(1024,)` for `key=["n"]`, normalised as a call's key is (a
       `tl.float32` or an enum value matches what the call stored); a single value means a 1-tuple. `key`
-      without `kernel` raises ValueError.
+      without `kernel` raises ValueError; with the kernel object, a key of another length than its `key=`
+      raises CallError. A name that matches nothing but is close to a known kernel's warns "Did you mean".
 
     An `autotune.compat` kernel's Triton-style `cache` dict drops the keys cleared from its memory, however they
     were named. `remote=True` tries the remote cache now, even within the pause after an outage, and warns when it cannot
@@ -109,6 +121,8 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
         for e in tier.remove(name, key):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
+    if not removed and not any(kernel_matches(c.kernel_name, c.identity, name) for c in live_caches()):
+        _warn_if_misspelt(name)
     if len(kernels) > 1:
         warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
                        f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "

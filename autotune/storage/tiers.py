@@ -15,7 +15,7 @@ import weakref
 from typing import Callable, Optional, Sequence, Union
 
 from ..fork_safety import reset_in_forked_child
-from ..errors import AutotuneError, NoValidConfigError
+from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import TrialStatus, TuningRecord
 from ..space import Config
@@ -64,8 +64,9 @@ class KernelCache:
 
     def __init__(self, kernel_name: str, source_hash: Union[str, Callable[[], str]], space_checksum: str,
                  space_contains: Callable[[Config], bool], identity: Optional[str] = None,
-                 tiers: Optional[Sequence[Cache]] = None) -> None:
+                 tiers: Optional[Sequence[Cache]] = None, key_fields: Optional[tuple[str, ...]] = None) -> None:
         self.kernel_name = kernel_name
+        self.key_fields = key_fields    # the text of each key value (KeyBuilder.fields); None: not known
         self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
         self._source_hash: Optional[str] = source_hash if isinstance(source_hash, str) else None
         self._source_hash_of: Optional[Callable[[], str]] = None if isinstance(source_hash, str) else source_hash
@@ -393,6 +394,20 @@ class KernelCache:
                 listener()
         return removed
 
+    def _check_key_arity(self, key: tuple) -> None:
+        """A clear's `key` with another number of values than the kernel's keys have matches nothing: a CallError
+        naming the key's fields, not a silent 0."""
+        fields = self.key_fields
+        if fields is None or len(key) == len(fields):
+            return
+        name, got = self.kernel_name, f"{len(key)} value{'s' if len(key) != 1 else ''}"
+        if not fields:
+            raise CallError(f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name} was decorated with "
+                            f"key=None, one entry for every call; pass key=() or leave key= out")
+        raise CallError(f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name}'s key={list(fields)!r} "
+                        f"has {len(fields)}; pass key= as the tuple that key computes, in that order (or leave key= "
+                        "out to clear every key of the kernel)")
+
     def clear(self, key: Optional[tuple] = None, *, remote: bool = False) -> int:
         """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
         `key`, every dtype variant and device, or all); return how many distinct entries were removed (one in
@@ -401,6 +416,7 @@ class KernelCache:
         if key is not None:
             wanted_key_text(key)      # a value that cannot be a key is an error before anything is cleared
             key = as_key_tuple(key)
+            self._check_key_arity(key)
         tiers = [tier for tier in self.tiers if remote or tier.name != "remote"]
         if remote and not any(tier.name == "remote" for tier in tiers):
             tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
