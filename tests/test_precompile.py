@@ -718,7 +718,12 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     assert code == 0 and report["cache_hits"] == 2 and report["failed"] == []
 
     assert main(["precompile", "test_precompile:tuned_add", "--target", "cuda:90"]) == 2
-    assert "--signature is required" in capsys.readouterr().err
+    assert "--signature is required: the types of test_precompile:tuned_add's arguments (x, y, out, n)" in \
+        capsys.readouterr().err
+    # a misspelt kernel is the first thing to fix, before the missing --signature
+    assert main(["precompile", "test_precompile:tuned_ad", "--target", "cuda:90"]) == 2
+    err = capsys.readouterr().err
+    assert "test_precompile has no attribute 'tuned_ad'. Did you mean 'tuned_add'?" in err and "--signature" not in err
 
     _tune_add()
     archive = tmp_path / "cli.tar.gz"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union, cast
 
-from ..errors import PrecompileError, warn_at_caller
+from ..errors import PrecompileError, did_you_mean, warn_at_caller
 from ..kernel_ref import base_kernel, is_interpreted
 from ..space import Config
 from ..space_input import as_space
@@ -357,7 +357,9 @@ def load_kernel(spec: str) -> Any:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise PrecompileError(f"kernel {spec!r}: {module_name} has no attribute {attr!r}")
+            public = [n for n in dir(obj) if not n.startswith("_")]
+            raise PrecompileError(f"kernel {spec!r}: {module_name} has no attribute {attr!r}."
+                                  f"{did_you_mean(part, public)}")
         obj = getattr(obj, part)
     return obj() if call else obj
 

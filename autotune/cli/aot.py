@@ -16,7 +16,7 @@ import warnings
 from typing import Any
 
 from ..errors import ArchiveError, AutotuneError
-from ..aot.api import precompile
+from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
 from .arguments import add_command
 
@@ -29,9 +29,16 @@ def _cmd_precompile(args: Any) -> int:
     if args.triton_cache_dir:
         os.environ["TRITON_CACHE_DIR"] = args.triton_cache_dir
     if args.signature is None:
-        print("autotune precompile: --signature is required: the argument types decide the specialization, e.g. "
-              "--signature 'x=*fp32,y=*fp32,out=*fp32,n=i32:16' (pointers '*fp16'..., sizes 'i32' or 'i32:16' when "
-              "a multiple of 16, literal 1 for unit strides)", file=sys.stderr)
+        try:        # the kernel first: a misspelt MODULE:KERNEL is the error to fix before its signature
+            kernel = load_kernel(args.kernel)
+        except AutotuneError as exc:
+            print(f"autotune precompile: {exc}", file=sys.stderr)
+            return 2
+        names = _runtime_arg_names(kernel)
+        print(f"autotune precompile: --signature is required: the types of {args.kernel}'s arguments"
+              f"{f' ({names})' if names else ''} decide the specialization, e.g. --signature 'x=*fp32,y=*fp32,out=*fp32,n=i32:16' "
+              "(pointers '*fp16'..., sizes 'i32' or 'i32:16' when a multiple of 16, literal 1 for unit strides)",
+              file=sys.stderr)
         return 2
     try:
         report = precompile(args.kernel, signature=args.signature, targets=args.targets,
@@ -42,6 +49,19 @@ def _cmd_precompile(args: Any) -> int:
     print(json.dumps(report.to_dict(), indent=1) if args.json else str(report))
     compiled_targets = {c.target for c in report.compiled}
     return 0 if all(t in compiled_targets for t in report.targets) else 1
+
+
+def _runtime_arg_names(kernel: Any) -> str:
+    """The arguments `--signature` types for `kernel` ("a, b, c, M, N, K"): its parameters less the constexprs;
+    "" when the object says neither."""
+    from ..kernel_ref import base_kernel, constexpr_names
+
+    base = base_kernel(getattr(kernel, "tuner", kernel))
+    names = getattr(base, "arg_names", None)
+    if not names:
+        return ""
+    constexprs = set(constexpr_names(base))
+    return ", ".join(n for n in names if n not in constexprs)
 
 
 def _cmd_export(args: Any) -> int:
