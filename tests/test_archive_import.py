@@ -10,12 +10,13 @@ import os
 import subprocess
 import sys
 import tarfile
+import warnings
 from pathlib import Path
 
 import pytest
 
 from autotune.aot import import_archive
-from autotune.errors import ArchiveError
+from autotune.errors import ArchiveError, CacheWarning
 from test_archive_security import _dirs, _rebuild, _snapshot
 from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
 
@@ -135,3 +136,90 @@ def test_a_local_entry_of_a_newer_autotune_is_kept_and_reported_as_such(exported
     assert report.records_skipped == [(report.manifest.records[0].path, f"kept the entry at {entry}: written by a "
                                        f"newer autotune (schema {record['schema_version']})")]
     assert "(warned)" not in str(report) and entry.read_bytes() == before
+
+
+def _with_member(src: Path, dst: Path, name: str, data: bytes) -> None:
+    """Copy the archive at `src` with member `name` replaced by `data`, its checksum and size in the manifest
+    updated to match (what a well-formed archive holding a bad record looks like)."""
+    import hashlib
+
+    with tarfile.open(src) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    manifest = json.loads(members.pop("manifest.json"))
+    members[name] = data
+    for f in manifest["files"]:
+        if f["path"] == name:
+            f.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    _with_manifest_members(dst, json.dumps(manifest).encode(), members)
+
+
+def _with_manifest_members(dst: Path, manifest_bytes: bytes, members: dict) -> None:
+    with tarfile.open(dst, "w:gz") as tar:
+        for name, data in [("manifest.json", manifest_bytes), *members.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_tuning_cache_dir_that_cannot_be_written_fails_the_import_before_any_binary_is_written(exported, tmp_path):
+    """A deploy whose records cannot land must not half-land: the tuning cache is probed before Triton's cache
+    gets a binary, and the import fails naming it (exit 1), not "imported 0 records" with exit 0."""
+    archive, _, _ = exported
+    not_a_dir = tmp_path / "not-a-dir"
+    not_a_dir.write_text("")
+    triton_dest = tmp_path / "dest-triton"
+    with pytest.raises(ArchiveError, match=rf"cannot use {not_a_dir}, a file, as the tuning cache directory.*"
+                                           "--cache-dir.*nothing was imported"):
+        import_archive(archive, cache_dir=not_a_dir, triton_cache_dir=triton_dest)
+    assert not triton_dest.exists() and not_a_dir.read_text() == ""
+
+    out = _cli("import", str(archive), "--cache-dir", str(not_a_dir), "--triton-cache-dir", str(triton_dest))
+    assert out.returncode == 1 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"autotune import: cannot use {not_a_dir}, a file, as the tuning cache directory")
+    assert not triton_dest.exists()
+
+
+def test_an_invalid_record_is_a_failure_of_the_import_named_by_its_member(exported, tmp_path):
+    """A record that cannot be installed is reported as FAILED (not as a benign skip), named by its place in the
+    archive (the staging directory is gone by then), and `autotune import` exits 1; the rest still goes in."""
+    archive, manifest, _ = exported
+    member = manifest.records[0].path
+    bad = tmp_path / "bad-record.tar.gz"
+    _with_member(archive, bad, member, b'{"schema_version": 1}')
+    dest, triton_dest = _dirs(tmp_path)
+    report = import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert not report.complete and report.records_imported == [] and report.records_skipped == []
+    (failed,) = report.records_failed
+    assert failed[0] == member and failed[1].startswith("not a valid record")
+    assert "autotune-import-" not in failed[1]                           # no path into the gone staging directory
+    assert report.binaries_imported                                       # the binaries are fine, and installed
+    assert f"FAILED record {member}: not a valid record" in str(report)
+    assert "NOT installed: 1 records" in report.summary()
+
+    out = _cli("import", str(bad), "--cache-dir", str(tmp_path / "d2"), "--triton-cache-dir", str(tmp_path / "t2"),
+               "--json")
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout)["complete"] is False
+    assert "1 records and 0 compiled kernels of the archive were not installed" in out.stderr
+
+
+def test_a_record_that_cannot_be_written_fails_the_import_and_an_already_present_one_does_not(exported, tmp_path):
+    """The tuning cache taking no record (here its entry's path is a directory) is a failure with exit 1; importing
+    the same archive twice skips what is already there and exits 0."""
+    archive, _, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    first = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert first.complete and first.records_imported
+    again = _cli("import", str(archive), "--cache-dir", str(dest), "--triton-cache-dir", str(triton_dest))
+    assert again.returncode == 0 and "already present" in again.stdout, again.stderr
+
+    blocked_dest = tmp_path / "blocked"
+    entry = blocked_dest / Path(first.records_imported[0]).relative_to(dest)
+    entry.mkdir(parents=True)                               # where the entry file would go: a directory
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)       # the reason is in the report, not a runtime warning
+        report = import_archive(archive, cache_dir=blocked_dest, triton_cache_dir=triton_dest)
+    assert not report.complete and report.records_imported == []
+    assert report.records_failed[0][1] == f"could not write {entry} (IsADirectoryError: Is a directory)"
+    out = _cli("import", str(archive), "--cache-dir", str(blocked_dest), "--triton-cache-dir", str(triton_dest))
+    assert out.returncode == 1 and "FAILED record" in out.stdout

@@ -94,17 +94,29 @@ class ImportReport:
     records_imported: list[str] = field(default_factory=list)
     records_skipped: list[tuple[str, str]] = field(default_factory=list)
     records_replaced: list[tuple[str, str]] = field(default_factory=list)   # (path, what the older entry was for)
+    records_failed: list[tuple[str, str]] = field(default_factory=list)     # not installed: invalid, unwritable
     binaries_imported: list[str] = field(default_factory=list)
     binaries_skipped: list[tuple[str, str]] = field(default_factory=list)
+    binaries_failed: list[tuple[str, str]] = field(default_factory=list)    # not installed: an unsafe name
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def complete(self) -> bool:
+        """Whether everything the archive holds is in place: imported, or skipped because the caches already hold
+        it or something newer. False when a record or binary failed (`autotune import` exits 1 then)."""
+        return not self.records_failed and not self.binaries_failed
+
     def summary(self) -> str:
+        failed = (f"; NOT installed: {len(self.records_failed)} records, {len(self.binaries_failed)} compiled "
+                  "kernels" if not self.complete else "")
         return (f"imported {len(self.records_imported)} records ({len(self.records_skipped)} skipped) and "
                 f"{len(self.binaries_imported)} compiled kernels ({len(self.binaries_skipped)} skipped) for "
-                f"{', '.join(self.manifest.kernels) or 'no kernel'}")
+                f"{', '.join(self.manifest.kernels) or 'no kernel'}{failed}")
 
     def __str__(self) -> str:
         lines = [self.summary()]
+        lines += [f"  FAILED record {p}: {why}" for p, why in self.records_failed]
+        lines += [f"  FAILED binary {p}: {why}" for p, why in self.binaries_failed]
         lines += [f"  skipped record {p}: {why}" for p, why in self.records_skipped]
         lines += [f"  replaced record {p}: {why}" for p, why in self.records_replaced]
         lines += [f"  skipped binary {p}: {why}" for p, why in self.binaries_skipped]
@@ -112,9 +124,10 @@ class ImportReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"records_imported": self.records_imported, "records_skipped": self.records_skipped,
-                "records_replaced": self.records_replaced,
-                "binaries_imported": self.binaries_imported, "binaries_skipped": self.binaries_skipped,
+        return {"complete": self.complete, "records_imported": self.records_imported,
+                "records_skipped": self.records_skipped, "records_replaced": self.records_replaced,
+                "records_failed": self.records_failed, "binaries_imported": self.binaries_imported,
+                "binaries_skipped": self.binaries_skipped, "binaries_failed": self.binaries_failed,
                 "warnings": self.warnings, "manifest": codec.to_builtins(self.manifest)}
 
 
@@ -309,7 +322,9 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
     An archive is code from whoever built it. Every member is checked before anything is written (see
     `autotune.aot.archive_checks`: the manifest first, members streamed under `limits`, listed with their
     checksums, only Triton compile artifacts); a failed check changes nothing, and so does a Triton cache
-    directory that cannot be written (`archive_install`: binaries first, records last). With `verify_key` (a key file or
+    directory that cannot be written, nor does a tuning cache directory that cannot (`archive_install`: both
+    probed first, binaries next, records last). A record that still cannot be installed (invalid, no lock, a
+    full disk) is in `records_failed`, and `report.complete` is False. With `verify_key` (a key file or
     the secret's bytes) an unsigned or wrongly signed archive is refused. An archive made with another Triton
     version is refused unless `force=True` (then a warning). A record never replaces a newer entry of the same
     (kernel, device, key, dtypes): the newer timestamp wins and the skip is reported.
@@ -335,8 +350,10 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
         records = checked_records(manifest, staged, report)        # everything validated before any write
         binaries = checked_binaries(manifest, staged, report)
         triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
-        install_binaries(binaries, staged, triton_dir, report)      # raises, undone, before any record is written
-        install_records(records, Path(cache_dir) if cache_dir is not None else None, report)
+        tuning_dir = Path(cache_dir) if cache_dir is not None else None
+        # raises, with what it wrote undone, before any record is written: the tuning cache is probed first
+        install_binaries(binaries, staged, triton_dir, report, tuning_dir=tuning_dir)
+        install_records(records, tuning_dir, report)
         return report
     finally:
         staged.close()

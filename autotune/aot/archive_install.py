@@ -6,15 +6,20 @@ it is installed and how, so that a failed import changes nothing. The order is w
 record and binary is validated before anything is written; Triton's cache directory is checked (created if
 absent, probed for writing) next; the binaries go in before the records, and a binary that cannot be written
 removes the files this import wrote and raises `ArchiveError` naming the path, before any record is written.
-A record the tuning cache cannot take (no lock, a full disk) is a reported skip, as in any cache write.
+The tuning cache directory is probed the same way before any binary is written, so a read-only one changes
+nothing either. A record that is invalid, or that the tuning cache still cannot take (no lock, a full disk), is
+a reported failure (`ImportReport.records_failed`, and `autotune import` exits 1); a record the cache already
+holds, or holds something newer than, is a skip.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from ..errors import ArchiveError
 from ..format import format_timestamp
@@ -44,7 +49,7 @@ def checked_records(manifest: ArchiveManifest, staged: StagedArchive, report: Im
         try:
             out.append((rec_info.path, load_record(staged.path(rec_info.path))))
         except (OSError, CacheEntryError) as exc:
-            report.records_skipped.append((rec_info.path, f"not a valid record ({str(exc).splitlines()[0]})"))
+            report.records_failed.append((rec_info.path, f"not a valid record ({_archived(exc, staged)})"))
     return out
 
 
@@ -54,7 +59,7 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
     out = []
     for binary in manifest.binaries:
         if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
-            report.binaries_skipped.append((binary.dir, "unsafe directory or kernel name"))
+            report.binaries_failed.append((binary.dir, "unsafe directory or kernel name"))
             continue
         for name in binary.files:
             member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
@@ -99,27 +104,55 @@ def _cannot_write(what: str, exc: OSError) -> ArchiveError:
                         "nothing was imported")
 
 
-def _check_writable_dir(triton_dir: Path, written: _Written) -> None:
-    """Create Triton's cache directory if absent and make sure a file can be written in it."""
+def _archived(exc: Exception, staged: StagedArchive) -> str:
+    """The first line of a record's error, naming its member of the archive rather than the staging directory
+    (which is gone when the report is read)."""
+    text = str(exc).splitlines()[0]
+    return text.replace(str(staged.path(RECORDS_PREFIX)), RECORDS_PREFIX)
+
+
+def _probe_writable_dir(directory: Path, written: _Written) -> None:
+    """Create `directory` if absent (undone on failure) and write and remove a file in it; raises OSError."""
+    written.mkdir(directory)
+    fd, probe = tempfile.mkstemp(prefix=".autotune-import-", dir=directory)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path], written: _Written) -> None:
+    """Triton's cache directory (None: no binary to install) and the tuning cache directory, each created if
+    absent and probed for writing; ArchiveError naming the one that cannot be written, with what was created
+    removed."""
+    from ..storage.files import root
+
+    if triton_dir is not None:
+        try:
+            _probe_writable_dir(triton_dir, written)
+        except OSError as exc:
+            written.undo()
+            kind = ", a file," if triton_dir.is_file() else ""
+            raise _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc) from None
+    tuning = root(tuning_dir)
     try:
-        written.mkdir(triton_dir)
-        fd, probe = tempfile.mkstemp(prefix=".autotune-import-", dir=triton_dir)
-        os.close(fd)
-        os.unlink(probe)
+        _probe_writable_dir(tuning, written)
     except OSError as exc:
         written.undo()
-        kind = ", a file," if triton_dir.is_file() else ""
-        raise _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc) from None
+        kind = ", a file," if tuning.is_file() else ""
+        raise ArchiveError(f"cannot use {tuning}{kind} as the tuning cache directory ({exc.__class__.__name__}: "
+                           f"{exc.strerror or exc}); give a writable directory (--cache-dir, cache_dir= or "
+                           "AUTOTUNE_CACHE_DIR); nothing was imported") from None
 
 
 def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, triton_dir: Path,
-                     report: ImportReport) -> None:
+                     report: ImportReport, *, tuning_dir: Optional[Path] = None) -> None:
     """Write each compiled kernel's files into `triton_dir` (its group file last, rewritten for this directory).
-    Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them."""
+    Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them or the
+    tuning cache directory (`tuning_dir`, None: the configured one) that the records go to next cannot be
+    written."""
+    written = _Written()
+    _check_writable_dirs(triton_dir if binaries else None, tuning_dir, written)
     if not binaries:
         return
-    written = _Written()
-    _check_writable_dir(triton_dir, written)
     for binary in binaries:
         dest = triton_dir / binary.dir
         group = dest / f"__grp__{binary.kernel}.json"
@@ -154,9 +187,10 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
     for member, record in records:
         entry = EntryRef.of(record)
         dest = store.path(entry)
-        lease = store.lock(entry, timeout_s=None)
+        with _cache_faults() as faults:
+            lease = store.lock(entry, timeout_s=None)
         if lease is None:
-            report.records_skipped.append((member, f"cannot lock {dest} (warned)"))
+            report.records_failed.append((member, faults.reason(f"cannot lock {dest}")))
             continue
         try:
             try:
@@ -176,15 +210,47 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
                 continue
-            if store.put(entry, record):
+            with _cache_faults() as faults:
+                written = store.put(entry, record)
+            if written:
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
                 if differs:   # newer wins, but say so: the older entry may be the one the code here matches
                     report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
             else:
-                report.records_skipped.append((member, f"could not write {dest} (warned)"))
+                report.records_failed.append((member, faults.reason(f"could not write {dest}")))
         finally:
             lease.release()
+
+
+class _CacheFaults:
+    """The CacheWarnings a cache call gave: their first clause becomes a failed record's reason. They are not
+    passed on: their advice is a running kernel's ("kept in memory only"), not an import's."""
+
+    def __init__(self, caught: list) -> None:
+        self.caught = caught
+
+    def reason(self, fallback: str) -> str:
+        from ..errors import CacheWarning
+
+        for w in self.caught:
+            if issubclass(w.category, CacheWarning):
+                return str(w.message).removeprefix("autotune cache: ").split("; ")[0].split(". ")[0]
+        return fallback
+
+
+@contextlib.contextmanager
+def _cache_faults() -> Iterator[_CacheFaults]:
+    """Collect the warnings of a tuning-cache call (`_CacheFaults`); warnings of other kinds go on as usual."""
+    from ..errors import CacheWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        faults = _CacheFaults(caught)
+        yield faults
+    for w in caught:
+        if not issubclass(w.category, CacheWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _made_for_another(existing: Any, record: Any) -> str:

@@ -91,6 +91,11 @@ def _cmd_import(args: Any) -> int:
         if not any(text in known for known in report.warnings):
             report.warnings.append(text)
     print(json.dumps(report.to_dict(), indent=1, default=str) if args.json else str(report))
+    if not report.complete:   # a deploy script checks $?: a cache left short of the archive is a failed step
+        print(f"autotune import: {len(report.records_failed)} records and {len(report.binaries_failed)} compiled "
+              "kernels of the archive were not installed (FAILED above); a process that needs them will tune "
+              "again", file=sys.stderr)
+        return 1
     return 0
 
 
