@@ -319,17 +319,20 @@ class Autotuned(KernelInspection, KernelInterface):
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
         (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
         candidates, mode = self.candidates(bound)[1], active_mode(self.tuning.distributed)
+        stale: list[str] = []             # why a stored entry was not used: the warning's diagnosis
         if mode is not None:
             from . import distributed as _distributed
 
             record = _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates)
         else:
-            record = self.cache.peek(key, dtypes, candidates)
+            record = self.cache.peek(key, dtypes, candidates, stale)
         if record is not None:
             return record.winner, record, "cache"
         if self.cache.count_offline_miss(key, dtypes):
-            warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no cached winner for {self.name} key={key} "
-                           f"{list(dtypes)}; launching {dict(self.fallback_config())} untuned", CacheWarning)
+            why = f" ({'; '.join(stale)})" if stale else ""
+            warn_at_caller(f"autotune: AUTOTUNE_OFFLINE=1 and no {'usable ' if why else ''}cached winner for "
+                           f"{self.name} key={key} {list(dtypes)}{why}; launching {dict(self.fallback_config())} "
+                           "untuned", CacheWarning)
         return self.fallback_config(), None, "offline"
 
     def fallback_config(self) -> Config:

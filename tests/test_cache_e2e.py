@@ -243,6 +243,24 @@ def test_offline_hit_uses_the_winner(tmp_path, monkeypatch):
     assert stats()["vadd"]["disk_hits"] == 1 and stats()["vadd"]["tunings"] == 1   # the one tuning was the first
 
 
+@pytest.mark.parametrize("change, reason", [
+    ({"extra": "\n    mask = mask & (offs >= 0)"}, "the kernel source changed"),
+    ({"blocks": (32, 64)}, "the search space changed"),
+], ids=["source", "space"])
+def test_offline_miss_of_a_stale_entry_says_why_it_was_not_used(tmp_path, monkeypatch, change, reason):
+    """Imported, but the served kernel is not the one tuned: the offline warning names the stale entry's reason
+    (the whole diagnosis of "deployed, yet untuned"), not "no cached winner"."""
+    call(load_kernel(tmp_path, blocks=(32, 64, 128)))
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    vadd = load_kernel(tmp_path, **{"blocks": (32, 64, 128), **change})
+    with pytest.warns(CacheWarning) as caught:
+        call(vadd)
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert f"no usable cached winner for vadd key=(256,) ['torch.float32', 'torch.float32', 'torch.float32'] " \
+           f"(the disk entry is out of date ({reason})); launching" in message
+    assert len(disk_entries()) == 1                       # offline: the stale entry is left as it is
+
+
 def test_disable_mode_neither_tunes_nor_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_DISABLE", "1")
     vadd = load_kernel(tmp_path, blocks=(128, 32))

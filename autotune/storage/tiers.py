@@ -213,15 +213,19 @@ class KernelCache:
             return f"its winner {record.winner!r} is not in the search space"
         return None
 
-    def _usable(self, tier: Cache, entry: EntryRef, candidates: Optional[str]) -> Optional[TuningRecord]:
-        """`tier`'s record of `entry` when it may be used here, else None."""
+    def _usable(self, tier: Cache, entry: EntryRef, candidates: Optional[str],
+                stale: Optional[list[str]] = None) -> Optional[TuningRecord]:
+        """`tier`'s record of `entry` when it may be used here, else None (and why its record is not usable
+        appended to `stale`, when there is one)."""
         record = tier.get(entry)
         if record is None:
             return None
         reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
         if reason is not None:
-            logger.info("autotune cache: the %s entry of %s is out of date (%s); tuning it again",
-                        tier.name, entry.what, reason)
+            logger.info("autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what,
+                        reason)
+            if stale is not None:
+                stale.append(f"the {tier.name} entry is out of date ({reason})")
             return None
         return record
 
@@ -334,9 +338,11 @@ class KernelCache:
 
     # -- offline mode, clearing ---------------------------------------------------------------------
 
-    def peek(self, key: tuple, dtypes: tuple[str, ...], candidates: Optional[str] = None) -> Optional[TuningRecord]:
+    def peek(self, key: tuple, dtypes: tuple[str, ...], candidates: Optional[str] = None,
+             stale: Optional[list[str]] = None) -> Optional[TuningRecord]:
         """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
-        never tunes. Counts hits. For AUTOTUNE_OFFLINE."""
+        never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
+        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)")."""
         record = self.memory.lookup(key, tuple(dtypes))
         if record is not None:
             count_hit(self.kernel_name)
@@ -350,7 +356,7 @@ class KernelCache:
         for tier in tiers:
             if skip_remote and tier.name == "remote":
                 continue
-            record = self._usable(tier, entry, candidates)
+            record = self._usable(tier, entry, candidates, stale)
             if record is not None:
                 return self._found(tiers, tier, entry, record, since)[0]
         if not skip_remote:
