@@ -196,6 +196,32 @@ def test_a_sparse_member_is_refused(tmp_path):
         import_archive(archive, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
 
 
+def test_a_repacked_archive_with_directory_entries_is_refused_saying_so(exported, tmp_path):
+    """`tar czf` over extracted folders adds directory members: refused (nothing written) with that reason, not
+    as "links, devices and sparse files"."""
+    archive, _, _ = exported
+    with tarfile.open(archive) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    repacked = tmp_path / "repacked.tar.gz"
+    with tarfile.open(repacked, "w:gz") as tar:
+        tar.addfile(*_member(members[0]))                        # the manifest first, as export writes it
+        folder = tarfile.TarInfo("records")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+        for m in members[1:]:
+            tar.addfile(*_member(m))
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"member 'records' is a directory entry; an archive from `autotune export` "
+                                           r"lists files only"):
+        import_archive(repacked, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def _member(pair: tuple) -> tuple:
+    info, data = pair
+    return info, io.BytesIO(data)
+
+
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "not-a-member"])
 def test_a_record_path_outside_the_archive_is_refused_and_never_read(exported, tmp_path, where):
     """A manifest whose record `path` names a file on this machine (absolute, or '../' from the staging

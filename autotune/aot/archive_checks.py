@@ -127,6 +127,10 @@ def check_member(member: tarfile.TarInfo, limits: ArchiveLimits) -> PurePosixPat
     size cap; a compiled-kernel member must be an artifact kind a Triton compile produces."""
     name = member.name
     path = PurePosixPath(name)
+    if member.isdir():
+        raise ArchiveError(f"not an autotune archive as made: member {name!r} is a directory entry; an archive from "
+                           "`autotune export` lists files only (repacking it with tar adds directories): use the "
+                           "archive as exported, or export it again")
     if not member.isreg() or member.sparse is not None:
         raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links, devices and sparse "
                            "files are refused)")
