@@ -585,6 +585,21 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
     assert any(n.endswith("/add_kernel.cubin") for n in names)
 
 
+def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path):
+    """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels (records stay)."""
+    precompile(tuned_add, signature=ADD_SIGNATURE, targets=["hip:gfx942"], winners_only=True, workers=0)
+    both = export_archive(tmp_path / "both.tar.gz", kernels=[tuned_add])
+    assert both.targets == ["cuda:90", "hip:gfx942"]
+    only = export_archive(tmp_path / "cuda.tar.gz", kernels=[tuned_add], targets=["cuda:90"])
+    assert only.targets == ["cuda:90"] and len(only.binaries) == 1 and len(only.records) == 1
+    with tarfile.open(tmp_path / "cuda.tar.gz") as tar:
+        assert not any(n.endswith(".hsaco") for n in tar.getnames())
+    amd = export_archive(tmp_path / "amd.tar.gz", kernels=[tuned_add], targets="gfx942")   # a bare arch: hip
+    assert amd.targets == ["hip:gfx942"]
+    with pytest.raises(PrecompileError, match="unknown backend"):
+        export_archive(tmp_path / "bad.tar.gz", kernels=[tuned_add], targets=["metal:1"])
+
+
 def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_path):
     archive, _, winner = exported
     fresh_cache, fresh_triton = tmp_path / "fresh-autotune", tmp_path / "fresh-triton"

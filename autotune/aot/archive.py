@@ -190,7 +190,8 @@ def _sha256(data: bytes) -> str:
 def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any]] = None, *,
                    cache_dir: Union[str, os.PathLike, None] = None,
                    triton_cache_dir: Union[str, os.PathLike, None] = None,
-                   sign_key: Union[str, os.PathLike, bytes, None] = None) -> ArchiveManifest:
+                   sign_key: Union[str, os.PathLike, bytes, None] = None,
+                   targets: Optional[Iterable[Any]] = None) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
     the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
     of that name) or a "module:qualname" (that kernel's records alone; `storage.entries.kernel_matches`); an
@@ -199,7 +200,9 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
     of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`) compiled from a kernel of that
     name (precompile or launches put them there), for every target found. With `sign_key` (a key file or the
-    secret's bytes), the manifest is signed (HMAC-SHA256) so `import_archive(verify_key=...)` can trust it.
+    secret's bytes), the manifest is signed (HMAC-SHA256) so `import_archive(verify_key=...)` can trust it. With
+    `targets` (e.g. `["cuda:90"]`, as `precompile` takes them), only binaries compiled for those targets go in
+    (an H100 fleet's archive without the AMD binaries); records are not filtered.
     """
     import torch
     import triton
@@ -218,6 +221,11 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
     # Triton's cache names a binary by its function name alone: a module:qualname takes its name's binaries
     binaries = _triton_entries(triton_dir, {short_name(n) for n in kernel_names})
+    if targets is not None:
+        from .targets import parse_target
+
+        wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
+        binaries = [b for b in binaries if _target_of(b[2]) in wanted_targets]
     if names is not None:
         # a module:qualname needs a record of that kernel: a binary of its function name may be another module's
         missing = [n for n in names if not any(kernel_matches(rec.kernel, rec.kernel_id, n) for _, rec in entries)
