@@ -201,7 +201,7 @@ class Autotuner(KernelInterface):
             if seen is None:
                 triton_of[native] = tconfig
                 natives.append(native)
-            elif seen.pre_hook is not tconfig.pre_hook:
+            elif seen.pre_hook != tconfig.pre_hook:   # Triton's Config.__eq__: `==`, so `obj.method` twice is one hook
                 raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
                                  "autotune caches winners by value, so two configs must differ in a kwarg or "
                                  "compile option")
