@@ -123,9 +123,9 @@ class Autotuner(KernelInterface):
     again), `best_config`, `configs_timings` ({triton.Config: timing} of the last tuning in this process, or of
     the disk entry it loaded), `bench_time` (seconds the last tuning took), `reset_to_zero`, `restore_value`,
     `pre_hook`, `post_hook`, `perf_model`, `configs_top_k`, `early_config_prune`, `num_warmups`, `num_reps`,
-    `use_cuda_graph`, `do_bench`, `cache_results`. Assigning `configs`, `early_config_prune` or `perf_model`
-    later rebuilds the engine, as Triton reads them at each tuning. Extensions: `tuner`, `name`, `record()`,
-    `report()`, `cache_info()`.
+    `use_cuda_graph`, `do_bench`, `cache_results`, `nargs` (the running call's positional arguments, per thread).
+    Assigning `configs`, `early_config_prune` or `perf_model` later rebuilds the engine, as Triton reads them at
+    each tuning. Extensions: `tuner`, `name`, `record()`, `report()`, `cache_info()`.
     """
 
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Optional[Sequence[Any]], key: Sequence[str],
@@ -178,7 +178,6 @@ class Autotuner(KernelInterface):
         self.best_config: Optional[Any] = None
         self.configs_timings: Dict[Any, TimingValue] = {}
         self.bench_time: Optional[float] = None
-        self.nargs: Optional[Dict[str, Any]] = None
         self._filed: Dict[Tuple, Tuple[Any, _NativeConfig]] = {}   # what this module put in `cache`: the rest
                                                                     # of `cache` is the user's own entries
         self._configs: List[Any] = []
@@ -201,7 +200,7 @@ class Autotuner(KernelInterface):
             if seen is None:
                 triton_of[native] = tconfig
                 natives.append(native)
-            elif seen.pre_hook is not tconfig.pre_hook:
+            elif seen.pre_hook != tconfig.pre_hook:   # Triton's Config.__eq__: `==`, so `obj.method` twice is one hook
                 raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
                                  "autotune caches winners by value, so two configs must differ in a kwarg or "
                                  "compile option")
@@ -239,9 +238,26 @@ class Autotuner(KernelInterface):
         self._filed = {}
         tuner.cache.on_forget(self.forget_cleared)   # a clear of any kind: `cache` drops what it cleared
 
+    @property
+    def nargs(self) -> Optional[Dict[str, Any]]:
+        """Triton's `nargs`: the positional arguments by name of the call running in this thread (a do_bench or a
+        hook may read it off the kernel), None between calls. Per thread, as compat kernels are shared by threads."""
+        return getattr(self._local, "nargs", None)
+
+    @nargs.setter
+    def nargs(self, nargs: Optional[Dict[str, Any]]) -> None:
+        self._local.nargs = nargs
+
     # ---------------------------------------------------------------------------------------- launching
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Triton's launch protocol: `kernel[grid](...)` calls `run(*args, grid=grid, warmup=False, **kwargs)`."""
+        self.nargs = dict(zip(self.arg_names, args))
+        try:
+            return self._run(self.nargs, args, kwargs)
+        finally:
+            self.nargs = None
+
+    def _run(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any]) -> Any:
         grid = kwargs.get("grid")
         warmup = kwargs.get("warmup", False)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_KEYS}
@@ -250,7 +266,6 @@ class Autotuner(KernelInterface):
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
         tuner = self.tuner
-        nargs = dict(zip(self.arg_names, args))
         bound = tuner.bind(args, call_kwargs)
         benchmarked, how, record = False, "memory", None
         if len(self._natives) == 1:
@@ -343,9 +358,12 @@ class Autotuner(KernelInterface):
 
     def warmup(self, *args: Any, **kwargs: Any) -> List[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""
-        nargs = dict(zip(self.arg_names, args))
-        return [self.fn.warmup(*args, **kwargs, **config.all_kwargs())
-                for config in self.prune_configs(kwargs, nargs=nargs)]
+        self.nargs = nargs = dict(zip(self.arg_names, args))
+        try:
+            return [self.fn.warmup(*args, **kwargs, **config.all_kwargs())
+                    for config in self.prune_configs(kwargs, nargs=nargs)]
+        finally:
+            self.nargs = None
 
     def prune_configs(self, kwargs: Dict[str, Any], nargs: Optional[Dict[str, Any]] = None) -> List[Any]:
         """Triton's pruning of `configs`: early_config_prune, then the perf model's top_k (never empty)."""
