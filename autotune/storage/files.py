@@ -8,6 +8,7 @@ Layout (under `options.cache_dir()`: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/au
         <entry id>.lock             the entry's file lock: writes and single-flight tuning
         <entry id>.json.holder      who holds that lock (pid, host, since), for waiters' messages
         .<entry id>.json.<host>.<pid>.<rand>.tmp   a write in progress (then os.replace'd onto the .json)
+        .<entry id>.json.holder.<host>.<pid>.<rand>.tmp   the same for the .holder file
 
 Reads never follow a link, read only regular files and at most `MAX_ENTRY_BYTES`; writes go to a temporary
 file that is `os.replace`d onto the entry once fully written, so a good entry is never half-overwritten.
@@ -47,8 +48,9 @@ logger = logging.getLogger("autotune")
 ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
-# `.<entry>.<host tag>.<pid>.<random>.tmp`; names without the host tag (older writers) are swept by age only
-_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+# `.<entry>[.holder].<host tag>.<pid>.<random>.tmp` (an entry's write, or its holder file's); names without the host tag
+# (older writers) are swept by age only
+_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
