@@ -20,42 +20,7 @@ Underneath, the native `Autotuned` (its `tuner` attribute) does the work, so a m
 thread-pool compile -> measure pipeline, the file-locked disk cache shared by processes, failed configs
 recorded and skipped instead of crashing, and benchmarking in Triton's CPU interpreter.
 
-How Triton's pieces map onto the native ones (the "why" of this module):
-
-- A `triton.Config` becomes an `autotune.Config` of its kwargs plus its non-None compile options
-  (`num_warps`, `num_stages`, `num_ctas`, `maxnreg`). A config's `pre_hook` is a Python callable that cannot
-  be stored in a JSON cache, so it stays in a side table (native config -> `triton.Config`); `best_config`,
-  `cache` and `configs_timings` hand back the caller's own `triton.Config` objects.
-- Triton's `pre_hook`/`post_hook` and each config's `pre_hook` run around every kernel run while tuning
-  (the native `_run_trial` seam), `post_hook` receiving the exception when a run raises; pre_hook calls with
-  `reset_only=False` and post_hook calls always pair up. After a tuning that benchmarked, Triton calls
-  `pre_hook(nargs, reset_only=True)` once, and so does this module.
-- `reset_to_zero` / `restore_value` use the native argument guard (arguments passed as None are skipped).
-  Unlike Triton, a user `pre_hook`/`post_hook` does not switch them off. As in Triton, the
-  `reset_to_zero` arguments are zeroed once more before the final launch of a call that benchmarked.
-- `prune_configs_by` is applied by this module with Triton's exact calls: `early_config_prune(configs,
-  nargs, **kwargs)` with the caller's `triton.Config`s and positional arguments, then
-  `perf_model(**nargs, **kwargs, **config.all_kwargs())` and `top_k` (an int, or a float <= 1.0 fraction;
-  never fewer than one config). It runs only when a key is tuned, as in Triton.
-- Timing: `do_bench(kernel_call, quantiles)` is Triton's benchmark signature; it is called once per config
-  and its median (the first of the quantiles it returns) is the config's time. The deprecated
-  `warmup`/`rep`/`use_cuda_graph` select `triton.testing.do_bench`/`do_bench_cudagraph` with those ms budgets,
-  as in Triton. With none of these, the native timers measure (CUDA events with L2 flush on a GPU). In the
-  interpreter, where Triton's GPU benchmarkers cannot run, the wall-clock timer stands in for them.
-- `cache_results`: left out (None), the native disk cache is on: that is what the migration is for.
-  `cache_results=True` is the same; an explicit `cache_results=False` keeps winners in memory only.
-- One config: launched directly, no key, no benchmark, `cache` untouched (as Triton). Several configs
-  pruned down to one: that one is launched without benchmarking and recorded in `cache`.
-- Keys: the `key` arguments' values plus the dtype of every tensor argument, in signature order (Triton
-  orders the dtypes by call order, so passing keywords in another order can retune there; not here).
-
-Not reproduced on purpose: Triton's crash on a config that fails to run (here it is recorded and skipped),
-`knobs.autotuning.listener` (said once when set), `ir_override` configs (rejected when decorating), configs
-returned by `early_config_prune` that are not among `configs` (an error: winners are cached by value), config
-values a JSON cache cannot hold (a `tl.dtype`: pass a flag and pick the dtype in the kernel) and config fields
-that are not constexprs (refused when decorating), one untimed run of each config before `do_bench` (the
-engine's checked run, which catches a failing config before timing it), and `configs_timings` after a disk hit
-(the stored median three times, not the quantiles do_bench returned).
+How Triton's pieces map onto the native ones, and the differences kept on purpose: docs/DESIGN.md section 11.
 """
 from __future__ import annotations
 
