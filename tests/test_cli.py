@@ -381,3 +381,43 @@ def test_a_module_qualname_that_matches_nothing_says_so_and_exits_1(twins, tmp_p
     res = run_cli("export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path))
     assert res.returncode == 1 and "nothing to export" in res.stderr and wrong in res.stderr
     assert len(disk_entries()) == 3
+
+
+# --- a kernel name that matches nothing: every message ends with the closest cached kernel (errors.did_you_mean) ---
+
+VA_ID = "kernels.vector_add:_add_kernel"   # what `add_kernel = make_add()` stores its entries under
+
+
+@pytest.fixture
+def vector_add_cached():
+    """kernels/vector_add.py's entries: short name `_add_kernel` (the jit function), not the attribute `add_kernel`."""
+    write_record(record("_add_kernel", [1024], kernel_id=VA_ID))
+    write_record(record("vadd", [1024], kernel_id="kmod:vadd"))
+    return Path(cache_dir())
+
+
+@pytest.mark.parametrize("wrong, close", [("kernels.vector_add:add_kernel", VA_ID), ("add_kernel", "_add_kernel"),
+                                          ("vad", "vadd")])
+def test_an_unknown_kernel_name_is_answered_with_the_closest_cached_one_in_the_form_written(
+        vector_add_cached, tmp_path, capsys, wrong, close):
+    for args in (["cache", "list", "--kernel", wrong], ["cache", "show", wrong], ["cache", "clear", "--kernel", wrong],
+                 ["report", wrong],
+                 ["export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path)]):
+        assert cli.main(args) == 1, args
+        out = capsys.readouterr()
+        assert out.out == "" and wrong in out.err, args
+        assert out.err.rstrip().endswith(f". Did you mean {close!r}?"), (args, out.err)
+    assert len(disk_entries()) == 2 and not (tmp_path / "a.tar.gz").exists()
+
+
+def test_a_key_that_matches_nothing_of_a_cached_kernel_suggests_no_other_kernel(vector_add_cached, capsys):
+    assert cli.main(["cache", "show", "vadd", "--key", "8192"]) == 1
+    assert cli.main(["cache", "clear", "--kernel", "vadd", "--key", "8192"]) == 1
+    assert "Did you mean" not in capsys.readouterr().err
+
+
+def test_export_of_names_close_to_nothing_cached_says_so_without_a_suggestion(vector_add_cached, tmp_path, capsys):
+    assert cli.main(["export", str(tmp_path / "a.tar.gz"), "--kernel", "zzzzzz", "--kernel", "vad",
+                     "--triton-cache-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "nothing to export for ['zzzzzz', 'vad']" in err and err.rstrip().endswith(". Did you mean 'vadd'?")

@@ -90,18 +90,22 @@ def _entries(kernel: Optional[str]):
                                           str(e.path)))
 
 
-def _other_ids(kernel: str) -> str:
-    """For a module:qualname that matched nothing: "; kernels named add_kernel: a:add_kernel, b:add_kernel" (the
-    kernel_ids cached under its short name, a typo's likely fix), else ""."""
+def _unknown_kernel_hint(kernel: str) -> str:
+    """What follows "no entries for kernel K": for a module:qualname, "; kernels named add_kernel: a:add_kernel,
+    b:add_kernel" (the kernel_ids cached under its short name); then, when no entry at all is of `kernel`, " Did you
+    mean 'x'?" naming the closest cached kernel in the form `kernel` is written in (`kernel_suggestion`); else ""."""
     from ..storage import disk_entries
-    from ..storage.entries import is_kernel_id, short_name
+    from ..storage.entries import is_kernel_id, kernel_matches, kernel_suggestion, short_name
 
-    if not is_kernel_id(kernel):
-        return ""
-    name = short_name(kernel)
-    ids = sorted({e.record.kernel_id for e in disk_entries(name, on_error=lambda path, exc: None)
-                  if e.record is not None and e.record.kernel_id})
-    return f"; kernels named {name}: {', '.join(ids)}" if ids else ""
+    records = [e.record for e in disk_entries(None, on_error=lambda path, exc: None) if e.record is not None]
+    hint = ""
+    if is_kernel_id(kernel):
+        name = short_name(kernel)
+        ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
+        hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
+    if any(kernel_matches(r.kernel, r.kernel_id, kernel) for r in records):
+        return hint          # the kernel is cached: what matched nothing is the key
+    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])
 
 
 def _sortable(value: Any) -> tuple:
@@ -151,7 +155,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not entries:
         if args.kernel is not None:   # a filter that matches nothing is likely a typo: said and exit 1, as show does
             print(f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
-                  f"list` lists every kernel){safe_text(_other_ids(args.kernel))}", file=sys.stderr)
+                  f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
             return 1
         print(f"no entries in {safe_text(directory)}")
         return 0
@@ -186,8 +190,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
-        print(f"no entries for {safe_text(what)} in {safe_text(directory)}{safe_text(_other_ids(args.kernel))}",
-              file=sys.stderr)
+        print(f"no entries for {safe_text(what)} in {safe_text(directory)}"
+              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     now = time.time()
     blocks = []
@@ -252,7 +256,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         return 1
     if removed == 0 and args.kernel is not None:
         print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
-              f"{safe_text(_other_ids(args.kernel))}", file=sys.stderr)
+              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     return 0

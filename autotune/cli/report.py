@@ -12,7 +12,7 @@ from ..format import format_record_key, safe_text
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
-from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches
+from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches, kernel_suggestion
 from .arguments import KERNEL_SYNTAX, add_command, add_key_option
 from .rows import kernel_labels
 
@@ -65,6 +65,8 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         if args.key and mine:
             keys = sorted({format_record_key(r).removeprefix("key=") for r in mine})
             hint = f"; its cached keys: {'; '.join(keys)}"
+        elif not mine:     # the kernel itself is unknown: end with the closest cached one, in the form written
+            hint += kernel_suggestion(args.kernel, [(r.kernel, r.kernel_id) for r in readable])
         print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1
