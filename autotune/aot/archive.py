@@ -193,6 +193,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
 
     from .. import __version__ as autotune_version
     from ..storage import disk_entries
+    from ..storage.files import root as tuning_root
     from ..storage.entries import (is_kernel_id, kernel_dirname, kernel_matches, kernel_suggestion, record_json,
                                   short_name)
 
@@ -221,7 +222,8 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                                f"kernels of that name in {triton_dir} (a module:qualname needs a tuned record of that "
                                f"kernel); tune or precompile first, or check the names{''.join(hints)}")
     if not entries and not binaries:
-        raise ArchiveError(f"nothing to export: the tuning cache has no records and {triton_dir} no compiled kernels")
+        raise ArchiveError(f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
+                           f"{triton_dir} no compiled kernels")
 
     members: dict[str, bytes] = {}
     manifest = ArchiveManifest(autotune_version=str(autotune_version), triton_version=str(triton.__version__),

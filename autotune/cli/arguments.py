@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Sequence
+import os
+import stat
+import sys
+from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "add_command", "add_kernel_filter", "add_key_option"]
+from ..format import safe_text
+
+__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "add_command", "add_kernel_filter", "add_key_option", "checked_cache_dir"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
 KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
@@ -29,3 +34,43 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
     parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
     parser.set_defaults(func=run)
     return parser
+
+
+def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+    """The tuning cache directory `autotune <command>` works on (`args.cache_dir`, else AUTOTUNE_CACHE_DIR, else the
+    platform default), after checking it can be read; None after printing why not, for an exit status of 2, so that
+    a problem is never reported as an empty cache: a file given as the directory, a directory this user may not
+    list, and, for a command that reads the cache (`must_exist`), a --cache-dir that does not exist (a typo far more
+    often than an empty cache). The default directory not existing yet is fine: nothing is cached there; so is
+    a --cache-dir a command writes into (`pull`, `import`), which is created."""
+    from ..options import cache_dir
+
+    explicit = getattr(args, "cache_dir", None)
+    directory = os.path.expanduser(explicit) if explicit else cache_dir()
+    origin = ("--cache-dir" if explicit
+              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
+    fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
+    where = f"the cache directory {safe_text(directory)} ({origin})"
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        if explicit and must_exist:
+            print(f"autotune {command}: no entries: {where} does not exist; pass --cache-dir an existing directory "
+                  "(`autotune cache path` prints the default one)", file=sys.stderr)
+            return None
+        return directory
+    except OSError as exc:
+        print(f"autotune {command}: cannot reach {where}: {exc.strerror or exc}; run as a user that can read it, or "
+              f"{fix}", file=sys.stderr)
+        return None
+    if not stat.S_ISDIR(mode):
+        print(f"autotune {command}: {where} is not a directory; {fix}", file=sys.stderr)
+        return None
+    try:
+        with os.scandir(directory):
+            pass
+    except OSError as exc:
+        print(f"autotune {command}: cannot read {where}: {exc.strerror or exc}; run as a user that can read it, or "
+              f"{fix}", file=sys.stderr)
+        return None
+    return directory

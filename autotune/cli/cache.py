@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..format import (format_config, format_dtypes, format_key, format_ms, forma
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
 from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option
+from .arguments import checked_cache_dir as check_cache_dir
 from .rows import age_of, entries_table, kernel_labels
 from .remote import register as register_remote
 
@@ -39,34 +39,11 @@ def _use_cache_dir(args: argparse.Namespace) -> str:
     return cache_dir()
 
 
-def checked_cache_dir(args: argparse.Namespace, command: str) -> Optional[str]:
-    """The cache directory this command works on, after checking it can be read: None after printing why not
-    (a file given as the directory, a directory this user may not list), so that a permission problem is never
-    reported as an empty cache. A directory that does not exist yet is fine: nothing is cached there."""
-    directory = _use_cache_dir(args)
-    origin = ("--cache-dir" if getattr(args, "cache_dir", None)
-              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
-    fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
-    try:
-        mode = os.stat(directory).st_mode
-    except FileNotFoundError:
-        return directory
-    except OSError as exc:
-        print(f"autotune cache {command}: cannot reach the cache directory {safe_text(directory)} ({origin}): "
-              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
-        return None
-    if not stat.S_ISDIR(mode):
-        print(f"autotune cache {command}: the cache directory {safe_text(directory)} ({origin}) is not a directory; "
-              f"{fix}", file=sys.stderr)
-        return None
-    try:
-        with os.scandir(directory):
-            pass
-    except OSError as exc:
-        print(f"autotune cache {command}: cannot read the cache directory {safe_text(directory)} ({origin}): "
-              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
-        return None
-    return directory
+def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+    """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
+    --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
+    _use_cache_dir(args)
+    return check_cache_dir(args, f"cache {command}", must_exist=must_exist)
 
 
 def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple], bool]:

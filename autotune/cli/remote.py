@@ -104,7 +104,8 @@ def _copy(args: argparse.Namespace, command: str) -> int:
 
     from .cache import checked_cache_dir
 
-    directory = checked_cache_dir(args, command)   # applies --cache-dir; a file or unreadable directory: exit 2
+    # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
+    directory = checked_cache_dir(args, command, must_exist=command == "push")
     if directory is None:
         return 2
     tier = remote_or_exit(args, command)
