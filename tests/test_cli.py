@@ -421,3 +421,56 @@ def test_export_of_names_close_to_nothing_cached_says_so_without_a_suggestion(ve
                      "--triton-cache-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "nothing to export for ['zzzzzz', 'vad']" in err and err.rstrip().endswith(". Did you mean 'vadd'?")
+
+
+# --- argparse: no abbreviations; an unknown option is reported with the subcommand's usage; no ignored options ---
+
+def _usage_error(capsys, *args: str) -> str:
+    """stderr of `autotune ARGS` that argparse refused (exit 2)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(args))
+    assert exited.value.code == 2, args
+    out = capsys.readouterr()
+    assert out.out == "", args
+    return out.err
+
+
+def test_no_option_is_taken_as_an_abbreviation_of_another(capsys):
+    write_record(record("add_kernel", [1000]))
+    err = _usage_error(capsys, "cache", "show", "add_kernel", "--remote")      # not --remote-url
+    assert "autotune cache show: error: unrecognized arguments: --remote" in err and "expected one" not in err
+    err = _usage_error(capsys, "cache", "list", "--kern", "add_kernel")        # not --kernel
+    assert "autotune cache list: error: unrecognized arguments: --kern add_kernel" in err
+    _usage_error(capsys, "report", "add_kernel", "--ke", "1000")
+    _usage_error(capsys, "export", "a.tar.gz", "--kern", "add_kernel")
+    parser = cli.build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+    cache = subparsers.choices["cache"]
+    nested = [a for a in cache._actions if isinstance(a, argparse._SubParsersAction)][0]
+    everyone = [parser, *subparsers.choices.values(), *nested.choices.values()]
+    assert [p.prog for p in everyone if p.allow_abbrev] == []
+
+
+@pytest.mark.parametrize("args, prog, unknown", [
+    (["report", "add_kernel", "--remote"], "autotune report", "--remote"),
+    (["cache", "list", "--key", "1000"], "autotune cache list", "--key 1000"),
+    (["cache", "show", "add_kernel", "extra"], "autotune cache show", "extra"),
+    (["export", "a.tar.gz", "--force"], "autotune export", "--force"),
+])
+def test_an_option_a_subcommand_does_not_take_is_reported_with_that_subcommand_s_usage(capsys, args, prog, unknown):
+    err = _usage_error(capsys, *args)
+    assert err.startswith(f"usage: {prog} [-h]"), err
+    assert err.endswith(f"{prog}: error: unrecognized arguments: {unknown}\n"), err
+
+
+def test_an_unknown_option_before_the_subcommand_is_the_top_level_s(capsys):
+    err = _usage_error(capsys, "--bogus", "cache", "list")
+    assert err.startswith("usage: autotune [-h] [--version] COMMAND") and "unrecognized arguments: --bogus" in err
+
+
+def test_cache_path_refuses_remote_url_instead_of_ignoring_it(capsys, tmp_path):
+    err = _usage_error(capsys, "cache", "path", "--remote-url", "redis://127.0.0.1:1/0")
+    assert err.startswith("usage: autotune cache path [-h] [--cache-dir DIR]")
+    assert "autotune cache path: error: unrecognized arguments: --remote-url redis://127.0.0.1:1/0" in err
+    assert cli.main(["cache", "path", "--cache-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path)

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ArchiveError, AutotuneError
 from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
-from .arguments import add_command, checked_cache_dir
+from .arguments import add_command, checked_cache_dir, option_parent
 
 __all__ = ["register"]
 
@@ -147,9 +147,7 @@ def register(subparsers: Any) -> None:
 
 
 def _argparse_parent() -> Any:
-    import argparse
-
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = option_parent()
     parent.add_argument("--cache-dir", metavar="DIR", help="the tuning cache (default: AUTOTUNE_CACHE_DIR, ...)")
     parent.add_argument("--triton-cache-dir", metavar="DIR",
                         help="Triton's compile cache (default: TRITON_CACHE_DIR, else ~/.triton/cache)")

@@ -9,11 +9,32 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..format import safe_text
 
-__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "add_command", "add_kernel_filter", "add_key_option", "checked_cache_dir"]
+__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "PARSER_DEST", "CliParser", "add_command", "add_kernel_filter",
+           "add_key_option", "checked_cache_dir", "option_parent"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
 KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
                  "(that kernel alone; `autotune cache list` shows it where two modules share a name)")
+
+
+PARSER_DEST = "_cli_parser"   # the namespace attribute naming the innermost (sub)command parser that was parsed
+
+
+class CliParser(argparse.ArgumentParser):
+    """The CLI's parser class, used for the top level, every subcommand (`add_subparsers` makes its parsers of this
+    class) and the shared option parents: abbreviations are off (`--remote` is never read as `--remote-url`), and
+    each parser records itself in the namespace (`PARSER_DEST`), so `cli.main` reports an option a subcommand
+    does not take with that subcommand's own usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.set_defaults(**{PARSER_DEST: self})     # after `parents`' defaults: a child names itself, not its parent
+
+
+def option_parent() -> CliParser:
+    """A parent parser (`parents=[...]`) for options several subcommands share."""
+    return CliParser(add_help=False)
 
 
 def add_kernel_filter(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +52,8 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
                 description: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
     """A subcommand `name` whose parsed namespace's `func` is `run` (args -> exit status): every subcommand is
     declared this one way, with a one-line `help` for the command list and a `description` for its own --help."""
-    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
+    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description,
+                                   allow_abbrev=False)
     parser.set_defaults(func=run)
     return parser
 

@@ -7,7 +7,8 @@
     autotune cache push|pull [--kernel K]                      copy entries disk -> Redis / Redis -> disk
 
 Every subcommand takes `--cache-dir DIR` (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else
-~/.cache/autotune) and `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE).
+~/.cache/autotune) and all but `path` `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE; `show`, which has no
+`--remote`, refuses it with what to run instead).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..format import (format_config, format_dtypes, format_key, format_ms, forma
                       plural, safe_text)
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
-from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option
+from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option, option_parent
 from .arguments import checked_cache_dir as check_cache_dir
 from .rows import age_of, entries_table, kernel_labels
 from .remote import register as register_remote
@@ -247,16 +248,18 @@ def _cmd_path(args: argparse.Namespace) -> int:
 def register(subparsers: "argparse._SubParsersAction") -> None:
     """`autotune cache {list,show,clear,path}`."""
     cache = subparsers.add_parser("cache", help="inspect or clear the tuning cache on disk",
-                                  description="Inspect or clear the tuning cache on disk.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache-dir", metavar="DIR",
-                        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
-                             "else ~/.cache/autotune)")
-    common.add_argument("--remote-url", metavar="URL",
+                                  description="Inspect or clear the tuning cache on disk.", allow_abbrev=False)
+    directory = option_parent()
+    directory.add_argument("--cache-dir", metavar="DIR",
+                           help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
+                                "else ~/.cache/autotune)")
+    remote = option_parent()      # not `path`'s: an option a command would ignore is not offered to it
+    remote.add_argument("--remote-url", metavar="URL",
                         help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)")
+    common = [directory, remote]
     sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
 
-    p = add_command(sub, "list", _cmd_list, parents=[common], help="one line per cached entry",
+    p = add_command(sub, "list", _cmd_list, parents=common, help="one line per cached entry",
                     description="List every entry of the tuning cache on disk, one line each: kernel, key, "
                                 "dtypes, device, winner, its time and the entry's age; unusable files are listed "
                                 "with the reason.")
@@ -264,13 +267,13 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
 
-    p = add_command(sub, "show", _cmd_show, parents=[common], help="a kernel's entries with every trial",
+    p = add_command(sub, "show", _cmd_show, parents=common, help="a kernel's entries with every trial",
                     description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
                                 "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
-    p = add_command(sub, "clear", _cmd_clear, parents=[common], help="remove entries (all, a kernel's, or a key's)",
+    p = add_command(sub, "clear", _cmd_clear, parents=common, help="remove entries (all, a kernel's, or a key's)",
                     description="Remove cache entries: all of them, a kernel's (--kernel: its short name clears "
                                 "every kernel of that name, module:qualname that one), or one key's (--kernel and "
                                 "--key, every dtype variant). Only files that read as entries of what was asked are "
@@ -281,7 +284,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--remote", action="store_true",
                    help="clear the Redis cache's entries (every node's) instead of the disk's")
 
-    add_command(sub, "path", _cmd_path, parents=[common], help="print the cache directory",
+    add_command(sub, "path", _cmd_path, parents=[directory], help="print the cache directory",
                 description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
                             "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
 

@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..format import format_key, plural, safe_text
 from .arguments import add_command, add_kernel_filter
@@ -152,11 +152,11 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     return 0
 
 
-def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser) -> None:
+def register(sub: "argparse._SubParsersAction", common: Sequence[argparse.ArgumentParser]) -> None:
     """Add `push` and `pull` to `autotune cache`."""
     for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
                           ("pull", "copy the Redis cache's entries to the local disk cache")):
-        p = add_command(sub, command, functools.partial(_copy, command=command), parents=[common],
+        p = add_command(sub, command, functools.partial(_copy, command=command), parents=common,
                         help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
                                                 "--remote-url); an entry already there and as new is left alone.")
         add_kernel_filter(p)
