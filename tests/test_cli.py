@@ -381,3 +381,96 @@ def test_a_module_qualname_that_matches_nothing_says_so_and_exits_1(twins, tmp_p
     res = run_cli("export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path))
     assert res.returncode == 1 and "nothing to export" in res.stderr and wrong in res.stderr
     assert len(disk_entries()) == 3
+
+
+# --- a kernel name that matches nothing: every message ends with the closest cached kernel (errors.did_you_mean) ---
+
+VA_ID = "kernels.vector_add:_add_kernel"   # what `add_kernel = make_add()` stores its entries under
+
+
+@pytest.fixture
+def vector_add_cached():
+    """kernels/vector_add.py's entries: short name `_add_kernel` (the jit function), not the attribute `add_kernel`."""
+    write_record(record("_add_kernel", [1024], kernel_id=VA_ID))
+    write_record(record("vadd", [1024], kernel_id="kmod:vadd"))
+    return Path(cache_dir())
+
+
+@pytest.mark.parametrize("wrong, close", [("kernels.vector_add:add_kernel", VA_ID), ("add_kernel", "_add_kernel"),
+                                          ("vad", "vadd")])
+def test_an_unknown_kernel_name_is_answered_with_the_closest_cached_one_in_the_form_written(
+        vector_add_cached, tmp_path, capsys, wrong, close):
+    for args in (["cache", "list", "--kernel", wrong], ["cache", "show", wrong], ["cache", "clear", "--kernel", wrong],
+                 ["report", wrong],
+                 ["export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path)]):
+        assert cli.main(args) == 1, args
+        out = capsys.readouterr()
+        assert out.out == "" and wrong in out.err, args
+        assert out.err.rstrip().endswith(f". Did you mean {close!r}?"), (args, out.err)
+    assert len(disk_entries()) == 2 and not (tmp_path / "a.tar.gz").exists()
+
+
+def test_a_key_that_matches_nothing_of_a_cached_kernel_suggests_no_other_kernel(vector_add_cached, capsys):
+    assert cli.main(["cache", "show", "vadd", "--key", "8192"]) == 1
+    assert cli.main(["cache", "clear", "--kernel", "vadd", "--key", "8192"]) == 1
+    assert "Did you mean" not in capsys.readouterr().err
+
+
+def test_export_of_names_close_to_nothing_cached_says_so_without_a_suggestion(vector_add_cached, tmp_path, capsys):
+    assert cli.main(["export", str(tmp_path / "a.tar.gz"), "--kernel", "zzzzzz", "--kernel", "vad",
+                     "--triton-cache-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "nothing to export for ['zzzzzz', 'vad']" in err and err.rstrip().endswith(". Did you mean 'vadd'?")
+
+
+# --- argparse: no abbreviations; an unknown option is reported with the subcommand's usage; no ignored options ---
+
+def _usage_error(capsys, *args: str) -> str:
+    """stderr of `autotune ARGS` that argparse refused (exit 2)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(args))
+    assert exited.value.code == 2, args
+    out = capsys.readouterr()
+    assert out.out == "", args
+    return out.err
+
+
+def test_no_option_is_taken_as_an_abbreviation_of_another(capsys):
+    write_record(record("add_kernel", [1000]))
+    err = _usage_error(capsys, "cache", "show", "add_kernel", "--remote")      # not --remote-url
+    assert "autotune cache show: error: unrecognized arguments: --remote" in err and "expected one" not in err
+    err = _usage_error(capsys, "cache", "list", "--kern", "add_kernel")        # not --kernel
+    assert "autotune cache list: error: unrecognized arguments: --kern add_kernel" in err
+    _usage_error(capsys, "report", "add_kernel", "--ke", "1000")
+    _usage_error(capsys, "export", "a.tar.gz", "--kern", "add_kernel")
+    parser = cli.build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+    cache = subparsers.choices["cache"]
+    nested = [a for a in cache._actions if isinstance(a, argparse._SubParsersAction)][0]
+    everyone = [parser, *subparsers.choices.values(), *nested.choices.values()]
+    assert [p.prog for p in everyone if p.allow_abbrev] == []
+
+
+@pytest.mark.parametrize("args, prog, unknown", [
+    (["report", "add_kernel", "--remote"], "autotune report", "--remote"),
+    (["cache", "list", "--key", "1000"], "autotune cache list", "--key 1000"),
+    (["cache", "show", "add_kernel", "extra"], "autotune cache show", "extra"),
+    (["export", "a.tar.gz", "--force"], "autotune export", "--force"),
+])
+def test_an_option_a_subcommand_does_not_take_is_reported_with_that_subcommand_s_usage(capsys, args, prog, unknown):
+    err = _usage_error(capsys, *args)
+    assert err.startswith(f"usage: {prog} [-h]"), err
+    assert err.endswith(f"{prog}: error: unrecognized arguments: {unknown}\n"), err
+
+
+def test_an_unknown_option_before_the_subcommand_is_the_top_level_s(capsys):
+    err = _usage_error(capsys, "--bogus", "cache", "list")
+    assert err.startswith("usage: autotune [-h] [--version] COMMAND") and "unrecognized arguments: --bogus" in err
+
+
+def test_cache_path_refuses_remote_url_instead_of_ignoring_it(capsys, tmp_path):
+    err = _usage_error(capsys, "cache", "path", "--remote-url", "redis://127.0.0.1:1/0")
+    assert err.startswith("usage: autotune cache path [-h] [--cache-dir DIR]")
+    assert "autotune cache path: error: unrecognized arguments: --remote-url redis://127.0.0.1:1/0" in err
+    assert cli.main(["cache", "path", "--cache-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path)

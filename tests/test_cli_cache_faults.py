@@ -113,6 +113,41 @@ def test_a_file_given_as_the_cache_directory_is_an_error_not_an_empty_cache(tmp_
     assert res.returncode == 2 and "(AUTOTUNE_CACHE_DIR) is not a directory" in res.stderr
 
 
+def test_a_file_given_as_the_cache_directory_is_refused_by_report_export_import_and_precompile(tmp_path):
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    triton = ["--triton-cache-dir", str(tmp_path / "triton")]
+    for args in (["report", "add"], ["export", str(tmp_path / "a.tar.gz"), *triton],
+                 ["import", str(tmp_path / "a.tar.gz"), *triton],
+                 ["precompile", "kernels.vector_add:add_kernel", "--winners-only", "--signature", "x=*fp32"]):
+        res = run_cli(*args, "--cache-dir", str(a_file))
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert res.stderr == f"autotune {args[0]}: the cache directory {a_file} (--cache-dir) is not a directory; " \
+                             "pass --cache-dir a directory\n", (args, res.stderr)     # no raw CacheWarning, no source line
+    assert not (tmp_path / "a.tar.gz").exists()
+
+
+def test_an_explicit_cache_dir_that_does_not_exist_is_said_not_listed_as_an_empty_cache(tmp_path):
+    """--cache-dir /nope (a typo, most often) on a command that reads the cache: "does not exist", exit 2, as a file
+    given as the directory is. The default directory not existing yet is an empty cache, as before; a --cache-dir a
+    command writes into (`pull`, `import`) is made."""
+    nope = tmp_path / "nope"
+    triton = ["--triton-cache-dir", str(tmp_path / "triton")]
+    for args in (["cache", "list"], ["cache", "list", "--kernel", "add"], ["cache", "show", "add"], ["cache", "clear"],
+                 ["cache", "push", "--remote-url", "redis://127.0.0.1:1/0"], ["report", "add"],
+                 ["export", str(tmp_path / "a.tar.gz"), *triton]):
+        res = run_cli(*args, "--cache-dir", str(nope))
+        assert res.returncode == 2 and res.stdout == "", (args, res.stdout, res.stderr)
+        command = " ".join(args[:2]) if args[0] == "cache" else args[0]
+        assert res.stderr.startswith(f"autotune {command}: no entries: the cache directory {nope} (--cache-dir) "
+                                     "does not exist"), (args, res.stderr)
+    assert not nope.exists() and not (tmp_path / "a.tar.gz").exists()
+    res = run_cli("cache", "list", cache=str(nope))                       # the configured one, not there yet
+    assert res.returncode == 0 and res.stdout.strip() == f"no entries in {nope}", res.stderr
+    res = run_cli("cache", "pull", "--cache-dir", str(nope))              # a target: past the directory check
+    assert res.returncode == 2 and "AUTOTUNE_REMOTE_CACHE" in res.stderr and "does not exist" not in res.stderr
+
+
 def test_a_cache_directory_this_user_cannot_read_is_an_error_not_an_empty_cache(public_dir):
     directory = public_dir / "private"
     write_record(record("add", [40]), directory)

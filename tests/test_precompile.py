@@ -749,13 +749,23 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     assert re.search(r"imported 1 records \(0 skipped\) and [1-9]\d* compiled kernels", capsys.readouterr().out)
     assert main(["import", str(tmp_path / "missing.tar.gz")]) == 1
     assert "not a readable .tar.gz" in capsys.readouterr().err
-    # a record the cache cannot take: the skip and the cache's own warning saying why are both printed
+    # a file given as the cache directory: refused before anything is read (as every command with --cache-dir)
     (tmp_path / "file-not-dir").write_text("")
     assert main(["import", str(archive), "--cache-dir", str(tmp_path / "file-not-dir"),
+                 "--triton-cache-dir", str(tmp_path / "t")]) == 2
+    assert "file-not-dir (--cache-dir) is not a directory" in capsys.readouterr().err
+    # a record the cache cannot take (its kernel's directory is a file): the skip and the cache's own warning
+    # saying why are both printed
+    from autotune.storage.entries import kernel_dirname
+
+    (rec,) = [e.record for e in disk_entries("add_kernel", tmp_path / "c")]
+    (tmp_path / "blocked").mkdir()
+    (tmp_path / "blocked" / kernel_dirname(rec.kernel, rec.kernel_id)).write_text("")
+    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "blocked"),
                  "--triton-cache-dir", str(tmp_path / "t")]) == 0
     printed = capsys.readouterr().out
     assert "imported 0 records (1 skipped)" in printed and "(warned)" in printed
-    assert re.search(r"warning: .*file-not-dir", printed), printed
+    assert re.search(r"warning: .*blocked", printed), printed
 
 
 def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, capsys):

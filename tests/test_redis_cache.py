@@ -370,3 +370,32 @@ def test_clearing_everything_remotely_also_removes_unreadable_entries(redis_serv
         warnings.simplefilter("ignore")
         clear_autotune_cache(remote=True)
     assert client.keys("autotune:entry:*") == []
+
+
+def test_push_and_pull_of_a_kernel_that_matches_nothing_exit_1_naming_it_and_the_close_one(tmp_path, redis_server,
+                                                                                           capsys):
+    """`push`/`pull --kernel K` where K matches nothing: exit 1 with the kernel and "Did you mean", as `cache list`
+    does, not "copied 0 entries"; so do `list --remote`/`clear --remote`. Unfiltered, an empty source is exit 0."""
+    from autotune import cli
+    from cache_files import write_record
+
+    node_a, node_b = tmp_path / "node-a", tmp_path / "node-b"
+    url = ["--remote-url", redis_server.url]
+    assert cli.main(["cache", "pull", "--cache-dir", str(node_b), *url]) == 0          # nothing anywhere: fine
+    assert "copied 0 entries" in capsys.readouterr().out
+    write_record(make_record((1,), kernel="add_kernel"), node_a)
+    for command, where in (("push", node_a), ("pull", node_b)):
+        if command == "pull":
+            assert cli.main(["cache", "push", "--cache-dir", str(node_a), *url]) == 0
+            capsys.readouterr()
+        assert cli.main(["cache", command, "--kernel", "add_kernl", "--cache-dir", str(where), *url]) == 1
+        out = capsys.readouterr()
+        assert "copied" not in out.out, out.out
+        assert f"autotune cache {command}: no entries for kernel 'add_kernl'" in out.err
+        assert out.err.rstrip().endswith(". Did you mean 'add_kernel'?"), out.err
+    assert disk_entries(directory=node_b) == []
+    for args in (["list", "--remote"], ["clear", "--remote"]):
+        assert cli.main(["cache", *args, "--kernel", "add_kernl", "--cache-dir", str(node_a), *url]) == 1
+        assert capsys.readouterr().err.rstrip().endswith(". Did you mean 'add_kernel'?"), args
+    assert cli.main(["cache", "pull", "--kernel", "add_kernel", "--cache-dir", str(node_b), *url]) == 0
+    assert "copied 1 entry" in capsys.readouterr().out and len(disk_entries(directory=node_b)) == 1

@@ -376,7 +376,11 @@ def test_the_autotune_command_line_runs_report(cached, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(report_table(cached[0])) and f"wrote {tmp_path / 'x.png'}" in out
     assert (tmp_path / "x.png").read_bytes()[:8] == PNG_SIGNATURE
+    (tmp_path / "empty").mkdir()
     assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "empty")]) == 1
+    assert f"{tmp_path / 'empty'} has no records" in capsys.readouterr().err
+    assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "missing")]) == 2   # not there
+    assert "(--cache-dir) does not exist" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------ a real tuning

@@ -209,12 +209,15 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
 
     from .. import __version__ as autotune_version
     from ..storage import disk_entries
-    from ..storage.entries import is_kernel_id, kernel_dirname, kernel_matches, record_json, short_name
+    from ..storage.files import root as tuning_root
+    from ..storage.entries import (is_kernel_id, kernel_dirname, kernel_matches, kernel_suggestion, record_json,
+                                  short_name)
 
     out = Path(path)
     _check_destination(out)
     names = _kernel_names(kernels)
     entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
+    cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]    # every cached kernel, for a misspelt name's hint
     if names is not None:
         entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
     kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
@@ -231,11 +234,17 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         missing = [n for n in names if not any(kernel_matches(rec.kernel, rec.kernel_id, n) for _, rec in entries)
                    and (is_kernel_id(n) or not any(b[0] == n for b in binaries))]
         if missing:
+            # each name that is close to a cached kernel (a record's, or a compiled binary's function name) ends
+            # the message with it, in the form it was written: `mod:add_kernel` -> 'mod:_add_kernel'
+            known = cached + [(b[0], None) for b in _triton_entries(triton_dir, None)]
+            hints = [h for h in (kernel_suggestion(n, known) for n in missing) if h]
+            hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]      # ". Did you mean 'a'? Did you mean 'b'?"
             raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
                                f"kernels of that name in {triton_dir} (a module:qualname needs a tuned record of that "
-                               "kernel); tune or precompile first, or check the names")
+                               f"kernel); tune or precompile first, or check the names{''.join(hints)}")
     if not entries and not binaries:
-        raise ArchiveError(f"nothing to export: the tuning cache has no records and {triton_dir} no compiled kernels")
+        raise ArchiveError(f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
+                           f"{triton_dir} no compiled kernels")
 
     members: dict[str, bytes] = {}
     manifest = ArchiveManifest(autotune_version=str(autotune_version), triton_version=str(triton.__version__),

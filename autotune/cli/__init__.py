@@ -19,6 +19,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from ..keyspec import parse_key  # noqa: F401  (one key syntax for every subcommand; `cli.parse_key` too)
+from .arguments import PARSER_DEST, CliParser
 from .cache import register as register_cache
 
 __all__ = ["main", "build_parser", "register", "parse_key", "REGISTRARS", "SUBCOMMAND_MODULES"]
@@ -43,8 +44,10 @@ def register(fn: Registrar) -> Registrar:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full parser: built-in registrars plus those of SUBCOMMAND_MODULES that exist."""
-    parser = argparse.ArgumentParser(prog="autotune", description="autotune: Triton kernel autotuning tools.")
+    """The full parser: built-in registrars plus those of SUBCOMMAND_MODULES that exist. It is a `CliParser`, and so
+    is every subcommand's (`add_subparsers` makes parsers of its parser's class): no option is taken by an
+    abbreviation, and each knows itself for `main` to report an unknown option with that subcommand's usage."""
+    parser = CliParser(prog="autotune", description="autotune: Triton kernel autotuning tools.")
     parser.add_argument("--version", action="version", version=f"autotune {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for registrar in REGISTRARS:
@@ -81,10 +84,25 @@ def _version() -> str:
     return __version__
 
 
+def _parser_of(top: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str],
+               argv: list[str]) -> argparse.ArgumentParser:
+    """The parser whose usage an unknown argument is reported with: the subcommand's that was parsed, or the top
+    level's for one written before the subcommand's name (`autotune --bogus cache list`)."""
+    command = getattr(args, "command", None)
+    if command in argv and unknown[0] in argv and argv.index(unknown[0]) < argv.index(command):
+        return top
+    return getattr(args, PARSER_DEST, top)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status (the console script exits with it)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # parse_args would report an option the subcommand does not take with the top level's usage ("usage: autotune
+    # [-h] [--version] COMMAND ..."); the subcommand that was parsed reports it, with its own usage
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _parser_of(parser, args, unknown, list(sys.argv[1:] if argv is None else argv)).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `autotune cache list | head`

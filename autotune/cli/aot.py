@@ -18,12 +18,15 @@ from typing import Any
 from ..errors import ArchiveError, AutotuneError
 from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
-from .arguments import add_command
+from .arguments import add_command, checked_cache_dir, option_parent
 
 __all__ = ["register"]
 
 
 def _cmd_precompile(args: Any) -> int:
+    # the tuning cache is read for --winners-only only; a file given as it is refused either way
+    if checked_cache_dir(args, "precompile", must_exist=bool(args.winners_only)) is None:
+        return 2
     if args.cache_dir:
         os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
     if args.triton_cache_dir:
@@ -65,6 +68,8 @@ def _runtime_arg_names(kernel: Any) -> str:
 
 
 def _cmd_export(args: Any) -> int:
+    if checked_cache_dir(args, "export") is None:     # a file, an unreadable or a missing --cache-dir: exit 2
+        return 2
     try:
         manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
                                   triton_cache_dir=args.triton_cache_dir, sign_key=args.sign)
@@ -78,6 +83,8 @@ def _cmd_export(args: Any) -> int:
 
 
 def _cmd_import(args: Any) -> int:
+    if checked_cache_dir(args, "import", must_exist=False) is None:   # a --cache-dir that does not exist is made
+        return 2
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -145,9 +152,7 @@ def register(subparsers: Any) -> None:
 
 
 def _argparse_parent() -> Any:
-    import argparse
-
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = option_parent()
     parent.add_argument("--cache-dir", metavar="DIR", help="the tuning cache (default: AUTOTUNE_CACHE_DIR, ...)")
     parent.add_argument("--triton-cache-dir", metavar="DIR",
                         help="Triton's compile cache (default: TRITON_CACHE_DIR, else ~/.triton/cache)")

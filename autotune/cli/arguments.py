@@ -2,13 +2,39 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Sequence
+import os
+import stat
+import sys
+from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "add_command", "add_kernel_filter", "add_key_option"]
+from ..format import safe_text
+
+__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "PARSER_DEST", "CliParser", "add_command", "add_kernel_filter",
+           "add_key_option", "checked_cache_dir", "option_parent"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
 KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
                  "(that kernel alone; `autotune cache list` shows it where two modules share a name)")
+
+
+PARSER_DEST = "_cli_parser"   # the namespace attribute naming the innermost (sub)command parser that was parsed
+
+
+class CliParser(argparse.ArgumentParser):
+    """The CLI's parser class, used for the top level, every subcommand (`add_subparsers` makes its parsers of this
+    class) and the shared option parents: abbreviations are off (`--remote` is never read as `--remote-url`), and
+    each parser records itself in the namespace (`PARSER_DEST`), so `cli.main` reports an option a subcommand
+    does not take with that subcommand's own usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.set_defaults(**{PARSER_DEST: self})     # after `parents`' defaults: a child names itself, not its parent
+
+
+def option_parent() -> CliParser:
+    """A parent parser (`parents=[...]`) for options several subcommands share."""
+    return CliParser(add_help=False)
 
 
 def add_kernel_filter(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +52,47 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
                 description: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
     """A subcommand `name` whose parsed namespace's `func` is `run` (args -> exit status): every subcommand is
     declared this one way, with a one-line `help` for the command list and a `description` for its own --help."""
-    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
+    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description,
+                                   allow_abbrev=False)
     parser.set_defaults(func=run)
     return parser
+
+
+def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+    """The tuning cache directory `autotune <command>` works on (`args.cache_dir`, else AUTOTUNE_CACHE_DIR, else the
+    platform default), after checking it can be read; None after printing why not, for an exit status of 2, so that
+    a problem is never reported as an empty cache: a file given as the directory, a directory this user may not
+    list, and, for a command that reads the cache (`must_exist`), a --cache-dir that does not exist (a typo far more
+    often than an empty cache). The default directory not existing yet is fine: nothing is cached there; so is
+    a --cache-dir a command writes into (`pull`, `import`), which is created."""
+    from ..options import cache_dir
+
+    explicit = getattr(args, "cache_dir", None)
+    directory = os.path.expanduser(explicit) if explicit else cache_dir()
+    origin = ("--cache-dir" if explicit
+              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
+    fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
+    where = f"the cache directory {safe_text(directory)} ({origin})"
+    try:
+        mode = os.stat(directory).st_mode
+    except FileNotFoundError:
+        if explicit and must_exist:
+            print(f"autotune {command}: no entries: {where} does not exist; pass --cache-dir an existing directory "
+                  "(`autotune cache path` prints the default one)", file=sys.stderr)
+            return None
+        return directory
+    except OSError as exc:
+        print(f"autotune {command}: cannot reach {where}: {exc.strerror or exc}; run as a user that can read it, or "
+              f"{fix}", file=sys.stderr)
+        return None
+    if not stat.S_ISDIR(mode):
+        print(f"autotune {command}: {where} is not a directory; {fix}", file=sys.stderr)
+        return None
+    try:
+        with os.scandir(directory):
+            pass
+    except OSError as exc:
+        print(f"autotune {command}: cannot read {where}: {exc.strerror or exc}; run as a user that can read it, or "
+              f"{fix}", file=sys.stderr)
+        return None
+    return directory

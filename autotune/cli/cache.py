@@ -7,14 +7,14 @@
     autotune cache push|pull [--kernel K]                      copy entries disk -> Redis / Redis -> disk
 
 Every subcommand takes `--cache-dir DIR` (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else
-~/.cache/autotune) and `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE).
+~/.cache/autotune) and all but `path` `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE; `show`, which has no
+`--remote`, refuses it with what to run instead).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -24,7 +24,8 @@ from ..format import (format_config, format_dtypes, format_key, format_ms, forma
                       plural, safe_text)
 from ..keyspec import parse_key
 from .remote import clear_remote, list_remote
-from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option
+from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option, option_parent
+from .arguments import checked_cache_dir as check_cache_dir
 from .rows import age_of, entries_table, kernel_labels
 from .remote import register as register_remote
 
@@ -39,34 +40,11 @@ def _use_cache_dir(args: argparse.Namespace) -> str:
     return cache_dir()
 
 
-def checked_cache_dir(args: argparse.Namespace, command: str) -> Optional[str]:
-    """The cache directory this command works on, after checking it can be read: None after printing why not
-    (a file given as the directory, a directory this user may not list), so that a permission problem is never
-    reported as an empty cache. A directory that does not exist yet is fine: nothing is cached there."""
-    directory = _use_cache_dir(args)
-    origin = ("--cache-dir" if getattr(args, "cache_dir", None)
-              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
-    fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
-    try:
-        mode = os.stat(directory).st_mode
-    except FileNotFoundError:
-        return directory
-    except OSError as exc:
-        print(f"autotune cache {command}: cannot reach the cache directory {safe_text(directory)} ({origin}): "
-              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
-        return None
-    if not stat.S_ISDIR(mode):
-        print(f"autotune cache {command}: the cache directory {safe_text(directory)} ({origin}) is not a directory; "
-              f"{fix}", file=sys.stderr)
-        return None
-    try:
-        with os.scandir(directory):
-            pass
-    except OSError as exc:
-        print(f"autotune cache {command}: cannot read the cache directory {safe_text(directory)} ({origin}): "
-              f"{exc.strerror or exc}; run as a user that can read it, or {fix}", file=sys.stderr)
-        return None
-    return directory
+def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+    """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
+    --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
+    _use_cache_dir(args)
+    return check_cache_dir(args, f"cache {command}", must_exist=must_exist)
 
 
 def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple], bool]:
@@ -90,18 +68,22 @@ def _entries(kernel: Optional[str]):
                                           str(e.path)))
 
 
-def _other_ids(kernel: str) -> str:
-    """For a module:qualname that matched nothing: "; kernels named add_kernel: a:add_kernel, b:add_kernel" (the
-    kernel_ids cached under its short name, a typo's likely fix), else ""."""
+def _unknown_kernel_hint(kernel: str) -> str:
+    """What follows "no entries for kernel K": for a module:qualname, "; kernels named add_kernel: a:add_kernel,
+    b:add_kernel" (the kernel_ids cached under its short name); then, when no entry at all is of `kernel`, " Did you
+    mean 'x'?" naming the closest cached kernel in the form `kernel` is written in (`kernel_suggestion`); else ""."""
     from ..storage import disk_entries
-    from ..storage.entries import is_kernel_id, short_name
+    from ..storage.entries import is_kernel_id, kernel_matches, kernel_suggestion, short_name
 
-    if not is_kernel_id(kernel):
-        return ""
-    name = short_name(kernel)
-    ids = sorted({e.record.kernel_id for e in disk_entries(name, on_error=lambda path, exc: None)
-                  if e.record is not None and e.record.kernel_id})
-    return f"; kernels named {name}: {', '.join(ids)}" if ids else ""
+    records = [e.record for e in disk_entries(None, on_error=lambda path, exc: None) if e.record is not None]
+    hint = ""
+    if is_kernel_id(kernel):
+        name = short_name(kernel)
+        ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
+        hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
+    if any(kernel_matches(r.kernel, r.kernel_id, kernel) for r in records):
+        return hint          # the kernel is cached: what matched nothing is the key
+    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])
 
 
 def _sortable(value: Any) -> tuple:
@@ -151,7 +133,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not entries:
         if args.kernel is not None:   # a filter that matches nothing is likely a typo: said and exit 1, as show does
             print(f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
-                  f"list` lists every kernel){safe_text(_other_ids(args.kernel))}", file=sys.stderr)
+                  f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
             return 1
         print(f"no entries in {safe_text(directory)}")
         return 0
@@ -186,8 +168,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
-        print(f"no entries for {safe_text(what)} in {safe_text(directory)}{safe_text(_other_ids(args.kernel))}",
-              file=sys.stderr)
+        print(f"no entries for {safe_text(what)} in {safe_text(directory)}"
+              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     now = time.time()
     blocks = []
@@ -252,7 +234,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         return 1
     if removed == 0 and args.kernel is not None:
         print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
-              f"{safe_text(_other_ids(args.kernel))}", file=sys.stderr)
+              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     return 0
@@ -266,16 +248,18 @@ def _cmd_path(args: argparse.Namespace) -> int:
 def register(subparsers: "argparse._SubParsersAction") -> None:
     """`autotune cache {list,show,clear,path}`."""
     cache = subparsers.add_parser("cache", help="inspect or clear the tuning cache on disk",
-                                  description="Inspect or clear the tuning cache on disk.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache-dir", metavar="DIR",
-                        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
-                             "else ~/.cache/autotune)")
-    common.add_argument("--remote-url", metavar="URL",
+                                  description="Inspect or clear the tuning cache on disk.", allow_abbrev=False)
+    directory = option_parent()
+    directory.add_argument("--cache-dir", metavar="DIR",
+                           help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
+                                "else ~/.cache/autotune)")
+    remote = option_parent()      # not `path`'s: an option a command would ignore is not offered to it
+    remote.add_argument("--remote-url", metavar="URL",
                         help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)")
+    common = [directory, remote]
     sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
 
-    p = add_command(sub, "list", _cmd_list, parents=[common], help="one line per cached entry",
+    p = add_command(sub, "list", _cmd_list, parents=common, help="one line per cached entry",
                     description="List every entry of the tuning cache on disk, one line each: kernel, key, "
                                 "dtypes, device, winner, its time and the entry's age; unusable files are listed "
                                 "with the reason.")
@@ -283,13 +267,13 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
 
-    p = add_command(sub, "show", _cmd_show, parents=[common], help="a kernel's entries with every trial",
+    p = add_command(sub, "show", _cmd_show, parents=common, help="a kernel's entries with every trial",
                     description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
                                 "and every trial's status and timings. Exits 1 when nothing matches.")
     p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
-    p = add_command(sub, "clear", _cmd_clear, parents=[common], help="remove entries (all, a kernel's, or a key's)",
+    p = add_command(sub, "clear", _cmd_clear, parents=common, help="remove entries (all, a kernel's, or a key's)",
                     description="Remove cache entries: all of them, a kernel's (--kernel: its short name clears "
                                 "every kernel of that name, module:qualname that one), or one key's (--kernel and "
                                 "--key, every dtype variant). Only files that read as entries of what was asked are "
@@ -300,7 +284,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--remote", action="store_true",
                    help="clear the Redis cache's entries (every node's) instead of the disk's")
 
-    add_command(sub, "path", _cmd_path, parents=[common], help="print the cache directory",
+    add_command(sub, "path", _cmd_path, parents=[directory], help="print the cache directory",
                 description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
                             "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
 

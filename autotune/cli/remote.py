@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..format import format_key, plural, safe_text
 from .arguments import add_command, add_kernel_filter
@@ -40,6 +40,18 @@ def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
     return tier
 
 
+def _suggestion(tier: Any, kernel: str) -> str:
+    """" Did you mean 'x'?" for a `kernel` none of whose entries `tier` holds, naming its closest cached kernel
+    (`storage.entries.kernel_suggestion`); "" when `tier` holds some of `kernel` (a key matched nothing) or none is
+    close."""
+    from ..storage.entries import kernel_matches, kernel_suggestion
+
+    known = [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)]
+    if any(kernel_matches(name, kernel_id, kernel) for name, kernel_id in known):
+        return ""
+    return kernel_suggestion(kernel, known)
+
+
 def list_remote(args: argparse.Namespace) -> int:
     """`autotune cache list --remote`: one line per entry in Redis."""
     tier = remote_or_exit(args, "list")
@@ -55,7 +67,7 @@ def list_remote(args: argparse.Namespace) -> int:
     if not entries:
         if args.kernel is not None:   # as the disk's list: a filter that matches nothing is said, exit 1
             print(f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
-                  "--remote` lists every kernel)", file=sys.stderr)
+                  f"--remote` lists every kernel){safe_text(_suggestion(tier, args.kernel))}", file=sys.stderr)
             return 1
         print(f"no entries in {tier.url}")
         return 0
@@ -77,7 +89,8 @@ def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
     if not removed and args.kernel is not None:
-        print(f"autotune cache clear: nothing matched {what} in {tier.url}", file=sys.stderr)
+        print(f"autotune cache clear: nothing matched {safe_text(what)} in {tier.url}"
+              f"{safe_text(_suggestion(tier, args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(len(removed), 'entry', 'entries')} ({what}) from {tier.url}")
     return 0
@@ -87,10 +100,13 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
+    from ..storage.entries import kernel_suggestion
 
     from .cache import checked_cache_dir
 
-    if checked_cache_dir(args, command) is None:   # applies --cache-dir; a file or unreadable directory: exit 2
+    # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
+    directory = checked_cache_dir(args, command, must_exist=command == "push")
+    if directory is None:
         return 2
     tier = remote_or_exit(args, command)
     if tier is None:
@@ -100,7 +116,15 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     copied = kept = failed = 0
     with warnings.catch_warnings(record=True) as caught:   # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
-        for e in source.entries(args.kernel):
+        found = source.entries(args.kernel)
+        if not found and args.kernel is not None:   # as `cache list --kernel`: a filter that matches nothing, exit 1
+            known = [(e.record.kernel, e.record.kernel_id) for e in source.entries(None)]
+            origin = tier.url if command == "pull" else safe_text(directory)
+            print(f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
+                  f"nothing copied (`autotune cache list{' --remote' if command == 'pull' else ''}` lists every "
+                  f"kernel){safe_text(kernel_suggestion(args.kernel, known))}", file=sys.stderr)
+            return 1
+        for e in found:
             entry = EntryRef.of(e.record)
             lease = target.lock(entry, timeout_s=30.0)
             try:
@@ -128,11 +152,11 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     return 0
 
 
-def register(sub: "argparse._SubParsersAction", common: argparse.ArgumentParser) -> None:
+def register(sub: "argparse._SubParsersAction", common: Sequence[argparse.ArgumentParser]) -> None:
     """Add `push` and `pull` to `autotune cache`."""
     for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
                           ("pull", "copy the Redis cache's entries to the local disk cache")):
-        p = add_command(sub, command, functools.partial(_copy, command=command), parents=[common],
+        p = add_command(sub, command, functools.partial(_copy, command=command), parents=common,
                         help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
                                                 "--remote-url); an entry already there and as new is left alone.")
         add_kernel_filter(p)

@@ -12,8 +12,8 @@ from ..format import format_record_key, safe_text
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
-from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches
-from .arguments import KERNEL_SYNTAX, add_command, add_key_option
+from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches, kernel_suggestion
+from .arguments import KERNEL_SYNTAX, add_command, add_key_option, checked_cache_dir
 from .rows import kernel_labels
 
 __all__ = ["run_report_command", "register"]
@@ -47,9 +47,12 @@ def _path_for(path: str, tag: str, many: bool) -> Path:
 
 
 def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None) -> int:
-    """`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: exit status 0, or 1 if nothing matched."""
+    """`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: exit status 0, 1 if nothing matched,
+    2 if the cache directory cannot be read (`arguments.checked_cache_dir`)."""
     out = out if out is not None else sys.stdout
-    root = getattr(args, "cache_dir", None)
+    root = checked_cache_dir(args, "report")    # a file, an unreadable or a missing --cache-dir: said, exit 2
+    if root is None:
+        return 2
     entries = cache_entries(root)
     for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in
         if entry.record is None and is_dir_of(entry.path.parent.name, args.kernel):
@@ -60,11 +63,13 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         readable = [e.record for e in entries if e.record is not None]
         # a module:qualname that matched nothing: the cached kernels' module:qualnames, a typo's likely fix
         known = sorted({(r.kernel_id or r.kernel) if is_kernel_id(args.kernel) else r.kernel for r in readable})
-        hint = f"; cached kernels: {', '.join(known)}" if known else "; the cache has no records"
+        hint = f"; cached kernels: {', '.join(known)}" if known else f"; {root} has no records"
         mine = [r for r in readable if kernel_matches(r.kernel, r.kernel_id, args.kernel)]
         if args.key and mine:
             keys = sorted({format_record_key(r).removeprefix("key=") for r in mine})
             hint = f"; its cached keys: {'; '.join(keys)}"
+        elif not mine:     # the kernel itself is unknown: end with the closest cached one, in the form written
+            hint += kernel_suggestion(args.kernel, [(r.kernel, r.kernel_id) for r in readable])
         print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1

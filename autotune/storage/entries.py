@@ -11,12 +11,12 @@ import re
 from typing import Any, Iterable, Optional
 
 from .. import codec
-from ..errors import CacheEntryError
+from ..errors import CacheEntryError, did_you_mean
 from ..keys import normalise_key
 from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "wanted_key_text", "kernel_dirname", "is_dir_of", "entry_id",
-           "is_kernel_id", "kernel_matches", "location_pattern", "short_name", "record_json", "parse_record",
+           "is_kernel_id", "kernel_matches", "kernel_suggestion", "location_pattern", "short_name", "record_json", "parse_record",
            "no_constant", "is_newer_schema"]
 
 MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
@@ -101,6 +101,20 @@ def kernel_matches(kernel: str, kernel_id: Optional[str], wanted: str) -> bool:
     that name, a "module:qualname" the one kernel whose `kernel_id` it is. The one rule every tier's listing and
     clear, the CLI's `--kernel`, `cache show`, `report`, `export` and `clear_autotune_cache(kernel="...")` follow."""
     return kernel_id == wanted if is_kernel_id(wanted) else kernel == wanted
+
+
+def kernel_suggestion(wanted: str, known: Iterable[tuple[str, Optional[str]]]) -> str:
+    """`errors.did_you_mean` for a kernel name `wanted` that matched nothing, over the `known` kernels ((short name,
+    kernel_id or None) pairs, e.g. of the cached records), in the form `wanted` is written in: the closest
+    "module:qualname" for a module:qualname, the closest short name for a short name. It ends a message that does
+    not end with a full stop: ". Did you mean 'x'?", or "" when none is close."""
+    if is_kernel_id(wanted):
+        names = {kernel_id for _, kernel_id in known if kernel_id}
+    else:
+        names = {kernel for kernel, _ in known if kernel}
+    names.discard(wanted)
+    close = did_you_mean(wanted, names)
+    return f".{close}" if close else ""
 
 
 def is_dir_of(dirname: str, kernel: str) -> bool:
