@@ -599,6 +599,15 @@ def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_pat
     with pytest.raises(PrecompileError, match="unknown backend"):
         export_archive(tmp_path / "bad.tar.gz", kernels=[tuned_add], targets=["metal:1"])
 
+    from autotune.cli import main
+
+    assert main(["export", str(tmp_path / "cli.tar.gz"), "--kernel", "add_kernel", "--target", "cuda:90"]) == 0
+    with tarfile.open(tmp_path / "cli.tar.gz") as tar:
+        names = tar.getnames()
+    assert any(n.endswith(".cubin") for n in names) and not any(n.endswith(".hsaco") for n in names)
+    assert main(["export", str(tmp_path / "cli-bad.tar.gz"), "--target", "metal:1"]) == 2
+    assert not (tmp_path / "cli-bad.tar.gz").exists()
+
 
 def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_path):
     archive, _, winner = exported

@@ -2,7 +2,7 @@
 
     autotune precompile MODULE:KERNEL --target cuda:90 [--target ...] --signature 'x=*fp32,n=i32:16'
                         [--winners-only] [--workers N] [--timeout S] [--json]
-    autotune export ARCHIVE [--kernel NAME ...] [--sign KEYFILE]
+    autotune export ARCHIVE [--kernel NAME ...] [--target TARGET ...] [--sign KEYFILE]
     autotune import ARCHIVE [--force] [--verify KEYFILE] [--json]
 
 Each takes `--cache-dir DIR` (the tuning cache) and `--triton-cache-dir DIR` (Triton's compile cache).
@@ -70,9 +70,18 @@ def _runtime_arg_names(kernel: Any) -> str:
 def _cmd_export(args: Any) -> int:
     if checked_cache_dir(args, "export") is None:     # a file, an unreadable or a missing --cache-dir: exit 2
         return 2
+    if args.targets is not None:
+        from ..aot.targets import parse_target
+
+        try:
+            for target in args.targets:
+                parse_target(target)
+        except AutotuneError as exc:      # PrecompileError: an unknown backend or arch, said with the forms
+            print(f"autotune export: --target {exc}", file=sys.stderr)
+            return 2
     try:
         manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
-                                  triton_cache_dir=args.triton_cache_dir, sign_key=args.sign)
+                                  triton_cache_dir=args.triton_cache_dir, sign_key=args.sign, targets=args.targets)
     except (ArchiveError, OSError) as exc:   # OSError: a file system fault export_archive did not name itself
         print(f"autotune export: {exc}", file=sys.stderr)
         return 1
@@ -137,6 +146,9 @@ def register(subparsers: Any) -> None:
                    help="only this kernel (repeat for several; default: every kernel of the tuning cache)")
     p.add_argument("--sign", metavar="KEYFILE", default=None,
                    help="sign the manifest (HMAC-SHA256) with the secret in KEYFILE, for `import --verify`")
+    p.add_argument("--target", dest="targets", action="append", metavar="TARGET",
+                   help="only the binaries compiled for this target (cuda:90, hip:gfx942; repeat for several; "
+                        "default: every target in Triton's cache); records are not filtered")
 
     p = add_command(subparsers, "import", _cmd_import, parents=[dirs],
                     help="install an archive made by `autotune export`",
