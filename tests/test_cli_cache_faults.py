@@ -251,17 +251,3 @@ def test_a_key_meant_as_a_tuple_but_unclosed_is_a_usage_error_not_a_string_key(t
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "is not a valid tuple or list" in res.stderr and "4096,1024" in res.stderr
     assert len(disk_entries()) == 1
-
-
-def test_cache_clear_of_everything_removes_and_counts_the_unusable_files_list_flags(capsys):
-    """`cache list` flags a truncated entry as unusable; `cache clear` (everything) removes it and says so, where
-    before it said "removed 0 entries" and left it for `rm`."""
-    from autotune.cli import main
-
-    good = write_record(record("vadd", [1024]))
-    truncated = good.with_name("0" * 32 + ".json")
-    truncated.write_text(good.read_text()[:40])
-    assert main(["cache", "list"]) == 0 and "1 entry, 1 unusable" in capsys.readouterr().out
-    assert main(["cache", "clear"]) == 0
-    assert "removed 1 entry and 1 unusable file (all kernels)" in capsys.readouterr().out
-    assert not truncated.exists() and disk_entries() == []

@@ -218,10 +218,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     from ..storage import DiskCache
 
     failures: list[tuple[Path, OSError]] = []
-    # a clear of everything removes the unusable files `cache list` flags too (DiskCache.remove): counted here
-    unusable = [e.path for e in _entries(None) if e.record is None] if args.kernel is None else []
     removed = len(DiskCache().remove(args.kernel, key, on_error=lambda path, exc: failures.append((path, exc))))
-    swept = sum(1 for path in unusable if not path.exists())
     what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
         f" key {format_key(list(key))}" if key is not None else "")
     what, where = safe_text(what), safe_text(directory)
@@ -239,8 +236,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
               f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
-    also = f" and {plural(swept, 'unusable file', 'unusable files')}" if swept else ""
-    print(f"removed {plural(removed, 'entry', 'entries')}{also} ({what}) from {where}")
+    print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     return 0
 
 
