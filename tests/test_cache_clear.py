@@ -248,26 +248,3 @@ def test_a_misspelt_kernel_name_warns_naming_the_close_one_and_an_unknown_name_i
         assert clear_autotune_cache(kernel="add_one", key=(12345,)) == 0     # a known kernel, a key it lacks
         assert clear_autotune_cache(kernel="add_one") == 1
         assert clear_autotune_cache(kernel="add_one") == 0                   # loaded here: not a typo
-
-
-def test_a_clear_of_everything_removes_unusable_entry_files_but_never_a_newer_autotunes_entry():
-    """`cache list` flags a corrupt or older-schema file as unusable; clearing everything removes it too (as the
-    Redis tier's clear of everything does), while a newer autotune's entry (its good winner) stays."""
-    import json
-
-    add_one(*_args())
-    add_one(*_args(64))
-    first, second = sorted(e.path for e in disk_entries())
-    corrupt = first.with_name("0" * 32 + ".json")
-    corrupt.write_text(first.read_text()[:50])                         # truncated
-    older = first.with_name("1" * 32 + ".json")
-    older.write_text(json.dumps({**json.loads(first.read_text()), "schema_version": 0}))
-    newer = second.with_name("2" * 32 + ".json")
-    newer_text = json.dumps({**json.loads(second.read_text()), "schema_version": 99})
-    newer.write_text(newer_text)
-    assert len([e for e in disk_entries() if e.record is None]) == 3
-    assert clear_autotune_cache(kernel="add_one") == 2                 # by kernel: the unusable files stay
-    assert corrupt.exists() and older.exists()
-    assert clear_autotune_cache() == 0
-    assert not corrupt.exists() and not older.exists()
-    assert newer.read_text() == newer_text

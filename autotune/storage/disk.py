@@ -161,22 +161,16 @@ class DiskCache:
     def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None, identity: object = ANY, *,
                on_error: Optional[OnError] = None) -> list[StoredEntry]:
         """Remove entry files; only a file that reads as an entry of what was asked is removed, anything else
-        stays, except that a clear of everything (no kernel, key or identity) also removes the files named like
-        entries that are corrupt or of an older schema (what `autotune cache list` flags as unusable; the
-        Redis tier's clear of everything does the same), never a newer autotune's entry. Lock files stay: removing
-        a lock file another process holds would break its exclusion. A directory that cannot be listed, an entry
-        that cannot be read or removed goes to `on_error` (default: a warning; the CLI collects them to report
-        "could not remove M")."""
+        stays. Lock files stay too: removing a lock file another process holds would break its exclusion. A
+        directory that cannot be listed, an entry that cannot be read or removed goes to `on_error` (default: a
+        warning; the CLI collects them to report "could not remove M")."""
         wanted = wanted_key_text(key)
-        everything = kernel is None and key is None and identity is ANY
         removed = []
         for d in kernel_dirs(root(self.directory), kernel, on_error or warn_unlistable):
             for path in entry_files(d, on_error or warn_unlistable):
                 try:
                     record = load_record(path)
-                except CacheEntryError as exc:
-                    if everything and not (exc.kind == "schema" and is_newer_schema(exc.schema_version)):
-                        remove_file(path, on_error)
+                except CacheEntryError:
                     continue
                 except OSError as exc:
                     if on_error is not None:
