@@ -251,3 +251,19 @@ def test_a_key_meant_as_a_tuple_but_unclosed_is_a_usage_error_not_a_string_key(t
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "is not a valid tuple or list" in res.stderr and "4096,1024" in res.stderr
     assert len(disk_entries()) == 1
+
+
+def test_cache_clear_names_the_unusable_files_it_leaves(capsys):
+    """A clear removes only files that read as entries (a truncated file is not known to be one), so the
+    unusable files `cache list` flags stay: `cache clear` says which, instead of "removed 1 entry" alone."""
+    from autotune.cli import main
+
+    good = write_record(record("vadd", [1024]))
+    truncated = good.with_name("0" * 32 + ".json")
+    truncated.write_text(good.read_text()[:40])
+    assert main(["cache", "list"]) == 0 and "1 entry, 1 unusable" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 entry (all kernels)" in out
+    assert "1 unusable file stays (a clear removes only files that read as entries" in out and str(truncated) in out
+    assert truncated.exists() and [e.path for e in disk_entries()] == [truncated]

@@ -237,6 +237,15 @@ def _cmd_clear(args: argparse.Namespace) -> int:
               f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
+    if key is None:          # what `cache list` flags as unusable stays (only what reads as an entry is removed)
+        left = [e for e in _entries(args.kernel) if e.record is None]
+        if left:
+            print(f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files "
+                  "that read as entries; the next tuning of its key replaces one, or remove it by hand):")
+            for e in left[:10]:
+                print(f"  {safe_text(e.path)}: {_problem(e.error, e.path)}")
+            if len(left) > 10:
+                print(f"  ... and {len(left) - 10} more")
     return 0
 
 
