@@ -763,18 +763,19 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     assert main(["import", str(archive), "--cache-dir", str(tmp_path / "file-not-dir"),
                  "--triton-cache-dir", str(tmp_path / "t")]) == 2
     assert "file-not-dir (--cache-dir) is not a directory" in capsys.readouterr().err
-    # a record the cache cannot take (its kernel's directory is a file): the skip and the cache's own warning
-    # saying why are both printed
+    # a record the cache cannot take (its kernel's directory is a file): a FAILED record with the cache's reason,
+    # and exit 1 (a deploy script checks it)
     from autotune.storage.entries import kernel_dirname
 
     (rec,) = [e.record for e in disk_entries("add_kernel", tmp_path / "c")]
     (tmp_path / "blocked").mkdir()
     (tmp_path / "blocked" / kernel_dirname(rec.kernel, rec.kernel_id)).write_text("")
     assert main(["import", str(archive), "--cache-dir", str(tmp_path / "blocked"),
-                 "--triton-cache-dir", str(tmp_path / "t")]) == 0
-    printed = capsys.readouterr().out
-    assert "imported 0 records (1 skipped)" in printed and "(warned)" in printed
-    assert re.search(r"warning: .*blocked", printed), printed
+                 "--triton-cache-dir", str(tmp_path / "t")]) == 1
+    captured = capsys.readouterr()
+    assert "imported 0 records (0 skipped)" in captured.out and "NOT installed: 1 records" in captured.out
+    assert re.search(r"FAILED record records/.*: cannot lock .*blocked.*\(FileExistsError", captured.out), captured.out
+    assert "were not installed" in captured.err
 
 
 def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, capsys):
