@@ -125,6 +125,35 @@ def _product(axes: dict) -> list[Config]:
 
 @settings(max_examples=40, deadline=None)
 @given(axes=_axes, limit=st.integers(0, 3))
+def test_property_membership_agrees_with_enumeration(axes: dict, limit: int) -> None:
+    """contains() of a (filtered) Cartesian space and of the FixedSpace of the same configs answer exactly the
+    listed configs: each listed config is in, each product config the filter refused is out, and so is a config
+    with a value the axis does not have (1 is not True, 1.0 is not 1), an extra field or a missing field."""
+    cart = CartesianSpace(**axes).where(_keep(limit))
+    listed = cart.configs()
+    fixed = FixedSpace(listed)
+    union = CartesianSpace(**axes).where(_keep(limit)) + FixedSpace(listed[:1])
+    keys = {c.canonical() for c in listed}
+    for config in _product(axes):
+        inside = config.canonical() in keys
+        assert cart.contains(config) is inside
+        assert fixed.contains(config) is inside
+        assert union.contains(config) is inside
+    first = next(iter(_product(axes)))
+    name = next(iter(axes))
+    for other in (1, True, 1.0, "b"):
+        if all(Config(A=other).canonical() != Config(A=v).canonical() for v in axes[name]):
+            probe = first.replace(**{name: other})
+            assert not cart.contains(probe) and not fixed.contains(probe) and not union.contains(probe)
+    extra = Config({**first, "Z": 1})
+    assert not cart.contains(extra) and not fixed.contains(extra)
+    if len(first) > 1:
+        missing = Config({k: v for k, v in first.items() if k != name})
+        assert not cart.contains(missing) and not fixed.contains(missing)
+
+
+@settings(max_examples=40, deadline=None)
+@given(axes=_axes, limit=st.integers(0, 3))
 def test_property_cartesian_neighbours_are_the_filtered_one_step_moves(axes: dict, limit: int) -> None:
     """neighbours(c) of a Cartesian space is exactly the set of members that differ from c in one axis by one
     position of that axis (previous or next value; no wrap-around), whether or not c itself passes the filter."""
@@ -266,6 +295,32 @@ def test_fields_and_common_fields_of_fixed_spaces_and_unions() -> None:
     union = mixed + CartesianSpace(A=(5,), C=(6,))
     assert union.fields() == {"A", "B", "C"} and union.common_fields() == {"A"}
     assert FixedSpace([]).fields() == frozenset() == FixedSpace([]).common_fields()
+
+# ---------------------------------------------------------------------------------------------- 1, 1.0 and True
+def test_a_fixed_space_tells_1_true_and_1_0_apart_in_membership_and_neighbours() -> None:
+    """A space keeps 1, 1.0 and True as three values (they are three different constexprs for Triton), though
+    Config's == equates them: contains() must not say a FixedSpace of {A: 1} holds {A: True}, as a Cartesian
+    space of A=(1,) does not; and {A: True} is a neighbour of {A: 1} (they differ in one field), as in a
+    Cartesian space. Before the fix FixedSpace.contains compared with ==: True for the wrong value."""
+    fixed = FixedSpace([{"A": 1, "B": 0}])
+    assert fixed.contains(Config(A=1, B=0))
+    assert not fixed.contains(Config(A=True, B=0)) and not fixed.contains(Config(A=1.0, B=0))
+    assert not CartesianSpace(A=(1,), B=(0,)).contains(Config(A=True, B=0))
+    three = FixedSpace([{"A": 1}, {"A": True}, {"A": 1.0}, {"A": 2}])
+    assert len(three) == 4 and all(three.contains(c) for c in three)
+    assert [c.canonical() for c in three.neighbours(Config(A=1))] == ['{"A":true}', '{"A":1.0}', '{"A":2}']
+    assert [c.canonical() for c in CartesianSpace(A=(1, True, 2)).neighbours(Config(A=1))] == ['{"A":true}']
+
+
+def test_a_lazy_union_keeps_neighbours_that_differ_only_as_1_and_true() -> None:
+    """A lazy union lists its parts' neighbours once each, telling 1 and True apart as its configs do."""
+    big = CartesianSpace(A=(0, 1, 2), B=range(40_000))
+    union = big + FixedSpace([{"A": True, "B": 0}, {"A": 0, "B": 0}])
+    assert union.lazy
+    got = [c.canonical() for c in union.neighbours(Config(A=0, B=0))]
+    assert got == ['{"A":1,"B":0}', '{"A":0,"B":1}', '{"A":true,"B":0}']
+
+
 # ---------------------------------------------------------------------------------------------- checksums
 def test_checksum_is_the_ordered_configs_whatever_space_lists_them_and_a_filtered_copy_has_its_own() -> None:
     """An eager space's checksum hashes its configs in order: a Cartesian space, the FixedSpace of its configs
