@@ -312,6 +312,14 @@ def test_a_fixed_space_tells_1_true_and_1_0_apart_in_membership_and_neighbours()
     assert [c.canonical() for c in CartesianSpace(A=(1, True, 2)).neighbours(Config(A=1))] == ['{"A":true}']
 
 
+
+def test_a_fixed_space_s_neighbours_have_the_config_s_fields_exactly() -> None:
+    """In a FixedSpace whose configs differ in fields, a neighbour has the same fields as the config: one with
+    an extra field (or one fewer) is not one step away, and does not break the comparison."""
+    space = FixedSpace([{"A": 1}, {"A": 2}, {"A": 1, "B": 0}, {"A": 2, "B": 0}])
+    assert space.neighbours(Config(A=1)) == [Config(A=2)]
+    assert space.neighbours(Config(A=1, B=0)) == [Config(A=2, B=0)]
+
 def test_a_lazy_union_keeps_neighbours_that_differ_only_as_1_and_true() -> None:
     """A lazy union lists its parts' neighbours once each, telling 1 and True apart as its configs do."""
     big = CartesianSpace(A=(0, 1, 2), B=range(40_000))
