@@ -181,13 +181,14 @@ class SearchSpace(ABC):
         return self._len_all() > LIST_LIMIT
 
     def contains(self, config: Config) -> bool:
-        """Whether `config` is one of the space's configs (its filters included)."""
-        return config in self._members()
+        """Whether `config` is one of the space's configs (its filters included). Values are compared as the
+        space keeps them apart, by their JSON: 1, 1.0 and True are three values (`Config`'s == equates them)."""
+        return _canonical(config) in self._members()
 
-    def _members(self) -> frozenset[Config]:
+    def _members(self) -> frozenset[str]:
         members = self.__dict__.get("_member_set")
         if members is None:
-            members = frozenset(self)
+            members = frozenset(c.canonical() for c in self)
             self._set(_member_set=members)
         return members
 
@@ -201,7 +202,7 @@ class SearchSpace(ABC):
     def neighbours(self, config: Config) -> list[Config]:
         """The configs that differ from `config` in one field only (for a Cartesian space: one axis, one step)."""
         return [c for c in self._listed() if c.keys() == config.keys()
-                and sum(1 for k in c if c[k] != config[k]) == 1]
+                and sum(1 for k in c if _json(c[k]) != _json(config[k])) == 1]
 
     def _listed(self) -> list[Config]:
         if self._cache is not None:
@@ -216,6 +217,16 @@ class SearchSpace(ABC):
 class _UnknownLength(SpaceError, TypeError):
     """len() of a lazy space whose count is not known without listing it. A TypeError too: `list(space)` asks
     len() for a size hint and goes on without one only after a TypeError."""
+
+
+def _canonical(config: Mapping[str, Any]) -> str:
+    """A config's canonical JSON (a plain mapping is made a Config first)."""
+    return (config if isinstance(config, Config) else Config(config)).canonical()
+
+
+def _json(value: Any) -> str:
+    """One config value as JSON: how the spaces tell values apart (1, 1.0 and True differ; Python's == does not)."""
+    return json.dumps(value)
 
 
 def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
@@ -415,7 +426,7 @@ class UnionSpace(SearchSpace):
     def neighbours(self, config: Config) -> list[Config]:
         if not self.lazy:
             return super().neighbours(config)
-        around = dict.fromkeys(c for p in self._parts for c in p.neighbours(config))
+        around = _dedup(c for p in self._parts for c in p.neighbours(config))   # 1 and True kept apart
         return [c for c in around if all(pred(c) for pred in self._preds)]
 
     def _describe(self) -> str:
