@@ -16,7 +16,7 @@ from triton.runtime.jit import KernelInterface
 from .call_arguments import BoundCall, CallSignature, Launch
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
-from .keys import KeyBuilder
+from .keys import KeyBuilder, check_finite_key
 from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_interpreted, kernel_ref, launch_lock,
                          has_dtype_stand_ins, python_function, warn_if_interpreter_breaks)
 from .inspection import KernelInspection
@@ -267,6 +267,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def _select_on_miss(self, key: tuple, dtypes: tuple, bound: BoundCall,
                         grid: Any) -> tuple[Config, Optional[TuningRecord], str]:
+        check_finite_key(key, self.name)
         if env_disable():
             return self.fallback_config(), None, "disabled"
         if env_offline():

@@ -7,6 +7,7 @@ in Triton.  `KeyBuilder` compiles the spec once; calling it runs on every launch
 from __future__ import annotations
 
 import enum
+import math
 import operator
 import re
 import sys
@@ -70,6 +71,19 @@ def _normalise(value: Any, what: str) -> Any:
     if isinstance(value, float) or hasattr(value, "__float__"):
         return _normalise(float(value), what)
     return _stable_text(value, what)
+
+
+def check_finite_key(key: tuple, kernel_name: str) -> None:
+    """Refuse an infinite float in a key (checked when a process first meets a key, never on a memory hit): JSON
+    has no infinity, so a stored entry would come back with another key, never match, and every process would
+    tune that key again."""
+    for value in key:
+        if isinstance(value, tuple):
+            check_finite_key(value, kernel_name)
+        elif type(value) is float and value in (math.inf, -math.inf):
+            raise KeyValueError(f"{kernel_name}: key value {value} is infinite: JSON has no infinity, so its cache "
+                                "entry would never match again and every process would tune it anew; pass a finite "
+                                "number (or bucket/clean the value in key=)")
 
 
 def normalise_key(values: Sequence[Any], what: str = "key") -> tuple:

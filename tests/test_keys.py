@@ -212,6 +212,27 @@ def test_nan_key_value_is_refused_with_the_reason():
             kb({**_args(), "M": float("nan")})
 
 
+def test_an_infinite_key_value_is_refused_when_a_key_is_first_met_and_a_finite_one_is_stored_as_is():
+    """JSON has no infinity (an entry would be read back with another key and never match, so every process would
+    tune again): refused on a memory miss, naming the value; a large finite value round-trips through the disk."""
+    from autotune import Tuning, autotune
+    from autotune.storage import disk_entries
+    from kernels_for_tests import add_kernel
+
+    value = [float("inf")]
+    tuned = autotune(space={"BLOCK": (16, 32)}, key=lambda **_: (value[0],), grid="(cdiv(n, $BLOCK),)",
+                     tuning=Tuning(preset="fast", isolate="off", compile_workers=0))(add_kernel)
+    x = torch.ones(40)
+    for infinite in (math.inf, -math.inf):
+        value[0] = infinite
+        with pytest.raises(KeyValueError, match=f"key value {infinite} is infinite: JSON has no infinity"):
+            tuned(x, x, torch.empty(40), 40)
+    assert disk_entries("add_kernel") == []
+    value[0] = 1e308
+    tuned(x, x, torch.empty(40), 40)
+    assert [e.record.key for e in disk_entries("add_kernel")] == [[1e308]]
+
+
 # --- normalisation of less common key values (found by mutation testing) ----------------------------------------
 
 def test_list_key_values_become_tuples():
