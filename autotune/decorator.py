@@ -134,7 +134,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if self.interpreted:
             warn_if_interpreter_breaks()
         self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
-        contains = frozenset(self.configs).__contains__ if self.configs is not None else self.space.contains
+        contains = self.space.contains          # one membership rule (1, 1.0 and True told apart) for every space
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
         check_kernel_source(self.base_fn)        # unidentifiable: an error now; the hash itself at the first use

@@ -223,3 +223,21 @@ def test_a_record_that_cannot_be_written_fails_the_import_and_an_already_present
     assert report.records_failed[0][1] == f"could not write {entry} (IsADirectoryError: Is a directory)"
     out = _cli("import", str(archive), "--cache-dir", str(blocked_dest), "--triton-cache-dir", str(triton_dest))
     assert out.returncode == 1 and "FAILED record" in out.stdout
+
+
+def test_an_archive_of_binaries_alone_does_not_need_a_writable_tuning_cache(exported, tmp_path):
+    """Nothing goes into the tuning cache, so it is not probed (nor created): a binaries-only import onto a
+    tuning cache that cannot be written installs its binaries."""
+    archive, _, _ = exported
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    manifest = json.loads(members.pop("manifest.json"))
+    manifest["records"] = []
+    manifest["files"] = [f for f in manifest["files"] if not f["path"].startswith("records/")]
+    members = {n: d for n, d in members.items() if not n.startswith("records/")}
+    binaries_only = tmp_path / "binaries.tar.gz"
+    _with_manifest_members(binaries_only, json.dumps(manifest).encode(), members)
+    not_a_dir = tmp_path / "not-a-dir"
+    not_a_dir.write_text("")
+    report = import_archive(binaries_only, cache_dir=not_a_dir, triton_cache_dir=tmp_path / "t")
+    assert report.complete and report.binaries_imported and report.records_imported == []

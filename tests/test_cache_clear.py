@@ -248,3 +248,7 @@ def test_a_misspelt_kernel_name_warns_naming_the_close_one_and_an_unknown_name_i
         assert clear_autotune_cache(kernel="add_one", key=(12345,)) == 0     # a known kernel, a key it lacks
         assert clear_autotune_cache(kernel="add_one") == 1
         assert clear_autotune_cache(kernel="add_one") == 0                   # loaded here: not a typo
+    autotune_launch(plain_too, space={"BLOCK": (16, 32)}, args=_args(), key=["n"], grid=GRID, tuning=FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clear_autotune_cache(kernel=plain) == 0          # an object, close to plain_too's name: not a typo

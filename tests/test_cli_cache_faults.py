@@ -267,3 +267,8 @@ def test_cache_clear_names_the_unusable_files_it_leaves(capsys):
     assert "removed 1 entry (all kernels)" in out
     assert "1 unusable file stays (a clear removes only files that read as entries" in out and str(truncated) in out
     assert truncated.exists() and [e.path for e in disk_entries()] == [truncated]
+    # a kernel whose only files are unusable: said as such (exit 0), not "nothing matched ... Did you mean"
+    assert main(["cache", "clear", "--kernel", "vadd"]) == 0
+    captured = capsys.readouterr()
+    assert "removed 0 entries (kernel 'vadd')" in captured.out and str(truncated) in captured.out
+    assert captured.err == ""

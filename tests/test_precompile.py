@@ -585,7 +585,7 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
     assert any(n.endswith("/add_kernel.cubin") for n in names)
 
 
-def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path):
+def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path, capsys):
     """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels (records stay)."""
     precompile(tuned_add, signature=ADD_SIGNATURE, targets=["hip:gfx942"], winners_only=True, workers=0)
     both = export_archive(tmp_path / "both.tar.gz", kernels=[tuned_add])
@@ -605,8 +605,16 @@ def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_pat
     with tarfile.open(tmp_path / "cli.tar.gz") as tar:
         names = tar.getnames()
     assert any(n.endswith(".cubin") for n in names) and not any(n.endswith(".hsaco") for n in names)
+    capsys.readouterr()
     assert main(["export", str(tmp_path / "cli-bad.tar.gz"), "--target", "metal:1"]) == 2
+    assert capsys.readouterr().err.startswith("autotune export: target 'metal:1': unknown backend")
     assert not (tmp_path / "cli-bad.tar.gz").exists()
+    # a target asked for by name that nothing was compiled for: an error, not an archive without its binaries
+    with pytest.raises(ArchiveError, match=r"no compiled kernels of add_kernel for cuda:80 in .* \(found: cuda:90, "
+                                           r"hip:gfx942\); precompile for it first"):
+        export_archive(tmp_path / "a80.tar.gz", kernels=[tuned_add], targets=["cuda:80", "cuda:90"])
+    assert main(["export", str(tmp_path / "a80.tar.gz"), "--target", "cuda:80"]) == 1
+    assert not (tmp_path / "a80.tar.gz").exists()
 
 
 def test_import_in_a_new_process_loads_the_winner_without_tuning(exported, tmp_path):

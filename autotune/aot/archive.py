@@ -228,6 +228,13 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         from .targets import parse_target
 
         wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
+        found = {_target_of(b[2]) for b in binaries}
+        absent = sorted(wanted_targets - found)
+        if absent:   # asked for by name: an archive without it would leave that fleet compiling on first launch
+            raise ArchiveError(f"no compiled kernels of {', '.join(short_name(n) for n in kernel_names) or 'any kernel'} "
+                               f"for {', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
+                               f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
+                               "--target), or leave it out of targets=/--target")
         binaries = [b for b in binaries if _target_of(b[2]) in wanted_targets]
     if names is not None:
         # a module:qualname needs a record of that kernel: a binary of its function name may be another module's
@@ -369,7 +376,7 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
         triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
         tuning_dir = Path(cache_dir) if cache_dir is not None else None
         # raises, with what it wrote undone, before any record is written: the tuning cache is probed first
-        install_binaries(binaries, staged, triton_dir, report, tuning_dir=tuning_dir)
+        install_binaries(binaries, staged, triton_dir, report, tuning_dir=tuning_dir, records=bool(records))
         install_records(records, tuning_dir, report)
         return report
     finally:

@@ -119,10 +119,11 @@ def _probe_writable_dir(directory: Path, written: _Written) -> None:
     os.unlink(probe)
 
 
-def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path], written: _Written) -> None:
-    """Triton's cache directory (None: no binary to install) and the tuning cache directory, each created if
-    absent and probed for writing; ArchiveError naming the one that cannot be written, with what was created
-    removed."""
+def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path], written: _Written, *,
+                         records: bool) -> None:
+    """Triton's cache directory (None: no binary to install) and, when `records` go in, the tuning cache directory
+    (`tuning_dir`, None: the configured one), each created if absent and probed for writing; ArchiveError naming
+    the one that cannot be written, with what was created removed."""
     from ..storage.files import root
 
     if triton_dir is not None:
@@ -132,6 +133,8 @@ def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path],
             written.undo()
             kind = ", a file," if triton_dir.is_file() else ""
             raise _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc) from None
+    if not records:
+        return
     tuning = root(tuning_dir)
     try:
         _probe_writable_dir(tuning, written)
@@ -144,13 +147,13 @@ def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path],
 
 
 def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, triton_dir: Path,
-                     report: ImportReport, *, tuning_dir: Optional[Path] = None) -> None:
+                     report: ImportReport, *, tuning_dir: Optional[Path] = None, records: bool = False) -> None:
     """Write each compiled kernel's files into `triton_dir` (its group file last, rewritten for this directory).
-    Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them or the
-    tuning cache directory (`tuning_dir`, None: the configured one) that the records go to next cannot be
-    written."""
+    Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them or, when
+    `records` follow, the tuning cache directory (`tuning_dir`, None: the configured one) cannot be written: both
+    are probed before the first binary, so either failure leaves nothing behind."""
     written = _Written()
-    _check_writable_dirs(triton_dir if binaries else None, tuning_dir, written)
+    _check_writable_dirs(triton_dir if binaries else None, tuning_dir, written, records=records)
     if not binaries:
         return
     for binary in binaries:

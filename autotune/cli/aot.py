@@ -68,7 +68,8 @@ def _runtime_arg_names(kernel: Any) -> str:
 
 
 def _cmd_export(args: Any) -> int:
-    if checked_cache_dir(args, "export") is None:     # a file, an unreadable or a missing --cache-dir: exit 2
+    directory = checked_cache_dir(args, "export")     # a file, an unreadable or a missing --cache-dir: exit 2
+    if directory is None:
         return 2
     if args.targets is not None:
         from ..aot.targets import parse_target
@@ -77,10 +78,10 @@ def _cmd_export(args: Any) -> int:
             for target in args.targets:
                 parse_target(target)
         except AutotuneError as exc:      # PrecompileError: an unknown backend or arch, said with the forms
-            print(f"autotune export: --target {exc}", file=sys.stderr)
+            print(f"autotune export: {exc}", file=sys.stderr)
             return 2
     try:
-        manifest = export_archive(args.archive, args.kernels, cache_dir=args.cache_dir,
+        manifest = export_archive(args.archive, args.kernels, cache_dir=directory,
                                   triton_cache_dir=args.triton_cache_dir, sign_key=args.sign, targets=args.targets)
     except (ArchiveError, OSError) as exc:   # OSError: a file system fault export_archive did not name itself
         print(f"autotune export: {exc}", file=sys.stderr)
@@ -92,17 +93,18 @@ def _cmd_export(args: Any) -> int:
 
 
 def _cmd_import(args: Any) -> int:
-    if checked_cache_dir(args, "import", must_exist=False) is None:   # a --cache-dir that does not exist is made
+    directory = checked_cache_dir(args, "import", must_exist=False)   # a --cache-dir that does not exist is made
+    if directory is None:
         return 2
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            report = import_archive(args.archive, force=args.force, cache_dir=args.cache_dir,
+            report = import_archive(args.archive, force=args.force, cache_dir=directory,
                                     triton_cache_dir=args.triton_cache_dir, verify_key=args.verify)
     except (ArchiveError, OSError) as exc:   # OSError: a file system fault import_archive did not name itself
         print(f"autotune import: {exc}", file=sys.stderr)
         return 1
-    for warning in caught:     # the report prints them: the cache's reasons behind a "(warned)" skip, too
+    for warning in caught:     # the report prints them (e.g. a --force import's other-Triton warning)
         text = str(warning.message)
         if not any(text in known for known in report.warnings):
             report.warnings.append(text)

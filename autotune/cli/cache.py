@@ -29,7 +29,7 @@ from .arguments import checked_cache_dir as check_cache_dir
 from .rows import age_of, entries_table, kernel_labels
 from .remote import register as register_remote
 
-__all__ = ["register", "checked_cache_dir"]
+__all__ = ["register", "use_checked_cache_dir"]
 
 
 def _use_cache_dir(args: argparse.Namespace) -> str:
@@ -40,7 +40,7 @@ def _use_cache_dir(args: argparse.Namespace) -> str:
     return cache_dir()
 
 
-def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+def use_checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
     """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
     --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
     _use_cache_dir(args)
@@ -73,7 +73,7 @@ def _unknown_kernel_hint(kernel: str) -> str:
     b:add_kernel" (the kernel_ids cached under its short name); then, when no entry at all is of `kernel`, " Did you
     mean 'x'?" naming the closest cached kernel in the form `kernel` is written in (`kernel_suggestion`); else ""."""
     from ..storage import disk_entries
-    from ..storage.entries import is_kernel_id, kernel_matches, kernel_suggestion, short_name
+    from ..storage.entries import is_kernel_id, kernel_suggestion, short_name
 
     records = [e.record for e in disk_entries(None, on_error=lambda path, exc: None) if e.record is not None]
     hint = ""
@@ -81,9 +81,7 @@ def _unknown_kernel_hint(kernel: str) -> str:
         name = short_name(kernel)
         ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
         hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
-    if any(kernel_matches(r.kernel, r.kernel_id, kernel) for r in records):
-        return hint          # the kernel is cached: what matched nothing is the key
-    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])
+    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])   # "" for a cached one
 
 
 def _sortable(value: Any) -> tuple:
@@ -119,7 +117,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return list_remote(args)
     if _remote_url_ignored(args, "list"):
         return 2
-    directory = checked_cache_dir(args, "list")
+    directory = use_checked_cache_dir(args, "list")
     if directory is None:
         return 2
     entries = _entries(args.kernel)
@@ -157,7 +155,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     key, ok = _key_or_none(args, "show")
     if not ok or _remote_url_ignored(args, "show"):
         return 2
-    directory = checked_cache_dir(args, "show")
+    directory = use_checked_cache_dir(args, "show")
     if directory is None:
         return 2
     entries = _entries(args.kernel)
@@ -212,7 +210,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     if args.remote:
         _use_cache_dir(args)
         return clear_remote(args, key)
-    directory = checked_cache_dir(args, "clear")
+    directory = use_checked_cache_dir(args, "clear")
     if directory is None:
         return 2
     from ..storage import DiskCache
@@ -232,20 +230,21 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         if len(failures) > 10:
             print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
         return 1
-    if removed == 0 and args.kernel is not None:
+    # what `cache list` flags as unusable stays (only what reads as an entry is removed): named, not left silent
+    left = [e for e in _entries(args.kernel) if e.record is None] if key is None else []
+    if removed == 0 and not left and args.kernel is not None:
         print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
               f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
-    if key is None:          # what `cache list` flags as unusable stays (only what reads as an entry is removed)
-        left = [e for e in _entries(args.kernel) if e.record is None]
-        if left:
-            print(f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files "
-                  "that read as entries; the next tuning of its key replaces one, or remove it by hand):")
-            for e in left[:10]:
-                print(f"  {safe_text(e.path)}: {_problem(e.error, e.path)}")
-            if len(left) > 10:
-                print(f"  ... and {len(left) - 10} more")
+    if left:
+        print(f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files that "
+              "read as entries of this autotune: remove a corrupt one by hand or let the next tuning of its key "
+              "replace it; a newer autotune's entry is kept for that autotune):")
+        for e in left[:10]:
+            print(f"  {safe_text(e.path)}: {_problem(e.error, e.path)}")
+        if len(left) > 10:
+            print(f"  ... and {len(left) - 10} more")
     return 0
 
 

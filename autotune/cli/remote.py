@@ -44,12 +44,9 @@ def _suggestion(tier: Any, kernel: str) -> str:
     """" Did you mean 'x'?" for a `kernel` none of whose entries `tier` holds, naming its closest cached kernel
     (`storage.entries.kernel_suggestion`); "" when `tier` holds some of `kernel` (a key matched nothing) or none is
     close."""
-    from ..storage.entries import kernel_matches, kernel_suggestion
+    from ..storage.entries import kernel_suggestion
 
-    known = [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)]
-    if any(kernel_matches(name, kernel_id, kernel) for name, kernel_id in known):
-        return ""
-    return kernel_suggestion(kernel, known)
+    return kernel_suggestion(kernel, [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)])
 
 
 def list_remote(args: argparse.Namespace) -> int:
@@ -102,10 +99,10 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     from ..storage import DiskCache, EntryRef
     from ..storage.entries import kernel_suggestion
 
-    from .cache import checked_cache_dir
+    from .cache import use_checked_cache_dir
 
     # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
-    directory = checked_cache_dir(args, command, must_exist=command == "push")
+    directory = use_checked_cache_dir(args, command, must_exist=command == "push")
     if directory is None:
         return 2
     tier = remote_or_exit(args, command)
@@ -123,6 +120,9 @@ def _copy(args: argparse.Namespace, command: str) -> int:
             print(f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
                   f"nothing copied (`autotune cache list{' --remote' if command == 'pull' else ''}` lists every "
                   f"kernel){safe_text(kernel_suggestion(args.kernel, known))}", file=sys.stderr)
+            for w in caught:     # what the listing warned (a read error may be why nothing matched): said too
+                if issubclass(w.category, CacheWarning):
+                    print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)
             return 1
         for e in found:
             entry = EntryRef.of(e.record)

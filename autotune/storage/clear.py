@@ -121,8 +121,9 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
         for e in tier.remove(name, key):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
-    if not removed and not any(kernel_matches(c.kernel_name, c.identity, name) for c in live_caches()):
-        _warn_if_misspelt(name)
+    if isinstance(kernel, str) and not removed and not any(kernel_matches(c.kernel_name, c.identity, name)
+                                                           for c in live_caches()):
+        _warn_if_misspelt(name)      # a name typed by hand: an object given cannot be misspelt
     if len(kernels) > 1:
         warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
                        f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "

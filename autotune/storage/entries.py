@@ -107,12 +107,15 @@ def kernel_suggestion(wanted: str, known: Iterable[tuple[str, Optional[str]]]) -
     """`errors.did_you_mean` for a kernel name `wanted` that matched nothing, over the `known` kernels ((short name,
     kernel_id or None) pairs, e.g. of the cached records), in the form `wanted` is written in: the closest
     "module:qualname" for a module:qualname, the closest short name for a short name. It ends a message that does
-    not end with a full stop: ". Did you mean 'x'?", or "" when none is close."""
+    not end with a full stop: ". Did you mean 'x'?", or "" when none is close, and "" when `wanted` is one of the
+    `known` kernels (then what matched nothing was a key, not the name)."""
+    known = list(known)
+    if any(kernel_matches(kernel, kernel_id, wanted) for kernel, kernel_id in known):
+        return ""
     if is_kernel_id(wanted):
         names = {kernel_id for _, kernel_id in known if kernel_id}
     else:
         names = {kernel for kernel, _ in known if kernel}
-    names.discard(wanted)
     close = did_you_mean(wanted, names)
     return f".{close}" if close else ""
 
