@@ -228,7 +228,9 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
 
 class _CacheFaults:
     """The CacheWarnings a cache call gave: their first clause becomes a failed record's reason. They are not
-    passed on: their advice is a running kernel's ("kept in memory only"), not an import's."""
+    passed on: their advice is a running kernel's ("kept in memory only"), not an import's. Collected with
+    `warnings.catch_warnings`, which is process-wide before Python 3.14: a CacheWarning another thread gives during
+    an import's cache call is taken as this one's (an import is a deployment step, not a serving-time call)."""
 
     def __init__(self, caught: list) -> None:
         self.caught = caught
