@@ -13,13 +13,11 @@ holds, or holds something newer than, is a skip.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
-import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import ArchiveError
 from ..format import format_timestamp
@@ -186,12 +184,13 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
 
-    store = DiskCache(root)
+    faults = _Faults()
+    store = DiskCache(root, on_fault=faults.messages.append)
     for member, record in records:
         entry = EntryRef.of(record)
         dest = store.path(entry)
-        with _cache_faults() as faults:
-            lease = store.lock(entry, timeout_s=None)
+        faults.messages.clear()
+        lease = store.lock(entry, timeout_s=None)
         if lease is None:
             report.records_failed.append((member, faults.reason(f"cannot lock {dest}")))
             continue
@@ -213,9 +212,8 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
                 continue
-            with _cache_faults() as faults:
-                written = store.put(entry, record)
-            if written:
+            faults.messages.clear()
+            if store.put(entry, record):
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
                 if differs:   # newer wins, but say so: the older entry may be the one the code here matches
@@ -226,36 +224,18 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             lease.release()
 
 
-class _CacheFaults:
-    """The CacheWarnings a cache call gave: their first clause becomes a failed record's reason. They are not
-    passed on: their advice is a running kernel's ("kept in memory only"), not an import's. Collected with
-    `warnings.catch_warnings`, which is process-wide before Python 3.14: a CacheWarning another thread gives during
-    an import's cache call is taken as this one's (an import is a deployment step, not a serving-time call)."""
+class _Faults:
+    """The faults the tuning cache reported while installing one record (`DiskCache(on_fault=...)`): the first one's
+    first clause becomes a failed record's reason. Nothing is warned: the cache's advice is a running kernel's
+    ("kept in memory only"), not an import's."""
 
-    def __init__(self, caught: list) -> None:
-        self.caught = caught
+    def __init__(self) -> None:
+        self.messages: list[str] = []
 
     def reason(self, fallback: str) -> str:
-        from ..errors import CacheWarning
-
-        for w in self.caught:
-            if issubclass(w.category, CacheWarning):
-                return str(w.message).removeprefix("autotune cache: ").split("; ")[0].split(". ")[0]
+        for message in self.messages:
+            return message.removeprefix("autotune cache: ").split("; ")[0]
         return fallback
-
-
-@contextlib.contextmanager
-def _cache_faults() -> Iterator[_CacheFaults]:
-    """Collect the warnings of a tuning-cache call (`_CacheFaults`); warnings of other kinds go on as usual."""
-    from ..errors import CacheWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        faults = _CacheFaults(caught)
-        yield faults
-    for w in caught:
-        if not issubclass(w.category, CacheWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _made_for_another(existing: Any, record: Any) -> str:

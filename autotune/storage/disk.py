@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..errors import CacheEntryError
 from ..record import TuningRecord
@@ -43,10 +43,20 @@ class DiskCache:
     name = "disk"
     persistent = True
 
-    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike | None = None, *,
+                 on_fault: Optional[Callable[[str], None]] = None) -> None:
         self.directory = directory
+        self.on_fault = on_fault    # given: each fault's message goes there, every time, instead of a warning
         self._warned: set[tuple] = set()
         self._guard = threading.Lock()
+
+    def _fault(self, message: str) -> None:
+        """Report a cache fault: to `on_fault` when given (a caller that reports it its own way, such as an
+        archive import), else as a CacheWarning."""
+        if self.on_fault is not None:
+            self.on_fault(message)
+        else:
+            warn(message)
 
     def path(self, entry: EntryRef) -> Path:
         """The file of `entry` (it may not exist)."""
@@ -61,6 +71,10 @@ class DiskCache:
         base = root(self.directory)
         if exc.errno not in _NOT_WRITABLE or (exc.errno == errno.ENOENT and base.is_dir()):
             return False     # (ENOENT with the cache directory there: an entry's folder removed meanwhile)
+        if self.on_fault is not None:
+            self.on_fault(f"autotune cache: cannot lock or write {exc.filename or path} ({exc.__class__.__name__}: "
+                          f"{exc.strerror or exc})")
+            return True
         with _dir_warned_lock:
             if (str(base), exc.errno) in _dir_warned:
                 return True
@@ -71,7 +85,11 @@ class DiskCache:
         return True
 
     def warn_once(self, path: Path, message: str) -> None:
-        """Warn about a file once per state of that file (the same bad file is read twice per miss)."""
+        """Warn about a file once per state of that file (the same bad file is read twice per miss); with
+        `on_fault`, report it every time."""
+        if self.on_fault is not None:
+            self.on_fault(message)
+            return
         try:
             st = path.stat()
             sig: tuple[str, Optional[int], Optional[int], str] = (str(path), st.st_mtime_ns, st.st_size, message)
@@ -118,7 +136,7 @@ class DiskCache:
         try:
             data = record_json(record)
         except Exception as exc:  # a key value the encoder cannot serialise, say
-            warn(f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only")
+            self._fault(f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only")
             return False
         try:
             atomic_write(path, data)
@@ -127,7 +145,7 @@ class DiskCache:
                 return False
             reason = ("the disk is full" if exc.errno == errno.ENOSPC
                       else f"{exc.__class__.__name__}: {exc.strerror or exc}")
-            warn(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
+            self._fault(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
                  "only and any previous entry is unchanged")
             return False
         logger.debug("autotune cache: wrote %s", path)
@@ -145,7 +163,7 @@ class DiskCache:
                                             "flight, the winner is kept in memory only")
             return None
         if held is None:
-            warn(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
+            self._fault(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
                  f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
                  "Tuning in memory without writing the entry; raise AUTOTUNE_LOCK_TIMEOUT_S (or "
                  "Tuning(lock_timeout_s=...)) if tunings take longer")
