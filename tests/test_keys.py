@@ -233,6 +233,14 @@ def test_an_infinite_key_value_is_refused_when_a_key_is_first_met_and_a_finite_o
     assert [e.record.key for e in disk_entries("add_kernel")] == [[1e308]]
 
 
+def test_an_infinity_inside_a_tuple_key_value_is_refused_too():
+    from autotune.keys import check_finite_key
+
+    check_finite_key((1, (2.5, "x", None), True), "k")
+    with pytest.raises(KeyValueError, match=r"k: key value -inf is infinite"):
+        check_finite_key((1, (2.5, (float("-inf"),))), "k")
+
+
 # --- normalisation of less common key values (found by mutation testing) ----------------------------------------
 
 def test_list_key_values_become_tuples():
