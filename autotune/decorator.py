@@ -134,12 +134,11 @@ class Autotuned(KernelInspection, KernelInterface):
         if self.interpreted:
             warn_if_interpreter_breaks()
         self.launch_lock = launch_lock(self.interpreted)   # serialises interpreted launches across threads
-        contains = self.space.contains          # one membership rule (1, 1.0 and True told apart) for every space
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"   # two kernels of one short name keep separate entries
         check_kernel_source(self.base_fn)        # unidentifiable: an error now; the hash itself at the first use
         self.cache = KernelCache(self.name, functools.partial(source_hash, self.base_fn),
-                                 tuned_under(self.space.checksum(), self.static_options), contains,
+                                 tuned_under(self.space.checksum(), self.static_options), self.space.contains,
                                  identity=self.identity, key_fields=self._key.fields)
         self.compiler_factory: Optional[Callable[["Autotuned", Callable[[Config], tuple]], Any]] = None
         self.best_config: Optional[Config] = None

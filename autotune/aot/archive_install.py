@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..errors import ArchiveError
 from ..format import format_timestamp
@@ -109,12 +109,18 @@ def _archived(exc: Exception, staged: StagedArchive) -> str:
     return text.replace(str(staged.path(RECORDS_PREFIX)), RECORDS_PREFIX)
 
 
-def _probe_writable_dir(directory: Path, written: _Written) -> None:
-    """Create `directory` if absent (undone on failure) and write and remove a file in it; raises OSError."""
-    written.mkdir(directory)
-    fd, probe = tempfile.mkstemp(prefix=".autotune-import-", dir=directory)
-    os.close(fd)
-    os.unlink(probe)
+def _probe_writable_dir(directory: Path, written: _Written,
+                        refused: Callable[[str, OSError], ArchiveError]) -> None:
+    """Create `directory` if absent and write and remove a file in it; when it cannot, undo what `written` holds
+    and raise `refused(kind, exc)` (`kind`: ", a file," when a file was given as the directory)."""
+    try:
+        written.mkdir(directory)
+        fd, probe = tempfile.mkstemp(prefix=".autotune-import-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        written.undo()
+        raise refused(", a file," if directory.is_file() else "", exc) from None
 
 
 def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path], written: _Written, *,
@@ -125,23 +131,14 @@ def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path],
     from ..storage.files import root
 
     if triton_dir is not None:
-        try:
-            _probe_writable_dir(triton_dir, written)
-        except OSError as exc:
-            written.undo()
-            kind = ", a file," if triton_dir.is_file() else ""
-            raise _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc) from None
-    if not records:
-        return
-    tuning = root(tuning_dir)
-    try:
-        _probe_writable_dir(tuning, written)
-    except OSError as exc:
-        written.undo()
-        kind = ", a file," if tuning.is_file() else ""
-        raise ArchiveError(f"cannot use {tuning}{kind} as the tuning cache directory ({exc.__class__.__name__}: "
-                           f"{exc.strerror or exc}); give a writable directory (--cache-dir, cache_dir= or "
-                           "AUTOTUNE_CACHE_DIR); nothing was imported") from None
+        _probe_writable_dir(triton_dir, written, lambda kind, exc: _cannot_write(
+            f"use {triton_dir}{kind} as Triton's cache directory", exc))
+    if records:
+        tuning = root(tuning_dir)
+        _probe_writable_dir(tuning, written, lambda kind, exc: ArchiveError(
+            f"cannot use {tuning}{kind} as the tuning cache directory ({exc.__class__.__name__}: "
+            f"{exc.strerror or exc}); give a writable directory (--cache-dir, cache_dir= or AUTOTUNE_CACHE_DIR); "
+            "nothing was imported"))
 
 
 def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, triton_dir: Path,
@@ -184,15 +181,15 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
 
-    faults = _Faults()
-    store = DiskCache(root, on_fault=faults.messages.append)
+    faults: list[str] = []
+    store = DiskCache(root, on_fault=faults.append)
     for member, record in records:
         entry = EntryRef.of(record)
         dest = store.path(entry)
-        faults.messages.clear()
+        faults.clear()
         lease = store.lock(entry, timeout_s=None)
         if lease is None:
-            report.records_failed.append((member, faults.reason(f"cannot lock {dest}")))
+            report.records_failed.append((member, _fault_reason(faults, f"cannot lock {dest}")))
             continue
         try:
             try:
@@ -212,30 +209,23 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
                 continue
-            faults.messages.clear()
+            faults.clear()
             if store.put(entry, record):
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
                 if differs:   # newer wins, but say so: the older entry may be the one the code here matches
                     report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
             else:
-                report.records_failed.append((member, faults.reason(f"could not write {dest}")))
+                report.records_failed.append((member, _fault_reason(faults, f"could not write {dest}")))
         finally:
             lease.release()
 
 
-class _Faults:
-    """The faults the tuning cache reported while installing one record (`DiskCache(on_fault=...)`): the first one's
-    first clause becomes a failed record's reason. Nothing is warned: the cache's advice is a running kernel's
+def _fault_reason(faults: list[str], fallback: str) -> str:
+    """A failed record's reason: the first clause of the first fault the tuning cache reported for it
+    (`DiskCache(on_fault=...)`), else `fallback`. Nothing is warned: the cache's advice is a running kernel's
     ("kept in memory only"), not an import's."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def reason(self, fallback: str) -> str:
-        for message in self.messages:
-            return message.removeprefix("autotune cache: ").split("; ")[0]
-        return fallback
+    return faults[0].removeprefix("autotune cache: ").split("; ")[0] if faults else fallback
 
 
 def _made_for_another(existing: Any, record: Any) -> str:

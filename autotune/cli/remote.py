@@ -41,9 +41,9 @@ def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
 
 
 def _suggestion(tier: Any, kernel: str) -> str:
-    """" Did you mean 'x'?" for a `kernel` none of whose entries `tier` holds, naming its closest cached kernel
-    (`storage.entries.kernel_suggestion`); "" when `tier` holds some of `kernel` (a key matched nothing) or none is
-    close."""
+    """" Did you mean 'x'?" for a `kernel` none of whose entries `tier` (the remote tier, or the disk) holds,
+    naming its closest cached kernel (`storage.entries.kernel_suggestion`); "" when `tier` holds some of `kernel`
+    (a key matched nothing) or none is close."""
     from ..storage.entries import kernel_suggestion
 
     return kernel_suggestion(kernel, [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)])
@@ -97,7 +97,6 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
-    from ..storage.entries import kernel_suggestion
 
     from .cache import use_checked_cache_dir
 
@@ -115,11 +114,10 @@ def _copy(args: argparse.Namespace, command: str) -> int:
         warnings.simplefilter("always", CacheWarning)
         found = source.entries(args.kernel)
         if not found and args.kernel is not None:   # as `cache list --kernel`: a filter that matches nothing, exit 1
-            known = [(e.record.kernel, e.record.kernel_id) for e in source.entries(None)]
             origin = tier.url if command == "pull" else safe_text(directory)
             print(f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
                   f"nothing copied (`autotune cache list{' --remote' if command == 'pull' else ''}` lists every "
-                  f"kernel){safe_text(kernel_suggestion(args.kernel, known))}", file=sys.stderr)
+                  f"kernel){safe_text(_suggestion(source, args.kernel))}", file=sys.stderr)
             for w in caught:     # what the listing warned (a read error may be why nothing matched): said too
                 if issubclass(w.category, CacheWarning):
                     print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import CallError, closest_name, warn_at_caller
+from ..errors import CallError, warn_at_caller
 from .disk import DiskCache
-from .entries import as_key_tuple, kernel_matches, wanted_key_text
+from .entries import as_key_tuple, kernel_matches, kernel_suggestion, wanted_key_text
 from .protocol import Cache
 from .remote import required_remote_tier
 from .tiers import KernelCache, live_caches
@@ -63,14 +63,15 @@ def _target(kernel: Any) -> _Target:
 
 
 def _warn_if_misspelt(name: str) -> None:
-    """A name that matched nothing, no kernel of this process nor on disk has, and one of them is close to: a
-    warning naming that one (a clear of a kernel never tuned here is not a mistake, a typo of one is)."""
-    known = {n for c in live_caches() for n in (c.kernel_name, c.identity) if n}
-    known |= {n for e in DiskCache().entries() for n in (e.record.kernel, e.record.kernel_id) if n}
-    close = None if name in known else closest_name(name, known)
-    if close is not None:
+    """A name that matched nothing, where a kernel of this process or an entry on disk has a close one: a warning
+    naming it (`entries.kernel_suggestion`, as the CLI's; nothing for a known kernel: a clear of a kernel never
+    tuned here is not a mistake, a typo of one is)."""
+    known = [(c.kernel_name, c.identity) for c in live_caches()]
+    known += [(e.record.kernel, e.record.kernel_id) for e in DiskCache().entries()]
+    suggestion = kernel_suggestion(name, known)
+    if suggestion:
         warn_at_caller(f"clear_autotune_cache(kernel={name!r}) matched no kernel loaded in this process or stored "
-                       f"on disk, so nothing was cleared. Did you mean {close!r}?", UserWarning)
+                       f"on disk, so nothing was cleared{suggestion}", UserWarning)
 
 
 def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = False) -> int:
@@ -121,8 +122,7 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
         for e in tier.remove(name, key):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
-    if isinstance(kernel, str) and not removed and not any(kernel_matches(c.kernel_name, c.identity, name)
-                                                           for c in live_caches()):
+    if isinstance(kernel, str) and not removed:
         _warn_if_misspelt(name)      # a name typed by hand: an object given cannot be misspelt
     if len(kernels) > 1:
         warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "

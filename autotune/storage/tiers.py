@@ -15,6 +15,7 @@ import weakref
 from typing import Callable, Optional, Sequence, Union
 
 from ..fork_safety import reset_in_forked_child
+from ..format import plural
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import TrialStatus, TuningRecord
@@ -406,7 +407,7 @@ class KernelCache:
         fields = self.key_fields
         if fields is None or len(key) == len(fields):
             return
-        name, got = self.kernel_name, f"{len(key)} value{'s' if len(key) != 1 else ''}"
+        name, got = self.kernel_name, plural(len(key), "value", "values")
         if not fields:
             raise CallError(f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name} was decorated with "
                             f"key=None, one entry for every call; pass key=() or leave key= out")
