@@ -27,6 +27,26 @@ def check_json_value(name: str, value: Any) -> Any:
                      "config values must be int, float, bool, str, None or tuples of those")
 
 
+def _typed(value: Any) -> Any:
+    """A config value with its JSON type attached, so that == tells 1, 1.0 and True apart as JSON does (a float
+    by its repr, the text JSON writes, so 0.0 and -0.0 differ too)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, (tuple, list)):
+        return ("array", tuple(_typed(v) for v in value))
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"{type(value).__name__} is not a config value")
+
+
+def _identity(fields: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
+    return frozenset((name, _typed(value)) for name, value in fields.items())
+
+
 class Config(Mapping[str, Any]):
     """An immutable, hashable mapping of field -> value with attribute access (`cfg.BLOCK_M`).
 
@@ -34,8 +54,9 @@ class Config(Mapping[str, Any]):
     as options; every other field is a kernel `tl.constexpr` meta-parameter.
     """
 
-    __slots__ = ("_fields", "_hash")
+    __slots__ = ("_fields", "_identity", "_hash")
     _fields: dict[str, Any]
+    _identity: frozenset[tuple[str, Any]]
     _hash: int
 
     def __init__(self, fields: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
@@ -46,8 +67,10 @@ class Config(Mapping[str, Any]):
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpaceError(f"config field name {name!r} is not a Python identifier")
             clean[name] = check_json_value(name, value)
+        identity = _identity(clean)
         object.__setattr__(self, "_fields", clean)
-        object.__setattr__(self, "_hash", hash(frozenset(clean.items())))
+        object.__setattr__(self, "_identity", identity)
+        object.__setattr__(self, "_hash", hash(identity))
 
     # Mapping protocol
     def __getitem__(self, name: str) -> Any:
@@ -74,10 +97,15 @@ class Config(Mapping[str, Any]):
         return self._hash
 
     def __eq__(self, other: object) -> bool:
+        """Equal to a Config or mapping with the same fields and values, a value's type included: 1, 1.0 and
+        True are three values, as in the config's JSON (its identity in cache entries and checksums)."""
         if isinstance(other, Config):
-            return self._hash == other._hash and self._fields == other._fields
+            return self._hash == other._hash and self._identity == other._identity
         if isinstance(other, Mapping):
-            return self._fields == dict(other)
+            try:
+                return self._identity == _identity(other)
+            except TypeError:          # a value with no JSON form is no config value
+                return False
         return NotImplemented
 
     def __repr__(self) -> str:

@@ -181,14 +181,14 @@ class SearchSpace(ABC):
         return self._len_all() > LIST_LIMIT
 
     def contains(self, config: Config) -> bool:
-        """Whether `config` is one of the space's configs (its filters included). Values are compared as the
-        space keeps them apart, by their JSON: 1, 1.0 and True are three values (`Config`'s == equates them)."""
-        return _canonical(config) in self._members()
+        """Whether `config` is one of the space's configs (its filters included). 1, 1.0 and True are three
+        values, as in `Config`'s ==."""
+        return (config if isinstance(config, Config) else Config(config)) in self._members()
 
-    def _members(self) -> frozenset[str]:
+    def _members(self) -> frozenset[Config]:
         members = self.__dict__.get("_member_set")
         if members is None:
-            members = frozenset(c.canonical() for c in self)
+            members = frozenset(self)
             self._set(_member_set=members)
         return members
 
@@ -200,7 +200,8 @@ class SearchSpace(ABC):
         return configs[rng.randrange(len(configs))]
 
     def neighbours(self, config: Config) -> list[Config]:
-        """The configs that differ from `config` in one field only (for a Cartesian space: one axis, one step)."""
+        """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
+        are one axis, one step away, and a union's are its parts')."""
         return [c for c in self._listed() if c.keys() == config.keys()
                 and sum(1 for k in c if _json(c[k]) != _json(config[k])) == 1]
 
@@ -219,23 +220,17 @@ class _UnknownLength(SpaceError, TypeError):
     len() for a size hint and goes on without one only after a TypeError."""
 
 
-def _canonical(config: Mapping[str, Any]) -> str:
-    """A config's canonical JSON (a plain mapping is made a Config first)."""
-    return (config if isinstance(config, Config) else Config(config)).canonical()
-
-
 def _json(value: Any) -> str:
     """One config value as JSON: how the spaces tell values apart (1, 1.0 and True differ; Python's == does not)."""
     return json.dumps(value)
 
 
 def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
-    """Drop repeated configs, comparing canonical JSON (so 1, 1.0 and True stay distinct)."""
-    seen: set[str] = set()
+    """Drop repeated configs, keeping the first (`Config`'s ==: 1, 1.0 and True stay distinct)."""
+    seen: set[Config] = set()
     for config in configs:
-        key = config.canonical()
-        if key not in seen:
-            seen.add(key)
+        if config not in seen:
+            seen.add(config)
             yield config
 
 
@@ -424,9 +419,9 @@ class UnionSpace(SearchSpace):
         raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self!r} were all refused by its filters")
 
     def neighbours(self, config: Config) -> list[Config]:
-        if not self.lazy:
-            return super().neighbours(config)
-        around = _dedup(c for p in self._parts for c in p.neighbours(config))   # 1 and True kept apart
+        """Each part's neighbours of `config` (none from a Cartesian part that lacks it), duplicates dropped,
+        that pass the union's filters: the same rule whether or not the union is listed."""
+        around = _dedup(c for p in self._parts for c in p.neighbours(config))
         return [c for c in around if all(pred(c) for pred in self._preds)]
 
     def _describe(self) -> str:

@@ -298,8 +298,8 @@ def test_fields_and_common_fields_of_fixed_spaces_and_unions() -> None:
 
 # ---------------------------------------------------------------------------------------------- 1, 1.0 and True
 def test_a_fixed_space_tells_1_true_and_1_0_apart_in_membership_and_neighbours() -> None:
-    """A space keeps 1, 1.0 and True as three values (they are three different constexprs for Triton), though
-    Config's == equates them: contains() must not say a FixedSpace of {A: 1} holds {A: True}, as a Cartesian
+    """A space keeps 1, 1.0 and True as three values (they are three different constexprs for Triton), as
+    Config's == now does too: contains() must not say a FixedSpace of {A: 1} holds {A: True}, as a Cartesian
     space of A=(1,) does not; and {A: True} is a neighbour of {A: 1} (they differ in one field), as in a
     Cartesian space. Before the fix FixedSpace.contains compared with ==: True for the wrong value."""
     fixed = FixedSpace([{"A": 1, "B": 0}])
@@ -319,6 +319,24 @@ def test_a_fixed_space_s_neighbours_have_the_config_s_fields_exactly() -> None:
     space = FixedSpace([{"A": 1}, {"A": 2}, {"A": 1, "B": 0}, {"A": 2, "B": 0}])
     assert space.neighbours(Config(A=1)) == [Config(A=2)]
     assert space.neighbours(Config(A=1, B=0)) == [Config(A=2, B=0)]
+
+def test_a_union_s_neighbours_are_its_parts_whether_listed_or_lazy() -> None:
+    """A union asks each part for neighbours (a Cartesian part: one axis, one step, none for a config it lacks;
+    a FixedSpace part: its configs one field away), listed or lazy alike. Before, a listed union answered any
+    of its configs one field away, so B=16's neighbours there were 32, 64, 128 and 256 but 32 and 256 once an
+    axis made the union lazy."""
+    fixed = FixedSpace([{"B": 256, "C": 0}])
+    listed = CartesianSpace(B=(16, 32, 64, 128), C=(0,)) + fixed
+    lazy = CartesianSpace(B=(16, 32, 64, 128), C=range(40_000)) + fixed
+    assert not listed.lazy and lazy.lazy
+    assert listed.neighbours(Config(B=16, C=0)) == [Config(B=32, C=0), Config(B=256, C=0)]
+    assert lazy.neighbours(Config(B=16, C=0)) == [Config(B=32, C=0), Config(B=16, C=1), Config(B=256, C=0)]
+    for union in (listed, lazy):
+        assert union.neighbours(Config(B=64, C=0))[:2] == [Config(B=32, C=0), Config(B=128, C=0)]
+        assert union.neighbours(Config(B=256, C=0)) == []        # no Cartesian part holds it; no other config
+    filtered = listed.where("$B != 32")
+    assert filtered.neighbours(Config(B=16, C=0)) == [Config(B=256, C=0)]
+
 
 def test_a_lazy_union_keeps_neighbours_that_differ_only_as_1_and_true() -> None:
     """A lazy union lists its parts' neighbours once each, telling 1 and True apart as its configs do."""

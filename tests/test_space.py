@@ -15,6 +15,7 @@ from autotune.errors import ExpressionError, OptionError, SpaceError
 from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
 from autotune.space_input import as_space
 from autotune.space_checks import validate_space
+from autotune.search import RandomSearch
 
 
 
@@ -72,6 +73,18 @@ def test_configs_whose_hashes_collide_are_still_different():
     """hash(-1) == hash(-2) in CPython, so these two configs share a hash: equality compares the fields."""
     a, b = Config(A=-1), Config(A=-2)
     assert hash(a) == hash(b) and a != b and len({a, b}) == 2
+
+
+def test_configs_compare_as_their_json_so_one_one_point_oh_and_true_are_three_configs():
+    """Cache entries and checksums tell them apart by their JSON, so == and hashing do too: a search's set of
+    tried configs holds all three, and a config equals a mapping only with the same value types."""
+    ints, floats, bools = Config(B=1), Config(B=1.0), Config(B=True)
+    assert len({ints, floats, bools}) == 3 and ints != floats and ints != bools and floats != bools
+    assert ints == {"B": 1} and ints != {"B": 1.0} and ints != {"B": True} and bools == {"B": True}
+    assert Config(B=0.0) != Config(B=-0.0) and Config(T=(1, 2)) != Config(T=(1, 2.0))
+    assert Config(T=(1, 2)) == Config(T=[1, 2]) == {"T": [1, 2]} and ints != {"B": object()}
+    strategy = RandomSearch(FixedSpace([{"B": 1}, {"B": 1.0}, {"B": True}]), seed=0)
+    assert sorted(c.canonical() for c in strategy.ask(3)) == sorted(['{"B":1}', '{"B":1.0}', '{"B":true}'])
 
 
 def test_a_config_equals_any_mapping_with_the_same_items():
