@@ -39,9 +39,30 @@ def _tuple_items(text: str) -> list[str] | None:
         body = ast.parse(text, mode="eval").body
     except SyntaxError:
         return None      # the Expression reports it
-    if not isinstance(body, ast.Tuple) or text.startswith("("):   # "(n, m)" is deliberate: one tuple value
+    if not isinstance(body, ast.Tuple) or _parenthesised(text):   # "(n, m)" is deliberate: one tuple value
         return None
     return [ast.get_source_segment(text, item) or ast.unparse(item) for item in body.elts]
+
+
+def _parenthesised(text: str) -> bool:
+    """Whether one pair of parentheses encloses all of `text` ("(n, m)", not "(n), m"), read by tokens so that
+    a parenthesis inside a string does not count."""
+    import io
+    import tokenize
+
+    depth = 0
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+              if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)]
+    for i, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i == len(tokens) - 1 and tokens[0].string == "("
+        elif depth == 0:
+            return False
+    return False
 
 
 def _normalise(value: Any, what: str) -> Any:

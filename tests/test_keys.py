@@ -136,6 +136,19 @@ def test_a_key_string_with_commas_is_refused_with_the_list_it_likely_means():
     assert KeyBuilder(["M", "N"], arg_names=ARGS)(args)[0] == (3, 4)
 
 
+def test_a_key_string_opening_with_a_parenthesis_that_closes_early_is_refused_too():
+    """Only a tuple that one pair of parentheses encloses whole is one deliberate value: "(M), N" and
+    "(M) + 1, N" are comma lists like "M, N" (they used to pass as a single tuple value because the text starts
+    with "("), while "((M), N)" and a ")" inside a string stay one value."""
+    for text, meant in (("(M), N", r"\['M', 'N'\]"), ("(M) + 1, N", r"\['\(M\) \+ 1', 'N'\]"),
+                        ("(M), (N)", r"\['M', 'N'\]")):
+        with pytest.raises(ExpressionError, match=rf"is one expression that makes a tuple; .* key={meant}"):
+            KeyBuilder(text, arg_names=ARGS)
+    args = {"x": None, "y": None, "M": 3, "N": 4, "FLAG": 0}
+    assert KeyBuilder("((M), N)", arg_names=ARGS)(args)[0] == ((3, 4),)
+    assert KeyBuilder("(M, ')')", arg_names=ARGS)(args)[0] == ((3, ")"),)
+
+
 def test_a_tensor_inside_a_tuple_key_value_is_named_by_its_position():
     args = {"x": torch.ones(3), "y": None, "M": 3, "N": 4, "FLAG": 0}
     with pytest.raises(KeyValueError, match=r"key '\(M, x\)' item 1 is a tensor \(\(3,\), torch.float32\)"):
