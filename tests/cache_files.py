@@ -20,3 +20,12 @@ def write_record(record: TuningRecord, directory: Optional[str | os.PathLike] = 
         if lease is not None:
             lease.release()
     return disk.path(entry)
+
+
+def file_signature(path: Path) -> Optional[tuple]:
+    """What identifies one version of a file (a rename onto it makes a new one), or None when absent."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

@@ -24,7 +24,7 @@ from autotune.storage import (DiskCache, EntryRef, KernelCache, StoredEntry, cle
 from autotune.storage import files as files_mod
 from autotune.storage.entries import record_json
 from autotune.storage.protocol import ANY, HeldLock
-from cache_files import write_record
+from cache_files import file_signature, write_record
 
 DT = ("torch.float32", "torch.float32", "torch.float32")
 BLOCKS = (32, 64, 128)
@@ -321,11 +321,11 @@ def test_a_disk_hit_does_not_rewrite_the_entry_or_write_the_tiers_behind_it() ->
     """A record found on disk is kept in memory and copied only into the tiers read *before* the disk (none):
     the file is not rewritten (a write without holding the entry's lock) and the remote tier is not written."""
     path = write_record(make_record((7,)))
-    before = files_mod.file_signature(path)
+    before = file_signature(path)
     remote = ListingTier()
     record, how = new_cache(tiers=[DiskCache(), remote]).get_or_tune((7,), DT, Tuner((7,)))
     assert how == "disk" and record.winner == Config(BLOCK=64)
-    assert files_mod.file_signature(path) == before
+    assert file_signature(path) == before
     assert remote.puts == 0
 
 

@@ -41,7 +41,7 @@ from .protocol import warn
 
 __all__ = ["ENTRY_SUFFIX", "DiskEntry", "root", "entry_path", "record_path", "lock_path", "read_entry_bytes",
            "load_record", "atomic_write", "acquire_entry_lock", "lock_holder", "disk_entries",
-           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "file_signature", "OnError", "warn_unlistable"]
+           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "OnError", "warn_unlistable"]
 
 logger = logging.getLogger("autotune")
 
@@ -323,15 +323,6 @@ def sweep_tmp(d: Path) -> None:
                 p.unlink()
         except OSError:
             pass
-
-
-def file_signature(path: Path) -> Optional[tuple]:
-    """What identifies one version of a file (a rename onto it makes a new one), or None when absent."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def pid_alive(pid: int) -> bool:
