@@ -362,7 +362,7 @@ def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish():
 
 
 def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
-    from autotune.isolation.worker import decode_args, encode_args
+    from autotune.isolation.call_copies import decode_args, encode_args
 
     base = torch.arange(40, dtype=torch.float32)
     originals = {"shifted": base[1:], "transposed": base[:36].reshape(6, 6).t(), "empty": torch.empty(0, 3),

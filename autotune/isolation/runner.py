@@ -24,7 +24,7 @@ from ..pipeline import CompileFailed
 from ..record import Trial, TrialStatus
 from ..space import Config
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
-from .worker import encode_call
+from .call_copies import encode_call
 
 __all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
 
