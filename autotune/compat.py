@@ -31,8 +31,8 @@ import triton
 from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
-from .compat_options import (check_callables, checked_prune_options, to_native, triton_print_enabled,
-                             warn_listener_once)
+from .compat_options import (ConfigChangedInPlace, changed_in_place, check_callables, checked_prune_options,
+                             to_native, triton_print_enabled, warn_listener_once)
 from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
                             timing_from_samples)
 from .decorator import Autotuned
@@ -218,7 +218,11 @@ class Autotuner(KernelInterface):
         """Triton's launch protocol: `kernel[grid](...)` calls `run(*args, grid=grid, warmup=False, **kwargs)`."""
         self.nargs = dict(zip(self.arg_names, args))
         try:
-            return self._run(self.nargs, args, kwargs)
+            try:
+                return self._run(self.nargs, args, kwargs)
+            except ConfigChangedInPlace:   # early_config_prune changed a config in place: index them anew, once
+                self.configs = self._configs
+                return self._run(self.nargs, args, kwargs)
         finally:
             self.nargs = None
 
@@ -358,6 +362,9 @@ class Autotuner(KernelInterface):
         for config in self.prune_configs(kwargs, nargs=nargs):
             native = to_native(config, -1) if isinstance(config, triton.Config) else None
             if native is None or native not in self._triton_of:
+                index = changed_in_place(config, self._configs)
+                if index is not None:
+                    raise ConfigChangedInPlace(self.name, index, config)
                 raise AutotuneError(f"early_config_prune on {self.name} returned {config}, which is not one of the "
                                     "decorator's configs; autotune tunes (and caches winners among) those configs "
                                     "only: return a subset of them")
