@@ -672,3 +672,31 @@ def test_a_config_that_early_config_prune_keeps_changing_in_place_is_an_error_na
     with pytest.raises(ConfigChangedInPlace, match=r"changed configs\[1\] in place"):
         kernel[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(),
                           HAS_SCALING=False)
+
+
+# ------------------------------------------------------------------------------------------------ fbgemm's prune dict
+@pytest.mark.parametrize("decorate", list(DECORATORS.values()), ids=list(DECORATORS))
+def test_prune_configs_by_with_perf_model_and_top_k_none_as_fbgemm_writes_it(decorate):
+    """pytorch/FBGEMM fbgemm_gpu/experimental/gemm/triton_gemm/fp8_gemm.py @ 58046582650d52ff51050df4c202ceda92f41d81
+    (BSD-3-Clause) decorates its FP8 matmuls with `prune_configs_by={"early_config_prune": prune_configs,
+    "perf_model": None, "top_k": None}`: Triton reads top_k only with a perf model, so this is accepted."""
+    pruned = []
+
+    def prune_configs(configs, named_args, **kwargs):
+        pruned.append(len(configs))
+        return [c for c in configs if c.kwargs["BLOCK_SIZE_ROW"] <= named_args["num_rows"]]
+
+    bench = Bench()
+    configs = [triton.Config({"BLOCK_SIZE_INDEX": 1, "BLOCK_SIZE_ROW": r, "BLOCK_SIZE_COL": 16}) for r in (1, 2, 8)]
+    kernel = decorate(configs=bench.tag(configs), key=["num_rows"], restore_value=["input_ptr"], do_bench=bench,
+                      prune_configs_by={"early_config_prune": prune_configs, "perf_model": None, "top_k": None})(
+        triton.jit(scaled_index_add_fwd_kernel))
+    x = torch.zeros(4, 2, 16)
+    kernel[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(),
+                      HAS_SCALING=False)
+    assert torch.equal(x, torch.ones(4, 2, 16))
+    assert pruned == [3] and len(bench.benched) == 2
+    with pytest.raises(TypeError, match="top_k"):   # with a perf model, top_k None is Triton's TypeError too
+        decorate(configs=configs, key=["num_rows"], prune_configs_by={"perf_model": lambda **kw: 0, "top_k": None})(
+            triton.jit(scaled_index_add_fwd_kernel))[(4, 2, 1)](
+            x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(), HAS_SCALING=False)
