@@ -19,6 +19,8 @@ Sources (kernels copied with shapes and configs shrunk to run in the interpreter
   `pre_hook` zeroes the outputs, a 9-name key, a `tl.dtype` launch argument. The device queries of
   early_config_prune are constants here and estimate_matmul_time is a CPU stand-in with its signature; before
   Ampere that early_config_prune sets `num_stages = 2` on a config in place.
+- pytorch/FBGEMM fbgemm_gpu/experimental/gemm/triton_gemm/fp8_gemm.py @ 58046582650d52ff51050df4c202ceda92f41d81
+  (BSD-3-Clause): its `prune_configs_by` dict with `"perf_model": None, "top_k": None` (on another kernel here).
 
 Triton's default benchmarker needs a GPU, so both decorators get the same `do_bench`: it runs the config and
 reports a fixed time per config, which it learns from a config `pre_hook` wrapped around the kernel's own.
