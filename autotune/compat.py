@@ -31,8 +31,8 @@ import triton
 from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
-from .compat_options import (check_callables, checked_prune_options, to_native, triton_print_enabled,
-                             warn_listener_once)
+from .compat_options import (ConfigChangedInPlace, changed_in_place, check_callables, checked_prune_options,
+                             to_native, triton_print_enabled, warn_listener_once)
 from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
                             timing_from_samples)
 from .decorator import Autotuned
@@ -126,7 +126,8 @@ class Autotuner(KernelInterface):
         self._perf_model: Optional[Callable[..., Any]] = prune_configs_by.get("perf_model")
         self.configs_top_k: Union[int, float] = prune_configs_by.get("top_k", 1.0)
         self._early_config_prune: Optional[Callable[..., Any]] = prune_configs_by.get("early_config_prune")
-        check_top_k(self.configs_top_k, "prune_configs_by['top_k']")
+        if self._perf_model is not None:   # as Triton, top_k is read only with a perf_model (None is common without)
+            check_top_k(self.configs_top_k, "prune_configs_by['top_k']")
 
         # Benchmarking.
         self.base_fn = python_function(fn)
@@ -218,7 +219,11 @@ class Autotuner(KernelInterface):
         """Triton's launch protocol: `kernel[grid](...)` calls `run(*args, grid=grid, warmup=False, **kwargs)`."""
         self.nargs = dict(zip(self.arg_names, args))
         try:
-            return self._run(self.nargs, args, kwargs)
+            try:
+                return self._run(self.nargs, args, kwargs)
+            except ConfigChangedInPlace:   # early_config_prune changed a config in place: index them anew, once
+                self.configs = self._configs
+                return self._run(self.nargs, args, kwargs)
         finally:
             self.nargs = None
 
@@ -358,6 +363,9 @@ class Autotuner(KernelInterface):
         for config in self.prune_configs(kwargs, nargs=nargs):
             native = to_native(config, -1) if isinstance(config, triton.Config) else None
             if native is None or native not in self._triton_of:
+                index = changed_in_place(config, self._configs)
+                if index is not None:
+                    raise ConfigChangedInPlace(self.name, index, config)
                 raise AutotuneError(f"early_config_prune on {self.name} returned {config}, which is not one of the "
                                     "decorator's configs; autotune tunes (and caches winners among) those configs "
                                     "only: return a subset of them")
@@ -462,7 +470,9 @@ def autotune(configs: Optional[Sequence[Any]], key: Sequence[str],
     native `Tuning` (repetitions, compile workers, ...) used when no `do_bench` is in play.
     """
     Tuning.coerce(tuning)
-    check_top_k(checked_prune_options(prune_configs_by).get("top_k", 1.0), "prune_configs_by['top_k']")
+    prune_options = checked_prune_options(prune_configs_by)
+    if prune_options.get("perf_model") is not None:
+        check_top_k(prune_options.get("top_k", 1.0), "prune_configs_by['top_k']")
 
     def decorator(fn: Any) -> Autotuner:
         return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,

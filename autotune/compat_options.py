@@ -8,12 +8,12 @@ from typing import Any, Dict, Mapping, Optional
 
 import triton
 
-from .errors import OptionError, SpaceError, did_you_mean, warn_at_caller
+from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
-__all__ = ["check_callables", "checked_prune_options", "listener_warned", "to_native", "triton_print_enabled",
-           "warn_listener_once"]
+__all__ = ["ConfigChangedInPlace", "changed_in_place", "check_callables", "checked_prune_options", "listener_warned",
+           "to_native", "triton_print_enabled", "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -32,6 +32,24 @@ def to_native(config: Any, index: int) -> NativeConfig:
                              f"so a config value is a number, a string or a bool. Tune a flag instead (e.g. "
                              f"{name}_FP32: tl.constexpr = True/False) and pick the dtype from it in the kernel")
     return config_from_triton(config, f"configs[{index}]", pre_hook_ok=True)
+
+
+class ConfigChangedInPlace(AutotuneError):
+    """`early_config_prune` returned one of the decorator's own triton.Configs after changing it in place (Triton's
+    matmul_perf_model sets `num_stages = 2` on pre-Ampere GPUs). triton.autotune launches it as changed; the drop-in
+    indexes configs by value, so `Autotuner.run` re-indexes them and runs the call again. Raised to the caller only
+    when the configs change again on that second run."""
+
+    def __init__(self, kernel: str, index: int, config: Any) -> None:
+        super().__init__(f"early_config_prune on {kernel} changed configs[{index}] in place (now {config}) on a call "
+                         "that had already re-indexed the configs after such a change; return the configs unchanged, "
+                         "or copies of them (copy.copy(config)) with the values you want")
+        self.index = index
+
+
+def changed_in_place(config: Any, configs: Any) -> Optional[int]:
+    """The index in `configs` of the very object `config`, if it is one of them (identity, not equality)."""
+    return next((i for i, c in enumerate(configs) if c is config), None)
 
 
 def checked_prune_options(prune_configs_by: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

@@ -56,7 +56,8 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
     for name, fn in (("early_config_prune", early), ("perf_model", perf_model)):
         if fn is not None and not callable(fn):
             raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
-    check_top_k(top_k, "prune['top_k']")
+    if perf_model is not None:   # top_k means something only with a perf_model (`"top_k": None` is common without)
+        check_top_k(top_k, "prune['top_k']")
 
     def pruner(configs: list[Config], named: dict) -> list[Any]:
         kept = list(early(configs, named)) if early is not None else list(configs)
