@@ -32,7 +32,7 @@ from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
 from .compat_options import (ConfigChangedInPlace, changed_in_place, check_callables, checked_prune_options,
-                             to_native, triton_print_enabled, warn_listener_once)
+                             passed_key, to_native, triton_print_enabled, warn_listener_once)
 from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
                             timing_from_samples)
 from .decorator import Autotuned
@@ -144,8 +144,8 @@ class Autotuner(KernelInterface):
         self.best_config: Optional[Any] = None
         self.configs_timings: Dict[Any, TimingValue] = {}
         self.bench_time: Optional[float] = None
-        self._filed: Dict[Tuple, Tuple[Any, _NativeConfig]] = {}   # what this module put in `cache`: the rest
-                                                                    # of `cache` is the user's own entries
+        # what this module put in `cache` (config, native, engine key): the rest of `cache` is the user's own
+        self._filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]] = {}
         self._configs: List[Any] = []
         self.configs = list(configs) if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
 
@@ -190,7 +190,9 @@ class Autotuner(KernelInterface):
         unpassed = self._meta_names.union(*(layer.values for layer in heuristics_layers(self.fn, base_kernel(self.fn))))
         bench = (QuantileBench(self.do_bench, self._record_raw, self.base_fn.__name__, self._is_run_error)
                  if self.do_bench is not None else None)
-        tuner = _Engine(self.fn, space=list(self._natives), key=[k for k in self.keys if k not in unpassed],
+        self._key_names = [k for k in self.keys if k not in unpassed]
+        self._key_positions = {name: self.arg_names.index(name) for name in self._key_names}
+        tuner = _Engine(self.fn, space=list(self._natives), key=self._key_names,
                         tuning=tuning, restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
                         do_bench=bench, prune=self._prune_for_tuner if use_prune else None)
         tuner.owner = self
@@ -242,7 +244,7 @@ class Autotuner(KernelInterface):
             config, native = self.configs[0], self._natives[0]
         else:
             key_values, dtypes = tuner.key_of(bound)
-            key = (*key_values, *dtypes)
+            key = passed_key(self._key_names, key_values, dtypes, self._key_positions, len(args), call_kwargs)
             config, filed = self.cache.get(key), self._filed.get(key)
             if config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
@@ -258,7 +260,7 @@ class Autotuner(KernelInterface):
                 config = (self._local.pruned_as.get(native) or (filed[0] if filed and filed[1] == native else None)
                           or self._triton_of[native])
                 if record is not None:
-                    self.cache[key], self._filed[key] = config, (config, native)
+                    self.cache[key], self._filed[key] = config, (config, native, (key_values, dtypes))
                     if how != "memory":
                         benchmarked = self._absorb(record, how)
         self.best_config = config
@@ -441,9 +443,9 @@ class Autotuner(KernelInterface):
         """Drop from `cache` the entries this module put there whose winner is no longer in the engine's memory
         (`clear_autotune_cache` removed it), so that `cache` shows what the next launch uses; entries you put
         there yourself stay. Returns how many were dropped. Called by the engine's cache after every clear."""
-        live = {(*key_values, *dtypes) for key_values, dtypes in self.tuner.cache.records()}
-        gone = [(key, filed) for key, filed in list(self._filed.items()) if key not in live]
-        for key, (config, _) in gone:
+        live = set(self.tuner.cache.records())
+        gone = [(key, filed) for key, filed in list(self._filed.items()) if filed[2] not in live]
+        for key, (config, _, _) in gone:
             self._filed.pop(key, None)
             if self.cache.get(key) is config:
                 self.cache.pop(key, None)

@@ -4,7 +4,7 @@ must be callables; and what the drop-in says about Triton's knobs it does not fo
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import triton
 
@@ -13,7 +13,7 @@ from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
 __all__ = ["ConfigChangedInPlace", "changed_in_place", "check_callables", "checked_prune_options", "listener_warned",
-           "to_native", "triton_print_enabled", "warn_listener_once"]
+           "passed_key", "to_native", "triton_print_enabled", "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -50,6 +50,14 @@ class ConfigChangedInPlace(AutotuneError):
 def changed_in_place(config: Any, configs: Any) -> Optional[int]:
     """The index in `configs` of the very object `config`, if it is one of them (identity, not equality)."""
     return next((i for i, c in enumerate(configs) if c is config), None)
+
+
+def passed_key(names: Sequence[str], values: tuple, dtypes: tuple, positions: Mapping[str, int], n_args: int,
+               kwargs: Mapping[str, Any]) -> tuple:
+    """`cache`'s key for a call, as Triton builds it: the values of the key names this call passes (by position or
+    by keyword; one left to its default is not in it), then the tensor dtypes. `values` are the engine's, for
+    `names`, defaults filled in."""
+    return (*(v for name, v in zip(names, values) if positions[name] < n_args or name in kwargs), *dtypes)
 
 
 def checked_prune_options(prune_configs_by: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
