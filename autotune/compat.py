@@ -32,7 +32,7 @@ from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
 from .compat_options import (ConfigChangedInPlace, changed_in_place, check_callables, checked_prune_options,
-                             passed_key, to_native, triton_print_enabled, warn_listener_once)
+                             list_changed, passed_key, to_native, triton_print_enabled, warn_listener_once)
 from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
                             timing_from_samples)
 from .decorator import Autotuned
@@ -146,18 +146,19 @@ class Autotuner(KernelInterface):
         self.bench_time: Optional[float] = None
         # what this module put in `cache` (config, native, engine key): the rest of `cache` is the user's own
         self._filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]] = {}
-        self._configs: List[Any] = []
-        self.configs = list(configs) if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
+        self._configs: Any = []
+        self.configs = configs if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
 
     # ---------------------------------------------------------------------------------------- setup helpers
     @property
-    def configs(self) -> List[Any]:
+    def configs(self) -> Any:
         return self._configs
 
     @configs.setter
     def configs(self, configs: Sequence[Any]) -> None:
         """As Triton reads `configs` at each tuning: a new list is indexed and the engine rebuilt over it (keys in
-        `cache` keep their configs, as in Triton)."""
+        `cache` keep their configs, as in Triton). The list is kept as given, so a change made to it in place is
+        seen (and indexed) at the next tuning, as in Triton."""
         natives: List[_NativeConfig] = []
         triton_of: Dict[_NativeConfig, Any] = {}
         for i, tconfig in enumerate(configs):     # equal triton.Configs are one config (as in Triton's timing dict)
@@ -170,7 +171,7 @@ class Autotuner(KernelInterface):
                 raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
                                  "autotune caches winners by value, so two configs must differ in a kwarg or "
                                  "compile option")
-        self._configs, self._natives, self._triton_of = list(configs), natives, triton_of
+        self._configs, self._indexed, self._natives, self._triton_of = configs, list(configs), natives, triton_of
         self._meta_names = frozenset().union(*(c.kwargs.keys() for c in self._configs))
         self._build_engine()
 
@@ -240,7 +241,7 @@ class Autotuner(KernelInterface):
         tuner = self.tuner
         bound = tuner.bind(args, call_kwargs)
         benchmarked, how, record = False, "memory", None
-        if len(self._natives) == 1:
+        if len(self._natives) == 1 and not list_changed(self._configs, self._indexed):
             config, native = self.configs[0], self._natives[0]
         else:
             key_values, dtypes = tuner.key_of(bound)
@@ -250,6 +251,9 @@ class Autotuner(KernelInterface):
                 native = to_native(config, -1)
             elif warmup and config is None:
                 return self._warm(args, call_kwargs, grid, nargs, key_values, dtypes, bound)
+            elif config is None and list_changed(self._configs, self._indexed):   # as Triton reads it at each tuning
+                self.configs = self._configs
+                return self._run(nargs, args, kwargs)
             else:
                 if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
                     del self._filed[key]

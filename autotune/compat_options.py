@@ -13,7 +13,7 @@ from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
 __all__ = ["ConfigChangedInPlace", "changed_in_place", "check_callables", "checked_prune_options", "listener_warned",
-           "passed_key", "to_native", "triton_print_enabled", "warn_listener_once"]
+           "list_changed", "passed_key", "to_native", "triton_print_enabled", "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -50,6 +50,12 @@ class ConfigChangedInPlace(AutotuneError):
 def changed_in_place(config: Any, configs: Any) -> Optional[int]:
     """The index in `configs` of the very object `config`, if it is one of them (identity, not equality)."""
     return next((i for i, c in enumerate(configs) if c is config), None)
+
+
+def list_changed(configs: Sequence[Any], indexed: Sequence[Any]) -> bool:
+    """Whether the `configs` list was changed in place (an item added, removed or replaced) since `indexed` was
+    taken of it: Triton reads the list at each tuning, so the drop-in then indexes it again."""
+    return len(configs) != len(indexed) or any(a is not b for a, b in zip(configs, indexed))
 
 
 def passed_key(names: Sequence[str], values: tuple, dtypes: tuple, positions: Mapping[str, int], n_args: int,
