@@ -193,6 +193,7 @@ class Autotuner(KernelInterface):
                  if self.do_bench is not None else None)
         self._key_names = [k for k in self.keys if k not in unpassed]
         self._key_positions = {name: self.arg_names.index(name) for name in self._key_names}
+        self._key_upto = max(self._key_positions.values(), default=-1) + 1   # a call passing as many passes them all
         tuner = _Engine(self.fn, space=list(self._natives), key=self._key_names,
                         tuning=tuning, restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
                         do_bench=bench, prune=self._prune_for_tuner if use_prune else None)
@@ -245,7 +246,8 @@ class Autotuner(KernelInterface):
             config, native = self.configs[0], self._natives[0]
         else:
             key_values, dtypes = tuner.key_of(bound)
-            key = passed_key(self._key_names, key_values, dtypes, self._key_positions, len(args), call_kwargs)
+            key = ((*key_values, *dtypes) if len(args) >= self._key_upto else
+                   passed_key(self._key_names, key_values, dtypes, self._key_positions, len(args), call_kwargs))
             config, filed = self.cache.get(key), self._filed.get(key)
             if config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
