@@ -9,6 +9,7 @@ environment and from `set_remote_cache` reaching the tier, `unix://` sockets, an
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -90,6 +91,17 @@ def test_a_held_lease_is_renewed_to_a_full_lease(redis_server):
     finally:
         lease.release()
     assert client.exists(lease_key(tier, entry)) == 0
+
+
+def test_a_released_lease_is_not_renewed_nor_reported_lost(redis_server, caplog):
+    tier = RedisCache(redis_server.url, lease_s=30)
+    entry, _ = entry_of()
+    lease = tier.lock(entry, timeout_s=1)
+    lease.release()
+    with caplog.at_level(logging.WARNING, logger="autotune"):
+        assert lease.renew() is True                      # nothing to renew: done, not lost
+    assert "expired" not in caplog.text
+    assert redis_server.client().exists(lease_key(tier, entry)) == 0
 
 
 def test_a_holder_whose_lease_expired_neither_extends_nor_deletes_its_successor_s(redis_server):
@@ -180,9 +192,11 @@ def test_each_outage_warns_once_and_a_later_outage_warns_again(redis_server):
     tier = RedisCache(redis_server.url, timeout_s=0.5, retry_s=0.001)
     entry, _ = entry_of()
     redis_server.stop()
-    _, first = caught(lambda: (tier.get(entry), tier.get(entry)))
+    # Each get asks Redis (the pause after a failure, retry_s, is over by the next): a second failure of the same
+    # outage is not warned again.
+    _, first = caught(lambda: (tier.get(entry), time.sleep(0.01), tier.get(entry)))
     redis_server.start()
-    time.sleep(0.01)                                      # past retry_s: the next call tries Redis
+    time.sleep(0.01)
     _, back = caught(lambda: tier.get(entry))
     redis_server.stop()
     _, second = caught(lambda: tier.get(entry))
@@ -336,7 +350,7 @@ def test_a_clear_that_times_out_deleting_says_why_and_what_it_removed(redis_serv
         client.set(tier.key_of(entry.location, entry.entry_id), record_json(record))
     client.client_pause(3000, all=False)                  # writes wait (DEL times out), reads go on
     try:
-        removed, problem = tier.remove_now()
+        removed, problem = tier.remove_now("add")
     finally:
         pause_until_back(client)
     assert removed == [] and problem is not None and "unreachable" in problem, problem
