@@ -291,6 +291,20 @@ def test_a_skipped_key_is_one_warning(redis_server):
     assert entries == [] and len(messages) == 1 and stray in messages[0] and "WRONGTYPE" in messages[0], messages
 
 
+def test_a_connection_lost_during_a_listing_is_warned_not_a_silently_short_listing(redis_server):
+    tier = RedisCache(redis_server.url)
+    client = redis_server.client()
+    for key, pad in (((1,), 0), ((2,), 200_000)):
+        entry, record = entry_of(key)
+        client.set(tier.key_of(entry.location, entry.entry_id), record_json(record) + b" " * pad)
+    # Redis drops a client whose reply outgrows 64 KB: the listing's scan answers, reading the big entry ends it.
+    client.config_set("client-output-buffer-limit", "normal 65536 0 0")
+    entries, messages = caught(lambda: tier.entries())
+    assert len(entries) < 2
+    assert len(messages) == 1 and "unreachable" in messages[0] and "the listing of" in messages[0], messages
+    assert f"stopped after {len(entries)} of its entries" in messages[0]
+
+
 def identity_caches() -> tuple[KernelCache, KernelCache]:
     """Two kernels named `add` in two modules (m1, m2)."""
     return tuple(KernelCache("add", "src-1", "space-1", lambda cfg: True, identity=ident)   # type: ignore[return-value]

@@ -306,6 +306,11 @@ class RedisCache:
                                    "autotune wrote (delete it, or clear everything with `autotune cache clear "
                                    "--remote`)")
                     continue
+                except _Unavailable as exc:   # read unreported (a refusal is said above): said here, or never
+                    if report:
+                        warn(f"autotune cache: {exc.reason}; the listing of {self.url} stopped after "
+                             f"{len(out)} of its entries, the others were not read")
+                    raise
                 if record is not None and (kernel is None or kernel_matches(record.kernel, record.kernel_id, kernel)):
                     out.append(StoredEntry(self.name, location, entry_id, record))
         except _Unavailable as exc:
