@@ -1,11 +1,12 @@
-"""Edges of the Redis tier found by mutation testing, against a real redis-server: the lease's compare-and-set
-(an expired holder neither extends nor deletes its successor's lease; a renewal Redis cannot answer keeps the
-lease; renewal and release go through during the pause after an outage), a waiter that times out or waits
-without a limit, warnings once per outage and once per message, the pause after an outage and `ping` ending it,
-the 16 MB limit's boundary, entries of a newer schema, listings that stay within the kernel asked, clears by
-kernel identity, a clear Redis refuses or times out during, credentials out of messages, the settings from the
-environment and from `set_remote_cache` reaching the tier, `unix://` sockets, and the CLI's `list --remote
---json`, `clear --remote`, `push` and `pull`. Skipped, with the reason, only where no redis-server can be found."""
+"""Edges of the Redis tier found by mutation testing, against a real redis-server: the lease's compare-and-set (an
+expired holder neither extends nor deletes its successor's lease; a released lease is not renewed; a renewal Redis
+cannot answer keeps the lease; renewal and release go through during the pause after an outage), a waiter that times
+out or waits without a limit, warnings once per outage and once per message, the pause after an outage and `ping`
+ending it, the 16 MB limit's boundary, entries of a newer schema, listings that stay within the kernel asked (and a
+connection lost during one is warned), clears by kernel identity, a clear Redis refuses or times out during,
+credentials out of messages (a URL the client cannot split is an OptionError), the settings from the environment and
+from `set_remote_cache` reaching the tier, `unix://` sockets, and the CLI's `list --remote --json`, `clear
+--remote`, `push` and `pull`. Skipped, with the reason, only where no redis-server can be found."""
 from __future__ import annotations
 
 import json
@@ -374,7 +375,8 @@ def test_a_clear_that_times_out_deleting_says_why_and_what_it_removed(redis_serv
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0?PASSWORD=hunter2", "redis://user:hunt@er2@127.0.0.1:1/0",
-                                 "http://user:hunter2@cache.internal:6379/0"])
+                                 "http://user:hunter2@cache.internal:6379/0", "http://cache:6379/0?password=hunter2",
+                                 "redis://:hunter2@[::1:6379/0"])
 def test_a_password_never_reaches_a_message_or_the_shown_url(url):
     try:
         shown = repr(RedisCache(url))
@@ -385,6 +387,19 @@ def test_a_password_never_reaches_a_message_or_the_shown_url(url):
     except OptionError as exc:
         shown += str(exc)
     assert "hunter2" not in shown and "er2@" not in shown, shown
+
+
+def test_a_url_the_client_cannot_split_is_an_option_error_at_configuration(monkeypatch, tmp_path):
+    url = "redis://:hunter2@[::1:6379/0"                       # an IPv6 address with its bracket left open
+    with pytest.raises(OptionError, match=r"^set_remote_cache: 'redis://\*\*\*@\[::1:6379/0' is not a Redis URL"):
+        set_remote_cache(url)
+    clear_remote_settings()
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", url)
+    with pytest.raises(OptionError, match="^AUTOTUNE_REMOTE_CACHE: .* is not a Redis URL"):
+        KernelCache("add", "src-1", "space-1", lambda cfg: True)    # at decoration
+    res = run_cli("cache", "list", "--remote", "--remote-url", url, "--cache-dir", str(tmp_path), env={})
+    assert res.returncode == 2 and res.stderr.startswith("autotune cache list: --remote-url: "), res.stderr
+    assert "hunter2" not in res.stderr and "Traceback" not in res.stderr
 
 
 # ---------------------------------------------------------------------------------------------- settings
