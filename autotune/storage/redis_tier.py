@@ -33,7 +33,7 @@ from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema,
                       location_pattern, parse_record, record_json, wanted_key_text)
 from .protocol import ANY, EntryRef, StoredEntry, warn
 
-__all__ = ["RedisCache", "RedisLease"]
+__all__ = ["RedisCache", "RedisLease", "safe_url"]
 
 logger = logging.getLogger("autotune")
 T = TypeVar("T")
@@ -119,10 +119,10 @@ class RedisCache:
                                                socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
                                                health_check_interval=0)
         except ValueError as exc:
-            raise OptionError(f"{_safe(url)!r} is not a Redis URL ({exc}); use "
+            raise OptionError(f"{safe_url(url)!r} is not a Redis URL ({exc}); use "
                               "redis://host:6379/0 or rediss://host:6380/0 (TLS)") from None
         _check_connection_options(self.client, url, redis.exceptions.RedisError)
-        self.url = _safe(url)
+        self.url = safe_url(url)
         self.ttl_s, self.timeout_s, self.lease_s, self.retry_s, self.prefix = ttl_s, timeout_s, lease_s, retry_s, prefix
         self._errors = redis.exceptions
         self._down_until = 0.0
@@ -306,6 +306,11 @@ class RedisCache:
                                    "autotune wrote (delete it, or clear everything with `autotune cache clear "
                                    "--remote`)")
                     continue
+                except _Unavailable as exc:   # read unreported (a refusal is said above): said here, or never
+                    if report:
+                        warn(f"autotune cache: {exc.reason}; the listing of {self.url} stopped after "
+                             f"{len(out)} of its entries, the others were not read")
+                    raise
                 if record is not None and (kernel is None or kernel_matches(record.kernel, record.kernel_id, kernel)):
                     out.append(StoredEntry(self.name, location, entry_id, record))
         except _Unavailable as exc:
@@ -361,9 +366,14 @@ def _newer_schema(head: bytes) -> bool:
     return match is not None and is_newer_schema(int(match.group(1)))
 
 
-def _safe(url: str) -> str:
-    """The URL without its credentials (user:password@ and a password= query parameter), for messages."""
-    parts = urlsplit(url)
+def safe_url(url: str) -> str:
+    """The URL without its credentials (user:password@ and a password= query parameter), for messages; one that
+    cannot even be split (an unclosed IPv6 bracket) keeps its scheme and what follows the credentials, no query."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        return scheme + sep + ("***@" if "@" in rest else "") + rest.rsplit("@", 1)[-1].split("?", 1)[0]
     netloc = parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
     return urlunsplit((parts.scheme, ("***@" if "@" in parts.netloc else "") + netloc, parts.path, query, ""))
@@ -385,13 +395,13 @@ def _check_connection_options(client: Any, url: str, redis_error: type[BaseExcep
         match = re.search(r"argument '([^']+)'", str(exc))
         name = match.group(1) if match else None
         if name is None:
-            raise OptionError(f"{_safe(url)!r}: the Redis client refused its options ({exc})") from None
+            raise OptionError(f"{safe_url(url)!r}: the Redis client refused its options ({exc})") from None
         known = {p for cls in pool.connection_class.__mro__ if "__init__" in vars(cls)
                  for p in _parameters(cls.__init__)}
-        raise OptionError(f"{_safe(url)!r} has a query parameter the Redis client does not know: {name!r}; remove "
+        raise OptionError(f"{safe_url(url)!r} has a query parameter the Redis client does not know: {name!r}; remove "
                           f"it or correct its spelling.{did_you_mean(name, known)}") from None
     except (ValueError, redis_error) as exc:
-        raise OptionError(f"{_safe(url)!r}: the Redis client refused its options ({exc})") from None
+        raise OptionError(f"{safe_url(url)!r}: the Redis client refused its options ({exc})") from None
 
 
 def _parameters(fn: Any) -> list[str]:

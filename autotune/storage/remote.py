@@ -82,7 +82,9 @@ def _env_options() -> dict[str, Any]:
 def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
     url = settings["url"]
     if not isinstance(url, str) or not url.startswith(_SCHEMES):
-        shown = url.split("@")[-1] if isinstance(url, str) else url
+        from .redis_tier import safe_url   # no credentials in messages, a password= query parameter's included
+
+        shown = safe_url(url) if isinstance(url, str) else url
         raise OptionError(f"{where}: {shown!r} is not a Redis URL; use redis://host:6379/0, rediss://host:6380/0 "
                           "(TLS) or unix:///path/to/redis.sock")
     for name in ("ttl_s", "timeout_s", "lease_s"):
