@@ -16,6 +16,9 @@ REPO = TESTS.parent
 
 CHILD = textwrap.dedent("""
     import faulthandler, os, signal, sys
+    # Ctrl-C is KeyboardInterrupt here however pytest was started: a process started in the background by a
+    # shell (`pytest ... &`, nohup) ignores SIGINT, and Python then keeps it ignored in the child it starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.register(signal.SIGUSR1, all_threads=True)     # the test's view of a hang: every thread's stack
     sys.path.insert(0, {tests!r})
     import torch
