@@ -15,7 +15,11 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 
 CHILD = textwrap.dedent("""
-    import os, sys
+    import faulthandler, os, signal, sys
+    # Ctrl-C is KeyboardInterrupt here however pytest was started: a process started in the background by a
+    # shell (`pytest ... &`, nohup) ignores SIGINT, and Python then keeps it ignored in the child it starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)     # the test's view of a hang: every thread's stack
     sys.path.insert(0, {tests!r})
     import torch
     from isolation_kernels import hanging_compile_add, slow_compile_add
@@ -74,7 +78,11 @@ def test_ctrl_c_while_a_compile_worker_hangs_ends_the_tuning_and_kills_its_worke
         try:
             out, err = child.communicate(timeout=90)             # seconds with the fix; never without it
         except subprocess.TimeoutExpired:
-            raise AssertionError("the tuning did not end within 90 s of Ctrl-C") from None
+            child.send_signal(signal.SIGUSR1)                    # where it hangs, for the failure's message
+            time.sleep(2)
+            child.kill()
+            out, err = child.communicate()
+            raise AssertionError(f"the tuning did not end within 90 s of Ctrl-C:\n{out}\n{err[-6000:]}") from None
         assert "KeyboardInterrupt" in err, err[-3000:]
         assert child.returncode != 0
         assert "the hanging compile worker is gone" in out
