@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from .errors import SpaceError
 
-__all__ = ["Config", "check_json_value"]
+__all__ = ["Config", "check_json_value", "value_identity"]
 
 _JSON_SCALARS = (bool, int, float, str, type(None))
 
@@ -27,9 +27,10 @@ def check_json_value(name: str, value: Any) -> Any:
                      "config values must be int, float, bool, str, None or tuples of those")
 
 
-def _typed(value: Any) -> Any:
-    """A config value with its JSON type attached, so that == tells 1, 1.0 and True apart as JSON does (a float
-    by its repr, the text JSON writes, so 0.0 and -0.0 differ too)."""
+def value_identity(value: Any) -> Any:
+    """A config value with its JSON type attached: equal exactly when the JSON texts are, so 1, 1.0 and True are
+    three values (a float by its repr, the text JSON writes, so 0.0 and -0.0 differ too). How Configs and the
+    spaces' axes tell values apart."""
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int):
@@ -37,14 +38,14 @@ def _typed(value: Any) -> Any:
     if isinstance(value, float):
         return ("float", repr(value))
     if isinstance(value, (tuple, list)):
-        return ("array", tuple(_typed(v) for v in value))
+        return ("array", tuple(value_identity(v) for v in value))
     if value is None or isinstance(value, str):
         return value
     raise TypeError(f"{type(value).__name__} is not a config value")
 
 
 def _identity(fields: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
-    return frozenset((name, _typed(value)) for name, value in fields.items())
+    return frozenset((name, value_identity(value)) for name, value in fields.items())
 
 
 class Config(Mapping[str, Any]):

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
 
-from .config import Config, check_json_value
+from .config import Config, check_json_value, value_identity
 from .errors import SpaceError
 from .space_checksum import configs_checksum, filter_identity
 
@@ -203,7 +202,7 @@ class SearchSpace(ABC):
         """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
         are one axis, one step away, and a union's are its parts')."""
         return [c for c in self._listed() if c.keys() == config.keys()
-                and sum(1 for k in c if _json(c[k]) != _json(config[k])) == 1]
+                and sum(1 for k in c if value_identity(c[k]) != value_identity(config[k])) == 1]
 
     def _listed(self) -> list[Config]:
         if self._cache is not None:
@@ -220,11 +219,6 @@ class _UnknownLength(SpaceError, TypeError):
     len() for a size hint and goes on without one only after a TypeError."""
 
 
-def _json(value: Any) -> str:
-    """One config value as JSON: how the spaces tell values apart (1, 1.0 and True differ; Python's == does not)."""
-    return json.dumps(value)
-
-
 def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
     """Drop repeated configs, keeping the first (`Config`'s ==: 1, 1.0 and True stay distinct)."""
     seen: set[Config] = set()
@@ -239,10 +233,10 @@ def _materialise_axis(name: str, values: Any) -> tuple[Any, ...]:
         raise SpaceError(f"axis {name!r} = {values!r} is a single value, not an iterable of values; wrap it in a "
                          f"tuple: {name}=({values!r},)")
     out: list[Any] = []
-    seen: set[str] = set()
+    seen: set[Any] = set()
     for v in values:
         clean = check_json_value(name, v)
-        key = json.dumps(clean)
+        key = value_identity(clean)
         if key not in seen:
             seen.add(key)
             out.append(clean)
@@ -296,11 +290,11 @@ class CartesianSpace(SearchSpace):
             return None
         index = self.__dict__.get("_index")
         if index is None:
-            index = tuple({json.dumps(v): i for i, v in enumerate(values)} for values in self._values)
+            index = tuple({value_identity(v): i for i, v in enumerate(values)} for values in self._values)
             self._set(_index=index)
         out = []
         for name, axis in zip(self._names, index):
-            i = axis.get(json.dumps(config[name]))
+            i = axis.get(value_identity(config[name]))
             if i is None:
                 return None
             out.append(i)
