@@ -27,7 +27,6 @@ reports a fixed time per config, which it learns from a config `pre_hook` wrappe
 """
 from __future__ import annotations
 
-import hashlib
 import heapq
 
 import pytest
@@ -39,6 +38,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autotune import compat
 from autotune.compat_options import ConfigChangedInPlace
+from side_by_side import DECORATORS, both, scripted_times
 
 
 def _config_id(config_kwargs):
@@ -58,8 +58,7 @@ class Bench:
         kernel_call()
         assert self.current is not None, "the tagging pre_hook did not run"
         self.benched.append(self.current)
-        t = 1.0 + int(hashlib.sha256(repr(self.current).encode()).hexdigest(), 16) % 997 / 100
-        return [t, 0.9 * t, 1.1 * t]
+        return scripted_times(self.current)
 
     def tag(self, configs):
         """The configs, each with a pre_hook that tells this bench which one runs, then runs the config's own."""
@@ -71,16 +70,6 @@ class Bench:
             return triton.Config(dict(config.kwargs), num_warps=config.num_warps, num_stages=config.num_stages,
                                  num_ctas=config.num_ctas, maxnreg=config.maxnreg, pre_hook=hook)
         return [tagged(c) for c in configs]
-
-
-DECORATORS = {"triton": triton.autotune, "compat": compat.autotune}
-
-
-def both(scenario, *args):
-    """The scenario's observations under each decorator; they must be equal."""
-    seen = {name: scenario(decorate, *args) for name, decorate in DECORATORS.items()}
-    assert seen["compat"] == seen["triton"]
-    return seen["compat"]
 
 
 # ------------------------------------------------------------------------------------------------ tutorial 06

@@ -28,19 +28,16 @@ learnt from a config `pre_hook` that reads the config's values from the argument
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import warnings
 
-import pytest
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 from autotune import compat
-
-DECORATORS = {"triton": triton.autotune, "compat": compat.autotune}
+from side_by_side import both, scripted_times
 
 
 def _config_id(values):
@@ -64,21 +61,13 @@ class Bench:
         kernel_call()
         assert self.current is not None, "the tagging pre_hook did not run"
         self.benched.append(self.current)
-        t = 1.0 + int(hashlib.sha256(repr(self.current).encode()).hexdigest(), 16) % 997 / 100
-        return [t, 0.9 * t, 1.1 * t]
+        return scripted_times(self.current)
 
     def tag(self, configs):
         for config in configs:
             assert config.pre_hook is None
             config.pre_hook = self.hook
         return configs
-
-
-def both(scenario, *args):
-    """The scenario's observations under each decorator; they must be equal."""
-    seen = {name: scenario(decorate, *args) for name, decorate in DECORATORS.items()}
-    assert seen["compat"] == seen["triton"]
-    return seen["compat"]
 
 
 # ------------------------------------------------------------------------------------------------ FlagGems
