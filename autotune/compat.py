@@ -126,8 +126,7 @@ class Autotuner(KernelInterface):
         self._perf_model: Optional[Callable[..., Any]] = prune_configs_by.get("perf_model")
         self.configs_top_k: Union[int, float] = prune_configs_by.get("top_k", 1.0)
         self._early_config_prune: Optional[Callable[..., Any]] = prune_configs_by.get("early_config_prune")
-        if self._perf_model is not None:   # as Triton, top_k is read only with a perf_model (None is common without)
-            check_top_k(self.configs_top_k, "prune_configs_by['top_k']")
+        check_top_k(self.configs_top_k, "prune_configs_by['top_k']", perf_model=self._perf_model)
 
         # Benchmarking.
         self.base_fn = python_function(fn)
@@ -479,8 +478,8 @@ def autotune(configs: Optional[Sequence[Any]], key: Sequence[str],
     """
     Tuning.coerce(tuning)
     prune_options = checked_prune_options(prune_configs_by)
-    if prune_options.get("perf_model") is not None:
-        check_top_k(prune_options.get("top_k", 1.0), "prune_configs_by['top_k']")
+    check_top_k(prune_options.get("top_k", 1.0), "prune_configs_by['top_k']",
+                perf_model=prune_options.get("perf_model"))
 
     def decorator(fn: Any) -> Autotuner:
         return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,

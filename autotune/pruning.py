@@ -18,8 +18,11 @@ PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, An
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
 
 
-def check_top_k(top_k: Any, where: str = "top_k") -> None:
-    """Validate a perf-model `top_k` as triton.autotune reads it: an int >= 1, or a float <= 1.0 (a fraction)."""
+def check_top_k(top_k: Any, where: str = "top_k", *, perf_model: Any) -> None:
+    """Validate a perf-model `top_k` as triton.autotune reads it: an int >= 1, or a float <= 1.0 (a fraction). As
+    Triton reads `top_k` only with a perf model, it is checked only then (`"top_k": None` is common without)."""
+    if perf_model is None:
+        return
     if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or (isinstance(top_k, float) and top_k > 1.0):
         raise TypeError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
                         "keep) or 2) an int (how many to keep)")
@@ -56,8 +59,7 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
     for name, fn in (("early_config_prune", early), ("perf_model", perf_model)):
         if fn is not None and not callable(fn):
             raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
-    if perf_model is not None:   # top_k means something only with a perf_model (`"top_k": None` is common without)
-        check_top_k(top_k, "prune['top_k']")
+    check_top_k(top_k, "prune['top_k']", perf_model=perf_model)
 
     def pruner(configs: list[Config], named: dict) -> list[Any]:
         kept = list(early(configs, named)) if early is not None else list(configs)
