@@ -52,8 +52,7 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
                 description: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
     """A subcommand `name` whose parsed namespace's `func` is `run` (args -> exit status): every subcommand is
     declared this one way, with a one-line `help` for the command list and a `description` for its own --help."""
-    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description,
-                                   allow_abbrev=False)
+    parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
     parser.set_defaults(func=run)
     return parser
 
