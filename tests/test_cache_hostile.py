@@ -162,7 +162,8 @@ def test_a_waiter_behind_a_stopped_lock_holder_warns_naming_it_and_tunes_in_memo
     try:
         assert child.stdout.readline().strip() == "ready"          # it holds the key's lock and is tuning
         os.kill(child.pid, signal.SIGSTOP)
-        with pytest.warns(CacheWarning, match=rf"pid {child.pid} on host {socket.gethostname()}.*Tuning in memory"):
+        with pytest.warns(CacheWarning, match=rf"pid {child.pid} on host {socket.gethostname()}.*Not writing .* to "
+                                              r"disk this time \(a tuning keeps its winner in memory\)"):
             rec, how = new_cache().get_or_tune((1,), DT, Tuner((1,)), lock_timeout_s=1.0)
         assert how == "tuned" and rec.winner == Config(BLOCK=64)
         assert not path_of((1,)).exists()                           # the holder's entry to write, not ours

@@ -614,6 +614,57 @@ def test_push_waits_for_a_node_tuning_the_entry(redis_server, tmp_path):
     assert client.exists(entry_key) == 1
 
 
+def test_push_leaves_an_entry_whose_lease_stays_held_past_lock_timeout_uncopied_and_says_so(redis_server, tmp_path):
+    record = make_record((1,))
+    write_record(record, tmp_path / "node")
+    node = RedisCache(redis_server.url)
+    lease = node.lock(EntryRef.of(record), timeout_s=1)          # another node tuning the entry, for longer
+    entry_key = node.key_of(EntryRef.of(record).location, EntryRef.of(record).entry_id)
+    try:
+        res = run_cli("cache", "push", "--lock-timeout", "0.3", "--cache-dir", str(tmp_path / "node"),
+                      "--remote-url", redis_server.url, env={})
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "push: copied 0 entries" in res.stdout, res.stdout
+        assert "1 entry could not be copied" in res.stderr and "Redis lease" in res.stderr, res.stderr
+        assert "for over 0.3 s" in res.stderr and "run the command again" in res.stderr, res.stderr
+        assert redis_server.client().exists(entry_key) == 0             # nothing written under its lease
+        assert lease is not None and lease.renew()                      # and the holder's lease is untouched
+    finally:
+        assert lease is not None
+        lease.release()
+    res = run_cli("cache", "push", "--lock-timeout", "0.3", "--cache-dir", str(tmp_path / "node"),
+                  "--remote-url", redis_server.url, env={})
+    assert res.returncode == 0 and "copied 1 entry" in res.stdout, res.stdout + res.stderr
+
+
+def test_pull_leaves_an_entry_whose_disk_lock_stays_held_uncopied(redis_server, tmp_path):
+    from autotune.storage import DiskCache
+
+    record = make_record((1,))
+    write_record(record, tmp_path / "source")
+    url = ["--remote-url", redis_server.url]
+    assert run_cli("cache", "push", "--cache-dir", str(tmp_path / "source"), *url, env={}).returncode == 0
+    held = DiskCache(tmp_path / "node").lock(EntryRef.of(record), timeout_s=1)   # this process tunes it
+    try:
+        res = run_cli("cache", "pull", "--lock-timeout", "0.3", "--cache-dir", str(tmp_path / "node"), *url, env={})
+        assert res.returncode == 1 and "1 entry could not be copied" in res.stderr, res.stdout + res.stderr
+        assert "their lock" in res.stderr or "its lock" in res.stderr, res.stderr
+        assert disk_entries(directory=tmp_path / "node") == []
+    finally:
+        assert held is not None
+        held.release()
+    res = run_cli("cache", "pull", "--lock-timeout", "0.3", "--cache-dir", str(tmp_path / "node"), *url, env={})
+    assert res.returncode == 0 and "copied 1 entry" in res.stdout, res.stdout + res.stderr
+    assert [e.record.winner for e in disk_entries(directory=tmp_path / "node")] == [record.winner]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_push_refuses_a_lock_timeout_that_is_not_a_positive_number_of_seconds(redis_server, tmp_path, value):
+    res = run_cli("cache", "push", f"--lock-timeout={value}", "--cache-dir", str(tmp_path), "--remote-url",
+                  redis_server.url, env={})
+    assert res.returncode == 2 and "--lock-timeout" in res.stderr, res.stderr
+
+
 def test_push_and_pull_of_a_kernel_that_matches_nothing_name_where_they_looked(redis_server, tmp_path):
     url = ["--remote-url", redis_server.url]
     (tmp_path / "a").mkdir()

@@ -93,6 +93,22 @@ def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
     return 0
 
 
+COPY_LOCK_TIMEOUT_S = 30.0
+
+
+def _seconds(text: str) -> float:
+    """`--lock-timeout`'s value: a positive, finite number of seconds, at most a day."""
+    from ..options import MAX_SECONDS
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds, at most {MAX_SECONDS:g}")
+    return value
+
+
 def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
@@ -109,7 +125,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
         return 2
     disk = DiskCache()
     source, target = (disk, tier) if command == "push" else (tier, disk)
-    copied = kept = failed = 0
+    copied = kept = failed = busy = 0
     with warnings.catch_warnings(record=True) as caught:   # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
         found = source.entries(args.kernel)
@@ -124,7 +140,12 @@ def _copy(args: argparse.Namespace, command: str) -> int:
             return 1
         for e in found:
             entry = EntryRef.of(e.record)
-            lease = target.lock(entry, timeout_s=30.0)
+            # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
+            # that wrote a newer winner between our read and our write) never has its entry replaced
+            lease = target.lock(entry, timeout_s=args.lock_timeout)
+            if lease is None:       # held past --lock-timeout (the tier warned, naming the holder), or unreachable
+                busy += 1
+                continue
             try:
                 there = target.get(entry)
                 if there is not None and there.timestamp >= e.record.timestamp:
@@ -134,16 +155,20 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                 else:
                     failed += 1
             finally:
-                if lease is not None:
-                    lease.release()
+                lease.release()
     reasons = list(dict.fromkeys(safe_text(str(w.message).removeprefix("autotune cache: ")) for w in caught
                                  if issubclass(w.category, CacheWarning)))
     where = f"{'to' if command == 'push' else 'from'} {tier.url}"
     print(f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
           + (f"; {kept} already there and as new or newer" if kept else ""))
-    if failed:
-        print(f"autotune cache {command}: {plural(failed, 'entry', 'entries')} could not be copied "
-              f"({'; '.join(reasons) or 'the target refused the write'})", file=sys.stderr)
+    if failed or busy:
+        not_written = (["the target refused the write"] if failed and not reasons else []) + (
+            [f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} "
+             f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {args.lock_timeout:g} s "
+             "(--lock-timeout) or could not be taken; run the command again once the tuning is done"]
+            if busy else [])
+        print(f"autotune cache {command}: {plural(failed + busy, 'entry', 'entries')} could not be copied "
+              f"({'; '.join(reasons + not_written)})", file=sys.stderr)
         return 1
     for reason in reasons:          # entries skipped on the way (unreadable, another schema): said, not fatal
         print(f"autotune cache {command}: {reason}", file=sys.stderr)
@@ -158,3 +183,6 @@ def register(sub: "argparse._SubParsersAction", common: Sequence[argparse.Argume
                         help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
                                                 "--remote-url); an entry already there and as new is left alone.")
         add_kernel_filter(p)
+        p.add_argument("--lock-timeout", type=_seconds, default=COPY_LOCK_TIMEOUT_S, metavar="SECONDS",
+                       help="wait this long for an entry another process is tuning, then leave it uncopied "
+                            f"(exit 1; default {COPY_LOCK_TIMEOUT_S:g})")

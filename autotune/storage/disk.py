@@ -165,8 +165,8 @@ class DiskCache:
         if held is None:
             self._fault(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
                  f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
-                 "Tuning in memory without writing the entry; raise AUTOTUNE_LOCK_TIMEOUT_S (or "
-                 "Tuning(lock_timeout_s=...)) if tunings take longer")
+                 f"Not writing {what} to disk this time (a tuning keeps its winner in memory); raise "
+                 "AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer")
             return None
         return HeldLock(held)
 

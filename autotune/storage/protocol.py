@@ -116,7 +116,7 @@ class Cache(Protocol):
 
     def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[Lease]:
         """Block until this caller holds `entry`'s single-flight lease (None: no limit), or until `timeout_s`
-        passes (warns naming the holder, returns None: the caller tunes without writing). Returns None, after
+        passes (warns naming the holder, returns None: the caller does not write this tier). Returns None, after
         one warning, when the tier cannot lock at all (a read-only directory, a server down)."""
 
     def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:

@@ -254,9 +254,9 @@ class RedisCache:
                 waited = time.monotonic() - start
                 if timeout_s is not None and waited >= timeout_s:
                     warn(f"autotune cache: another node has held the Redis lease of {entry.what} for over "
-                         f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Tuning without writing "
-                         "the winner to Redis; raise AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if "
-                         "tunings take longer")
+                         f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Not writing "
+                         f"{entry.what} to Redis this time (a tuning still uses its winner); raise "
+                         "AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer")
                     return None
                 if waited >= _NOTICE_S and not noticed:
                     noticed = True
