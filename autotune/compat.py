@@ -220,22 +220,23 @@ class Autotuner(KernelInterface):
     # ---------------------------------------------------------------------------------------- launching
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Triton's launch protocol: `kernel[grid](...)` calls `run(*args, grid=grid, warmup=False, **kwargs)`."""
-        self.nargs = dict(zip(self.arg_names, args))
+        local = self._local                # the `nargs` property's storage, set directly on this hot path
+        local.nargs = nargs = dict(zip(self.arg_names, args))
         try:
             try:
-                return self._run(self.nargs, args, kwargs)
+                return self._run(nargs, args, kwargs)
             except ConfigChangedInPlace:   # early_config_prune changed a config in place: index them anew, once
                 self.configs = self._configs
-                return self._run(self.nargs, args, kwargs)
+                return self._run(nargs, args, kwargs)
         finally:
-            self.nargs = None
+            local.nargs = None
 
     def _run(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any]) -> Any:
         grid = kwargs.get("grid")
         warmup = kwargs.get("warmup", False)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_KEYS}
-        conflicts = sorted(call_kwargs.keys() & self._meta_names)
-        if conflicts:
+        if call_kwargs and call_kwargs.keys() & self._meta_names:
+            conflicts = sorted(call_kwargs.keys() & self._meta_names)
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
         tuner = self.tuner
@@ -248,7 +249,10 @@ class Autotuner(KernelInterface):
             key = ((*key_values, *dtypes) if len(args) >= self._key_upto else
                    passed_key(self._key_names, key_values, dtypes, self._key_positions, len(args), call_kwargs))
             config, filed = self.cache.get(key), self._filed.get(key)
-            if config is not None and (filed is None or filed[0] is not config):   # the user's own entry
+            if (filed is not None and config is filed[0] and filed[2] == (key_values, dtypes)
+                    and (hit := tuner.memory_hit(key_values, dtypes)) is not None and hit.winner == filed[1]):
+                native = filed[1]        # the hot path: what this module filed for the key, still in memory
+            elif config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
             elif warmup and config is None:
                 return self._warm(args, call_kwargs, grid, nargs, key_values, dtypes, bound)
@@ -273,7 +277,9 @@ class Autotuner(KernelInterface):
         if benchmarked and triton_print_enabled():
             print(f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key},\n"
                   f"finished after {self.bench_time:.2f}s,\nbest config selected: {self.best_config};")
-        full_nargs = {**nargs, **kwargs, **config.all_kwargs()}
+        # the dict Triton's hooks see, made only for a hook to see it (a cache hit without hooks skips it)
+        full_nargs = ({**nargs, **kwargs, **config.all_kwargs()} if benchmarked or config.pre_hook is not None
+                      else {})
         if benchmarked:
             warn_listener_once()
             # As Triton after benchmarking: reset the reset_to_zero arguments before the real launch.

@@ -256,13 +256,21 @@ class Autotuned(KernelInspection, KernelInterface):
         when a key is not in memory yet, i.e. when a process first meets it.
         """
         key, dtypes = self._key(bound.named)
+        record = self.memory_hit(key, dtypes)
+        if record is not None:
+            return record.winner, record, "memory"
+        return self._select_on_miss(key, dtypes, bound, grid)
+
+    def memory_hit(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+        """The record this process's memory holds for (key, dtypes), counted as a hit and made the last call's
+        key (`record()`); None when a launch must go past memory (not there, or force= not yet applied to it)."""
         ident = (key, dtypes)
         self._last_key = ident
         record = self.cache.memory.lookup(key, dtypes)     # the memory tier: one dict get
         if record is not None and (not self.tuning.force or ident in self._forced):
             count_hit(self.name)
-            return record.winner, record, "memory"
-        return self._select_on_miss(key, dtypes, bound, grid)
+            return record
+        return None
 
     def _select_on_miss(self, key: tuple, dtypes: tuple, bound: BoundCall,
                         grid: Any) -> tuple[Config, Optional[TuningRecord], str]:

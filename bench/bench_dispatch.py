@@ -3,15 +3,15 @@
 CPU part (always runs): the pure-Python dispatch path with the launch replaced by a no-op, so only the
 work each autotuner does per call is measured: binding arguments, building the key, the cache lookup,
 splitting the config, the grid. Ours is measured as `kernel(...)` (grid from the decorator) and as
-`kernel[grid](...)`; Triton's `Autotuner` is constructed directly around a no-op `KernelInterface`;
+`kernel[grid](...)`, and the drop-in `autotune.compat.Autotuner` as `kernel[grid](...)`; Triton's `Autotuner` is constructed directly around a no-op `KernelInterface`;
 the floor is a plain `noop[grid](...)` (with a tuple grid for `kernel(...)`, which computes its own
 grid, and a lambda grid for the `kernel[lambda]` paths), and "overhead" is a variant's time minus its
 floor's. The variants are interleaved in one run; each figure is the median over rounds of the mean per
 call.
 
 GPU part (skipped without CUDA): real launches of a tiny vector add (host-bound), per-call host time over
-a burst of launches: plain `add_kernel[grid](..., BLOCK=...)`, ours on a cache hit, triton.autotune on a
-cache hit.
+a burst of launches: plain `add_kernel[grid](..., BLOCK=...)`, ours on a cache hit, autotune.compat and
+triton.autotune on a cache hit.
 
     python bench/bench_dispatch.py [--calls N] [--rounds R] [--profile]
 
@@ -41,7 +41,7 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.autotuner import Autotuner  # noqa: E402
 from triton.runtime.jit import KernelInterface  # noqa: E402
 
-from autotune import autotune  # noqa: E402
+from autotune import autotune, compat  # noqa: E402
 from autotune.compilers import InterpreterCompiler  # noqa: E402
 
 BLOCKS = (64, 128, 256, 512)
@@ -136,6 +136,14 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
     tri[grid](x, y, out, N)
     assert len(tri.cache) == 1
 
+    # autotune.compat's drop-in around the same no-op-run kernel, with the same configs, key and fake do_bench:
+    # a user who changed one import. Tuned once, so every call below is a hit.
+    drop_in = compat.Autotuner(noop_base_kernel, ARG_NAMES, [triton.Config({"BLOCK": b}) for b in BLOCKS],
+                               key=["n"], reset_to_zero=None, restore_value=None, do_bench=fake_triton_bench)
+    drop_in.tuner.compiler_factory = lambda tuned, prepare: InterpreterCompiler()
+    drop_in[grid](x, y, out, N)
+    assert len(drop_in.cache) == 1
+
     fixed_grid = (triton.cdiv(N, 128),)
     # name -> (thunk, the plain launch it is compared with). kernel(...) computes its grid from the decorator
     # and hands Triton a tuple, so its floor is a plain launch with a tuple grid; the kernel[grid] paths hand
@@ -146,6 +154,7 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
         plain_lambda: (lambda: plain[grid](x, y, out, N, BLOCK=128), None),
         "autotune: kernel(...)": (lambda: ours(x, y, out, N), plain_tuple),
         "autotune: kernel[lambda](...)": (lambda: ours[grid](x, y, out, N), plain_lambda),
+        "autotune.compat: kernel[lambda](...)": (lambda: drop_in[grid](x, y, out, N), plain_lambda),
         "triton.autotune: kernel[lambda](...)": (lambda: tri[grid](x, y, out, N), plain_lambda),
     }
     us = interleaved({name: thunk for name, (thunk, _) in variants.items()}, calls, rounds)
@@ -182,7 +191,7 @@ def profile_ours(call: Callable[[], Any], calls: int) -> str:
 
 
 def gpu_part(calls: int, rounds: int) -> dict[str, Any]:
-    """Real launches of a tiny kernel, per-call host time over a burst: plain, ours (hit), triton.autotune (hit)."""
+    """Real launches of a tiny kernel, per-call host time over a burst: plain, ours, compat, triton.autotune (hits)."""
     dev = "cuda"
     x, y, out = torch.randn(N, device=dev), torch.randn(N, device=dev), torch.empty(N, device=dev)
     grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
@@ -191,12 +200,15 @@ def gpu_part(calls: int, rounds: int) -> dict[str, Any]:
     best = dict(ours.best_config)["BLOCK"]
     tri = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in BLOCKS], key=["n"])(add_kernel)
     tri[grid](x, y, out, N)
+    drop_in = compat.autotune(configs=[triton.Config({"BLOCK": b}) for b in BLOCKS], key=["n"])(add_kernel)
+    drop_in[grid](x, y, out, N)
     torch.cuda.synchronize()
 
     variants = {
         f"plain add_kernel[grid](..., BLOCK={best})": lambda: add_kernel[grid](x, y, out, N, BLOCK=best),
         "autotune: kernel(...)": lambda: ours(x, y, out, N),
         "autotune: kernel[grid](...)": lambda: ours[grid](x, y, out, N),
+        "autotune.compat: kernel[grid](...)": lambda: drop_in[grid](x, y, out, N),
         "triton.autotune: kernel[grid](...)": lambda: tri[grid](x, y, out, N),
     }
     samples: dict[str, list[float]] = {k: [] for k in variants}

@@ -310,6 +310,32 @@ def test_cache_results_default_writes_the_disk_cache_and_a_new_process_reads_it(
     assert second.cache_info()["disk_hits"] == 1
 
 
+def test_cache_hits_count_name_the_last_key_and_follow_a_clear():
+    from autotune import clear_autotune_cache
+
+    add = autotune(configs=BLOCK_CONFIGS, key=["n"], tuning=FAST)(add_kernel)
+    for n in (96, 200, 96, 96, 200):       # two tunings, then hits that alternate keys
+        x, y, out = vectors(n)
+        add[grid_1d](x, y, out, n)
+        torch.testing.assert_close(out, x + y)
+        assert list(add.record().key) == [n]    # the last launch's key, hit or not
+    info = add.cache_info()
+    assert info["tunings"] == 2 and info["hits"] == 3
+    assert clear_autotune_cache(add, key=(96,)) == 1 and (96,) not in {k[:1] for k in add.cache}
+    x, y, out = vectors(96)
+    add[grid_1d](x, y, out, 96)            # cleared: tuned again, not launched from the forgotten entry
+    assert add.cache_info()["tunings"] == 3 and list(add.record().key) == [96]
+
+
+def test_force_under_compat_tunes_each_key_once_then_hits():
+    add = autotune(configs=BLOCK_CONFIGS, key=["n"], tuning=Tuning(preset="fast", reps=2, warmup=0, force=True))(
+        add_kernel)
+    x, y, out = vectors(96)
+    for _ in range(3):
+        add[grid_1d](x, y, out, 96)
+    assert add.cache_info()["tunings"] == 1 and add.cache_info()["hits"] == 2
+
+
 def test_cache_results_false_keeps_winners_in_memory_only():
     add = autotune(configs=BLOCK_CONFIGS, key=["n"], cache_results=False)(add_kernel)
     x, y, out = vectors(96)
