@@ -181,9 +181,11 @@ class _FilterWalk:
                       for k, v in sorted((fn.__kwdefaults__ or {}).items())]
             for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
                 try:
-                    parts.append(f"closure {name}={self.value(cell.cell_contents, f'captured {name}', depth)}")
-                except ValueError:              # an empty cell
+                    captured = cell.cell_contents
+                except ValueError:              # an empty cell (not the SpaceError of a value with no text)
                     parts.append(f"closure {name}=<empty>")
+                    continue
+                parts.append(f"closure {name}={self.value(captured, f'captured {name}', depth)}")
             scope = getattr(fn, "__globals__", {})
             for name in sorted(_global_names(code)):
                 if name in scope:

@@ -117,6 +117,20 @@ def test_a_filter_with_no_stable_text_is_refused_at_where_on_a_lazy_space_only()
     assert len(CartesianSpace(A=(1, 2)).where(odd)) == 2     # an eager space's checksum lists its configs
 
 
+def test_a_filter_that_captures_a_value_with_no_stable_text_is_refused_too():
+    # SpaceError is a ValueError: it was taken for the ValueError of an empty cell, so the capture counted as
+    # "<empty>" and two filters closing over different objects shared one checksum (one cache entry)
+    class Opaque:
+        pass
+
+    def closing_over(o: object):
+        return lambda c: o is not None
+
+    with pytest.raises(SpaceError, match=r"captured o = .*Opaque.*\$X expression string"):
+        big().where(closing_over(Opaque()))
+    assert big().where(closing_over(3)).checksum() != big().where(closing_over(4)).checksum()
+
+
 # ---------------------------------------------------------------------------------------------- lazy unions
 def test_a_lazy_union_s_checksum_covers_its_parts_filters_and_every_fixed_config():
     one = FixedSpace([{"A": 1, "B": 1}])
