@@ -627,6 +627,7 @@ def test_push_leaves_an_entry_whose_lease_stays_held_past_lock_timeout_uncopied_
         assert "push: copied 0 entries" in res.stdout, res.stdout
         assert "1 entry could not be copied" in res.stderr and "Redis lease" in res.stderr, res.stderr
         assert "for over 0.3 s" in res.stderr and "run the command again" in res.stderr, res.stderr
+        assert "AUTOTUNE_LOCK_TIMEOUT_S" not in res.stderr and "--lock-timeout" in res.stderr, res.stderr   # its knob
         assert redis_server.client().exists(entry_key) == 0             # nothing written under its lease
         assert lease is not None and lease.renew()                      # and the holder's lease is untouched
     finally:
@@ -649,6 +650,7 @@ def test_pull_leaves_an_entry_whose_disk_lock_stays_held_uncopied(redis_server, 
         res = run_cli("cache", "pull", "--lock-timeout", "0.3", "--cache-dir", str(tmp_path / "node"), *url, env={})
         assert res.returncode == 1 and "1 entry could not be copied" in res.stderr, res.stdout + res.stderr
         assert "their lock" in res.stderr or "its lock" in res.stderr, res.stderr
+        assert "AUTOTUNE_LOCK_TIMEOUT_S" not in res.stderr and "--lock-timeout" in res.stderr, res.stderr
         assert disk_entries(directory=tmp_path / "node") == []
     finally:
         assert held is not None

@@ -113,6 +113,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
+    from ..storage.protocol import LOCK_TIMEOUT_ADVICE
 
     from .cache import use_checked_cache_dir
 
@@ -156,8 +157,10 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                     failed += 1
             finally:
                 lease.release()
-    reasons = list(dict.fromkeys(safe_text(str(w.message).removeprefix("autotune cache: ")) for w in caught
-                                 if issubclass(w.category, CacheWarning)))
+    # a lock timeout's advice is a tuning's (AUTOTUNE_LOCK_TIMEOUT_S): this command's own is --lock-timeout, below
+    reasons = list(dict.fromkeys(
+        safe_text(str(w.message).removeprefix("autotune cache: ").replace(LOCK_TIMEOUT_ADVICE, ""))
+        for w in caught if issubclass(w.category, CacheWarning)))
     where = f"{'to' if command == 'push' else 'from'} {tier.url}"
     print(f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
           + (f"; {kept} already there and as new or newer" if kept else ""))

@@ -22,7 +22,7 @@ from .entries import (as_key_tuple, is_newer_schema, kernel_matches, key_text, p
 from .files import (ENTRY_SUFFIX, OnError, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
                     load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp,
                     warn_unlistable)
-from .protocol import ANY, EntryRef, HeldLock, StoredEntry, warn
+from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, HeldLock, StoredEntry, warn
 
 __all__ = ["DiskCache"]
 
@@ -165,8 +165,7 @@ class DiskCache:
         if held is None:
             self._fault(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
                  f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
-                 f"Not writing {what} to disk this time (a tuning keeps its winner in memory); raise "
-                 "AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer")
+                 f"Not writing {what} to disk this time (a tuning keeps its winner in memory){LOCK_TIMEOUT_ADVICE}")
             return None
         return HeldLock(held)
 

@@ -16,7 +16,11 @@ from ..errors import CacheWarning, warn_at_caller
 from ..record import TuningRecord
 from .entries import entry_id, kernel_dirname, key_text
 
-__all__ = ["EntryRef", "StoredEntry", "Lease", "HeldLock", "Cache", "ANY", "warn"]
+__all__ = ["EntryRef", "StoredEntry", "Lease", "HeldLock", "Cache", "ANY", "warn", "LOCK_TIMEOUT_ADVICE"]
+
+# How a lock-timeout warning ends, in every tier: what a tuning can change. A caller that is not a tuning (`cache
+# push`/`pull`, with its own --lock-timeout) takes this ending off and gives its own.
+LOCK_TIMEOUT_ADVICE = "; raise AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer"
 
 logger = logging.getLogger("autotune")
 

@@ -31,7 +31,7 @@ from ..errors import CacheEntryError, OptionError, did_you_mean
 from ..record import TuningRecord
 from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_matches, key_text,
                       location_pattern, parse_record, record_json, wanted_key_text)
-from .protocol import ANY, EntryRef, StoredEntry, warn
+from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, StoredEntry, warn
 
 __all__ = ["RedisCache", "RedisLease", "safe_url"]
 
@@ -255,8 +255,7 @@ class RedisCache:
                 if timeout_s is not None and waited >= timeout_s:
                     warn(f"autotune cache: another node has held the Redis lease of {entry.what} for over "
                          f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Not writing "
-                         f"{entry.what} to Redis this time (a tuning still uses its winner); raise "
-                         "AUTOTUNE_LOCK_TIMEOUT_S (or Tuning(lock_timeout_s=...)) if tunings take longer")
+                         f"{entry.what} to Redis this time (a tuning still uses its winner){LOCK_TIMEOUT_ADVICE}")
                     return None
                 if waited >= _NOTICE_S and not noticed:
                     noticed = True
