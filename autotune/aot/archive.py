@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import sys
 import tarfile
@@ -19,16 +18,17 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from msgspec import Struct, field as struct_field
 
 from .. import codec
 from ..errors import ArchiveError
 from . import triton_compile
-from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
+from .archive_checks import (MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
                              read_key, sign, stage)
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
+from .triton_cache import triton_entries
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
            "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
@@ -149,40 +149,6 @@ def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
     return list(dict.fromkeys(names))
 
 
-def _triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[tuple[str, Path, dict, list[str]]]:
-    """Complete entries of Triton's cache directory: (kernel name, dir, metadata, file names), for `names` or all."""
-    out: list[tuple[str, Path, dict, list[str]]] = []
-    try:
-        subdirs = sorted(p for p in triton_dir.iterdir() if p.is_dir())
-    except OSError:
-        return out
-    for d in subdirs:
-        try:
-            groups = [p for p in d.iterdir() if p.name.startswith("__grp__") and p.name.endswith(".json")]
-        except OSError:
-            continue
-        for grp in groups:
-            kernel = grp.name[len("__grp__"):-len(".json")]
-            if names is not None and kernel not in names:
-                continue
-            try:
-                children = json.loads(grp.read_text())["child_paths"]
-                metadata = json.loads((d / f"{kernel}.json").read_text())
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
-            if all((d / f).is_file() for f in files) and all(ARTIFACT_NAME.match(f) for f in files):
-                out.append((kernel, d, metadata, files))
-    return out
-
-
-def _target_of(metadata: Mapping[str, Any]) -> str:
-    target = metadata.get("target") or {}
-    if isinstance(target, Mapping) and "backend" in target:
-        return f"{target['backend']}:{target.get('arch')}"
-    return "unknown"
-
-
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -223,27 +189,27 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
     # Triton's cache names a binary by its function name alone: a module:qualname takes its name's binaries
-    binaries = _triton_entries(triton_dir, {short_name(n) for n in kernel_names})
+    binaries = triton_entries(triton_dir, {short_name(n) for n in kernel_names})
     if targets is not None:
         from .targets import parse_target
 
         wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
-        found = {_target_of(b[2]) for b in binaries}
+        found = {b.target for b in binaries}
         absent = sorted(wanted_targets - found)
         if absent:   # asked for by name: an archive without it would leave that fleet compiling on first launch
             raise ArchiveError(f"no compiled kernels of {', '.join(short_name(n) for n in kernel_names) or 'any kernel'} "
                                f"for {', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
                                f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
                                "--target), or leave it out of targets=/--target")
-        binaries = [b for b in binaries if _target_of(b[2]) in wanted_targets]
+        binaries = [b for b in binaries if b.target in wanted_targets]
     if names is not None:
         # a module:qualname needs a record of that kernel: a binary of its function name may be another module's
         missing = [n for n in names if not any(kernel_matches(rec.kernel, rec.kernel_id, n) for _, rec in entries)
-                   and (is_kernel_id(n) or not any(b[0] == n for b in binaries))]
+                   and (is_kernel_id(n) or not any(b.kernel == n for b in binaries))]
         if missing:
             # each name that is close to a cached kernel (a record's, or a compiled binary's function name) ends
             # the message with it, in the form it was written: `mod:add_kernel` -> 'mod:_add_kernel'
-            known = cached + [(b[0], None) for b in _triton_entries(triton_dir, None)]
+            known = cached + [(b.kernel, None) for b in triton_entries(triton_dir, None)]
             hints = [h for h in (kernel_suggestion(n, known) for n in missing) if h]
             hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]      # ". Did you mean 'a'? Did you mean 'b'?"
             raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
@@ -263,11 +229,11 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
                                               timestamp=rec.timestamp, triton_version=rec.triton_version))
-    for kernel, d, metadata, files in binaries:
-        for f in files:
-            members[f"{TRITON_PREFIX}/{d.name}/{f}"] = (d / f).read_bytes()
-        manifest.binaries.append(ArchiveBinary(kernel=kernel, dir=d.name, target=_target_of(metadata),
-                                               triton_version=metadata.get("triton_version"), files=files))
+    for b in binaries:
+        for f in b.files:
+            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = (b.dir / f).read_bytes()
+        manifest.binaries.append(ArchiveBinary(kernel=b.kernel, dir=b.dir.name, target=b.target,
+                                               triton_version=b.metadata.get("triton_version"), files=list(b.files)))
     manifest.targets = sorted({b.target for b in manifest.binaries})
     manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
 
