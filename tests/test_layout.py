@@ -35,7 +35,7 @@ LAYERS: dict[str, str] = {
                      "cli.cache", "cli.remote", "cli.replay", "cli.report", "cli.rows", "aot", "aot.api",
                      "aot.archive", "aot.archive_checks", "aot.archive_install", "aot.call_checks", "aot.cubin",
                      "aot.events", "aot.helpers", "aot.report", "aot.specialize", "aot.standins", "aot.targets",
-                     "aot.triton_compile"], TOOLING),
+                     "aot.triton_cache", "aot.triton_compile"], TOOLING),
     # the front door: wires a tuning to its cache and its output
     **dict.fromkeys(["", "__main__", "decorator", "call_arguments", "functional", "inspection", "online",
                      "distributed", "compat", "compat_options", "compat_timing", "isolation.worker",

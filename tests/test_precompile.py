@@ -574,7 +574,7 @@ def exported(tmp_path, monkeypatch):
 
 def test_export_writes_records_binaries_and_a_manifest(exported):
     archive, manifest, winner = exported
-    assert manifest.kernels == ["add_kernel"] and manifest.targets == ["cuda:90"]
+    assert manifest.kernels == ["kernels_for_tests:add_kernel"] and manifest.targets == ["cuda:90"]   # the object
     assert manifest.triton_version == triton.__version__ and manifest.torch_version == torch.__version__
     assert [r.winner for r in manifest.records] == [winner] and manifest.records[0].device == "interpreter"
     assert len(manifest.binaries) == 1 and "add_kernel.cubin" in manifest.binaries[0].files
@@ -610,7 +610,8 @@ def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_pat
     assert capsys.readouterr().err.startswith("autotune export: target 'metal:1': unknown backend")
     assert not (tmp_path / "cli-bad.tar.gz").exists()
     # a target asked for by name that nothing was compiled for: an error, not an archive without its binaries
-    with pytest.raises(ArchiveError, match=r"no compiled kernels of add_kernel for cuda:80 in .* \(found: cuda:90, "
+    with pytest.raises(ArchiveError, match=r"no compiled kernels of kernels_for_tests:add_kernel for cuda:80 in .* "
+                                           r"\(found: cuda:90, "
                                            r"hip:gfx942\); precompile for it first"):
         export_archive(tmp_path / "a80.tar.gz", kernels=[tuned_add], targets=["cuda:80", "cuda:90"])
     assert main(["export", str(tmp_path / "a80.tar.gz"), "--target", "cuda:80"]) == 1

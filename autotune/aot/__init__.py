@@ -28,8 +28,9 @@ Modules
 `helpers` (helper processes under TRITON_INTERPRET=1 and their pipe protocol), `events` (Triton's compile
 listener), `report`, `call_checks` (precompile's arguments checked against the kernel before any compile),
 `api` (`precompile`, `load_kernel`), `archive` (`export_archive`, `import_archive`, the manifest),
-`archive_checks` (what an untrusted archive must pass), `archive_install` (installing it: binaries, then
-records); the CLI subcommands are in `autotune.cli.aot`.
+`triton_cache` (Triton's cache entries of a kernel, told apart from another module's kernel of the same name by
+the source location in their IR), `archive_checks` (what an untrusted archive must pass), `archive_install`
+(installing it: binaries, then records); the CLI subcommands are in `autotune.cli.aot`.
 
 Resource checks
 ---------------

@@ -1,6 +1,7 @@
 """Moving tuned kernels between machines: `export_archive(path)` / `import_archive(path)` (CLI: `autotune
 export` / `autotune import`) carry the tuned winners (the disk cache's JSON records) and the compiled binaries
-(the kernels' entries of Triton's cache directory) as one .tar.gz with a checked manifest.
+(the kernels' entries of Triton's cache directory, chosen by `triton_cache`) as one .tar.gz with a checked
+manifest.
 
 Why: a deployed service should start tuned and compiled; the winners come from the tuning cache, the
 binaries from a build machine that may have no GPU (`precompile`). Nothing read from an archive is
@@ -10,8 +11,8 @@ before anything is written, and records are validated JSON.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
-import json
 import os
 import sys
 import tarfile
@@ -19,16 +20,18 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from msgspec import Struct, field as struct_field
 
 from .. import codec
 from ..errors import ArchiveError
+from ..kernel_ref import kernel_ref, python_function
 from . import triton_compile
-from .archive_checks import (ARTIFACT_NAME, MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
+from .archive_checks import (MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
                              read_key, sign, stage)
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
+from .triton_cache import Selection, select, triton_entries
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
            "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
@@ -131,56 +134,24 @@ class ImportReport:
                 "warnings": self.warnings, "manifest": codec.to_builtins(self.manifest)}
 
 
-def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[list[str]]:
+def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[dict[str, Optional[str]]]:
+    """The kernels asked for, as names ("module:qualname" for a kernel object), each with a kernel object's
+    source file (None for a name given as text)."""
     if kernels is None:
         return None
     if isinstance(kernels, (str, bytes)) or not isinstance(kernels, Iterable):
         kernels = [kernels]
-    names = []
+    names: dict[str, Optional[str]] = {}
     for k in kernels:
         if isinstance(k, str):       # a short name (every module's kernel of it) or a module:qualname (that one)
-            names.append(k)
-        elif getattr(getattr(k, "cache", None), "kernel_name", None):
-            names.append(k.cache.kernel_name)
-        elif isinstance(getattr(k, "name", None), str):
-            names.append(k.name)
-        else:
-            raise ArchiveError(f"kernels=[...]: {k!r} is neither a kernel name nor an autotuned kernel")
-    return list(dict.fromkeys(names))
-
-
-def _triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[tuple[str, Path, dict, list[str]]]:
-    """Complete entries of Triton's cache directory: (kernel name, dir, metadata, file names), for `names` or all."""
-    out: list[tuple[str, Path, dict, list[str]]] = []
-    try:
-        subdirs = sorted(p for p in triton_dir.iterdir() if p.is_dir())
-    except OSError:
-        return out
-    for d in subdirs:
-        try:
-            groups = [p for p in d.iterdir() if p.name.startswith("__grp__") and p.name.endswith(".json")]
-        except OSError:
+            names.setdefault(k, None)
             continue
-        for grp in groups:
-            kernel = grp.name[len("__grp__"):-len(".json")]
-            if names is not None and kernel not in names:
-                continue
-            try:
-                children = json.loads(grp.read_text())["child_paths"]
-                metadata = json.loads((d / f"{kernel}.json").read_text())
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
-            if all((d / f).is_file() for f in files) and all(ARTIFACT_NAME.match(f) for f in files):
-                out.append((kernel, d, metadata, files))
-    return out
-
-
-def _target_of(metadata: Mapping[str, Any]) -> str:
-    target = metadata.get("target") or {}
-    if isinstance(target, Mapping) and "backend" in target:
-        return f"{target['backend']}:{target.get('arch')}"
-    return "unknown"
+        fn = python_function(k)
+        if not inspect.isfunction(fn):
+            raise ArchiveError(f"kernels=[...]: {k!r} is neither a kernel name nor an autotuned kernel")
+        ref = kernel_ref(fn)          # a kernel object is that one kernel: its module:qualname
+        names[f"{ref.module}:{ref.qualname}"] = ref.file
+    return names
 
 
 def _sha256(data: bytes) -> str:
@@ -194,15 +165,20 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                    targets: Optional[Iterable[Any]] = None) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
     the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
-    of that name) or a "module:qualname" (that kernel's records alone; `storage.entries.kernel_matches`); an
-    `@autotune` kernel stands for its short name.
+    of that name) or a "module:qualname" (that kernel alone; `storage.entries.kernel_matches`); an `@autotune`
+    kernel (or any kernel object) is that one kernel, named by its module:qualname.
 
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
-    of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`) compiled from a kernel of that
-    name (precompile or launches put them there), for every target found. With `sign_key` (a key file or the
-    secret's bytes), the manifest is signed (HMAC-SHA256) so `import_archive(verify_key=...)` can trust it. With
-    `targets` (e.g. `["cuda:90"]`, as `precompile` takes them), only binaries compiled for those targets go in
-    (an H100 fleet's archive without the AMD binaries); records are not filtered.
+    of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`), whoever compiled them (precompile,
+    a launch), for every target found: for a short name every entry of that function name, for a module:qualname
+    or a kernel object those compiled from its definition, told by the source location Triton writes into the
+    entry (`triton_cache`; an entry without one, compiled with TRITON_DISABLE_LINE_INFO, is left out with a
+    warning). A module:qualname's module is found without running it; one that cannot be (a script's
+    `__main__`, a module not importable from here) is an ArchiveError naming the fix when its function name has
+    binaries. With `sign_key` (a key file or the secret's bytes), the manifest is signed (HMAC-SHA256) so
+    `import_archive(verify_key=...)` can trust it. With `targets` (e.g. `["cuda:90"]`, as `precompile` takes
+    them), only binaries compiled for those targets go in (an H100 fleet's archive without the AMD binaries);
+    records are not filtered.
     """
     import torch
     import triton
@@ -210,8 +186,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     from .. import __version__ as autotune_version
     from ..storage import disk_entries
     from ..storage.files import root as tuning_root
-    from ..storage.entries import (is_kernel_id, kernel_dirname, kernel_matches, kernel_suggestion, record_json,
-                                  short_name)
+    from ..storage.entries import kernel_dirname, kernel_matches, record_json, short_name
 
     out = Path(path)
     _check_destination(out)
@@ -222,33 +197,28 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
     kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
-    # Triton's cache names a binary by its function name alone: a module:qualname takes its name's binaries
-    binaries = _triton_entries(triton_dir, {short_name(n) for n in kernel_names})
+    # Triton's cache names a binary by its function name alone: a module:qualname takes those of its name that
+    # were compiled from its definition (`triton_cache`), a short name all of them
+    chosen = select(triton_entries(triton_dir, {short_name(n) for n in kernel_names}), kernel_names,
+                    names or {}, triton_dir)
+    _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
+    binaries = chosen.entries
     if targets is not None:
         from .targets import parse_target
 
         wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
-        found = {_target_of(b[2]) for b in binaries}
+        found = {b.target for b in binaries}
         absent = sorted(wanted_targets - found)
         if absent:   # asked for by name: an archive without it would leave that fleet compiling on first launch
-            raise ArchiveError(f"no compiled kernels of {', '.join(short_name(n) for n in kernel_names) or 'any kernel'} "
-                               f"for {', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
+            raise ArchiveError(f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
+                               f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
                                f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
                                "--target), or leave it out of targets=/--target")
-        binaries = [b for b in binaries if _target_of(b[2]) in wanted_targets]
-    if names is not None:
-        # a module:qualname needs a record of that kernel: a binary of its function name may be another module's
-        missing = [n for n in names if not any(kernel_matches(rec.kernel, rec.kernel_id, n) for _, rec in entries)
-                   and (is_kernel_id(n) or not any(b[0] == n for b in binaries))]
-        if missing:
-            # each name that is close to a cached kernel (a record's, or a compiled binary's function name) ends
-            # the message with it, in the form it was written: `mod:add_kernel` -> 'mod:_add_kernel'
-            known = cached + [(b[0], None) for b in _triton_entries(triton_dir, None)]
-            hints = [h for h in (kernel_suggestion(n, known) for n in missing) if h]
-            hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]      # ". Did you mean 'a'? Did you mean 'b'?"
-            raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
-                               f"kernels of that name in {triton_dir} (a module:qualname needs a tuned record of that "
-                               f"kernel); tune or precompile first, or check the names{''.join(hints)}")
+        binaries = [b for b in binaries if b.target in wanted_targets]
+        chosen.by_name = {n: [b for b in taken if b.target in wanted_targets] for n, taken in chosen.by_name.items()}
+        _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
+    for note in (note for notes in chosen.notes.values() for note in notes):
+        warnings.warn(f"autotune export: {note}", stacklevel=2)
     if not entries and not binaries:
         raise ArchiveError(f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
                            f"{triton_dir} no compiled kernels")
@@ -263,11 +233,11 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
                                               dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
                                               timestamp=rec.timestamp, triton_version=rec.triton_version))
-    for kernel, d, metadata, files in binaries:
-        for f in files:
-            members[f"{TRITON_PREFIX}/{d.name}/{f}"] = (d / f).read_bytes()
-        manifest.binaries.append(ArchiveBinary(kernel=kernel, dir=d.name, target=_target_of(metadata),
-                                               triton_version=metadata.get("triton_version"), files=files))
+    for b in binaries:
+        for f in b.files:
+            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = (b.dir / f).read_bytes()
+        manifest.binaries.append(ArchiveBinary(kernel=b.kernel, dir=b.dir.name, target=b.target,
+                                               triton_version=b.metadata.get("triton_version"), files=list(b.files)))
     manifest.targets = sorted({b.target for b in manifest.binaries})
     manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
 
@@ -292,6 +262,29 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         if tmp.is_file():
             tmp.unlink()
     return manifest
+
+
+def _check_found(names: Optional[Iterable[str]], chosen: Selection, records: list[Any],
+                 cached: list[tuple[str, Optional[str]]], triton_dir: Path) -> None:
+    """Raise ArchiveError for a name asked for that has no record and took no binary (why, and the closest cached
+    kernel), then for a tuned kernel whose binaries cannot be told from its twins' (not half an archive)."""
+    from ..storage.entries import kernel_matches, kernel_suggestion
+
+    missing = [] if names is None else [n for n in names if not chosen.by_name.get(n)
+                                        and not any(kernel_matches(r.kernel, r.kernel_id, n) for r in records)]
+    if missing:
+        # each name that is close to a cached kernel (a record's, or a compiled binary's function name) ends
+        # the message with it, in the form it was written: `mod:add_kernel` -> 'mod:_add_kernel'
+        known = cached + [(b.kernel, None) for b in triton_entries(triton_dir, None)]
+        hints = [h for h in (kernel_suggestion(n, known) for n in missing) if h]
+        hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]      # ". Did you mean 'a'? Did you mean 'b'?"
+        why = "".join(f" ({note})" for n in missing for note in chosen.notes.get(n, []) + [chosen.unfound.get(n, "")]
+                      if note)
+        raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
+                           f"kernels of {'it' if len(missing) == 1 else 'them'} in {triton_dir}{why}; tune or "
+                           f"precompile first, or check the names{''.join(hints)}")
+    if chosen.unfound:
+        raise ArchiveError(next(iter(chosen.unfound.values())))
 
 
 def _check_destination(out: Path) -> None:

@@ -145,7 +145,9 @@ def register(subparsers: Any) -> None:
                                 "cache to ARCHIVE (.tar.gz) with a manifest.")
     p.add_argument("archive", metavar="ARCHIVE")
     p.add_argument("--kernel", dest="kernels", action="append", metavar="NAME",
-                   help="only this kernel (repeat for several; default: every kernel of the tuning cache)")
+                   help="only this kernel: a short name takes every module's kernel of it, module:qualname that "
+                        "one, with the binaries compiled from it (repeat for several; default: every kernel of the "
+                        "tuning cache)")
     p.add_argument("--sign", metavar="KEYFILE", default=None,
                    help="sign the manifest (HMAC-SHA256) with the secret in KEYFILE, for `import --verify`")
     p.add_argument("--target", dest="targets", action="append", metavar="TARGET",

@@ -1,0 +1,303 @@
+"""Triton's compile cache as `export_archive` reads it: the complete entries of a kernel name, and which kernel
+each was compiled from.
+
+Why: Triton names a compiled kernel by its function name alone (`<dir>/<hash>/add_kernel.cubin`), so two modules'
+`add_kernel`s share a name in its cache. What tells them apart is in every entry compiled from Python, by
+whoever compiled it (precompile, a launch's JIT, another tool): the entry's Triton IR (`<name>.source`, the IR
+before Triton's passes, written by Triton 3.6 to 3.9; `<name>.ttir` otherwise) gives the kernel's public
+function the location of its `def`, `} loc(#loc)` with `#loc = loc("/path/kmod.py":6:1)`: the function's
+`co_filename` and the line of `def` (3.6 and 3.7 write the column as 0, 3.9 as 1; the column is not used). A
+`module:qualname` is matched against that: its file is found the way `import` finds it, through the import
+system's finders, without running the module or its packages (a module already imported gives its `__file__`),
+and the line of the qualname's `def` is read from the file with `ast` (parsed, never run). A kernel object gives
+its file itself.
+
+What cannot be told: an entry compiled with TRITON_DISABLE_LINE_INFO set (Triton then leaves every location
+out of the IR; the entry's metadata says so) or with no IR text is no kernel's in particular; a
+`module:qualname` export leaves it out and says so. A file whose `def` of the qualname is not found (an edited
+file, a kernel made by `exec`) matches every entry of the name compiled from that file. Nothing read is
+evaluated: the IR is matched as text, the source parsed with `ast`.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from ..errors import ArchiveError
+from ..storage.entries import is_kernel_id, short_name
+from .archive_checks import ARTIFACT_NAME
+
+__all__ = ["CacheEntry", "Definition", "Selection", "compiled_from", "definition", "select", "triton_entries"]
+
+_IR_LIMIT = 64 * 1024 * 1024          # an IR text longer than this is not read (no kernel's is near it)
+_ALIAS = re.compile(r"^(#loc\d*) = loc\((.*)\)[ \t]*$", re.MULTILINE)
+_STRING = r'"((?:[^"\\]|\\\\|\\[0-9A-Fa-f]{2})*)"'
+_FILE_LINE = re.compile(_STRING + r":(\d+):\d+")                 # "file":line:col (a range may follow)
+_NAMED = re.compile(_STRING + r"\((.*)\)$")                      # "name"(location)
+_ESCAPE = re.compile(r"\\(\\|[0-9A-Fa-f]{2})")
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One complete entry of Triton's cache directory: its kernel (function) name, directory, metadata, files."""
+
+    kernel: str
+    dir: Path
+    metadata: Mapping[str, Any]
+    files: tuple[str, ...]
+
+    @property
+    def target(self) -> str:
+        """"cuda:90", "hip:gfx942", or "unknown"."""
+        target = self.metadata.get("target") or {}
+        if isinstance(target, Mapping) and "backend" in target:
+            return f"{target['backend']}:{target.get('arch')}"
+        return "unknown"
+
+
+def triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[CacheEntry]:
+    """Complete entries of Triton's cache directory whose kernel is in `names` (None: all), in directory order."""
+    out: list[CacheEntry] = []
+    try:
+        subdirs = sorted(p for p in triton_dir.iterdir() if p.is_dir())
+    except OSError:
+        return out
+    for d in subdirs:
+        try:
+            groups = [p for p in d.iterdir() if p.name.startswith("__grp__") and p.name.endswith(".json")]
+        except OSError:
+            continue
+        for grp in groups:
+            kernel = grp.name[len("__grp__"):-len(".json")]
+            if names is not None and kernel not in names:
+                continue
+            try:
+                children = json.loads(grp.read_text())["child_paths"]
+                metadata = json.loads((d / f"{kernel}.json").read_text())
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
+            if (isinstance(metadata, dict) and all((d / f).is_file() for f in files)
+                    and all(ARTIFACT_NAME.match(f) for f in files)):
+                out.append(CacheEntry(kernel, d, metadata, tuple(files)))
+    return out
+
+
+def _normal(path: str) -> str:
+    return os.path.normcase(os.path.realpath(path))
+
+
+def _unescape(text: str) -> str:
+    """An MLIR string's text: `\\\\` is a backslash, `\\XX` a byte in hex (a quote, or a byte of UTF-8)."""
+    parts, pos = [], 0
+    for match in _ESCAPE.finditer(text):
+        parts += [text[pos:match.start()].encode(), b"\\" if match.group(1) == "\\" else bytes.fromhex(match.group(1))]
+        pos = match.end()
+    parts.append(text[pos:].encode())
+    return b"".join(parts).decode("utf-8", "surrogateescape")
+
+
+def _resolve(loc: str, aliases: Mapping[str, str], depth: int = 0) -> Optional[tuple[str, int]]:
+    """(file, line) of an MLIR location: an alias, a file:line:col, or a name around one; None otherwise."""
+    loc = loc.strip()
+    if depth > 8:
+        return None
+    if loc.startswith("#"):
+        return _resolve(aliases.get(loc, ""), aliases, depth + 1)
+    match = _FILE_LINE.match(loc)
+    if match:
+        return _unescape(match.group(1)), int(match.group(2))
+    match = _NAMED.match(loc)
+    return _resolve(match.group(2), aliases, depth + 1) if match else None
+
+
+def compiled_from(entry: CacheEntry) -> Optional[tuple[str, int]]:
+    """(file, line of `def`) of the kernel `entry` was compiled from, as its Triton IR locates its public
+    function; None when the IR holds no location (TRITON_DISABLE_LINE_INFO) or cannot be read."""
+    ir = next((f for f in (f"{entry.kernel}.source", f"{entry.kernel}.ttir") if f in entry.files), None)
+    if ir is None:
+        return None
+    try:
+        with open(entry.dir / ir, "rb") as f:
+            data = f.read(_IR_LIMIT + 1)
+    except OSError:
+        return None
+    if len(data) > _IR_LIMIT:
+        return None
+    text = data.decode("utf-8", "replace")
+    name = re.escape(entry.kernel)
+    func = re.search(rf'^([ \t]*)tt\.func public @(?:{name}|"{name}")\(', text, re.MULTILINE)
+    if func is None:
+        return None
+    end = re.compile(rf"^{re.escape(func.group(1))}\}} loc\((.*)\)[ \t]*$", re.MULTILINE).search(text, func.end())
+    if end is None:
+        return None
+    return _resolve(end.group(1), dict(_ALIAS.findall(text)))
+
+
+@dataclass(frozen=True)
+class Definition:
+    """Where a kernel is defined: its file (normalised) and the lines of its `def` there (empty: not found)."""
+
+    kernel: str
+    file: str
+    lines: frozenset[int]
+
+    def matches(self, origin: Optional[tuple[str, int]]) -> bool:
+        return origin is not None and _normal(origin[0]) == self.file and (not self.lines or origin[1] in self.lines)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{min(self.lines)}" if self.lines else self.file
+
+
+def _find_spec(name: str, path: Optional[list[str]]) -> Any:
+    """The import system's spec of `name` from its finders, as `import` finds it, without running anything."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        spec = find_spec(name, path)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _spec_origin(module: str) -> Optional[str]:
+    """Where `import module` would load it from (the CLI's `import` included: the current directory first), found
+    through the import system's finders without running it or its packages; None when it is not found."""
+    parts, path, spec, cwd = module.split("."), None, None, os.getcwd()
+    for i in range(len(parts)):
+        name, last = ".".join(parts[:i + 1]), i == len(parts) - 1
+        package_path = getattr(sys.modules.get(name), "__path__", None)
+        if not last and package_path is not None:
+            path = list(package_path)          # an imported package: its own search path
+            continue
+        spec = None
+        if i == 0 and cwd not in sys.path and "" not in sys.path:
+            spec = _find_spec(name, [cwd])    # `autotune` run as a command: the directory it runs in first
+        spec = spec or _find_spec(name, path)
+        if spec is None or (not last and spec.submodule_search_locations is None):
+            return None
+        path = list(spec.submodule_search_locations or [])
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _module_file(kernel: str, module: str) -> str:
+    """The source file of `module` (an imported module's `__file__`, else `_spec_origin`). Raises ArchiveError
+    naming the fix."""
+    fix = (f"pass the kernel itself to export_archive(kernels=[...]), or export by its short name "
+           f"{short_name(kernel)!r} (every module's kernel of that name)")
+    if module == "__main__":
+        raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: a script's kernel (__main__) has no "
+                           f"module name to find its file by; {fix} from that script")
+    origin = getattr(sys.modules.get(module), "__file__", None)
+    if origin is None:
+        try:
+            origin = _spec_origin(module)
+        except (ImportError, ValueError) as exc:
+            raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: finding the module {module} "
+                               f"failed ({exc}); {fix}") from None
+        if origin is None:
+            raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: no module {module} is found from "
+                               f"here ({os.getcwd()}); run the export where {module} imports (or set PYTHONPATH), "
+                               f"or {fix}")
+    if not isinstance(origin, str) or not origin.endswith(".py"):
+        raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: the module {module} is {origin}, "
+                           f"not Python source; {fix}")
+    return origin
+
+
+def _scope_defs(nodes: Iterable[ast.AST]) -> Iterable[Any]:
+    """The functions and classes defined in one scope, in its `if`/`try`/`with`/loop blocks too."""
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node
+        elif not isinstance(node, ast.expr):
+            yield from _scope_defs(ast.iter_child_nodes(node))
+
+
+def _def_lines(file: str, qualname: str) -> frozenset[int]:
+    """The lines of every `def` that `qualname` ("f", "Cls.f", "outer.<locals>.f") names in `file`."""
+    try:
+        tree = ast.parse(Path(file).read_bytes(), filename=file)
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    scopes: list[Iterable[ast.AST]] = [tree.body]
+    parts = [p for p in qualname.split(".") if p != "<locals>"]
+    for i, part in enumerate(parts):
+        found = [node for body in scopes for node in _scope_defs(body) if node.name == part]
+        if i == len(parts) - 1:
+            return frozenset(n.lineno for n in found if not isinstance(n, ast.ClassDef))
+        scopes = [node.body for node in found]
+    return frozenset()
+
+
+def definition(kernel: str, file: Optional[str] = None) -> Definition:
+    """Where the kernel `kernel` ("module:qualname") is defined; `file` (a kernel object's `co_filename`) saves
+    finding its module. Raises ArchiveError when the module cannot be found without running it."""
+    module, _, qualname = kernel.partition(":")
+    if file is None:
+        file = _module_file(kernel, module)
+    return Definition(kernel, _normal(file), _def_lines(file, qualname))
+
+
+@dataclass
+class Selection:
+    """What `select` took: the entries (each once, in directory order), per name asked, why entries of a name
+    were left out (for a warning, or the error when a name took nothing at all), and the names whose definition
+    could not be found (with why: an error, or part of "nothing to export" for a name nothing else matches)."""
+
+    entries: list[CacheEntry] = field(default_factory=list)
+    by_name: dict[str, list[CacheEntry]] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    unfound: dict[str, str] = field(default_factory=dict)
+
+
+def select(entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, Optional[str]],
+           triton_dir: Path) -> Selection:
+    """The entries each name takes: a short name every entry of that function name, a "module:qualname" those
+    compiled from its definition (`files[name]` is a kernel object's source file, if it was given as one)."""
+    out = Selection()
+    for name in names:
+        candidates = [e for e in entries if e.kernel == short_name(name)]
+        if not is_kernel_id(name) or not candidates:
+            out.by_name[name] = candidates
+            continue
+        try:
+            where = definition(name, files.get(name))
+        except ArchiveError as exc:
+            out.by_name[name], out.unfound[name] = [], str(exc)
+            continue
+        origins = [(e, compiled_from(e)) for e in candidates]
+        out.by_name[name] = [e for e, origin in origins if where.matches(origin)]
+        notes = out.notes.setdefault(name, [])
+        unknown = [e for e, origin in origins if origin is None]
+        if unknown:
+            stripped = sum(1 for e in unknown if str(e.metadata.get("TRITON_DISABLE_LINE_INFO", "")).lower()
+                           not in ("", "0", "false", "off", "no"))
+            why = ("compiled with TRITON_DISABLE_LINE_INFO set, which leaves the source location out"
+                   if stripped == len(unknown) else "their Triton IR holds no source location")
+            notes.append(f"{len(unknown)} compiled kernels named {short_name(name)} in {triton_dir} cannot be told "
+                         f"to be {name}'s ({why}) and were left out; export by the short name "
+                         f"{short_name(name)!r} to take every module's kernel of that name")
+        others = sorted({f"{origin[0]}:{origin[1]}" for _, origin in origins
+                         if origin is not None and not where.matches(origin)})
+        if not out.by_name[name] and others:
+            notes.append(f"none of the compiled kernels named {short_name(name)} in {triton_dir} was compiled from "
+                         f"{name} ({where}); they were compiled from {', '.join(others)}: precompile {name}, or run "
+                         f"the export where {name.partition(':')[0]} imports from the file its kernels were "
+                         "compiled from")
+    seen: set[Path] = set()
+    for taken in out.by_name.values():
+        for entry in taken:
+            if entry.dir / entry.kernel not in seen:
+                seen.add(entry.dir / entry.kernel)
+                out.entries.append(entry)
+    out.entries.sort(key=lambda e: (str(e.dir), e.kernel))
+    return out
