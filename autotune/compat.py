@@ -25,22 +25,20 @@ How Triton's pieces map onto the native ones, and the differences kept on purpos
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import triton
-from triton.runtime.errors import AutotunerError
 from triton.runtime.jit import KernelInterface
 
-from .compat_options import (ConfigChangedInPlace, changed_in_place, check_callables, checked_prune_options,
-                             list_changed, passed_key, to_native, triton_print_enabled, warn_listener_once)
-from .compat_timing import (QUANTILES, QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench,
-                            timing_from_samples)
+from .compat_options import (ConfigChangedInPlace, ConfigIndex, ConfigsChanged, check_callables, checked_prune_options,
+                             passed_key, to_native, triton_print_enabled, triton_prune, warn_listener_once)
+from .compat_timing import QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench, timings_of
 from .decorator import Autotuned
 from .kernel_ref import base_kernel, heuristics_layers, is_interpreted, python_function
-from .pruning import check_top_k, top_k_count
-from .errors import AutotuneError, SpaceError
+from .pruning import check_top_k
 from .options import Tuning
-from .record import TrialStatus, TuningRecord
+from .record import TuningRecord
 from .space import Config as _NativeConfig
 from .storage.tiers import KernelCache
 
@@ -51,15 +49,24 @@ Config = triton.Config
 heuristics = triton.heuristics
 
 _LAUNCH_KEYS = ("grid", "warmup")                   # KernelInterface.__getitem__ passes these in **kwargs
+_MAX_RUNS = 8       # runs of one call whose configs keep changing under it (a prune that never settles): then raise
+
 # ------------------------------------------------------------------------------------------------ engine
 class _Engine(Autotuned):
-    """The native autotuner under an `Autotuner`: each trial run goes through the owner's Triton hooks."""
+    """The native autotuner under an `Autotuner`, over one `ConfigIndex` of its configs, with what the owner filed
+    in `cache` through it: a call reads all of it from the engine it started on, so a re-index (a new engine) by
+    another thread never changes a call in flight. Each trial run goes through the owner's Triton hooks."""
 
     owner: "Autotuner"
+    index: ConfigIndex
+    key_names: List[str]
+    key_positions: Dict[str, int]
+    key_upto: int                # a call passing as many positional arguments passes every key name
+    filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]]   # what the owner put in `cache` (config, native, key)
     default_isolate = "off"      # as triton.autotune: in this process, Triton's hooks around each run
 
     def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
-        return self.owner._run_trial(config, args, kwargs, grid)
+        return self.owner._run_trial(self.index, config, args, kwargs, grid)
 
 
 class _PruneFunction:
@@ -137,14 +144,14 @@ class Autotuner(KernelInterface):
         self.cache_results: bool = cache_results is not False
         self._tuning = Tuning.coerce(tuning)
         self._local = threading.local()
+        self._index_lock = threading.RLock()    # one re-index at a time (a new engine replaces the current one)
+        self._prune_lock = threading.RLock()    # one early_config_prune at a time: it may change configs in place
 
         # Triton's public state.
         self.cache: Dict[Tuple, Any] = {}
         self.best_config: Optional[Any] = None
         self.configs_timings: Dict[Any, TimingValue] = {}
         self.bench_time: Optional[float] = None
-        # what this module put in `cache` (config, native, engine key): the rest of `cache` is the user's own
-        self._filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]] = {}
         self._configs: Any = []
         self.configs = configs if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
 
@@ -158,28 +165,19 @@ class Autotuner(KernelInterface):
         """As Triton reads `configs` at each tuning: a new list is indexed and the engine rebuilt over it (keys in
         `cache` keep their configs, as in Triton). The list is kept as given, so a change made to it in place is
         seen (and indexed) at the next tuning, as in Triton."""
-        natives: List[_NativeConfig] = []
-        triton_of: Dict[_NativeConfig, Any] = {}
-        for i, tconfig in enumerate(configs):     # equal triton.Configs are one config (as in Triton's timing dict)
-            native = to_native(tconfig, i)
-            seen = triton_of.get(native)
-            if seen is None:
-                triton_of[native] = tconfig
-                natives.append(native)
-            elif seen.pre_hook != tconfig.pre_hook:   # Triton's Config.__eq__: `==`, so `obj.method` twice is one hook
-                raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
-                                 "autotune caches winners by value, so two configs must differ in a kwarg or "
-                                 "compile option")
-        self._configs, self._indexed, self._natives, self._triton_of = configs, list(configs), natives, triton_of
-        self._meta_names = frozenset().union(*(c.kwargs.keys() for c in self._configs))
-        self._build_engine()
+        index = ConfigIndex(configs)
+        with self._index_lock:
+            self._configs = configs
+            self._build_engine(index)
 
     early_config_prune = _PruneFunction()
     perf_model = _PruneFunction()
 
-    def _build_engine(self) -> None:
-        """The native engine over the current configs, pruning and timing (`self.tuner`). Entries in `cache` from
-        an earlier engine stay, and count as the user's own (launched without tuning, as in Triton)."""
+    def _build_engine(self, index: Optional[ConfigIndex] = None) -> None:
+        """The native engine over `index` (else the current engine's), pruning and timing, made whole and then
+        published as `self.tuner`. Entries in `cache` from an earlier engine stay, and count as the user's own
+        (launched without tuning, as in Triton)."""
+        index = index or self.tuner.index
         tuning = self._tuning
         if self.do_bench is not None:
             # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
@@ -187,25 +185,24 @@ class Autotuner(KernelInterface):
         use_prune = self._early_config_prune is not None or self._perf_model is not None
         # Triton skips a key name the call does not pass (a config's meta-parameter, a triton.heuristics value);
         # so does the engine's key.
-        unpassed = self._meta_names.union(*(layer.values for layer in heuristics_layers(self.fn, base_kernel(self.fn))))
+        unpassed = index.meta_names.union(*(layer.values for layer in heuristics_layers(self.fn, base_kernel(self.fn))))
         bench = (QuantileBench(self.do_bench, self._record_raw, self.base_fn.__name__, self._is_run_error)
                  if self.do_bench is not None else None)
-        self._key_names = [k for k in self.keys if k not in unpassed]
-        self._key_positions = {name: self.arg_names.index(name) for name in self._key_names}
-        self._key_upto = max(self._key_positions.values(), default=-1) + 1   # a call passing as many passes them all
-        tuner = _Engine(self.fn, space=list(self._natives), key=self._key_names,
+        key_names = [k for k in self.keys if k not in unpassed]
+        tuner = _Engine(self.fn, space=list(index.natives), key=key_names,
                         tuning=tuning, restore_value=self.restore_value, reset_to_zero=self.reset_to_zero,
-                        do_bench=bench, prune=self._prune_for_tuner if use_prune else None)
-        tuner.owner = self
+                        do_bench=bench, prune=partial(self._prune_for_tuner, index) if use_prune else None)
+        tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
+        tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
+        tuner.key_upto = max(tuner.key_positions.values(), default=-1) + 1
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = tuner.cache
             tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
                                       native.space_contains, identity=native.identity, tiers=[],
                                       key_fields=native.key_fields)
-        self.tuner: _Engine = tuner
-        self.name: str = tuner.name
-        self._filed = {}
         tuner.cache.on_forget(self.forget_cleared)   # a clear of any kind: `cache` drops what it cleared
+        self.name: str = tuner.name
+        self.tuner: _Engine = tuner
 
     @property
     def nargs(self) -> Optional[Dict[str, Any]]:
@@ -225,53 +222,75 @@ class Autotuner(KernelInterface):
         try:
             try:
                 return self._run(nargs, args, kwargs)
-            except ConfigChangedInPlace:   # early_config_prune changed a config in place: index them anew, once
-                self.configs = self._configs
-                return self._run(nargs, args, kwargs)
+            except ConfigsChanged as exc:   # early_config_prune changed a config in place (or found one changed)
+                return self._rerun(nargs, args, kwargs, exc)
         finally:
             local.nargs = None
 
-    def _run(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any]) -> Any:
+    def _rerun(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any], exc: ConfigsChanged) -> Any:
+        """Run the call again on configs indexed anew (by this thread, or by the one that saw the change first),
+        until its prune finds them as indexed. The call's own prune may change them once: a second change is
+        ConfigChangedInPlace, raised by the prune; a change made before its prune ran (another thread's prune, the
+        caller) costs it nothing."""
+        changed = exc.own
+        for _ in range(_MAX_RUNS):
+            self._reindex()
+            try:
+                return self._run(nargs, args, kwargs, changed=changed)
+            except ConfigsChanged as again:
+                exc, changed = again, changed or again.own
+        raise ConfigChangedInPlace(self.name, exc.index, exc.config) from exc
+
+    def _reindex(self) -> None:
+        """Index `configs` anew if they changed since the current engine indexed them; threads that saw one change
+        rebuild the engine once, so that none discards what another tuned on the engine it built."""
+        with self._index_lock:
+            if self.tuner.index.changed_at() is not None:
+                self.configs = self._configs
+
+    def _run(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any], changed: bool = False) -> Any:
         grid = kwargs.get("grid")
         warmup = kwargs.get("warmup", False)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_KEYS}
-        if call_kwargs and call_kwargs.keys() & self._meta_names:
-            conflicts = sorted(call_kwargs.keys() & self._meta_names)
+        tuner = self.tuner       # this call's engine and index, whatever other threads re-index meanwhile
+        index = tuner.index
+        if call_kwargs and call_kwargs.keys() & index.meta_names:
+            conflicts = sorted(call_kwargs.keys() & index.meta_names)
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
-        tuner = self.tuner
         bound = tuner.bind(args, call_kwargs)
         benchmarked, how, record = False, "memory", None
-        if len(self._natives) == 1 and not list_changed(self._configs, self._indexed):
-            config, native = self.configs[0], self._natives[0]
+        if len(index.natives) == 1 and not index.list_changed():
+            config, native = index.indexed[0], index.natives[0]
         else:
             key_values, dtypes = tuner.key_of(bound)
-            key = ((*key_values, *dtypes) if len(args) >= self._key_upto else
-                   passed_key(self._key_names, key_values, dtypes, self._key_positions, len(args), call_kwargs))
-            config, filed = self.cache.get(key), self._filed.get(key)
+            key = ((*key_values, *dtypes) if len(args) >= tuner.key_upto else
+                   passed_key(tuner.key_names, key_values, dtypes, tuner.key_positions, len(args), call_kwargs))
+            config, filed = self.cache.get(key), tuner.filed.get(key)
             if (filed is not None and config is filed[0] and filed[2] == (key_values, dtypes)
                     and (hit := tuner.memory_hit(key_values, dtypes)) is not None and hit.winner == filed[1]):
                 native = filed[1]        # the hot path: what this module filed for the key, still in memory
             elif config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
             elif warmup and config is None:
-                return self._warm(args, call_kwargs, grid, nargs, key_values, dtypes, bound)
-            elif config is None and list_changed(self._configs, self._indexed):   # as Triton reads it at each tuning
-                self.configs = self._configs
-                return self._run(nargs, args, kwargs)
+                return self._warm(tuner, args, call_kwargs, grid, nargs, key_values, dtypes, bound, changed)
+            elif config is None and index.changed_at() is not None:   # as Triton reads the list at each tuning
+                self._reindex()
+                return self._run(nargs, args, kwargs, changed)
             else:
                 if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
-                    del self._filed[key]
+                    tuner.filed.pop(key, None)
                     tuner.cache.forget(key_values)
                     filed = None
-                native, record, how = self._select(bound, grid, nargs, kwargs)
+                native, record, how = self._select(tuner, bound, grid, nargs, kwargs, changed)
                 # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
                 config = (self._local.pruned_as.get(native) or (filed[0] if filed and filed[1] == native else None)
-                          or self._triton_of[native])
-                if record is not None:
-                    self.cache[key], self._filed[key] = config, (config, native, (key_values, dtypes))
-                    if how != "memory":
-                        benchmarked = self._absorb(record, how)
+                          or index.triton_of[native])
+                # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
+                if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
+                    self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
+                if record is not None and how != "memory":
+                    benchmarked = self._absorb(index, record, how)
         self.best_config = config
         tuner.best_config = native
         if benchmarked and triton_print_enabled():
@@ -292,7 +311,7 @@ class Autotuner(KernelInterface):
         if how == "online" and not warmup:   # AUTOTUNE_MODE=online: this call may time a candidate
 
             def launch(chosen: _NativeConfig) -> Any:
-                triton_config = self._triton_of[chosen]
+                triton_config = index.triton_of[chosen]
                 if triton_config.pre_hook is not None:
                     triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
                 launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
@@ -306,36 +325,37 @@ class Autotuner(KernelInterface):
         with tuner.launch_lock:
             return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
 
-    def _select(self, bound: Any, grid: Any, nargs: Dict[str, Any],
-                kwargs: Dict[str, Any]) -> Tuple[_NativeConfig, Optional[TuningRecord], str]:
+    def _select(self, tuner: _Engine, bound: Any, grid: Any, nargs: Dict[str, Any], kwargs: Dict[str, Any],
+                changed: bool) -> Tuple[_NativeConfig, Optional[TuningRecord], str]:
         """The engine's choice for this call (tuning on a miss, with Triton's hooks around each run). A user hook
-        or do_bench that raised is raised as itself, as triton.autotune does."""
-        self._local.call = (nargs, kwargs)
+        or do_bench that raised is raised as itself, as triton.autotune does. `changed`: this call's prune already
+        changed a config in place."""
+        self._local.call = (nargs, kwargs, changed)
         self._local.raw, self._local.announced, self._local.pruned_as = {}, set(), {}
         self._local.run_error = None
         try:
-            return self.tuner.select(bound, grid)
+            return tuner.select(bound, grid)
         except UserCodeError as exc:
             raise exc.original from None
         finally:
             self._local.call = None
 
-    def _warm(self, args: tuple, kwargs: Dict[str, Any], grid: Any, nargs: Dict[str, Any], key_values: tuple,
-              dtypes: tuple, bound: Any) -> Any:
+    def _warm(self, tuner: _Engine, args: tuple, kwargs: Dict[str, Any], grid: Any, nargs: Dict[str, Any],
+              key_values: tuple, dtypes: tuple, bound: Any, changed: bool) -> Any:
         """`run(..., warmup=True)` on a key not in `cache` (KernelInterface.warmup, triton.heuristics' warmup):
         compile the stored winner if there is one, else every config pruning keeps; launch and tune nothing (the
         arguments may be dtypes, not tensors). Returns the first compiled kernel, as Triton's run returns one."""
-        self._local.call, self._local.pruned_as = (nargs, kwargs), {}
+        self._local.call, self._local.pruned_as = (nargs, kwargs, changed), {}
         try:   # pruned once, with this call's arguments: the kept configs name the stored entry and are compiled
-            kept, checksum = self.tuner.candidates(bound)
+            kept, checksum = tuner.candidates(bound)
             pruned_as = self._local.pruned_as
         finally:
             self._local.call = None
-        record = self.tuner.cache.peek(key_values, dtypes, checksum)
-        if record is not None and record.winner in self._triton_of:
-            configs = [self._triton_of[record.winner]]
+        record, triton_of = tuner.cache.peek(key_values, dtypes, checksum), tuner.index.triton_of
+        if record is not None and record.winner in triton_of:
+            configs = [triton_of[record.winner]]
         else:
-            configs = [pruned_as.get(native) or self._triton_of[native] for native in kept]
+            configs = [pruned_as.get(native) or triton_of[native] for native in kept]
         compiled = [self.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs()) for config in configs]
         return compiled[0]
 
@@ -350,48 +370,27 @@ class Autotuner(KernelInterface):
 
     def prune_configs(self, kwargs: Dict[str, Any], nargs: Optional[Dict[str, Any]] = None) -> List[Any]:
         """Triton's pruning of `configs`: early_config_prune, then the perf model's top_k (never empty)."""
-        nargs = dict(self.nargs or {}) if nargs is None else nargs
-        pruned = list(self.configs)
-        if self.early_config_prune is not None:
-            pruned = list(self.early_config_prune(self.configs, nargs, **kwargs) or [])
-            if not pruned:
-                raise AutotunerError("No valid autotuner configs after pruning. `early_config_prune` should return "
-                                     "at least one config.")
-        if self.perf_model is not None:
-            top_k = top_k_count(len(pruned), self.configs_top_k)
-            if len(pruned) > top_k:
-                estimates = [self.perf_model(**nargs, **kwargs, **config.all_kwargs()) for config in pruned]
-                order = sorted(range(len(pruned)), key=estimates.__getitem__)
-                pruned = [pruned[i] for i in order[:top_k]]
-        return pruned
+        return triton_prune(self, kwargs, dict(self.nargs or {}) if nargs is None else nargs)
 
     # ---------------------------------------------------------------------------------------- tuner callbacks
-    def _prune_for_tuner(self, configs: List[_NativeConfig], named: Dict[str, Any]) -> List[_NativeConfig]:
-        """The native `prune=`: Triton's pruning with the caller's triton.Configs, positional args and kwargs. A
-        returned config equal to one of `configs` but for its pre_hook keeps its own hook for this call's runs."""
+    def _prune_for_tuner(self, index: ConfigIndex, configs: List[_NativeConfig],
+                         named: Dict[str, Any]) -> List[_NativeConfig]:
+        """The native `prune=` of the engine over `index`: Triton's pruning with the caller's triton.Configs,
+        positional args and kwargs. A returned config equal to one of `configs` but for its pre_hook keeps its own
+        hook for this call's runs. One at a time, so that a config changed in place is known to be this call's
+        change (ConfigsChanged(own=True)) or one made before it ran (own=False); see `_rerun`."""
         call = getattr(self._local, "call", None)
-        nargs, kwargs = call if call is not None else (dict(named), {})
-        pruned_as = getattr(self._local, "pruned_as", None)
-        kept = []
-        for config in self.prune_configs(kwargs, nargs=nargs):
-            native = to_native(config, -1) if isinstance(config, triton.Config) else None
-            if native is None or native not in self._triton_of:
-                index = changed_in_place(config, self._configs)
-                if index is not None:
-                    raise ConfigChangedInPlace(self.name, index, config)
-                raise AutotuneError(f"early_config_prune on {self.name} returned {config}, which is not one of the "
-                                    "decorator's configs; autotune tunes (and caches winners among) those configs "
-                                    "only: return a subset of them")
-            if pruned_as is not None and config is not self._triton_of[native]:
-                pruned_as[native] = config
-            kept.append(native)
-        return kept
+        nargs, kwargs, changed = call if call is not None else (dict(named), {}, False)
+        with self._prune_lock:
+            index.raise_if_changed(self.name)
+            pruned = self.prune_configs(kwargs, nargs=nargs)
+        return index.natives_of(pruned, self.name, changed, getattr(self._local, "pruned_as", None))
 
-    def _run_trial(self, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
+    def _run_trial(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         """One kernel run while tuning, wrapped as Triton's `kernel_call`: config.pre_hook, pre_hook, run,
         post_hook (told the exception, which is then re-raised). An exception of a hook is the user's
         (UserCodeError, raised by `run` as itself); one of the run is the config's."""
-        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or self._triton_of[native]
+        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
         self._local.current = native
         announced = getattr(self._local, "announced", None)
         if announced is not None and native not in announced and triton_print_enabled():
@@ -422,18 +421,9 @@ class Autotuner(KernelInterface):
         if raw is not None and current is not None:
             raw[current] = list(result) if isinstance(result, tuple) else result
 
-    def _absorb(self, record: TuningRecord, how: str) -> bool:
+    def _absorb(self, index: ConfigIndex, record: TuningRecord, how: str) -> bool:
         """Take Triton's view of a record just tuned or loaded from disk; True when configs were benchmarked."""
-        raw = getattr(self._local, "raw", None) or {}
-        timings: Dict[Any, TimingValue] = {}
-        for trial in record.trials:
-            config = self._triton_of.get(trial.config)
-            if config is None or trial.status is TrialStatus.SKIPPED:
-                continue
-            if trial.status is TrialStatus.OK:
-                timings[config] = raw.get(trial.config, timing_from_samples(trial.samples_ms))
-            else:
-                timings[config] = [float("inf")] * len(QUANTILES)
+        timings = timings_of(record, index.triton_of, getattr(self._local, "raw", None) or {})
         benchmarked = how == "tuned" and bool(timings)
         if timings:
             self.configs_timings = timings
@@ -454,10 +444,11 @@ class Autotuner(KernelInterface):
         """Drop from `cache` the entries this module put there whose winner is no longer in the engine's memory
         (`clear_autotune_cache` removed it), so that `cache` shows what the next launch uses; entries you put
         there yourself stay. Returns how many were dropped. Called by the engine's cache after every clear."""
-        live = set(self.tuner.cache.records())
-        gone = [(key, filed) for key, filed in list(self._filed.items()) if filed[2] not in live]
+        tuner = self.tuner
+        live = set(tuner.cache.records())
+        gone = [(key, filed) for key, filed in list(tuner.filed.items()) if filed[2] not in live]
         for key, (config, _, _) in gone:
-            self._filed.pop(key, None)
+            tuner.filed.pop(key, None)
             if self.cache.get(key) is config:
                 self.cache.pop(key, None)
         return len(gone)

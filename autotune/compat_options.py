@@ -1,19 +1,23 @@
 """Checks and conversions `autotune.compat` applies when decorating, so that a mistake in Triton's decorator
 arguments fails at the decorator line: triton.Configs as native configs, `prune_configs_by`'s keys, hooks that
-must be callables; and what the drop-in says about Triton's knobs it does not follow."""
+must be callables; and what the drop-in says about Triton's knobs it does not follow. Also the caller's configs
+as one engine indexed them (`ConfigIndex`: what changed in place since, what a prune returned) and Triton's
+pruning of them."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import triton
+from triton.runtime.errors import AutotunerError
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
+from .pruning import RerunCall, top_k_count
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
-__all__ = ["ConfigChangedInPlace", "changed_in_place", "check_callables", "checked_prune_options", "listener_warned",
-           "list_changed", "passed_key", "to_native", "triton_print_enabled", "warn_listener_once"]
+__all__ = ["ConfigChangedInPlace", "ConfigIndex", "ConfigsChanged", "check_callables", "checked_prune_options",
+           "listener_warned", "passed_key", "to_native", "triton_print_enabled", "triton_prune", "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -35,10 +39,9 @@ def to_native(config: Any, index: int) -> NativeConfig:
 
 
 class ConfigChangedInPlace(AutotuneError):
-    """`early_config_prune` returned one of the decorator's own triton.Configs after changing it in place (Triton's
-    matmul_perf_model sets `num_stages = 2` on pre-Ampere GPUs). triton.autotune launches it as changed; the drop-in
-    indexes configs by value, so `Autotuner.run` re-indexes them and runs the call again. Raised to the caller only
-    when the configs change again on that second run."""
+    """`early_config_prune` changed one of the decorator's own triton.Configs in place and returned it, on a call
+    whose prune had already done so. The first time, `Autotuner.run` indexes the configs anew and runs the call
+    again (triton.autotune launches a config as changed); a prune that changes one on every run never settles."""
 
     def __init__(self, kernel: str, index: int, config: Any) -> None:
         super().__init__(f"early_config_prune on {kernel} changed configs[{index}] in place (now {config}) on a call "
@@ -47,15 +50,96 @@ class ConfigChangedInPlace(AutotuneError):
         self.index = index
 
 
-def changed_in_place(config: Any, configs: Any) -> Optional[int]:
-    """The index in `configs` of the very object `config`, if it is one of them (identity, not equality)."""
-    return next((i for i, c in enumerate(configs) if c is config), None)
+class ConfigsChanged(RerunCall):
+    """Raised by the drop-in's prune when the configs no longer match the index of the engine running the call:
+    `Autotuner.run` indexes them anew and runs the call again. `own`: this call's early_config_prune changed one
+    (which a call may do once); else they had changed before it ran (another thread's prune, the caller)."""
+
+    def __init__(self, kernel: str, index: int, config: Any, *, own: bool) -> None:
+        super().__init__(f"the configs of {kernel} changed in place (configs[{index}] is now {config})")
+        self.index, self.config, self.own = index, config, own
 
 
-def list_changed(configs: Sequence[Any], indexed: Sequence[Any]) -> bool:
-    """Whether the `configs` list was changed in place (an item added, removed or replaced) since `indexed` was
-    taken of it: Triton reads the list at each tuning, so the drop-in then indexes it again."""
-    return len(configs) != len(indexed) or any(a is not b for a, b in zip(configs, indexed))
+class ConfigIndex:
+    """The caller's `configs` list as one engine indexed it: native config -> triton.Config (equal triton.Configs
+    are one config, as in Triton's timing dict), each item's value when indexed, the meta-parameter names. Never
+    changed once made: a call keeps the index of the engine it started on, whatever other threads re-index."""
+
+    def __init__(self, configs: Sequence[Any]) -> None:
+        self.configs, self.indexed = configs, list(configs)
+        self.values = [to_native(tconfig, i) for i, tconfig in enumerate(self.indexed)]
+        self.natives: List[NativeConfig] = []
+        self.triton_of: Dict[NativeConfig, Any] = {}
+        for i, (tconfig, native) in enumerate(zip(self.indexed, self.values)):
+            seen = self.triton_of.get(native)
+            if seen is None:
+                self.triton_of[native] = tconfig
+                self.natives.append(native)
+            elif seen.pre_hook != tconfig.pre_hook:   # Triton's Config.__eq__: `==`, so `obj.method` twice is one hook
+                raise SpaceError(f"configs[{i}] ({tconfig}) equals an earlier config except for its pre_hook; "
+                                 "autotune caches winners by value, so two configs must differ in a kwarg or "
+                                 "compile option")
+        self.meta_names = frozenset().union(*(c.kwargs.keys() for c in self.indexed))
+
+    def list_changed(self) -> bool:
+        """Whether the list was changed in place (an item added, removed or replaced) since it was indexed: Triton
+        reads the list at each tuning, so the drop-in then indexes it again."""
+        return len(self.configs) != len(self.indexed) or any(a is not b for a, b in zip(self.configs, self.indexed))
+
+    def changed_at(self) -> Optional[int]:
+        """The first position of the list whose item is not the one indexed there, or has another value now; None
+        when the list is as indexed."""
+        for i, tconfig in enumerate(self.configs):
+            if i >= len(self.indexed) or tconfig is not self.indexed[i] or to_native(tconfig, i) != self.values[i]:
+                return i
+        return None if len(self.configs) == len(self.indexed) else len(self.configs)
+
+    def raise_if_changed(self, kernel: str) -> None:
+        """ConfigsChanged(own=False) when the list is no longer as indexed (checked before a prune runs: whatever
+        changed it, it was not that prune)."""
+        at = self.changed_at()
+        if at is not None:
+            raise ConfigsChanged(kernel, at, self.configs[at] if at < len(self.configs) else None, own=False)
+
+    def natives_of(self, pruned: Sequence[Any], kernel: str, changed: bool,
+                   pruned_as: Optional[Dict[NativeConfig, Any]]) -> List[NativeConfig]:
+        """The indexed native configs of what early_config_prune returned. One equal to an indexed config but for
+        its pre_hook is noted in `pruned_as` (it keeps its own hook for this call's runs). An item of the list
+        changed in place: ConfigsChanged(own=True), or ConfigChangedInPlace when this call's prune had already
+        changed one (`changed`); any other config is an error: winners are cached among these configs."""
+        kept = []
+        for config in pruned:
+            native = to_native(config, -1) if isinstance(config, triton.Config) else None
+            if native is None or native not in self.triton_of:
+                at = next((i for i, c in enumerate(self.configs) if c is config), None)   # identity, not equality
+                if at is not None:
+                    raise (ConfigChangedInPlace(kernel, at, config) if changed
+                           else ConfigsChanged(kernel, at, config, own=True))
+                raise AutotuneError(f"early_config_prune on {kernel} returned {config}, which is not one of the "
+                                    "decorator's configs; autotune tunes (and caches winners among) those configs "
+                                    "only: return a subset of them")
+            if pruned_as is not None and config is not self.triton_of[native]:
+                pruned_as[native] = config
+            kept.append(native)
+        return kept
+
+
+def triton_prune(kernel: Any, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Any]:
+    """Triton's pruning of an Autotuner's `configs`: its early_config_prune, then its perf model's top_k (never
+    empty), read off the kernel's public attributes as Triton reads its own."""
+    pruned = list(kernel.configs)
+    if kernel.early_config_prune is not None:
+        pruned = list(kernel.early_config_prune(kernel.configs, nargs, **kwargs) or [])
+        if not pruned:
+            raise AutotunerError("No valid autotuner configs after pruning. `early_config_prune` should return at "
+                                 "least one config.")
+    if kernel.perf_model is not None:
+        top_k = top_k_count(len(pruned), kernel.configs_top_k)
+        if len(pruned) > top_k:
+            estimates = [kernel.perf_model(**nargs, **kwargs, **config.all_kwargs()) for config in pruned]
+            order = sorted(range(len(pruned)), key=estimates.__getitem__)
+            pruned = [pruned[i] for i in order[:top_k]]
+    return pruned
 
 
 def passed_key(names: Sequence[str], values: tuple, dtypes: tuple, positions: Mapping[str, int], n_args: int,

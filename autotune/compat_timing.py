@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .errors import AutotuneError
+from .record import TrialStatus, TuningRecord
 
-__all__ = ["QUANTILES", "QuantileBench", "UserCodeError", "choose_do_bench", "timing_from_samples"]
+__all__ = ["QUANTILES", "QuantileBench", "UserCodeError", "choose_do_bench", "timing_from_samples", "timings_of"]
 
 QUANTILES = (0.5, 0.2, 0.8)                         # what Triton's Autotuner asks do_bench for
 TimingValue = Union[float, List[float]]
@@ -113,3 +114,18 @@ def timing_from_samples(samples: Sequence[float]) -> List[float]:
     """[median, p20, p80] in ms, the shape of a `configs_timings` value under Triton's default benchmarker."""
     ordered = sorted(samples)
     return [_quantile(ordered, q) for q in QUANTILES]
+
+
+def timings_of(record: TuningRecord, triton_of: Mapping[Any, Any], raw: Mapping[Any, Any]) -> Dict[Any, TimingValue]:
+    """`configs_timings` of a record tuned or loaded from disk: {triton.Config: do_bench's result (`raw`, by native
+    config) or the quantiles of the samples}; a failed config inf, a skipped one or one not in `triton_of` left out."""
+    timings: Dict[Any, TimingValue] = {}
+    for trial in record.trials:
+        config = triton_of.get(trial.config)
+        if config is None or trial.status is TrialStatus.SKIPPED:
+            continue
+        if trial.status is TrialStatus.OK:
+            timings[config] = raw.get(trial.config, timing_from_samples(trial.samples_ms))
+        else:
+            timings[config] = [float("inf")] * len(QUANTILES)
+    return timings

@@ -25,7 +25,7 @@ from .option_checks import (as_derive, as_names, check_argument_lists, check_der
                             check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode
 from .process_group import active_mode
-from .pruning import PruneSpec, as_pruner, kept_configs
+from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
 from .record import TuningRecord
 from .space import Config, SearchSpace
 from .space_checksum import tuned_under
@@ -297,6 +297,8 @@ class Autotuned(KernelInspection, KernelInterface):
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
             try:
                 kept, candidates, prune_error = *self.candidates(bound), None
+            except RerunCall:  # not an error: this rank runs its call again, then agrees
+                raise
             except Exception as exc:  # raised inside the agreement, so every rank learns of it together
                 kept, candidates, prune_error = list(self.configs or ()), None, exc
 

@@ -7,15 +7,22 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from .errors import OptionError
+from .errors import AutotuneError, OptionError
 from .space import Config, configs_checksum
 
-__all__ = ["PruneSpec", "as_pruner", "check_top_k", "top_k_count", "kept_configs"]
+__all__ = ["PruneSpec", "RerunCall", "as_pruner", "check_top_k", "top_k_count", "kept_configs"]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
 # `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
 PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, Any], None]
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
+
+
+class RerunCall(AutotuneError):
+    """Raised by a prune= callable to have its caller run the call again from the start, on an engine rebuilt over
+    configs that changed (autotune.compat, when an early_config_prune changed one in place). A request, not a prune
+    error: under distributed tuning it is raised at once on its rank, which runs its call again and then joins the
+    agreement, instead of being raised inside the agreement as a prune error is."""
 
 
 def check_top_k(top_k: Any, where: str = "top_k", *, perf_model: Any) -> None:
