@@ -257,9 +257,7 @@ class Autotuned(KernelInspection, KernelInterface):
         """
         key, dtypes = self._key(bound.named)
         record = self.memory_hit(key, dtypes)
-        if record is not None:
-            return record.winner, record, "memory"
-        return self._select_on_miss(key, dtypes, bound, grid)
+        return (record.winner, record, "memory") if record is not None else self._select_on_miss(key, dtypes, bound, grid)
 
     def memory_hit(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
         """The record this process's memory holds for (key, dtypes), counted as a hit and made the last call's
