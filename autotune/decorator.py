@@ -301,14 +301,13 @@ class Autotuned(KernelInspection, KernelInterface):
                 kept, candidates, prune_error = list(self.configs or ()), None, exc
 
             def tune_shard(select: Any) -> TuningRecord:
-                if prune_error is not None:
-                    raise prune_error
                 return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
 
             from . import distributed as _distributed
 
             record, how = _distributed.agree(self.cache, key, dtypes, dist_mode, tune_shard, force=force,
-                                             candidates=candidates, lock_timeout_s=self.tuning.lock_timeout_s)
+                                             candidates=candidates, lock_timeout_s=self.tuning.lock_timeout_s,
+                                             prune_error=prune_error)   # raised on every rank at the handshake
         else:
             kept, candidates = self.candidates(bound)
             record, how = self.cache.get_or_tune(key, dtypes,

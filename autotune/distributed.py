@@ -135,11 +135,13 @@ def agreements(kernel: Any = None) -> list[Agreement]:
 
 
 def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
-          force: bool = False, candidates: Optional[str] = None,
-          lock_timeout_s: Optional[float] = None) -> tuple[TuningRecord, str]:
+          force: bool = False, candidates: Optional[str] = None, lock_timeout_s: Optional[float] = None,
+          prune_error: Optional[BaseException] = None) -> tuple[TuningRecord, str]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
     `lock_timeout_s` bounds rank 0's wait for another process's lock on the entry, as without a group.
+    `prune_error`: what this rank's prune= raised; told at the handshake, so every rank raises together (this rank
+    its own error, the others a DistributedTuningError naming it), in "rank0" mode as in "shard".
 
     A hit in this rank's memory returns at once without communicating (`force` skips it). Raises
     NoValidConfigError on every rank when no config ran on any rank, and DistributedTuningError when
@@ -151,7 +153,7 @@ def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneF
         if record is not None:
             count(cache.kernel_name, hits=1)
             return record, "memory"
-    with _one_round(cache, key, dtypes, mode, candidates, lock_timeout_s) as rnd:
+    with _one_round(cache, key, dtypes, mode, candidates, lock_timeout_s, prune_error) as rnd:
         if not force:
             record = cache.in_memory(key, dtypes)
             if record is not None:  # another thread of this process agreed on it meanwhile
@@ -175,7 +177,8 @@ def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
 
 @contextmanager
 def _one_round(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, candidates: Optional[str],
-               lock_timeout_s: Optional[float] = None) -> Iterator["_Round"]:
+               lock_timeout_s: Optional[float] = None,
+               prune_error: Optional[BaseException] = None) -> Iterator["_Round"]:
     """The process's one agreement in progress (collectives must pair up across ranks), known to this thread so
     that an agreement started from inside it (a setup=, verify= or prune= calling another kernel) is refused."""
     outer = getattr(_TLS, "round", None)
@@ -186,6 +189,7 @@ def _one_round(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, candid
             "once before, or give it Tuning(distributed='off').")
     with _AGREE_LOCK:
         rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
+        rnd.prune_error = prune_error
         _TLS.round = rnd
         try:
             yield rnd
@@ -207,6 +211,7 @@ class _Round:
     def __init__(self, cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode,
                  candidates: Optional[str] = None, lock_timeout_s: Optional[float] = None) -> None:
         self.candidates = candidates   # checksum of the configs prune= kept (None without prune=)
+        self.prune_error: Optional[BaseException] = None      # what this rank's prune= raised
         self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
 
@@ -393,7 +398,10 @@ class _Round:
     def _handshake(self) -> None:
         mine = {"kernel": self.kernel, "key": key_text(self.key), "dtypes": [str(d) for d in self.dtypes],
                 "mode": self.mode, "space": self.cache.space_checksum, "source": self.cache.source_hash}
-        hellos = self._all_gather(mine, "handshake")
+        error = self.prune_error
+        hellos = self._all_gather({**mine, "pruned": None if error is None else f"{type(error).__name__}: {error}"},
+                                  "handshake")
+        pruned = [f"rank {r}: {text}" for r, text in enumerate([h.pop("pruned") for h in hellos]) if text is not None]
         differing = [r for r, h in enumerate(hellos) if h != hellos[0]]
         if differing:
             lines = "; ".join(f"rank {r}: {h['kernel']} key {h['key']} {h['dtypes']} mode {h['mode']}"
@@ -404,6 +412,10 @@ class _Round:
                 self._where() + f": the ranks are not tuning the same thing ({lines}). Every rank must call an "
                 "autotuned kernel with the same key in the same order; where shapes differ per rank use "
                 "Tuning(distributed='off').")
+        if error is not None:
+            raise error
+        if pruned:   # another rank's prune= raised: no rank tunes this key, each says why
+            raise DistributedTuningError(self._where() + f": prune= raised on another rank: {'; '.join(pruned)}")
 
     # -- collectives --------------------------------------------------------------------------------------
 

@@ -230,13 +230,25 @@ def _scenario_shared_cache(rank: int, world: int, out: Path) -> dict:
     return {"first": first, "entries": entries, "second": second, "compiled_again": again}
 
 
-def _scenario_prune_raises_on_one_rank(rank: int, world: int, out: Path) -> dict:
+def _prune_raising_on(raising_rank: int, rank: int) -> Callable[[list, dict], list]:
     def prune(configs: list, named: dict) -> list:
-        if rank == world - 1:
+        if rank == raising_rank:
             raise RuntimeError(f"prune exploded on rank {rank}")
         return configs
 
-    return _caught(lambda: _launch(_make(SPACE, "shard", [], prune=prune), 320, rank))
+    return prune
+
+
+def _scenario_prune_raises_on_one_rank(rank: int, world: int, out: Path) -> dict:
+    return _caught(lambda: _launch(_make(SPACE, "shard", [], prune=_prune_raising_on(world - 1, rank)), 320, rank))
+
+
+def _scenario_prune_raises_on_a_follower_in_rank0_mode(rank: int, world: int, out: Path) -> dict:
+    """rank0 mode: the followers tune nothing, yet a prune= that raised on one of them is not dropped."""
+    compiled: list = []
+    raised = _caught(lambda: _launch(_make(SPACE, "rank0", compiled, prune=_prune_raising_on(world - 1, rank)), 321,
+                                     rank))
+    return {**raised, "compiled": compiled}
 
 
 def _scenario_prune_differs_per_rank(rank: int, world: int, out: Path) -> dict:
@@ -283,6 +295,7 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "offline": _scenario_offline,
     "lock_timeout": _scenario_lock_timeout,
     "prune_raises": _scenario_prune_raises_on_one_rank,
+    "prune_raises_rank0": _scenario_prune_raises_on_a_follower_in_rank0_mode,
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
 }
@@ -510,6 +523,16 @@ def test_an_error_on_one_rank_is_raised_on_every_rank_naming_it(runs):
     other = results[0]["prune_raises"]
     assert other["error"] == "DistributedTuningError"
     assert "rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+
+
+def test_a_prune_error_on_a_follower_in_rank0_mode_is_raised_on_every_rank_and_nothing_is_tuned(runs):
+    results = runs(2)
+    failing = results[1]["prune_raises_rank0"]
+    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"], failing
+    other = results[0]["prune_raises_rank0"]
+    assert other["error"] == "DistributedTuningError", other
+    assert "prune= raised on another rank: rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+    assert other["compiled"] == [] and failing["compiled"] == []
 
 
 def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):
