@@ -48,15 +48,9 @@ PACKAGE_INIT = ("import os\nwith open(os.path.join(os.path.dirname(__file__), os
 
 STUB_LAUNCH = """
 import json, sys, torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.runtime.driver import driver
+import fake_gpu
 
-class StubDriver:  # an sm_90 GPU as far as Triton's JIT can tell, up to the launch itself
-    def get_current_device(self): return 0
-    def get_current_stream(self, device): return 0
-    def get_current_target(self): return GPUTarget("cuda", 90, 32)
-
-driver.set_active(StubDriver())
+fake_gpu.activate(90)   # an sm_90 GPU as far as Triton's JIT can tell, up to the launch itself
 events = []
 triton.knobs.compilation.listener = lambda **kw: events.append((kw["metadata"]["hash"], kw["cache_hit"]))
 import twin_kernels
@@ -93,7 +87,7 @@ def twins(tmp_path_factory):
             "other": _hashes(precompile(other.tuned, signature=SIGNATURE, targets="cuda:90", workers=0)),
         }
         env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(triton_dir),
-               "PYTHONPATH": os.pathsep.join([str(src), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+               "PYTHONPATH": os.pathsep.join([str(src), str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
         out = subprocess.run([sys.executable, "-c", STUB_LAUNCH], env=env, capture_output=True, text=True,
                              timeout=180)
         assert out.returncode == 0, out.stderr[-3000:]

@@ -305,16 +305,11 @@ def test_jit_launch_path_finds_explicit_target_precompile(matmul_runs, triton_ca
     script = f"""
 import json, sys, torch, triton
 sys.path.insert(0, {str(ROOT)!r})
-from triton.backends.compiler import GPUTarget
-from triton.runtime.driver import driver
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import fake_gpu
 from kernels import matmul
 
-class StubDriver:
-    def get_current_device(self): return 0
-    def get_current_stream(self, device): return 0
-    def get_current_target(self): return GPUTarget("cuda", 90, 32)
-
-driver.set_active(StubDriver())
+fake_gpu.activate(90)   # an sm_90 GPU as far as Triton's JIT can tell, up to the launch itself
 events = []
 triton.knobs.compilation.listener = lambda **kw: events.append((kw["metadata"]["hash"], kw["cache_hit"]))
 kernel = matmul.make_matmul(matmul.CPU_SPACE)
