@@ -154,14 +154,28 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record(monkeyp
 
     monkeypatch.setattr(DaemonThreadPool, "shutdown", shutdown)
 
+    class Taken:
+        """64's gate: notes that a worker has taken 64 (the worker that compiled 16 takes it next, after 16's
+        result reached the measuring thread, so Ctrl-C could otherwise come first and cancel 64 while queued)."""
+
+        def __init__(self) -> None:
+            self.taken = threading.Event()
+
+        def wait(self, timeout: float) -> bool:
+            self.taken.set()
+            return dropped.wait(timeout)
+
+    gate_64 = Taken()
+
     def setup(**_):
         calls.append(1)
         if len(calls) == 2:
+            assert gate_64.taken.wait(GATE_S), "no worker took 64 after compiling 16"
             raise KeyboardInterrupt
 
     add = autotune(space={"BLOCK": (16, 32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
                    tuning=Tuning(preset="fast", warmup=0, reps=3, compile_workers=2))(add_kernel)
-    add.compiler_factory = lambda tuned, prepare: GatedCompiler({32: dropped, 64: dropped, 128: dropped}, events)
+    add.compiler_factory = lambda tuned, prepare: GatedCompiler({32: dropped, 64: gate_64, 128: dropped}, events)
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
     with pytest.raises(KeyboardInterrupt):
         add(x, y, out, 64)
