@@ -1,8 +1,8 @@
 """`autotune.compat`'s launch path where the hand mutation testing of the hot path (the `cache` hit launched from
 what the module filed) and of the re-indexing of configs found no test: `cache`'s key of a call that leaves the
-last key name to its default, a one-config list grown in place, and a call whose engine another thread replaced
-while it tuned. Side by side with the real `triton.autotune` where Triton defines the behaviour; real threads
-(ordered with Events) where it is ours."""
+last key name to its default, a one-config list grown in place, a list shortened in place, the copy a prune
+returned filed in `cache`, and a call whose engine another thread replaced while it tuned. Side by side with the
+real `triton.autotune` where Triton defines the behaviour; real threads (ordered with Events) where it is ours."""
 from __future__ import annotations
 
 import threading
@@ -132,3 +132,44 @@ def test_a_call_whose_engine_was_replaced_while_it_tuned_leaves_the_newer_entry_
     call("c", 96)
     assert results["c"] and kernel.tuner is engine and engine.cache_info()["tunings"] == tunings
     assert any(kernel.best_config is config for config in new)
+
+
+# ------------------------------------------------------------------------------------------------ configs in place
+def _list_shortened_in_place(decorate: Any) -> dict:
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64)]
+    kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench)(add_kernel)
+    x, y, out = vectors(40)
+    kernel[grid_of(40)](x, y, out, 40)
+    configs.pop()                                 # Triton reads the list at each tuning: BLOCK=64 is gone
+    x, y, out = vectors(50)
+    kernel[grid_of(50)](x, y, out, 50)
+    return {"timed": sorted(c.kwargs["BLOCK"] for c in kernel.configs_timings), "keys": len(kernel.cache)}
+
+
+def test_a_config_removed_from_the_end_of_the_list_is_not_tuned_at_the_next_key():
+    assert both(_list_shortened_in_place) == {"timed": [16, 32], "keys": 2}
+
+
+def _prune_returning_copies(decorate: Any) -> dict:
+    import copy
+
+    configs = [triton.Config({"BLOCK": b}) for b in (16, 32)]
+    returned: list = []
+
+    def prune(configs, named_args, **kwargs):
+        returned[:] = [copy.copy(c) for c in configs]
+        return returned
+
+    kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench,
+                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    x, y, out = vectors(40)
+    kernel[grid_of(40)](x, y, out, 40)
+    filed = kernel.cache[(40, F32, F32, F32)]
+    return {"filed_is_a_copy": any(filed is c for c in returned), "filed_is_listed": any(filed is c for c in configs),
+            "right": bool(torch.equal(out, x + y))}
+
+
+def test_cache_holds_the_copy_early_config_prune_returned_not_the_listed_config_equal_to_it():
+    """As Triton: the winner filed in `cache` is the triton.Config the prune returned (an equal copy), not the item of
+    `configs` it equals."""
+    assert both(_prune_returning_copies) == {"filed_is_a_copy": True, "filed_is_listed": False, "right": True}
