@@ -45,8 +45,8 @@ class ConfigChangedInPlace(AutotuneError):
 
     def __init__(self, kernel: str, index: int, config: Any) -> None:
         super().__init__(f"early_config_prune on {kernel} changed configs[{index}] in place (now {config}) on a call "
-                         "that had already re-indexed the configs after such a change; return the configs unchanged, "
-                         "or copies of them (copy.copy(config)) with the values you want")
+                         "that had already re-indexed the configs after such a change; return a subset of the configs "
+                         "unchanged, and set the values you want on kernel.configs once, before the first launch")
         self.index = index
 
 
