@@ -12,7 +12,7 @@ import triton
 from triton.runtime.errors import AutotunerError
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
-from .pruning import RerunCall, top_k_count
+from .pruning import RerunCall, fastest_by_model
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
@@ -134,11 +134,8 @@ def triton_prune(kernel: Any, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> 
             raise AutotunerError("No valid autotuner configs after pruning. `early_config_prune` should return at "
                                  "least one config.")
     if kernel.perf_model is not None:
-        top_k = top_k_count(len(pruned), kernel.configs_top_k)
-        if len(pruned) > top_k:
-            estimates = [kernel.perf_model(**nargs, **kwargs, **config.all_kwargs()) for config in pruned]
-            order = sorted(range(len(pruned)), key=estimates.__getitem__)
-            pruned = [pruned[i] for i in order[:top_k]]
+        pruned = fastest_by_model(pruned, kernel.configs_top_k,
+                                  lambda config: kernel.perf_model(**nargs, **kwargs, **config.all_kwargs()))
     return pruned
 
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from .errors import AutotuneError, OptionError
 from .space import Config, configs_checksum
 
-__all__ = ["PruneSpec", "RerunCall", "as_pruner", "check_top_k", "top_k_count", "kept_configs"]
+__all__ = ["PruneSpec", "RerunCall", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count", "kept_configs"]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
 # `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
@@ -44,6 +44,17 @@ def top_k_count(n: int, top_k: Union[int, float]) -> int:
     return max(1, int(top_k))
 
 
+def fastest_by_model(configs: list[Any], top_k: Union[int, float], estimate: Callable[[Any], Any]) -> list[Any]:
+    """The `top_k` (`top_k_count`) of `configs` a perf model rates fastest, fastest first (ties in list order); all of
+    them, in their order, when they are no more than that. Triton's rule, for the native `prune=` dict and the
+    drop-in alike."""
+    k = top_k_count(len(configs), top_k)
+    if len(configs) <= k:
+        return configs
+    estimates = [estimate(config) for config in configs]
+    return [configs[i] for i in sorted(range(len(configs)), key=estimates.__getitem__)[:k]]
+
+
 def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callable[[list[Config], dict], Sequence[Any]]]:
     """Normalise `prune=` to one callable `(configs, named_args) -> kept configs`.
 
@@ -72,11 +83,7 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
         kept = list(early(configs, named)) if early is not None else list(configs)
         if perf_model is None or not kept:
             return kept
-        k = top_k_count(len(kept), top_k)
-        if len(kept) <= k:
-            return kept
-        estimate = {i: perf_model(**{**named, **Config(c)}) for i, c in enumerate(kept)}
-        return [kept[i] for i in sorted(estimate, key=estimate.__getitem__)[:k]]
+        return fastest_by_model(kept, top_k, lambda c: perf_model(**{**named, **Config(c)}))
 
     return pruner
 
