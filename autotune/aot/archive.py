@@ -202,21 +202,20 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
     chosen = select(triton_entries(triton_dir, {short_name(n) for n in kernel_names}), kernel_names,
                     names or {}, triton_dir)
     _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
-    binaries = chosen.entries
     if targets is not None:
         from .targets import parse_target
 
         wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
-        found = {b.target for b in binaries}
+        found = {b.target for b in chosen.entries}
         absent = sorted(wanted_targets - found)
         if absent:   # asked for by name: an archive without it would leave that fleet compiling on first launch
             raise ArchiveError(f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
                                f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
                                f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
                                "--target), or leave it out of targets=/--target")
-        binaries = [b for b in binaries if b.target in wanted_targets]
         chosen.by_name = {n: [b for b in taken if b.target in wanted_targets] for n, taken in chosen.by_name.items()}
         _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
+    binaries = chosen.entries
     for note in (note for notes in chosen.notes.values() for note in notes):
         warnings.warn(f"autotune export: {note}", stacklevel=2)
     if not entries and not binaries:

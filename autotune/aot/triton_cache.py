@@ -249,14 +249,19 @@ def definition(kernel: str, file: Optional[str] = None) -> Definition:
 
 @dataclass
 class Selection:
-    """What `select` took: the entries (each once, in directory order), per name asked, why entries of a name
-    were left out (for a warning, or the error when a name took nothing at all), and the names whose definition
-    could not be found (with why: an error, or part of "nothing to export" for a name nothing else matches)."""
+    """What `select` took: the entries per name asked, why entries of a name were left out (for a warning, or the
+    error when a name took nothing at all), and the names whose definition could not be found (with why: an
+    error, or part of "nothing to export" for a name nothing else matches)."""
 
-    entries: list[CacheEntry] = field(default_factory=list)
     by_name: dict[str, list[CacheEntry]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
     unfound: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def entries(self) -> list[CacheEntry]:
+        """Every entry some name took, each once, in directory order."""
+        unique = {entry.dir / entry.kernel: entry for taken in self.by_name.values() for entry in taken}
+        return sorted(unique.values(), key=lambda e: (str(e.dir), e.kernel))
 
 
 def select(entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, Optional[str]],
@@ -293,11 +298,4 @@ def select(entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, 
                          f"{name} ({where}); they were compiled from {', '.join(others)}: precompile {name}, or run "
                          f"the export where {name.partition(':')[0]} imports from the file its kernels were "
                          "compiled from")
-    seen: set[Path] = set()
-    for taken in out.by_name.values():
-        for entry in taken:
-            if entry.dir / entry.kernel not in seen:
-                seen.add(entry.dir / entry.kernel)
-                out.entries.append(entry)
-    out.entries.sort(key=lambda e: (str(e.dir), e.kernel))
     return out
