@@ -201,8 +201,9 @@ class SearchSpace(ABC):
     def neighbours(self, config: Config) -> list[Config]:
         """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
         are one axis, one step away, and a union's are its parts')."""
-        return [c for c in self._listed() if c.keys() == config.keys()
-                and sum(1 for k in c if value_identity(c[k]) != value_identity(config[k])) == 1]
+        mine = {k: value_identity(v) for k, v in config.items()}      # once, not once per listed config
+        return [c for c in self._listed() if c.keys() == mine.keys()
+                and sum(1 for k in c if value_identity(c[k]) != mine[k]) == 1]
 
     def _listed(self) -> list[Config]:
         if self._cache is not None:
