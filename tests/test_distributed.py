@@ -272,6 +272,13 @@ def _scenario_different_keys(rank: int, world: int, out: Path) -> dict:
     return _caught(lambda: _launch(_make(SPACE, "rank0", []), n, rank))
 
 
+def _scenario_different_keys_and_a_prune_error(rank: int, world: int, out: Path) -> dict:
+    """Ranks at different keys, and prune= raised on one of them: the key mismatch (the call's fault on every
+    rank) is what each rank raises, not the one rank's prune error."""
+    n = 332 if rank == 0 else 333
+    return _caught(lambda: _launch(_make(SPACE, "rank0", [], prune=_prune_raising_on(world - 1, rank)), n, rank))
+
+
 def _scenario_isolated_shard(rank: int, world: int, out: Path) -> dict:
     from autotune.isolation import shutdown
     from isolation_kernels import shard_crashy_add
@@ -297,6 +304,7 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "prune_raises": _scenario_prune_raises_on_one_rank,
     "prune_raises_rank0": _scenario_prune_raises_on_a_follower_in_rank0_mode,
     "prune_differs": _scenario_prune_differs_per_rank,
+    "different_keys_and_prune_error": _scenario_different_keys_and_a_prune_error,
     "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
 }
 ALONE = {"isolated_shard": _scenario_isolated_shard}     # spawned on their own (`runs` does not run them)
@@ -552,6 +560,15 @@ def test_ranks_at_different_keys_raise_instead_of_pairing_unrelated_collectives(
         assert "not tuning the same thing" in outcome["message"]
         assert "(330,)" in outcome["message"] or "[330]" in outcome["message"]
         assert f"rank {rank} of 2" in outcome["message"]
+
+
+def test_ranks_at_different_keys_raise_the_mismatch_even_where_a_prune_also_raised(runs):
+    for rank, res in enumerate(runs(2)):
+        outcome = res["different_keys_and_prune_error"]
+        assert outcome["error"] == "DistributedTuningError", (rank, outcome)
+        assert "not tuning the same thing" in outcome["message"]
+        assert "(332,)" in outcome["message"] or "[332]" in outcome["message"]
+        assert "prune exploded" not in outcome["message"]
 
 
 def test_a_rank_that_never_joins_makes_the_others_raise_within_the_timeout_naming_it(tmp_path):
