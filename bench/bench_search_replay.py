@@ -30,6 +30,17 @@ from autotune.replay import load_landscape, replay_once  # noqa: E402
 LANDSCAPES = Path(__file__).resolve().parent / "landscapes"
 
 
+def chance_of_one_within(landscape, ratio: float, budget: int) -> tuple[int, float]:
+    """How many configs run within `ratio` of the best, and the chance that `budget` distinct configs drawn
+    uniformly from the valid ones include at least one of them: how much a strategy must beat luck."""
+    near = sum(1 for config in landscape.entries
+               if (t := landscape.time_of(config)) is not None and t <= ratio * landscape.best_ms)
+    miss = 1.0
+    for i in range(min(budget, landscape.valid_configs)):
+        miss *= max(0, landscape.valid_configs - near - i) / (landscape.valid_configs - i)
+    return near, 1.0 - miss
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
@@ -40,17 +51,22 @@ def main() -> int:
     args = parser.parse_args()
     wanted = [n for n in args.landscapes.split(",") if n]
     strategies = args.strategies.split(",")
-    rows, results = [], {}
+    rows, results, needles = [], {}, []
     medians: dict[str, list[float]] = {s: [] for s in strategies}
     for path in sorted(LANDSCAPES.glob("*.json.gz")):
         if wanted and path.name.removesuffix(".json.gz") not in wanted:
             continue
         landscape = load_landscape(path)
         budget = max(1, round(args.fraction * landscape.valid_configs))
+        (n5, p5), (n15, p15) = (chance_of_one_within(landscape, r, budget) for r in (1.05, 1.15))
+        needles.append([path.name.removesuffix(".json.gz"), landscape.valid_configs, budget, n5, f"{p5:.1%}", n15,
+                        f"{p15:.1%}"])
         exhaustive = replay_once(landscape, "exhaustive", landscape.valid_configs, 0, args.workers)
         results[path.name] = {"valid_configs": landscape.valid_configs, "budget": budget,
                               "exhaustive_s": exhaustive["tuning_s"],
-                              "exhaustive_3pct_s": exhaustive["reached_3pct_s"]}
+                              "exhaustive_3pct_s": exhaustive["reached_3pct_s"],
+                              "within_1.05": {"configs": n5, "random_finds_one": p5},
+                              "within_1.15": {"configs": n15, "random_finds_one": p15}}
         for strategy in strategies:
             started = time.perf_counter()
             runs = [replay_once(landscape, strategy, budget, seed, args.workers) for seed in range(args.seeds)]
@@ -68,6 +84,11 @@ def main() -> int:
     print(f"budget {args.fraction:.0%} of the valid configs, {args.seeds} seeds, {args.workers} simulated compile workers")
     print(common.table(["landscape", "strategy", "budget", "median", "worst", "<=1.05", "<=1.15", "hit 3%", "to 3% s", "exh. to 3% s",
                         "search s", "exhaustive s", "wall s"], rows))
+    print()
+    print("how rare the targets are: configs within 1.05 / 1.15 of the best, and the chance that the budget's worth "
+          "of uniformly random distinct configs holds one")
+    print(common.table(["landscape", "valid", "budget", "<=1.05", "random finds one", "<=1.15", "random finds one"],
+                       needles))
     print()
     for strategy in strategies:
         geo = statistics.geometric_mean(medians[strategy])
