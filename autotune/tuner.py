@@ -141,8 +141,8 @@ def tune(job: TuneJob) -> TuneOutcome:
         ok = sorted((t for t in trials.values() if t.ok), key=fastest_first)
         if not ok:
             _raise_no_valid(job, list(trials.values()))
-        _refine(job, ok[: job.tuning.refine_topk], guard)
-        winner = min(ok, key=fastest_first).config
+        top = ok[: job.tuning.refine_topk]
+        winner = min(top if _refine(job, top, guard) else ok, key=fastest_first).config
         return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
     finally:
         guard.restore_all()
@@ -282,25 +282,28 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
     logger.debug("%s %s: median %.4f ms", job.kernel_name, dict(config), trial.median_ms)
 
 
-def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> None:
-    """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike."""
+def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> bool:
+    """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike; the winner
+    is then the fastest of them by those rounds alone. A refined trial's median is its interleaved samples' median
+    (its first-pass samples stay in `samples_ms`, before them), so a slow or fast spell during one config's first
+    pass does not pick the winner. False when nothing was re-measured (the first-pass medians decide)."""
     if len(top) < 2 or job.tuning.refine_reps <= 0:
-        return
+        return False
     if job.isolated is not None:
-        in_worker = job.isolated.refine([t.config for t in top], job.tuning.refine_reps)
-        for trial in top:
-            if in_worker.get(trial.config):
-                trial.samples_ms = trial.samples_ms + in_worker[trial.config]
-                trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
-        return
-    extra: dict[Config, list[float]] = {t.config: [] for t in top}
-    for _ in range(job.tuning.refine_reps):
-        for trial in top:
-            extra[trial.config] += job.timer.measure(functools.partial(job.run_config, trial.config), warmup=0,
-                                                     reps=1, before=guard.before_run)
+        rounds = job.isolated.refine([t.config for t in top], job.tuning.refine_reps)
+    else:
+        rounds = {t.config: [] for t in top}
+        for _ in range(job.tuning.refine_reps):
+            for trial in top:
+                rounds[trial.config] += job.timer.measure(functools.partial(job.run_config, trial.config), warmup=0,
+                                                          reps=1, before=guard.before_run)
+    if not all(rounds.get(t.config) for t in top):   # the worker could not re-measure them: first-pass medians decide
+        return False
     for trial in top:
-        trial.samples_ms = trial.samples_ms + extra[trial.config]
-        trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
+        trial.samples_ms = trial.samples_ms + rounds[trial.config]
+        trial.median_ms = summarize(rounds[trial.config])[0]
+        trial.min_ms = min(trial.samples_ms)
+    return True
 
 
 def _fail_or_raise(job: TuneJob, trial: Trial, exc: Exception, stage: str) -> None:

@@ -455,3 +455,58 @@ def test_replace_preset_refills_the_numbers_the_user_never_set():
     x, y, out = vectors(100)
     kernel(x, y, out, 100)
     assert {len(t.samples_ms) for t in kernel.record().trials} == {PRESETS["default"]["reps"]}
+
+
+@triton.jit
+def tag_kernel(out_ptr, TAG: tl.constexpr):
+    tl.store(out_ptr, TAG)
+
+
+def test_the_interleaved_re_measurement_alone_decides_among_the_best_few():
+    """TAG=1's first pass falls in a slow spell (2.0 ms against TAG=2's 1.5 ms); in every interleaved round it is
+    faster (1.0 against 1.1). The winner is TAG=1, and each refined median is its rounds' median: the first pass's
+    samples (kept, first, in samples_ms) do not outvote the paired rounds."""
+    out = torch.zeros(1, dtype=torch.int32)
+    first_pass = {1: [2.0] * 10, 2: [1.5] * 10}
+    rounds = {1: 1.0, 2: 1.1}
+    calls: dict[int, int] = {}
+    order: list[int] = []
+
+    def do_bench(fn):
+        fn()
+        tag = int(out[0])
+        order.append(tag)
+        calls[tag] = calls.get(tag, 0) + 1
+        return first_pass[tag] if calls[tag] == 1 else rounds[tag]
+
+    tagged = autotune(space={"TAG": (1, 2)}, key=None, grid="(1,)", do_bench=do_bench,
+                      tuning=Tuning(warmup=0, refine_topk=2, refine_reps=3, compile_workers=0, isolate="off"))(tag_kernel)
+    tagged(out)
+    record = tagged.record(())
+    assert record.winner == Config(TAG=1)
+    assert order[2:] == [2, 1] * 3                 # the rounds interleave, fastest by the first pass first
+    by_tag = {t.config["TAG"]: t for t in record.trials}
+    assert by_tag[1].median_ms == 1.0 and by_tag[2].median_ms == 1.1
+    assert by_tag[1].samples_ms == [2.0] * 10 + [1.0] * 3
+    assert by_tag[1].min_ms == 1.0
+
+
+def test_the_winner_comes_from_the_re_measured_few_even_when_they_all_measure_slower_there():
+    """A spell that slows every round: the best two by the first pass re-measure at 3.0 and 3.1 ms, above the
+    third's first-pass 2.5. The third was never compared with them side by side, so it does not win."""
+    out = torch.zeros(1, dtype=torch.int32)
+    first_pass = {1: [1.0] * 4, 2: [2.0] * 4, 3: [2.5] * 4}
+    rounds = {1: 3.0, 2: 3.1}
+    seen: dict[int, int] = {}
+
+    def do_bench(fn):
+        fn()
+        tag = int(out[0])
+        seen[tag] = seen.get(tag, 0) + 1
+        return first_pass[tag] if seen[tag] == 1 else rounds[tag]
+
+    tagged = autotune(space={"TAG": (1, 2, 3)}, key=None, grid="(1,)", do_bench=do_bench,
+                      tuning=Tuning(warmup=0, refine_topk=2, refine_reps=2, compile_workers=0, isolate="off"))(tag_kernel)
+    tagged(out)
+    assert tagged.record(()).winner == Config(TAG=1)
+    assert seen == {1: 3, 2: 3, 3: 1}
