@@ -111,6 +111,14 @@ def test_auto_is_exhaustive_up_to_the_budget_and_searches_above():
     assert decorate(big, max_configs=400).strategy == "exhaustive"
 
 
+def test_auto_searches_a_lazy_space_even_under_a_budget_larger_than_it():
+    """A lazy space cannot be listed, so "auto" never resolves to the exhaustive tuning that would refuse it."""
+    space = huge_space()
+    assert space.lazy
+    kernel = decorate(space, max_configs=space.unfiltered_len() + 1)
+    assert kernel.strategy in ("model", "local") and kernel.configs is None
+
+
 # ---------------------------------------------------------------------------------------------- strategies
 
 

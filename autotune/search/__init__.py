@@ -16,7 +16,7 @@ def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *
     from ..errors import OptionError, SpaceError
     from ..space import LIST_LIMIT
 
-    strategy = resolve_strategy(tuning.strategy, space_size, tuning.max_configs)
+    strategy = resolve_strategy(tuning.strategy, space_size, tuning.max_configs, lazy=space.lazy)
     if strategy == "exhaustive" and space.lazy:
         raise SpaceError(f"the search space of {kernel_name} has {space_size:,} configs, over the {LIST_LIMIT:,} an "
                          "exhaustive tuning lists; use Tuning(strategy='model') (or 'local', 'random') with a "
@@ -42,12 +42,13 @@ def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *
     return strategy
 
 
-def resolve_strategy(name: str, space_size: int, max_configs: int) -> str:
+def resolve_strategy(name: str, space_size: int, max_configs: int, *, lazy: bool = False) -> str:
     """The strategy a tuning uses: `name`, or for "auto" exhaustive up to `max_configs` configs and model-based
-    above (local search where optuna is not installed)."""
+    above (local search where optuna is not installed). A lazy space (too large to list) is never exhaustive,
+    whatever `max_configs` says: "auto" searches it."""
     if name != "auto":
         return name
-    if space_size <= max_configs:
+    if space_size <= max_configs and not lazy:
         return "exhaustive"
     from .model import optuna_available
 
