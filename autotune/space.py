@@ -18,6 +18,7 @@ __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace"
 _CACHE_LIMIT = 1 << 16
 LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
+_REJECTION_FIRST = 1_000   # draws a filter may refuse before a space samples through its factorized sampler
 
 
 class SearchSpace(ABC):
@@ -65,7 +66,7 @@ class SearchSpace(ABC):
     def _derived(self, **attrs: Any) -> "SearchSpace":
         new = object.__new__(type(self))
         for name, value in self.__dict__.items():
-            if name != "_member_set":   # the members of this space, not of the filtered one
+            if name not in ("_member_set", "_sampler"):   # built for this space's filters, not the new space's
                 object.__setattr__(new, name, value)
         new._set(_cache=None, _checksum=None, **attrs)
         return new
@@ -308,15 +309,40 @@ class CartesianSpace(SearchSpace):
         return self._positions(config) is not None and self._passes(config)
 
     def sample(self, rng: Any) -> Config:
-        """A uniformly random config: uniform over the product, redrawn while a filter refuses it."""
-        for _ in range(_SAMPLE_TRIES):
-            config = Config({n: v[rng.randrange(len(v))] for n, v in zip(self._names, self._values)})
-            if self._passes(config):
-                return config
+        """A uniformly random config that passes the filters, without listing the space. Plain rejection (a
+        config of the product, redrawn while a filter refuses it) until it has failed `_REJECTION_FIRST` times in
+        a row; from then on the axes that `$X` clauses read together are drawn from their listed valid
+        combinations, the rest uniformly, and a draw is redrawn while a filter not covered that way (a callable)
+        refuses it (space_sampling). Both are uniform over the configs that pass."""
+        sampler = self.__dict__.get("_sampler")
+        if sampler is None:   # plain rejection first: where it works (most filters) nothing is listed
+            for _ in range(_REJECTION_FIRST):
+                config = Config({n: v[rng.randrange(len(v))] for n, v in zip(self._names, self._values)})
+                if self._passes(config):
+                    return config
+            from .space_sampling import FactorizedSampler
+
+            sampler = FactorizedSampler(self._names, self._values, self._preds)
+            self._set(_sampler=sampler)   # and from now on every draw of this space goes through it
+        config = sampler.draw(rng, _SAMPLE_TRIES)
+        if config is not None:
+            return config
         if not self.lazy:
             return super().sample(rng)
-        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self!r} were all refused by its filters: they keep "
-                         "too small a part of the product to sample; tighten the axes instead of filtering")
+        if sampler.empty:
+            raise SpaceError(f"the where() filters of {self._outline()} keep none of its {self._len_all():,} configs; "
+                             "loosen them")
+        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self._outline()} were all refused by its filters: they "
+                         "keep too small a part of the product to sample. Write them as $X strings (the axes a string "
+                         "reads are sampled from their valid combinations when those number at most "
+                         "100,000) or tighten the axes instead of filtering")
+
+    def _outline(self) -> str:
+        """The space in a line: each axis's size and first values, and its filters (an error message's view)."""
+        axes = ", ".join(f"{n}=({', '.join(map(repr, v[:3]))}{', ...' if len(v) > 3 else ''}: {len(v)} values)"
+                         for n, v in self._axes.items())
+        return f"CartesianSpace({axes})" + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
+                                                   for s in self._pred_sources)
 
     def neighbours(self, config: Config) -> list[Config]:
         """The configs one step away along one axis (the previous or next value), that pass the filters."""

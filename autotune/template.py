@@ -391,8 +391,30 @@ class WhereString:
             raise ExpressionError(f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "
                                   "such as lambda c: c.get('X', 0) ...)") from None
 
+    @property
+    def fields_read(self) -> frozenset[str]:
+        """The config fields (`$X`) the filter reads."""
+        return self.expression.config_refs
+
+    def clauses(self) -> list["WhereString"]:
+        """The filter as the clauses its top-level `and` joins (itself when it is one): each reads fewer fields, so
+        a sampler can check it as soon as those are chosen (space_sampling)."""
+        body = ast.parse(_DOLLAR.sub(lambda m: _CFG_PREFIX + m.group(1), self.source).strip(), mode="eval").body
+        parts = _conjuncts(body)
+        if len(parts) == 1:
+            return [self]
+        unprefix = re.compile(re.escape(_CFG_PREFIX) + r"([A-Za-z_][A-Za-z0-9_]*)")
+        return [WhereString(unprefix.sub(r"$\1", ast.unparse(part)), self.config_fields) for part in parts]
+
     def __reduce__(self):
         return (WhereString, (self.source, self.config_fields))
+
+
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The operands of a (nested) top-level `and`, in order."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [part for value in node.values for part in _conjuncts(value)]
+    return [node]
 
 
 def compile_predicate(pred: str | Callable[[Any], bool], *,

@@ -18,7 +18,8 @@ DATA, ENGINE, STORAGE, TOOLING, FRONT = "data", "engine", "storage", "tooling", 
 
 LAYERS: dict[str, str] = {
     # data: what a tuning is about, no side effects
-    **dict.fromkeys(["errors", "config", "space", "space_checksum", "space_input", "space_checks", "option_checks",
+    **dict.fromkeys(["errors", "config", "space", "space_checksum", "space_input", "space_checks", "space_sampling",
+                     "option_checks",
                      "template", "keys", "codec", "options", "record", "kernel_ref", "fork_safety",
                      "kernel_source", "pruning", "reference", "format", "keyspec"], DATA),
     # engine: compile and measure
