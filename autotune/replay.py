@@ -23,7 +23,7 @@ from typing import Any, ContextManager, Optional, cast
 from .errors import AutotuneError
 from .options import Strategy, Tuning
 from .record import TrialStatus
-from .space import CartesianSpace, Config, SearchSpace
+from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .tuner import TuneJob, tune
 
 __all__ = ["Landscape", "load_landscape", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
@@ -54,9 +54,15 @@ class Landscape:
         return len(self.entries)
 
     def space(self) -> SearchSpace:
-        """The product of the axes, restricted to the recorded configs."""
+        """The product of the axes, restricted to the recorded configs: a filtered CartesianSpace (neighbours one
+        axis, one step away) while the product can be listed (LIST_LIMIT), else a FixedSpace of the recorded
+        configs (neighbours: recorded configs that differ in one field), since a lazy space's filter must have a
+        checksum and a sparse one could not be sampled by rejection."""
+        product = CartesianSpace(**self.axes)
+        if product.lazy:
+            return FixedSpace(list(self.entries))
         recorded = frozenset(self.entries)
-        return CartesianSpace(**self.axes).where(recorded.__contains__)
+        return product.where(recorded.__contains__)
 
     def time_of(self, config: Config) -> Optional[float]:
         value = self.entries[config]["time"]
