@@ -31,8 +31,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import triton
 from triton.runtime.jit import KernelInterface
 
-from .compat_options import (ConfigChangedInPlace, ConfigIndex, ConfigsChanged, check_callables, checked_prune_options,
-                             passed_key, to_native, triton_print_enabled, triton_prune, warn_listener_once)
+from .compat_options import (ConfigChangedInPlace, ConfigIndex, ConfigsChanged, PruneFunction, check_callables,
+                             checked_prune_options, passed_key, to_native, triton_print_enabled, triton_prune,
+                             warn_listener_once)
 from .compat_timing import QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench, timings_of
 from .decorator import Autotuned
 from .kernel_ref import base_kernel, heuristics_layers, is_interpreted, python_function
@@ -67,22 +68,6 @@ class _Engine(Autotuned):
 
     def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
-
-
-class _PruneFunction:
-    """`early_config_prune` / `perf_model` of an Autotuner: checked when assigned, then the engine is rebuilt
-    (whether it prunes at all depends on them), as Triton reads them at each tuning. Stored as `_<name>`."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
-        return self if obj is None else getattr(obj, f"_{self.name}")
-
-    def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
-        check_callables(obj.base_fn.__name__, **{self.name: fn})
-        setattr(obj, f"_{self.name}", fn)
-        obj._build_engine()
 
 
 # ------------------------------------------------------------------------------------------------ Autotuner
@@ -170,8 +155,8 @@ class Autotuner(KernelInterface):
             self._configs = configs
             self._build_engine(index)
 
-    early_config_prune = _PruneFunction()
-    perf_model = _PruneFunction()
+    early_config_prune = PruneFunction()
+    perf_model = PruneFunction()
 
     def _build_engine(self, index: Optional[ConfigIndex] = None) -> None:
         """The native engine over `index` (else the current engine's), pruning and timing, made whole and then

@@ -6,7 +6,7 @@ pruning of them."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import triton
 from triton.runtime.errors import AutotunerError
@@ -16,8 +16,9 @@ from .pruning import RerunCall, fastest_by_model
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
-__all__ = ["ConfigChangedInPlace", "ConfigIndex", "ConfigsChanged", "check_callables", "checked_prune_options",
-           "listener_warned", "passed_key", "to_native", "triton_print_enabled", "triton_prune", "warn_listener_once"]
+__all__ = ["ConfigChangedInPlace", "ConfigIndex", "ConfigsChanged", "PruneFunction", "check_callables",
+           "checked_prune_options", "listener_warned", "passed_key", "to_native", "triton_print_enabled", "triton_prune",
+           "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -122,6 +123,22 @@ class ConfigIndex:
                 pruned_as[native] = config
             kept.append(native)
         return kept
+
+
+class PruneFunction:
+    """`early_config_prune` / `perf_model` of an Autotuner: checked when assigned, then the engine is rebuilt
+    (whether it prunes at all depends on them), as Triton reads them at each tuning. Stored as `_<name>`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
+        return self if obj is None else getattr(obj, f"_{self.name}")
+
+    def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
+        check_callables(obj.base_fn.__name__, **{self.name: fn})
+        setattr(obj, f"_{self.name}", fn)
+        obj._build_engine()
 
 
 def triton_prune(kernel: Any, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Any]:
