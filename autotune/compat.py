@@ -64,13 +64,17 @@ class _Engine(Autotuned):
     key_upto: int                # a call passing as many positional arguments passes every key name
     filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]]   # what the owner put in `cache` (config, native, key)
     key_at: Tuple[bool, ...]     # per parameter, whether it is one of key_names
-    keys_of_shape: Dict[Tuple, Tuple[Tuple, Tuple]]   # shape_key -> (`cache` key, native key) of a hit, memoised
+    keys_of_shape: Dict[Tuple, Tuple]   # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
+    options_of: Dict[_NativeConfig, Dict[str, Any]]    # launch_options, memoised
     default_isolate = "off"      # as triton.autotune: in this process, Triton's hooks around each run
 
     def launch_options(self, config: _NativeConfig) -> Dict[str, Any]:
-        """The keywords `launch_args` adds for `config` (compile options, then meta-parameters; no derive=)."""
-        meta, options = self._split(config)
-        return {**options, **meta}
+        """The keywords `launch_args` adds for `config` (compile options, meta-parameters; no derive=), made once."""
+        options = self.options_of.get(config)
+        if options is None:
+            meta, compile_options = self._split(config)
+            options = self.options_of[config] = {**compile_options, **meta}
+        return options
 
     def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
@@ -186,7 +190,8 @@ class Autotuner(KernelInterface):
         tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
         tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
         tuner.key_upto = max(tuner.key_positions.values(), default=-1) + 1
-        tuner.key_at, tuner.keys_of_shape = tuple(name in tuner.key_positions for name in self.arg_names), {}
+        tuner.key_at = tuple(name in tuner.key_positions for name in self.arg_names)
+        tuner.keys_of_shape, tuner.options_of = {}, {}
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = tuner.cache
             tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
@@ -262,8 +267,7 @@ class Autotuner(KernelInterface):
                 key = ((*key_values, *dtypes) if len(args) >= tuner.key_upto else
                        passed_key(tuner.key_names, key_values, dtypes, tuner.key_positions, len(args), call_kwargs))
             else:
-                key, ident = keys
-                key_values, dtypes = ident
+                key, ident, key_values, dtypes = keys
             config, filed = self.cache.get(key), tuner.filed.get(key)
             hot = (filed is not None and config is filed[0] and filed[2] == ident
                    and (hit := tuner.memory_hit(key_values, dtypes)) is not None
@@ -273,7 +277,7 @@ class Autotuner(KernelInterface):
             if hot and filed is not None:
                 native = filed[1]        # the hot path: what this module filed for the key, still in memory
                 if keys is None and shape is not None:
-                    tuner.keys_of_shape[shape] = (key, filed[2])
+                    tuner.keys_of_shape[shape] = (key, filed[2], *filed[2])
             elif config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
             elif warmup and config is None:
@@ -326,8 +330,8 @@ class Autotuner(KernelInterface):
         if config.pre_hook is not None:
             config.pre_hook(full_nargs)
         if bound is None:        # a memoised hit: launched as launch_args would (no derive=, a grid given)
-            options = tuner.launch_options(native)
-            launch_kwargs = {**call_kwargs, **options} if call_kwargs else options
+            launch_kwargs = tuner.launch_options(native)     # read only: fn.run(**launch_kwargs) copies it
+            launch_kwargs = {**call_kwargs, **launch_kwargs} if call_kwargs else launch_kwargs
             with tuner.launch_lock:
                 return self.fn.run(*args, grid=grid, warmup=warmup, **launch_kwargs)
         launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)

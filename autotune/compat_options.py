@@ -12,7 +12,7 @@ import triton
 from triton.runtime.errors import AutotunerError
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
-from .keys import _DTYPE_STR, _NO_DTYPE   # the dtype texts KeyBuilder.dtypes already made (it fills the dict)
+from .keys import _DTYPE_STR   # the dtype texts KeyBuilder.dtypes already made (it fills the dict)
 from .pruning import RerunCall, fastest_by_model
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
@@ -183,9 +183,7 @@ def shape_key(key_at: Sequence[bool], key_names: Collection[str], args: tuple,
                 if type(value) not in _KEY_SCALARS:
                     return None
                 append(value)
-            elif type(value) in _NO_DTYPE:
-                append(None)
-            else:
+            else:                  # an int, float, bool, str or None has no dtype (KeyBuilder skips their types)
                 dtype = getattr(value, "dtype", None)
                 append(None if dtype is None else _DTYPE_STR[dtype])
         for name, value in kwargs.items():
@@ -194,8 +192,6 @@ def shape_key(key_at: Sequence[bool], key_names: Collection[str], args: tuple,
                 if type(value) not in _KEY_SCALARS:
                     return None
                 append(value)
-            elif type(value) in _NO_DTYPE:
-                append(None)
             else:
                 dtype = getattr(value, "dtype", None)
                 append(None if dtype is None else _DTYPE_STR[dtype])
