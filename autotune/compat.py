@@ -31,8 +31,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import triton
 from triton.runtime.jit import KernelInterface
 
-from .compat_options import (ConfigChangedInPlace, ConfigIndex, ConfigsChanged, check_callables, checked_prune_options,
-                             passed_key, to_native, triton_print_enabled, triton_prune, warn_listener_once)
+from .compat_options import (ConfigChangedInPlace, ConfigIndex, ConfigsChanged, PruneFunction, check_callables,
+                             checked_prune_options, passed_key, shape_key, to_native, triton_print_enabled,
+                             triton_prune, warn_listener_once)
 from .compat_timing import QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench, timings_of
 from .decorator import Autotuned
 from .kernel_ref import base_kernel, heuristics_layers, is_interpreted, python_function
@@ -48,7 +49,6 @@ __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
 Config = triton.Config
 heuristics = triton.heuristics
 
-_LAUNCH_KEYS = ("grid", "warmup")                   # KernelInterface.__getitem__ passes these in **kwargs
 _MAX_RUNS = 8       # runs of one call whose configs keep changing under it (a prune that never settles): then raise
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -63,26 +63,21 @@ class _Engine(Autotuned):
     key_positions: Dict[str, int]
     key_upto: int                # a call passing as many positional arguments passes every key name
     filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]]   # what the owner put in `cache` (config, native, key)
+    key_at: Tuple[bool, ...]     # per parameter, whether it is one of key_names
+    keys_of_shape: Dict[Tuple, Tuple]   # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
+    options_of: Dict[_NativeConfig, Dict[str, Any]]    # launch_options, memoised
     default_isolate = "off"      # as triton.autotune: in this process, Triton's hooks around each run
+
+    def launch_options(self, config: _NativeConfig) -> Dict[str, Any]:
+        """The keywords `launch_args` adds for `config` (compile options, meta-parameters; no derive=), made once."""
+        options = self.options_of.get(config)
+        if options is None:
+            meta, compile_options = self._split(config)
+            options = self.options_of[config] = {**compile_options, **meta}
+        return options
 
     def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
-
-
-class _PruneFunction:
-    """`early_config_prune` / `perf_model` of an Autotuner: checked when assigned, then the engine is rebuilt
-    (whether it prunes at all depends on them), as Triton reads them at each tuning. Stored as `_<name>`."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
-        return self if obj is None else getattr(obj, f"_{self.name}")
-
-    def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
-        check_callables(obj.base_fn.__name__, **{self.name: fn})
-        setattr(obj, f"_{self.name}", fn)
-        obj._build_engine()
 
 
 # ------------------------------------------------------------------------------------------------ Autotuner
@@ -170,8 +165,8 @@ class Autotuner(KernelInterface):
             self._configs = configs
             self._build_engine(index)
 
-    early_config_prune = _PruneFunction()
-    perf_model = _PruneFunction()
+    early_config_prune = PruneFunction()
+    perf_model = PruneFunction()
 
     def _build_engine(self, index: Optional[ConfigIndex] = None) -> None:
         """The native engine over `index` (else the current engine's), pruning and timing, made whole and then
@@ -195,6 +190,8 @@ class Autotuner(KernelInterface):
         tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
         tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
         tuner.key_upto = max(tuner.key_positions.values(), default=-1) + 1
+        tuner.key_at = tuple(name in tuner.key_positions for name in self.arg_names)
+        tuner.keys_of_shape, tuner.options_of = {}, {}
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = tuner.cache
             tuner.cache = KernelCache(native.kernel_name, lambda: native.source_hash, native.space_checksum,
@@ -249,27 +246,38 @@ class Autotuner(KernelInterface):
                 self.configs = self._configs
 
     def _run(self, nargs: Dict[str, Any], args: tuple, kwargs: Dict[str, Any], changed: bool = False) -> Any:
-        grid = kwargs.get("grid")
-        warmup = kwargs.get("warmup", False)
-        call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_KEYS}
+        call_kwargs = kwargs.copy()
+        grid, warmup = call_kwargs.pop("grid", None), call_kwargs.pop("warmup", False)
         tuner = self.tuner       # this call's engine and index, whatever other threads re-index meanwhile
         index = tuner.index
         if call_kwargs and call_kwargs.keys() & index.meta_names:
             conflicts = sorted(call_kwargs.keys() & index.meta_names)
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
-        bound = tuner.bind(args, call_kwargs)
-        benchmarked, how, record = False, "memory", None
+        benchmarked, how, record, bound = False, "memory", None, None
         if len(index.natives) == 1 and not index.list_changed():
-            config, native = index.indexed[0], index.natives[0]
+            config, native, bound = index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs)
         else:
-            key_values, dtypes = tuner.key_of(bound)
-            key = ((*key_values, *dtypes) if len(args) >= tuner.key_upto else
-                   passed_key(tuner.key_names, key_values, dtypes, tuner.key_positions, len(args), call_kwargs))
+            # the keys of a call shaped as one seen before, memoised (bind and key_of run on a call first seen)
+            shape = shape_key(tuner.key_at, tuner.key_positions, args, call_kwargs) if grid is not None else None
+            keys = tuner.keys_of_shape.get(shape) if shape is not None else None
+            if keys is None:
+                bound = tuner.bind(args, call_kwargs)
+                key_values, dtypes = ident = tuner.key_of(bound)
+                key = ((*key_values, *dtypes) if len(args) >= tuner.key_upto else
+                       passed_key(tuner.key_names, key_values, dtypes, tuner.key_positions, len(args), call_kwargs))
+            else:
+                key, ident, key_values, dtypes = keys
             config, filed = self.cache.get(key), tuner.filed.get(key)
-            if (filed is not None and config is filed[0] and filed[2] == (key_values, dtypes)
-                    and (hit := tuner.memory_hit(key_values, dtypes)) is not None and hit.winner == filed[1]):
+            hot = (filed is not None and config is filed[0] and filed[2] == ident
+                   and (hit := tuner.memory_hit(key_values, dtypes)) is not None
+                   and ((winner := hit.winner) is filed[1] or winner == filed[1]))
+            if bound is None and not hot:
+                bound = tuner.bind(args, call_kwargs)
+            if hot and filed is not None:
                 native = filed[1]        # the hot path: what this module filed for the key, still in memory
+                if keys is None and shape is not None:
+                    tuner.keys_of_shape[shape] = (key, filed[2], *filed[2])
             elif config is not None and (filed is None or filed[0] is not config):   # the user's own entry
                 native = to_native(config, -1)
             elif warmup and config is None:
@@ -308,7 +316,7 @@ class Autotuner(KernelInterface):
             if self.user_defined_pre_hook:
                 self.pre_hook(full_nargs, reset_only=True)
 
-        if how == "online" and not warmup:   # AUTOTUNE_MODE=online: this call may time a candidate
+        if how == "online" and not warmup and bound is not None:   # AUTOTUNE_MODE=online: may time a candidate
 
             def launch(chosen: _NativeConfig) -> Any:
                 triton_config = index.triton_of[chosen]
@@ -321,6 +329,11 @@ class Autotuner(KernelInterface):
             return tuner.online.launch(*tuner.key_of(bound), bound, launch)
         if config.pre_hook is not None:
             config.pre_hook(full_nargs)
+        if bound is None:        # a memoised hit: launched as launch_args would (no derive=, a grid given)
+            launch_kwargs = tuner.launch_options(native)     # read only: fn.run(**launch_kwargs) copies it
+            launch_kwargs = {**call_kwargs, **launch_kwargs} if call_kwargs else launch_kwargs
+            with tuner.launch_lock:
+                return self.fn.run(*args, grid=grid, warmup=warmup, **launch_kwargs)
         launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
         with tuner.launch_lock:
             return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)

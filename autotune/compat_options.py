@@ -6,18 +6,20 @@ pruning of them."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Sequence
 
 import triton
 from triton.runtime.errors import AutotunerError
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
+from .keys import _DTYPE_STR   # the dtype texts KeyBuilder.dtypes already made (it fills the dict)
 from .pruning import RerunCall, fastest_by_model
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
 
-__all__ = ["ConfigChangedInPlace", "ConfigIndex", "ConfigsChanged", "check_callables", "checked_prune_options",
-           "listener_warned", "passed_key", "to_native", "triton_print_enabled", "triton_prune", "warn_listener_once"]
+__all__ = ["ConfigChangedInPlace", "ConfigIndex", "ConfigsChanged", "PruneFunction", "check_callables",
+           "checked_prune_options", "listener_warned", "passed_key", "shape_key", "to_native", "triton_print_enabled",
+           "triton_prune", "warn_listener_once"]
 
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")   # what Triton reads from prune_configs_by
 
@@ -124,6 +126,22 @@ class ConfigIndex:
         return kept
 
 
+class PruneFunction:
+    """`early_config_prune` / `perf_model` of an Autotuner: checked when assigned, then the engine is rebuilt
+    (whether it prunes at all depends on them), as Triton reads them at each tuning. Stored as `_<name>`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
+        return self if obj is None else getattr(obj, f"_{self.name}")
+
+    def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
+        check_callables(obj.base_fn.__name__, **{self.name: fn})
+        setattr(obj, f"_{self.name}", fn)
+        obj._build_engine()
+
+
 def triton_prune(kernel: Any, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Any]:
     """Triton's pruning of an Autotuner's `configs`: its early_config_prune, then its perf model's top_k (never
     empty), read off the kernel's public attributes as Triton reads its own."""
@@ -145,6 +163,41 @@ def passed_key(names: Sequence[str], values: tuple, dtypes: tuple, positions: Ma
     by keyword; one left to its default is not in it), then the tensor dtypes. `values` are the engine's, for
     `names`, defaults filled in."""
     return (*(v for name, v in zip(names, values) if positions[name] < n_args or name in kwargs), *dtypes)
+
+
+_KEY_SCALARS = frozenset({int, str, type(None)})   # two equal values of these are of one type: no 1 == True == 1.0
+
+
+def shape_key(key_at: Sequence[bool], key_names: Collection[str], args: tuple,
+              kwargs: Mapping[str, Any]) -> Optional[tuple]:
+    """A call's key in the drop-in's memo of keys (`Autotuner._run`): the number of positional arguments, then per
+    positional argument its value where it is a key name, else its dtype's text (None without one), then each
+    keyword's name and the same. Two calls with one shape key bind alike and have one native key and one `cache`
+    key, so these are memoised by it; None (not memoised) for a key value other than an int, a str or None, or a
+    dtype whose text KeyBuilder has not made yet. `key_at`: per parameter, whether it is a key name."""
+    out: List[Any] = [len(args)]
+    append = out.append
+    try:
+        for is_key, value in zip(key_at, args):
+            if is_key:
+                if type(value) not in _KEY_SCALARS:
+                    return None
+                append(value)
+            else:                  # an int, float, bool, str or None has no dtype (KeyBuilder skips their types)
+                dtype = getattr(value, "dtype", None)
+                append(None if dtype is None else _DTYPE_STR[dtype])
+        for name, value in kwargs.items():
+            append(name)
+            if name in key_names:
+                if type(value) not in _KEY_SCALARS:
+                    return None
+                append(value)
+            else:
+                dtype = getattr(value, "dtype", None)
+                append(None if dtype is None else _DTYPE_STR[dtype])
+    except (KeyError, TypeError):   # a dtype not met yet, or an unhashable one
+        return None
+    return tuple(out)
 
 
 def checked_prune_options(prune_configs_by: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
