@@ -163,12 +163,12 @@ class Autotuner(KernelInterface):
         index = ConfigIndex(configs)
         with self._index_lock:
             self._configs = configs
-            self._build_engine(index)
+            self.rebuild_engine(index)
 
     early_config_prune = PruneFunction()
     perf_model = PruneFunction()
 
-    def _build_engine(self, index: Optional[ConfigIndex] = None) -> None:
+    def rebuild_engine(self, index: Optional[ConfigIndex] = None) -> None:
         """The native engine over `index` (else the current engine's), pruning and timing, made whole and then
         published as `self.tuner`. Entries in `cache` from an earlier engine stay, and count as the user's own
         (launched without tuning, as in Triton)."""

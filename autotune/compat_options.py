@@ -12,7 +12,7 @@ import triton
 from triton.runtime.errors import AutotunerError
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
-from .keys import _DTYPE_STR   # the dtype texts KeyBuilder.dtypes already made (it fills the dict)
+from .keys import DTYPE_TEXTS   # the dtype texts KeyBuilder.dtypes already made
 from .pruning import RerunCall, fastest_by_model
 from .space import Config as NativeConfig
 from .space_input import config_from_triton
@@ -139,7 +139,7 @@ class PruneFunction:
     def __set__(self, obj: Any, fn: Optional[Callable[..., Any]]) -> None:
         check_callables(obj.base_fn.__name__, **{self.name: fn})
         setattr(obj, f"_{self.name}", fn)
-        obj._build_engine()
+        obj.rebuild_engine()
 
 
 def triton_prune(kernel: Any, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Any]:
@@ -185,7 +185,7 @@ def shape_key(key_at: Sequence[bool], key_names: Collection[str], args: tuple,
                 append(value)
             else:                  # an int, float, bool, str or None has no dtype (KeyBuilder skips their types)
                 dtype = getattr(value, "dtype", None)
-                append(None if dtype is None else _DTYPE_STR[dtype])
+                append(None if dtype is None else DTYPE_TEXTS[dtype])
         for name, value in kwargs.items():
             append(name)
             if name in key_names:
@@ -194,7 +194,7 @@ def shape_key(key_at: Sequence[bool], key_names: Collection[str], args: tuple,
                 append(value)
             else:
                 dtype = getattr(value, "dtype", None)
-                append(None if dtype is None else _DTYPE_STR[dtype])
+                append(None if dtype is None else DTYPE_TEXTS[dtype])
     except (KeyError, TypeError):   # a dtype not met yet, or an unhashable one
         return None
     return tuple(out)

@@ -21,7 +21,7 @@ __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
-_DTYPE_STR: dict[Any, str] = {}
+DTYPE_TEXTS: dict[Any, str] = {}   # each dtype met -> its text in keys; filled by KeyBuilder, read by compat_options
 
 
 def _is_tensor(value: Any) -> bool:
@@ -141,11 +141,11 @@ def _builtin(value: Any) -> Any:
 
 def _dtype_str(dtype: Any) -> str:
     try:
-        return _DTYPE_STR[dtype]
+        return DTYPE_TEXTS[dtype]
     except (KeyError, TypeError):
         s = str(dtype)
         try:
-            _DTYPE_STR[dtype] = s
+            DTYPE_TEXTS[dtype] = s
         except TypeError:
             pass
         return s
@@ -258,7 +258,7 @@ class KeyBuilder:
             dt = getattr(v, "dtype", None)
             if dt is not None:
                 try:
-                    out.append(_DTYPE_STR[dt])
+                    out.append(DTYPE_TEXTS[dt])
                 except (KeyError, TypeError):
                     out.append(_dtype_str(dt))
         return tuple(out)
