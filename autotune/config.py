@@ -73,6 +73,16 @@ class Config(Mapping[str, Any]):
         object.__setattr__(self, "_identity", identity)
         object.__setattr__(self, "_hash", hash(identity))
 
+    @classmethod
+    def from_checked(cls, fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> "Config":
+        """A Config of fields already checked (`check_json_value`, identifier names) and their `value_identity`
+        pairs, taken as they are: how a Cartesian space builds its configs without checking each value again."""
+        config = object.__new__(cls)
+        object.__setattr__(config, "_fields", fields)
+        object.__setattr__(config, "_identity", identity)
+        object.__setattr__(config, "_hash", hash(identity))
+        return config
+
     # Mapping protocol
     def __getitem__(self, name: str) -> Any:
         return self._fields[name]

@@ -14,9 +14,8 @@ from .space_checksum import configs_checksum, filter_identity
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
 
-# A space whose filtered configs number at most this many keeps them in memory once materialised.
-_CACHE_LIMIT = 1 << 16
 LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
+_CACHE_LIMIT = LIST_LIMIT   # a space keeps its configs once listed (decorating reads them three times)
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
 _REJECTION_FIRST = 1_000   # draws a filter may refuse before a space samples through its factorized sampler
 
@@ -275,7 +274,11 @@ class CartesianSpace(SearchSpace):
 
     def _iter_all(self) -> Iterator[Config]:
         names = self._names
-        return (Config(dict(zip(names, combo))) for combo in itertools.product(*self._values))
+        # Each axis's values were checked when the space was made: each config only pairs them with their identities.
+        pairs = [[(v, (name, value_identity(v))) for v in values] for name, values in zip(names, self._values)]
+        from_checked = Config.from_checked
+        for combo in itertools.product(*pairs):
+            yield from_checked(dict(zip(names, [v for v, _ in combo])), frozenset([i for _, i in combo]))
 
     def _len_all(self) -> int:
         return math.prod(len(v) for v in self._values)

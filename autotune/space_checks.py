@@ -31,11 +31,18 @@ def compile_option_problem(name: str, value: Any) -> str | None:
     return None
 
 
+_CHECKED_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})   # compile_option_problem's
+
+
 def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
-    """(field, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the sample."""
+    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the
+    sample; only the options compile_option_problem checks, each pair once (by repr: 1 and True are two)."""
     if space.lazy and isinstance(space, CartesianSpace):
-        return [(name, value) for name, values in space.axes.items() for value in values]
-    return [(name, value) for config in configs for name, value in config.items()]
+        pairs = [(name, value) for name, values in space.axes.items() if name in _CHECKED_OPTIONS for value in values]
+    else:
+        names = _CHECKED_OPTIONS & space.fields()
+        pairs = [(name, config[name]) for config in configs for name in names if name in config]
+    return list({(name, repr(value)): (name, value) for name, value in pairs}.values())
 
 
 def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
@@ -43,11 +50,7 @@ def _check_option_values(space: SearchSpace, configs: list, static_options: Mapp
         problem = compile_option_problem(name, value)
         if problem:
             raise OptionError(f"static option {name}={value!r} of {kernel}: {problem}")
-    seen: set = set()
     for name, value in _option_values(space, configs):
-        if (name, repr(value)) in seen:
-            continue
-        seen.add((name, repr(value)))
         problem = compile_option_problem(name, value)
         if problem:
             raise SpaceError(f"the search space of {kernel} has {name}={value!r}: {problem}; fix or remove that "

@@ -101,3 +101,18 @@ def test_a_kernel_over_such_a_space_tunes_with_every_strategy(strategy):
     tried = [t.config for t in record.trials if t.status.value == "ok"]
     assert len(tried) == 6 and all(c["B"] == c["C"] == c["D"] for c in tried)
     assert isinstance(record.winner, Config)
+
+
+def test_decorating_a_listed_space_runs_its_filters_once_per_config():
+    """A space just under LIST_LIMIT is listed at decoration; checking it, keeping its configs and its checksum
+    read one listing (three before, over 65,536 configs)."""
+    calls = [0]
+
+    def keep(c):
+        calls[0] += 1
+        return c["B"] % 10 != 0
+
+    space = CartesianSpace(BLOCK=(32,), B=range(980), C=range(100), D=(0,), E=(0,)).where(keep)
+    assert not space.lazy
+    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_tuned_kernel)
+    assert calls[0] == 98_000 and len(kernel.configs) == 88_200
