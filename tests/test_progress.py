@@ -175,3 +175,25 @@ def test_real_tuning_with_stderr_not_a_terminal_writes_no_progress(monkeypatch):
     stream = io.StringIO()
     _tune_on(stream, monkeypatch)
     assert stream.getvalue() == ""
+
+
+def test_a_search_tuning_s_bar_names_the_strategy_the_space_size_and_the_best(monkeypatch):
+    """A search tries a budget of a space: the bar says which strategy, of how many configs, and the best so far."""
+    import sys
+
+    import torch
+
+    from autotune import CartesianSpace, Tuning, autotune
+
+    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
+    add = autotune(space=CartesianSpace(BLOCK=(16, 32, 64, 128, 256, 512)), key=["n"], grid="(cdiv(n, $BLOCK),)",
+                   tuning=Tuning(strategy="random", max_configs=3, seed=0, reps=1, warmup=0, refine_topk=0,
+                                 compile_workers=0, isolate="off"))(progress_add)
+    x, y, out = torch.ones(100), torch.ones(100), torch.empty(100)
+    stream = FakeTTY()
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "stderr", stream)
+        add(x, y, out, 100)
+    text = stream.getvalue()
+    assert "autotune progress_add key=(100,) random of 6" in text, text
+    assert "3/3" in text and "4/3" not in text and "| best " in text and "ms BLOCK=" in text

@@ -673,3 +673,26 @@ def test_local_search_restarts_its_climb_at_a_local_optimum():
     untried = {c for c in (_a(k - 1) if k > 0 else None, _a(k + 1) if k < 99 else None)
                if c is not None and c not in s.tried}
     assert untried and set(s.ask(2)) == untried
+
+
+def test_without_optuna_auto_uses_local_search_and_model_is_refused_naming_the_extra():
+    """A process where optuna cannot be imported (the `search` extra not installed): "auto" above the budget
+    resolves to the local search, and strategy="model" is refused at decoration with the install line."""
+    script = f"""
+import sys
+sys.modules["optuna"] = None          # what an environment without the extra looks like to importlib
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_search import decorate
+from autotune import CartesianSpace, OptionError
+big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])
+print("auto:", decorate(big).strategy)
+try:
+    decorate(big, strategy="model")
+except OptionError as exc:
+    print("model:", exc)
+"""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "auto: local" in res.stdout
+    assert "model: strategy='model' on add_kernel uses optuna: pip install 'autotune[search]'" in res.stdout
