@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from side_by_side import DECORATORS, both
+from side_by_side import DECORATORS
 
 F32 = "torch.float32"
 N = 24
