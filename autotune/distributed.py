@@ -67,10 +67,10 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence, cast
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
-from .shards import merge_shards, no_valid_message, shard
+from .shards import merge_shards, no_valid_message, shard, shard_winner
 from .storage.entries import key_text
 from .storage.counters import count, count_tuning
 from .storage.tiers import KernelCache
@@ -331,14 +331,16 @@ class _Round:
             return assigned
 
         trials: Optional[list[Trial]] = None
+        own_winner: Optional[Config] = None
         local_error: Optional[BaseException] = None
         try:
-            trials = list(tune(select).trials)
+            shard_record = tune(select)
+            trials, own_winner = list(shard_record.trials), shard_record.winner
         except NoValidConfigError as exc:  # every config of this shard failed: still part of the agreement
             trials = list(exc.trials)
         except Exception as exc:
             local_error = exc
-        payload = {"rank": self.rank, "trials": trials, "candidates": list(seen),
+        payload = {"rank": self.rank, "trials": trials, "winner": own_winner, "candidates": list(seen),
                    "error": None if local_error is None else f"{type(local_error).__name__}: {local_error}"}
         gathered = self._all_gather(payload, "shard")
         failed = [p for p in gathered if p["error"] is not None]
@@ -357,8 +359,7 @@ class _Round:
         ok = [t for t in merged if t.ok]
         if not ok:
             raise NoValidConfigError(no_valid_message(self.kernel, merged, measured_by, self.world), merged)
-        # an ok trial has its median (set with the status); ties: the first in space order, on every rank
-        winner = min(ok, key=lambda t: cast(float, t.median_ms)).config
+        winner = shard_winner(merged, gathered)     # the fastest of the ranks' own winners, the same on every rank
         record = self.cache.new_record(self.key, self.dtypes, winner=winner, trials=merged,
                                        tuning_s=time.perf_counter() - started, candidates=self.candidates)
         if self.rank == 0:

@@ -7,7 +7,7 @@ from typing import Sequence
 from .record import Trial, TrialStatus
 from .space import Config
 
-__all__ = ["shard", "merge_shards", "no_valid_message"]
+__all__ = ["shard", "merge_shards", "shard_winner", "no_valid_message"]
 
 
 def shard(candidates: Sequence[Config], rank: int, world_size: int) -> list[Config]:
@@ -36,6 +36,16 @@ def merge_shards(gathered: list[dict]) -> tuple[list[Trial], dict[Config, int]]:
                 chosen[config] = trial
                 measured_by[config] = payload["rank"]
     return [chosen[c] for c in order], measured_by
+
+
+def shard_winner(merged: list[Trial], gathered: list[dict]) -> Config:
+    """The agreed winner: the fastest by median of the ranks' own winners (each decided on its rank by its
+    interleaved re-measurement), not of every merged trial, since a config its rank did not re-measure was never
+    compared side by side with that rank's best. Ties: the first in space order. `merged` holds an ok trial."""
+    winners = {p["winner"] for p in gathered if p.get("winner") is not None}
+    ok = [t for t in merged if t.ok]
+    finalists = [t for t in ok if t.config in winners] or ok
+    return min(finalists, key=lambda t: t.median_ms if t.median_ms is not None else float("inf")).config
 
 
 def no_valid_message(kernel: str, trials: list[Trial], measured_by: dict[Config, int], world: int) -> str:

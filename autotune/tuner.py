@@ -284,9 +284,9 @@ def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: Optiona
 
 def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> bool:
     """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike; the winner
-    is then the fastest of them by those rounds alone. A refined trial's median is its interleaved samples' median
-    (its first-pass samples stay in `samples_ms`, before them), so a slow or fast spell during one config's first
-    pass does not pick the winner. False when nothing was re-measured (the first-pass medians decide)."""
+    is then the fastest of them by those rounds alone. A refined trial's samples become its rounds (its first pass
+    only chose it for refinement), so a slow or fast spell during one config's first pass does not pick the winner,
+    and its median is still the median of its samples. False when nothing was re-measured (the first pass decides)."""
     if len(top) < 2 or job.tuning.refine_reps <= 0:
         return False
     if job.isolated is not None:
@@ -299,10 +299,9 @@ def _refine(job: TuneJob, top: list[Trial], guard: ArgumentGuard) -> bool:
                                                           reps=1, before=guard.before_run)
     if not all(rounds.get(t.config) for t in top):   # the worker could not re-measure them: first-pass medians decide
         return False
-    for trial in top:
-        trial.samples_ms = trial.samples_ms + rounds[trial.config]
-        trial.median_ms = summarize(rounds[trial.config])[0]
-        trial.min_ms = min(trial.samples_ms)
+    for trial in top:   # its samples are now the rounds: the record's median is what decided
+        trial.samples_ms = list(rounds[trial.config])
+        trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
     return True
 
 

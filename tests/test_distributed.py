@@ -14,14 +14,14 @@ import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 import torch
 
 from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
 from autotune import distributed as adist
-from autotune.shards import merge_shards
+from autotune.shards import merge_shards, shard_winner
 from autotune.compilers import InterpreterCompiler
 from autotune.record import Trial
 from kernels_for_tests import add_kernel
@@ -416,6 +416,23 @@ def test_merge_takes_the_measured_trial_of_each_config_and_the_rank_that_measure
     assert by == {a: 0, b: 1, c: 0}
     empty, none_by = merge_shards([{"rank": 0, "trials": [Trial(config=a)]}, {"rank": 1, "trials": []}])
     assert [t.status for t in empty] == [TrialStatus.SKIPPED] and none_by == {}
+
+
+def test_the_shard_winner_is_the_fastest_of_the_ranks_own_winners_not_an_unrefined_trial():
+    """Rank 0 re-measured a and c in a slow spell (3.0, 3.1) and picked a; its e (2.0 in the first pass) was never
+    compared side by side with them. Rank 1 picked b (2.5). The agreed winner is b, not e."""
+    a, b, c, d, e, f = (Config(BLOCK=x) for x in (16, 32, 64, 128, 256, 512))
+
+    def trial(config: Config, ms: Optional[float]) -> Trial:
+        return (Trial(config=config) if ms is None else
+                Trial(config=config, status=TrialStatus.OK, median_ms=ms, min_ms=ms, samples_ms=[ms]))
+
+    rank0 = [trial(a, 3.0), trial(b, None), trial(c, 3.1), trial(d, None), trial(e, 2.0), trial(f, None)]
+    rank1 = [trial(a, None), trial(b, 2.5), trial(c, None), trial(d, 2.6), trial(e, None), trial(f, 4.0)]
+    gathered = [{"rank": 0, "trials": rank0, "winner": a}, {"rank": 1, "trials": rank1, "winner": b}]
+    merged, _ = merge_shards(gathered)
+    assert shard_winner(merged, gathered) == b
+    assert shard_winner(merged, [{**g, "winner": None} for g in gathered]) == e     # no rank's winner known: all
 
 
 # ------------------------------------------------------------------------------------------------------
