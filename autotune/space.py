@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
@@ -17,7 +18,7 @@ __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace"
 LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
 _CACHE_LIMIT = LIST_LIMIT   # a space keeps its configs once listed (decorating reads them three times)
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
-_REJECTION_FIRST = 1_000   # draws a filter may refuse before a space samples through its factorized sampler
+_PROBE_DRAWS = 1_000    # configs of the product a filtered Cartesian space tries once to choose how it samples
 
 
 class SearchSpace(ABC):
@@ -312,21 +313,18 @@ class CartesianSpace(SearchSpace):
         return self._positions(config) is not None and self._passes(config)
 
     def sample(self, rng: Any) -> Config:
-        """A uniformly random config that passes the filters, without listing the space. Plain rejection (a
-        config of the product, redrawn while a filter refuses it) until it has failed `_REJECTION_FIRST` times in
-        a row; from then on the axes that `$X` clauses read together are drawn from their listed valid
+        """A uniformly random config that passes the filters, without listing the space (space_sampling): plain
+        rejection (a config of the product, redrawn while a filter refuses it) where the filters keep at least 1%
+        of the product, else the axes that `$X` clauses read together are drawn from their listed valid
         combinations, the rest uniformly, and a draw is redrawn while a filter not covered that way (a callable)
-        refuses it (space_sampling). Both are uniform over the configs that pass."""
+        refuses it. Both are uniform over the configs that pass; which one a space uses depends on the space alone
+        (a probe with its own seed), so a seed draws the same configs whatever the space drew before."""
         sampler = self.__dict__.get("_sampler")
-        if sampler is None:   # plain rejection first: where it works (most filters) nothing is listed
-            for _ in range(_REJECTION_FIRST):
-                config = Config({n: v[rng.randrange(len(v))] for n, v in zip(self._names, self._values)})
-                if self._passes(config):
-                    return config
+        if sampler is None:
             from .space_sampling import FactorizedSampler
 
-            sampler = FactorizedSampler(self._names, self._values, self._preds)
-            self._set(_sampler=sampler)   # and from now on every draw of this space goes through it
+            sampler = FactorizedSampler(self._names, self._values, self._preds, factorize=self._rejection_fails())
+            self._set(_sampler=sampler)
         config = sampler.draw(rng, _SAMPLE_TRIES)
         if config is not None:
             return config
@@ -335,10 +333,23 @@ class CartesianSpace(SearchSpace):
         if sampler.empty:
             raise SpaceError(f"the where() filters of {self._outline()} keep none of its {self._len_all():,} configs; "
                              "loosen them")
+        fix = ("split each $X filter into conditions joined by `and` that read fewer axes each (a condition's axes are "
+               "sampled from their valid combinations when listing those takes at most 200,000 checks)"
+               if sampler.uncovered_strings else "write them as $X strings (the axes a string reads are then sampled "
+               "from their valid combinations)")
         raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self._outline()} were all refused by its filters: they "
-                         "keep too small a part of the product to sample. Write them as $X strings (the axes a string "
-                         "reads are sampled from their valid combinations when those number at most "
-                         "100,000) or tighten the axes instead of filtering")
+                         f"keep too small a part of the product to sample by rejection. To sample it, {fix}, or "
+                         "tighten the axes instead of filtering")
+
+    def _rejection_fails(self) -> bool:
+        """Whether plain rejection would refuse most draws: fewer than 1% of `_PROBE_DRAWS` configs of the product,
+        drawn with a fixed seed of their own (not the caller's), pass the filters."""
+        if not self._preds:
+            return False
+        probe = random.Random(0)
+        passed = sum(self._passes(Config({n: v[probe.randrange(len(v))] for n, v in zip(self._names, self._values)}))
+                     for _ in range(_PROBE_DRAWS))
+        return passed < _PROBE_DRAWS // 100
 
     def _outline(self) -> str:
         """The space in a line: each axis's size and first values, and its filters (an error message's view)."""

@@ -1,7 +1,8 @@
 """Uniform random configs of a filtered Cartesian space, without listing the space.
 
 Rejection alone (draw a config of the product, redraw while a filter refuses it) fails on a filter that keeps a
-small share of the product, such as `$B == $C and $C == $D` over three 100-value axes (one config in 10^4). So the
+small share of the product, such as `$B == $C and $C == $D` over three 100-value axes (one config in 10^4). So for a
+space whose filters keep under 1% of its product (CartesianSpace decides, by a probe with its own seed), the
 `$X` filters are split into the clauses their top-level `and` joins, each clause reads known fields, and the axes
 read together form groups; each group's valid value combinations are listed once, by backtracking that checks a
 clause as soon as the fields it reads are chosen (20,000 checks for that example instead of 10^6). A config is
@@ -31,12 +32,13 @@ class FactorizedSampler:
     rest. Built once per space, on its first sample."""
 
     def __init__(self, names: Sequence[str], values: Sequence[Sequence[Any]],
-                 preds: Sequence[Callable[[Config], bool]]) -> None:
+                 preds: Sequence[Callable[[Config], bool]], *, factorize: bool = True) -> None:
+        """`factorize=False`: plain rejection over the whole product (the filters keep enough of it)."""
         self.names, self.values = tuple(names), tuple(tuple(v) for v in values)
-        clauses = [(p, c) for p in preds if isinstance(p, WhereString) for c in p.clauses()]
+        clauses = [(p, c) for p in preds if isinstance(p, WhereString) for c in p.clauses()] if factorize else []
         self.empty = False                    # a clause that reads no field is false, or a group has no combination
         self.groups: list[tuple[tuple[str, ...], list[tuple]]] = []     # (axis names, their valid combinations)
-        uncovered = [p for p in preds if not isinstance(p, WhereString)]
+        uncovered = [p for p in preds if not isinstance(p, WhereString) or not factorize]
         for p, clause in clauses:
             if not clause.fields_read:      # reads no field: true or false for every config alike
                 try:
@@ -53,6 +55,7 @@ class FactorizedSampler:
                 self.empty = True
             self.groups.append((group, combos))
         self.rejected_by = uncovered          # the filters a drawn config must still pass
+        self.uncovered_strings = factorize and any(isinstance(p, WhereString) for p in uncovered)
         grouped = {name for group, _ in self.groups for name in group}
         self.free = [(n, v) for n, v in zip(self.names, self.values) if n not in grouped]
 

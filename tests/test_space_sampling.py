@@ -42,10 +42,30 @@ def test_a_filter_keeping_one_config_in_900_samples_every_time_and_uniformly():
     assert len({c["E"] for c in drawn}) > 2000                  # the free axis stays uniform too
 
 
-def test_the_same_seed_draws_the_same_configs():
-    first = [diagonal().sample(random.Random(3)) for _ in range(1)] + [diagonal().sample(random.Random(4))]
-    again = [diagonal().sample(random.Random(3)) for _ in range(1)] + [diagonal().sample(random.Random(4))]
-    assert first == again
+def test_a_seed_draws_the_same_configs_whatever_the_space_drew_before():
+    """How a space samples is decided by the space alone (a probe with its own seed), not by earlier draws: a
+    space used before and a fresh one give one seed the same configs."""
+    for make in (diagonal, lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A == $B"),
+                 lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A <= $B")):
+        used = make()
+        for seed in range(50):
+            used.sample(random.Random(seed))
+        fresh = make()
+        assert [used.sample(random.Random(9)) for _ in range(1)] == [fresh.sample(random.Random(9))]
+        rng_used, rng_fresh = random.Random(5), random.Random(5)
+        assert [used.sample(rng_used) for _ in range(20)] == [fresh.sample(rng_fresh) for _ in range(20)]
+
+
+def test_a_filter_keeping_enough_of_the_product_samples_by_plain_rejection_as_before():
+    """A `$X` filter that keeps half the product: the draws are those of plain rejection with the caller's rng."""
+    space = CartesianSpace(A=range(1000), B=range(1000)).where("$A <= $B")
+    rng, plain = random.Random(11), random.Random(11)
+    expected = []
+    while len(expected) < 30:
+        config = Config(A=plain.randrange(1000), B=plain.randrange(1000))
+        if config["A"] <= config["B"]:
+            expected.append(config)
+    assert [space.sample(rng) for _ in range(30)] == expected
 
 
 def test_clauses_of_one_string_and_of_chained_filters_combine():
@@ -71,9 +91,15 @@ def test_filters_that_keep_nothing_are_an_empty_space_error_at_decoration():
         autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_tuned_kernel)
 
 
+def test_a_string_filter_whose_axes_are_too_many_to_list_is_told_to_split_not_to_be_a_string():
+    space = CartesianSpace(A=range(1, 1001), B=range(1, 1001), C=range(100)).where("$A * $B == 4096")
+    with pytest.raises(SpaceError, match="split each \\$X filter into conditions joined by `and`"):
+        space.sample(random.Random(0))
+
+
 def test_a_callable_filter_too_selective_to_sample_names_the_fix_in_a_short_message():
     space = CartesianSpace(B=range(300), C=range(300), D=range(300)).where(lambda c: c["B"] == c["C"] == c["D"] == 7)
-    with pytest.raises(SpaceError, match=r"Write them as \$X strings") as caught:
+    with pytest.raises(SpaceError, match=r"write them as \$X strings") as caught:
         space.sample(random.Random(0))
     assert len(str(caught.value)) < 600 and "300 values" in str(caught.value)
 
