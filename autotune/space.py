@@ -415,6 +415,13 @@ class FixedSpace(SearchSpace):
     def _structure(self) -> str:
         return "FixedSpace " + configs_checksum(self._items)   # all its configs: `_describe` shows three
 
+    def sample(self, rng: Any) -> Config:
+        """A uniformly random config: one of the list, without copying it (a replayed landscape's recorded
+        configs can be more than a space keeps listed)."""
+        if self._preds or not self._items:
+            return super().sample(rng)
+        return self._items[rng.randrange(len(self._items))]
+
 
 class UnionSpace(SearchSpace):
     """`a + b`: the configs of `a`, then those of `b`, duplicates dropped."""

@@ -101,6 +101,9 @@ def test_exhaustive_refuses_a_lazy_space_and_names_a_strategy():
                  tuning=Tuning(strategy="random"))(add_kernel)
     with pytest.raises(OptionError, match="rank0"):
         decorate(huge_space(), strategy="random", distributed="shard")
+    with pytest.raises(OptionError, match=r"with strategy='auto' \(which searches this space of 1,000,000,000 configs "
+                                          r"with '(model|local)'\) use distributed='rank0'"):
+        decorate(huge_space(), distributed="shard")
 
 
 def test_auto_is_exhaustive_up_to_the_budget_and_searches_above():

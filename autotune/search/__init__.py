@@ -36,9 +36,10 @@ def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *
         raise OptionError(f"prune= on {kernel_name} needs the configs listed, and a space of {space_size:,} configs "
                           "is searched without listing it; express the pruning as .where(...) filters of the space")
     if strategy != "exhaustive" and tuning.distributed == "shard":
+        chosen = f"strategy={strategy!r}" if tuning.strategy == strategy else \
+            f"strategy={tuning.strategy!r} (which searches this space of {space_size:,} configs with {strategy!r})"
         raise OptionError(f"distributed='shard' on {kernel_name} splits an exhaustive tuning among ranks; with "
-                          f"strategy={strategy!r} use distributed='rank0' (rank 0 searches, every rank launches its "
-                          "winner)")
+                          f"{chosen} use distributed='rank0' (rank 0 searches, every rank launches its winner)")
     return strategy
 
 
