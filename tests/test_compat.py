@@ -755,3 +755,31 @@ def test_equal_timings_go_to_the_first_config_in_perf_model_order():
     tuned = autotune(configs=configs, key=["n"], do_bench=lambda kernel_call, quantiles: [1.0, 1.0, 1.0],
                      prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"], "top_k": 2})(add_kernel)
     assert _run_add(tuned) == 64          # Triton: min over {64: t, 32: t} in that order -> 64, not space order's 32
+
+
+@triton.jit
+def compat_tag_kernel(out_ptr, TAG: tl.constexpr):
+    tl.store(out_ptr, TAG)
+
+
+def test_configs_timings_rank_the_configs_as_the_refinement_decided(monkeypatch):
+    """Without do_bench the drop-in times with autotune's timer and refines the best few: TAG=1 measures slow in
+    its first pass (2.0 against 1.5) and faster in every interleaved round (1.0 against 1.1). best_config is TAG=1,
+    and configs_timings agrees (its median is the rounds'), as Triton's best_config is configs_timings' argmin."""
+    from autotune import timing
+
+    out = torch.zeros(1, dtype=torch.int32)
+    calls: dict = {}
+
+    def measure(self, fn, *, warmup, reps, before=None):
+        fn()
+        tag = int(out[0])
+        calls[tag] = calls.get(tag, 0) + 1
+        return [{1: 2.0, 2: 1.5}[tag]] * reps if calls[tag] == 1 else [{1: 1.0, 2: 1.1}[tag]] * reps
+
+    monkeypatch.setattr(timing.WallClockTimer, "measure", measure)
+    kernel = autotune(configs=[triton.Config({"TAG": 1}), triton.Config({"TAG": 2})], key=[])(compat_tag_kernel)
+    kernel[(1,)](out)
+    assert kernel.best_config.kwargs == {"TAG": 1}
+    fastest = min(kernel.configs_timings, key=lambda c: kernel.configs_timings[c])
+    assert fastest.kwargs == {"TAG": 1} and kernel.configs_timings[fastest][0] == 1.0
