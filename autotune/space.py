@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Iterator
@@ -18,7 +17,6 @@ __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace"
 LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
 _CACHE_LIMIT = LIST_LIMIT   # a space keeps its configs once listed (decorating reads them three times)
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
-_PROBE_DRAWS = 1_000    # configs of the product a filtered Cartesian space tries once to choose how it samples
 
 
 class SearchSpace(ABC):
@@ -212,8 +210,11 @@ class SearchSpace(ABC):
         return self.configs()
 
     def __repr__(self) -> str:
-        return self._describe() + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
-                                          for s in self._pred_sources)
+        return self._describe() + self._filters_text()
+
+    def _filters_text(self) -> str:
+        """The `.where(...)` calls that made this space from its unfiltered one, as written."""
+        return "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})" for s in self._pred_sources)
 
 
 class _UnknownLength(SpaceError, TypeError):
@@ -323,7 +324,7 @@ class CartesianSpace(SearchSpace):
         if sampler is None:
             from .space_sampling import FactorizedSampler
 
-            sampler = FactorizedSampler(self._names, self._values, self._preds, factorize=self._rejection_fails())
+            sampler = FactorizedSampler.for_space(self._names, self._values, self._preds)
             self._set(_sampler=sampler)
         config = sampler.draw(rng, _SAMPLE_TRIES)
         if config is not None:
@@ -341,22 +342,11 @@ class CartesianSpace(SearchSpace):
                          f"keep too small a part of the product to sample by rejection. To sample it, {fix}, or "
                          "tighten the axes instead of filtering")
 
-    def _rejection_fails(self) -> bool:
-        """Whether plain rejection would refuse most draws: fewer than 1% of `_PROBE_DRAWS` configs of the product,
-        drawn with a fixed seed of their own (not the caller's), pass the filters."""
-        if not self._preds:
-            return False
-        probe = random.Random(0)
-        passed = sum(self._passes(Config({n: v[probe.randrange(len(v))] for n, v in zip(self._names, self._values)}))
-                     for _ in range(_PROBE_DRAWS))
-        return passed < _PROBE_DRAWS // 100
-
     def _outline(self) -> str:
         """The space in a line: each axis's size and first values, and its filters (an error message's view)."""
         axes = ", ".join(f"{n}=({', '.join(map(repr, v[:3]))}{', ...' if len(v) > 3 else ''}: {len(v)} values)"
                          for n, v in self._axes.items())
-        return f"CartesianSpace({axes})" + "".join(f".where({s!r})" if isinstance(s, str) else f".where({s})"
-                                                   for s in self._pred_sources)
+        return f"CartesianSpace({axes})" + self._filters_text()
 
     def neighbours(self, config: Config) -> list[Config]:
         """The configs one step away along one axis (the previous or next value), that pass the filters."""

@@ -2,7 +2,7 @@
 
 Rejection alone (draw a config of the product, redraw while a filter refuses it) fails on a filter that keeps a
 small share of the product, such as `$B == $C and $C == $D` over three 100-value axes (one config in 10^4). So for a
-space whose filters keep under 1% of its product (CartesianSpace decides, by a probe with its own seed), the
+space whose filters keep under 1% of its product (`for_space` decides, by a probe with its own seed), the
 `$X` filters are split into the clauses their top-level `and` joins, each clause reads known fields, and the axes
 read together form groups; each group's valid value combinations are listed once, by backtracking that checks a
 clause as soon as the fields it reads are chosen (20,000 checks for that example instead of 10^6). A config is
@@ -12,13 +12,15 @@ The result is uniform over the configs that pass every filter.
 """
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Optional, Sequence
 
 from .config import Config
 from .template import WhereString
 
-__all__ = ["FactorizedSampler", "GROUP_CHECKS_LIMIT", "GROUP_KEEP_LIMIT"]
+__all__ = ["FactorizedSampler", "GROUP_CHECKS_LIMIT", "GROUP_KEEP_LIMIT", "PROBE_DRAWS"]
 
+PROBE_DRAWS = 1_000            # configs of the product a space tries once to choose how it samples
 GROUP_CHECKS_LIMIT = 200_000   # clause checks a group's listing may take before it is left to rejection
 GROUP_KEEP_LIMIT = 100_000     # valid combinations a listed group may keep
 
@@ -29,7 +31,21 @@ class _TooLarge(Exception):
 
 class FactorizedSampler:
     """Samples `CartesianSpace` configs uniformly: listed groups of axes for the `$X` clauses, rejection for the
-    rest. Built once per space, on its first sample."""
+    rest. Built once per space, on its first sample (`for_space`)."""
+
+    @classmethod
+    def for_space(cls, names: Sequence[str], values: Sequence[Sequence[Any]],
+                  preds: Sequence[Callable[[Config], bool]]) -> "FactorizedSampler":
+        """The sampler a space of these axes and filters uses: plain rejection where at least 1% of `PROBE_DRAWS`
+        configs of the product, drawn with a fixed seed of their own (not the caller's), pass the filters; else
+        factorized. The choice depends on the space alone, so a seed draws the same configs whatever the space drew
+        before."""
+        if not preds:
+            return cls(names, values, preds, factorize=False)
+        probe = random.Random(0)
+        passed = sum(all(p(config) for p in preds) for config in (_product_draw(names, values, probe)
+                                                                  for _ in range(PROBE_DRAWS)))
+        return cls(names, values, preds, factorize=passed < PROBE_DRAWS // 100)
 
     def __init__(self, names: Sequence[str], values: Sequence[Sequence[Any]],
                  preds: Sequence[Callable[[Config], bool]], *, factorize: bool = True) -> None:
@@ -59,11 +75,6 @@ class FactorizedSampler:
         grouped = {name for group, _ in self.groups for name in group}
         self.free = [(n, v) for n, v in zip(self.names, self.values) if n not in grouped]
 
-    @property
-    def factorized(self) -> bool:
-        """Whether any group of axes is drawn from its listed combinations (else: plain rejection)."""
-        return bool(self.groups)
-
     def draw(self, rng: Any, tries: int) -> Optional[Config]:
         """A uniform config of the space, or None when `tries` draws were all refused (or the space is empty)."""
         if self.empty:
@@ -76,7 +87,7 @@ class FactorizedSampler:
                 fields.update((n, v[rng.randrange(len(v))]) for n, v in self.free)
                 config = Config({n: fields[n] for n in self.names})   # the space's field order
             else:          # the same draws as plain rejection always made: a seed picks the same configs
-                config = Config({n: v[rng.randrange(len(v))] for n, v in self.free})
+                config = _product_draw(self.names, self.values, rng)
             if all(p(config) for p in self.rejected_by):
                 return config
         return None
@@ -114,6 +125,11 @@ class FactorizedSampler:
 
         extend(0)
         return out
+
+
+def _product_draw(names: Sequence[str], values: Sequence[Sequence[Any]], rng: Any) -> Config:
+    """A uniform config of the unfiltered product: one value per axis, in axis order."""
+    return Config({n: v[rng.randrange(len(v))] for n, v in zip(names, values)})
 
 
 def _groups(names: tuple[str, ...], clauses: list[WhereString]) -> list[tuple[tuple[str, ...], list[WhereString]]]:
