@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# The GPU proof (issue 17) in phases that each fit one device command (under 10 minutes), in priority order.
+# The GPU proof (issue 17) in phases that each fit one device command, in priority order.
 #
 #   bench/gpu_suite.sh wheels     HERE, once: the wheels the GPU image lacks (msgspec, optuna and its needs) into .whl/
+#   bench/gpu_suite.sh plan       HERE or there: each phase's steps, their time limits and the device-time arithmetic
 #   bench/gpu_suite.sh core       ON THE GPU: the `gpu` tests, cold tuning vs triton.autotune (32 and 64 configs)
 #   bench/gpu_suite.sh quality    ON THE GPU: selection quality, cache-hit dispatch, determinism of cold tunings
 #   bench/gpu_suite.sh search     ON THE GPU: the matmul landscape (>= 500 configs), model search vs random on it,
 #                                 warm start from disk
-#   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks
+#   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks, the suite interpreted
 #
-# With the device tool: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
-# carry=[".whl"], timeout_s=600), then quality, then search, each called right after the last (the machine stays
-# warm 30 s): three phases of at most PHASE_BUDGET_S (450 s) and the machine's start fit the 30 device minutes.
+# A lent GPU comes with 15 minutes of device time per task, its start (a minute or two) included, and at most 10
+# minutes per command. Each phase's steps fit PHASE_BUDGET_S (320 s), so one task runs `core` and `quality` back to
+# back: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
+# carry=[".whl"], timeout_s=360), then the same with `quality` right after it (the machine stays warm 30 s), then
+# give_back; the next task with a GPU runs `search`, then `extra`.
 # Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
 # that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
 # here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
@@ -19,7 +22,7 @@ set -u
 cd "$(dirname "$0")/.."
 PHASE="${1:-}"
 PY="${PYTHON:-python3}"
-PHASE_BUDGET_S="${PHASE_BUDGET_S:-450}"
+PHASE_BUDGET_S="${PHASE_BUDGET_S:-320}"
 STARTED=$(date +%s)
 
 if [ "$PHASE" = "wheels" ]; then
@@ -29,7 +32,52 @@ if [ "$PHASE" = "wheels" ]; then
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
         "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
 fi
-case "$PHASE" in core|quality|search|extra) ;; *) echo "usage: $0 wheels|core|quality|search|extra" >&2; exit 2;; esac
+PHASES="core quality search extra"
+# Ten of bench_determinism's twenty shapes (M,N,K), one of each kind, so that two cold runs fit the phase: with ten
+# keys its 95% target means all ten.
+DETERMINISM_KEYS="512,512,512 4096,4096,4096 1000,1000,1000 16,4096,4096 256,4096,4096 8192,1024,1024 1024,1024,8192 3072,3072,768 2048,8192,2048 6144,1536,1536"
+
+phase_steps() {   # phase_steps PHASE: its steps, most important first (`step NAME LIMIT_S COMMAND...`)
+    case "$1" in
+    core)
+        step gpu_tests 105 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 90 --durations=10 tests/
+        step cold_tuning 210 "$PY" bench/bench_cold_tuning.py --configs 32 64
+        ;;
+    quality)
+        step selection_quality 90 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 15
+        step dispatch 35 "$PY" bench/bench_dispatch.py --calls 3000 --rounds 3 --gpu-calls 500
+        step determinism 190 "$PY" bench/bench_determinism.py --rounds 3 --rep-ms 10 --run-timeout-s 85 --keys $DETERMINISM_KEYS
+        ;;
+    search)
+        step record_landscape 150 "$PY" bench/record_landscape.py --max-minutes 2.1
+        step search_gpu 105 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
+        step warm_start 60 "$PY" bench/bench_warm_start.py --runs 3
+        ;;
+    extra)
+        step isolation 105 "$PY" bench/bench_isolation.py
+        step online 80 "$PY" bench/bench_online.py
+        # The suite's CPU tests use CPU tensors, which a real GPU launch refuses: they run through the interpreter
+        # here, the one run of the suite under the image's Python 3.12, torch 2.11 and Triton 3.6 (gpu tests skipped).
+        step suite_interpreted 130 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider --timeout 100 \
+            tests/ -k "not redis" --durations=5
+        ;;
+    esac
+}
+
+if [ "$PHASE" = "plan" ]; then   # what each phase runs and how long it may take, without running anything
+    step() { printf '  %-18s %4s s  %s\n' "$1" "$2" "${*:3}"; PLANNED=$(( PLANNED + $2 )); }
+    for p in $PHASES; do
+        PLANNED=0
+        echo "$p:"
+        phase_steps "$p"
+        echo "  = ${PLANNED} s of steps in a budget of ${PHASE_BUDGET_S} s"
+        if [ "$PLANNED" -gt "$PHASE_BUDGET_S" ]; then echo "!! phase $p does not fit PHASE_BUDGET_S"; exit 1; fi
+    done
+    echo "device time: a start of 1-2 min, then core and quality ($(( 2 * PHASE_BUDGET_S )) s and their setup) fit one"
+    echo "task's 15 minutes; search and extra go to the next task with a GPU. Call run with timeout_s $(( PHASE_BUDGET_S + 40 ))."
+    exit 0
+fi
+case " $PHASES " in *" $PHASE "*) ;; *) echo "usage: $0 wheels|plan|${PHASES// /|}" >&2; exit 2;; esac
 
 # The GPU image has torch, triton, filelock, tqdm, numpy, pytest and matplotlib; the rest travels as wheels.
 SITE_DIR="$PWD/.gpu-suite-site"   # private to this checkout (a shared /tmp path could be planted by another user)
@@ -62,6 +110,7 @@ from record_landscape import gpu_slug   # the one slug rule: record_landscape wr
 print(gpu_slug(torch.cuda.get_device_name()) if torch.cuda.is_available() else "no_gpu")
 EOF
 )
+if [ -z "$SLUG" ]; then echo "!! could not name the GPU (bench/record_landscape.py's gpu_slug): nothing to run"; exit 1; fi
 DEST="bench/results/${SLUG}"
 LOGS="${DEST}/logs"
 mkdir -p "$LOGS"
@@ -69,6 +118,7 @@ mkdir -p "$LOGS"
 step() {   # step NAME LIMIT_S COMMAND...: run it with its log, unless the phase has no room left for LIMIT_S
     local name="$1" limit="$2"; shift 2
     local left=$(( PHASE_BUDGET_S - ($(date +%s) - STARTED) ))
+    if [ "$left" -lt 0 ]; then left=0; fi
     if [ "$left" -lt "$limit" ]; then
         echo "== ${name}: skipped, ${left} s left in the phase and it may take ${limit} s" | tee -a "${LOGS}/${PHASE}.log"
         return 0
@@ -104,29 +154,5 @@ trap on_exit EXIT
     echo "commit ${AUTOTUNE_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 } 2>&1 | tee "${LOGS}/env-${PHASE}.log"
 
-case "$PHASE" in
-core)
-    step gpu_tests 200 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 150 --durations=10 tests/
-    step cold_tuning_32 100 "$PY" bench/bench_cold_tuning.py --configs 32
-    step cold_tuning_64 170 "$PY" bench/bench_cold_tuning.py --configs 64
-    ;;
-quality)
-    step selection_quality 150 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 20
-    step dispatch 45 "$PY" bench/bench_dispatch.py --calls 5000 --rounds 5 --gpu-calls 1000
-    step determinism 240 "$PY" bench/bench_determinism.py --rounds 6 --rep-ms 15 --run-timeout-s 100
-    ;;
-search)
-    step record_landscape 240 "$PY" bench/record_landscape.py --max-minutes 3.7
-    step search_gpu 125 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
-    step warm_start 75 "$PY" bench/bench_warm_start.py --runs 3
-    ;;
-extra)
-    step isolation 150 "$PY" bench/bench_isolation.py
-    step online 120 "$PY" bench/bench_online.py
-    # The suite's CPU tests use CPU tensors, which a real GPU launch refuses: they run through the interpreter here,
-    # the one run of the whole suite under the image's Python 3.12, torch 2.11 and Triton 3.6 (gpu tests skipped).
-    step suite_interpreted 230 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 tests/ \
-        -k "not redis" --durations=5
-    ;;
-esac
+phase_steps "$PHASE"
 echo "phase ${PHASE} done in $(( $(date +%s) - STARTED )) s"

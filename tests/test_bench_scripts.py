@@ -70,3 +70,75 @@ def test_every_benchmark_script_starts():
     result = subprocess.run([sys.executable, "-c", code, *map(str, SCRIPTS)], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def _suite(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "bench" / "gpu_suite.sh"), *args], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHON=sys.executable, **env))
+
+
+def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
+    """`gpu_suite.sh plan` lists each phase's steps; every phase fits its budget (two phases and a machine's start
+    fit a task's 15 device minutes), and every option a step passes to a benchmark is one that script takes, so a
+    renamed option fails here rather than after the GPU's start."""
+    plan = _suite("plan")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    phases = [line[:-1] for line in plan.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert phases == ["core", "quality", "search", "extra"]
+    assert plan.stdout.count("s of steps in a budget of 320 s") == 4
+    over = _suite("plan", PHASE_BUDGET_S="250")
+    assert over.returncode == 1 and "!! phase core does not fit PHASE_BUDGET_S" in over.stdout
+
+    options: dict[str, set[str]] = {}
+    for line in plan.stdout.splitlines():
+        words = line.split()
+        scripts = [w for w in words if w.startswith("bench/") and w.endswith(".py")]
+        if scripts:
+            options.setdefault(scripts[0], set()).update(w for w in words if w.startswith("--"))
+    assert len(options) == 9, sorted(options)
+    code = ("import contextlib, io, json, runpy, sys\n"
+            "helps = {}\n"
+            "for script in sys.argv[1:]:\n"
+            "    sys.argv, out = [script, '--help'], io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+            "        runpy.run_path(script, run_name='__main__')\n"
+            "    helps[script] = out.getvalue()\n"
+            "print(json.dumps(helps))\n")
+    env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH"))
+                                          if p))
+    result = subprocess.run([sys.executable, "-c", code, *options], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+
+    helps = json.loads(result.stdout.splitlines()[-1])
+    unknown = {s: sorted(o for o in opts if o not in helps[s].split() and f"{o}," not in helps[s]
+                         and not any(w.startswith(o + "=") or w.startswith(o + "[") for w in helps[s].split()))
+               for s, opts in options.items()}
+    assert not any(unknown.values()), unknown
+
+
+def test_gpu_suite_skips_what_its_budget_has_no_room_for_and_packs_the_results(tmp_path):
+    """A phase run with no time left skips each step, saying so, and still packs its folder into $OUT (what comes
+    back from the device even when a step is cut off). Run from a copy: the suite writes under its checkout."""
+    copy = tmp_path / "checkout"
+    (copy / "bench").mkdir(parents=True)
+    for name in ("gpu_suite.sh", "record_landscape.py", "common.py"):
+        (copy / "bench" / name).write_bytes((ROOT / "bench" / name).read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    result = subprocess.run(["bash", str(copy / "bench" / "gpu_suite.sh"), "quality"], capture_output=True,
+                            text=True, timeout=300, env=dict(os.environ, PYTHON=sys.executable, PHASE_BUDGET_S="0",
+                                                             OUT=str(out), AUTOTUNE_BENCH_COMMIT="abc1234"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for step in ("selection_quality", "dispatch", "determinism"):
+        assert f"== {step}: skipped, 0 s left in the phase" in result.stdout
+    import tarfile
+
+    with tarfile.open(out / "quality.tar.gz") as packed:
+        names = packed.getnames()
+        log = packed.extractfile("no_gpu/logs/quality.log").read().decode()
+        env_log = packed.extractfile("no_gpu/logs/env-quality.log").read().decode()
+    assert "no_gpu/logs/quality.log" in names and log.count("skipped") == 3
+    assert "commit abc1234" in env_log and "autotune from" in env_log
