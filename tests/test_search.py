@@ -699,3 +699,56 @@ except OptionError as exc:
     assert res.returncode == 0, res.stderr
     assert "auto: local" in res.stdout
     assert "model: strategy='model' on add_kernel uses optuna: pip install 'autotune[search]'" in res.stdout
+
+
+def test_the_model_s_climb_keeps_its_best_while_the_best_s_neighbours_are_in_flight():
+    """restarts_early=False (the model search's final climb): with its best config's neighbours all proposed and
+    none measured yet, an ask proposes the neighbours of the climb's next best config (the pool stays busy)
+    instead of restarting; the climb keeps its best, and a better neighbour's result moves it at once, while the
+    others are still in flight. The default restarts there, as test_local_search_restarts_its_climb_at_a_local_optimum
+    shows."""
+    s = LocalSearch(_line(), seed=0, seeds=[_a(50), _a(20)], start=2, restarts_early=False)
+    s.ask(2)
+    s.tell(_a(50), 1.0)
+    s.tell(_a(20), 2.0)
+    assert set(s.ask(2)) == {_a(49), _a(51)} and s.in_flight == 2
+    assert set(s.ask(4)) == {_a(19), _a(21)} and s.in_flight == 4      # around A=20, the next best: no restart
+    s.tell(_a(49), 0.5)
+    assert s.ask(4) == [_a(48)]                              # from A=49, with A=51, 19 and 21 still in flight
+    for config in (_a(51), _a(19), _a(21)):
+        s.tell(config, 3.0)
+    s.tell(_a(48), 0.7)                                      # A=49 is a local optimum, nothing in flight: restart
+    restart, = s.ask(4)
+    assert restart not in s.results
+
+
+def test_a_search_spends_its_whole_budget_through_both_pipelines(landscape):
+    """Through the tuner's pipeline (a compile pool of real threads, and the replay's inline one), a search tries
+    exactly its budget: the model's climb and a local search keep proposing while results are in flight."""
+    pytest.importorskip("optuna")
+    run = replay_once(landscape, "model", budget=40, seed=1, workers=8)
+    assert run["evaluations"] == 40
+    kernel = autotune(space=CartesianSpace(BLOCK=[32, 64, 128], A=range(6), B=range(6), C=[0]), key=["n"],
+                      grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=2, warmup=0, reps=2, refine_topk=0,
+                                                              strategy="local", max_configs=30, seed=2))(add_kernel)
+    call(kernel, 300)
+    record = kernel.record()
+    assert record.strategy == "local" and len([t for t in record.trials if t.ok]) == 30
+
+
+def test_the_model_search_s_final_climb_keeps_its_best_while_its_neighbours_are_in_flight():
+    """Past 3/4 of the budget, with the best config's neighbours all proposed and none measured, the model search
+    proposes neighbours of its next best configs, not a random restart."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(30), B=range(30), C=range(30))
+    opt = Config(A=7, B=20, C=3)
+    cost = _l1_to(opt)
+    strategy = make_strategy("model", space, seed=0, seeds=[opt], budget=80)
+    while len(strategy.tried) < 60:
+        for config in strategy.ask(4):
+            strategy.tell(config, cost(config))
+    around_best = strategy.ask(20)
+    assert set(around_best) == {c for c in space.neighbours(opt) if c not in strategy.results}
+    meanwhile = strategy.ask(4)
+    runners_up = sorted(((ms, c) for c, ms in strategy.results.items() if c != opt), key=lambda item: item[0])
+    assert len(meanwhile) == 4 and all(any(m in space.neighbours(c) for _, c in runners_up[:8]) for m in meanwhile)

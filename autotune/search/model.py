@@ -1,5 +1,6 @@
 """Model-based search: optuna's TPE sampler (a surrogate model of good and bad configs) through its ask/tell
-interface, then a local search around the best config for the end of the budget.
+interface, then a local search around the best config for the end of the budget (one that keeps its climb while
+results are in flight: the model has explored, the end of the budget refines).
 
 Why optuna: a well-kept optimiser with a seeded, dependency-light sampler that handles categorical axes and
 batches (`constant_liar`), and lets configs found elsewhere (seeds, the local phase) be told to the model
@@ -55,7 +56,8 @@ class ModelSearch(SearchStrategy):
                                                  multivariate=True, constant_liar=True)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[Config, Any] = {}       # config -> its open optuna trial
-        self._local = LocalSearch(space, seed=self.rng.randrange(2**31), budget=self.budget, start=0)
+        self._local = LocalSearch(space, seed=self.rng.randrange(2**31), budget=self.budget, start=0,
+                                  restarts_early=False)
         self._local_started = False
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()}
