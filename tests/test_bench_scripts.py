@@ -4,9 +4,11 @@ use autotune's public API only (a private name they reached was renamed once, an
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,28 +50,36 @@ def test_the_private_reach_check_finds_one(tmp_path):
     assert sorted(r.split(": ", 1)[1] for r in private_reaches(probe, tmp_path)) == ["._named_args", "import _private"]
 
 
-def test_every_benchmark_script_starts():
-    """`--help` of each script in one process (torch and triton imported once): its imports resolve and its
-    arguments parse, so a renamed autotune module or option fails here, not on the GPU."""
-    code = ("import runpy, sys\n"
-            "failed = []\n"
+def _helps(scripts) -> dict[str, dict]:
+    """Each script's `--help`, run in one process (torch and triton imported once): {script: {"help": its
+    output, "problem": why it did not print its help and exit 0, or None}}."""
+    code = ("import contextlib, io, json, runpy, sys\n"
+            "found = {}\n"
             "for script in sys.argv[1:]:\n"
-            "    sys.argv = [script, '--help']\n"
+            "    sys.argv, out, problem = [script, '--help'], io.StringIO(), 'ran instead of printing its help'\n"
             "    try:\n"
-            "        runpy.run_path(script, run_name='__main__')\n"
-            "        failed.append(f'{script}: ran instead of printing its help')\n"
+            "        with contextlib.redirect_stdout(out):\n"
+            "            runpy.run_path(script, run_name='__main__')\n"
             "    except SystemExit as exc:\n"
-            "        if exc.code not in (0, None):\n"
-            "            failed.append(f'{script}: exit {exc.code}')\n"
+            "        problem = None if exc.code in (0, None) else f'exit {exc.code}'\n"
             "    except BaseException as exc:\n"
-            "        failed.append(f'{script}: {type(exc).__name__}: {exc}')\n"
-            "print('FAILED', failed) if failed else print('OK')\n")
+            "        problem = f'{type(exc).__name__}: {exc}'\n"
+            "    found[script] = {'help': out.getvalue(), 'problem': problem}\n"
+            "print(json.dumps(found))\n")
     env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH"))
                                           if p))
-    result = subprocess.run([sys.executable, "-c", code, *map(str, SCRIPTS)], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-c", code, *map(str, scripts)], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_every_benchmark_script_starts():
+    """`--help` of each script: its imports resolve and its arguments parse, so a renamed autotune module or
+    option fails here, not on the GPU."""
+    problems = {script: found["problem"] for script, found in _helps(SCRIPTS).items() if found["problem"]}
+    assert problems == {}
 
 
 def _suite(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -96,23 +106,7 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
         if scripts:
             options.setdefault(scripts[0], set()).update(w for w in words if w.startswith("--"))
     assert len(options) == 9, sorted(options)
-    code = ("import contextlib, io, json, runpy, sys\n"
-            "helps = {}\n"
-            "for script in sys.argv[1:]:\n"
-            "    sys.argv, out = [script, '--help'], io.StringIO()\n"
-            "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
-            "        runpy.run_path(script, run_name='__main__')\n"
-            "    helps[script] = out.getvalue()\n"
-            "print(json.dumps(helps))\n")
-    env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH"))
-                                          if p))
-    result = subprocess.run([sys.executable, "-c", code, *options], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    import json
-
-    helps = json.loads(result.stdout.splitlines()[-1])
+    helps = {script: found["help"] for script, found in _helps(options).items()}
     unknown = {s: sorted(o for o in opts if o not in helps[s].split() and f"{o}," not in helps[s]
                          and not any(w.startswith(o + "=") or w.startswith(o + "[") for w in helps[s].split()))
                for s, opts in options.items()}
@@ -134,8 +128,6 @@ def test_gpu_suite_skips_what_its_budget_has_no_room_for_and_packs_the_results(t
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for step in ("selection_quality", "dispatch", "determinism"):
         assert f"== {step}: skipped, 0 s left in the phase" in result.stdout
-    import tarfile
-
     with tarfile.open(out / "quality.tar.gz") as packed:
         names = packed.getnames()
         log = packed.extractfile("no_gpu/logs/quality.log").read().decode()
