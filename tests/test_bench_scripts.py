@@ -96,8 +96,12 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
     phases = [line[:-1] for line in plan.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
     assert phases == ["core", "quality", "search", "extra"]
     assert plan.stdout.count("s of steps in a budget of 320 s") == 4
-    over = _suite("plan", PHASE_BUDGET_S="250")
-    assert over.returncode == 1 and "!! phase core does not fit PHASE_BUDGET_S" in over.stdout
+    assert "take at most 840 s of a task's 900" in plan.stdout
+    over = _suite("plan", PHASE_BUDGET_S="250")            # every phase is checked, not only the first
+    assert over.returncode == 1 and over.stdout.count("does not fit PHASE_BUDGET_S") == 4
+    too_long = _suite("plan", PHASE_BUDGET_S="450")        # the phases fit, two of them do not fit a task
+    assert too_long.returncode == 1 and "do not fit a task's 900 s" in too_long.stdout
+    assert _suite("core quality").returncode == 2          # one phase at a time, named exactly
 
     options: dict[str, set[str]] = {}
     for line in plan.stdout.splitlines():

@@ -719,12 +719,15 @@ def test_the_model_s_climb_keeps_its_best_while_the_best_s_neighbours_are_in_fli
         s.tell(config, 3.0)
     s.tell(_a(48), 0.7)                                      # A=49 is a local optimum, nothing in flight: restart
     restart, = s.ask(4)
-    assert restart not in s.results
+    s.tell(restart, 9.0)                                     # the climb was reset: it goes on from the restart,
+    k = restart["A"]                                         # the worst config measured, not from A=49
+    expected = {_a(j) for j in (k - 1, k + 1) if 0 <= j < 100 and _a(j) not in s.tried}
+    assert expected and set(s.ask(4)) == expected
 
 
 def test_a_search_spends_its_whole_budget_through_both_pipelines(landscape):
     """Through the tuner's pipeline (a compile pool of real threads, and the replay's inline one), a search tries
-    exactly its budget: the model's climb and a local search keep proposing while results are in flight."""
+    exactly its budget (a guard for the climbs' proposals while results are in flight; it passed before too)."""
     pytest.importorskip("optuna")
     run = replay_once(landscape, "model", budget=40, seed=1, workers=8)
     assert run["evaluations"] == 40
@@ -752,3 +755,22 @@ def test_the_model_search_s_final_climb_keeps_its_best_while_its_neighbours_are_
     meanwhile = strategy.ask(4)
     runners_up = sorted(((ms, c) for c, ms in strategy.results.items() if c != opt), key=lambda item: item[0])
     assert len(meanwhile) == 4 and all(any(m in space.neighbours(c) for _, c in runners_up[:8]) for m in meanwhile)
+
+
+def test_the_model_s_climb_asks_each_centre_s_neighbours_of_the_space_once():
+    """`space.neighbours` can be slow (a FixedSpace scans its configs): the climb keeps each centre's neighbours,
+    and skips a centre none of whose neighbours is left untried, so asks while results are in flight stay cheap."""
+    calls = []
+
+    class Counting(CartesianSpace):
+        def neighbours(self, config):
+            calls.append(config)
+            return super().neighbours(config)
+
+    s = LocalSearch(Counting(A=range(100)), seed=0, seeds=[_a(50), _a(20)], start=2, restarts_early=False)
+    s.ask(2)
+    s.tell(_a(50), 1.0)
+    s.tell(_a(20), 2.0)
+    for _ in range(10):                     # nothing more is told: each ask works further around the climb
+        s.ask(2)
+    assert len(calls) == len(set(calls))

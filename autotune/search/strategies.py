@@ -91,12 +91,14 @@ class LocalSearch(SearchStrategy):
     axis, one step); when none of them is left untried, restart from a random config. The first climb starts
     from the seeds, else from `start` random configs.
 
-    `restarts_early=False` (the model search's final climb) restarts only once the best config's neighbours
-    are measured: while they are in flight it keeps the compile pool busy with the untried neighbours of the
-    climb's next best configs and keeps its best. The default restarts as soon as they are all proposed, which
-    explores more. Measured on the replayed landscapes (bench/README.md): keeping the climb helps the model's
-    final quarter on both convolutions and costs nothing on pnpoly, but alone, without the model's
-    exploration, it loses pnpoly runs that the restarts rescue."""
+    `restarts_early=False` (the model search's final climb) never restarts while results are in flight (in
+    the tuner's pipeline, which keeps proposals ahead of the measurements, that is until the budget ends): when
+    the best config's neighbours are all proposed it proposes the untried neighbours of the climb's next best
+    configs, then random configs, and its best stays the centre, so a result that beats it moves the climb at
+    once. The default restarts (forgetting the climb) as soon as they are all proposed, which explores more.
+    Measured on the replayed landscapes (bench/README.md): keeping the climb helps the model's final quarter on
+    both convolutions and costs nothing on pnpoly, but alone, without the model's exploration, it loses pnpoly
+    runs that the restarts rescue."""
 
     name = "local"
 
@@ -105,6 +107,8 @@ class LocalSearch(SearchStrategy):
         self.start = start
         self.restarts_early = restarts_early
         self._climb: dict[Config, Optional[float]] = {}     # results since the last restart
+        self._neighbours: dict[Config, list[Config]] = {}    # a centre's neighbours (a FixedSpace's are a scan)
+        self._exhausted: set[Config] = set()                 # centres with no untried neighbour left, for good
 
     def tell(self, config: Config, median_ms: Optional[float]) -> None:
         super().tell(config, median_ms)
@@ -119,6 +123,8 @@ class LocalSearch(SearchStrategy):
         self._climb[config] = value
 
     def _propose(self, n: int) -> Iterable[Config]:
+        if n <= 0:
+            return []
         ok = sorted(((ms, c) for c, ms in self._climb.items() if ms is not None), key=lambda item: item[0])
         if not ok:
             return self._random_untried(n) if len(self.tried) < self.start or not self._climb else \
@@ -128,6 +134,8 @@ class LocalSearch(SearchStrategy):
             return frontier
         if self.in_flight and not self.restarts_early:   # its neighbours measure: work around the next best
             for _, centre in ok[1:]:
+                if centre in self._exhausted:
+                    continue
                 frontier += self._untried_neighbours(centre, n - len(frontier), besides=frontier)
                 if len(frontier) >= n:
                     break
@@ -137,8 +145,12 @@ class LocalSearch(SearchStrategy):
 
     def _untried_neighbours(self, centre: Config, n: int, besides: Iterable[Config] = ()) -> list[Config]:
         """Up to `n` of `centre`'s untried neighbours, in a seeded random order."""
+        if centre not in self._neighbours:
+            self._neighbours[centre] = self.space.neighbours(centre)
         taken = set(besides)
-        frontier = [c for c in self.space.neighbours(centre) if c not in self.tried and c not in taken]
+        frontier = [c for c in self._neighbours[centre] if c not in self.tried and c not in taken]
+        if not frontier and not taken:
+            self._exhausted.add(centre)
         self.rng.shuffle(frontier)
         return frontier[:n]
 
