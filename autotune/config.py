@@ -48,6 +48,13 @@ def _identity(fields: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset((name, value_identity(value)) for name, value in fields.items())
 
 
+def _fill(config: "Config", fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> None:
+    """Set a new Config's slots (a function, not a method: no name of a config's fields is taken from it)."""
+    object.__setattr__(config, "_fields", fields)
+    object.__setattr__(config, "_identity", identity)
+    object.__setattr__(config, "_hash", hash(identity))
+
+
 class Config(Mapping[str, Any]):
     """An immutable, hashable mapping of field -> value with attribute access (`cfg.BLOCK_M`).
 
@@ -68,19 +75,14 @@ class Config(Mapping[str, Any]):
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpaceError(f"config field name {name!r} is not a Python identifier")
             clean[name] = check_json_value(name, value)
-        identity = _identity(clean)
-        object.__setattr__(self, "_fields", clean)
-        object.__setattr__(self, "_identity", identity)
-        object.__setattr__(self, "_hash", hash(identity))
+        _fill(self, clean, _identity(clean))
 
     @classmethod
     def from_checked(cls, fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> "Config":
         """A Config of fields already checked (`check_json_value`, identifier names) and their `value_identity`
         pairs, taken as they are: how a Cartesian space builds its configs without checking each value again."""
         config = object.__new__(cls)
-        object.__setattr__(config, "_fields", fields)
-        object.__setattr__(config, "_identity", identity)
-        object.__setattr__(config, "_hash", hash(identity))
+        _fill(config, fields, identity)
         return config
 
     # Mapping protocol

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .errors import OptionError, SpaceError, did_you_mean
@@ -16,31 +16,33 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)   # np.int32(4) too
 
 
+# Triton's common compile options checked here: what a valid value is, and what to say of any other.
+_OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "num_warps": (lambda v: _is_int(v) and v >= 1 and v & (v - 1) == 0,
+                  "num_warps must be a power of two (1, 2, 4, 8, 16 or 32), as Triton requires"),
+    "num_stages": (lambda v: _is_int(v) and v >= 0, "num_stages must be an int >= 0 (pipelining depth; 2 to 5 is usual)"),
+    "num_ctas": (lambda v: _is_int(v) and v >= 1,
+                 "num_ctas must be an int >= 1 (CTAs per cluster; 1 unless you use clusters on sm_90+)"),
+    "maxnreg": (lambda v: v is None or (_is_int(v) and v >= 1),
+                "maxnreg must be None or an int >= 1 (registers per thread)"),
+}
+
+
 def compile_option_problem(name: str, value: Any) -> str | None:
     """What is wrong with a value of one of Triton's common compile options (None: nothing, or an option not
     checked here). The interpreter ignores these options, so without this check a space developed on a CPU
     fails config by config on the GPU."""
-    if name == "num_warps" and not (_is_int(value) and value >= 1 and value & (value - 1) == 0):
-        return "num_warps must be a power of two (1, 2, 4, 8, 16 or 32), as Triton requires"
-    if name == "num_stages" and not (_is_int(value) and value >= 0):
-        return "num_stages must be an int >= 0 (pipelining depth; 2 to 5 is usual)"
-    if name == "num_ctas" and not (_is_int(value) and value >= 1):
-        return "num_ctas must be an int >= 1 (CTAs per cluster; 1 unless you use clusters on sm_90+)"
-    if name == "maxnreg" and not (value is None or (_is_int(value) and value >= 1)):
-        return "maxnreg must be None or an int >= 1 (registers per thread)"
-    return None
-
-
-_CHECKED_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})   # compile_option_problem's
+    rule = _OPTION_RULES.get(name)
+    return None if rule is None or rule[0](value) else rule[1]
 
 
 def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
     """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the
     sample; only the options compile_option_problem checks, each pair once (by repr: 1 and True are two)."""
     if space.lazy and isinstance(space, CartesianSpace):
-        pairs = [(name, value) for name, values in space.axes.items() if name in _CHECKED_OPTIONS for value in values]
+        pairs = [(name, value) for name, values in space.axes.items() if name in _OPTION_RULES for value in values]
     else:
-        names = _CHECKED_OPTIONS & space.fields()
+        names = _OPTION_RULES.keys() & space.fields()
         pairs = [(name, config[name]) for config in configs for name in names if name in config]
     return list({(name, repr(value)): (name, value) for name, value in pairs}.values())
 

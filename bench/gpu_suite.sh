@@ -24,7 +24,6 @@ cd "$(dirname "$0")/.."
 PHASE="${1:-}"
 PY="${PYTHON:-python3}"
 PHASE_BUDGET_S="${PHASE_BUDGET_S:-320}"
-STARTED=$(date +%s)
 
 if [ "$PHASE" = "wheels" ]; then
     rm -rf .whl && mkdir -p .whl
