@@ -422,6 +422,11 @@ class UnionSpace(SearchSpace):
     def __init__(self, first: SearchSpace, second: SearchSpace) -> None:
         self._set(_parts=(first, second))
 
+    @property
+    def parts(self) -> tuple[SearchSpace, SearchSpace]:
+        """The two spaces joined (each may itself be a union); the union's own filters apply on top of them."""
+        return self._parts
+
     def _iter_all(self) -> Iterator[Config]:
         return _dedup(itertools.chain(*self._parts))
 

@@ -225,6 +225,7 @@ def test_union_order_and_duplicates():
     assert ({"A": (7,)} + a).configs()[0] == Config(A=7)
     assert u.where("$A > 1").configs() == [Config(A=2), Config(A=3)]
     assert u.fields() == frozenset({"A"})
+    assert u.parts == (a, b) and u.where("$A > 1").parts == (a, b)   # the union's filter applies on top
 
 
 def test_union_with_garbage_is_type_error():

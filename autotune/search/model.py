@@ -17,7 +17,7 @@ import warnings
 from typing import Any, Iterable, Optional
 
 from ..errors import OptionError
-from ..space import Config, SearchSpace
+from ..space import Config, SearchSpace, UnionSpace
 from .strategies import LocalSearch, SearchStrategy
 
 __all__ = ["ModelSearch", "optuna_available"]
@@ -130,7 +130,6 @@ def _axes_of(space: SearchSpace) -> dict[str, tuple]:
 
 def _parts(space: SearchSpace) -> list[SearchSpace]:
     """The leaves of a union of spaces (the space itself when it is not a union)."""
-    inner = getattr(space, "_parts", None)
-    if isinstance(inner, (list, tuple)) and inner:
-        return [leaf for part in inner for leaf in _parts(part)]
+    if isinstance(space, UnionSpace):
+        return [leaf for part in space.parts for leaf in _parts(part)]
     return [space]
