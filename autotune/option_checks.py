@@ -211,6 +211,18 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
     from .errors import IsolationWarning
     from .options import env_isolate, isolate_setting
 
+    isolating = [text for text, given in (("isolate='process'", tuning.isolate == "process"),
+                                          (f"trial_timeout_s={tuning.trial_timeout_s!r}",
+                                           tuning.trial_timeout_s is not None)) if given]
+    if isolating and (tuning.mode == "online" or (tuning.mode is None and _env_says_online())):
+        message = (f"Tuning on {kernel}: mode='online' times candidates on real calls in this process, so "
+                   f"{' and '.join(isolating)} would not apply (a crashing or hanging candidate reaches the "
+                   "caller); drop them, or tune with mode='blocking', which isolates each trial")
+        if tuning.mode is None:     # AUTOTUNE_MODE=online: an environment switch warns, never fails a decoration
+            warnings.warn(f"autotune: {message} (AUTOTUNE_MODE=online; they are ignored)", IsolationWarning,
+                          stacklevel=4)
+        else:
+            raise OptionError(message)
     mode, source = isolate_setting(tuning, default_isolate)
     problems = []
     if mode == "off" and tuning.trial_timeout_s is not None:
@@ -228,6 +240,16 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
         warnings.warn(f"autotune: {message} (the timeout is ignored)", IsolationWarning, stacklevel=4)
         return
     raise OptionError(message)
+
+
+def _env_says_online() -> bool:
+    """Whether AUTOTUNE_MODE=online (a bad value is the call's error, raised where the mode is read, not here)."""
+    from .options import env_mode
+
+    try:
+        return env_mode() == "online"
+    except OptionError:
+        return False
 
 
 def check_static_options(kernel: str, static_options: Collection[str], compile_options: Collection[str],

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import OptionError, Reference, Tuning, autotune, stats
+from autotune import IsolationWarning, OptionError, Reference, Tuning, autotune, stats
 from autotune.errors import NoRecordError
 from autotune.storage import disk_entries
 from kernels_for_tests import record_launches
@@ -276,3 +276,21 @@ def test_threads_racing_to_the_first_online_call_share_one_tuner(monkeypatch):
         t.join(30)
     assert len(seen) == 8 and all(tuner is seen[0] for tuner in seen)
     assert kernel.online is seen[0]
+
+
+def test_isolation_asked_of_an_online_tuning_is_refused_or_warned(monkeypatch):
+    """Online tuning times candidates on real calls in this process: an isolate='process' or trial_timeout_s that
+    could never apply is refused at decoration (under AUTOTUNE_MODE=online, warned: a switch never fails it)."""
+    with pytest.raises(OptionError, match="mode='online'.*isolate='process' and trial_timeout_s=5.*mode='blocking'"):
+        online(isolate="process", trial_timeout_s=5)
+    with pytest.raises(OptionError, match="trial_timeout_s=2.5 would not apply"):
+        online(trial_timeout_s=2.5)
+    online(isolate="off")                              # what online tuning does anyway: accepted
+    monkeypatch.setenv("AUTOTUNE_MODE", "online")
+    plain = dict(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)")
+    with pytest.warns(IsolationWarning, match="AUTOTUNE_MODE=online; they are ignored"):
+        autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)
+    monkeypatch.setenv("AUTOTUNE_MODE", "bogus")       # the call reports a bad value; decorating is not its place
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)
