@@ -75,7 +75,8 @@ class CallSignature:
                                 "position and by keyword")
             tuned = sorted(kwargs.keys() & self.tuned)
             if tuned:
-                self._refuse_tuned(tuned, kwargs[tuned[0]], "", f"{tuned[0]}=")
+                self._refuse_tuned(tuned, kwargs[tuned[0]], "", f"{tuned[0]}=",
+                                   ", or from a triton.heuristics above @autotune that sets it")
         if not strict:
             return
         positional = [(n, v) for n, v in zip(self.arg_names, args) if n in self.tuned]
@@ -98,8 +99,8 @@ class CallSignature:
                             f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
                             f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
 
-    def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str) -> None:
+    def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str, also: str = "") -> None:
         example = f"{tuned[0]} == {value!r}"
         raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
-                          f"its search space for each config: drop {drop} from the call (to fix its value, narrow "
+                          f"its search space for each config: drop {drop} from the call{also} (to fix its value, narrow "
                           f"the space instead, e.g. .where('${example}'))")

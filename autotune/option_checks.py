@@ -14,7 +14,7 @@ from .template import to_grid
 
 __all__ = ["as_names", "as_derive", "check_argument_lists", "check_guarded_values", "check_hooks",
            "check_launch_grid", "check_hook_signatures", "check_key", "check_fallback",
-           "check_timeouts", "fallback_config"]
+           "check_timeouts", "fallback_config", "check_heuristic_overlap"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]],
@@ -267,6 +267,28 @@ def check_static_options(kernel: str, static_options: Collection[str], compile_o
         raise OptionError(f"@autotune({', '.join(f'{u}=...' for u in unknown)}) on {kernel}: not an argument of "
                           f"@autotune nor a Triton compile option; static options are compile options such as "
                           f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead.{hint}")
+
+
+def check_heuristic_overlap(kernel: str, tuned: Collection[str], heuristic: Collection[str], *,
+                            refuse: bool = True) -> None:
+    """A `triton.heuristics` under the tuner sets its values after a config's: a field that both the configs and
+    the heuristic set would launch every config with the heuristic's value, and the tuning would time identical
+    launches and store a winner that never ran. Refused (SpaceError), or warned where Triton's drop-in
+    (`compat`) keeps Triton's behaviour."""
+    both = sorted(set(tuned) & set(heuristic))
+    if not both:
+        return
+    names = ", ".join(map(repr, both))
+    message = (f"{names} of {kernel} is set both by its configs and by a triton.heuristics applied under the "
+               "autotuner, which runs after a config is chosen and overrides it: every config would launch with the "
+               f"heuristic's value. Remove {both[0]} from the configs (to let the heuristic choose it) or from the "
+               "heuristic (to tune it)")
+    if refuse:
+        raise SpaceError(message)
+    import warnings
+
+    warnings.warn(f"autotune: {message} (as triton.autotune, the heuristic's value is used)", UserWarning,
+                  stacklevel=5)
 
 
 def check_derive_names(kernel: str, derive: Mapping[str, Any], constexpr_names: Collection[str]) -> None:

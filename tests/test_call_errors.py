@@ -57,6 +57,12 @@ def test_tuned_field_passed_by_the_caller_is_refused_before_tuning():
     with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK"):
         tuned(x, x, torch.empty_like(x), 8, BLOCK=16)
     assert launches == []
+    import triton
+
+    above = triton.heuristics({"BLOCK": lambda args: 64})(tuned)     # the caller passes no BLOCK: the heuristic does
+    with pytest.raises(AutotuneError, match="drop BLOCK= from the call, or from a triton.heuristics above @autotune"):
+        above[(1,)](x, x, torch.empty_like(x), 8)
+    assert launches == []
 
 
 def test_float_size_with_a_cdiv_grid_blames_the_argument_not_the_grid():

@@ -309,3 +309,17 @@ def test_a_static_compile_option_of_the_wrong_form_is_an_option_error():
     with pytest.raises(OptionError, match=r"maxnreg=0 .*maxnreg must be None or an int >= 1"):
         deco(maxnreg=0)
     deco(num_warps=8, num_stages=0, num_ctas=1, maxnreg=None)     # what a GPU compiles is accepted
+
+
+def test_a_tuned_field_that_a_heuristic_under_autotune_also_sets_is_refused():
+    """triton.heuristics under @autotune runs after the config is chosen: every config would launch with the
+    heuristic's BLOCK, and the tuning would store a winner that never ran."""
+    import triton
+
+    under = triton.heuristics({"BLOCK": lambda args: 64})(add_kernel)
+    with pytest.raises(SpaceError, match=r"'BLOCK' of add_kernel is set both by its configs and by a "
+                                         r"triton.heuristics.*Remove BLOCK from the configs"):
+        autotune(space={"BLOCK": (16, 32)}, key=["n"])(under)
+    with pytest.raises(SpaceError, match="'BLOCK' of add_kernel is set both"):       # derive= sets it too
+        autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "32"})(under)
+    autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK: accepted
