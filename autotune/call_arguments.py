@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Optional
 
 from .compilers import backend_option_fields, compile_option_names
 from .errors import CallError, OptionError, did_you_mean
+from .space_checks import compile_option_problem
 
 if TYPE_CHECKING:
     from .record import TuningRecord
@@ -98,6 +99,11 @@ class CallSignature:
             raise CallError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
                             f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
                             f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
+        for name in sorted(kwargs):     # a launch option's value, checked as the space's (the interpreter ignores it)
+            problem = compile_option_problem(name, kwargs[name])
+            if problem:
+                raise CallError(f"{name}={kwargs[name]!r} passed to {self.kernel}: {problem}; fix the call (the "
+                                "interpreter ignores it, a GPU compile would refuse it in every config)")
 
     def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str, also: str = "") -> None:
         example = f"{tuned[0]} == {value!r}"

@@ -193,3 +193,19 @@ def test_the_keys_listed_by_a_missing_record_may_mix_types():
     with pytest.raises(NoRecordError, match=r"no record for key \(32, None\) in this process; the keys it has: "
                                             r"\[\(8, 1.5\), \(8, None\)\]"):
         tuned.record((32, None))
+
+
+def test_a_launch_option_passed_at_the_call_is_checked_as_in_the_space():
+    """num_warps=3 in a space is refused at decoration; passed at the call it was accepted, ignored by the
+    interpreter and refused by a GPU compile in every config (which then took the blame)."""
+    tuned, launches = _counting_add()
+    x = torch.ones(8)
+    with pytest.raises(CallError, match=r"num_warps=3 passed to add_kernel: num_warps must be a power of two.*fix "
+                                        r"the call"):
+        tuned(x, x, torch.empty_like(x), 8, num_warps=3)
+    with pytest.raises(CallError, match=r"maxnreg='a' passed to add_kernel: maxnreg must be None or an int"):
+        tuned(x, x, torch.empty_like(x), 8, maxnreg="a")
+    assert launches == []
+    out = torch.empty_like(x)
+    tuned(x, x, out, 8, num_warps=2)
+    torch.testing.assert_close(out, x + x)
