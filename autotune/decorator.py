@@ -22,7 +22,7 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
 from .inspection import KernelInspection
 from .option_checks import (as_derive, as_names, check_argument_lists, check_derive_names, check_fallback,
                             check_guarded_values, check_hook_signatures, check_hooks, check_key, check_launch_grid,
-                            check_heuristic_overlap, check_static_options, check_timeouts, fallback_config)
+                            check_heuristic_overlap, check_not_autotuned, check_static_options, check_timeouts, fallback_config)
 from .options import Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode
 from .process_group import active_mode
 from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
@@ -70,6 +70,7 @@ class Autotuned(KernelInspection, KernelInterface):
                                 "Put @autotune above @triton.jit.")
         python_fn = python_function(self.base_fn)
         self.name: str = python_fn.__name__
+        check_not_autotuned(self.name, fn, self.base_fn, Autotuned)
         self.arg_names: list[str] = list(self.base_fn.arg_names)
         self._arg_name_set = frozenset(self.arg_names)
         self.constexpr_names = constexpr_names(self.base_fn)

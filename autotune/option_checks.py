@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
-from .errors import ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
+from .errors import AutotuneError, ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 from .space import Config
@@ -14,7 +14,7 @@ from .template import to_grid
 
 __all__ = ["as_names", "as_derive", "check_argument_lists", "check_guarded_values", "check_hooks",
            "check_launch_grid", "check_hook_signatures", "check_key", "check_fallback",
-           "check_timeouts", "fallback_config", "check_heuristic_overlap"]
+           "check_timeouts", "fallback_config", "check_heuristic_overlap", "check_not_autotuned"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]],
@@ -289,6 +289,23 @@ def check_heuristic_overlap(kernel: str, tuned: Collection[str], heuristic: Coll
 
     warnings.warn(f"autotune: {message} (as triton.autotune, the heuristic's value is used)", UserWarning,
                   stacklevel=5)
+
+
+def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> None:
+    """Refuse an autotuner (`autotuned`, the drop-in's, whose `.tuner` is one, or Triton's) between `fn` and its
+    base kernel: it sets its fields at each launch, so an autotuner over it would time identical launches."""
+    from triton.runtime.autotuner import Autotuner
+
+    obj = fn
+    for _ in range(64):       # wrappers keep the kernel under them in `.fn` (triton.heuristics, the drop-in)
+        if obj is None or obj is base:
+            return
+        if isinstance(obj, (autotuned, Autotuner)) or isinstance(getattr(obj, "tuner", None), autotuned):
+            raise AutotuneError(f"{kernel} is already autotuned ({type(obj).__module__}.{type(obj).__name__} under "
+                                "this one): the inner autotuner sets its fields at each launch, so the outer one "
+                                "would time identical launches. Use one autotuner over both spaces (e.g. "
+                                "space=CartesianSpace(...) with every field)")
+        obj = getattr(obj, "fn", None)
 
 
 def check_derive_names(kernel: str, derive: Mapping[str, Any], constexpr_names: Collection[str]) -> None:

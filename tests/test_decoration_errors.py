@@ -323,3 +323,24 @@ def test_a_tuned_field_that_a_heuristic_under_autotune_also_sets_is_refused():
     with pytest.raises(SpaceError, match="'BLOCK' of add_kernel is set both"):       # derive= sets it too
         autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "32"})(under)
     autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK: accepted
+
+
+def test_autotune_over_an_already_autotuned_kernel_is_refused():
+    """The inner autotuner sets its fields at each launch: the outer one would time identical launches (and, with
+    a $BLOCK grid, said to write BLOCK without $, then that BLOCK was missing)."""
+    import triton
+
+    from autotune import compat
+
+    inner_kinds = {
+        "autotune.decorator.Autotuned": autotune(space={"BLOCK": (16, 32)}, key=["n"])(add_kernel),
+        "triton.runtime.autotuner.Autotuner": triton.autotune(configs=[triton.Config({"BLOCK": 16})],
+                                                              key=["n"])(add_kernel),
+        "autotune.compat.Autotuner": compat.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])(add_kernel),
+    }
+    for kind, inner in inner_kinds.items():
+        for outer in (inner, triton.heuristics({"UNUSED": lambda args: 0})(inner)):
+            with pytest.raises(AutotuneError, match=rf"add_kernel is already autotuned \({kind} under this one\)"):
+                autotune(space={"num_warps": (1, 2)}, key=["n"], grid="(1,)")(outer)
+    with pytest.raises(AutotuneError, match="already autotuned"):
+        compat.autotune(configs=[triton.Config({}, num_warps=2)], key=["n"])(inner_kinds["autotune.compat.Autotuner"])
