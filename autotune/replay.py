@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import heapq
 import json
+import math
 import random
 import statistics
 from concurrent.futures import Executor, Future
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ContextManager, Optional, cast
 
+from .config import value_identity
 from .errors import AutotuneError
 from .options import Strategy, Tuning
 from .record import TrialStatus
@@ -86,10 +88,14 @@ def load_landscape(path: str | Path) -> Landscape:
         doc = json.loads(data)
         axes = {str(k): tuple(v) for k, v in doc["tune_params"].items()}
         entries = {}
+        on_axis = {name: {value_identity(v) for v in values} for name, values in axes.items()}
         for raw in doc["cache"].values():
             config = Config({name: raw[name] for name in axes})
             entries[config] = {"time": raw["time"], "times": [float(t) for t in raw.get("times") or []],
                                "compile_time": float(raw.get("compile_time") or 0.0)}
+            problem = _entry_problem(axes, on_axis, config, entries[config])
+            if problem:
+                raise AutotuneError(f"landscape {path} records {dict(config)}: {problem}; fix or remove that entry")
         size = doc.get("problem_size")
         problem_size = tuple(size) if isinstance(size, list) else (size,) if isinstance(size, int) else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -97,6 +103,26 @@ def load_landscape(path: str | Path) -> Landscape:
                             f"{exc.__class__.__name__}: {exc}") from None
     return Landscape(str(path), str(doc.get("device_name", "unknown")), str(doc.get("kernel_name", path.stem)),
                      axes, entries, problem_size)
+
+
+def _entry_problem(axes: dict[str, tuple], on_axis: dict[str, set], config: Config, entry: dict) -> Optional[str]:
+    """What makes one recorded config unusable (None: nothing): a value off its axis (no search could reach it,
+    so no run could match the best), or a time, repetition or compile time that is not a finite number >= 0
+    (a NaN best made every ratio NaN and the JSON invalid)."""
+    for name, values in axes.items():
+        if value_identity(config[name]) not in on_axis[name]:
+            return f"{name}={config[name]!r} is not one of tune_params[{name!r}] {list(values)}"
+    time = entry["time"]
+    if isinstance(time, str):
+        numbers = entry["times"] + [entry["compile_time"]]
+    elif isinstance(time, (int, float)) and not isinstance(time, bool):
+        numbers = [float(time), *entry["times"], entry["compile_time"]]
+        if not time > 0:
+            return f"its time {time!r} is not a positive number of ms"
+    else:
+        return f"its time {time!r} is neither a number of ms nor a failure string"
+    bad = next((v for v in numbers if not math.isfinite(v) or v < 0), None)
+    return None if bad is None else f"it has {bad!r} among its times or compile time (finite numbers >= 0 only)"
 
 
 class _SimClock:
@@ -176,7 +202,7 @@ def replay_once(landscape: Landscape, strategy: str, budget: int, seed: int, wor
     from .search import make_strategy
 
     space = space if space is not None else landscape.space()
-    clock = _SimClock(workers)
+    clock = _SimClock(min(workers, max(1, budget)))   # a slot per config at most: more would never be used
     runner = _ReplayRunner(landscape, clock, random.Random(seed))
     tuning = Tuning(compile_workers=0, seed=seed, strategy=cast(Strategy, strategy),   # Tuning checks the name
                     max_configs=budget)

@@ -349,9 +349,10 @@ class CartesianSpace(SearchSpace):
         return f"CartesianSpace({axes})" + self._filters_text()
 
     def neighbours(self, config: Config) -> list[Config]:
-        """The configs one step away along one axis (the previous or next value), that pass the filters."""
+        """The configs one step away along one axis (the previous or next value), that pass the filters; none for
+        a config the space lacks (a value not on an axis, or one its filters refuse)."""
         positions = self._positions(config)
-        if positions is None:
+        if positions is None or not self._passes(config):
             return []
         out = []
         for name, values, i in zip(self._names, self._values, positions):

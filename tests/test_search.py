@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune import CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
+from autotune import AutotuneError, CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
 from autotune.space_input import as_space
 from autotune.replay import load_landscape, replay, replay_once
 from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
@@ -52,6 +52,7 @@ def test_a_billion_config_space_is_never_listed():
         # one step along each axis: BLOCK 32/128, B 1 (0 is the first value), C 6/8; A 9 and 11 are filtered out
         assert set(around) == {centre.replace(BLOCK=32), centre.replace(BLOCK=128), centre.replace(B=1),
                                centre.replace(C=6), centre.replace(C=8)}
+        assert space.neighbours(centre.replace(A=11)) == []                  # its filter refuses the centre itself
         space.checksum()
         assert tracemalloc.get_traced_memory()[1] < 20 * 2**20
     finally:
@@ -776,3 +777,44 @@ def test_the_model_s_climb_asks_each_centre_s_neighbours_of_the_space_once():
     for _ in range(10):                     # nothing more is told: each ask works further around the climb
         s.ask(2)
     assert len(calls) == len(set(calls))
+
+
+def _landscape_file(tmp_path, **entries) -> Path:
+    """A two-config landscape file, each entry's fields overridden by `entries` (by config name a1 / a2)."""
+    cache = {}
+    for a in (1, 2):
+        entry = {"a": a, "time": float(a), "times": [float(a)] * 3, "compile_time": 10.0}
+        entry.update(entries.get(f"a{a}", {}))
+        cache[str(a)] = entry
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"tune_params": {"a": [1, 2]}, "cache": cache}))
+    return path
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"a2": {"a": 3}}, r"records \{'a': 3\}: a=3 is not one of tune_params\['a'\] \[1, 2\]"),
+    ({"a1": {"time": float("nan")}}, r"records \{'a': 1\}: its time nan is not a positive number of ms"),
+    ({"a1": {"time": -1.0}}, r"its time -1.0 is not a positive number"),
+    ({"a1": {"time": None}}, r"its time None is neither a number of ms nor a failure string"),
+    ({"a1": {"times": [1.0, float("inf")]}}, r"it has inf among its times or compile time"),
+    ({"a2": {"time": "RuntimeFailedConfig", "compile_time": -5}}, r"it has -5.0 among its times or compile time"),
+])
+def test_a_landscape_with_an_unusable_entry_is_refused_naming_it(tmp_path, entry, message):
+    """An entry off the axes could never be proposed (every ratio was 2.0); a NaN time made the best NaN, every
+    ratio NaN and the JSON invalid."""
+    assert load_landscape(_landscape_file(tmp_path)).best_ms == 1.0
+    with pytest.raises(AutotuneError, match=message):
+        load_landscape(_landscape_file(tmp_path, **entry))
+
+
+def test_replay_checks_its_json_path_before_running_and_bounds_the_workers(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    base = [sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random", "--budget", "3",
+            "--seeds", "1"]
+    for target, why in ((tmp_path, "is a directory"), (tmp_path / "missing" / "out.json", "does not exist")):
+        res = subprocess.run([*base, "--json", str(target)], capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 2 and why in res.stderr and "SEED" not in res.stdout      # nothing was run
+    res = subprocess.run([*base, "--workers", "1000000000"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 2 and "over 4096" in res.stderr
+    landscape = load_landscape(LANDSCAPE)       # the function takes any count: slots beyond the budget are unused
+    assert replay_once(landscape, "random", 3, 0, workers=10**9) == replay_once(landscape, "random", 3, 0, workers=3)

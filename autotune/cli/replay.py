@@ -12,11 +12,20 @@ from .arguments import add_command
 
 __all__ = ["register"]
 
+MAX_WORKERS = 4096      # simulated compile workers: more than any build machine has, and each is a slot in a list
+
 
 def _run(args: argparse.Namespace) -> int:
     from ..errors import AutotuneError, OptionError
     from ..replay import load_landscape, replay
 
+    if args.json:       # before the runs: a path that cannot be written would lose them all
+        out = Path(args.json)
+        if out.is_dir() or not out.parent.is_dir():
+            print(f"autotune replay: --json {args.json}: "
+                  f"{'is a directory' if out.is_dir() else 'its directory does not exist'}; give a file path",
+                  file=sys.stderr)
+            return 2
     try:
         landscape = load_landscape(args.landscape)
         budget = args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
@@ -34,7 +43,11 @@ def _run(args: argparse.Namespace) -> int:
     if result["median_ratio"] is not None:
         print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        try:
+            Path(args.json).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+        except OSError as exc:
+            print(f"autotune replay: cannot write --json {args.json}: {exc}", file=sys.stderr)
+            return 1
         print(f"wrote {args.json}")
     return 0
 
@@ -43,6 +56,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _workers(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{text} simulated compile workers is over {MAX_WORKERS}")
     return value
 
 
@@ -69,5 +89,5 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     budget.add_argument("--budget-fraction", type=_fraction, metavar="F", help="configs to try, as a fraction of "
                                                                                  "the valid configs (0.02: 2%%)")
     p.add_argument("--seeds", type=_positive, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
-    p.add_argument("--workers", type=_positive, default=8, metavar="W", help="simulated compile workers (default 8)")
+    p.add_argument("--workers", type=_workers, default=8, metavar="W", help="simulated compile workers (default 8)")
     p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")
