@@ -21,6 +21,11 @@ def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = N
         name = getattr(verify, "__name__", "verify")
         raise OptionError(f"verify= ({name}) returned None instead of True or False: return whether the outputs "
                           "are right (a missing `return`?)")
+    numel = getattr(result, "numel", None)
+    if callable(numel) and numel() != 1:
+        name = getattr(verify, "__name__", "verify")
+        raise OptionError(f"verify= ({name}) returned a tensor of {numel()} elements instead of True or False: "
+                          "reduce it to one answer, e.g. `(out == x + y).all()` or `torch.allclose(out, x + y)`")
     if not result:
         raise VerificationError(f"verify(...) returned {result!r}")
 
@@ -71,6 +76,10 @@ class Reference:
                 raise OptionError(f"{what} returned {type(v).__name__} for output {name!r}, not a tensor: the "
                                   f"reference returns the expected values (`return x * 2`), it does not write them "
                                   f"into the kernel's arguments")
+            shape = getattr(named_args.get(name), "shape", None)
+            if shape is not None and tuple(v.shape) != tuple(shape):
+                raise OptionError(f"{what} returned shape {tuple(v.shape)} for output {name!r}, whose argument has "
+                                  f"shape {tuple(shape)}: return the whole expected output")
         return {name: v.detach().clone() for name, v in zip(self.outputs, values)}
 
     def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:

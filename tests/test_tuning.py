@@ -191,6 +191,7 @@ def writes_in_place(x, y, out, **_):
     (writes_in_place, r"returned NoneType for output 'out', not a tensor: the reference returns the expected values"),
     (lambda x, y, **_: {"result": x + y}, r"returned a dict without 'out': key it by the output names"),
     (lambda x, y, **_: (x + y, x), r"returned 2 values for outputs=\('out',\)"),
+    (lambda x, y, **_: (x + y)[:5], r"returned shape \(5,\) for output 'out', whose argument has shape \(100,\)"),
 ])
 def test_a_reference_that_returns_no_expected_tensor_is_named_before_any_config_is_judged(reference, message):
     """The usual slip, a reference written like the kernel (in place, returning None), is the Reference's error,

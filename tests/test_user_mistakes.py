@@ -184,6 +184,17 @@ def test_a_verify_that_returns_none_is_an_option_error_not_every_config_failing_
     assert tuned.cache_info()["entries"] == 0
 
 
+def test_a_verify_that_returns_an_elementwise_tensor_is_an_option_error_not_every_config_failing():
+    tuned, tried = _tuned(verify=lambda out, x, y, **_: out == x + y)      # the `.all()` forgotten
+    with pytest.raises(OptionError, match=r"verify= \(<lambda>\) returned a tensor of 40 elements instead of True or "
+                                          r"False: reduce it .*\.all\(\)"):
+        tuned(*_args())
+    assert len(tried) == 1 and tuned.cache_info()["entries"] == 0
+    one, _ = _tuned(verify=lambda out, x, y, **_: (out == x + y).all())   # a one-element tensor is an answer
+    one(*_args())
+    assert one.cache_info()["entries"] == 1
+
+
 def test_a_do_bench_that_cannot_take_the_function_to_time_is_refused_at_decoration():
     with pytest.raises(OptionError, match=r"do_bench= on add_kernel is called as do_bench\(fn\).*\(fn, rep\)"):
         _tuned(do_bench=lambda fn, rep: 1.0)
