@@ -493,7 +493,7 @@ def autotune(space: Any, *, key: Any = None, grid: Any = None, derive: Optional[
                          "not a bare @autotune")
     Tuning.coerce(tuning)
     as_space(space)
-    as_pruner(prune)
+    as_pruner(prune, "this @autotune")   # the kernel is not known yet
 
     def decorate(fn: Any) -> Autotuned:
         return Autotuned(fn, space=space, key=key, grid=grid, derive=derive, tuning=tuning,

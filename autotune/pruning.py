@@ -5,17 +5,22 @@ a `perf_model` estimate of which `top_k` configs to keep (triton.autotune's sema
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .errors import AutotuneError, OptionError
 from .space import Config, configs_checksum
 
-__all__ = ["PruneSpec", "RerunCall", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count", "kept_configs"]
+__all__ = ["PruneSpec", "RerunCall", "TopKError", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count", "kept_configs"]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
 # `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.
 PruneSpec = Union[Callable[[list[Config], dict], Sequence[Any]], Mapping[str, Any], None]
 _PRUNE_KEYS = ("early_config_prune", "perf_model", "top_k")
+
+
+class TopKError(OptionError, TypeError):
+    """A `top_k` of the wrong type: an OptionError, and a TypeError as triton.autotune raises for it."""
 
 
 class RerunCall(AutotuneError):
@@ -31,7 +36,7 @@ def check_top_k(top_k: Any, where: str = "top_k", *, perf_model: Any) -> None:
     if perf_model is None:
         return
     if isinstance(top_k, bool) or not isinstance(top_k, (int, float)) or (isinstance(top_k, float) and top_k > 1.0):
-        raise TypeError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
+        raise TopKError(f"{where}={top_k!r}: top_k must be either 1) a float <= 1.0 (the fraction of configs to "
                         "keep) or 2) an int (how many to keep)")
     if isinstance(top_k, int) and top_k < 1:
         raise OptionError(f"{where}={top_k!r}: an int top_k must be >= 1; pruning must keep at least one config")
@@ -63,7 +68,10 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
     `perf_model(**named_args, **config)` and the `top_k` lowest estimates are kept (`top_k` an int, or a float
     <= 1.0 meaning that fraction of the configs; at least one is always kept; default 1.0, i.e. all).
     """
-    if prune is None or callable(prune):
+    if prune is None:
+        return None
+    if callable(prune):
+        _check_prune_signature(prune, "prune=", kernel_name)
         return prune
     if not isinstance(prune, Mapping):
         raise OptionError(f"prune= on {kernel_name} takes a callable (configs, named_args) -> configs or a dict with "
@@ -78,6 +86,8 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
         if fn is not None and not callable(fn):
             raise OptionError(f"prune={{'{name}': ...}} on {kernel_name} must be callable; got {fn!r}")
     check_top_k(top_k, "prune['top_k']", perf_model=perf_model)
+    if early is not None:
+        _check_prune_signature(early, "prune={'early_config_prune': ...}", kernel_name)
 
     def pruner(configs: list[Config], named: dict) -> list[Any]:
         kept = list(early(configs, named)) if early is not None else list(configs)
@@ -88,6 +98,21 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
     return pruner
 
 
+def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) -> None:
+    """A prune function is called as fn(configs, named_args): one that cannot take that would fail at every call,
+    raising a bare TypeError that never names prune=. A function without a signature (a builtin) is not checked."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind([], {})
+    except TypeError:
+        raise OptionError(f"{what} on {kernel_name} is called as fn(configs, named_args) and returns the configs to "
+                          f"keep; its signature {signature} cannot take that: e.g. "
+                          "lambda configs, named_args: configs[:4]") from None
+
+
 def kept_configs(prune: Callable[[list[Config], dict], Sequence[Any]], configs: Sequence[Config],
                  named_args: Mapping[str, Any], kernel_name: str) -> tuple[list[Config], str]:
     """(the configs `prune` keeps for this call, in its order, without repeats; the checksum of the kept ones, in
@@ -96,6 +121,9 @@ def kept_configs(prune: Callable[[list[Config], dict], Sequence[Any]], configs: 
     if returned is None:
         raise OptionError(f"prune= on {kernel_name} returned None; return the configs to keep (a list, a subset "
                           "of those it receives)")
+    if isinstance(returned, (Mapping, str)) or not hasattr(returned, "__iter__"):
+        raise OptionError(f"prune= on {kernel_name} returned {type(returned).__name__} {returned!r}, not a list of "
+                          "configs: return the configs to keep as a list (`[config]` for one)")
     kept = [Config(c) for c in returned]
     if not kept:
         raise OptionError(f"prune= on {kernel_name} removed every config for this call; it must keep at least one "

@@ -109,6 +109,24 @@ def test_prune_returning_none_is_named():
     assert tried == []
 
 
+def test_a_prune_of_the_wrong_shape_is_named_at_decoration_or_at_its_first_return():
+    """A prune that cannot take (configs, named_args) failed every call with a bare TypeError that never named
+    prune=; one returning a single config, with "dictionary update sequence element #0"."""
+    for prune, what in ((lambda configs: configs, r"prune="),
+                        ({"early_config_prune": lambda configs: configs}, r"prune=\{'early_config_prune': \.\.\.\}")):
+        with pytest.raises(OptionError, match=what + r" on this @autotune is called as fn\(configs, named_args\).*its "
+                                                     r"signature \(configs\) cannot take that"):
+            _tuned(prune=prune)
+    _tuned(prune=lambda configs, named, **extra: configs)         # what a call passes fits: accepted
+    tuned, tried = _tuned(prune=lambda configs, named: configs[0])
+    with pytest.raises(OptionError, match=r"prune= on add_kernel returned Config Config\(BLOCK=\d+\), not a list of "
+                                          r"configs: .*`\[config\]` for one"):
+        tuned(*_args())
+    assert tried == []
+    with pytest.raises(OptionError, match=r"top_k must be either"):       # an OptionError (and Triton's TypeError)
+        _tuned(prune={"perf_model": lambda **_: 1.0, "top_k": 1.5})
+
+
 @pytest.mark.parametrize("grid, message", [
     (5, r"add_kernel\[5\]: a grid is a tuple of 1 to 3 ints, e\.g\. add_kernel\[\(5,\)\]"),
     ("(1,)", r"a \$X grid string goes in @autotune\(grid='\(1,\)'\)"),
