@@ -350,9 +350,10 @@ class CartesianSpace(SearchSpace):
 
     def neighbours(self, config: Config) -> list[Config]:
         """The configs one step away along one axis (the previous or next value), that pass the filters; none for
-        a config the space lacks (a value not on an axis, or one its filters refuse)."""
+        a config off the axes. A config the filters refuse has them too (a union's part that filters out a config
+        of another part still offers its moves around it)."""
         positions = self._positions(config)
-        if positions is None or not self._passes(config):
+        if positions is None:
             return []
         out = []
         for name, values, i in zip(self._names, self._values, positions):

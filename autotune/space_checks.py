@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from .errors import OptionError, SpaceError, did_you_mean
+from .errors import AutotuneError, OptionError, SpaceError, did_you_mean
 from .space import CartesianSpace, SearchSpace
 
 __all__ = ["validate_space", "compile_option_problem"]
@@ -64,7 +64,16 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
                    derived_names: Collection[str] = ()) -> None:
     """Check a space against its kernel when decorating; raise SpaceError/OptionError naming problem and fix."""
     # A lazy space is not listed: one sampled config shows it is not empty (sampling raises when it cannot tell).
-    configs = [space.sample(random.Random(0))] if space.lazy else space.configs()
+    try:
+        configs = [space.sample(random.Random(0))] if space.lazy else space.configs()
+    except AutotuneError:
+        raise
+    except Exception as exc:    # a callable filter that raised: its own error, said to be the filter's
+        field = exc.args[0] if isinstance(exc, (KeyError, AttributeError)) and exc.args else None
+        hint = did_you_mean(field, space.fields()) if isinstance(field, str) and field not in space.fields() else ""
+        raise SpaceError(f"a where() filter of the search space of {kernel_name} raised {type(exc).__name__} "
+                         f"({exc}) while checking the space at decoration: a filter must answer True or False for "
+                         f"every config of the product (the traceback above shows where it failed).{hint}") from exc
     if not configs:
         if space.is_filtered and space.unfiltered_len() > 0:
             raise SpaceError(f"the search space of {kernel_name} is empty: its where() filters removed all "

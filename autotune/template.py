@@ -390,6 +390,12 @@ class WhereString:
         except ExpressionError as exc:
             raise ExpressionError(f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "
                                   "such as lambda c: c.get('X', 0) ...)") from None
+        except Exception as exc:     # 1 // ($BLOCK - 16) at BLOCK=16: the filter's, not autotune's
+            from .errors import SpaceError
+
+            raise SpaceError(f"where({self.source!r}) raised {type(exc).__name__} ({exc}) on {dict(config)}: a "
+                             "filter must answer True or False for every config of the product; guard the part that "
+                             "fails with `and` (e.g. '$B != 0 and $A % $B == 0')") from exc
 
     @property
     def fields_read(self) -> frozenset[str]:

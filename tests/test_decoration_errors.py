@@ -344,3 +344,15 @@ def test_autotune_over_an_already_autotuned_kernel_is_refused():
                 autotune(space={"num_warps": (1, 2)}, key=["n"], grid="(1,)")(outer)
     with pytest.raises(AutotuneError, match="already autotuned"):
         compat.autotune(configs=[triton.Config({}, num_warps=2)], key=["n"])(inner_kinds["autotune.compat.Autotuner"])
+
+
+def test_a_where_filter_that_raises_is_named_as_the_filter_s_error():
+    with pytest.raises(SpaceError, match=r"where\('1 // \(\$BLOCK - 32\) > 0'\) raised ZeroDivisionError .* on "
+                                         r"\{'BLOCK': 32\}: .*guard the part that fails with `and`") as info:
+        deco(space=CartesianSpace(BLOCK=(32, 64)).where("1 // ($BLOCK - 32) > 0"))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    deco(space=CartesianSpace(BLOCK=(32, 64)).where("$BLOCK != 32 and 64 // ($BLOCK - 32) > 0"))   # guarded
+    for space in (CartesianSpace(BLOCK=(32, 64)), CartesianSpace(BLOCK=(32, 64), A=range(1000), B=range(1000))):
+        with pytest.raises(SpaceError, match=r"a where\(\) filter of the search space of add_kernel raised KeyError "
+                                             r"\('BLOK'\).*Did you mean 'BLOCK'\?"):
+            autotune(space=space.where(lambda c: c["BLOK"] > 8), key=["n"], tuning={"strategy": "random"})(add_kernel)
