@@ -291,7 +291,15 @@ def compile_grid(grid: str | tuple | list | Callable[[dict], Any] | None, *, con
         source = repr(grid)
 
         def from_string(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return to_grid(expr(config, args), source)
+            value = expr(config, args)
+            try:
+                return to_grid(value, source)
+            except ExpressionError:
+                floats = [f"${n}={config[n]!r}" for n in sorted(expr.config_refs) if isinstance(config.get(n), float)]
+                if floats:      # the config's value, not the call's: the space is to fix
+                    raise ExpressionError(f"grid {source} gave {value!r} for config {dict(config)}: "
+                                          f"{', '.join(floats)} is a float; give the search space int values") from None
+                raise
         return from_string
     if isinstance(grid, (tuple, list)):
         if not 1 <= len(grid) <= 3:

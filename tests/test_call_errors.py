@@ -57,8 +57,6 @@ def test_tuned_field_passed_by_the_caller_is_refused_before_tuning():
     with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK"):
         tuned(x, x, torch.empty_like(x), 8, BLOCK=16)
     assert launches == []
-    import triton
-
     above = triton.heuristics({"BLOCK": lambda args: 64})(tuned)     # the caller passes no BLOCK: the heuristic does
     with pytest.raises(AutotuneError, match="drop BLOCK= from the call, or from a triton.heuristics above @autotune"):
         above[(1,)](x, x, torch.empty_like(x), 8)
@@ -72,6 +70,16 @@ def test_float_size_with_a_cdiv_grid_blames_the_argument_not_the_grid():
         tuned(x, x, torch.empty_like(x), 8.0)
     text = str(info.value) + str(info.value.__cause__)
     assert "pass ints" in text and "use cdiv" not in text
+
+
+def test_a_float_in_the_space_read_by_the_grid_blames_the_config_not_the_call():
+    tuned = autotune(space={"BLOCK": (16, 64.0)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
+                     tuning={"compile_workers": 0, "isolate": "off"})(add_kernel)
+    x = torch.ones(40)
+    with pytest.raises(AutotuneError, match=r"grid '\(cdiv\(n, \$BLOCK\),\)' gave \(1.0,\) for config \{'BLOCK': 64.0\}: "
+                                            r"\$BLOCK=64.0 is a float; give the search space int values") as info:
+        tuned(x, x, torch.empty_like(x), 40)
+    assert "pass ints" not in str(info.value)
 
 
 def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
