@@ -546,3 +546,24 @@ def test_a_heuristic_under_the_drop_in_that_sets_a_config_field_warns_and_wins_a
     x, y, out = tensors()
     kernel[grid](x, y, out, 100)
     torch.testing.assert_close(out, x + y)
+
+
+@triton.jit
+def cast_add_kernel(x, y, out, n, OUT_DT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, (tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)).to(OUT_DT), mask=mask)
+
+
+@BOTH
+def test_a_key_value_that_is_a_triton_dtype_is_in_cache_as_itself(decorate: Decorate) -> None:
+    """Triton's `cache` key holds the call's key values as passed: a tl.dtype constexpr is the dtype object (the
+    drop-in had its text, so `(100, tl.float16, ...) in kernel.cache` was False)."""
+    bench = Bench()
+    kernel = decorate(configs=configs(bench), key=["n", "OUT_DT"], do_bench=bench)(cast_add_kernel)
+    x, y, _ = tensors()
+    out = torch.empty(100, dtype=torch.float16)
+    kernel[grid](x, y, out, 100, OUT_DT=tl.float16)
+    torch.testing.assert_close(out, (x + y).half())
+    assert list(kernel.cache) == [(100, tl.float16, "torch.float32", "torch.float32", "torch.float16")]
+    assert kernel.cache[(100, tl.float16, "torch.float32", "torch.float32", "torch.float16")].kwargs == {"BLOCK": 32}
