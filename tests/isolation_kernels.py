@@ -299,3 +299,12 @@ def not_a_power_of_two_add(x, y, out, n, BLOCK: tl.constexpr):   # every config 
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], tuning=Tuning(compile_workers=0, warmup=0, reps=1))
+@triton.jit
+def launched_with_a_grid(x, y, out, n, BLOCK: tl.constexpr):
+    """Launched as launched_with_a_grid[grid](...): isolated unless its grid cannot be sent."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)

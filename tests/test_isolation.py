@@ -567,3 +567,18 @@ def test_every_config_failing_the_same_way_in_a_worker_is_raised_from_that_error
         not_a_power_of_two_add(x, x, torch.empty(64), 64)
     cause = caught.value.__cause__
     assert isinstance(cause, AutotuneError) and "power of 2" in str(cause) and "raised in a worker" in str(cause)
+
+
+def test_a_lambda_grid_is_tuned_in_process_with_the_grid_s_fix_not_the_kernel_s():
+    """The kernel is at the top level of an importable module: the note names the grid, and what to launch with."""
+    from isolation_kernels import launched_with_a_grid
+
+    x, y, out = torch.randn(90), torch.randn(90), torch.empty(90)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launched_with_a_grid[lambda meta: (triton.cdiv(90, meta["BLOCK"]),)](x, y, out, 90)
+    notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
+    assert len(notes) == 1 and "its launch grid <function" in notes[0]
+    assert "launch it with a tuple or a module-level function as the grid" in notes[0]
+    assert "decorate it at the top level" not in notes[0]
+    torch.testing.assert_close(out, x + y)

@@ -63,8 +63,8 @@ def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[Optional[byte
                       "@autotune where the kernel is defined, or pass module-level functions instead of lambdas")
 
 
-_PROCESS_FIX = ("Define the kernel at the top level of an importable module, or use isolate='auto' (tunes it "
-                "in-process) or 'off'")
+_PROCESS_ELSE = ", or use isolate='auto' (tunes it in-process) or 'off'"
+_PROCESS_FIX = "Define the kernel at the top level of an importable module" + _PROCESS_ELSE
 
 
 def check_isolation(kernel: Any) -> None:
@@ -296,18 +296,22 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
     if mode == "off":
         return None
     recipe, reason = _how_to_load(kernel)
-    encoded = None
+    load_problem = reason is not None
+    encoded, fix = None, "To isolate it, decorate it at the top level of an importable module"
     if reason is None:
         try:
             pickle.dumps(grid)
         except Exception:
-            reason = f"its launch grid {grid!r} cannot be sent to a worker (use the decorator's grid= or a tuple)"
+            reason = f"its launch grid {grid!r} cannot be sent to a worker"
+            fix = ("To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
+                   "sent), or give the decorator a $X grid= string")
     if reason is None:
         try:
             encoded = encode_call(bound.args, bound.kwargs)
             pickle.dumps(encoded)
         except Exception as exc:
             reason = f"an argument of the call cannot be sent to a worker ({type(exc).__name__}: {exc})"
+            fix = "To isolate it, pass tensors and plain values (ints, floats, strings, dtypes)"
     if reason is None:
         try:
             return IsolatedRunner(kernel, bound, grid, recipe, encoded)
@@ -316,13 +320,14 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
         except AutotuneError as exc:
             reason = str(exc)
     if mode == "process":
-        raise OptionError(f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX}")
+        raise OptionError(f"{source} on {kernel.name}: {reason}. "
+                          f"{_PROCESS_FIX if load_problem else fix + _PROCESS_ELSE}")
     with _noted_lock:
         first = kernel.identity not in _noted
         _noted.add(kernel.identity)
     if first:
         warn_at_caller(f"autotune: {kernel.name} is tuned in this process, not in a worker, so a config that crashes "
-                       f"would end the process: {reason}. To isolate it, decorate it at the top level of an importable "
-                       "module; isolate='off' (or AUTOTUNE_ISOLATE=off) tunes in-process without this note",
+                       f"would end the process: {reason}. {fix}; isolate='off' (or AUTOTUNE_ISOLATE=off) tunes "
+                       "in-process without this note",
                        IsolationWarning)
     return None
