@@ -446,6 +446,10 @@ def test_bad_calls_fail_before_compiling_with_a_fix():
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=None)
     with pytest.raises(PrecompileError, match="@autotune-decorated"):
         precompile(add_kernel, signature=ADD_SIGNATURE, targets=["cuda:90"])
+    x = torch.zeros(64)
+    with pytest.raises(PrecompileError, match=r"add_kernel: the example arguments give BLOCK by position, which the "
+                                              r"search space sets for each config"):
+        precompile(tuned_add, x, x, x, 64, 16, targets=["cuda:90"])   # one too many: BLOCK, not a missing size
 
 
 def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(monkeypatch):
@@ -795,6 +799,9 @@ def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, caps
         (["precompile", "test_precompile:tuned_scale", "--target", "cuda:90", "--signature", "x=*fp32,out=*fp32,n=i32"],
          2, r"autotune precompile: scale_kernel: no value for the constexpr SCALE, .* add SCALE=<value> to "
             r"--signature"),
+        (["precompile", "test_precompile:add_kernel", "--target", "cuda:90", "--signature", signature], 2,
+         r"autotune precompile: test_precompile:add_kernel is a bare @triton.jit kernel, which has no search space: "
+         r"name the @autotune-decorated object instead"),
         (["export", str(tmp_path)], 1,
          rf"autotune export: {tmp_path} is a directory; give the archive's file name, e.g. {tmp_path}/deploy\.tar\.gz"),
     ]

@@ -84,14 +84,19 @@ def _failure(job: _Job, status: Any, error: Optional[BaseException]) -> FailedCo
 def _resolve_kernel(kernel: Any, space: Any) -> Any:
     from ..decorator import Autotuned
 
-    if isinstance(kernel, str):
-        kernel = load_kernel(kernel)
+    named = kernel if isinstance(kernel, str) else None
+    if named is not None:
+        kernel = load_kernel(named)
     if isinstance(getattr(kernel, "tuner", None), Autotuned):   # autotune.compat's Autotuner: its native engine
         kernel = kernel.tuner
     if isinstance(kernel, Autotuned):
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
+    if named is not None and hasattr(base_kernel(kernel), "arg_names"):
+        raise PrecompileError(f"{named} is a bare @triton.jit kernel, which has no search space: name the "
+                              "@autotune-decorated object instead (from Python, precompile(kernel, space=...) also "
+                              "takes a bare kernel)")
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
                           f"autotune.compat.autotune; or 'module:kernel'); got {kernel!r}. "
                           f"For a bare @triton.jit kernel pass space= as well.")

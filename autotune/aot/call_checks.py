@@ -53,6 +53,14 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
         raise PrecompileError(f"signature names {unknown}, which are not arguments of {tuned.name}; "
                               f"arguments: {tuned.arg_names}")
     tuned_fields = (tuned.space.fields() | derived_names(tuned)) & set(tuned.arg_names)
+    if len(args) > len(tuned.arg_names):
+        raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); the example "
+                              f"arguments are {len(args)}")
+    by_position = [name for name in tuned.arg_names[:len(args)] if name in tuned_fields]
+    if by_position:
+        raise PrecompileError(f"{tuned.name}: the example arguments give {', '.join(by_position)} by position, which "
+                              "the search space sets for each config: pass only the arguments before it (to compile "
+                              f"one value of {by_position[0]}, precompile a narrower space, space=)")
     given_tuned = [name for name in kwargs if name in tuned_fields]
     if given_tuned:
         name = given_tuned[0]
