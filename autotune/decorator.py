@@ -23,7 +23,8 @@ from .inspection import KernelInspection
 from .option_checks import (as_derive, as_names, check_argument_lists, check_derive_names, check_fallback,
                             check_guarded_values, check_hook_signatures, check_hooks, check_key, check_launch_grid,
                             check_heuristic_overlap, check_not_autotuned, check_static_options, check_timeouts, fallback_config)
-from .options import Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode
+from .options import (Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode,
+                      warn_misspelt_env)
 from .process_group import active_mode
 from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
 from .record import TuningRecord
@@ -77,6 +78,7 @@ class Autotuned(KernelInspection, KernelInterface):
         self._defaults = {p.name: p.default for p in inspect.signature(python_fn).parameters.values()
                           if p.default is not inspect.Parameter.empty}
         self.tuning = Tuning.coerce(tuning)
+        warn_misspelt_env()
         self.space: SearchSpace = as_space(space)
         self._compile_options = compile_option_names()
         check_static_options(self.name, static_options, self._compile_options,

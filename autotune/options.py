@@ -294,3 +294,32 @@ def cache_dir() -> str:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "autotune")
+
+
+# Every AUTOTUNE_* variable the library reads (tests/test_user_mistakes.py checks this against the sources).
+ENV_NAMES = frozenset({
+    "AUTOTUNE_CACHE_DIR", "AUTOTUNE_DISABLE", "AUTOTUNE_FORCE", "AUTOTUNE_ISOLATE", "AUTOTUNE_LOCK_TIMEOUT_S",
+    "AUTOTUNE_MODE", "AUTOTUNE_OFFLINE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS", "AUTOTUNE_REMOTE_CACHE",
+    "AUTOTUNE_REMOTE_CACHE_LEASE_S", "AUTOTUNE_REMOTE_CACHE_PASSWORD", "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S",
+    "AUTOTUNE_REMOTE_CACHE_TTL_S",
+})
+_ENV_WARNED: set[str] = set()
+
+
+def warn_misspelt_env() -> None:
+    """Warn (once per name and process) of an AUTOTUNE_* variable that autotune does not read but that is close to
+    one it does (a misspelt AUTOTUNE_OFFLINE): a misspelt switch is otherwise ignored without a word. Names close to none
+    (a project's own AUTOTUNE_* settings) are left alone."""
+    import difflib
+
+    from .errors import warn_at_caller
+
+    for name in os.environ:
+        if name.startswith("AUTOTUNE_") and name not in ENV_NAMES and name not in _ENV_WARNED:
+            _ENV_WARNED.add(name)
+            upper = name.upper()      # a typo or the wrong case, not merely another AUTOTUNE_ name
+            close = [n for n in ENV_NAMES if n == upper] or difflib.get_close_matches(upper, ENV_NAMES, n=1,
+                                                                                      cutoff=0.85)
+            if close:
+                warn_at_caller(f"autotune: the environment variable {name} is not one autotune reads, so it has no "
+                               f"effect. Did you mean {close[0]!r}?")

@@ -242,3 +242,31 @@ def test_a_display_switch_not_understood_warns_once_naming_the_values(monkeypatc
         assert read() == reading                                     # once per value
     monkeypatch.setenv(name, "0")
     assert read() in (False, 0)
+
+
+def test_every_environment_variable_autotune_reads_is_listed_as_one_it_knows():
+    import re
+    from pathlib import Path
+
+    from autotune.options import ENV_NAMES
+
+    package = Path(__file__).resolve().parents[1] / "autotune"
+    read = {name for path in package.rglob("*.py") for name in re.findall(r"AUTOTUNE_[A-Z_0-9]+", path.read_text())}
+    assert read == ENV_NAMES
+
+
+@pytest.mark.parametrize("name, meant", [("AUTOTUNE_OFFLNE", "AUTOTUNE_OFFLINE"), ("AUTOTUNE_cache_dir",
+                                                                                   "AUTOTUNE_CACHE_DIR")])
+def test_a_misspelt_autotune_variable_is_warned_once_naming_the_one_meant(monkeypatch, name, meant):
+    """A misspelt switch (AUTOTUNE_OFFLNE=1 in production) was ignored without a word; a project's own AUTOTUNE_*
+    variable, close to none of autotune's, is left alone."""
+    monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("AUTOTUNE_MY_PROJECT_SETTING", "1")
+    with pytest.warns(UserWarning, match=rf"environment variable {name} is not one autotune reads, so it has no "
+                                         rf"effect. Did you mean '{meant}'\?") as caught:
+        _tuned()
+    assert len([w for w in caught if "environment variable" in str(w.message)]) == 1
+    assert caught[0].filename == __file__                  # the user's line, not autotune's
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _tuned()                                           # once per name and process
