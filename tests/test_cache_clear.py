@@ -194,6 +194,18 @@ def test_a_key_is_matched_as_the_call_stored_it(value):
     assert len(keyed.cache.memory) == 1
 
 
+def test_a_key_that_reads_like_a_cached_one_but_holds_other_types_warns_naming_the_cached_key():
+    """key="40" for a key=["n"] kernel tuned at n=40 cleared nothing and said nothing; a key never tuned stays quiet."""
+    add_one(*_args())
+    with pytest.warns(UserWarning, match=r"clear_autotune_cache\(key=\('40',\)\) matched no entry of add_one.*its "
+                                         r"cached key \(40,\) reads the same with other types.*key=\(40,\)"):
+        assert clear_autotune_cache(kernel=add_one, key="40") == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clear_autotune_cache(kernel=add_one, key=41) == 0        # never tuned: not a mistake
+    assert clear_autotune_cache(kernel=add_one, key=40) == 1
+
+
 def test_a_key_that_cannot_be_a_key_is_an_error_before_anything_is_cleared():
     add_one(*_args())
     with pytest.raises(ValueError, match="tensor"):

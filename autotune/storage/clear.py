@@ -74,6 +74,18 @@ def _warn_if_misspelt(name: str) -> None:
                        f"on disk, so nothing was cleared{suggestion}", UserWarning)
 
 
+def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
+    """A key that cleared nothing, where a cached key of the kernel reads the same but holds other types ('40' for
+    40): a warning naming the cached key (clearing a key never tuned is not a mistake; this is)."""
+    text = tuple(map(str, key))
+    for record in cache.tuned_records():
+        if tuple(map(str, record.key)) == text:
+            warn_at_caller(f"clear_autotune_cache(key={key!r}) matched no entry of {cache.kernel_name}, so nothing was "
+                           f"cleared; its cached key {tuple(record.key)!r} reads the same with other types: pass the "
+                           f"values the key= spec computes, e.g. key={tuple(record.key)!r}", UserWarning)
+            return
+
+
 def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = False) -> int:
     """Remove tuned winners from memory (every kernel loaded in this process) and disk, and with `remote=True`
     from the shared remote tier too (every node's winners: a node's local clear leaves the fleet's alone).
@@ -108,7 +120,10 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
         return len(removed)
     target = _target(kernel)
     if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
-        return target.own.clear(key, remote=remote)
+        cleared = target.own.clear(key, remote=remote)
+        if key is not None and not cleared:
+            _warn_if_key_mistyped(target.own, key)
+        return cleared
     persistent = _persistent(remote)
     name = target.name
     removed, kernels = set(), set()
