@@ -319,6 +319,17 @@ def test_cli_report_one_key_with_files(cached, tmp_path):
     assert record_from_json(tmp_path / "c.json") == cached[1]
 
 
+def test_cli_report_refuses_a_file_option_naming_a_directory_before_writing(cached, tmp_path, capsys):
+    """--csv DIR wrote DIR-<key> beside it, with no extension; a missing directory failed after the table."""
+    (tmp_path / "out").mkdir()
+    for option, value, message in (("--csv", tmp_path / "out", f"--csv {tmp_path / 'out'} is a directory; give a "
+                                                               f"file name, e.g. {tmp_path / 'out' / 'report.csv'}"),
+                                   ("--png", tmp_path / "none" / "r.png", "is in a directory that does not exist")):
+        status, text = cli(["report", "add", option, str(value)])
+        assert status == 2 and text == "" and message in capsys.readouterr().err
+    assert not any((tmp_path / "out").iterdir()) and not list(tmp_path.glob("out-*")) and not (tmp_path / "none").exists()
+
+
 def test_cli_report_several_keys_get_one_file_each(cached, tmp_path):
     status, _ = cli(["report", "add", "--json", str(tmp_path / "r.json")])
     assert status == 0

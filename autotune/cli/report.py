@@ -53,6 +53,14 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
     root = checked_cache_dir(args, "report")    # a file, an unreadable or a missing --cache-dir: said, exit 2
     if root is None:
         return 2
+    for option in ("png", "csv", "json"):     # checked before anything is written
+        value = getattr(args, option)
+        if value and (Path(value).is_dir() or not Path(value).parent.is_dir()):
+            why = "is a directory" if Path(value).is_dir() else "is in a directory that does not exist"
+            print(f"autotune report: --{option} {value} {why}; give a file name, e.g. "
+                  f"{Path(value) / ('report.' + option) if Path(value).is_dir() else 'report.' + option}",
+                  file=sys.stderr)
+            return 2
     entries = cache_entries(root)
     for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in
         if entry.record is None and is_dir_of(entry.path.parent.name, args.kernel):
