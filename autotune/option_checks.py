@@ -77,7 +77,19 @@ def check_guarded_values(kernel: str, named_args: Mapping[str, Any], lists: Mapp
 def check_launch_grid(kernel: str, grid: Any) -> None:
     """At a call that is about to tune: a `kernel[grid]` that is not a callable is a tuple of 1-3 ints, else every
     config would fail with the same launch error and the tuning would blame them all."""
-    if grid is None or callable(grid):
+    if grid is None:
+        return
+    if callable(grid):
+        try:
+            signature = inspect.signature(grid)
+        except (TypeError, ValueError):     # a builtin without a signature: not checked
+            return
+        try:
+            signature.bind({})
+        except TypeError:
+            raise ExpressionError(f"{kernel}[grid]: a grid callable is called with one argument, META (the call's "
+                                  f"arguments and the config's fields by name); its signature {signature} cannot "
+                                  "take that: e.g. lambda META: (triton.cdiv(META['n'], META['BLOCK']),)") from None
         return
     if isinstance(grid, str):
         raise ExpressionError(f"{kernel}[{grid!r}]: a $X grid string goes in @autotune(grid={grid!r}) (then call "

@@ -131,6 +131,8 @@ def test_a_prune_of_the_wrong_shape_is_named_at_decoration_or_at_its_first_retur
     (5, r"add_kernel\[5\]: a grid is a tuple of 1 to 3 ints, e\.g\. add_kernel\[\(5,\)\]"),
     ("(1,)", r"a \$X grid string goes in @autotune\(grid='\(1,\)'\)"),
     ((1, 1, 1, 1), r"a grid has 1 to 3 dimensions"),
+    (lambda: (1,), r"add_kernel\[grid\]: a grid callable is called with one argument, META .*its signature \(\) "
+                   r"cannot take that"),
 ])
 def test_a_bad_triton_style_grid_is_refused_before_tuning_not_blamed_on_every_config(grid, message):
     tuned, tried = _tuned(grid=None)
