@@ -272,3 +272,16 @@ def test_a_misspelt_autotune_variable_is_warned_once_naming_the_one_meant(monkey
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _tuned()                                           # once per name and process
+
+
+def test_a_refinement_asked_for_with_no_rounds_is_refused_naming_where_the_zero_came_from():
+    """refine_topk=3 with refine_reps=0 (given, or the fast preset's) re-measured nothing without a word."""
+    from autotune import Tuning
+
+    with pytest.raises(OptionError, match=r"refine_topk=3 asks to re-measure the best 3 configs, but refine_reps=0 "
+                                          r"re-measures none; give refine_reps >= 1"):
+        Tuning(refine_topk=3, refine_reps=0)
+    with pytest.raises(OptionError, match=r"but the fast preset's refine_reps=0 re-measures none"):
+        Tuning(preset="fast", refine_topk=3)
+    assert Tuning(preset="fast").refine_topk == 0                       # the preset alone: no refinement, by design
+    assert Tuning(preset="fast", refine_topk=3, refine_reps=5).refine_reps == 5
