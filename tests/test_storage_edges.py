@@ -79,6 +79,7 @@ def test_a_link_named_like_an_entry_is_never_followed_even_to_a_valid_entry(tmp_
 def test_a_link_named_like_an_entry_is_neither_listed_nor_cleared(tmp_path: Path) -> None:
     """`disk_entries` (the CLI's listing, export) and `clear_autotune_cache` see only regular files named like an
     entry: a link to a valid entry is not an entry of this cache, so it is not listed, not counted, not removed."""
+    clear_autotune_cache()      # what earlier tests' kernels keep in memory counts too: start from none
     elsewhere = write_record(make_record((7,)), tmp_path / "elsewhere")
     link = files_mod.record_path(make_record((7,)))
     link.parent.mkdir(parents=True)
@@ -101,6 +102,7 @@ def test_an_entry_of_exactly_the_size_limit_is_read_and_one_byte_more_is_not(tmp
 def test_hidden_directories_in_the_cache_are_not_kernel_directories() -> None:
     """A kernel's directory never starts with a dot (`kernel_dirname`), so a dot-directory in the cache (a sync
     tool's, a trash folder) is not listed or cleared, even when it holds a file that reads as an entry."""
+    clear_autotune_cache()      # what earlier tests' kernels keep in memory counts too: start from none
     real = write_record(make_record((7,)))
     hidden = Path(cache_dir()) / ".stash" / real.name
     hidden.parent.mkdir()

@@ -28,6 +28,8 @@ from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote import remote_tiers, required_remote_tier
 from .counters import count, count_hit, count_tuning, register
 
+_OTHER_SPACE = "the search space changed"   # stale_reason's reason for an entry tuned for another space
+
 __all__ = ["KernelCache", "live_caches"]
 
 logger = logging.getLogger("autotune")
@@ -203,7 +205,7 @@ class KernelCache:
         if record.triton_version != triton_version:
             return f"it was tuned with Triton {record.triton_version}, this is {triton_version}"
         if record.space_checksum != self.space_checksum:
-            return "the search space changed"
+            return _OTHER_SPACE
         if key_text(record.key) != key_text(key) or [str(d) for d in record.dtypes] != [str(d) for d in dtypes]:
             return "its key differs"
         try:
@@ -305,12 +307,13 @@ class KernelCache:
                                     "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
                                     "@triton.jit kernel there (kernel.fn)")
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
+            outdated: list[str] = []      # why each tier's entry, if any, is not usable: what the tuning replaces
             for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
                 if lease is None:
                     continue  # warned by the tier: tune without writing to it
                 leases.append((tier, lease))
-                record = self._usable(tier, entry, candidates)
+                record = self._usable(tier, entry, candidates, outdated)
                 if record is not None and (not force or record != seen.get(id(tier))):
                     return self._found(tiers, tier, entry, record, since)
             marks = ((id(self), entry), shared_mark)
@@ -330,7 +333,12 @@ class KernelCache:
             if mismatch is not None:
                 warn(f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
                      f"({mismatch}); it is used now but will be tuned again by the next process")
-            self._keep(entry, record, since, [tier for tier, _ in leases])
+            kept = self._keep(entry, record, since, [tier for tier, _ in leases])
+            other_space = [text.partition(" entry")[0] for text in outdated if text.endswith(f"({_OTHER_SPACE})")]
+            if kept and other_space:    # a good entry of another space is gone: said, not only logged
+                warn(f"autotune cache: {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
+                     "space, was replaced by this tuning's winner (one entry per key). To try a narrower space without "
+                     "replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for that run")
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
