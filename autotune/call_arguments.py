@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Optional
 
 from .compilers import backend_option_fields, compile_option_names
 from .errors import CallError, OptionError, did_you_mean
-from .space_checks import compile_option_problem
+from .space_checks import CHECKED_OPTIONS, compile_option_problem
 
 if TYPE_CHECKING:
     from .record import TuningRecord
@@ -99,8 +99,8 @@ class CallSignature:
             raise CallError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
                             f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
                             f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
-        for name in sorted(kwargs):     # a launch option's value, checked as the space's (the interpreter ignores it)
-            problem = compile_option_problem(name, kwargs[name])
+        for name in sorted(kwargs.keys() & CHECKED_OPTIONS):   # checked as the space's (the interpreter ignores it)
+            problem = None if kwargs[name] is None else compile_option_problem(name, kwargs[name])  # None: unset
             if problem:
                 raise CallError(f"{name}={kwargs[name]!r} passed to {self.kernel}: {problem}; fix the call (the "
                                 "interpreter ignores it, a GPU compile would refuse it in every config)")
@@ -108,5 +108,5 @@ class CallSignature:
     def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str, also: str = "") -> None:
         example = f"{tuned[0]} == {value!r}"
         raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
-                          f"its search space for each config: drop {drop} from the call{also} (to fix its value, narrow "
-                          f"the space instead, e.g. .where('${example}'))")
+                          f"its search space for each config: drop {drop} from the call{also} (to fix its value, "
+                          f"narrow the space instead, e.g. .where('${example}'))")

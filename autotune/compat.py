@@ -67,7 +67,6 @@ class _Engine(Autotuned):
     keys_of_shape: Dict[Tuple, Tuple]   # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
     options_of: Dict[_NativeConfig, Dict[str, Any]]    # launch_options, memoised
     default_isolate = "off"      # as triton.autotune: in this process, Triton's hooks around each run
-    refuses_heuristic_overlap = False   # as triton.autotune, a heuristic under it overrides a config (warned)
 
     def launch_options(self, config: _NativeConfig) -> Dict[str, Any]:
         """The keywords `launch_args` adds for `config` (compile options, meta-parameters; no derive=), made once."""

@@ -22,7 +22,8 @@ from .kernel_ref import (base_kernel, constexpr_names, heuristics_layers, is_int
 from .inspection import KernelInspection
 from .option_checks import (as_derive, as_names, check_argument_lists, check_derive_names, check_fallback,
                             check_guarded_values, check_hook_signatures, check_hooks, check_key, check_launch_grid,
-                            check_heuristic_overlap, check_not_autotuned, check_static_options, check_timeouts, fallback_config)
+                            check_heuristic_overlap, check_not_autotuned, check_static_options, check_timeouts,
+                            fallback_config)
 from .options import (Tuning, env_disable, env_force, env_offline, env_print_level, isolate_setting, online_mode,
                       warn_misspelt_env)
 from .process_group import active_mode
@@ -49,7 +50,6 @@ class Autotuned(KernelInspection, KernelInterface):
     """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
 
     default_isolate = "auto"     # where untried configs run when neither Tuning nor AUTOTUNE_ISOLATE says
-    refuses_heuristic_overlap = True   # a tuned field a triton.heuristics under it also sets: refused (compat warns)
 
     def __init__(self, fn: Any, *, space: Any, key: Any = None, grid: Any = None,
                  derive: Optional[Mapping[str, Any]] = None, tuning: Union[Tuning, str, dict, None] = None,
@@ -111,9 +111,9 @@ class Autotuned(KernelInspection, KernelInterface):
         # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
         # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
         # the check.
-        heuristic = {name for layer in heuristics_layers(fn, self.base_fn) for name in layer.values}
-        check_heuristic_overlap(self.name, set(fields) | set(derive), heuristic,
-                                refuse=self.refuses_heuristic_overlap)
+        layers = heuristics_layers(fn, self.base_fn)
+        heuristic = {name for layer in layers for name in layer.values}
+        check_heuristic_overlap(self.name, fields, derive, layers)
         provided = set(fields) | set(derive) | heuristic
         self._call_signature = CallSignature(self.name, self.arg_names, frozenset(fields) | frozenset(derive),
                                              self.static_options)

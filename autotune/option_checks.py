@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
-from .errors import AutotuneError, ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
+from .errors import ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
 from .keys import KeyBuilder
 from .reference import Reference
 from .space import Config
@@ -220,21 +220,17 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
     environment switch cannot make a module's decoration fail."""
     import warnings
 
-    from .errors import IsolationWarning
+    from .errors import IsolationWarning, warn_at_caller
     from .options import env_isolate, isolate_setting
 
     isolating = [text for text, given in (("isolate='process'", tuning.isolate == "process"),
                                           (f"trial_timeout_s={tuning.trial_timeout_s!r}",
                                            tuning.trial_timeout_s is not None)) if given]
     if isolating and (tuning.mode == "online" or (tuning.mode is None and _env_says_online())):
-        message = (f"Tuning on {kernel}: mode='online' times candidates on real calls in this process, so "
-                   f"{' and '.join(isolating)} would not apply (a crashing or hanging candidate reaches the "
-                   "caller); drop them, or tune with mode='blocking', which isolates each trial")
-        if tuning.mode is None:     # AUTOTUNE_MODE=online: an environment switch warns, never fails a decoration
-            warnings.warn(f"autotune: {message} (AUTOTUNE_MODE=online; they are ignored)", IsolationWarning,
-                          stacklevel=4)
-        else:
-            raise OptionError(message)
+        warn_at_caller(f"autotune: Tuning on {kernel}: mode='online' times candidates on real calls in this process, "
+                       f"so {' and '.join(isolating)} applies only when a tuning takes the blocking path (distributed "
+                       "tuning, force): an online candidate that crashes or hangs reaches the caller. Drop them, or "
+                       "tune with mode='blocking', which isolates each trial", IsolationWarning)
     mode, source = isolate_setting(tuning, default_isolate)
     problems = []
     if mode == "off" and tuning.trial_timeout_s is not None:
@@ -281,26 +277,36 @@ def check_static_options(kernel: str, static_options: Collection[str], compile_o
                           f"num_warps, num_stages, num_ctas, maxnreg. Put meta-parameters in the space instead.{hint}")
 
 
-def check_heuristic_overlap(kernel: str, tuned: Collection[str], heuristic: Collection[str], *,
-                            refuse: bool = True) -> None:
-    """A `triton.heuristics` under the tuner sets its values after a config's: a field that both the configs and
-    the heuristic set would launch every config with the heuristic's value, and the tuning would time identical
-    launches and store a winner that never ran. Refused (SpaceError), or warned where Triton's drop-in
-    (`compat`) keeps Triton's behaviour."""
-    both = sorted(set(tuned) & set(heuristic))
-    if not both:
-        return
-    names = ", ".join(map(repr, both))
-    message = (f"{names} of {kernel} is set both by its configs and by a triton.heuristics applied under the "
-               "autotuner, which runs after a config is chosen and overrides it: every config would launch with the "
-               f"heuristic's value. Remove {both[0]} from the configs (to let the heuristic choose it) or from the "
-               "heuristic (to tune it)")
-    if refuse:
-        raise SpaceError(message)
-    import warnings
+def check_heuristic_overlap(kernel: str, space_fields: Collection[str], derived: Collection[str],
+                            layers: Sequence[Any]) -> None:
+    """Warn of a field that the space (or derive=) tunes and a `triton.heuristics` under the tuner also sets: it
+    runs after a config is chosen and overrides its value, so unless the heuristic reads that value (a clamp such
+    as `min(args["BLOCK"], ...)`, which names the field) every config launches alike, and the tuning times
+    identical launches and stores a winner that never ran. A warning, not an error: a heuristic that reads the
+    value through a helper is not seen here."""
+    from .errors import warn_at_caller
 
-    warnings.warn(f"autotune: {message} (as triton.autotune, the heuristic's value is used)", UserWarning,
-                  stacklevel=5)
+    for layer in layers:
+        for name, heuristic in layer.values.items():
+            if name not in space_fields and name not in derived:
+                continue
+            if _mentions(getattr(heuristic, "__code__", None), name):
+                continue    # it reads the config's value (a clamp): what it returns depends on the config
+            where = "its search space" if name in space_fields else "its derive="
+            warn_at_caller(f"autotune: {name!r} of {kernel} is set both by {where} and by a triton.heuristics under "
+                           "the autotuner, which runs after a config is chosen and overrides it without reading it: "
+                           f"every config would launch with the heuristic's value. Remove {name} from {where} (to let "
+                           "the heuristic choose it) or from the heuristic (to tune it)")
+
+
+def _mentions(code: Any, name: str) -> bool:
+    """Whether a code object (or one nested in it) has `name` among its constants or names (args["BLOCK"],
+    args.get("BLOCK"), meta.BLOCK); True when there is no code to read (a builtin, a callable object)."""
+    if code is None:
+        return True
+    if name in code.co_names or name in code.co_consts:
+        return True
+    return any(_mentions(const, name) for const in code.co_consts if hasattr(const, "co_consts"))
 
 
 def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> None:
@@ -313,7 +319,7 @@ def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> Non
         if obj is None or obj is base:
             return
         if isinstance(obj, (autotuned, Autotuner)) or isinstance(getattr(obj, "tuner", None), autotuned):
-            raise AutotuneError(f"{kernel} is already autotuned ({type(obj).__module__}.{type(obj).__name__} under "
+            raise OptionError(f"{kernel} is already autotuned ({type(obj).__module__}.{type(obj).__name__} under "
                                 "this one): the inner autotuner sets its fields at each launch, so the outer one "
                                 "would time identical launches. Use one autotuner over both spaces (e.g. "
                                 "space=CartesianSpace(...) with every field)")

@@ -313,8 +313,8 @@ _ENV_WARNED: set[str] = set()
 
 def warn_misspelt_env() -> None:
     """Warn (once per name and process) of an AUTOTUNE_* variable that autotune does not read but that is close to
-    one it does (a misspelt AUTOTUNE_OFFLINE): a misspelt switch is otherwise ignored without a word. Names close to none
-    (a project's own AUTOTUNE_* settings) are left alone."""
+    one it does (a misspelt AUTOTUNE_OFFLINE): a misspelt switch is otherwise ignored without a word. Names close to
+    none (a project's own AUTOTUNE_* settings) are left alone."""
     import difflib
 
     from .errors import warn_at_caller

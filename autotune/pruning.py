@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from .errors import AutotuneError, OptionError
 from .space import Config, configs_checksum
 
-__all__ = ["PruneSpec", "RerunCall", "TopKError", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count", "kept_configs"]
+__all__ = ["PruneSpec", "RerunCall", "TopKError", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count",
+           "kept_configs"]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
 # `prune_configs_by` keys: {"early_config_prune": callable, "perf_model": callable, "top_k": int | float}.

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numbers
 import random
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from .errors import AutotuneError, OptionError, SpaceError, did_you_mean
-from .space import CartesianSpace, SearchSpace
+from .space import CartesianSpace, SearchSpace, UnionSpace
 
-__all__ = ["validate_space", "compile_option_problem"]
+__all__ = ["validate_space", "compile_option_problem", "CHECKED_OPTIONS"]
 
 
 def _is_int(value: Any) -> bool:
@@ -26,6 +27,9 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "maxnreg": (lambda v: v is None or (_is_int(v) and v >= 1),
                 "maxnreg must be None or an int >= 1 (registers per thread)"),
 }
+
+
+CHECKED_OPTIONS = frozenset(_OPTION_RULES)     # the compile options whose values compile_option_problem checks
 
 
 def compile_option_problem(name: str, value: Any) -> str | None:
@@ -69,8 +73,12 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
     except AutotuneError:
         raise
     except Exception as exc:    # a callable filter that raised: its own error, said to be the filter's
-        field = exc.args[0] if isinstance(exc, (KeyError, AttributeError)) and exc.args else None
-        hint = did_you_mean(field, space.fields()) if isinstance(field, str) and field not in space.fields() else ""
+        if not _has_filters(space):
+            raise
+        named = isinstance(exc, (KeyError, AttributeError))
+        quoted = re.search(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)) if named else None
+        field = quoted.group(1) if quoted else None
+        hint = did_you_mean(field, space.fields()) if field is not None and field not in space.fields() else ""
         raise SpaceError(f"a where() filter of the search space of {kernel_name} raised {type(exc).__name__} "
                          f"({exc}) while checking the space at decoration: a filter must answer True or False for "
                          f"every config of the product (the traceback above shows where it failed).{hint}") from exc
@@ -104,6 +112,11 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
                              f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
                              "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
                              f"`{name}: tl.constexpr`")
+
+
+def _has_filters(space: SearchSpace) -> bool:
+    """Whether a where() filter applies anywhere in the space (itself, or a part of a union)."""
+    return space.is_filtered or (isinstance(space, UnionSpace) and any(_has_filters(p) for p in space.parts))
 
 
 def check_required_fields(space: SearchSpace, *, kernel_name: str, required: Collection[str]) -> None:

@@ -279,6 +279,12 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
     assert on_disk.source_hash == kw["src"] and on_disk.space_checksum == kw["checksum"]
     assert on_disk.winner == rec.winner
     assert len(list(path_of(key).parent.glob("*.json"))) == 1  # replaced in place, no stale file left
+    if change in ("checksum", "space_changed_keeps_winner"):
+        other = (1024,)          # another key of the old space, replaced through the same cache: said once only
+        new_cache().get_or_tune(other, DT, Tuner(other, winner=64))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert kc.get_or_tune(other, DT, Tuner(other, winner=winner, **tkw))[1] == "tuned"
 
 
 def test_another_device_retunes(monkeypatch):

@@ -217,3 +217,6 @@ def test_a_launch_option_passed_at_the_call_is_checked_as_in_the_space():
     out = torch.empty_like(x)
     tuned(x, x, out, 8, num_warps=2)
     torch.testing.assert_close(out, x + x)
+    out = torch.empty_like(x)
+    tuned(x, x, out, 8, num_warps=None, num_stages=None)    # None: unset, as Triton reads it (a wrapper's default)
+    torch.testing.assert_close(out, x + x)

@@ -538,11 +538,13 @@ def test_online_mode_runs_the_chosen_configs_pre_hook_at_each_launch_and_a_warmu
 
 def test_a_heuristic_under_the_drop_in_that_sets_a_config_field_warns_and_wins_as_in_triton() -> None:
     """Triton lets a triton.heuristics under its autotuner override a config's value; the drop-in keeps that
-    (its users' kernels launch as before) and warns that the tuning times identical launches."""
+    (its users' kernels launch as before) and warns, at the user's line, that the tuning times identical launches."""
     under = triton.heuristics({"BLOCK": lambda args: 64})(add_kernel)
-    with pytest.warns(UserWarning, match="'BLOCK' of add_kernel is set both by its configs and by a triton.heuristics"):
+    with pytest.warns(UserWarning, match="'BLOCK' of add_kernel is set both by its search space and by a "
+                                         "triton.heuristics") as caught:
         kernel = compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
                                  key=["n"])(under)
+    assert caught[0].filename == __file__
     x, y, out = tensors()
     kernel[grid](x, y, out, 100)
     torch.testing.assert_close(out, x + y)

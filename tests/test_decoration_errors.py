@@ -311,18 +311,26 @@ def test_a_static_compile_option_of_the_wrong_form_is_an_option_error():
     deco(num_warps=8, num_stages=0, num_ctas=1, maxnreg=None)     # what a GPU compiles is accepted
 
 
-def test_a_tuned_field_that_a_heuristic_under_autotune_also_sets_is_refused():
-    """triton.heuristics under @autotune runs after the config is chosen: every config would launch with the
-    heuristic's BLOCK, and the tuning would store a winner that never ran."""
+def test_a_tuned_field_that_a_heuristic_under_autotune_overrides_is_warned_unless_the_heuristic_reads_it():
+    """triton.heuristics under @autotune runs after the config is chosen: one that sets BLOCK without reading it
+    launches every config alike, and the tuning would store a winner that never ran. One that clamps the config's
+    value reads it, and is left alone."""
+    import warnings
+
     import triton
 
     under = triton.heuristics({"BLOCK": lambda args: 64})(add_kernel)
-    with pytest.raises(SpaceError, match=r"'BLOCK' of add_kernel is set both by its configs and by a "
-                                         r"triton.heuristics.*Remove BLOCK from the configs"):
+    with pytest.warns(UserWarning, match=r"'BLOCK' of add_kernel is set both by its search space and by a "
+                                         r"triton.heuristics.*Remove BLOCK from its search space") as caught:
         autotune(space={"BLOCK": (16, 32)}, key=["n"])(under)
-    with pytest.raises(SpaceError, match="'BLOCK' of add_kernel is set both"):       # derive= sets it too
+    assert caught[0].filename == __file__                              # the user's line
+    with pytest.warns(UserWarning, match=r"set both by its derive= and by a triton.heuristics.*from its derive="):
         autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "32"})(under)
-    autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK: accepted
+    clamped = triton.heuristics({"BLOCK": lambda args: min(args["BLOCK"], 32)})(add_kernel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        autotune(space={"BLOCK": (16, 64)}, key=["n"])(clamped)          # reads the config's BLOCK: no warning
+        autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK
 
 
 def test_autotune_over_an_already_autotuned_kernel_is_refused():
@@ -340,9 +348,9 @@ def test_autotune_over_an_already_autotuned_kernel_is_refused():
     }
     for kind, inner in inner_kinds.items():
         for outer in (inner, triton.heuristics({"UNUSED": lambda args: 0})(inner)):
-            with pytest.raises(AutotuneError, match=rf"add_kernel is already autotuned \({kind} under this one\)"):
+            with pytest.raises(OptionError, match=rf"add_kernel is already autotuned \({kind} under this one\)"):
                 autotune(space={"num_warps": (1, 2)}, key=["n"], grid="(1,)")(outer)
-    with pytest.raises(AutotuneError, match="already autotuned"):
+    with pytest.raises(OptionError, match="already autotuned"):
         compat.autotune(configs=[triton.Config({}, num_warps=2)], key=["n"])(inner_kinds["autotune.compat.Autotuner"])
 
 

@@ -93,10 +93,15 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
-    if named is not None and hasattr(base_kernel(kernel), "arg_names"):
+    if named is not None and base_kernel(kernel) is kernel and hasattr(kernel, "arg_names"):
         raise PrecompileError(f"{named} is a bare @triton.jit kernel, which has no search space: name the "
                               "@autotune-decorated object instead (from Python, precompile(kernel, space=...) also "
                               "takes a bare kernel)")
+    if named is not None:
+        hint = (" (a triton.autotune kernel: decorate it with autotune.compat.autotune, a one-import change)"
+                if type(kernel).__name__ == "Autotuner" else "")
+        raise PrecompileError(f"{named} is a {type(kernel).__module__}.{type(kernel).__name__}, not an "
+                              f"@autotune-decorated kernel: name the decorated object{hint}")
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
                           f"autotune.compat.autotune; or 'module:kernel'); got {kernel!r}. "
                           f"For a bare @triton.jit kernel pass space= as well.")

@@ -59,8 +59,9 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
     by_position = [name for name in tuned.arg_names[:len(args)] if name in tuned_fields]
     if by_position:
         raise PrecompileError(f"{tuned.name}: the example arguments give {', '.join(by_position)} by position, which "
-                              "the search space sets for each config: pass only the arguments before it (to compile "
-                              f"one value of {by_position[0]}, precompile a narrower space, space=)")
+                              "the search space sets for each config: pass the arguments before it by position and any "
+                              f"after it by keyword (to compile one value of {by_position[0]}, precompile a narrower "
+                              "space, space=)")
     given_tuned = [name for name in kwargs if name in tuned_fields]
     if given_tuned:
         name = given_tuned[0]

@@ -56,10 +56,10 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
     for option in ("png", "csv", "json"):     # checked before anything is written
         value = getattr(args, option)
         if value and (Path(value).is_dir() or not Path(value).parent.is_dir()):
+            fix = (f"give a file name, e.g. {Path(value) / ('report.' + option)}" if Path(value).is_dir() else
+                   f"create {Path(value).parent} first, or give a file in an existing directory")
             why = "is a directory" if Path(value).is_dir() else "is in a directory that does not exist"
-            print(f"autotune report: --{option} {value} {why}; give a file name, e.g. "
-                  f"{Path(value) / ('report.' + option) if Path(value).is_dir() else 'report.' + option}",
-                  file=sys.stderr)
+            print(f"autotune report: --{option} {value} {why}; {fix}", file=sys.stderr)
             return 2
     entries = cache_entries(root)
     for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in

@@ -318,7 +318,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> Optional[IsolatedRunner
         except WorkerShutdownError:      # not a reason to tune in-process: the process is stopping its workers
             raise
         except AutotuneError as exc:
-            reason = str(exc)
+            reason, fix = str(exc), "To isolate it, fix what kept the worker from loading it"
     if mode == "process":
         raise OptionError(f"{source} on {kernel.name}: {reason}. "
                           f"{_PROCESS_FIX if load_problem else fix + _PROCESS_ELSE}")

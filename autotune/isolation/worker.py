@@ -159,4 +159,6 @@ def main() -> None:
     from ..errors import VerificationWarning
 
     warnings.filterwarnings("ignore", category=VerificationWarning)
+    # ... and of a misspelt AUTOTUNE_* variable (options.warn_misspelt_env), once, not once more per worker.
+    warnings.filterwarnings("ignore", message="autotune: the environment variable ")
     serve(Connection(fd))

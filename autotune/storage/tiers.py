@@ -88,6 +88,7 @@ class KernelCache:
         # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
         self._store_lock = threading.Lock()      # a check of the clears and the stores it allows, against `forget`
         self._clears = 0                         # clears of this cache so far
+        self._said_other_space = False           # whether a tuning has said it replaced another space's entry
         self._cleared_all = 0                    # `_clears` at the last clear of every key
         self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
         with _LIVE_LOCK:
@@ -335,10 +336,13 @@ class KernelCache:
                      f"({mismatch}); it is used now but will be tuned again by the next process")
             kept = self._keep(entry, record, since, [tier for tier, _ in leases])
             other_space = [text.partition(" entry")[0] for text in outdated if text.endswith(f"({_OTHER_SPACE})")]
-            if kept and other_space:    # a good entry of another space is gone: said, not only logged
+            if kept and other_space and not self._said_other_space:   # said once per kernel, not only logged
+                self._said_other_space = True
                 warn(f"autotune cache: {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
-                     "space, was replaced by this tuning's winner (one entry per key). To try a narrower space without "
-                     "replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for that run")
+                     "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
+                     "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
+                     "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
+                     "that run")
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
