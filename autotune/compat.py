@@ -265,8 +265,7 @@ class Autotuner(KernelInterface):
                 bound = tuner.bind(args, call_kwargs)
                 key_values, dtypes = ident = tuner.key_of(bound)
                 passed = tuple(bound.named[name] for name in tuner.key_names)   # as called (a tl.dtype as itself)
-                key = ((*passed, *dtypes) if len(args) >= tuner.key_upto else
-                       passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs))
+                key = passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs)
             else:
                 key, ident, key_values, dtypes = keys
             config, filed = self.cache.get(key), tuner.filed.get(key)

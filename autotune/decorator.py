@@ -111,9 +111,7 @@ class Autotuned(KernelInspection, KernelInterface):
         # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
         # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
         # the check.
-        layers = heuristics_layers(fn, self.base_fn)
-        heuristic = {name for layer in layers for name in layer.values}
-        check_heuristic_overlap(self.name, fields, derive, layers)
+        heuristic = check_heuristic_overlap(self.name, fields, derive, heuristics_layers(fn, self.base_fn))
         provided = set(fields) | set(derive) | heuristic
         self._call_signature = CallSignature(self.name, self.arg_names, frozenset(fields) | frozenset(derive),
                                              self.static_options)
@@ -125,13 +123,10 @@ class Autotuned(KernelInspection, KernelInterface):
         self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
         check_hook_signatures(self.name, [n for n in self.arg_names if n in self._defaults or n in self._required],
                               provided, verify=verify, setup=setup, key=key)
-        self.restore_value = restore_value
-        self.reset_to_zero = reset_to_zero
+        self.restore_value, self.reset_to_zero = restore_value, reset_to_zero
         self._guarded = {"restore_value": restore_value, "reset_to_zero": reset_to_zero,
                          "verify=Reference(...) outputs": verify.outputs if isinstance(verify, Reference) else ()}
-        self.verify = verify
-        self.setup = setup
-        self.do_bench = do_bench
+        self.verify, self.setup, self.do_bench = verify, setup, do_bench
         self.prune = as_pruner(prune, self.name)
         self.fallback = None if fallback is None else fallback_config(
             self.name, fallback, constexpr_names=self.constexpr_names, compile_options=self._compile_options,

@@ -3,6 +3,7 @@ kernel is decorated: each names the argument, what is wrong and the fix, so a mi
 is declared instead of as every config failing at its first call."""
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Collection, Mapping, Optional, Sequence
 
@@ -227,10 +228,12 @@ def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> N
                                           (f"trial_timeout_s={tuning.trial_timeout_s!r}",
                                            tuning.trial_timeout_s is not None)) if given]
     if isolating and (tuning.mode == "online" or (tuning.mode is None and _env_says_online())):
-        warn_at_caller(f"autotune: Tuning on {kernel}: mode='online' times candidates on real calls in this process, "
-                       f"so {' and '.join(isolating)} applies only when a tuning takes the blocking path (distributed "
-                       "tuning, force): an online candidate that crashes or hangs reaches the caller. Drop them, or "
-                       "tune with mode='blocking', which isolates each trial", IsolationWarning)
+        online = "mode='online'" if tuning.mode == "online" else "AUTOTUNE_MODE=online"
+        given, them = (" and ".join(isolating), "them") if len(isolating) > 1 else (isolating[0], "it")
+        warn_at_caller(f"autotune: Tuning on {kernel}: {online} times candidates on real calls in this process, so "
+                       f"{given} applies only when a tuning takes the blocking path (distributed tuning, force): an "
+                       f"online candidate that crashes or hangs reaches the caller. Drop {them}, or tune with "
+                       "mode='blocking', which isolates each trial", IsolationWarning)
     mode, source = isolate_setting(tuning, default_isolate)
     problems = []
     if mode == "off" and tuning.trial_timeout_s is not None:
@@ -278,35 +281,52 @@ def check_static_options(kernel: str, static_options: Collection[str], compile_o
 
 
 def check_heuristic_overlap(kernel: str, space_fields: Collection[str], derived: Collection[str],
-                            layers: Sequence[Any]) -> None:
+                            layers: Sequence[Any]) -> set[str]:
     """Warn of a field that the space (or derive=) tunes and a `triton.heuristics` under the tuner also sets: it
     runs after a config is chosen and overrides its value, so unless the heuristic reads that value (a clamp such
     as `min(args["BLOCK"], ...)`, which names the field) every config launches alike, and the tuning times
     identical launches and stores a winner that never ran. A warning, not an error: a heuristic that reads the
-    value through a helper is not seen here."""
+    value through a helper is not seen here. Returns the names the heuristics set."""
     from .errors import warn_at_caller
 
     for layer in layers:
         for name, heuristic in layer.values.items():
-            if name not in space_fields and name not in derived:
-                continue
-            if _mentions(getattr(heuristic, "__code__", None), name):
-                continue    # it reads the config's value (a clamp): what it returns depends on the config
+            if (name not in space_fields and name not in derived) or _reads(heuristic, name):
+                continue    # not tuned, or it reads the config's value (a clamp): its result depends on the config
             where = "its search space" if name in space_fields else "its derive="
             warn_at_caller(f"autotune: {name!r} of {kernel} is set both by {where} and by a triton.heuristics under "
                            "the autotuner, which runs after a config is chosen and overrides it without reading it: "
                            f"every config would launch with the heuristic's value. Remove {name} from {where} (to let "
                            "the heuristic choose it) or from the heuristic (to tune it)")
+    return {name for layer in layers for name in layer.values}
 
 
-def _mentions(code: Any, name: str) -> bool:
-    """Whether a code object (or one nested in it) has `name` among its constants or names (args["BLOCK"],
-    args.get("BLOCK"), meta.BLOCK); True when there is no code to read (a builtin, a callable object)."""
+def _reads(fn: Any, name: str) -> bool:
+    """Whether a heuristic may read `name` from the dict Triton passes it: the string is among its code's constants
+    (args["BLOCK"], args.get("BLOCK"), nested functions and tuples included), its closure's or a partial's
+    arguments. True when there is no code to read (a builtin, a callable object): nothing is claimed then."""
+    if isinstance(fn, functools.partial):
+        return name in fn.args or name in fn.keywords.values() or _reads(fn.func, name)
+    code = getattr(fn, "__code__", None)
     if code is None:
         return True
-    if name in code.co_names or name in code.co_consts:
-        return True
-    return any(_mentions(const, name) for const in code.co_consts if hasattr(const, "co_consts"))
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:      # an empty cell
+            continue
+    return _names_string(code, name) or any(value == name for value in cells if isinstance(value, str))
+
+
+def _names_string(code: Any, name: str) -> bool:
+    """Whether `name` is a string constant of `code`, of a tuple or frozenset constant, or of a nested code object."""
+    for const in code.co_consts:
+        if const == name or (isinstance(const, (tuple, frozenset)) and name in const):
+            return True
+        if hasattr(const, "co_consts") and _names_string(const, name):
+            return True
+    return False
 
 
 def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> None:

@@ -117,8 +117,9 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         for name, value in PRESETS[self.preset].items():
             if getattr(self, name) is None:
                 structs.force_setattr(self, name, value)
-        if "refine_topk" in self._explicit and self.refine_topk >= 2 and self.refine_reps == 0:
-            source = "refine_reps=0" if "refine_reps" in self._explicit else f"the {self.preset} preset's refine_reps=0"
+        explicit = self.explicit_fields()
+        if "refine_topk" in explicit and self.refine_topk >= 2 and self.refine_reps == 0:
+            source = "refine_reps=0" if "refine_reps" in explicit else f"the {self.preset} preset's refine_reps=0"
             raise OptionError(f"invalid tuning options: refine_topk={self.refine_topk} asks to re-measure the best "
                               f"{self.refine_topk} configs, but {source} re-measures none; give refine_reps >= 1 "
                               "(e.g. refine_reps=10), or refine_topk=0 for no re-measurement")

@@ -75,9 +75,7 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
     except Exception as exc:    # a callable filter that raised: its own error, said to be the filter's
         if not _has_filters(space):
             raise
-        named = isinstance(exc, (KeyError, AttributeError))
-        quoted = re.search(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)) if named else None
-        field = quoted.group(1) if quoted else None
+        field = _missing_name(exc)
         hint = did_you_mean(field, space.fields()) if field is not None and field not in space.fields() else ""
         raise SpaceError(f"a where() filter of the search space of {kernel_name} raised {type(exc).__name__} "
                          f"({exc}) while checking the space at decoration: a filter must answer True or False for "
@@ -112,6 +110,18 @@ def validate_space(space: SearchSpace, *, kernel_name: str, constexpr_names: Col
                              f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
                              "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
                              f"`{name}: tl.constexpr`")
+
+
+def _missing_name(exc: Exception) -> str | None:
+    """The field a filter's KeyError or AttributeError names (c["BLOK"], c.BLOK), else None."""
+    if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    if isinstance(exc, AttributeError):
+        if isinstance(getattr(exc, "name", None), str):
+            return exc.name
+        quoted = re.search(r"no field '([A-Za-z_][A-Za-z0-9_]*)'", str(exc))    # Config's own message
+        return quoted.group(1) if quoted else None
+    return None
 
 
 def _has_filters(space: SearchSpace) -> bool:

@@ -326,11 +326,19 @@ def test_a_tuned_field_that_a_heuristic_under_autotune_overrides_is_warned_unles
     assert caught[0].filename == __file__                              # the user's line
     with pytest.warns(UserWarning, match=r"set both by its derive= and by a triton.heuristics.*from its derive="):
         autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "32"})(under)
-    clamped = triton.heuristics({"BLOCK": lambda args: min(args["BLOCK"], 32)})(add_kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        autotune(space={"BLOCK": (16, 64)}, key=["n"])(clamped)          # reads the config's BLOCK: no warning
+        for reads in (lambda args: min(args["BLOCK"], 32), lambda args: min(args[k] for k in ("BLOCK", "n")),
+                      (lambda name: lambda args: args[name])("BLOCK"), functools.partial(_field_of, name="BLOCK")):
+            clamped = triton.heuristics({"BLOCK": reads})(add_kernel)     # reads the config's BLOCK: no warning
+            autotune(space={"BLOCK": (16, 64)}, key=["n"])(clamped)
         autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK
+    with pytest.warns(UserWarning, match="set both by its search space"):  # reads another field only
+        autotune(space={"BLOCK": (16, 64)}, key=["n"])(triton.heuristics({"BLOCK": lambda a: a["n"] // 2})(add_kernel))
+
+
+def _field_of(args, name):
+    return args[name]
 
 
 def test_autotune_over_an_already_autotuned_kernel_is_refused():

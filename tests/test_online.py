@@ -294,7 +294,8 @@ def test_isolation_asked_of_an_online_tuning_is_warned_where_it_would_not_apply(
         online(isolate="off")                          # what online tuning does anyway: nothing to say
         autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)     # blocking: isolated
     monkeypatch.setenv("AUTOTUNE_MODE", "online")
-    with pytest.warns(IsolationWarning, match="isolate='process' applies only when"):
+    with pytest.warns(IsolationWarning, match="AUTOTUNE_MODE=online times candidates .*isolate='process' applies only "
+                                              "when.*Drop it,"):
         autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)
     monkeypatch.setenv("AUTOTUNE_MODE", "bogus")       # the call reports a bad value; decorating is not its place
     with warnings.catch_warnings():

@@ -800,8 +800,8 @@ def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, caps
          2, r"autotune precompile: scale_kernel: no value for the constexpr SCALE, .* add SCALE=<value> to "
             r"--signature"),
         (["precompile", "test_precompile:add_kernel", "--target", "cuda:90", "--signature", signature], 2,
-         r"autotune precompile: test_precompile:add_kernel is a bare @triton.jit kernel, which has no search space: "
-         r"name the @autotune-decorated object instead"),
+         r"autotune precompile: test_precompile:add_kernel is a @triton.jit kernel without a search space \(not "
+         r"@autotune-decorated\): name the @autotune-decorated object instead"),
         (["export", str(tmp_path)], 1,
          rf"autotune export: {tmp_path} is a directory; give the archive's file name, e.g. {tmp_path}/deploy\.tar\.gz"),
     ]

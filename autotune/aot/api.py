@@ -93,18 +93,32 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
-    if named is not None and base_kernel(kernel) is kernel and hasattr(kernel, "arg_names"):
-        raise PrecompileError(f"{named} is a bare @triton.jit kernel, which has no search space: name the "
-                              "@autotune-decorated object instead (from Python, precompile(kernel, space=...) also "
-                              "takes a bare kernel)")
-    if named is not None:
-        hint = (" (a triton.autotune kernel: decorate it with autotune.compat.autotune, a one-import change)"
-                if type(kernel).__name__ == "Autotuner" else "")
-        raise PrecompileError(f"{named} is a {type(kernel).__module__}.{type(kernel).__name__}, not an "
-                              f"@autotune-decorated kernel: name the decorated object{hint}")
+    what = named or repr(kernel)
+    layers = _layers(kernel)
+    if any(type(layer).__name__ == "Autotuner" for layer in layers):     # triton.autotune, under a wrapper or not
+        raise PrecompileError(f"{what} is autotuned by triton.autotune: decorate it with autotune.compat.autotune "
+                              "(a one-import change) and precompile that")
+    if any(isinstance(layer, Autotuned) or isinstance(getattr(layer, "tuner", None), Autotuned) for layer in layers):
+        raise PrecompileError(f"{what} wraps an @autotune kernel (a triton.heuristics above it): precompile the "
+                              "@autotune kernel itself, giving the values the wrapper sets as arguments")
+    if hasattr(base_kernel(kernel), "arg_names"):
+        fix = "pass space= as well" if named is None else "name the @autotune-decorated object instead"
+        raise PrecompileError(f"{what} is a @triton.jit kernel without a search space (not @autotune-decorated): "
+                              f"{fix}")
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
-                          f"autotune.compat.autotune; or 'module:kernel'); got {kernel!r}. "
-                          f"For a bare @triton.jit kernel pass space= as well.")
+                          f"autotune.compat.autotune; or 'module:kernel'); got {what}, a "
+                          f"{type(kernel).__module__}.{type(kernel).__name__}")
+
+
+def _layers(kernel: Any) -> list[Any]:
+    """`kernel` and the objects under it that wrappers keep in `.fn`, down to the base kernel."""
+    layers, obj = [], kernel
+    for _ in range(64):
+        if obj is None:
+            break
+        layers.append(obj)
+        obj = getattr(obj, "fn", None)
+    return layers
 
 
 def _listed_configs(kernel: Any, space: Any) -> list[Config]:

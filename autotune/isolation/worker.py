@@ -99,9 +99,11 @@ def serve(conn: Any) -> None:
             if kind == "load":
                 ref, recipe = request[1], request[2]
                 _follow_path(request[3] if len(request) > 3 else [])
-                obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
-                if recipe is not None:
-                    obj = rebuild(obj, recipe)
+                with warnings.catch_warnings():     # what decorating warns of, the parent already said
+                    warnings.simplefilter("ignore")
+                    obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
+                    if recipe is not None:
+                        obj = rebuild(obj, recipe)
                 obj = getattr(obj, "tuner", obj)             # a compat Autotuner wraps the native one
                 if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
                     conn.send(("error", f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
@@ -159,6 +161,4 @@ def main() -> None:
     from ..errors import VerificationWarning
 
     warnings.filterwarnings("ignore", category=VerificationWarning)
-    # ... and of a misspelt AUTOTUNE_* variable (options.warn_misspelt_env), once, not once more per worker.
-    warnings.filterwarnings("ignore", message="autotune: the environment variable ")
     serve(Connection(fd))
