@@ -582,3 +582,20 @@ def test_a_lambda_grid_is_tuned_in_process_with_the_grid_s_fix_not_the_kernel_s(
     assert "launch it with a tuple or a module-level function as the grid" in notes[0]
     assert "decorate it at the top level" not in notes[0]
     torch.testing.assert_close(out, x + y)
+
+
+def test_a_worker_does_not_repeat_what_decorating_warned_of(monkeypatch, capfd):
+    """A worker imports the kernel's module, so it decorates every kernel there again: what that warned of (here a
+    misspelt AUTOTUNE_* variable, which the worker inherits) the parent has already said, and the worker's stderr,
+    the caller's, stays free of it."""
+    from isolation_kernels import plain_mul
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATION", "1")     # close to AUTOTUNE_ISOLATE: warned where decorating sees it
+    shutdown()                                         # a fresh worker, started with the variable set
+    x, y, out = torch.randn(47), torch.randn(47), torch.empty(47)
+    tunings = plain_mul.cache_info()["tunings"]
+    plain_mul(x, y, out, 47)
+    torch.testing.assert_close(out, x * y)
+    assert plain_mul.cache_info()["tunings"] == tunings + 1 and all(t.ok for t in plain_mul.record().trials)
+    shutdown()
+    assert "AUTOTUNE_ISOLATION" not in capfd.readouterr().err
