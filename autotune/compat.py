@@ -61,7 +61,6 @@ class _Engine(Autotuned):
     index: ConfigIndex
     key_names: List[str]
     key_positions: Dict[str, int]
-    key_upto: int                # a call passing as many positional arguments passes every key name
     filed: Dict[Tuple, Tuple[Any, _NativeConfig, Tuple]]   # what the owner put in `cache` (config, native, key)
     key_at: Tuple[bool, ...]     # per parameter, whether it is one of key_names
     keys_of_shape: Dict[Tuple, Tuple]   # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
@@ -189,7 +188,6 @@ class Autotuner(KernelInterface):
                         do_bench=bench, prune=partial(self._prune_for_tuner, index) if use_prune else None)
         tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
         tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
-        tuner.key_upto = max(tuner.key_positions.values(), default=-1) + 1
         tuner.key_at = tuple(name in tuner.key_positions for name in self.arg_names)
         tuner.keys_of_shape, tuner.options_of = {}, {}
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched

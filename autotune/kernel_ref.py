@@ -125,17 +125,23 @@ def constexpr_names(base: Any) -> list[str]:
     return names
 
 
-def heuristics_layers(fn: Any, base: Any) -> list[Any]:
-    """`triton.heuristics` wrappers between a decorated object `fn` and its base kernel, outermost first."""
+def wrapper_layers(fn: Any, base: Any = None) -> list[Any]:
+    """`fn` and the objects under it that wrappers keep in `.fn` (triton.heuristics, autotuners), outermost first,
+    down to `base` (excluded) or to the end of the chain."""
     layers = []
     obj = fn
     for _ in range(_MAX_LAYERS):
         if obj is base or obj is None:
             break
-        if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names"):
-            layers.append(obj)
+        layers.append(obj)
         obj = getattr(obj, "fn", None)
     return layers
+
+
+def heuristics_layers(fn: Any, base: Any) -> list[Any]:
+    """`triton.heuristics` wrappers between a decorated object `fn` and its base kernel, outermost first."""
+    return [obj for obj in wrapper_layers(fn, base)
+            if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names")]
 
 
 @dataclass(frozen=True)

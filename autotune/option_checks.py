@@ -9,13 +9,15 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 
 from .errors import ExpressionError, OptionError, SpaceError, closest_name, did_you_mean
 from .keys import KeyBuilder
+from .kernel_ref import wrapper_layers
 from .reference import Reference
 from .space import Config
 from .template import to_grid
 
 __all__ = ["as_names", "as_derive", "check_argument_lists", "check_guarded_values", "check_hooks",
            "check_launch_grid", "check_hook_signatures", "check_key", "check_fallback",
-           "check_timeouts", "fallback_config", "check_heuristic_overlap", "check_not_autotuned"]
+           "check_timeouts", "fallback_config", "check_heuristic_overlap", "check_not_autotuned", "inner_autotuner",
+           "unfit_signature"]
 
 
 def check_argument_lists(kernel: str, arg_names: Sequence[str], lists: Mapping[str, Sequence[str]],
@@ -81,16 +83,11 @@ def check_launch_grid(kernel: str, grid: Any) -> None:
     if grid is None:
         return
     if callable(grid):
-        try:
-            signature = inspect.signature(grid)
-        except (TypeError, ValueError):     # a builtin without a signature: not checked
-            return
-        try:
-            signature.bind({})
-        except TypeError:
+        signature = unfit_signature(grid, {})
+        if signature is not None:
             raise ExpressionError(f"{kernel}[grid]: a grid callable is called with one argument, META (the call's "
                                   f"arguments and the config's fields by name); its signature {signature} cannot "
-                                  "take that: e.g. lambda META: (triton.cdiv(META['n'], META['BLOCK']),)") from None
+                                  "take that: e.g. lambda META: (triton.cdiv(META['n'], META['BLOCK']),)")
         return
     if isinstance(grid, str):
         raise ExpressionError(f"{kernel}[{grid!r}]: a $X grid string goes in @autotune(grid={grid!r}) (then call "
@@ -112,17 +109,25 @@ def check_hooks(kernel: str, arg_names: Sequence[str], *, verify: Any, setup: An
     for what, hook in (("setup", setup), ("do_bench", do_bench)):
         if hook is not None and not callable(hook):
             raise OptionError(f"{what}= on {kernel} must be a callable; got {type(hook).__name__}: {hook!r}")
-    if do_bench is not None:
-        try:
-            signature = inspect.signature(do_bench)
-        except (TypeError, ValueError):     # a builtin without a signature: not checked
-            return
-        try:
-            signature.bind(lambda: None)
-        except TypeError:
-            raise OptionError(f"do_bench= on {kernel} is called as do_bench(fn), with the function to time, and "
-                              f"returns milliseconds; its signature {signature} cannot take that: e.g. "
-                              "def do_bench(fn, **_) -> float") from None
+    signature = unfit_signature(do_bench, lambda: None) if do_bench is not None else None
+    if signature is not None:
+        raise OptionError(f"do_bench= on {kernel} is called as do_bench(fn), with the function to time, and "
+                          f"returns milliseconds; its signature {signature} cannot take that: e.g. "
+                          "def do_bench(fn, **_) -> float")
+
+
+def unfit_signature(fn: Any, *args: Any) -> Optional[inspect.Signature]:
+    """The signature of `fn` when a call `fn(*args)` cannot bind to it, else None (also for a callable without a
+    signature, a builtin: not checked). A hook of the wrong shape would fail at every call, blaming the configs."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args)
+    except TypeError:
+        return signature
+    return None
 
 
 def check_hook_signatures(kernel: str, passed: Sequence[str], provided: Collection[str], *, verify: Any,
@@ -329,21 +334,26 @@ def _names_string(code: Any, name: str) -> bool:
     return False
 
 
-def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> None:
-    """Refuse an autotuner (`autotuned`, the drop-in's, whose `.tuner` is one, or Triton's) between `fn` and its
-    base kernel: it sets its fields at each launch, so an autotuner over it would time identical launches."""
+def inner_autotuner(fn: Any, base: Any, autotuned: type) -> Any:
+    """The first autotuner (`autotuned`, the drop-in's, whose `.tuner` is one, or Triton's) among `fn` and the
+    wrappers under it, above `base`; None when there is none."""
     from triton.runtime.autotuner import Autotuner
 
-    obj = fn
-    for _ in range(64):       # wrappers keep the kernel under them in `.fn` (triton.heuristics, the drop-in)
-        if obj is None or obj is base:
-            return
+    for obj in wrapper_layers(fn, base):
         if isinstance(obj, (autotuned, Autotuner)) or isinstance(getattr(obj, "tuner", None), autotuned):
-            raise OptionError(f"{kernel} is already autotuned ({type(obj).__module__}.{type(obj).__name__} under "
-                                "this one): the inner autotuner sets its fields at each launch, so the outer one "
-                                "would time identical launches. Use one autotuner over both spaces (e.g. "
-                                "space=CartesianSpace(...) with every field)")
-        obj = getattr(obj, "fn", None)
+            return obj
+    return None
+
+
+def check_not_autotuned(kernel: str, fn: Any, base: Any, autotuned: type) -> None:
+    """Refuse an autotuner between `fn` and its base kernel (`inner_autotuner`): it sets its fields at each
+    launch, so an autotuner over it would time identical launches."""
+    obj = inner_autotuner(fn, base, autotuned)
+    if obj is not None:
+        raise OptionError(f"{kernel} is already autotuned ({type(obj).__module__}.{type(obj).__name__} under "
+                          "this one): the inner autotuner sets its fields at each launch, so the outer one would "
+                          "time identical launches. Use one autotuner over both spaces (e.g. "
+                          "space=CartesianSpace(...) with every field)")
 
 
 def check_derive_names(kernel: str, derive: Mapping[str, Any], constexpr_names: Collection[str]) -> None:

@@ -5,10 +5,10 @@ a `perf_model` estimate of which `top_k` configs to keep (triton.autotune's sema
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .errors import AutotuneError, OptionError
+from .option_checks import unfit_signature
 from .space import Config, configs_checksum
 
 __all__ = ["PruneSpec", "RerunCall", "TopKError", "as_pruner", "check_top_k", "fastest_by_model", "top_k_count",
@@ -101,17 +101,12 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Optional[Callabl
 
 def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) -> None:
     """A prune function is called as fn(configs, named_args): one that cannot take that would fail at every call,
-    raising a bare TypeError that never names prune=. A function without a signature (a builtin) is not checked."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind([], {})
-    except TypeError:
+    raising a bare TypeError that never names prune=."""
+    signature = unfit_signature(fn, [], {})
+    if signature is not None:
         raise OptionError(f"{what} on {kernel_name} is called as fn(configs, named_args) and returns the configs to "
                           f"keep; its signature {signature} cannot take that: e.g. "
-                          "lambda configs, named_args: configs[:4]") from None
+                          "lambda configs, named_args: configs[:4]")
 
 
 def kept_configs(prune: Callable[[list[Config], dict], Sequence[Any]], configs: Sequence[Config],

@@ -82,7 +82,10 @@ def _failure(job: _Job, status: Any, error: Optional[BaseException]) -> FailedCo
 
 
 def _resolve_kernel(kernel: Any, space: Any) -> Any:
+    from triton.runtime.autotuner import Autotuner as TritonAutotuner
+
     from ..decorator import Autotuned
+    from ..option_checks import inner_autotuner
 
     named = kernel if isinstance(kernel, str) else None
     if named is not None:
@@ -94,11 +97,11 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
     what = named or repr(kernel)
-    layers = _layers(kernel)
-    if any(type(layer).__name__ == "Autotuner" for layer in layers):     # triton.autotune, under a wrapper or not
+    inner = inner_autotuner(kernel, None, Autotuned)     # under a wrapper: the kernel itself was taken above
+    if isinstance(inner, TritonAutotuner):
         raise PrecompileError(f"{what} is autotuned by triton.autotune: decorate it with autotune.compat.autotune "
                               "(a one-import change) and precompile that")
-    if any(isinstance(layer, Autotuned) or isinstance(getattr(layer, "tuner", None), Autotuned) for layer in layers):
+    if inner is not None:
         raise PrecompileError(f"{what} wraps an @autotune kernel (a triton.heuristics above it): precompile the "
                               "@autotune kernel itself, giving the values the wrapper sets as arguments")
     if hasattr(base_kernel(kernel), "arg_names"):
@@ -108,17 +111,6 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
     raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
                           f"autotune.compat.autotune; or 'module:kernel'); got {what}, a "
                           f"{type(kernel).__module__}.{type(kernel).__name__}")
-
-
-def _layers(kernel: Any) -> list[Any]:
-    """`kernel` and the objects under it that wrappers keep in `.fn`, down to the base kernel."""
-    layers, obj = [], kernel
-    for _ in range(64):
-        if obj is None:
-            break
-        layers.append(obj)
-        obj = getattr(obj, "fn", None)
-    return layers
 
 
 def _listed_configs(kernel: Any, space: Any) -> list[Config]:

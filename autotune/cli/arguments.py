@@ -5,12 +5,13 @@ import argparse
 import os
 import stat
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..format import safe_text
 
 __all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "PARSER_DEST", "CliParser", "add_command", "add_kernel_filter",
-           "add_key_option", "checked_cache_dir", "option_parent"]
+           "add_key_option", "checked_cache_dir", "option_parent", "output_file_problem"]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
 KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
@@ -95,3 +96,15 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
               f"{fix}", file=sys.stderr)
         return None
     return directory
+
+
+def output_file_problem(option: str, value: str, example: str) -> Optional[str]:
+    """Why `--option value` cannot be written as a file (a directory, or one in a directory that does not exist),
+    checked before a command computes what it would write; None when it can. `example` is a file name to suggest."""
+    path = Path(value)
+    if path.is_dir():
+        return f"--{option} {value} is a directory; give a file name, e.g. {path / example}"
+    if not path.parent.is_dir():
+        return (f"--{option} {value} is in a directory that does not exist; create {path.parent} first, or give a "
+                "file in an existing directory")
+    return None

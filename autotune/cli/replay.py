@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..format import format_table
-from .arguments import add_command
+from .arguments import add_command, output_file_problem
 
 __all__ = ["register"]
 
@@ -19,13 +19,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..errors import AutotuneError, OptionError
     from ..replay import load_landscape, replay
 
-    if args.json:       # before the runs: a path that cannot be written would lose them all
-        out = Path(args.json)
-        if out.is_dir() or not out.parent.is_dir():
-            print(f"autotune replay: --json {args.json}: "
-                  f"{'is a directory' if out.is_dir() else 'its directory does not exist'}; give a file path",
-                  file=sys.stderr)
-            return 2
+    problem = output_file_problem("json", args.json, "replay.json") if args.json else None
+    if problem:         # before the runs: a path that cannot be written would lose them all
+        print(f"autotune replay: {problem}", file=sys.stderr)
+        return 2
     try:
         landscape = load_landscape(args.landscape)
         budget = args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))

@@ -13,7 +13,7 @@ from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
 from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches, kernel_suggestion
-from .arguments import KERNEL_SYNTAX, add_command, add_key_option, checked_cache_dir
+from .arguments import KERNEL_SYNTAX, add_command, add_key_option, checked_cache_dir, output_file_problem
 from .rows import kernel_labels
 
 __all__ = ["run_report_command", "register"]
@@ -55,11 +55,9 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         return 2
     for option in ("png", "csv", "json"):     # checked before anything is written
         value = getattr(args, option)
-        if value and (Path(value).is_dir() or not Path(value).parent.is_dir()):
-            fix = (f"give a file name, e.g. {Path(value) / ('report.' + option)}" if Path(value).is_dir() else
-                   f"create {Path(value).parent} first, or give a file in an existing directory")
-            why = "is a directory" if Path(value).is_dir() else "is in a directory that does not exist"
-            print(f"autotune report: --{option} {value} {why}; {fix}", file=sys.stderr)
+        problem = output_file_problem(option, value, f"report.{option}") if value else None
+        if problem:
+            print(f"autotune report: {problem}", file=sys.stderr)
             return 2
     entries = cache_entries(root)
     for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in

@@ -218,9 +218,9 @@ class KernelCache:
         return None
 
     def _usable(self, tier: Cache, entry: EntryRef, candidates: Optional[str],
-                stale: Optional[list[str]] = None) -> Optional[TuningRecord]:
-        """`tier`'s record of `entry` when it may be used here, else None (and why its record is not usable
-        appended to `stale`, when there is one)."""
+                stale: Optional[list[tuple[str, str]]] = None) -> Optional[TuningRecord]:
+        """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
+        and why its record is not usable appended to `stale`)."""
         record = tier.get(entry)
         if record is None:
             return None
@@ -229,7 +229,7 @@ class KernelCache:
             logger.info("autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what,
                         reason)
             if stale is not None:
-                stale.append(f"the {tier.name} entry is out of date ({reason})")
+                stale.append((tier.name, reason))
             return None
         return record
 
@@ -308,7 +308,7 @@ class KernelCache:
                                     "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
                                     "@triton.jit kernel there (kernel.fn)")
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
-            outdated: list[str] = []      # why each tier's entry, if any, is not usable: what the tuning replaces
+            outdated: list[tuple[str, str]] = []    # (tier, why its entry is not usable): what the tuning replaces
             for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
                 if lease is None:
@@ -335,10 +335,10 @@ class KernelCache:
                 warn(f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
                      f"({mismatch}); it is used now but will be tuned again by the next process")
             kept = self._keep(entry, record, since, [tier for tier, _ in leases])
-            other_space = [text.partition(" entry")[0] for text in outdated if text.endswith(f"({_OTHER_SPACE})")]
+            other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
             if kept and other_space and not self._said_other_space:   # said once per kernel, not only logged
                 self._said_other_space = True
-                warn(f"autotune cache: {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
+                warn(f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
                      "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
                      "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
                      "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
@@ -366,12 +366,17 @@ class KernelCache:
         # The remote tier was asked a moment ago: an offline launch does not pay its round trip again at once.
         skip_remote = now < self._peek_missed.get((entry.key, entry.dtypes), 0.0)
         tiers = self.tiers
-        for tier in tiers:
-            if skip_remote and tier.name == "remote":
-                continue
-            record = self._usable(tier, entry, candidates, stale)
-            if record is not None:
-                return self._found(tiers, tier, entry, record, since)[0]
+        outdated: list[tuple[str, str]] = []
+        try:
+            for tier in tiers:
+                if skip_remote and tier.name == "remote":
+                    continue
+                record = self._usable(tier, entry, candidates, outdated)
+                if record is not None:
+                    return self._found(tiers, tier, entry, record, since)[0]
+        finally:
+            if stale is not None:
+                stale.extend(f"the {tier_name} entry is out of date ({reason})" for tier_name, reason in outdated)
         if not skip_remote:
             with self._lock:
                 self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
