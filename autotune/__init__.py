@@ -4,21 +4,41 @@
 in parallel, measures each as soon as it is compiled (in worker processes by default, `isolate="auto"`), launches
 the fastest and caches it on disk.
 """
+
 from __future__ import annotations
 
 from . import keys
-from .storage import clear_autotune_cache, stats
-from .storage.remote import set_remote_cache
 from .decorator import Autotuned, autotune
+from .errors import (
+    ArchiveError,
+    AutotuneError,
+    CacheEntryError,
+    CacheWarning,
+    CallError,
+    DeviceError,
+    DistributedTuningError,
+    ExpressionError,
+    FailureKind,
+    IsolationWarning,
+    KeyValueError,
+    NoDeviceError,
+    NoRecordError,
+    NoValidConfigError,
+    OptionError,
+    PrecompileError,
+    SpaceError,
+    VerificationError,
+    VerificationWarning,
+    WorkerShutdownError,
+    classify,
+)
 from .functional import TuningResult, autotune_launch
-from .errors import (ArchiveError, AutotuneError, CacheEntryError, CacheWarning, CallError, DeviceError,
-                     DistributedTuningError, IsolationWarning, KeyValueError, NoDeviceError, NoRecordError,
-                     ExpressionError, FailureKind, NoValidConfigError, OptionError, PrecompileError, SpaceError,
-                     VerificationError, VerificationWarning, WorkerShutdownError, classify)
 from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
-from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .reference import Reference
+from .space import CartesianSpace, Config, FixedSpace, SearchSpace
+from .storage import clear_autotune_cache, stats
+from .storage.remote import set_remote_cache
 
 __version__ = "0.1.0"
 
@@ -37,13 +57,45 @@ def __getattr__(name: str) -> object:
         return value
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 
+
 __all__ = [
-    "autotune", "autotune_launch", "CartesianSpace", "FixedSpace", "SearchSpace", "Config", "Tuning",
-    "TuningResult", "clear_autotune_cache", "precompile", "AutotuneError", "NoValidConfigError",
-    "VerificationError", "Reference", "Trial", "TrialStatus", "TuningRecord", "Autotuned", "stats", "keys",
-    "CacheWarning", "DistributedTuningError", "SpaceError", "ExpressionError", "OptionError", "PrecompileError",
-    "ArchiveError", "CacheEntryError", "DeviceError", "FailureKind", "classify", "KeyValueError", "NoDeviceError",
-    "set_remote_cache", "IsolationWarning", "WorkerShutdownError", "CallError", "VerificationWarning",
+    "autotune",
+    "autotune_launch",
+    "CartesianSpace",
+    "FixedSpace",
+    "SearchSpace",
+    "Config",
+    "Tuning",
+    "TuningResult",
+    "clear_autotune_cache",
+    "precompile",
+    "AutotuneError",
+    "NoValidConfigError",
+    "VerificationError",
+    "Reference",
+    "Trial",
+    "TrialStatus",
+    "TuningRecord",
+    "Autotuned",
+    "stats",
+    "keys",
+    "CacheWarning",
+    "DistributedTuningError",
+    "SpaceError",
+    "ExpressionError",
+    "OptionError",
+    "PrecompileError",
+    "ArchiveError",
+    "CacheEntryError",
+    "DeviceError",
+    "FailureKind",
+    "classify",
+    "KeyValueError",
+    "NoDeviceError",
+    "set_remote_cache",
+    "IsolationWarning",
+    "WorkerShutdownError",
+    "CallError",
+    "VerificationWarning",
     "NoRecordError",
 ]
-

@@ -1,4 +1,5 @@
 """`python -m autotune ...`: the same command line as the `autotune` console script."""
+
 from __future__ import annotations
 
 import sys

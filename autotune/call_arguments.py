@@ -1,10 +1,12 @@
 """One call's arguments (`BoundCall`), what it launched (`Launch`), and the checks `Autotuned.bind` runs before
 any tuning: a mistake in the call is the caller's, and no config can fix it, so it is raised at once with the fix
 instead of failing inside every trial (or, under the interpreter, being silently dropped)."""
+
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Optional, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .compilers import backend_option_fields, compile_option_names
 from .errors import CallError, OptionError, did_you_mean
@@ -41,7 +43,7 @@ class Launch(NamedTuple):
 
     result: Any
     config: Config
-    record: Optional[TuningRecord]
+    record: TuningRecord | None
     how: str
     bound: BoundCall
     grid: Any
@@ -54,8 +56,9 @@ class CallSignature:
 
     __slots__ = ("kernel", "arg_names", "tuned", "static", "first_tuned")
 
-    def __init__(self, kernel: str, arg_names: Sequence[str], tuned: Collection[str],
-                 static: Mapping[str, Any]) -> None:
+    def __init__(
+        self, kernel: str, arg_names: Sequence[str], tuned: Collection[str], static: Mapping[str, Any]
+    ) -> None:
         self.kernel = kernel
         self.arg_names = tuple(arg_names)
         self.tuned = frozenset(tuned)
@@ -70,43 +73,59 @@ class CallSignature:
         option of the decorator (which would silently win), a keyword that is neither a kernel argument nor a
         Triton launch option (a typo: the interpreter drops it, a GPU launch fails in every trial)."""
         if kwargs:
-            twice = [n for n in self.arg_names[:len(args)] if n in kwargs]
+            twice = [n for n in self.arg_names[: len(args)] if n in kwargs]
             if twice:
-                raise CallError(f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
-                                "position and by keyword")
+                raise CallError(
+                    f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
+                    "position and by keyword"
+                )
             tuned = sorted(kwargs.keys() & self.tuned)
             if tuned:
-                self._refuse_tuned(tuned, kwargs[tuned[0]], "", f"{tuned[0]}=",
-                                   ", or from a triton.heuristics above @autotune that sets it")
+                self._refuse_tuned(
+                    tuned,
+                    kwargs[tuned[0]],
+                    "",
+                    f"{tuned[0]}=",
+                    ", or from a triton.heuristics above @autotune that sets it",
+                )
         if not strict:
             return
         positional = [(n, v) for n, v in zip(self.arg_names, args) if n in self.tuned]
         if positional:
-            self._refuse_tuned([n for n, _ in positional], positional[0][1], " by position",
-                               f"the argument {positional[0][0]}")
+            self._refuse_tuned(
+                [n for n, _ in positional], positional[0][1], " by position", f"the argument {positional[0][0]}"
+            )
         if not kwargs:
             return
         static = sorted(kwargs.keys() & self.static.keys())
         if static:
             name = static[0]
-            raise OptionError(f"{name}={kwargs[name]!r} passed to {self.kernel}, whose @autotune({name}="
-                              f"{self.static[name]!r}) sets it for every config and would override the call: drop "
-                              f"{name}= from the call or from @autotune")
+            raise OptionError(
+                f"{name}={kwargs[name]!r} passed to {self.kernel}, whose @autotune({name}="
+                f"{self.static[name]!r}) sets it for every config and would override the call: drop "
+                f"{name}= from the call or from @autotune"
+            )
         launch = launch_option_names()
         unknown = sorted(k for k in kwargs if k not in self.arg_names and k not in launch)
         if unknown:
             valid: Collection[str] = set(self.arg_names) | compile_option_names()
-            raise CallError(f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
-                            f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
-                            f"num_stages, ...).{did_you_mean(unknown[0], valid)}")
-        for name in sorted(kwargs.keys() & CHECKED_OPTIONS):   # checked as the space's (the interpreter ignores it)
+            raise CallError(
+                f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
+                f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
+                f"num_stages, ...).{did_you_mean(unknown[0], valid)}"
+            )
+        for name in sorted(kwargs.keys() & CHECKED_OPTIONS):  # checked as the space's (the interpreter ignores it)
             problem = None if kwargs[name] is None else compile_option_problem(name, kwargs[name])  # None: unset
             if problem:
-                raise CallError(f"{name}={kwargs[name]!r} passed to {self.kernel}: {problem}; fix the call (the "
-                                "interpreter ignores it, a GPU compile would refuse it in every config)")
+                raise CallError(
+                    f"{name}={kwargs[name]!r} passed to {self.kernel}: {problem}; fix the call (the "
+                    "interpreter ignores it, a GPU compile would refuse it in every config)"
+                )
 
     def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str, also: str = "") -> None:
         example = f"{tuned[0]} == {value!r}"
-        raise OptionError(f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
-                          f"its search space for each config: drop {drop} from the call{also} (to fix its value, "
-                          f"narrow the space instead, e.g. .where('${example}'))")
+        raise OptionError(
+            f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
+            f"its search space for each config: drop {drop} from the call{also} (to fix its value, "
+            f"narrow the space instead, e.g. .where('${example}'))"
+        )

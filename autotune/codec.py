@@ -5,20 +5,20 @@ where pydantic took 35-40 ms, and start-up is part of the API (DESIGN.md section
 declared on the types (`Annotated[int, Meta(ge=1)]`, `Literal[...]`, unknown fields rejected); nothing is
 evaluated or unpickled. `Config`, the one custom type inside records, is encoded and decoded by the hooks here.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from .space import Config
 
-__all__ = ["ValidationError", "DecodeError", "to_json", "from_json", "to_builtins", "from_builtins",
-           "error_text"]
+__all__ = ["ValidationError", "DecodeError", "to_json", "from_json", "to_builtins", "from_builtins", "error_text"]
 
-ValidationError = msgspec.ValidationError   # data of the wrong shape (a field's type, range or name)
-DecodeError = msgspec.DecodeError           # bytes that are not JSON (ValidationError is its subclass)
+ValidationError = msgspec.ValidationError  # data of the wrong shape (a field's type, range or name)
+DecodeError = msgspec.DecodeError  # bytes that are not JSON (ValidationError is its subclass)
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ def _encode_hook(obj: Any) -> Any:
 def _decode_hook(kind: type, obj: Any) -> Any:
     if kind is Config:
         if isinstance(obj, Mapping):
-            return Config(obj)          # names and values are checked there (SpaceError is a ValueError)
+            return Config(obj)  # names and values are checked there (SpaceError is a ValueError)
         raise TypeError(f"Expected `object` for a config, got `{type(obj).__name__}`")
     raise TypeError(f"no decoder for {kind!r}")
 
@@ -40,7 +40,7 @@ def _decode_hook(kind: type, obj: Any) -> Any:
 _ENCODER = msgspec.json.Encoder(enc_hook=_encode_hook)
 
 
-def to_json(obj: Any, indent: Optional[int] = None) -> bytes:
+def to_json(obj: Any, indent: int | None = None) -> bytes:
     """JSON bytes of a record, an option set or plain data (indented when `indent` is given)."""
     data = _ENCODER.encode(obj)
     return msgspec.json.format(data, indent=indent) if indent is not None else data

@@ -1,17 +1,38 @@
 """How a config gets compiled: through Triton's JIT (GPU), not at all (interpreter), or for an explicit target."""
+
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .space import Config
 
 # Options every Triton backend understands, named even where a backend's dataclass is not importable.
 _BASE_COMPILE_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 # Fields of backends' option dataclasses that are Triton internals, not per-config tuning knobs.
-_INTERNAL_OPTION_FIELDS = frozenset({
-    "arch", "backend_name", "debug", "extern_libs", "supported_fp8_dtypes", "deprecated_fp8_dot_operand_dtypes",
-    "default_dot_input_precision", "allowed_dot_input_precisions", "max_num_imprecise_acc_default",
-    "instrumentation_mode", "fpsan_homomorphic_casts", "warp_size", "ptx_version", "sanitize_overflow",
-})
+_INTERNAL_OPTION_FIELDS = frozenset(
+    {
+        "arch",
+        "backend_name",
+        "debug",
+        "extern_libs",
+        "supported_fp8_dtypes",
+        "deprecated_fp8_dot_operand_dtypes",
+        "default_dot_input_precision",
+        "allowed_dot_input_precisions",
+        "max_num_imprecise_acc_default",
+        "instrumentation_mode",
+        "fpsan_homomorphic_casts",
+        "warp_size",
+        "ptx_version",
+        "sanitize_overflow",
+    }
+)
 
 
 @functools.cache
@@ -40,11 +61,6 @@ def compile_option_names() -> frozenset[str]:
 
 
 # ---------------------------------------------------------------------------------------------- compilers
-import contextlib  # noqa: E402
-from concurrent.futures import Executor, Future  # noqa: E402
-from typing import Any, Callable, ContextManager, Iterator, Optional  # noqa: E402
-
-from .space import Config  # noqa: E402
 
 # (positional args, keyword args incl. meta-parameters and compile options, grid) for one config's launch
 LaunchArgs = tuple[tuple, dict, Any]
@@ -59,7 +75,7 @@ def _done(value: Any) -> Future:
 class InterpreterCompiler:
     """Triton's CPU interpreter compiles nothing: every config is ready at once, in space order."""
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
+    def session(self, executor: Executor) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
     def submit(self, config: Config, executor: Executor) -> Future:
@@ -75,7 +91,7 @@ class FunctionCompiler:
     def __init__(self, compile_fn: Callable[[Config], Any]) -> None:
         self.compile_fn = compile_fn
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
+    def session(self, executor: Executor) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()
 
     def submit(self, config: Config, executor: Executor) -> Future:
@@ -103,7 +119,7 @@ class JitCompiler:
     def __init__(self, kernel: Any, prepare: Callable[[Config], LaunchArgs]) -> None:
         self.kernel = kernel
         self.prepare = prepare
-        self._future_kernels: dict[Config, Any] = {}   # submitted and not finalized (or abandoned) yet
+        self._future_kernels: dict[Config, Any] = {}  # submitted and not finalized (or abandoned) yet
         self._mode: Any = None
 
     @contextlib.contextmanager
@@ -156,7 +172,7 @@ class JitCompiler:
         kept for the life of the process for every config of the space that failed to compile."""
         failed = set()
         for future_kernel in future_kernels:
-            future = future_kernel.__dict__.get("future")    # not getattr: FutureKernel forwards to its result
+            future = future_kernel.__dict__.get("future")  # not getattr: FutureKernel forwards to its result
             if future is not None and future.done() and (future.cancelled() or future.exception() is not None):
                 failed.add(id(future_kernel))
         if not failed:
@@ -177,10 +193,10 @@ class JitCompiler:
                 raw_futures.remove(future_kernel.future)
 
 
-_driver_ok = False   # set once a driver answered: the check then costs nothing for the rest of the process
+_driver_ok = False  # set once a driver answered: the check then costs nothing for the rest of the process
 
 
-def driver_problem() -> Optional[str]:
+def driver_problem() -> str | None:
     """Why Triton cannot compile for a GPU in this process (no active driver), or None when it can."""
     global _driver_ok
     if _driver_ok:

@@ -1,11 +1,12 @@
 """`Config`: one point of a search space, an immutable mapping of JSON-serialisable fields with a canonical text
 (its identity in checksums and cache entries)."""
+
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from .errors import SpaceError
 
@@ -18,13 +19,16 @@ def check_json_value(name: str, value: Any) -> Any:
     """Return `value` normalised for a Config (lists become tuples) or raise SpaceError."""
     if isinstance(value, _JSON_SCALARS):
         if isinstance(value, float) and not math.isfinite(value):
-            raise SpaceError(f"config field {name!r} = {value!r}: non-finite floats are not JSON-serialisable; "
-                             "use a finite number")
+            raise SpaceError(
+                f"config field {name!r} = {value!r}: non-finite floats are not JSON-serialisable; use a finite number"
+            )
         return value
     if isinstance(value, (tuple, list)):
         return tuple(check_json_value(name, v) for v in value)
-    raise SpaceError(f"config field {name!r} = {value!r} ({type(value).__name__}) is not JSON-serialisable; "
-                     "config values must be int, float, bool, str, None or tuples of those")
+    raise SpaceError(
+        f"config field {name!r} = {value!r} ({type(value).__name__}) is not JSON-serialisable; "
+        "config values must be int, float, bool, str, None or tuples of those"
+    )
 
 
 def value_identity(value: Any) -> Any:
@@ -48,7 +52,7 @@ def _identity(fields: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
     return frozenset((name, value_identity(value)) for name, value in fields.items())
 
 
-def _fill(config: "Config", fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> None:
+def _fill(config: Config, fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> None:
     """Set a new Config's slots (a function, not a method: no name of a config's fields is taken from it)."""
     object.__setattr__(config, "_fields", fields)
     object.__setattr__(config, "_identity", identity)
@@ -78,7 +82,7 @@ class Config(Mapping[str, Any]):
         _fill(self, clean, _identity(clean))
 
     @classmethod
-    def from_checked(cls, fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> "Config":
+    def from_checked(cls, fields: dict[str, Any], identity: frozenset[tuple[str, Any]]) -> Config:
         """A Config of fields already checked (`check_json_value`, identifier names) and their `value_identity`
         pairs, taken as they are: how a Cartesian space builds its configs without checking each value again."""
         config = object.__new__(cls)
@@ -117,7 +121,7 @@ class Config(Mapping[str, Any]):
         if isinstance(other, Mapping):
             try:
                 return self._identity == _identity(other)
-            except TypeError:          # a value with no JSON form is no config value
+            except TypeError:  # a value with no JSON form is no config value
                 return False
         return NotImplemented
 
@@ -127,7 +131,7 @@ class Config(Mapping[str, Any]):
     def __reduce__(self):
         return (Config, (self._fields,))
 
-    def replace(self, **changes: Any) -> "Config":
+    def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed or added."""
         return Config({**self._fields, **changes})
 
@@ -136,7 +140,7 @@ class Config(Mapping[str, Any]):
         return dict(self._fields)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Config":
+    def from_json(cls, data: Mapping[str, Any]) -> Config:
         """Inverse of `to_json` (JSON lists come back as tuples)."""
         return cls(data)
 

@@ -57,6 +57,7 @@ agreement and named missing ranks on a GPU job, give autotune a gloo group:
 Shard mode compares medians measured by different ranks, so it assumes identical devices; use
 "rank0" when the ranks' devices or their load differ.
 """
+
 from __future__ import annotations
 
 import logging
@@ -65,21 +66,28 @@ import re
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any
 
-from .process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
-from .shards import merge_shards, no_valid_message, shard, shard_winner
-from .storage.entries import key_text
-from .storage.counters import count, count_tuning
-from .storage.tiers import KernelCache
 from .errors import AutotuneError, DistributedTuningError, NoValidConfigError
+from .process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from .record import Trial, TrialStatus, TuningRecord
+from .shards import merge_shards, no_valid_message, shard, shard_winner
 from .space import Config
+from .storage.counters import count, count_tuning
+from .storage.entries import key_text
+from .storage.tiers import KernelCache
 
 __all__ = [
-    "DistributedTuningError", "Agreement", "active_mode", "shard", "agree", "agree_offline", "agreements",
+    "DistributedTuningError",
+    "Agreement",
+    "active_mode",
+    "shard",
+    "agree",
+    "agree_offline",
+    "agreements",
     "set_process_group",
 ]
 
@@ -88,9 +96,7 @@ logger = logging.getLogger("autotune")
 # The decorator's tuning callback: `tune(select)` tunes the configs `select(candidates)` keeps (all when
 # `select` is None) and returns the record, or raises NoValidConfigError when every one of them failed.
 Selector = Callable[[list[Config]], Sequence[Config]]
-TuneFn = Callable[[Optional[Selector]], TuningRecord]
-
-
+TuneFn = Callable[[Selector | None], TuningRecord]
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ class Agreement:
 
 # ------------------------------------------------------------------------------------------ settings
 
-_AGREE_LOCK = threading.Lock()           # one agreement at a time per process: collectives must pair up
+_AGREE_LOCK = threading.Lock()  # one agreement at a time per process: collectives must pair up
 _TLS = threading.local()
 _AGREEMENTS: dict[tuple, Agreement] = {}
 _AGREEMENTS_LOCK = threading.Lock()
@@ -134,9 +140,18 @@ def agreements(kernel: Any = None) -> list[Agreement]:
 # ------------------------------------------------------------------------------------------ the agreement
 
 
-def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneFn, *,
-          force: bool = False, candidates: Optional[str] = None, lock_timeout_s: Optional[float] = None,
-          prune_error: Optional[BaseException] = None) -> tuple[TuningRecord, str]:
+def agree(
+    cache: KernelCache,
+    key: tuple,
+    dtypes: tuple,
+    mode: Mode,
+    tune: TuneFn,
+    *,
+    force: bool = False,
+    candidates: str | None = None,
+    lock_timeout_s: float | None = None,
+    prune_error: BaseException | None = None,
+) -> tuple[TuningRecord, str]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
     `lock_timeout_s` bounds rank 0's wait for another process's lock on the entry, as without a group.
@@ -162,8 +177,9 @@ def agree(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, tune: TuneF
         return rnd.run(tune, force)
 
 
-def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
-                  candidates: Optional[str] = None) -> Optional[TuningRecord]:
+def agree_offline(
+    cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *, candidates: str | None = None
+) -> TuningRecord | None:
     """Under AUTOTUNE_OFFLINE=1 (never tune): rank 0's stored record for (key, dtypes), sent to every rank, or None
     on every rank when rank 0 has none, so all launch the same config (the winner, else the same fallback) even
     when only some nodes hold the entry. Every rank of the group must call this for the same key."""
@@ -176,9 +192,15 @@ def agree_offline(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *,
 
 
 @contextmanager
-def _one_round(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, candidates: Optional[str],
-               lock_timeout_s: Optional[float] = None,
-               prune_error: Optional[BaseException] = None) -> Iterator["_Round"]:
+def _one_round(
+    cache: KernelCache,
+    key: tuple,
+    dtypes: tuple,
+    mode: Mode,
+    candidates: str | None,
+    lock_timeout_s: float | None = None,
+    prune_error: BaseException | None = None,
+) -> Iterator[_Round]:
     """The process's one agreement in progress (collectives must pair up across ranks), known to this thread so
     that an agreement started from inside it (a setup=, verify= or prune= calling another kernel) is refused."""
     outer = getattr(_TLS, "round", None)
@@ -186,7 +208,8 @@ def _one_round(cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, candid
         raise AutotuneError(
             f"{cache.kernel_name} key {key} needs a distributed agreement while {outer.kernel} key {outer.key} is "
             f"being agreed on this thread (called from its setup=, verify= or prune=?). Call {cache.kernel_name} "
-            "once before, or give it Tuning(distributed='off').")
+            "once before, or give it Tuning(distributed='off')."
+        )
     with _AGREE_LOCK:
         rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
         rnd.prune_error = prune_error
@@ -208,10 +231,17 @@ _PHASES = {
 class _Round:
     """One agreement on one key: who this rank is, the group, and the steps of the protocol."""
 
-    def __init__(self, cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode,
-                 candidates: Optional[str] = None, lock_timeout_s: Optional[float] = None) -> None:
-        self.candidates = candidates   # checksum of the configs prune= kept (None without prune=)
-        self.prune_error: Optional[BaseException] = None      # what this rank's prune= raised
+    def __init__(
+        self,
+        cache: KernelCache,
+        key: tuple,
+        dtypes: tuple,
+        mode: Mode,
+        candidates: str | None = None,
+        lock_timeout_s: float | None = None,
+    ) -> None:
+        self.candidates = candidates  # checksum of the configs prune= kept (None without prune=)
+        self.prune_error: BaseException | None = None  # what this rank's prune= raised
         self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
 
@@ -246,13 +276,14 @@ class _Round:
         self._note(record, how, measured_by)
         return record, how
 
-    def run_offline(self) -> Optional[TuningRecord]:
+    def run_offline(self) -> TuningRecord | None:
         """`agree_offline`'s round: rank 0 reads its tiers without tuning and sends what it found, or a miss."""
         self._meet()
         if self.rank == 0:
             record = self.cache.peek(self.key, self.dtypes, self.candidates)
-            self._broadcast({"kind": "record", "record": record, "how": "cache"} if record is not None
-                            else {"kind": "offline-miss"})
+            self._broadcast(
+                {"kind": "record", "record": record, "how": "cache"} if record is not None else {"kind": "offline-miss"}
+            )
         else:
             decision = self._broadcast(None)
             kind = decision.get("kind") if isinstance(decision, dict) else None
@@ -282,8 +313,14 @@ class _Round:
             return record
 
         try:
-            record, how = self.cache.get_or_tune(self.key, self.dtypes, tune_for_cache, force=force,
-                                                 candidates=self.candidates, lock_timeout_s=self.lock_timeout_s)
+            record, how = self.cache.get_or_tune(
+                self.key,
+                self.dtypes,
+                tune_for_cache,
+                force=force,
+                candidates=self.candidates,
+                lock_timeout_s=self.lock_timeout_s,
+            )
         except BaseException as exc:
             if not told:  # the others wait for a decision: give them this failure instead of a timeout
                 try:
@@ -304,8 +341,9 @@ class _Round:
             self.cache.remember(self.key, self.dtypes, record)
             counter = {"memory": "hits", "disk": "disk_hits", "remote": "remote_hits"}.get(how, "misses")
             count(self.kernel, **{counter: 1})
-            measured_by = {t.config: 0 for t in record.trials if t.status is not TrialStatus.SKIPPED} \
-                if how == "tuned" else {}
+            measured_by = (
+                {t.config: 0 for t in record.trials if t.status is not TrialStatus.SKIPPED} if how == "tuned" else {}
+            )
             return record, how, measured_by
         if kind == "tune":
             record, measured_by = self._shard_round(tune)
@@ -315,8 +353,9 @@ class _Round:
         if kind == "error":
             if decision.get("trials") is not None:
                 raise NoValidConfigError(decision["message"], decision["trials"])
-            raise DistributedTuningError(self._where() + f": rank 0 failed before the ranks could agree: "
-                                         f"{decision['message']}")
+            raise DistributedTuningError(
+                self._where() + f": rank 0 failed before the ranks could agree: {decision['message']}"
+            )
         raise DistributedTuningError(self._where() + f": unexpected decision from rank 0: {decision!r}")
 
     def _shard_round(self, tune: TuneFn) -> tuple[TuningRecord, dict[Config, int]]:
@@ -330,9 +369,9 @@ class _Round:
             assigned[:] = shard(candidates, self.rank, self.world)
             return assigned
 
-        trials: Optional[list[Trial]] = None
-        own_winner: Optional[Config] = None
-        local_error: Optional[BaseException] = None
+        trials: list[Trial] | None = None
+        own_winner: Config | None = None
+        local_error: BaseException | None = None
         try:
             shard_record = tune(select)
             trials, own_winner = list(shard_record.trials), shard_record.winner
@@ -340,8 +379,13 @@ class _Round:
             trials = list(exc.trials)
         except Exception as exc:
             local_error = exc
-        payload = {"rank": self.rank, "trials": trials, "winner": own_winner, "candidates": list(seen),
-                   "error": None if local_error is None else f"{type(local_error).__name__}: {local_error}"}
+        payload = {
+            "rank": self.rank,
+            "trials": trials,
+            "winner": own_winner,
+            "candidates": list(seen),
+            "error": None if local_error is None else f"{type(local_error).__name__}: {local_error}",
+        }
         gathered = self._all_gather(payload, "shard")
         failed = [p for p in gathered if p["error"] is not None]
         if failed:
@@ -352,16 +396,26 @@ class _Round:
         if any(p["candidates"] != gathered[0]["candidates"] for p in gathered):
             # prune= kept different configs on different ranks (it looked at rank-specific data?): the shards
             # overlap or miss configs. The merge below is still the same on every rank, so they still agree.
-            warnings.warn(self._where() + ": prune= kept different configs on different ranks ("
-                          + "; ".join(f"rank {p['rank']}: {len(p['candidates'])}" for p in gathered)
-                          + "); some configs were measured twice or not at all", stacklevel=2)
+            warnings.warn(
+                self._where()
+                + ": prune= kept different configs on different ranks ("
+                + "; ".join(f"rank {p['rank']}: {len(p['candidates'])}" for p in gathered)
+                + "); some configs were measured twice or not at all",
+                stacklevel=2,
+            )
         merged, measured_by = merge_shards(gathered)
         ok = [t for t in merged if t.ok]
         if not ok:
             raise NoValidConfigError(no_valid_message(self.kernel, merged, measured_by, self.world), merged)
-        winner = shard_winner(merged, gathered)     # the fastest of the ranks' own winners, the same on every rank
-        record = self.cache.new_record(self.key, self.dtypes, winner=winner, trials=merged,
-                                       tuning_s=time.perf_counter() - started, candidates=self.candidates)
+        winner = shard_winner(merged, gathered)  # the fastest of the ranks' own winners, the same on every rank
+        record = self.cache.new_record(
+            self.key,
+            self.dtypes,
+            winner=winner,
+            trials=merged,
+            tuning_s=time.perf_counter() - started,
+            candidates=self.candidates,
+        )
         if self.rank == 0:
             from .reporting.lines import emit
 
@@ -386,9 +440,12 @@ class _Round:
             return
         if current != int(local):
             _warned_device = True
-            warnings.warn(f"autotune: rank {self.rank} agrees over nccl with cuda:{current} current but "
-                          f"LOCAL_RANK={local}; nccl object collectives need each rank on its own device: call "
-                          f"torch.cuda.set_device({local}) before launching autotuned kernels", stacklevel=5)
+            warnings.warn(
+                f"autotune: rank {self.rank} agrees over nccl with cuda:{current} current but "
+                f"LOCAL_RANK={local}; nccl object collectives need each rank on its own device: call "
+                f"torch.cuda.set_device({local}) before launching autotuned kernels",
+                stacklevel=5,
+            )
 
     def _arrive(self) -> None:
         if self.backend != "gloo":
@@ -397,25 +454,36 @@ class _Round:
             self.dist.monitored_barrier(group=self.group, timeout=self.timeout, wait_all_ranks=True)
 
     def _handshake(self) -> None:
-        mine = {"kernel": self.kernel, "key": key_text(self.key), "dtypes": [str(d) for d in self.dtypes],
-                "mode": self.mode, "space": self.cache.space_checksum, "source": self.cache.source_hash}
+        mine = {
+            "kernel": self.kernel,
+            "key": key_text(self.key),
+            "dtypes": [str(d) for d in self.dtypes],
+            "mode": self.mode,
+            "space": self.cache.space_checksum,
+            "source": self.cache.source_hash,
+        }
         error = self.prune_error
-        hellos = self._all_gather({**mine, "pruned": None if error is None else f"{type(error).__name__}: {error}"},
-                                  "handshake")
+        hellos = self._all_gather(
+            {**mine, "pruned": None if error is None else f"{type(error).__name__}: {error}"}, "handshake"
+        )
         pruned = [f"rank {r}: {text}" for r, text in enumerate([h.pop("pruned") for h in hellos]) if text is not None]
         differing = [r for r, h in enumerate(hellos) if h != hellos[0]]
         if differing:
-            lines = "; ".join(f"rank {r}: {h['kernel']} key {h['key']} {h['dtypes']} mode {h['mode']}"
-                              + ("" if h["space"] == hellos[0]["space"] else " (another search space)")
-                              + ("" if h["source"] == hellos[0]["source"] else " (another kernel source)")
-                              for r, h in enumerate(hellos) if r == 0 or r in differing)
+            lines = "; ".join(
+                f"rank {r}: {h['kernel']} key {h['key']} {h['dtypes']} mode {h['mode']}"
+                + ("" if h["space"] == hellos[0]["space"] else " (another search space)")
+                + ("" if h["source"] == hellos[0]["source"] else " (another kernel source)")
+                for r, h in enumerate(hellos)
+                if r == 0 or r in differing
+            )
             raise DistributedTuningError(
                 self._where() + f": the ranks are not tuning the same thing ({lines}). Every rank must call an "
                 "autotuned kernel with the same key in the same order; where shapes differ per rank use "
-                "Tuning(distributed='off').")
+                "Tuning(distributed='off')."
+            )
         if error is not None:
             raise error
-        if pruned:   # another rank's prune= raised: no rank tunes this key, each says why
+        if pruned:  # another rank's prune= raised: no rank tunes this key, each says why
             raise DistributedTuningError(self._where() + f": prune= raised on another rank: {'; '.join(pruned)}")
 
     # -- collectives --------------------------------------------------------------------------------------
@@ -443,46 +511,74 @@ class _Round:
             raise DistributedTuningError(self._explain(phase, exc)) from exc
 
     def _where(self) -> str:
-        return (f"autotune: rank {self.rank} of {self.world}, {self.kernel} key {self.key} {list(self.dtypes)}, "
-                f"distributed={self.mode!r}")
+        return (
+            f"autotune: rank {self.rank} of {self.world}, {self.kernel} key {self.key} {list(self.dtypes)}, "
+            f"distributed={self.mode!r}"
+        )
 
     def _explain(self, phase: str, exc: BaseException) -> str:
         text = str(exc).strip()
         seconds = self.timeout.total_seconds()
-        head = (f"{self._where()}: {_PHASES[phase]} failed after {time.perf_counter() - self.started:.1f} s "
-                f"(the process group's timeout is {seconds:g} s)")
+        head = (
+            f"{self._where()}: {_PHASES[phase]} failed after {time.perf_counter() - self.started:.1f} s "
+            f"(the process group's timeout is {seconds:g} s)"
+        )
         missing = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
         if missing:
-            hint = (f"rank(s) {missing.group(1).strip()} did not reach this call: every rank must call the kernel "
-                    "with the same key in the same order (a rank that skips the call, has it cached in memory "
-                    "when the others do not, hung or died, leaves the others here)")
+            hint = (
+                f"rank(s) {missing.group(1).strip()} did not reach this call: every rank must call the kernel "
+                "with the same key in the same order (a rank that skips the call, has it cached in memory "
+                "when the others do not, hung or died, leaves the others here)"
+            )
         elif phase == "arrival":
-            hint = ("rank 0 did not answer: it did not reach this call, hung or died, or it found another rank "
-                    "missing (rank 0's error names the missing ranks)")
+            hint = (
+                "rank 0 did not answer: it did not reach this call, hung or died, or it found another rank "
+                "missing (rank 0's error names the missing ranks)"
+            )
         elif phase == "decision":
-            hint = ("rank 0 did not send its decision in time: it may be tuning (or waiting for another process's "
-                    "tuning of this key through the cache lock) longer than the timeout, or it hung or died; "
-                    "raise init_process_group(timeout=...) above the longest tuning")
+            hint = (
+                "rank 0 did not send its decision in time: it may be tuning (or waiting for another process's "
+                "tuning of this key through the cache lock) longer than the timeout, or it hung or died; "
+                "raise init_process_group(timeout=...) above the longest tuning"
+            )
         elif phase == "shard":
-            hint = ("a rank did not deliver its shard in time: its tuning may take longer than the timeout, or it "
-                    "hung or died")
+            hint = (
+                "a rank did not deliver its shard in time: its tuning may take longer than the timeout, or it "
+                "hung or died"
+            )
         else:
             hint = "a rank did not take part: it hung, died, or is at another call"
         return f"{head}: {hint}. ({type(exc).__name__}: {text.splitlines()[0] if text else ''})"
 
     def _note(self, record: TuningRecord, how: str, measured_by: dict[Config, int]) -> None:
-        agreement = Agreement(kernel=self.kernel, key=self.key, dtypes=self.dtypes, mode=self.mode, rank=self.rank,
-                              world_size=self.world, source=how, winner=record.winner, measured_by=dict(measured_by),
-                              seconds=time.perf_counter() - self.started)
+        agreement = Agreement(
+            kernel=self.kernel,
+            key=self.key,
+            dtypes=self.dtypes,
+            mode=self.mode,
+            rank=self.rank,
+            world_size=self.world,
+            source=how,
+            winner=record.winner,
+            measured_by=dict(measured_by),
+            seconds=time.perf_counter() - self.started,
+        )
         with _AGREEMENTS_LOCK:
             _AGREEMENTS.pop((self.kernel, self.key, self.dtypes), None)
             _AGREEMENTS[(self.kernel, self.key, self.dtypes)] = agreement
         counts: dict[int, int] = {}
         for r in measured_by.values():
             counts[r] = counts.get(r, 0) + 1
-        logger.info("autotune: %s key %s: ranks agree on %s (distributed=%r, %d ranks, %s%s)", self.kernel,
-                    self.key, dict(record.winner), self.mode, self.world, how,
-                    "; measured " + ", ".join(f"{n} on rank {r}" for r, n in sorted(counts.items())) if counts else "")
+        logger.info(
+            "autotune: %s key %s: ranks agree on %s (distributed=%r, %d ranks, %s%s)",
+            self.kernel,
+            self.key,
+            dict(record.winner),
+            self.mode,
+            self.world,
+            how,
+            "; measured " + ", ".join(f"{n} on rank {r}" for r, n in sorted(counts.items())) if counts else "",
+        )
 
 
 def _error_payload(exc: BaseException) -> dict:

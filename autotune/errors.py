@@ -4,6 +4,7 @@ One module, imported by every layer and importing nothing of autotune, so that a
 from `autotune` and each layer raises the class that blames the right thing: the space, the options, the
 call, a config, the cache, the environment.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -11,9 +12,10 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Collection
 from enum import Enum
 from types import FrameType
-from typing import Any, Collection, Optional
+from typing import Any
 
 
 class AutotuneError(Exception):
@@ -93,8 +95,9 @@ class VerificationWarning(UserWarning):
 
 def warn_verification_failed(kernel: str, config: Any, reason: Any) -> None:
     """The one wording of a config skipped by `verify=`, in process or from an isolated worker's trial."""
-    warn_at_caller(f"autotune: {kernel} config {dict(config)} failed verification and is skipped: {reason}",
-                   VerificationWarning)
+    warn_at_caller(
+        f"autotune: {kernel} config {dict(config)} failed verification and is skipped: {reason}", VerificationWarning
+    )
 
 
 class CacheEntryError(AutotuneError, ValueError):
@@ -102,7 +105,7 @@ class CacheEntryError(AutotuneError, ValueError):
 
     def __init__(self, message: str, kind: str = "corrupt", schema_version: Any = None) -> None:
         super().__init__(message)
-        self.kind = kind                      # "corrupt" or "schema"
+        self.kind = kind  # "corrupt" or "schema"
         self.schema_version = schema_version
 
 
@@ -121,7 +124,7 @@ class DistributedTuningError(AutotuneError, RuntimeError):
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_TRITON_RUNTIME = f"{os.sep}triton{os.sep}runtime{os.sep}"   # kernel[grid](...) enters through Triton's lambda
+_TRITON_RUNTIME = f"{os.sep}triton{os.sep}runtime{os.sep}"  # kernel[grid](...) enters through Triton's lambda
 
 
 def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
@@ -129,9 +132,10 @@ def warn_at_caller(message: str, category: type[Warning] = UserWarning) -> None:
     (`KernelInterface.__getitem__`, `triton.heuristics`): the user's line that launched the kernel, not the library
     line that noticed the problem."""
     level = 1
-    frame: Optional[FrameType] = sys._getframe(0)
-    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-                                 or _TRITON_RUNTIME in frame.f_code.co_filename):
+    frame: FrameType | None = sys._getframe(0)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE_DIR) or _TRITON_RUNTIME in frame.f_code.co_filename
+    ):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
@@ -146,7 +150,7 @@ def closest_name(name: str, valid: Collection[str]) -> str | None:
 
 
 def did_you_mean(name: str, valid: Collection[str]) -> str:
-    """" Did you mean 'x'?" naming the valid name closest to `name`, or "": every message about an unknown name
+    """ " Did you mean 'x'?" naming the valid name closest to `name`, or "": every message about an unknown name
     ends with it."""
     close = closest_name(name, valid)
     return f" Did you mean {close!r}?" if close else ""
@@ -155,21 +159,25 @@ def did_you_mean(name: str, valid: Collection[str]) -> str:
 class FailureKind(str, Enum):
     """What a failure during tuning means, and so what the tuner does with it."""
 
-    CONFIG = "config"                       # this config's own compile/launch/verify error: record it, skip it
-    OUT_OF_RESOURCES = "out_of_resources"   # the config needs more shared memory/registers than the device has
-    STICKY_DEVICE = "sticky_device"         # the device context is dead: abort the tuning with DeviceError
-    CALL = "call"                           # the caller's or the program's mistake: raise it at once
+    CONFIG = "config"  # this config's own compile/launch/verify error: record it, skip it
+    OUT_OF_RESOURCES = "out_of_resources"  # the config needs more shared memory/registers than the device has
+    STICKY_DEVICE = "sticky_device"  # the device context is dead: abort the tuning with DeviceError
+    CALL = "call"  # the caller's or the program's mistake: raise it at once
 
 
 # CUDA errors after which every later launch in the process fails (the context is poisoned).
 _STICKY = re.compile(
     r"illegal memory access|misaligned address|unspecified launch failure|device-side assert|illegal instruction"
     r"|CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR)"
-    r"|hipErrorIllegalAddress|hipErrorLaunchFailure", re.IGNORECASE)
+    r"|hipErrorIllegalAddress|hipErrorLaunchFailure",
+    re.IGNORECASE,
+)
 
 # Python's own messages for a call that does not fit a signature.
-_CALL_MISTAKE = re.compile(r"missing \d+ required|got multiple values for|unexpected keyword argument"
-                           r"|takes \d+ positional arguments? but \d+")
+_CALL_MISTAKE = re.compile(
+    r"missing \d+ required|got multiple values for|unexpected keyword argument"
+    r"|takes \d+ positional arguments? but \d+"
+)
 
 
 def classify(exc: BaseException, stage: str) -> FailureKind:

@@ -2,10 +2,11 @@
 thread held stays held forever and threads or worker processes the parent ran are gone. Each module that owns
 such state registers its own reset here (`grep reset_in_forked_child` lists them all); DESIGN.md says what each
 one does. Imports nothing of autotune, so any layer can use it."""
+
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["reset_in_forked_child"]
 

@@ -1,18 +1,31 @@
 """Formatting shared by every printed surface (AUTOTUNE_PRINT lines, reports, the CLI, the progress bar):
 milliseconds, configs, keys, dtypes, ages and aligned tables, written once so they read the same everywhere."""
+
 from __future__ import annotations
 
 import json
 import math
 import time
 import unicodedata
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = ["format_ms", "format_config", "format_key", "format_dtypes", "format_record_key", "format_age",
-           "format_table", "format_timestamp", "one_line", "plural", "safe_text"]
+__all__ = [
+    "format_ms",
+    "format_config",
+    "format_key",
+    "format_dtypes",
+    "format_record_key",
+    "format_age",
+    "format_table",
+    "format_timestamp",
+    "one_line",
+    "plural",
+    "safe_text",
+]
 
 
-def format_ms(value: Optional[float]) -> str:
+def format_ms(value: float | None) -> str:
     """Milliseconds with 4 significant digits (never exponent notation below 10 s); '-' for None."""
     if value is None or not math.isfinite(value):
         return "-"
@@ -72,8 +85,12 @@ def safe_text(value: Any) -> str:
     text = str(value)
     if text.isprintable():
         return text
-    return "".join(ch if unicodedata.category(ch) not in _UNSAFE_CATEGORIES
-                   else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") for ch in text)
+    return "".join(
+        ch
+        if unicodedata.category(ch) not in _UNSAFE_CATEGORIES
+        else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        for ch in text
+    )
 
 
 def format_timestamp(timestamp: float) -> str:
@@ -87,7 +104,7 @@ def format_timestamp(timestamp: float) -> str:
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Iterable[int] = ()) -> str:
     """Plain aligned columns with a header and a rule; columns whose index is in `right` align right."""
-    text_rows = [[("" if v is None else safe_text(v)) for v in row] for row in rows]   # escaped before widths
+    text_rows = [[("" if v is None else safe_text(v)) for v in row] for row in rows]  # escaped before widths
     widths = [len(h) for h in headers]
     for row in text_rows:
         for i, cell in enumerate(row):
@@ -101,7 +118,7 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right
     return "\n".join([line(list(headers)), line(["-" * w for w in widths])] + [line(r) for r in text_rows])
 
 
-def one_line(error: Optional[str], limit: int) -> str:
+def one_line(error: str | None, limit: int) -> str:
     """An error message squeezed onto one line: the first line and, if different, the last one.
 
     Triton's compile errors start with a location (`at 3:8:`) and end with the actual exception,

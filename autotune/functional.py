@@ -1,4 +1,5 @@
 """`autotune_launch`: the functional form of `@autotune`, for a kernel launched without decorating it."""
+
 from __future__ import annotations
 
 import enum
@@ -7,9 +8,10 @@ import inspect
 import re
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from .decorator import Autotuned
 from .errors import CallError, OptionError
@@ -28,9 +30,8 @@ class TuningResult:
 
     config: Config
     grid: Any
-    record: Optional[TuningRecord]
+    record: TuningRecord | None
     cache_hit: bool
-
 
 
 # Kept for the life of the process, on purpose: each wrapper holds its keys' winners in memory, so a repeated
@@ -60,8 +61,9 @@ def _stable(value: Any, depth: int = 0) -> bool:
 
 def _unstable_captures(fn: Any, depth: int = 0) -> list[tuple[str, Any]]:
     """(name, value) of what `fn` closes over or has as a default that `_stable` refuses."""
-    captured = list(zip(fn.__code__.co_freevars, (c.cell_contents if _filled(c) else None
-                                                   for c in fn.__closure__ or ())))
+    captured = list(
+        zip(fn.__code__.co_freevars, (c.cell_contents if _filled(c) else None for c in fn.__closure__ or ()))
+    )
     captured += [(f"default {i}", v) for i, v in enumerate(fn.__defaults__ or ())]
     captured += list((fn.__kwdefaults__ or {}).items())
     return [(name, value) for name, value in captured if not _stable(value, depth)]
@@ -69,7 +71,7 @@ def _unstable_captures(fn: Any, depth: int = 0) -> list[tuple[str, Any]]:
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True
@@ -84,19 +86,25 @@ def _callable_identity(fn: Any, what: str) -> tuple:
     if inspect.ismethod(fn):
         return ("method", id(fn.__self__), _callable_identity(fn.__func__, what))
     if isinstance(fn, functools.partial):
-        return ("partial", _callable_identity(fn.func, what), _identity(fn.args, what),
-                _identity(dict(sorted(fn.keywords.items())), what))
+        return (
+            "partial",
+            _callable_identity(fn.func, what),
+            _identity(fn.args, what),
+            _identity(dict(sorted(fn.keywords.items())), what),
+        )
     if not inspect.isfunction(fn):
         return ("object", id(fn))
     unstable = _unstable_captures(fn)
     if unstable:
         name, value = unstable[0]
-        raise OptionError(f"autotune_launch({what}=...): {fn.__qualname__} captures {name} = "
-                          f"{type(value).__name__}, which autotune_launch cannot identify from one call to the next "
-                          f"(it keeps one tuner per distinct {what}=, so a function made anew at each call would "
-                          f"make, and keep, a new tuner at each call): read the value from the call's arguments "
-                          f"(passed by name) or a module-level name instead of capturing it, or decorate the kernel "
-                          f"with @autotune({what}=...) once")
+        raise OptionError(
+            f"autotune_launch({what}=...): {fn.__qualname__} captures {name} = "
+            f"{type(value).__name__}, which autotune_launch cannot identify from one call to the next "
+            f"(it keeps one tuner per distinct {what}=, so a function made anew at each call would "
+            f"make, and keep, a new tuner at each call): read the value from the call's arguments "
+            f"(passed by name) or a module-level name instead of capturing it, or decorate the kernel "
+            f"with @autotune({what}=...) once"
+        )
     return ("function", fn.__module__, fn.__qualname__, code_identity(fn))
 
 
@@ -110,7 +118,7 @@ def _identity(value: Any, what: str) -> Any:
     if callable(value) and not isinstance(value, type):
         return _callable_identity(value, what)
     text = repr(value)
-    if _ADDRESS.search(text):     # an object without a readable repr (a Reference): by its attributes, else by id
+    if _ADDRESS.search(text):  # an object without a readable repr (a Reference): by its attributes, else by id
         attributes = getattr(value, "__dict__", None)
         if attributes is None:
             return ("object", id(value))
@@ -118,8 +126,16 @@ def _identity(value: Any, what: str) -> Any:
     return text
 
 
-def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Optional[Mapping[str, Any]] = None,
-                    grid: Any = None, key: Any = None, **autotune_options: Any) -> TuningResult:
+def autotune_launch(
+    kernel: Any,
+    *,
+    space: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None = None,
+    grid: Any = None,
+    key: Any = None,
+    **autotune_options: Any,
+) -> TuningResult:
     """Functional form of `@autotune`: tune (or reuse) and launch `kernel` once; returns a `TuningResult`.
 
     The autotuned wrapper is kept per (kernel, space, grid, key, options), so repeated calls hit its cache. A
@@ -127,32 +143,48 @@ def autotune_launch(kernel: Any, *, space: Any, args: Sequence[Any], kwargs: Opt
     `kernel[grid](...)`, so a lambda written at the call site costs nothing.
     """
     if not hasattr(base_kernel(kernel), "arg_names"):
-        raise CallError(f"autotune_launch(kernel, ...) takes a @triton.jit kernel (or one wrapped by triton.heuristics); "
-                        f"got {kernel!r}")
+        raise CallError(
+            f"autotune_launch(kernel, ...) takes a @triton.jit kernel (or one wrapped by triton.heuristics); "
+            f"got {kernel!r}"
+        )
     if grid is None:
-        raise CallError("autotune_launch(...) needs grid=: a tuple, a '$X' expression string such as "
-                        "'(cdiv(n, $BLOCK),)', or a callable meta -> tuple as in kernel[grid](...)")
+        raise CallError(
+            "autotune_launch(...) needs grid=: a tuple, a '$X' expression string such as "
+            "'(cdiv(n, $BLOCK),)', or a callable meta -> tuple as in kernel[grid](...)"
+        )
     # Spaces given as data are told apart by their repr; a SearchSpace object by identity (the registry keeps it
     # alive). A checksum would hash every config on every call of this hot path.
     space_ident = id(space) if isinstance(space, SearchSpace) else repr(space)
     launch_grid = grid if callable(grid) else None
     grid_ident = _CALLABLE_GRID if launch_grid is not None else _identity(grid, "grid")
-    ident = (id(kernel), space_ident, grid_ident, _identity(key, "key"),
-             tuple((name, _identity(value, name)) for name, value in sorted(autotune_options.items())))
+    ident = (
+        id(kernel),
+        space_ident,
+        grid_ident,
+        _identity(key, "key"),
+        tuple((name, _identity(value, name)) for name, value in sorted(autotune_options.items())),
+    )
     with _launch_registry_lock:
         tuned = _launch_registry.get(ident)
         if tuned is None:
-            tuned = Autotuned(kernel, space=space, key=key, grid=None if launch_grid is not None else grid,
-                              **autotune_options)
+            tuned = Autotuned(
+                kernel, space=space, key=key, grid=None if launch_grid is not None else grid, **autotune_options
+            )
             _launch_registry[ident] = tuned
-    if not isinstance(args, (tuple, list)):   # a dict would pass its keys, a tensor its rows, as the arguments
-        raise CallError(f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
-                        f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)")
+    if not isinstance(args, (tuple, list)):  # a dict would pass its keys, a tensor its rows, as the arguments
+        raise CallError(
+            f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
+            f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)"
+        )
     call_args, call_kwargs = tuple(args), dict(kwargs or {})
     launch = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
     launched = launch.grid
-    if launch_grid is not None:   # the grid as launched, as with grid= given as a string
+    if launch_grid is not None:  # the grid as launched, as with grid= given as a string
         meta = {**launch.bound.named, **launch.launch_kwargs}
         launched = to_grid(launch_grid(meta), f"callable {getattr(launch_grid, '__name__', 'grid')}")
-    return TuningResult(config=launch.config, grid=launched, record=launch.record,
-                        cache_hit=launch.how in ("memory", "disk", "remote", "cache"))
+    return TuningResult(
+        config=launch.config,
+        grid=launched,
+        record=launch.record,
+        cache_hit=launch.how in ("memory", "disk", "remote", "cache"),
+    )

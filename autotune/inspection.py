@@ -1,7 +1,9 @@
 """What a decorated kernel tells about its tunings: `record(key)`, `cache_info()`, `report(key, png=)`."""
+
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import NoRecordError
 from .record import TuningRecord
@@ -15,28 +17,34 @@ class KernelInspection:
 
     cache: Any
     name: str
-    _last_key: Optional[tuple]
+    _last_key: tuple | None
 
-    def record(self, key: Optional[Sequence[Any]] = None) -> TuningRecord:
+    def record(self, key: Sequence[Any] | None = None) -> TuningRecord:
         """The tuning record of `key` (the tuple the key spec computes), or of the last call's key."""
         records = self.cache.records()
         if key is None:
             if self._last_key is None:
-                raise NoRecordError(f"{self.name} has no tuning record in this process yet: call the kernel first (a "
-                                    f"stored winner is read at that call), or pass key=")
+                raise NoRecordError(
+                    f"{self.name} has no tuning record in this process yet: call the kernel first (a "
+                    f"stored winner is read at that call), or pass key="
+                )
             if self._last_key not in records:
-                raise NoRecordError(f"{self.name}'s last call (key {self._last_key[0]}) has no tuning record: it "
-                                    f"launched without one (a space of one config, AUTOTUNE_DISABLE, or "
-                                    f"AUTOTUNE_OFFLINE's fallback), or its key is being tuned online "
-                                    f"({self._online_progress() or 'no session'}); record() has one once a tuning "
-                                    f"or a stored winner decided it")
+                raise NoRecordError(
+                    f"{self.name}'s last call (key {self._last_key[0]}) has no tuning record: it "
+                    f"launched without one (a space of one config, AUTOTUNE_DISABLE, or "
+                    f"AUTOTUNE_OFFLINE's fallback), or its key is being tuned online "
+                    f"({self._online_progress() or 'no session'}); record() has one once a tuning "
+                    f"or a stored winner decided it"
+                )
             return records[self._last_key]
         wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
         matches = [rec for (k, _), rec in records.items() if k == wanted]
         if not matches:
-            raise NoRecordError(f"{self.name} has no record for key {wanted} in this process; the keys it has: "
-                                f"{sorted({k for k, _ in records}, key=repr) or 'none yet'} (a key is the tuple its "
-                                f"key= spec computes, without the dtypes; call the kernel with that key first)")
+            raise NoRecordError(
+                f"{self.name} has no record for key {wanted} in this process; the keys it has: "
+                f"{sorted({k for k, _ in records}, key=repr) or 'none yet'} (a key is the tuple its "
+                f"key= spec computes, without the dtypes; call the kernel with that key first)"
+            )
         if self._last_key is not None and self._last_key[0] == wanted and self._last_key in records:
             return records[self._last_key]
         return matches[-1]
@@ -56,7 +64,7 @@ class KernelInspection:
         tuner = self.__dict__.get("_online")
         return tuner.progress() if tuner is not None else None
 
-    def report(self, key: Optional[Sequence[Any]] = None, png: Optional[str] = None) -> str:
+    def report(self, key: Sequence[Any] | None = None, png: str | None = None) -> str:
         """The trial table of `key` as text; with `png=`, also a bar chart of the trial times."""
         from .reporting import plot_trials, report_table
 

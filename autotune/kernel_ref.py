@@ -4,6 +4,7 @@ function, its constexpr parameters, and a reference (module + qualified name) an
 Wrappers such as `triton.heuristics`, `@autotune` and `autotune.compat` each keep the wrapped object in `.fn`;
 every module that needs the layers below asks here instead of walking `.fn` itself.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -11,9 +12,10 @@ import importlib.util
 import inspect
 import sys
 import threading
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, Optional
+from typing import Any
 
 from .fork_safety import reset_in_forked_child
 
@@ -67,13 +69,16 @@ def warn_if_interpreter_breaks() -> None:
 
     try:
         numpy_version = tuple(int(part) for part in numpy.__version__.split(".")[:2])
-    except ValueError:              # a development build: no claim either way
+    except ValueError:  # a development build: no claim either way
         return
     if triton.__version__.startswith("3.6.") and numpy_version >= (2, 4):
-        warn_at_caller(f"autotune: Triton {triton.__version__}'s interpreter (TRITON_INTERPRET=1) cannot run kernels "
-                       f"that use a tensor as an index (a loop to range(0, tl.cdiv(K, BLOCK_K))) with NumPy "
-                       f"{numpy.__version__}: every config would fail with 'only 0-dimensional arrays can be "
-                       "converted to Python scalars'. Install numpy<2.4, or Triton 3.7 or later.", RuntimeWarning)
+        warn_at_caller(
+            f"autotune: Triton {triton.__version__}'s interpreter (TRITON_INTERPRET=1) cannot run kernels "
+            f"that use a tensor as an index (a loop to range(0, tl.cdiv(K, BLOCK_K))) with NumPy "
+            f"{numpy.__version__}: every config would fail with 'only 0-dimensional arrays can be "
+            "converted to Python scalars'. Install numpy<2.4, or Triton 3.7 or later.",
+            RuntimeWarning,
+        )
 
 
 # Triton's interpreter keeps per-launch state in module globals (it patches `triton.language` during a launch),
@@ -93,7 +98,7 @@ def _after_fork_in_child() -> None:
         INTERPRETER_LOCK._at_fork_reinit()  # type: ignore[attr-defined]
 
 
-def launch_lock(interpreted: bool) -> ContextManager:
+def launch_lock(interpreted: bool) -> AbstractContextManager:
     """The lock a launch of a kernel must hold: the interpreter's lock, or nothing on a GPU."""
     return INTERPRETER_LOCK if interpreted else _NO_LOCK
 
@@ -140,8 +145,11 @@ def wrapper_layers(fn: Any, base: Any = None) -> list[Any]:
 
 def heuristics_layers(fn: Any, base: Any) -> list[Any]:
     """`triton.heuristics` wrappers between a decorated object `fn` and its base kernel, outermost first."""
-    return [obj for obj in wrapper_layers(fn, base)
-            if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names")]
+    return [
+        obj
+        for obj in wrapper_layers(fn, base)
+        if isinstance(getattr(obj, "values", None), dict) and hasattr(obj, "arg_names")
+    ]
 
 
 @dataclass(frozen=True)
@@ -149,17 +157,19 @@ class KernelRef:
     """Where a kernel is defined: enough for another process to import it, and for the cache to tell two
     kernels with the same short name apart."""
 
-    module: str            # the defining module's name ("__main__" for a script)
-    qualname: str          # the function's qualified name ("outer.<locals>.kernel" for a closure)
-    file: Optional[str]    # the source file, used to import a script's `__main__` elsewhere
-    line: Optional[int]
+    module: str  # the defining module's name ("__main__" for a script)
+    qualname: str  # the function's qualified name ("outer.<locals>.kernel" for a closure)
+    file: str | None  # the source file, used to import a script's `__main__` elsewhere
+    line: int | None
 
     @property
-    def importable_reason(self) -> Optional[str]:
+    def importable_reason(self) -> str | None:
         """Why another process cannot import this kernel by name, or None when it can."""
         if "<locals>" in self.qualname:
-            return (f"{self.qualname} is defined inside a function (a closure); another process can only import "
-                    "module-level kernels: move it to module level")
+            return (
+                f"{self.qualname} is defined inside a function (a closure); another process can only import "
+                "module-level kernels: move it to module level"
+            )
         if self.module == "__main__" and not self.file:
             return f"{self.qualname} is defined in __main__ without a source file (a notebook cell or -c)"
         return None
@@ -170,10 +180,12 @@ def kernel_ref(kernel: Any) -> KernelRef:
     interpreter the kernel object's own `__module__` is Triton's)."""
     fn = python_function(kernel)
     code = getattr(fn, "__code__", None)
-    return KernelRef(module=getattr(fn, "__module__", None) or "__main__",
-                     qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn),
-                     file=code.co_filename if code is not None else None,
-                     line=code.co_firstlineno if code is not None else None)
+    return KernelRef(
+        module=getattr(fn, "__module__", None) or "__main__",
+        qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn),
+        file=code.co_filename if code is not None else None,
+        line=code.co_firstlineno if code is not None else None,
+    )
 
 
 def import_object(ref: KernelRef) -> Any:
@@ -195,8 +207,9 @@ def import_object(ref: KernelRef) -> Any:
         module = importlib.import_module(ref.module)
     obj = _attribute(module, ref.qualname)
     if obj is _MISSING:
-        raise ImportError(f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined "
-                          "conditionally?)")
+        raise ImportError(
+            f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined conditionally?)"
+        )
     return obj
 
 

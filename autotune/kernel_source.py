@@ -5,6 +5,7 @@ the `@triton.jit` helpers it calls (under their own dependencies), and the value
 variables it reads (a `MASKED = tl.constexpr(True)` switch, a `BLOCK_K = 64` constant). Triton's own JIT cache hashes
 the same things. Line numbers are not part of it, so moving a kernel in its file does not retune it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,7 +15,8 @@ import inspect
 import re
 import sys
 import textwrap
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .errors import OptionError
 from .kernel_ref import base_kernel, python_function
@@ -22,8 +24,8 @@ from .space_checksum import code_identity, stable_text
 
 __all__ = ["check_kernel_source", "kernel_source_text"]
 
-_MAX_DEPTH = 16          # helper-of-helper nesting followed (deeper ones are named, not hashed); also nested values
-_SKIPPED_MODULES = ("triton", "math", "copy", "builtins")   # versioned elsewhere (an entry keys the Triton version)
+_MAX_DEPTH = 16  # helper-of-helper nesting followed (deeper ones are named, not hashed); also nested values
+_SKIPPED_MODULES = ("triton", "math", "copy", "builtins")  # versioned elsewhere (an entry keys the Triton version)
 _NOTHING = object()
 
 
@@ -38,7 +40,7 @@ def kernel_source_text(kernel: Any) -> str:
     return _Walk().function_identity(fn, text, depth=0)
 
 
-def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
+def check_kernel_source(kernel: Any) -> tuple[Callable, str | None]:
     """At decoration: raise OptionError when the kernel can be identified neither by its source nor by its
     bytecode. Returns its Python function and source (None when there is only bytecode).
 
@@ -46,16 +48,18 @@ def check_kernel_source(kernel: Any) -> tuple[Callable, Optional[str]]:
     fully imported (a helper defined below the kernel is not yet a global when the decorator runs)."""
     fn, text = _own_text(kernel)
     if text is None and getattr(fn, "__code__", None) is None:
-        raise OptionError(f"cannot read the source of kernel {kernel!r}, and it is not a Python function: "
-                          "autotune keys its cache on the kernel's source; decorate a @triton.jit function")
+        raise OptionError(
+            f"cannot read the source of kernel {kernel!r}, and it is not a Python function: "
+            "autotune keys its cache on the kernel's source; decorate a @triton.jit function"
+        )
     return fn, text
 
 
-def _own_text(kernel: Any) -> tuple[Callable, Optional[str]]:
+def _own_text(kernel: Any) -> tuple[Callable, str | None]:
     """The Python function under the wrappers, and its source (the Triton function's `src`, else read back from its
     file, decorators dropped); None when there is no readable source."""
     fn, base = python_function(kernel), base_kernel(kernel)
-    if getattr(type(base), "src", None) is not None:     # JITFunction's property; no __getattr__ magic elsewhere
+    if getattr(type(base), "src", None) is not None:  # JITFunction's property; no __getattr__ magic elsewhere
         src = getattr(base, "src", None)
         if isinstance(src, str):
             return fn, src
@@ -65,7 +69,7 @@ def _own_text(kernel: Any) -> tuple[Callable, Optional[str]]:
         return fn, None
     # As triton.JITFunction does: keep from `def name(` on, so the text is the same through the interpreter and JIT.
     match = re.search(r"^def\s+\w+\s*\(", raw, re.MULTILINE)
-    return fn, raw[match.start():] if match else raw
+    return fn, raw[match.start() :] if match else raw
 
 
 class _Walk:
@@ -76,8 +80,7 @@ class _Walk:
         self.memo: dict[int, str] = {}
         self.path: set[int] = set()
 
-    def identity(self, obj: Any, own: str, scope: dict[str, Any], references: list[tuple[str, ...]],
-                 depth: int) -> str:
+    def identity(self, obj: Any, own: str, scope: dict[str, Any], references: list[tuple[str, ...]], depth: int) -> str:
         """`own` text (of a function, or an aggregate class), then what its `references` read from `scope`; `obj`
         is on the call path meanwhile."""
         self.path.add(id(obj))
@@ -87,7 +90,7 @@ class _Walk:
             self.path.discard(id(obj))
         return _with_reads(own, lines)
 
-    def function_identity(self, fn: Callable, text: Optional[str], depth: int) -> str:
+    def function_identity(self, fn: Callable, text: str | None, depth: int) -> str:
         """A function's own text (its bytecode's identity when it has no readable source), then what it reads."""
         own = text if text is not None else f"bytecode:{code_identity(fn)}"
         return self.identity(fn, own, _scope(fn), _references(fn, text), depth)
@@ -113,13 +116,13 @@ class _Walk:
                 continue
             try:
                 line = self.describe(name, value, depth)
-            except Exception:                   # an object that fights inspection (a proxy, a self-containing list)
+            except Exception:  # an object that fights inspection (a proxy, a self-containing list)
                 line = f"{name} : {_type_name(value)}"
             if line is not None:
                 lines[name] = line
         return list(lines.values())
 
-    def describe(self, name: str, value: Any, depth: int) -> Optional[str]:
+    def describe(self, name: str, value: Any, depth: int) -> str | None:
         """One line for a dependency, stable across processes; None for what is not recorded (modules, Triton's
         builtins, classes and other callables, which a kernel cannot call)."""
         if inspect.ismodule(value):
@@ -133,13 +136,13 @@ class _Walk:
         stable = stable_text(value)
         if stable is not None:
             return f"{name} = {stable}"
-        if type(value).__name__ == "constexpr" and hasattr(value, "value"):   # of a value with no stable text
+        if type(value).__name__ == "constexpr" and hasattr(value, "value"):  # of a value with no stable text
             return f"{name} = constexpr({_type_name(value.value)})"
         if inspect.isclass(value) or callable(value):
             return None
         return f"{name} : {_type_name(value)}"
 
-    def helper_line(self, name: str, value: Any, depth: int) -> Optional[str]:
+    def helper_line(self, name: str, value: Any, depth: int) -> str | None:
         fn = python_function(value)
         if _in_skipped_module(fn):
             return None
@@ -151,12 +154,13 @@ class _Walk:
         the interpreter they leave the methods out, and the JIT and the interpreter must agree."""
         try:
             text = textwrap.dedent(inspect.getsource(cls))
-        except (OSError, TypeError):        # a class made by exec(): no source to read
+        except (OSError, TypeError):  # a class made by exec(): no source to read
             return f"{name} = aggregate {cls.__module__}.{cls.__qualname__}"
         module = sys.modules.get(cls.__module__)
         scope = dict(vars(module)) if module else {}
-        return self.hashed_line(name, cls, depth,
-                                lambda: self.identity(cls, text, scope, _references(None, text), depth + 1))
+        return self.hashed_line(
+            name, cls, depth, lambda: self.identity(cls, text, scope, _references(None, text), depth + 1)
+        )
 
 
 def _with_reads(own: str, lines: list[str]) -> str:
@@ -173,12 +177,12 @@ def _scope(fn: Callable) -> dict[str, Any]:
     for name, cell in zip(code.co_freevars if code is not None else (), closure):
         try:
             scope[name] = cell.cell_contents
-        except ValueError:                      # a cell not yet filled
+        except ValueError:  # a cell not yet filled
             pass
     return scope
 
 
-def _references(fn: Optional[Callable], text: Optional[str]) -> list[tuple[str, ...]]:
+def _references(fn: Callable | None, text: str | None) -> list[tuple[str, ...]]:
     """Dotted names (`("cfg", "BLOCK")` for `cfg.BLOCK`) the body loads and does not bind itself, in source order;
     from the bytecode when there is no source to parse."""
     if text is None:
@@ -189,8 +193,13 @@ def _references(fn: Optional[Callable], text: Optional[str]) -> list[tuple[str, 
     except SyntaxError:
         return []
     local = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
-    local |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments)
-              for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg) if arg is not None}
+    local |= {
+        arg.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.arguments)
+        for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg)
+        if arg is not None
+    }
     paths: list[tuple[str, ...]] = []
 
     def visit(node: ast.AST) -> None:
@@ -198,8 +207,11 @@ def _references(fn: Optional[Callable], text: Optional[str]) -> list[tuple[str, 
         while isinstance(inner, ast.Attribute):
             parts.append(inner.attr)
             inner = inner.value
-        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and isinstance(node, (ast.Name,
-                                                                                               ast.Attribute)):
+        if (
+            isinstance(inner, ast.Name)
+            and isinstance(inner.ctx, ast.Load)
+            and isinstance(node, (ast.Name, ast.Attribute))
+        ):
             if inner.id not in local:
                 paths.append((inner.id, *reversed(parts)))
             return
@@ -219,7 +231,7 @@ def _code_references(code: Any) -> list[tuple[str, ...]]:
     it (`Tiles.K`), in this code and the code nested in it, once each. A cell of the function's own (a local that an
     inner function closes over) is not a reference."""
     paths: list[tuple[str, ...]] = []
-    current: Optional[list[str]] = None
+    current: list[str] | None = None
     for instruction in dis.get_instructions(code):
         if instruction.opname in _ATTRIBUTE_LOADS and current is not None:
             current.append(str(instruction.argval))
@@ -228,8 +240,11 @@ def _code_references(code: Any) -> list[tuple[str, ...]]:
             paths.append(tuple(current))
             current = None
         if instruction.opname in _GLOBAL_LOADS and isinstance(instruction.argval, str):
-            own_cell = instruction.opname != "LOAD_GLOBAL" and instruction.argval not in code.co_freevars \
+            own_cell = (
+                instruction.opname != "LOAD_GLOBAL"
+                and instruction.argval not in code.co_freevars
                 and instruction.argval in code.co_cellvars
+            )
             if not own_cell:
                 current = [instruction.argval]
     if current is not None:
@@ -249,7 +264,7 @@ def _resolve(value: Any, path: tuple[str, ...]) -> tuple[str, Any]:
             if not (inspect.ismodule(value) or inspect.isclass(value)) or _in_skipped_module(value):
                 break
             value = getattr(value, attr)
-        except Exception:                       # AttributeError, or a module's __getattr__ failing
+        except Exception:  # AttributeError, or a module's __getattr__ failing
             return ".".join(reached), _NOTHING
         reached.append(attr)
     return ".".join(reached), value
@@ -261,7 +276,7 @@ def _in_skipped_module(value: Any) -> bool:
 
 
 def _type_name(value: Any) -> str:
-    cls = type(value)           # type() itself cannot raise, whatever the object does with __class__
+    cls = type(value)  # type() itself cannot raise, whatever the object does with __class__
     return f"{cls.__module__}.{cls.__qualname__}"
 
 

@@ -4,6 +4,7 @@ A key is `(key_values, dtypes)`: the values the `key=` spec computes from the ca
 so they can name a cache file) and the dtype of every tensor argument, which is always part of the key, as
 in Triton.  `KeyBuilder` compiles the spec once; calling it runs on every launch and is kept cheap.
 """
+
 from __future__ import annotations
 
 import enum
@@ -21,7 +22,7 @@ __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
-DTYPE_TEXTS: dict[Any, str] = {}   # each dtype met -> its text in keys; filled by KeyBuilder, read by compat_options
+DTYPE_TEXTS: dict[Any, str] = {}  # each dtype met -> its text in keys; filled by KeyBuilder, read by compat_options
 
 
 def _is_tensor(value: Any) -> bool:
@@ -38,8 +39,8 @@ def _tuple_items(text: str) -> list[str] | None:
     try:
         body = ast.parse(text, mode="eval").body
     except SyntaxError:
-        return None      # the Expression reports it
-    if not isinstance(body, ast.Tuple) or _parenthesised(text):   # "(n, m)" is deliberate: one tuple value
+        return None  # the Expression reports it
+    if not isinstance(body, ast.Tuple) or _parenthesised(text):  # "(n, m)" is deliberate: one tuple value
         return None
     return [ast.get_source_segment(text, item) or ast.unparse(item) for item in body.elts]
 
@@ -51,8 +52,11 @@ def _parenthesised(text: str) -> bool:
     import tokenize
 
     depth = 0
-    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
-              if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)]
+    tokens = [
+        t
+        for t in tokenize.generate_tokens(io.StringIO(text).readline)
+        if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)
+    ]
     for i, token in enumerate(tokens):
         if token.type == tokenize.OP and token.string in "([{":
             depth += 1
@@ -72,12 +76,16 @@ def _normalise(value: Any, what: str) -> Any:
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         return tuple(_normalise(v, f"{what} item {i}") for i, v in enumerate(value))
     if _is_tensor(value):
-        raise KeyValueError(f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
-                            "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()")
+        raise KeyValueError(
+            f"key {what} is a tensor ({tuple(value.shape)}, {value.dtype}); a key must be "
+            "made of sizes and flags, not tensors: use e.g. x.shape[0] or x.numel()"
+        )
     if isinstance(value, float) and value != value:
-        raise KeyValueError(f"key {what} is NaN: NaN never equals itself, so no cached winner would ever match and "
-                            "every call would read the cache again; pass a number (or bucket/clean the value in "
-                            "key=)")
+        raise KeyValueError(
+            f"key {what} is NaN: NaN never equals itself, so no cached winner would ever match and "
+            "every call would read the cache again; pass a number (or bucket/clean the value in "
+            "key=)"
+        )
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.dtype):
         return str(value)
@@ -102,9 +110,11 @@ def check_finite_key(key: tuple, kernel_name: str) -> None:
         if isinstance(value, tuple):
             check_finite_key(value, kernel_name)
         elif type(value) is float and value in (math.inf, -math.inf):
-            raise KeyValueError(f"{kernel_name}: key value {value} is infinite: JSON has no infinity, so its cache "
-                                "entry would never match again and every process would tune it anew; pass a finite "
-                                "number (or bucket/clean the value in key=)")
+            raise KeyValueError(
+                f"{kernel_name}: key value {value} is infinite: JSON has no infinity, so its cache "
+                "entry would never match again and every process would tune it anew; pass a finite "
+                "number (or bucket/clean the value in key=)"
+            )
 
 
 def normalise_key(values: Sequence[Any], what: str = "key") -> tuple:
@@ -123,13 +133,17 @@ def _stable_text(value: Any, what: str) -> str:
         hash(value)
         text = str(value)
     except Exception as exc:
-        raise KeyValueError(f"key {what} = {value!r} ({type(value).__name__}) cannot be a key value ({exc}); key "
-                            "values must be hashable: int, float, bool, str, None, a dtype, an enum, or tuples of "
-                            "those") from None
+        raise KeyValueError(
+            f"key {what} = {value!r} ({type(value).__name__}) cannot be a key value ({exc}); key "
+            "values must be hashable: int, float, bool, str, None, a dtype, an enum, or tuples of "
+            "those"
+        ) from None
     if re.search(r"0x[0-9a-fA-F]{6,}", text):
-        raise KeyValueError(f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly and has no "
-                            "stable text form (its str() shows a memory address, which differs in every process); "
-                            "key on something that identifies it, e.g. a name or a size")
+        raise KeyValueError(
+            f"key {what} = {value!r} ({type(value).__name__}) is not JSON-friendly and has no "
+            "stable text form (its str() shows a memory address, which differs in every process); "
+            "key on something that identifies it, e.g. a name or a size"
+        )
     return f"{type(value).__module__}.{type(value).__qualname__}:{text}"
 
 
@@ -171,14 +185,18 @@ class KeyBuilder:
         elif isinstance(spec, str) or isinstance(spec, (list, tuple)):
             parts = _tuple_items(spec) if isinstance(spec, str) else None
             if parts is not None:
-                raise ExpressionError(f"key={spec!r} is one expression that makes a tuple; a key of several values "
-                                      f"is a list, one entry each: key={parts!r}")
+                raise ExpressionError(
+                    f"key={spec!r} is one expression that makes a tuple; a key of several values "
+                    f"is a list, one entry each: key={parts!r}"
+                )
             items = [spec] if isinstance(spec, str) else list(spec)
             entries: list[Any] = []
             for i, item in enumerate(items):
                 if not isinstance(item, str):
-                    raise ExpressionError(f"key[{i}] = {item!r}: key entries must be argument names or expression "
-                                          "strings; for anything else pass a callable key=")
+                    raise ExpressionError(
+                        f"key[{i}] = {item!r}: key entries must be argument names or expression "
+                        "strings; for anything else pass a callable key="
+                    )
                 stripped = item.strip()
                 if stripped in self.arg_names:
                     entries.append(stripped)
@@ -194,8 +212,10 @@ class KeyBuilder:
             self._fn = spec
             self._values = self._values_callable
         else:
-            raise ExpressionError(f"key must be None, a list of argument names or expression strings, or a callable; "
-                                  f"got {type(spec).__name__}: {spec!r}")
+            raise ExpressionError(
+                f"key must be None, a list of argument names or expression strings, or a callable; "
+                f"got {type(spec).__name__}: {spec!r}"
+            )
 
     # -- key values ---------------------------------------------------------------------------------
     def _values_none(self, args: Mapping[str, Any]) -> tuple:
@@ -205,8 +225,9 @@ class KeyBuilder:
         try:
             values = tuple([args[n] for n in self._names_only])  # type: ignore[union-attr]
         except KeyError as exc:
-            raise ExpressionError(f"key argument {exc.args[0]!r} was not passed; passed: "
-                                  f"{', '.join(args) or '(none)'}") from None
+            raise ExpressionError(
+                f"key argument {exc.args[0]!r} was not passed; passed: {', '.join(args) or '(none)'}"
+            ) from None
         for v in values:
             if type(v) not in _SCALARS or v != v:  # v != v: a NaN, refused by _normalise
                 return tuple(_normalise(v, repr(n)) for v, n in zip(values, self._names_only))  # type: ignore[arg-type]
@@ -219,8 +240,9 @@ class KeyBuilder:
                 try:
                     v = args[entry]
                 except KeyError:
-                    raise ExpressionError(f"key argument {entry!r} was not passed; passed: "
-                                          f"{', '.join(args) or '(none)'}") from None
+                    raise ExpressionError(
+                        f"key argument {entry!r} was not passed; passed: {', '.join(args) or '(none)'}"
+                    ) from None
                 what = repr(entry)
             else:
                 v = entry({}, args)
@@ -252,7 +274,7 @@ class KeyBuilder:
     def dtypes(self, args: Mapping[str, Any]) -> tuple[str, ...]:
         """str(dtype) of every argument, in signature order, that has a `.dtype` (tensors)."""
         out = []
-        for v in map(args.get, self.arg_names):    # the hot path of every call: kept to the fewest lookups
+        for v in map(args.get, self.arg_names):  # the hot path of every call: kept to the fewest lookups
             if type(v) in _NO_DTYPE:
                 continue
             dt = getattr(v, "dtype", None)

@@ -4,6 +4,7 @@
 (a tuple or list is the key, a lone value a 1-tuple), else as a comma list whose items are literals or bare
 strings (`1024,row` -> `(1024, "row")`). Literals are parsed, never evaluated.
 """
+
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,7 @@ from typing import Any
 
 __all__ = ["parse_key"]
 
-_MAX_KEY_TEXT = 10_000   # a key is a few sizes and flags; longer text is a mistake, not a key
+_MAX_KEY_TEXT = 10_000  # a key is a few sizes and flags; longer text is a mistake, not a key
 
 
 def _literal(text: str) -> Any:
@@ -33,9 +34,11 @@ def parse_key(text: str) -> tuple:
     try:
         value = _literal(text)
     except ValueError:
-        if text.count("(") != text.count(")") or text.count("[") != text.count("]"):   # a tuple or list left open
-            raise ValueError(f"--key {text[:40]!r} is not a valid tuple or list (its brackets do not match); close "
-                             "it, e.g. '(4096, 1024)', or give the values as 4096,1024") from None
+        if text.count("(") != text.count(")") or text.count("[") != text.count("]"):  # a tuple or list left open
+            raise ValueError(
+                f"--key {text[:40]!r} is not a valid tuple or list (its brackets do not match); close "
+                "it, e.g. '(4096, 1024)', or give the values as 4096,1024"
+            ) from None
         items = []
         for part in text.split(","):
             part = part.strip()

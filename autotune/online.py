@@ -13,6 +13,7 @@ With `verify=`, a candidate's first launch is checked before its output is trust
 and the call is run again with the current best config (after restoring `restore_value` arguments), so the
 caller never sees a wrong result. During CUDA-graph capture the current best config is launched, untimed.
 """
+
 from __future__ import annotations
 
 import collections
@@ -21,43 +22,54 @@ import statistics
 import threading
 import time
 import weakref
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from .fork_safety import reset_in_forked_child
 from .errors import FailureKind, NoValidConfigError, VerificationError, classify
+from .fork_safety import reset_in_forked_child
 from .pipeline import compile_in_order_of_completion
 from .record import Trial, TrialStatus
-from .space import Config
 from .reference import Reference, check_verified
+from .space import Config
 from .thread_pool import DaemonThreadPool, exiting
 
 __all__ = ["OnlineSession", "OnlineTuner"]
 
 logger = logging.getLogger("autotune")
 
-Launch = Callable[[Config], Any]        # launches one config once on the call's arguments, returns Triton's result
-_TUNERS: "weakref.WeakSet[OnlineTuner]" = weakref.WeakSet()
+Launch = Callable[[Config], Any]  # launches one config once on the call's arguments, returns Triton's result
+_TUNERS: weakref.WeakSet[OnlineTuner] = weakref.WeakSet()
 
 
 class OnlineSession:
     """One key being tuned across real calls. Thread-safe; owned by the decorated kernel until decided."""
 
-    def __init__(self, *, kernel_name: str, candidates: Sequence[Config], start: Config, samples: int,
-                 on_gpu: bool, verify: Any, restore_value: Sequence[str],
-                 reset_to_zero: Sequence[str] = (), decide: Callable[[Config, list[Trial], float], None]) -> None:
+    def __init__(
+        self,
+        *,
+        kernel_name: str,
+        candidates: Sequence[Config],
+        start: Config,
+        samples: int,
+        on_gpu: bool,
+        verify: Any,
+        restore_value: Sequence[str],
+        reset_to_zero: Sequence[str] = (),
+        decide: Callable[[Config, list[Trial], float], None],
+    ) -> None:
         self.kernel_name = kernel_name
         self.candidates = list(dict.fromkeys(candidates))
         self.best = start
         self.samples_wanted = max(1, samples)
         self.verify = verify
-        self.guarded = tuple(dict.fromkeys((*restore_value, *reset_to_zero)))   # put back before a re-run
+        self.guarded = tuple(dict.fromkeys((*restore_value, *reset_to_zero)))  # put back before a re-run
         self.on_gpu = on_gpu
         self._decide = decide
         self._lock = threading.Lock()
-        self._ready: list[Config] = []                     # compiled, in compile order
+        self._ready: list[Config] = []  # compiled, in compile order
         self._failed: dict[Config, tuple[TrialStatus, str]] = {}
         self._samples: dict[Config, list[float]] = {c: [] for c in self.candidates}
-        self._compile_s: dict[Config, Optional[float]] = {}
+        self._compile_s: dict[Config, float | None] = {}
         self._checked: set[Config] = set()
         self._pending: list[tuple[Config, Any, Any]] = []  # (config, start event, end event) not read yet
         self._turn = 0
@@ -65,18 +77,20 @@ class OnlineSession:
         self.launches = 0
         self.decided = False
         self._started = time.perf_counter()
-        self._compiled = threading.Event()                 # set once every candidate compiled or failed
+        self._compiled = threading.Event()  # set once every candidate compiled or failed
 
     # -- background compile ---------------------------------------------------------------------------
 
-    def compile_all(self, compiler: Any, workers: int, pool: Optional[DaemonThreadPool],
-                    timeout_s: Optional[float] = None) -> None:
+    def compile_all(
+        self, compiler: Any, workers: int, pool: DaemonThreadPool | None, timeout_s: float | None = None
+    ) -> None:
         """Compile every candidate (on the kernel's shared `pool`, or inline with `workers=0`); called by the
         kernel's driver thread (`OnlineTuner`). `compile_timeout_s` applies, so a hung compile does not keep the
         kernel's later keys from compiling."""
         try:
-            with compile_in_order_of_completion(self.candidates, compiler, workers=workers, pool=pool,
-                                                timeout_s=timeout_s) as outcomes:
+            with compile_in_order_of_completion(
+                self.candidates, compiler, workers=workers, pool=pool, timeout_s=timeout_s
+            ) as outcomes:
                 for outcome in outcomes:
                     with self._lock:
                         self._compile_s[outcome.config] = outcome.compile_s
@@ -84,8 +98,8 @@ class OnlineSession:
                             self._ready.append(outcome.config)
                         else:
                             self._failed[outcome.config] = (outcome.status, f"{outcome.error}")
-        except Exception as exc:   # a broken pool: the calls go on with the best known config
-            if not exiting():      # at exit the queued compiles are cancelled on purpose
+        except Exception as exc:  # a broken pool: the calls go on with the best known config
+            if not exiting():  # at exit the queued compiles are cancelled on purpose
                 logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
         finally:
             self._compiled.set()
@@ -104,12 +118,12 @@ class OnlineSession:
 
     def launch(self, named: dict, launch: Launch, capturing: bool) -> Any:
         """Run this call: a candidate that still needs samples (timed), else the best known config."""
-        if capturing:   # CUDA-graph capture: the best known, untimed, and no event is queried
+        if capturing:  # CUDA-graph capture: the best known, untimed, and no event is queried
             return launch(self.best)
         self._read_events()
         with self._lock:
             first, self._first = self._first, False
-        if first:       # the call that met the key: the best known, untimed (checked first under verify=)
+        if first:  # the call that met the key: the best known, untimed (checked first under verify=)
             return self._trusted(self.best, named, launch, timed=False)
         config = self._next()
         if config is None:
@@ -117,10 +131,13 @@ class OnlineSession:
             return self._trusted(self.best, named, launch, timed=False)
         return self._trusted(config, named, launch, timed=True)
 
-    def _next(self) -> Optional[Config]:
+    def _next(self) -> Config | None:
         with self._lock:
-            waiting = [c for c in self._ready if c not in self._failed
-                       and len(self._samples[c]) + self._in_flight(c) < self.samples_wanted]
+            waiting = [
+                c
+                for c in self._ready
+                if c not in self._failed and len(self._samples[c]) + self._in_flight(c) < self.samples_wanted
+            ]
             if not waiting:
                 return None
             self._turn += 1
@@ -136,8 +153,11 @@ class OnlineSession:
         tried: set[Config] = set()
         while True:
             needs_check = self.verify is not None and config not in self._checked
-            snapshot = {n: named[n].clone() for n in self.guarded if named.get(n) is not None} \
-                if (needs_check or config not in self._checked) else {}
+            snapshot = (
+                {n: named[n].clone() for n in self.guarded if named.get(n) is not None}
+                if (needs_check or config not in self._checked)
+                else {}
+            )
             try:
                 if needs_check:
                     result = self._checked_launch(config, named, launch)
@@ -152,20 +172,32 @@ class OnlineSession:
                 kind = classify(exc, "run")
                 if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
                     raise
-                status = TrialStatus.VERIFY_FAILED if isinstance(exc, VerificationError) else (
-                    TrialStatus.OUT_OF_RESOURCES if kind is FailureKind.OUT_OF_RESOURCES else TrialStatus.RUNTIME_ERROR)
+                status = (
+                    TrialStatus.VERIFY_FAILED
+                    if isinstance(exc, VerificationError)
+                    else (
+                        TrialStatus.OUT_OF_RESOURCES
+                        if kind is FailureKind.OUT_OF_RESOURCES
+                        else TrialStatus.RUNTIME_ERROR
+                    )
+                )
                 tried.add(config)
                 with self._lock:
                     self._failed[config] = (status, f"{type(exc).__name__}: {exc}")
                     if self.best == config:
-                        self.best = next((c for c in self.candidates if c in self._checked and c not in self._failed),
-                                         self.best)
+                        self.best = next(
+                            (c for c in self.candidates if c in self._checked and c not in self._failed), self.best
+                        )
                 for name, value in snapshot.items():
                     named[name].copy_(value)
                 config = self._replacement(tried)
-                logger.warning("autotune: %s config %s failed during online tuning (%s); the call is run with %s",
-                               self.kernel_name, dict(next(iter(tried))) if len(tried) == 1 else "several",
-                               status.value, dict(config))
+                logger.warning(
+                    "autotune: %s config %s failed during online tuning (%s); the call is run with %s",
+                    self.kernel_name,
+                    dict(next(iter(tried))) if len(tried) == 1 else "several",
+                    status.value,
+                    dict(config),
+                )
                 timed = False
 
     def _replacement(self, tried: set[Config]) -> Config:
@@ -179,9 +211,11 @@ class OnlineSession:
             for config in self.candidates:
                 if config not in self._failed and config not in tried:
                     return config
-        raise NoValidConfigError(f"every config of {self.kernel_name} failed during online tuning: "
-                                 + "; ".join(f"{dict(c)}: {e}" for c, (_, e) in self._failed.items()),
-                                 [self._trial(c) for c in self.candidates])
+        raise NoValidConfigError(
+            f"every config of {self.kernel_name} failed during online tuning: "
+            + "; ".join(f"{dict(c)}: {e}" for c, (_, e) in self._failed.items()),
+            [self._trial(c) for c in self.candidates],
+        )
 
     def _timed(self, config: Config, launch: Launch) -> Any:
         if self.on_gpu:
@@ -217,7 +251,7 @@ class OnlineSession:
         with self._lock:
             self._samples[config].append(ms)
             self.launches += 1
-            enough = min(3, self.samples_wanted)   # the best so far, launched while candidates compile or fail
+            enough = min(3, self.samples_wanted)  # the best so far, launched while candidates compile or fail
             timed = [c for c in self.candidates if c not in self._failed and len(self._samples[c]) >= enough]
             if timed:
                 self.best = min(timed, key=lambda c: statistics.median(self._samples[c]))
@@ -228,7 +262,7 @@ class OnlineSession:
         if not self._pending:
             return
         with self._lock:
-            finished = [p[2].query() for p in self._pending]      # one query per event: none is lost
+            finished = [p[2].query() for p in self._pending]  # one query per event: none is lost
             done = [p for p, ok in zip(self._pending, finished) if ok]
             self._pending = [p for p, ok in zip(self._pending, finished) if not ok]
         for config, start, end in done:
@@ -244,7 +278,7 @@ class OnlineSession:
                 return
             ok = [c for c in self.candidates if c not in self._failed and self._samples[c]]
             if not ok:
-                return   # every candidate failed: keep launching the start config
+                return  # every candidate failed: keep launching the start config
             self.decided = True
             winner = min(ok, key=lambda c: (statistics.median(self._samples[c]), self.candidates.index(c)))
             self.best = winner
@@ -257,8 +291,14 @@ class OnlineSession:
             status, error = self._failed[config]
             return Trial(config=config, status=status, error=error, compile_s=compile_s)
         samples = self._samples[config]
-        return Trial(config=config, status=TrialStatus.OK, samples_ms=samples, median_ms=statistics.median(samples),
-                     min_ms=min(samples), compile_s=compile_s)
+        return Trial(
+            config=config,
+            status=TrialStatus.OK,
+            samples_ms=samples,
+            median_ms=statistics.median(samples),
+            min_ms=min(samples),
+            compile_s=compile_s,
+        )
 
 
 class OnlineTuner:
@@ -269,15 +309,15 @@ class OnlineTuner:
     one's candidates through the pipeline on one pool of `compile_workers` daemon threads shared by all of them
     (idle threads end; queued compiles are cancelled at exit)."""
 
-    IDLE_TIMEOUT_S = 5.0   # a shared pool thread with nothing to compile for this long ends
+    IDLE_TIMEOUT_S = 5.0  # a shared pool thread with nothing to compile for this long ends
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self._sessions: dict[tuple, OnlineSession] = {}
         self._lock = threading.Lock()
         self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
-        self._driver: Optional[threading.Thread] = None
-        self._pool: Optional[DaemonThreadPool] = None
+        self._driver: threading.Thread | None = None
+        self._pool: DaemonThreadPool | None = None
         _TUNERS.add(self)
 
     def after_fork(self) -> None:
@@ -295,11 +335,11 @@ class OnlineTuner:
         if session is not None:
             return session.best, None, "online"
         kept, checksum = kernel.candidates(bound)
-        since = kernel.cache.clears()    # a clear of the key before the decision: the winner is not kept
+        since = kernel.cache.clears()  # a clear of the key before the decision: the winner is not kept
         record = kernel.cache.peek(key, dtypes, checksum)
         if record is not None:
             return record.winner, record, "cache"
-        if kernel.strategy != "exhaustive":   # a searched space: the strategy's first proposals are the candidates
+        if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = kernel.search_strategy(key, kept, dtypes).ask(kernel.tuning.max_configs)
         from .search import nearest_winners
 
@@ -316,13 +356,21 @@ class OnlineTuner:
             session = self._sessions.get((key, dtypes))
             if session is None:
                 session = self._sessions[(key, dtypes)] = OnlineSession(
-                    kernel_name=kernel.name, candidates=kept, start=start, samples=kernel.tuning.reps,
-                    on_gpu=not kernel.interpreted, verify=kernel.verify, restore_value=kernel.restore_value,
-                    reset_to_zero=kernel.reset_to_zero, decide=decide)
+                    kernel_name=kernel.name,
+                    candidates=kept,
+                    start=start,
+                    samples=kernel.tuning.reps,
+                    on_gpu=not kernel.interpreted,
+                    verify=kernel.verify,
+                    restore_value=kernel.restore_value,
+                    reset_to_zero=kernel.reset_to_zero,
+                    decide=decide,
+                )
                 self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
                 if self._driver is None:
-                    self._driver = threading.Thread(target=self._drive, name=f"autotune-online-{kernel.name}",
-                                                    daemon=True)
+                    self._driver = threading.Thread(
+                        target=self._drive, name=f"autotune-online-{kernel.name}", daemon=True
+                    )
                     self._driver.start()
         return session.best, None, "online"
 
@@ -336,8 +384,12 @@ class OnlineTuner:
                     return
                 session, compiler, workers = self._to_compile.popleft()
                 if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
-                    self._pool = DaemonThreadPool(workers, f"autotune-compile-online-{self.kernel.name}",
-                                                  idle_timeout_s=self.IDLE_TIMEOUT_S, cancel_at_exit=True)
+                    self._pool = DaemonThreadPool(
+                        workers,
+                        f"autotune-compile-online-{self.kernel.name}",
+                        idle_timeout_s=self.IDLE_TIMEOUT_S,
+                        cancel_at_exit=True,
+                    )
                 pool = self._pool if workers > 0 else None
             session.compile_all(compiler, workers, pool, self.kernel.tuning.compile_timeout_s)
 
@@ -345,7 +397,7 @@ class OnlineTuner:
         """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""
         with self._lock:
             session = self._sessions.get((key, dtypes))
-        if session is None:   # decided by another thread meanwhile
+        if session is None:  # decided by another thread meanwhile
             record = self.kernel.cache.in_memory(key, dtypes)
             return launch(record.winner if record is not None else self.kernel.fallback_config())
         return session.launch(bound.named, launch, capturing=_capturing(self.kernel.interpreted))
@@ -357,13 +409,29 @@ class OnlineTuner:
         with self._lock:
             return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
 
-    def _decided(self, key: tuple, dtypes: tuple, checksum: Optional[str], winner: Config, trials: list[Trial],
-                 tuning_s: float, since: int) -> None:
+    def _decided(
+        self,
+        key: tuple,
+        dtypes: tuple,
+        checksum: str | None,
+        winner: Config,
+        trials: list[Trial],
+        tuning_s: float,
+        since: int,
+    ) -> None:
         from .reporting.lines import emit
 
         kernel = self.kernel
-        record = kernel.cache.new_record(key, dtypes, winner=winner, trials=trials, tuning_s=tuning_s,
-                                         candidates=checksum, strategy="online", space_size=kernel.space_size)
+        record = kernel.cache.new_record(
+            key,
+            dtypes,
+            winner=winner,
+            trials=trials,
+            tuning_s=tuning_s,
+            candidates=checksum,
+            strategy="online",
+            space_size=kernel.space_size,
+        )
         kernel.cache.store_tuned(key, dtypes, record, since=since)
         with self._lock:
             self._sessions.pop((key, dtypes), None)

@@ -1,9 +1,10 @@
 """`Tuning`: how hard to tune (plain, checked data), its presets, and the AUTOTUNE_* environment switches."""
+
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Annotated, Any, Literal, Optional, Union, cast, get_args, get_type_hints
+from typing import Annotated, Any, Literal, cast, get_args, get_type_hints
 
 from msgspec import Meta, Struct, field, structs
 
@@ -36,24 +37,24 @@ class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     """The fields of `Tuning` and their constraints (a preset's fields are None until the preset fills them)."""
 
     preset: Preset = "default"
-    warmup: Optional[AtLeast0] = None
-    reps: Optional[AtLeast1] = None
-    refine_topk: Optional[AtLeast0] = None
-    refine_reps: Optional[AtLeast0] = None
-    seed: Optional[int] = None
+    warmup: AtLeast0 | None = None
+    reps: AtLeast1 | None = None
+    refine_topk: AtLeast0 | None = None
+    refine_reps: AtLeast0 | None = None
+    seed: int | None = None
     force: bool = False
     compile_workers: AtLeast0 = field(default_factory=_default_workers)
-    compile_timeout_s: Optional[Seconds] = None
+    compile_timeout_s: Seconds | None = None
     flush_l2: bool = True
     cuda_graph: bool = False
-    distributed: Optional[Literal["shard", "rank0", "off"]] = None
-    lock_timeout_s: Optional[Seconds] = None      # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
+    distributed: Literal["shard", "rank0", "off"] | None = None
+    lock_timeout_s: Seconds | None = None  # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
     strategy: Strategy = "auto"
-    max_configs: Optional[AtLeast1] = None
-    max_seconds: Optional[Seconds] = None         # stop proposing configs after this long
-    mode: Optional[Literal["blocking", "online"]] = None          # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Optional[Literal["auto", "process", "off"]] = None   # None: AUTOTUNE_ISOLATE, else "auto"
-    trial_timeout_s: Optional[Seconds] = None     # one config's compile + measure, isolated
+    max_configs: AtLeast1 | None = None
+    max_seconds: Seconds | None = None  # stop proposing configs after this long
+    mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
+    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
+    trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
 
 
 def _literal_values(name: str) -> list[Any]:
@@ -68,8 +69,10 @@ def _check_field_names(names: Any) -> None:
     known = TuningFields.__struct_fields__
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise OptionError(f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
-                          f"{did_you_mean(str(unknown[0]), known)} The fields: {', '.join(known)}")
+        raise OptionError(
+            f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
+            f"{did_you_mean(str(unknown[0]), known)} The fields: {', '.join(known)}"
+        )
 
 
 class _TuningMeta(type(Struct)):  # type: ignore[misc]
@@ -78,8 +81,9 @@ class _TuningMeta(type(Struct)):  # type: ignore[misc]
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if args:
             example = f"preset={args[0]!r}" if isinstance(args[0], str) else "reps=20"
-            raise OptionError(f"Tuning takes keyword arguments only, e.g. Tuning({example}); got {len(args)} "
-                              "positional")
+            raise OptionError(
+                f"Tuning takes keyword arguments only, e.g. Tuning({example}); got {len(args)} positional"
+            )
         _check_field_names(kwargs)
         return super().__call__(**kwargs)
 
@@ -91,16 +95,16 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
     fields were given explicitly is remembered, so `replace(preset=...)` refills the others from the new
     preset instead of keeping the old preset's numbers."""
 
-    warmup: AtLeast0 = None               # type: ignore[assignment]  # set from the preset when not given
-    reps: AtLeast1 = None                 # type: ignore[assignment]
-    refine_topk: AtLeast0 = None          # type: ignore[assignment]
-    refine_reps: AtLeast0 = None          # type: ignore[assignment]
-    max_configs: AtLeast1 = None          # type: ignore[assignment]
+    warmup: AtLeast0 = None  # type: ignore[assignment]  # set from the preset when not given
+    reps: AtLeast1 = None  # type: ignore[assignment]
+    refine_topk: AtLeast0 = None  # type: ignore[assignment]
+    refine_reps: AtLeast0 = None  # type: ignore[assignment]
+    max_configs: AtLeast1 = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         given = structs.asdict(self)
         try:
-            codec.from_builtins(given, TuningFields)   # types, ranges and literals
+            codec.from_builtins(given, TuningFields)  # types, ranges and literals
         except codec.ValidationError as exc:
             text = codec.error_text(exc)
             name = text.partition(":")[0]
@@ -109,8 +113,10 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
                 hint = f"; use one of: {', '.join(map(repr, _literal_values(name)))}"
             elif f"<= {MAX_SECONDS}" in text:
                 unset = "the default" if name == "lock_timeout_s" else "no limit"
-                hint += (f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
-                         f"{name} unset (None) for {unset}")
+                hint += (
+                    f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
+                    f"{name} unset (None) for {unset}"
+                )
             raise OptionError(f"invalid tuning options: {text}{hint}") from None
         # not a field (never encoded, not compared): the instance's own __dict__ (`dict=True`)
         self.__dict__["_explicit"] = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
@@ -120,15 +126,17 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         explicit = self.explicit_fields()
         if "refine_topk" in explicit and self.refine_topk >= 2 and self.refine_reps == 0:
             source = "refine_reps=0" if "refine_reps" in explicit else f"the {self.preset} preset's refine_reps=0"
-            raise OptionError(f"invalid tuning options: refine_topk={self.refine_topk} asks to re-measure the best "
-                              f"{self.refine_topk} configs, but {source} re-measures none; give refine_reps >= 1 "
-                              "(e.g. refine_reps=10), or refine_topk=0 for no re-measurement")
+            raise OptionError(
+                f"invalid tuning options: refine_topk={self.refine_topk} asks to re-measure the best "
+                f"{self.refine_topk} configs, but {source} re-measures none; give refine_reps >= 1 "
+                "(e.g. refine_reps=10), or refine_topk=0 for no re-measurement"
+            )
 
     def explicit_fields(self) -> frozenset[str]:
         """The preset fields (warmup, reps, ...) given explicitly rather than filled from the preset."""
         return self.__dict__.get("_explicit", frozenset(PRESETS[self.preset]))
 
-    def replace(self, **changes: Any) -> "Tuning":
+    def replace(self, **changes: Any) -> Tuning:
         """A copy with some fields changed (checked like a new Tuning). Preset fields the user never set are
         refilled from the copy's preset: `Tuning(preset="fast").replace(preset="thorough")` is thorough's
         numbers, while an explicit `reps=` (given before or in `changes`) is kept."""
@@ -140,26 +148,27 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
         return structs.replace(self, **changes)
 
     @classmethod
-    def coerce(cls, value: Union["Tuning", str, dict, None]) -> "Tuning":
+    def coerce(cls, value: Tuning | str | dict | None) -> Tuning:
         """Accept a Tuning, a preset name, a dict of fields, or None (defaults)."""
         if value is None:
             return cls()
         if isinstance(value, Tuning):
             return value
         if isinstance(value, str):
-            return cls(preset=cast(Preset, value))   # any str: __post_init__ refuses one that is not a preset
+            return cls(preset=cast(Preset, value))  # any str: __post_init__ refuses one that is not a preset
         if isinstance(value, dict):
             _check_field_names(value)
             return cls(**value)
-        raise OptionError(f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; "
-                          f"got {type(value).__name__}")
+        raise OptionError(
+            f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; got {type(value).__name__}"
+        )
 
 
 _OFF = ("", "0", "false", "no", "off")
 _ON = ("1", "true", "yes", "on")
 
 
-def _switch(raw: str) -> Optional[bool]:
+def _switch(raw: str) -> bool | None:
     """An on/off word of an AUTOTUNE_* switch read (unset or empty is off, a number other than 0 on); None when
     it is neither."""
     word = raw.strip().lower()
@@ -174,8 +183,9 @@ def _env_flag(name: str) -> bool:
     """An on/off AUTOTUNE_* switch; a value that is neither (AUTOTUNE_OFFLINE=flase) is an OptionError, not "on"."""
     value = _switch(os.environ.get(name, ""))
     if value is None:
-        raise OptionError(f"{name}={os.environ[name]!r} is neither on nor off; set {name}=1 (on) or {name}=0 (off), "
-                          "or unset it")
+        raise OptionError(
+            f"{name}={os.environ[name]!r} is neither on nor off; set {name}=1 (on) or {name}=0 (off), or unset it"
+        )
     return value
 
 
@@ -189,36 +199,40 @@ def env_offline() -> bool:
     return _env_flag("AUTOTUNE_OFFLINE")
 
 
-def env_mode() -> Optional[str]:
+def env_mode() -> str | None:
     """AUTOTUNE_MODE=online|blocking: how a whole process tunes kernels whose Tuning leaves mode unset."""
     raw = os.environ.get("AUTOTUNE_MODE", "").strip().lower()
     if not raw:
         return None
     if raw not in ("online", "blocking"):
         also = "; to launch stored winners only, never tuning, set AUTOTUNE_OFFLINE=1" if raw == "offline" else ""
-        raise OptionError(f"AUTOTUNE_MODE={raw!r} is not a mode; use AUTOTUNE_MODE=online (tune across real calls) "
-                          f"or AUTOTUNE_MODE=blocking (tune on the first call), or unset it{also}")
+        raise OptionError(
+            f"AUTOTUNE_MODE={raw!r} is not a mode; use AUTOTUNE_MODE=online (tune across real calls) "
+            f"or AUTOTUNE_MODE=blocking (tune on the first call), or unset it{also}"
+        )
     return raw
 
 
-def online_mode(tuning: "Tuning") -> bool:
+def online_mode(tuning: Tuning) -> bool:
     """Whether a kernel tunes online: `Tuning(mode=...)`, else AUTOTUNE_MODE, else blocking."""
     mode = tuning.mode if tuning.mode is not None else env_mode()
     return mode == "online"
 
 
-def env_isolate() -> Optional[str]:
+def env_isolate() -> str | None:
     """AUTOTUNE_ISOLATE=auto|process|off: where a whole process tunes kernels whose Tuning leaves isolate unset."""
     raw = os.environ.get("AUTOTUNE_ISOLATE", "").strip().lower()
     if not raw:
         return None
     if raw not in ("auto", "process", "off"):
-        raise OptionError(f"AUTOTUNE_ISOLATE={raw!r} is not an isolation mode; use auto (a worker process when the "
-                          "kernel is importable), process (always a worker) or off (in this process), or unset it")
+        raise OptionError(
+            f"AUTOTUNE_ISOLATE={raw!r} is not an isolation mode; use auto (a worker process when the "
+            "kernel is importable), process (always a worker) or off (in this process), or unset it"
+        )
     return raw
 
 
-def isolate_setting(tuning: "Tuning", default: str) -> tuple[str, str]:
+def isolate_setting(tuning: Tuning, default: str) -> tuple[str, str]:
     """(the isolation mode, what set it): `Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default
     ("auto"; "off" for the `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
     if tuning.isolate is not None:
@@ -235,7 +249,7 @@ def env_disable() -> bool:
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 
-def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
+def lock_timeout_s(tuning: Tuning | None = None) -> float:
     """How long a process waits for another one tuning the same key before it tunes in memory itself:
     `Tuning(lock_timeout_s=...)`, else AUTOTUNE_LOCK_TIMEOUT_S, else 600 s."""
     if tuning is not None and tuning.lock_timeout_s is not None:
@@ -246,11 +260,15 @@ def lock_timeout_s(tuning: Optional["Tuning"] = None) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} is not a number of seconds; unset it or set e.g. "
-                          "AUTOTUNE_LOCK_TIMEOUT_S=600") from None
+        raise OptionError(
+            f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} is not a number of seconds; unset it or set e.g. "
+            "AUTOTUNE_LOCK_TIMEOUT_S=600"
+        ) from None
     if not 0 < value <= MAX_SECONDS:
-        raise OptionError(f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} must be a positive number of seconds, at most "
-                          f"{MAX_SECONDS:g} (a day); unset it for the default ({DEFAULT_LOCK_TIMEOUT_S:g} s)")
+        raise OptionError(
+            f"AUTOTUNE_LOCK_TIMEOUT_S={raw!r} must be a positive number of seconds, at most "
+            f"{MAX_SECONDS:g} (a day); unset it for the default ({DEFAULT_LOCK_TIMEOUT_S:g} s)"
+        )
     return value
 
 
@@ -262,8 +280,9 @@ def _warn_unread(name: str, raw: str, reading: str, values: str) -> None:
     there would throw away, so it is not an OptionError as the behaviour switches are)."""
     if (name, raw) not in _WARNED:
         _WARNED.add((name, raw))
-        warnings.warn(f"{name}={raw!r} is not understood; read as {reading}. Set {values}, or unset it",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{name}={raw!r} is not understood; read as {reading}. Set {values}, or unset it", UserWarning, stacklevel=3
+        )
 
 
 def env_print_level() -> int:
@@ -303,12 +322,24 @@ def cache_dir() -> str:
 
 
 # Every AUTOTUNE_* variable the library reads (tests/test_user_mistakes.py checks this against the sources).
-ENV_NAMES = frozenset({
-    "AUTOTUNE_CACHE_DIR", "AUTOTUNE_DISABLE", "AUTOTUNE_FORCE", "AUTOTUNE_ISOLATE", "AUTOTUNE_LOCK_TIMEOUT_S",
-    "AUTOTUNE_MODE", "AUTOTUNE_OFFLINE", "AUTOTUNE_PRINT", "AUTOTUNE_PROGRESS", "AUTOTUNE_REMOTE_CACHE",
-    "AUTOTUNE_REMOTE_CACHE_LEASE_S", "AUTOTUNE_REMOTE_CACHE_PASSWORD", "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S",
-    "AUTOTUNE_REMOTE_CACHE_TTL_S",
-})
+ENV_NAMES = frozenset(
+    {
+        "AUTOTUNE_CACHE_DIR",
+        "AUTOTUNE_DISABLE",
+        "AUTOTUNE_FORCE",
+        "AUTOTUNE_ISOLATE",
+        "AUTOTUNE_LOCK_TIMEOUT_S",
+        "AUTOTUNE_MODE",
+        "AUTOTUNE_OFFLINE",
+        "AUTOTUNE_PRINT",
+        "AUTOTUNE_PROGRESS",
+        "AUTOTUNE_REMOTE_CACHE",
+        "AUTOTUNE_REMOTE_CACHE_LEASE_S",
+        "AUTOTUNE_REMOTE_CACHE_PASSWORD",
+        "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S",
+        "AUTOTUNE_REMOTE_CACHE_TTL_S",
+    }
+)
 _ENV_WARNED: set[str] = set()
 
 
@@ -323,9 +354,12 @@ def warn_misspelt_env() -> None:
     for name in os.environ:
         if name.startswith("AUTOTUNE_") and name not in ENV_NAMES and name not in _ENV_WARNED:
             _ENV_WARNED.add(name)
-            upper = name.upper()      # a typo or the wrong case, not merely another AUTOTUNE_ name
-            close = [n for n in ENV_NAMES if n == upper] or difflib.get_close_matches(upper, ENV_NAMES, n=1,
-                                                                                      cutoff=0.85)
+            upper = name.upper()  # a typo or the wrong case, not merely another AUTOTUNE_ name
+            close = [n for n in ENV_NAMES if n == upper] or difflib.get_close_matches(
+                upper, ENV_NAMES, n=1, cutoff=0.85
+            )
             if close:
-                warn_at_caller(f"autotune: the environment variable {name} is not one autotune reads, so it has no "
-                               f"effect. Did you mean {close[0]!r}?")
+                warn_at_caller(
+                    f"autotune: the environment variable {name} is not one autotune reads, so it has no "
+                    f"effect. Did you mean {close[0]!r}?"
+                )

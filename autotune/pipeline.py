@@ -3,15 +3,18 @@
 Measuring happens on the calling thread (it owns the CUDA stream); compiling happens in the pool, so the
 first config is being measured while the last ones are still compiling.
 """
+
 from __future__ import annotations
 
 import collections
 import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, wait
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 from .errors import FailureKind, classify
 from .record import TrialStatus
@@ -26,7 +29,7 @@ class Compiler(Protocol):
     just proposed are submitted (the replay schedules their simulated compiles), and `abandon(config)` when the
     compile of `config` passed the timeout (the JIT compiler stops waiting for it)."""
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
+    def session(self, executor: Executor) -> AbstractContextManager[Any]:
         """A context held around every submit and the whole drain (e.g. Triton's AsyncCompileMode)."""
         ...
 
@@ -46,8 +49,8 @@ class CompileOutcome:
     config: Config
     status: TrialStatus
     result: Any = None
-    error: Optional[BaseException] = None
-    compile_s: Optional[float] = None
+    error: BaseException | None = None
+    compile_s: float | None = None
 
 
 class InlineExecutor(Executor):
@@ -88,7 +91,7 @@ def _clock(future: Future) -> dict[str, float]:
     return getattr(future, "_autotune_clock", {})
 
 
-def _compile_seconds(future: Future) -> Optional[float]:
+def _compile_seconds(future: Future) -> float | None:
     """How long the compile behind `future` ran on its thread (queueing excluded); None if nothing ran."""
     clock = _clock(future)
     return clock["end"] - clock["t"] if "end" in clock else None
@@ -112,7 +115,7 @@ class CompileFailed(Exception):
         self.status = status
 
 
-def compile_failure(config: Config, exc: Exception, compile_s: Optional[float] = None) -> CompileOutcome:
+def compile_failure(config: Config, exc: Exception, compile_s: float | None = None) -> CompileOutcome:
     """The outcome of a config whose compile raised `exc`; re-raises what is not the config's own fault."""
     if isinstance(exc, CompileFailed):
         return CompileOutcome(config, exc.status, error=exc, compile_s=compile_s)
@@ -124,9 +127,14 @@ def compile_failure(config: Config, exc: Exception, compile_s: Optional[float] =
     raise exc
 
 
-def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler, *, workers: int,
-                                   timeout_s: Optional[float] = None, pool: Optional[DaemonThreadPool] = None,
-                                   ) -> ContextManager[Iterator[CompileOutcome]]:
+def compile_in_order_of_completion(
+    configs: Sequence[Config],
+    compiler: Compiler,
+    *,
+    workers: int,
+    timeout_s: float | None = None,
+    pool: DaemonThreadPool | None = None,
+) -> AbstractContextManager[Iterator[CompileOutcome]]:
     """Context manager yielding an iterator of `CompileOutcome`s in completion order.
 
     Leaving the context (normally, by an exception or by Ctrl-C) cancels what has not started and waits for
@@ -138,8 +146,14 @@ def compile_in_order_of_completion(configs: Sequence[Config], compiler: Compiler
 
 
 @contextlib.contextmanager
-def _pipeline(configs: Any, compiler: Compiler, workers: int, timeout_s: Optional[float],
-              ahead: int = 0, pool: Optional[DaemonThreadPool] = None) -> Iterator[Iterator[CompileOutcome]]:
+def _pipeline(
+    configs: Any,
+    compiler: Compiler,
+    workers: int,
+    timeout_s: float | None,
+    ahead: int = 0,
+    pool: DaemonThreadPool | None = None,
+) -> Iterator[Iterator[CompileOutcome]]:
     if workers <= 0:
         executor: Executor = InlineExecutor()
         with compiler.session(executor):
@@ -172,8 +186,9 @@ def _serial(configs: Any, compiler: Compiler, executor: Executor, ahead: int = 0
         yield _compile_inline(config, compiler, executor)
 
 
-def _serial_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Compiler, executor: Executor,
-                        window: int) -> Iterator[CompileOutcome]:
+def _serial_as_proposed(
+    propose: Callable[[int], Sequence[Config]], compiler: Compiler, executor: Executor, window: int
+) -> Iterator[CompileOutcome]:
     """Proposals kept `window` deep, one more asked for each time the caller has measured one: the information
     flow of the parallel pipeline (a strategy hears each result before its next proposal), compiled inline."""
     queue: collections.deque[Config] = collections.deque()
@@ -199,8 +214,14 @@ def _compile_inline(config: Config, compiler: Compiler, executor: Executor) -> C
     return _outcome(sub, compiler)
 
 
-def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Compiler, *, workers: int,
-                        ahead: int, timeout_s: Optional[float] = None) -> ContextManager[Iterator[CompileOutcome]]:
+def compile_as_proposed(
+    propose: Callable[[int], Sequence[Config]],
+    compiler: Compiler,
+    *,
+    workers: int,
+    ahead: int,
+    timeout_s: float | None = None,
+) -> AbstractContextManager[Iterator[CompileOutcome]]:
     """As `compile_in_order_of_completion`, for configs proposed as the tuning goes: `propose(n)` is asked for
     up to `n` more whenever fewer than `ahead` are compiling or waiting to be measured, so the pool compiles
     the next proposals while the caller measures the current ones; an empty proposal ends the stream. With
@@ -209,8 +230,14 @@ def compile_as_proposed(propose: Callable[[int], Sequence[Config]], compiler: Co
     return _pipeline(propose, compiler, workers, timeout_s, ahead)
 
 
-def _parallel(configs: Any, compiler: Compiler, executor: "StartTrackingExecutor", timeout_s: Optional[float],
-              abandoned: threading.Event, ahead: int = 0) -> Iterator[CompileOutcome]:
+def _parallel(
+    configs: Any,
+    compiler: Compiler,
+    executor: StartTrackingExecutor,
+    timeout_s: float | None,
+    abandoned: threading.Event,
+    ahead: int = 0,
+) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
     failed: list[CompileOutcome] = []
     propose = configs if callable(configs) else None
@@ -239,16 +266,19 @@ def _parallel(configs: Any, compiler: Compiler, executor: "StartTrackingExecutor
             for future in _expired(pending, timeout_s):
                 sub = pending.pop(future)
                 abandoned.set()
-                executor.abandon(future)    # its thread is not waited for; another may take its place
+                executor.abandon(future)  # its thread is not waited for; another may take its place
                 if abandon is not None:
                     abandon(sub.config)
-                yield CompileOutcome(sub.config, TrialStatus.TIMEOUT,
-                                     error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
-                                     compile_s=time.perf_counter() - _clock(future)["t"])
+                yield CompileOutcome(
+                    sub.config,
+                    TrialStatus.TIMEOUT,
+                    error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
+                    compile_s=time.perf_counter() - _clock(future)["t"],
+                )
             continue
         for future in sorted(done, key=lambda f: pending[f].submitted_at):
             yield _outcome(pending.pop(future), compiler)
-            if propose is not None and len(pending) < ahead:   # the caller measured one: compile more meanwhile
+            if propose is not None and len(pending) < ahead:  # the caller measured one: compile more meanwhile
                 submit(propose(ahead - len(pending)))
 
 
@@ -257,7 +287,7 @@ class StartTrackingExecutor(Executor):
     `compile_s`). By default it owns a `DaemonThreadPool` of `max_workers` threads; given a shared `pool`, it
     submits there and its `shutdown` cancels and waits for its own compiles only, leaving the pool running."""
 
-    def __init__(self, max_workers: int, pool: Optional[DaemonThreadPool] = None) -> None:
+    def __init__(self, max_workers: int, pool: DaemonThreadPool | None = None) -> None:
         self._owned = pool is None
         self._pool = pool if pool is not None else DaemonThreadPool(max_workers, "autotune-compile")
         self._mine: list[Future] = []
@@ -285,11 +315,11 @@ class StartTrackingExecutor(Executor):
         if wait:
             for future in self._mine:
                 with contextlib.suppress(CancelledError):
-                    future.exception()   # waits until it ran (returns its error, raises nothing else)
+                    future.exception()  # waits until it ran (returns its error, raises nothing else)
         self._mine = []
 
 
-def _next_deadline(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> Optional[float]:
+def _next_deadline(pending: dict[Future, _Submitted], timeout_s: float | None) -> float | None:
     """Seconds until the oldest running compile passes the timeout; a short poll while all are still queued."""
     if timeout_s is None:
         return None
@@ -299,7 +329,7 @@ def _next_deadline(pending: dict[Future, _Submitted], timeout_s: Optional[float]
     return max(0.0, min(running) + timeout_s - time.perf_counter())
 
 
-def _expired(pending: dict[Future, _Submitted], timeout_s: Optional[float]) -> list[Future]:
+def _expired(pending: dict[Future, _Submitted], timeout_s: float | None) -> list[Future]:
     if timeout_s is None:
         return []
     now = time.perf_counter()

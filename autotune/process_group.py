@@ -1,11 +1,12 @@
 """Whether this process has a torch.distributed process group, which group autotune agrees over and in which mode:
 read without importing torch.distributed (or autotune.distributed) where it has not been imported, so a
 single-process launch pays nothing for it."""
+
 from __future__ import annotations
 
 import sys
 from datetime import timedelta
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 __all__ = ["Mode", "active_mode", "chosen_group", "group_timeout", "initialized_dist", "set_process_group"]
 
@@ -49,7 +50,7 @@ def set_process_group(group: Any = None) -> None:
     _group_override = group
 
 
-def active_mode(setting: Optional[str]) -> Optional[Mode]:
+def active_mode(setting: str | None) -> Mode | None:
     """The agreement mode for `Tuning.distributed == setting` in this process, or None (tune locally).
 
     None when the setting is "off", when no process group is initialised, when it has one rank, or when

@@ -14,13 +14,14 @@ The bar advances when a config is finished (measured or failed); re-measuring a 
 refinement updates "best" but does not advance it. Counts come first in the postfix so that a
 narrow terminal trims the config, not the numbers.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import sys
 import threading
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 from .format import format_config, format_ms
 from .options import env_progress
@@ -41,8 +42,17 @@ class TuningProgress:
     tuner reports everything from the calling thread.
     """
 
-    def __init__(self, kernel_name: str, key: tuple, total: int, *, stream: Optional[TextIO] = None,
-                 delay_s: float = 1.0, strategy: Optional[str] = None, space_size: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        kernel_name: str,
+        key: tuple,
+        total: int,
+        *,
+        stream: TextIO | None = None,
+        delay_s: float = 1.0,
+        strategy: str | None = None,
+        space_size: int | None = None,
+    ) -> None:
         self.kernel_name = kernel_name
         self.strategy, self.space_size = strategy, space_size
         self.key = key
@@ -50,7 +60,7 @@ class TuningProgress:
         self.n_compiled = 0
         self.n_measured = 0
         self.n_failed = 0
-        self.best_ms: Optional[float] = None
+        self.best_ms: float | None = None
         self.best_config: Any = None
         self._finished: set[Any] = set()
         self._lock = threading.Lock()
@@ -117,7 +127,7 @@ class TuningProgress:
         """A config failed (`status` is a `TrialStatus` or its value); it counts as finished."""
         self._finish(config, None)
 
-    def _finish(self, config: Any, median_ms: Optional[float]) -> None:
+    def _finish(self, config: Any, median_ms: float | None) -> None:
         """A config finished: measured with `median_ms`, or failed (None)."""
         if self._bar is None:
             return
@@ -149,7 +159,7 @@ class TuningProgress:
             finally:
                 bar.close()
 
-    def __enter__(self) -> "TuningProgress":
+    def __enter__(self) -> TuningProgress:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -169,5 +179,14 @@ def _bar_class() -> type:
 
 def _make_bar(desc: str, total: int, stream: TextIO, delay_s: float) -> Any:
     """A bar that shows after `delay_s` seconds and leaves no line behind when closed."""
-    return _bar_class()(total=total, desc=desc, file=stream, delay=max(0.0, float(delay_s)), leave=False,
-                        unit="cfg", miniters=0, mininterval=0.1, dynamic_ncols=True)
+    return _bar_class()(
+        total=total,
+        desc=desc,
+        file=stream,
+        delay=max(0.0, float(delay_s)),
+        leave=False,
+        unit="cfg",
+        miniters=0,
+        mininterval=0.1,
+        dynamic_ncols=True,
+    )

@@ -3,11 +3,13 @@
 Both are `msgspec.Struct`s: typed, with their constraints declared here and checked whenever one is read back
 (`codec.from_json`, `TuningRecord.from_json`); made in this process they are trusted as built.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from enum import Enum
-from typing import Annotated, Any, Iterator, Optional, Union
+from typing import Annotated, Any
 
 from msgspec import Meta, Struct, field, structs
 
@@ -16,7 +18,7 @@ from .space import Config
 
 SCHEMA_VERSION = 1
 
-Ms = Annotated[float, Meta(ge=0)]           # a time in milliseconds or seconds: never negative (nor NaN)
+Ms = Annotated[float, Meta(ge=0)]  # a time in milliseconds or seconds: never negative (nor NaN)
 Count = Annotated[int, Meta(ge=0)]
 
 
@@ -28,8 +30,8 @@ class TrialStatus(str, Enum):
     TIMEOUT = "timeout"
     RUNTIME_ERROR = "runtime_error"
     VERIFY_FAILED = "verify_failed"
-    OUT_OF_RESOURCES = "out_of_resources"   # needs more shared memory / registers than the device has
-    CRASHED = "crashed"                     # killed its worker process (a signal, os._exit, a poisoned device)
+    OUT_OF_RESOURCES = "out_of_resources"  # needs more shared memory / registers than the device has
+    CRASHED = "crashed"  # killed its worker process (a signal, os._exit, a poisoned device)
     SKIPPED = "skipped"
 
 
@@ -38,11 +40,11 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
 
     config: Config
     status: TrialStatus = TrialStatus.SKIPPED
-    median_ms: Optional[Ms] = None
-    min_ms: Optional[Ms] = None
+    median_ms: Ms | None = None
+    min_ms: Ms | None = None
     samples_ms: list[Ms] = field(default_factory=list)
-    error: Optional[str] = None
-    compile_s: Optional[Ms] = None
+    error: str | None = None
+    compile_s: Ms | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,7 +56,7 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
 
     schema_version: int = SCHEMA_VERSION
     kernel: str
-    kernel_id: Optional[str] = None      # "module:qualname": tells apart kernels that share a short name
+    kernel_id: str | None = None  # "module:qualname": tells apart kernels that share a short name
     source_hash: str
     device: str
     triton_version: str
@@ -64,9 +66,9 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     dtypes: list[str] = field(default_factory=list)
     winner: Config
     trials: list[Trial]
-    candidates: Optional[str] = None     # checksum of the configs prune= kept for this key (None: no prune=)
-    strategy: Optional[str] = None       # the search strategy when not every config was tried (None: exhaustive)
-    space_size: Optional[Count] = None   # configs in the space (its product when lazy)
+    candidates: str | None = None  # checksum of the configs prune= kept for this key (None: no prune=)
+    strategy: str | None = None  # the search strategy when not every config was tried (None: exhaustive)
+    space_size: Count | None = None  # configs in the space (its product when lazy)
     tuning_s: Ms
     timestamp: Ms = field(default_factory=time.time)
 
@@ -85,12 +87,12 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     def __iter__(self) -> Iterator[Trial]:
         return iter(self.trials)
 
-    def __getitem__(self, index: Union[int, slice]) -> Union[Trial, list[Trial]]:
+    def __getitem__(self, index: int | slice) -> Trial | list[Trial]:
         if isinstance(index, str):
             raise TypeError(f"a TuningRecord is indexed by trial position; use record.{index} for a field")
         return self.trials[index]
 
-    def trial_for(self, config: Config) -> Optional[Trial]:
+    def trial_for(self, config: Config) -> Trial | None:
         """The trial of `config`, or None."""
         for trial in self.trials:
             if trial.config == config:
@@ -98,23 +100,23 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
         return None
 
     @property
-    def winner_trial(self) -> Optional[Trial]:
+    def winner_trial(self) -> Trial | None:
         return self.trial_for(self.winner)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data (what its JSON holds)."""
         return codec.to_builtins(self)
 
-    def to_json(self, indent: Optional[int] = None) -> str:
+    def to_json(self, indent: int | None = None) -> str:
         """The record as JSON text (the fields a cache entry stores)."""
         return codec.to_json(self, indent=indent).decode("utf-8")
 
     @classmethod
-    def from_json(cls, data: Union[str, bytes]) -> "TuningRecord":
+    def from_json(cls, data: str | bytes) -> TuningRecord:
         """A record from JSON text, validated (unknown fields, wrong types and negative times are refused;
         raises `codec.ValidationError`, a ValueError)."""
         return codec.from_json(data, cls)
 
-    def replace(self, **changes: Any) -> "TuningRecord":
+    def replace(self, **changes: Any) -> TuningRecord:
         """A copy with some fields changed."""
         return structs.replace(self, **changes)

@@ -1,8 +1,10 @@
 """`verify=Reference(...)`: a config's outputs checked against a reference function's. Its own module so that
 declaring a kernel (and `import autotune`) does not load the tuner."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .errors import OptionError, VerificationError
 
@@ -19,13 +21,17 @@ def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = N
     result = verify(**named_args)
     if result is None:
         name = getattr(verify, "__name__", "verify")
-        raise OptionError(f"verify= ({name}) returned None instead of True or False: return whether the outputs "
-                          "are right (a missing `return`?)")
+        raise OptionError(
+            f"verify= ({name}) returned None instead of True or False: return whether the outputs "
+            "are right (a missing `return`?)"
+        )
     numel = getattr(result, "numel", None)
     if callable(numel) and numel() != 1:
         name = getattr(verify, "__name__", "verify")
-        raise OptionError(f"verify= ({name}) returned a tensor of {numel()} elements instead of True or False: "
-                          "reduce it to one answer, e.g. `(out == x + y).all()` or `torch.allclose(out, x + y)`")
+        raise OptionError(
+            f"verify= ({name}) returned a tensor of {numel()} elements instead of True or False: "
+            "reduce it to one answer, e.g. `(out == x + y).all()` or `torch.allclose(out, x + y)`"
+        )
     if not result:
         raise VerificationError(f"verify(...) returned {result!r}")
 
@@ -37,20 +43,24 @@ class Reference:
     order of `outputs`, or a dict by name). It is computed once per tuning, on the arguments as passed.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, outputs: Sequence[str], atol: float = 1e-5,
-                 rtol: float = 1e-5) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, outputs: Sequence[str], atol: float = 1e-5, rtol: float = 1e-5
+    ) -> None:
         if isinstance(outputs, str):
             outputs = (outputs,)
         if not outputs:
             raise OptionError("Reference needs the names of the output arguments to compare: outputs=('out',)")
         if not callable(fn):
-            raise OptionError(f"Reference(fn, ...) takes the reference function, fn(**args) -> the expected outputs; "
-                              f"got {type(fn).__name__}: {fn!r}")
+            raise OptionError(
+                f"Reference(fn, ...) takes the reference function, fn(**args) -> the expected outputs; "
+                f"got {type(fn).__name__}: {fn!r}"
+            )
         for name, tolerance in (("atol", atol), ("rtol", rtol)):
             number = isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
             if not (number and 0 <= tolerance < float("inf")):
-                raise OptionError(f"Reference({name}={tolerance!r}): a tolerance is a finite number >= 0, "
-                                  f"e.g. {name}=1e-5")
+                raise OptionError(
+                    f"Reference({name}={tolerance!r}): a tolerance is a finite number >= 0, e.g. {name}=1e-5"
+                )
         self.fn = fn
         self.outputs = tuple(outputs)
         self.atol = atol
@@ -63,23 +73,31 @@ class Reference:
         if isinstance(value, Mapping):
             missing = [name for name in self.outputs if name not in value]
             if missing:
-                raise OptionError(f"{what} returned a dict without {', '.join(map(repr, missing))}: key it by the "
-                                  f"output names, outputs={self.outputs}")
+                raise OptionError(
+                    f"{what} returned a dict without {', '.join(map(repr, missing))}: key it by the "
+                    f"output names, outputs={self.outputs}"
+                )
             values = [value[name] for name in self.outputs]
         else:
             values = list(value) if isinstance(value, (tuple, list)) else [value]
             if len(values) != len(self.outputs):
-                raise OptionError(f"{what} returned {len(values)} values for outputs={self.outputs}: return one "
-                                  "tensor per output name, in that order, or a dict keyed by those names")
+                raise OptionError(
+                    f"{what} returned {len(values)} values for outputs={self.outputs}: return one "
+                    "tensor per output name, in that order, or a dict keyed by those names"
+                )
         for name, v in zip(self.outputs, values):
             if not callable(getattr(v, "detach", None)):
-                raise OptionError(f"{what} returned {type(v).__name__} for output {name!r}, not a tensor: the "
-                                  f"reference returns the expected values (`return x * 2`), it does not write them "
-                                  f"into the kernel's arguments")
+                raise OptionError(
+                    f"{what} returned {type(v).__name__} for output {name!r}, not a tensor: the "
+                    f"reference returns the expected values (`return x * 2`), it does not write them "
+                    f"into the kernel's arguments"
+                )
             shape = getattr(named_args.get(name), "shape", None)
             if shape is not None and tuple(v.shape) != tuple(shape):
-                raise OptionError(f"{what} returned shape {tuple(v.shape)} for output {name!r}, whose argument has "
-                                  f"shape {tuple(shape)}: return the whole expected output")
+                raise OptionError(
+                    f"{what} returned shape {tuple(v.shape)} for output {name!r}, whose argument has "
+                    f"shape {tuple(shape)}: return the whole expected output"
+                )
         return {name: v.detach().clone() for name, v in zip(self.outputs, values)}
 
     def check(self, named_args: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
@@ -88,9 +106,15 @@ class Reference:
 
         for name in self.outputs:
             got, want = named_args[name], expected[name]
-            if got.shape != want.shape or not torch.allclose(got.float(), want.to(got.device).float(),
-                                                             atol=self.atol, rtol=self.rtol, equal_nan=True):
-                diff = (got.float() - want.to(got.device).float()).abs().max().item() if got.shape == want.shape \
+            if got.shape != want.shape or not torch.allclose(
+                got.float(), want.to(got.device).float(), atol=self.atol, rtol=self.rtol, equal_nan=True
+            ):
+                diff = (
+                    (got.float() - want.to(got.device).float()).abs().max().item()
+                    if got.shape == want.shape
                     else f"shape {tuple(got.shape)} != {tuple(want.shape)}"
-                raise VerificationError(f"output {name!r} differs from the reference (max abs diff {diff}, "
-                                        f"atol={self.atol}, rtol={self.rtol})")
+                )
+                raise VerificationError(
+                    f"output {name!r} differs from the reference (max abs diff {diff}, "
+                    f"atol={self.atol}, rtol={self.rtol})"
+                )

@@ -7,6 +7,7 @@ restricted to the recorded configs. "Compiling" a config takes its recorded comp
 draws samples from its recorded `times` (so the noise is the GPU's), both on a simulated clock with `workers`
 compile workers, so a 10^4-config replay takes seconds. JSON only: nothing read is unpickled or evaluated.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -16,10 +17,10 @@ import math
 import random
 import statistics
 from concurrent.futures import Executor, Future
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Optional, cast
+from typing import Any, cast
 
 from .config import value_identity
 from .errors import AutotuneError
@@ -30,7 +31,7 @@ from .tuner import TuneJob, tune
 
 __all__ = ["Landscape", "load_landscape", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
 
-MAX_LANDSCAPE_BYTES = 1 << 30      # decompressed; the largest shared landscape is ~40 MB
+MAX_LANDSCAPE_BYTES = 1 << 30  # decompressed; the largest shared landscape is ~40 MB
 
 
 @dataclass
@@ -41,8 +42,8 @@ class Landscape:
     device: str
     kernel: str
     axes: dict[str, tuple]
-    entries: dict[Config, dict]            # config -> {"time": ms or failure string, "times": [...], "compile_time"}
-    problem_size: Optional[tuple] = None   # the shape it was measured at, where the file says (`problem_size`)
+    entries: dict[Config, dict]  # config -> {"time": ms or failure string, "times": [...], "compile_time"}
+    problem_size: tuple | None = None  # the shape it was measured at, where the file says (`problem_size`)
     best_ms: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -66,7 +67,7 @@ class Landscape:
         recorded = frozenset(self.entries)
         return product.where(recorded.__contains__)
 
-    def time_of(self, config: Config) -> Optional[float]:
+    def time_of(self, config: Config) -> float | None:
         value = self.entries[config]["time"]
         return float(value) if isinstance(value, (int, float)) else None
 
@@ -91,21 +92,32 @@ def load_landscape(path: str | Path) -> Landscape:
         on_axis = {name: {value_identity(v) for v in values} for name, values in axes.items()}
         for raw in doc["cache"].values():
             config = Config({name: raw[name] for name in axes})
-            entries[config] = {"time": raw["time"], "times": [float(t) for t in raw.get("times") or []],
-                               "compile_time": float(raw.get("compile_time") or 0.0)}
+            entries[config] = {
+                "time": raw["time"],
+                "times": [float(t) for t in raw.get("times") or []],
+                "compile_time": float(raw.get("compile_time") or 0.0),
+            }
             problem = _entry_problem(axes, on_axis, config, entries[config])
             if problem:
                 raise AutotuneError(f"landscape {path} records {dict(config)}: {problem}; fix or remove that entry")
         size = doc.get("problem_size")
         problem_size = tuple(size) if isinstance(size, list) else (size,) if isinstance(size, int) else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise AutotuneError(f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
-                            f"{exc.__class__.__name__}: {exc}") from None
-    return Landscape(str(path), str(doc.get("device_name", "unknown")), str(doc.get("kernel_name", path.stem)),
-                     axes, entries, problem_size)
+        raise AutotuneError(
+            f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
+            f"{exc.__class__.__name__}: {exc}"
+        ) from None
+    return Landscape(
+        str(path),
+        str(doc.get("device_name", "unknown")),
+        str(doc.get("kernel_name", path.stem)),
+        axes,
+        entries,
+        problem_size,
+    )
 
 
-def _entry_problem(axes: dict[str, tuple], on_axis: dict[str, set], config: Config, entry: dict) -> Optional[str]:
+def _entry_problem(axes: dict[str, tuple], on_axis: dict[str, set], config: Config, entry: dict) -> str | None:
     """What makes one recorded config unusable (None: nothing): a value off its axis (no search could reach it,
     so no run could match the best), or a time, repetition or compile time that is not a finite number >= 0
     (a NaN best made every ratio NaN and the JSON invalid)."""
@@ -153,7 +165,7 @@ class _ReplayCompiler:
         for config in configs:
             self.clock.schedule(config, self.landscape.entries[config]["compile_time"] / 1e3)
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
+    def session(self, executor: Executor) -> AbstractContextManager[Any]:
         return nullcontext()
 
     def submit(self, config: Config, executor: Executor) -> Future:
@@ -173,8 +185,8 @@ class _ReplayRunner:
 
     def __init__(self, landscape: Landscape, clock: _SimClock, rng: random.Random) -> None:
         self.landscape, self.clock, self.rng = landscape, clock, rng
-        self.current: Optional[Config] = None
-        self.reached_3pct_s: Optional[float] = None
+        self.current: Config | None = None
+        self.reached_3pct_s: float | None = None
 
     def run_config(self, config: Config) -> None:
         self.clock.wait_for(config)
@@ -184,8 +196,8 @@ class _ReplayRunner:
             raise RuntimeError(f"{value} (recorded in the landscape)")
 
     def measure(self, fn: Any, *, warmup: int, reps: int, before: Any = None) -> list[float]:
-        fn()                                       # names the config (run_config) and fails as recorded
-        assert self.current is not None            # run_config set it
+        fn()  # names the config (run_config) and fails as recorded
+        assert self.current is not None  # run_config set it
         entry = self.landscape.entries[self.current]
         pool = entry["times"] or [float(entry["time"])]
         samples = [self.rng.choice(pool) for _ in range(reps)]
@@ -195,39 +207,68 @@ class _ReplayRunner:
         return samples
 
 
-def replay_once(landscape: Landscape, strategy: str, budget: int, seed: int, workers: int = 8,
-                space: Optional[SearchSpace] = None) -> dict[str, Any]:
+def replay_once(
+    landscape: Landscape, strategy: str, budget: int, seed: int, workers: int = 8, space: SearchSpace | None = None
+) -> dict[str, Any]:
     """One tuning of the landscape with `strategy` ("exhaustive", "random", "local", "model") and a budget of
     `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds."""
     from .search import make_strategy
 
     space = space if space is not None else landscape.space()
-    clock = _SimClock(min(workers, max(1, budget)))   # a slot per config at most: more would never be used
+    clock = _SimClock(min(workers, max(1, budget)))  # a slot per config at most: more would never be used
     runner = _ReplayRunner(landscape, clock, random.Random(seed))
-    tuning = Tuning(compile_workers=0, seed=seed, strategy=cast(Strategy, strategy),   # Tuning checks the name
-                    max_configs=budget)
+    tuning = Tuning(
+        compile_workers=0,
+        seed=seed,
+        strategy=cast(Strategy, strategy),  # Tuning checks the name
+        max_configs=budget,
+    )
     searcher = None if strategy == "exhaustive" else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget)
-    job = TuneJob(configs=space.configs() if searcher is None else [], run_config=runner.run_config,
-                  compiler=_ReplayCompiler(landscape, clock), timer=runner, tuning=tuning, named_args={},
-                  kernel_name=landscape.kernel, strategy=searcher, clock=lambda: clock.now,
-                  batch_size=2 * max(1, workers))
+    job = TuneJob(
+        configs=space.configs() if searcher is None else [],
+        run_config=runner.run_config,
+        compiler=_ReplayCompiler(landscape, clock),
+        timer=runner,
+        tuning=tuning,
+        named_args={},
+        kernel_name=landscape.kernel,
+        strategy=searcher,
+        clock=lambda: clock.now,
+        batch_size=2 * max(1, workers),
+    )
     outcome = tune(job)
     chosen_ms = landscape.time_of(outcome.winner)
-    return {"seed": seed, "chosen": dict(outcome.winner), "chosen_ms": chosen_ms,
-            "ratio": chosen_ms / landscape.best_ms if chosen_ms is not None else None,
-            "evaluations": sum(1 for t in outcome.trials if t.status is not TrialStatus.SKIPPED),
-            "tuning_s": clock.now, "reached_3pct_s": runner.reached_3pct_s}
+    return {
+        "seed": seed,
+        "chosen": dict(outcome.winner),
+        "chosen_ms": chosen_ms,
+        "ratio": chosen_ms / landscape.best_ms if chosen_ms is not None else None,
+        "evaluations": sum(1 for t in outcome.trials if t.status is not TrialStatus.SKIPPED),
+        "tuning_s": clock.now,
+        "reached_3pct_s": runner.reached_3pct_s,
+    }
 
 
 def replay(landscape: Landscape, strategy: str, budget: int, seeds: int, workers: int = 8) -> dict[str, Any]:
     """`seeds` replays (seeds 0..seeds-1), in the JSON layout `autotune replay --json` writes."""
     space = landscape.space()
     fields = ("seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s")
-    runs = [{k: run[k] for k in fields}
-            for run in (replay_once(landscape, strategy, budget, seed, workers, space) for seed in range(seeds))]
+    runs = [
+        {k: run[k] for k in fields}
+        for run in (replay_once(landscape, strategy, budget, seed, workers, space) for seed in range(seeds))
+    ]
     ratios = [r["ratio"] for r in runs if r["ratio"] is not None]
-    return {"landscape": {"path": landscape.path, "device": landscape.device, "kernel": landscape.kernel,
-                          "valid_configs": landscape.valid_configs, "best_ms": landscape.best_ms},
-            "strategy": strategy, "budget": budget, "runs": runs,
-            "median_ratio": statistics.median(ratios) if ratios else None,
-            "worst_ratio": max(ratios) if ratios else None}
+    return {
+        "landscape": {
+            "path": landscape.path,
+            "device": landscape.device,
+            "kernel": landscape.kernel,
+            "valid_configs": landscape.valid_configs,
+            "best_ms": landscape.best_ms,
+        },
+        "strategy": strategy,
+        "budget": budget,
+        "runs": runs,
+        "median_ratio": statistics.median(ratios) if ratios else None,
+        "worst_ratio": max(ratios) if ratios else None,
+    }

@@ -1,8 +1,9 @@
 """Shard mode of distributed tuning, as plain data: which configs each rank measures, and how the ranks'
 trials merge back into one record that is the same on every rank."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .record import Trial, TrialStatus
 from .space import Config
@@ -54,7 +55,8 @@ def no_valid_message(kernel: str, trials: list[Trial], measured_by: dict[Config,
     for trial in trials:
         if trial.status is TrialStatus.SKIPPED:
             continue
-        lines.append(f"  {dict(trial.config)} (rank {measured_by.get(trial.config, '?')}): "
-                     f"{trial.status.value}: {trial.error}")
+        lines.append(
+            f"  {dict(trial.config)} (rank {measured_by.get(trial.config, '?')}): {trial.status.value}: {trial.error}"
+        )
     lines.append("Fix the kernel or the search space (or widen verify's tolerances) and call again.")
     return "\n".join(lines)

@@ -1,12 +1,13 @@
 """Search spaces: the Cartesian, fixed and union spaces of `Config`s (`config.py`) that a kernel is tuned over."""
+
 from __future__ import annotations
 
 import hashlib
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from .config import Config, check_json_value, value_identity
 from .errors import SpaceError
@@ -14,8 +15,8 @@ from .space_checksum import configs_checksum, filter_identity
 
 __all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
 
-LIST_LIMIT = 100_000    # a space with more configs than this (before filtering) is never listed: it is searched
-_CACHE_LIMIT = LIST_LIMIT   # a space keeps its configs once listed (decorating reads them three times)
+LIST_LIMIT = 100_000  # a space with more configs than this (before filtering) is never listed: it is searched
+_CACHE_LIMIT = LIST_LIMIT  # a space keeps its configs once listed (decorating reads them three times)
 _SAMPLE_TRIES = 10_000  # rejection sampling gives up after this many draws that a filter refused
 
 
@@ -27,8 +28,8 @@ class SearchSpace(ABC):
 
     _preds: tuple[Callable[[Config], bool], ...] = ()
     _pred_sources: tuple[str, ...] = ()
-    _pred_ids: tuple[str | None, ...] = ()   # each filter's text in a lazy space's checksum (None: an eager space's)
-    _exact_len = True                        # whether `_len_all` counts the configs exactly (a union's is a bound)
+    _pred_ids: tuple[str | None, ...] = ()  # each filter's text in a lazy space's checksum (None: an eager space's)
+    _exact_len = True  # whether `_len_all` counts the configs exactly (a union's is a bound)
     _cache: list[Config] | None = None
     _checksum: str | None = None
 
@@ -61,10 +62,10 @@ class SearchSpace(ABC):
         for name, value in attrs.items():
             object.__setattr__(self, name, value)
 
-    def _derived(self, **attrs: Any) -> "SearchSpace":
+    def _derived(self, **attrs: Any) -> SearchSpace:
         new = object.__new__(type(self))
         for name, value in self.__dict__.items():
-            if name not in ("_member_set", "_sampler"):   # built for this space's filters, not the new space's
+            if name not in ("_member_set", "_sampler"):  # built for this space's filters, not the new space's
                 object.__setattr__(new, name, value)
         new._set(_cache=None, _checksum=None, **attrs)
         return new
@@ -87,9 +88,11 @@ class SearchSpace(ABC):
         if not self._preds and self._exact_len:
             return self._len_all()
         if self.lazy:
-            raise _UnknownLength(f"len() of a lazy {type(self).__name__} (over {LIST_LIMIT:,} configs, never listed): "
-                                 "how many configs its filters keep (or a union's parts share) is not known without "
-                                 f"listing them all; unfiltered_len() is {self._len_all():,}, the count before that")
+            raise _UnknownLength(
+                f"len() of a lazy {type(self).__name__} (over {LIST_LIMIT:,} configs, never listed): "
+                "how many configs its filters keep (or a union's parts share) is not known without "
+                f"listing them all; unfiltered_len() is {self._len_all():,}, the count before that"
+            )
         return len(self.configs())
 
     def __bool__(self) -> bool:
@@ -119,33 +122,36 @@ class SearchSpace(ABC):
         space): a config without a field the kernel needs cannot launch."""
         return self._declared_fields()
 
-    def where(self, pred: str | Callable[[Config], bool]) -> "SearchSpace":
+    def where(self, pred: str | Callable[[Config], bool]) -> SearchSpace:
         """A new space keeping the configs for which `pred` (a callable or a `$X` string) holds; chains."""
         from .template import compile_predicate
 
         fn = compile_predicate(pred, config_fields=self._declared_fields())
         source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
         ident = None
-        if self.lazy:   # its checksum hashes the filter: one with no stable identity fails here, not at tuning
+        if self.lazy:  # its checksum hashes the filter: one with no stable identity fails here, not at tuning
             # A $X string is what it computes (the expression language has no free names): its text, the same under
             # every Python version (bytecode is not), so a fleet or a deployment on another Python finds its entries.
             ident = f"string {pred}" if isinstance(pred, str) else f"callable {filter_identity(pred)}"
-        return self._derived(_preds=self._preds + (fn,), _pred_sources=self._pred_sources + (source,),
-                             _pred_ids=self._pred_ids + (ident,))
+        return self._derived(
+            _preds=self._preds + (fn,),
+            _pred_sources=self._pred_sources + (source,),
+            _pred_ids=self._pred_ids + (ident,),
+        )
 
-    def __add__(self, other: Any) -> "SearchSpace":
+    def __add__(self, other: Any) -> SearchSpace:
         """The union: this space's configs, then the other's, duplicates dropped."""
         return self._union(other, self_first=True)
 
-    def __radd__(self, other: Any) -> "SearchSpace":
+    def __radd__(self, other: Any) -> SearchSpace:
         return self._union(other, self_first=False)
 
-    def _union(self, other: Any, *, self_first: bool) -> "SearchSpace":
-        from .space_input import as_space   # it builds spaces of this module's classes
+    def _union(self, other: Any, *, self_first: bool) -> SearchSpace:
+        from .space_input import as_space  # it builds spaces of this module's classes
 
         if not isinstance(other, (SearchSpace, Mapping, list, tuple)):
-            return NotImplemented   # Python then tries the other operand, else raises its TypeError
-        other_space = as_space(other)   # a list with a bad item: its SpaceError names the item
+            return NotImplemented  # Python then tries the other operand, else raises its TypeError
+        other_space = as_space(other)  # a list with a bad item: its SpaceError names the item
         return UnionSpace(self, other_space) if self_first else UnionSpace(other_space, self)
 
     def checksum(self) -> str:
@@ -200,9 +206,12 @@ class SearchSpace(ABC):
     def neighbours(self, config: Config) -> list[Config]:
         """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
         are one axis, one step away, and a union's are its parts')."""
-        mine = {k: value_identity(v) for k, v in config.items()}      # once, not once per listed config
-        return [c for c in self._listed() if c.keys() == mine.keys()
-                and sum(1 for k in c if value_identity(c[k]) != mine[k]) == 1]
+        mine = {k: value_identity(v) for k, v in config.items()}  # once, not once per listed config
+        return [
+            c
+            for c in self._listed()
+            if c.keys() == mine.keys() and sum(1 for k in c if value_identity(c[k]) != mine[k]) == 1
+        ]
 
     def _listed(self) -> list[Config]:
         if self._cache is not None:
@@ -233,8 +242,10 @@ def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
 
 def _materialise_axis(name: str, values: Any) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or isinstance(values, Mapping) or not isinstance(values, Iterable):
-        raise SpaceError(f"axis {name!r} = {values!r} is a single value, not an iterable of values; wrap it in a "
-                         f"tuple: {name}=({values!r},)")
+        raise SpaceError(
+            f"axis {name!r} = {values!r} is a single value, not an iterable of values; wrap it in a "
+            f"tuple: {name}=({values!r},)"
+        )
     out: list[Any] = []
     seen: set[Any] = set()
     for v in values:
@@ -254,14 +265,16 @@ class CartesianSpace(SearchSpace):
     Each axis is any iterable of JSON-friendly values (tuple, list, range), materialised at construction.
     """
 
-    _axes: dict[str, tuple[Any, ...]]       # set once in __init__ (`_set`: a space is immutable)
+    _axes: dict[str, tuple[Any, ...]]  # set once in __init__ (`_set`: a space is immutable)
     _names: tuple[str, ...]
     _values: tuple[tuple[Any, ...], ...]
 
     def __init__(self, **axes: Iterable[Any]) -> None:
         if not axes:
-            raise SpaceError("the search space has no axes (space={} or CartesianSpace()); give at least one axis, "
-                             "e.g. space={'BLOCK': [64, 128]}")
+            raise SpaceError(
+                "the search space has no axes (space={} or CartesianSpace()); give at least one axis, "
+                "e.g. space={'BLOCK': [64, 128]}"
+            )
         clean: dict[str, tuple[Any, ...]] = {}
         for name, values in axes.items():
             if not name.isidentifier():
@@ -332,20 +345,27 @@ class CartesianSpace(SearchSpace):
         if not self.lazy:
             return super().sample(rng)
         if sampler.empty:
-            raise SpaceError(f"the where() filters of {self._outline()} keep none of its {self._len_all():,} configs; "
-                             "loosen them")
-        fix = ("split each $X filter into conditions joined by `and` that read fewer axes each (a condition's axes are "
-               "sampled from their valid combinations when listing those takes at most 200,000 checks)"
-               if sampler.uncovered_strings else "write them as $X strings (the axes a string reads are then sampled "
-               "from their valid combinations)")
-        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self._outline()} were all refused by its filters: they "
-                         f"keep too small a part of the product to sample by rejection. To sample it, {fix}, or "
-                         "tighten the axes instead of filtering")
+            raise SpaceError(
+                f"the where() filters of {self._outline()} keep none of its {self._len_all():,} configs; loosen them"
+            )
+        fix = (
+            "split each $X filter into conditions joined by `and` that read fewer axes each (a condition's axes are "
+            "sampled from their valid combinations when listing those takes at most 200,000 checks)"
+            if sampler.uncovered_strings
+            else "write them as $X strings (the axes a string reads are then sampled from their valid combinations)"
+        )
+        raise SpaceError(
+            f"{_SAMPLE_TRIES} random configs of {self._outline()} were all refused by its filters: they "
+            f"keep too small a part of the product to sample by rejection. To sample it, {fix}, or "
+            "tighten the axes instead of filtering"
+        )
 
     def _outline(self) -> str:
         """The space in a line: each axis's size and first values, and its filters (an error message's view)."""
-        axes = ", ".join(f"{n}=({', '.join(map(repr, v[:3]))}{', ...' if len(v) > 3 else ''}: {len(v)} values)"
-                         for n, v in self._axes.items())
+        axes = ", ".join(
+            f"{n}=({', '.join(map(repr, v[:3]))}{', ...' if len(v) > 3 else ''}: {len(v)} values)"
+            for n, v in self._axes.items()
+        )
         return f"CartesianSpace({axes})" + self._filters_text()
 
     def neighbours(self, config: Config) -> list[Config]:
@@ -368,7 +388,7 @@ class CartesianSpace(SearchSpace):
 class FixedSpace(SearchSpace):
     """An explicit list of configs (mappings or `Config`s), which may differ in fields; duplicates dropped."""
 
-    _items: tuple[Config, ...]              # set once in __init__ (`_set`: a space is immutable)
+    _items: tuple[Config, ...]  # set once in __init__ (`_set`: a space is immutable)
     _fields: frozenset[str]
 
     def __init__(self, configs: Iterable[Mapping[str, Any] | Config]) -> None:
@@ -381,8 +401,10 @@ class FixedSpace(SearchSpace):
             elif isinstance(c, Mapping):
                 items.append(Config(c))
             else:
-                raise SpaceError(f"FixedSpace item {i} is {type(c).__name__} {c!r}; each config must be a mapping "
-                                 "of field -> value (or an autotune.Config)")
+                raise SpaceError(
+                    f"FixedSpace item {i} is {type(c).__name__} {c!r}; each config must be a mapping "
+                    "of field -> value (or an autotune.Config)"
+                )
         unique = tuple(_dedup(items))
         fields: frozenset[str] = frozenset().union(*(c.keys() for c in unique)) if unique else frozenset()
         self._set(_items=unique, _fields=fields)
@@ -405,7 +427,7 @@ class FixedSpace(SearchSpace):
         return f"FixedSpace([{shown}{more}])"
 
     def _structure(self) -> str:
-        return "FixedSpace " + configs_checksum(self._items)   # all its configs: `_describe` shows three
+        return "FixedSpace " + configs_checksum(self._items)  # all its configs: `_describe` shows three
 
     def sample(self, rng: Any) -> Config:
         """A uniformly random config: one of the list, without copying it (a replayed landscape's recorded
@@ -418,7 +440,7 @@ class FixedSpace(SearchSpace):
 class UnionSpace(SearchSpace):
     """`a + b`: the configs of `a`, then those of `b`, duplicates dropped."""
 
-    _exact_len = False      # `_len_all` counts a config in both parts twice
+    _exact_len = False  # `_len_all` counts a config in both parts twice
     _parts: tuple[SearchSpace, SearchSpace]  # set once in __init__ (`_set`: a space is immutable)
 
     def __init__(self, first: SearchSpace, second: SearchSpace) -> None:
@@ -467,4 +489,4 @@ class UnionSpace(SearchSpace):
         return f"({self._parts[0]!r} + {self._parts[1]!r})"
 
     def _structure(self) -> str:
-        return f"union {self._parts[0].checksum()} {self._parts[1].checksum()}"   # a part's repr misses its filters
+        return f"union {self._parts[0].checksum()} {self._parts[1].checksum()}"  # a part's repr misses its filters

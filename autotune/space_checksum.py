@@ -2,6 +2,7 @@
 
 Also the stable text of a value (`stable_text`), shared with the kernel identity (`kernel_source`): a value is part
 of a checksum only through a text that every process writes the same (no address, no set order)."""
+
 from __future__ import annotations
 
 import enum
@@ -9,14 +10,15 @@ import functools
 import hashlib
 import inspect
 import textwrap
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .errors import SpaceError
 from .kernel_ref import python_function
 
 __all__ = ["configs_checksum", "code_identity", "filter_identity", "stable_text", "tuned_under"]
 
-_MAX_DEPTH = 16          # nesting followed in a value (a list that contains itself stops here) or a filter's helpers
+_MAX_DEPTH = 16  # nesting followed in a value (a list that contains itself stops here) or a filter's helpers
 
 
 def configs_checksum(configs: Iterable[Any]) -> str:
@@ -51,10 +53,10 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
     for cell in getattr(fn, "__closure__", None) or ():
         try:
             value = cell.cell_contents
-        except ValueError:   # an empty cell
+        except ValueError:  # an empty cell
             h.update(b"<empty>")
             continue
-        inner = python_function(value)      # a function, or a @triton.jit helper's (under its wrappers)
+        inner = python_function(value)  # a function, or a @triton.jit helper's (under its wrappers)
         if inspect.isfunction(inner) and _depth < 8:
             h.update(code_identity(inner, _depth + 1).encode())
         else:
@@ -62,7 +64,7 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
     h.update(repr(getattr(fn, "__defaults__", None)).encode())
     try:
         annotations = dict(getattr(fn, "__annotations__", None) or {})
-    except Exception:        # lazily evaluated annotations (Python 3.14) naming what is not defined
+    except Exception:  # lazily evaluated annotations (Python 3.14) naming what is not defined
         annotations = {}
     h.update(repr(sorted((k, repr(v)) for k, v in annotations.items())).encode())
     return h.hexdigest()
@@ -79,11 +81,11 @@ def _const_text(value: Any) -> str:
     return repr(value)
 
 
-def stable_text(value: Any, depth: int = 0) -> Optional[str]:
+def stable_text(value: Any, depth: int = 0) -> str | None:
     """A text for `value` that is the same in every process, or None when it has none (an object whose repr
     shows an address): plain and numpy scalars, strings, tuples, lists and sets of them, `tl.constexpr`s, dtypes and
     enums."""
-    if depth > _MAX_DEPTH:                      # a list that contains itself
+    if depth > _MAX_DEPTH:  # a list that contains itself
         return None
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         return repr(value)
@@ -93,16 +95,16 @@ def stable_text(value: Any, depth: int = 0) -> Optional[str]:
         items = [stable_text(item, depth + 1) for item in value]
         if None in items:
             return None
-        if isinstance(value, (set, frozenset)):                  # ordered by PYTHONHASHSEED: sorted here
+        if isinstance(value, (set, frozenset)):  # ordered by PYTHONHASHSEED: sorted here
             items.sort()
         return f"{type(value).__name__}({', '.join(items)})"  # type: ignore[arg-type]
-    if type(value).__name__ == "constexpr" and hasattr(value, "value"):          # tl.constexpr(...)
+    if type(value).__name__ == "constexpr" and hasattr(value, "value"):  # tl.constexpr(...)
         inner = stable_text(value.value, depth + 1)
         return None if inner is None else f"constexpr({inner})"
     module = type(value).__module__ or ""
-    if module == "numpy" and hasattr(value, "dtype") and getattr(value, "shape", None) == ():   # np.float32(0.5)
+    if module == "numpy" and hasattr(value, "dtype") and getattr(value, "shape", None) == ():  # np.float32(0.5)
         return f"{value.dtype}({value.item()!r})"
-    if module.split(".")[0] in ("triton", "torch") and "dtype" in type(value).__name__:   # tl.float16, torch.int32
+    if module.split(".")[0] in ("triton", "torch") and "dtype" in type(value).__name__:  # tl.float16, torch.int32
         return repr(value)
     return None
 
@@ -129,10 +131,12 @@ class _FilterWalk:
         self.path: set[int] = set()
 
     def fail(self, what: str) -> SpaceError:
-        return SpaceError(f"the where() filter {self.root!r} of a lazy space (too large to list) has {what}, which has "
-                          "no text that is the same in every process, so the space's checksum (its cache key) could "
-                          "not be computed; use a $X expression string, or a plain module-level function that reads "
-                          "only numbers, strings and tuples of them")
+        return SpaceError(
+            f"the where() filter {self.root!r} of a lazy space (too large to list) has {what}, which has "
+            "no text that is the same in every process, so the space's checksum (its cache key) could "
+            "not be computed; use a $X expression string, or a plain module-level function that reads "
+            "only numbers, strings and tuples of them"
+        )
 
     def value(self, value: Any, what: str, depth: int) -> str:
         text = stable_text(value)
@@ -153,15 +157,19 @@ class _FilterWalk:
         if inner is not None:
             return self.function(inner, depth)
         cls = type(fn)
-        call = getattr(cls, "__call__", None)
-        if inspect.isfunction(call):            # an instance of a class defining __call__
+        call = getattr(cls, "__call__", None)  # noqa: B004 (the function itself, not whether it exists)
+        if inspect.isfunction(call):  # an instance of a class defining __call__
             # the class by name, and the methods __call__ names (self.helper(c)): two classes alike in __call__
             # but not in what it calls are two filters
-            methods = [f"method {name}={self.function(method, depth + 1)}"
-                       for name in sorted(_global_names(call.__code__))
-                       if inspect.isfunction(method := getattr(cls, name, None)) and method is not call]
-            return (f"object({cls.__module__}.{cls.__qualname__}; {self.function(call, depth)}; "
-                    f"{'; '.join(methods)}; {self.attributes(fn, depth)})")
+            methods = [
+                f"method {name}={self.function(method, depth + 1)}"
+                for name in sorted(_global_names(call.__code__))
+                if inspect.isfunction(method := getattr(cls, name, None)) and method is not call
+            ]
+            return (
+                f"object({cls.__module__}.{cls.__qualname__}; {self.function(call, depth)}; "
+                f"{'; '.join(methods)}; {self.attributes(fn, depth)})"
+            )
         raise self.fail(f"a callable of type {type(fn).__module__}.{type(fn).__qualname__} with no Python code")
 
     def attributes(self, obj: Any, depth: int) -> str:
@@ -175,14 +183,18 @@ class _FilterWalk:
         self.path.add(id(fn))
         try:
             code = fn.__code__
-            parts = [_function_text(fn), "defaults " + ", ".join(self.value(v, "a default", depth)
-                                                               for v in fn.__defaults__ or ())]
-            parts += [f"kwdefault {k}={self.value(v, f'default {k}', depth)}"
-                      for k, v in sorted((fn.__kwdefaults__ or {}).items())]
+            parts = [
+                _function_text(fn),
+                "defaults " + ", ".join(self.value(v, "a default", depth) for v in fn.__defaults__ or ()),
+            ]
+            parts += [
+                f"kwdefault {k}={self.value(v, f'default {k}', depth)}"
+                for k, v in sorted((fn.__kwdefaults__ or {}).items())
+            ]
             for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
                 try:
                     captured = cell.cell_contents
-                except ValueError:              # an empty cell (not the SpaceError of a value with no text)
+                except ValueError:  # an empty cell (not the SpaceError of a value with no text)
                     parts.append(f"closure {name}=<empty>")
                     continue
                 parts.append(f"closure {name}={self.value(captured, f'captured {name}', depth)}")
@@ -218,11 +230,11 @@ def _function_text(fn: Any) -> str:
     if code.co_name != "<lambda>":
         try:
             source = textwrap.dedent(inspect.getsource(code))
-        except Exception:   # OSError, TypeError, tokenize.TokenError on a file being edited, ...
+        except Exception:  # OSError, TypeError, tokenize.TokenError on a file being edited, ...
             source = None
         if source is not None and _compiled_from(source, code):
             return "source " + source
-    return _code_text(code)      # as before sources were read: entries of lambda-filtered spaces stay valid
+    return _code_text(code)  # as before sources were read: entries of lambda-filtered spaces stay valid
 
 
 def _compiled_from(source: str, code: Any) -> bool:
@@ -234,9 +246,12 @@ def _compiled_from(source: str, code: Any) -> bool:
         feature = getattr(__future__, name)
         flags |= code.co_flags & feature.compiler_flag
     text = source
-    if code.co_freevars:         # a nested def: its free names become cells of an enclosing function again
-        text = ("def __autotune_outer__():\n" + "".join(f"    {v} = None\n" for v in code.co_freevars)
-                + textwrap.indent(source, "    "))
+    if code.co_freevars:  # a nested def: its free names become cells of an enclosing function again
+        text = (
+            "def __autotune_outer__():\n"
+            + "".join(f"    {v} = None\n" for v in code.co_freevars)
+            + textwrap.indent(source, "    ")
+        )
     try:
         module = compile(text, code.co_filename, "exec", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError):
@@ -250,7 +265,7 @@ def _compiled_from(source: str, code: Any) -> bool:
     return False
 
 
-def _plain_function(value: Any) -> Optional[Callable[..., Any]]:
+def _plain_function(value: Any) -> Callable[..., Any] | None:
     """The Python function `value` is, or wraps when it is a Triton JIT wrapper; None for anything else (an object
     with an `fn` attribute is not unwrapped: its own `__call__` and attributes are what it computes)."""
     if inspect.isfunction(value):

@@ -1,5 +1,6 @@
 """What `space=` accepts, turned into a SearchSpace: a space, a dict of axes, or a list of mappings, Configs or
 `triton.Config`s."""
+
 from __future__ import annotations
 
 import sys
@@ -22,10 +23,14 @@ def config_from_triton(cfg: Any, where: str, *, pre_hook_ok: bool = False) -> Co
     """A `triton.Config` as a Config: its kwargs plus its non-None compile options. `where` names it in errors
     ("triton.Config 3"); a pre_hook is refused unless the caller runs it (`autotune.compat`)."""
     if not pre_hook_ok and getattr(cfg, "pre_hook", None) is not None:
-        raise SpaceError(f"{where} ({cfg}) has a pre_hook, which a search space cannot carry; use "
-                         "autotune.compat.autotune (the drop-in for triton.autotune), which supports pre_hook")
+        raise SpaceError(
+            f"{where} ({cfg}) has a pre_hook, which a search space cannot carry; use "
+            "autotune.compat.autotune (the drop-in for triton.autotune), which supports pre_hook"
+        )
     if getattr(cfg, "ir_override", None) is not None:
-        raise SpaceError(f"{where} ({cfg}) has an ir_override, which autotune does not support; drop it from the config")
+        raise SpaceError(
+            f"{where} ({cfg}) has an ir_override, which autotune does not support; drop it from the config"
+        )
     fields = dict(cfg.kwargs)
     for option in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
         value = getattr(cfg, option, None)
@@ -50,8 +55,12 @@ def as_space(obj: Any) -> SearchSpace:
             elif isinstance(item, Mapping):
                 items.append(item)
             else:
-                raise SpaceError(f"space item {i} is {type(item).__name__} {item!r}; a list space holds mappings, "
-                                 "autotune.Configs or triton.Configs")
+                raise SpaceError(
+                    f"space item {i} is {type(item).__name__} {item!r}; a list space holds mappings, "
+                    "autotune.Configs or triton.Configs"
+                )
         return FixedSpace(items)
-    raise SpaceError(f"space must be a SearchSpace, a dict of axes (CartesianSpace), or a list of configs "
-                     f"(FixedSpace); got {type(obj).__name__}: {obj!r}")
+    raise SpaceError(
+        f"space must be a SearchSpace, a dict of axes (CartesianSpace), or a list of configs "
+        f"(FixedSpace); got {type(obj).__name__}: {obj!r}"
+    )

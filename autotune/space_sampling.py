@@ -10,19 +10,21 @@ then a uniform pick of each listed group's combinations and a uniform value of e
 covered that way (a callable, whose fields are unknown, or a group too large to list) are checked by rejection.
 The result is uniform over the configs that pass every filter.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .config import Config
 from .template import WhereString
 
 __all__ = ["FactorizedSampler", "GROUP_CHECKS_LIMIT", "GROUP_KEEP_LIMIT", "PROBE_DRAWS"]
 
-PROBE_DRAWS = 1_000            # configs of the product a space tries once to choose how it samples
-GROUP_CHECKS_LIMIT = 200_000   # clause checks a group's listing may take before it is left to rejection
-GROUP_KEEP_LIMIT = 100_000     # valid combinations a listed group may keep
+PROBE_DRAWS = 1_000  # configs of the product a space tries once to choose how it samples
+GROUP_CHECKS_LIMIT = 200_000  # clause checks a group's listing may take before it is left to rejection
+GROUP_KEEP_LIMIT = 100_000  # valid combinations a listed group may keep
 
 
 class _TooLarge(Exception):
@@ -34,8 +36,9 @@ class FactorizedSampler:
     rest. Built once per space, on its first sample (`for_space`)."""
 
     @classmethod
-    def for_space(cls, names: Sequence[str], values: Sequence[Sequence[Any]],
-                  preds: Sequence[Callable[[Config], bool]]) -> "FactorizedSampler":
+    def for_space(
+        cls, names: Sequence[str], values: Sequence[Sequence[Any]], preds: Sequence[Callable[[Config], bool]]
+    ) -> FactorizedSampler:
         """The sampler a space of these axes and filters uses: plain rejection where at least 1% of `PROBE_DRAWS`
         configs of the product, drawn with a fixed seed of their own (not the caller's), pass the filters; else
         factorized. The choice depends on the space alone, so a seed draws the same configs whatever the space drew
@@ -43,20 +46,28 @@ class FactorizedSampler:
         if not preds:
             return cls(names, values, preds, factorize=False)
         probe = random.Random(0)
-        passed = sum(all(p(config) for p in preds) for config in (_product_draw(names, values, probe)
-                                                                  for _ in range(PROBE_DRAWS)))
+        passed = sum(
+            all(p(config) for p in preds)
+            for config in (_product_draw(names, values, probe) for _ in range(PROBE_DRAWS))
+        )
         return cls(names, values, preds, factorize=passed < PROBE_DRAWS // 100)
 
-    def __init__(self, names: Sequence[str], values: Sequence[Sequence[Any]],
-                 preds: Sequence[Callable[[Config], bool]], *, factorize: bool = True) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        values: Sequence[Sequence[Any]],
+        preds: Sequence[Callable[[Config], bool]],
+        *,
+        factorize: bool = True,
+    ) -> None:
         """`factorize=False`: plain rejection over the whole product (the filters keep enough of it)."""
         self.names, self.values = tuple(names), tuple(tuple(v) for v in values)
         clauses = [(p, c) for p in preds if isinstance(p, WhereString) for c in p.clauses()] if factorize else []
-        self.empty = False                    # a clause that reads no field is false, or a group has no combination
-        self.groups: list[tuple[tuple[str, ...], list[tuple]]] = []     # (axis names, their valid combinations)
+        self.empty = False  # a clause that reads no field is false, or a group has no combination
+        self.groups: list[tuple[tuple[str, ...], list[tuple]]] = []  # (axis names, their valid combinations)
         uncovered = [p for p in preds if not isinstance(p, WhereString) or not factorize]
         for p, clause in clauses:
-            if not clause.fields_read:      # reads no field: true or false for every config alike
+            if not clause.fields_read:  # reads no field: true or false for every config alike
                 try:
                     self.empty = self.empty or not clause({})
                 except Exception:
@@ -70,12 +81,12 @@ class FactorizedSampler:
             if not combos:
                 self.empty = True
             self.groups.append((group, combos))
-        self.rejected_by = uncovered          # the filters a drawn config must still pass
+        self.rejected_by = uncovered  # the filters a drawn config must still pass
         self.uncovered_strings = factorize and any(isinstance(p, WhereString) for p in uncovered)
         grouped = {name for group, _ in self.groups for name in group}
         self.free = [(n, v) for n, v in zip(self.names, self.values) if n not in grouped]
 
-    def draw(self, rng: Any, tries: int) -> Optional[Config]:
+    def draw(self, rng: Any, tries: int) -> Config | None:
         """A uniform config of the space, or None when `tries` draws were all refused (or the space is empty)."""
         if self.empty:
             return None
@@ -85,8 +96,8 @@ class FactorizedSampler:
                 for group, combos in self.groups:
                     fields.update(zip(group, combos[rng.randrange(len(combos))]))
                 fields.update((n, v[rng.randrange(len(v))]) for n, v in self.free)
-                config = Config({n: fields[n] for n in self.names})   # the space's field order
-            else:          # the same draws as plain rejection always made: a seed picks the same configs
+                config = Config({n: fields[n] for n in self.names})  # the space's field order
+            else:  # the same draws as plain rejection always made: a seed picks the same configs
                 config = _product_draw(self.names, self.values, rng)
             if all(p(config) for p in self.rejected_by):
                 return config
@@ -97,7 +108,7 @@ class FactorizedSampler:
         values = [self.values[self.names.index(n)] for n in group]
         depth_of = {n: i for i, n in enumerate(group)}
         at_depth: list[list[WhereString]] = [[] for _ in group]
-        for clause in clauses:   # checked once the last field it reads is chosen, in the filter's own order
+        for clause in clauses:  # checked once the last field it reads is chosen, in the filter's own order
             at_depth[max(depth_of[f] for f in clause.fields_read)].append(clause)
         out: list[tuple] = []
         partial: dict[str, Any] = {}
@@ -117,7 +128,7 @@ class FactorizedSampler:
                     raise _TooLarge
                 try:
                     passed = all(clause(partial) for clause in at_depth[depth])
-                except Exception:   # e.g. a clause its `and` guarded: the whole filter decides, by rejection
+                except Exception:  # e.g. a clause its `and` guarded: the whole filter decides, by rejection
                     raise _TooLarge from None
                 if passed:
                     extend(depth + 1)

@@ -7,6 +7,7 @@ them, so a tuning that ends normally waits for its compiles as before. Only publ
 internals of `concurrent.futures` differ across Python 3.10-3.13). Pools made with `cancel_at_exit=True` (online
 tuning) have their queued, not yet started compiles cancelled when the interpreter exits, instead of run.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -14,8 +15,9 @@ import collections
 import itertools
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 from .fork_safety import reset_in_forked_child
 
@@ -24,8 +26,8 @@ __all__ = ["DaemonThreadPool", "exiting"]
 _WorkItem = tuple[Future, Callable[..., Any], tuple, dict]
 
 _exiting = threading.Event()
-_cancel_at_exit: "weakref.WeakSet[DaemonThreadPool]" = weakref.WeakSet()
-_pools: "weakref.WeakSet[DaemonThreadPool]" = weakref.WeakSet()
+_cancel_at_exit: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()
+_pools: weakref.WeakSet[DaemonThreadPool] = weakref.WeakSet()
 
 
 def exiting() -> bool:
@@ -44,8 +46,9 @@ class DaemonThreadPool(Executor):
     """Up to `max_workers` daemon threads named `<name_prefix>_<n>`, started as work arrives; with `idle_timeout_s`
     a thread with nothing to do for that long ends (a long-lived shared pool holds no idle threads)."""
 
-    def __init__(self, max_workers: int, name_prefix: str, *, idle_timeout_s: Optional[float] = None,
-                 cancel_at_exit: bool = False) -> None:
+    def __init__(
+        self, max_workers: int, name_prefix: str, *, idle_timeout_s: float | None = None, cancel_at_exit: bool = False
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self.max_workers = max_workers
@@ -53,7 +56,7 @@ class DaemonThreadPool(Executor):
         self._idle_timeout_s = idle_timeout_s
         self._cond = threading.Condition()
         self._queue: collections.deque[_WorkItem] = collections.deque()
-        self._threads: set[threading.Thread] = set()      # the threads counted against max_workers
+        self._threads: set[threading.Thread] = set()  # the threads counted against max_workers
         self._running: dict[Future, threading.Thread] = {}
         self._idle = 0
         self._shutdown = False
@@ -132,9 +135,9 @@ class DaemonThreadPool(Executor):
                     self._idle += 1
                     woken = self._cond.wait(self._idle_timeout_s)
                     self._idle -= 1
-                    if not woken and not self._queue:     # idle for idle_timeout_s: this thread ends
+                    if not woken and not self._queue:  # idle for idle_timeout_s: this thread ends
                         break
-                if not self._queue:                       # shut down and drained, or idle too long
+                if not self._queue:  # shut down and drained, or idle too long
                     self._threads.discard(me)
                     return
                 future, fn, args, kwargs = self._queue.popleft()
@@ -150,7 +153,7 @@ class DaemonThreadPool(Executor):
                     del result
             with self._cond:
                 self._running.pop(future, None)
-                if me not in self._threads:               # abandoned: a replacement was allowed to start
+                if me not in self._threads:  # abandoned: a replacement was allowed to start
                     return
             del future, fn, args, kwargs
 

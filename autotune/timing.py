@@ -1,9 +1,11 @@
 """Timers: CUDA events (L2 flush, GPU-side delay, optional CUDA graph) on a GPU, wall clock in the interpreter."""
+
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Optional, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from .errors import OptionError
 
@@ -13,7 +15,7 @@ Thunk = Callable[[], Any]
 class Timer(Protocol):
     """Measures a thunk: `warmup` untimed runs, then `reps` timed runs, returning one sample (ms) per rep."""
 
-    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Optional[Thunk] = None) -> list[float]:
+    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Thunk | None = None) -> list[float]:
         """`before` runs before every rep (warm-up included) and is never timed."""
         ...
 
@@ -26,7 +28,7 @@ def summarize(samples: Sequence[float]) -> tuple[float, float]:
 class WallClockTimer:
     """`time.perf_counter` around each synchronous call: the timer for Triton's CPU interpreter."""
 
-    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Optional[Thunk] = None) -> list[float]:
+    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Thunk | None = None) -> list[float]:
         for _ in range(warmup):
             if before is not None:
                 before()
@@ -47,7 +49,7 @@ class CallableTimer:
     def __init__(self, do_bench: Callable[[Thunk], Any]) -> None:
         self.do_bench = do_bench
 
-    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Optional[Thunk] = None) -> list[float]:
+    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Thunk | None = None) -> list[float]:
         def call() -> Any:
             if before is not None:
                 before()
@@ -63,8 +65,10 @@ class CallableTimer:
             return [float(x) for x in values]
         except (TypeError, ValueError):
             # The user's function, not the config: every config would fail alike.
-            raise OptionError(f"do_bench= returned {type(result).__name__} {result!r}: it must return the time in "
-                              "milliseconds, a number or a list of numbers") from None
+            raise OptionError(
+                f"do_bench= returned {type(result).__name__} {result!r}: it must return the time in "
+                "milliseconds, a number or a list of numbers"
+            ) from None
 
 
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024  # Triton's do_bench uses 256 MB where the L2 size is unknown
@@ -85,7 +89,7 @@ class CudaEventTimer:
         self.flush_l2 = flush_l2
         self.cuda_graph = cuda_graph
         self.delay_cycles = delay_cycles
-        self._flush_buffer: Optional[Any] = None
+        self._flush_buffer: Any | None = None
 
     def _buffer(self) -> Any:
         if self._flush_buffer is None:
@@ -99,7 +103,7 @@ class CudaEventTimer:
         """Evict the L2 cache by writing a buffer twice its size."""
         self._buffer().zero_()
 
-    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Optional[Thunk] = None) -> list[float]:
+    def measure(self, fn: Thunk, *, warmup: int, reps: int, before: Thunk | None = None) -> list[float]:
         torch = self.torch
         stream = torch.cuda.current_stream()
         for _ in range(warmup):
@@ -133,8 +137,9 @@ class CudaEventTimer:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def make_timer(*, on_gpu: bool, do_bench: Optional[Callable[[Thunk], Any]] = None, flush_l2: bool = True,
-               cuda_graph: bool = False) -> Timer:
+def make_timer(
+    *, on_gpu: bool, do_bench: Callable[[Thunk], Any] | None = None, flush_l2: bool = True, cuda_graph: bool = False
+) -> Timer:
     """The timer for this run: the user's `do_bench`, else CUDA events on a GPU, else the wall clock."""
     if do_bench is not None:
         return CallableTimer(do_bench)

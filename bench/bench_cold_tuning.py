@@ -19,6 +19,7 @@ Targets: pipeline wall at most half of triton.autotune's on 64 configs; pipeline
 
     python bench/bench_cold_tuning.py [--configs 32 64] [--size 2048] [--repeat 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
@@ -76,10 +79,10 @@ class TimedCompiler:
     def __init__(self, inner: Any, durations: list[float]) -> None:
         self.inner = inner
         self.durations = durations
-        self.submit_s = 0.0          # calling-thread time spent submitting (JIT binding, cache-key hashing)
+        self.submit_s = 0.0  # calling-thread time spent submitting (JIT binding, cache-key hashing)
         self._executor: Executor | None = None
 
-    def session(self, executor: Executor) -> ContextManager[Any]:
+    def session(self, executor: Executor) -> AbstractContextManager[Any]:
         self._executor = TimingExecutor(executor, self.durations)
         return self.inner.session(self._executor)
 
@@ -130,14 +133,16 @@ def child(variant: str, n_configs: int, size: int) -> None:
     b = torch.randn((K, N), device="cuda", dtype=torch.float16)
     c = torch.empty((M, N), device="cuda", dtype=torch.float16)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    torch.matmul(a, b)          # CUDA context, cuBLAS handle: not part of tuning
+    torch.matmul(a, b)  # CUDA context, cuBLAS handle: not part of tuning
     torch.cuda.synchronize()
     out: dict[str, Any] = {"variant": variant, "configs": len(configs), "size": size}
 
     if variant == "triton":
         meta_names = [k for k in configs[0] if k not in ("num_warps", "num_stages")]
-        tri_configs = [triton.Config({k: cfg[k] for k in meta_names}, num_warps=cfg["num_warps"],
-                                     num_stages=cfg["num_stages"]) for cfg in configs]
+        tri_configs = [
+            triton.Config({k: cfg[k] for k in meta_names}, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+            for cfg in configs
+        ]
         kernel = triton.autotune(configs=tri_configs, key=["M", "N", "K"])(_matmul_kernel)
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
         start = time.perf_counter()
@@ -189,12 +194,17 @@ def child(variant: str, n_configs: int, size: int) -> None:
 def spawn(variant: str, n_configs: int, size: int, tmp: str, tag: str) -> dict[str, Any]:
     """Run one variant in a fresh process with fresh Triton and autotune cache directories."""
     env = common.child_env(tmp, tag)
-    proc = subprocess.run([sys.executable, str(HERE), "--child", variant, str(n_configs), "--size", str(size)],
-                          env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, str(HERE), "--child", variant, str(n_configs), "--size", str(size)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{variant} ({n_configs} configs) failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -225,29 +235,64 @@ def main() -> None:
         pipe = by_variant["pipeline"][0]
         instr_bound = common.median([r["instr_bound_s"] for r in by_variant["pipeline"] if "instr_bound_s" in r])
         record_bound = common.median([r["record_bound_s"] for r in by_variant["pipeline"]])
-        summary[n] = {"wall_s": med, "pipeline_vs_triton": med["pipeline"] / med["triton"],
-                      "serial_vs_triton": med["serial"] / med["triton"],
-                      "pipeline_vs_serial": med["pipeline"] / med["serial"],
-                      "instr_bound_s": instr_bound, "record_bound_s": record_bound,
-                      "pipeline_vs_instr_bound": med["pipeline"] / instr_bound,
-                      "pipeline_vs_record_bound": med["pipeline"] / record_bound,
-                      "workers": pipe["workers"]}
-        rows.append([n, med["pipeline"], med["serial"], med["triton"], summary[n]["pipeline_vs_triton"],
-                     summary[n]["pipeline_vs_serial"], instr_bound, summary[n]["pipeline_vs_instr_bound"],
-                     record_bound, summary[n]["pipeline_vs_record_bound"]])
-    print(f"\ncold tuning of matmul {args.size}^3 fp16 on {common.device_name()} "
-          f"(fresh Triton + autotune caches per run; pipeline workers = {summary[str(args.configs[0])]['workers']})")
-    print(common.table(["configs", "pipeline s", "serial s", "triton.autotune s", "pipe/triton", "pipe/serial",
-                        "bound s (instr)", "pipe/bound", "bound s (record)", "pipe/rec.bound"], rows))
+        summary[n] = {
+            "wall_s": med,
+            "pipeline_vs_triton": med["pipeline"] / med["triton"],
+            "serial_vs_triton": med["serial"] / med["triton"],
+            "pipeline_vs_serial": med["pipeline"] / med["serial"],
+            "instr_bound_s": instr_bound,
+            "record_bound_s": record_bound,
+            "pipeline_vs_instr_bound": med["pipeline"] / instr_bound,
+            "pipeline_vs_record_bound": med["pipeline"] / record_bound,
+            "workers": pipe["workers"],
+        }
+        rows.append(
+            [
+                n,
+                med["pipeline"],
+                med["serial"],
+                med["triton"],
+                summary[n]["pipeline_vs_triton"],
+                summary[n]["pipeline_vs_serial"],
+                instr_bound,
+                summary[n]["pipeline_vs_instr_bound"],
+                record_bound,
+                summary[n]["pipeline_vs_record_bound"],
+            ]
+        )
+    print(
+        f"\ncold tuning of matmul {args.size}^3 fp16 on {common.device_name()} "
+        f"(fresh Triton + autotune caches per run; pipeline workers = {summary[str(args.configs[0])]['workers']})"
+    )
+    print(
+        common.table(
+            [
+                "configs",
+                "pipeline s",
+                "serial s",
+                "triton.autotune s",
+                "pipe/triton",
+                "pipe/serial",
+                "bound s (instr)",
+                "pipe/bound",
+                "bound s (record)",
+                "pipe/rec.bound",
+            ],
+            rows,
+        )
+    )
     for n in results:
         p = results[n]["pipeline"][0]
-        print(f"  {n} configs, pipeline: compiles {p['instr_compile_s']:.2f} s total over {p['instr_compiles']} "
-              f"compiles, measurement {p['instr_measure_s'] or float('nan'):.2f} s, submitting on the calling thread "
-              f"{p['instr_submit_s']:.2f} s; record says compile_s "
-              f"{p['record_compile_s']:.2f} s, samples {p['record_measure_s']:.3f} s")
+        print(
+            f"  {n} configs, pipeline: compiles {p['instr_compile_s']:.2f} s total over {p['instr_compiles']} "
+            f"compiles, measurement {p['instr_measure_s'] or float('nan'):.2f} s, submitting on the calling thread "
+            f"{p['instr_submit_s']:.2f} s; record says compile_s "
+            f"{p['record_compile_s']:.2f} s, samples {p['record_measure_s']:.3f} s"
+        )
     print("targets: pipe/triton <= 0.5 on 64 configs; pipe/bound <= 1.15")
-    common.write_results("bench_cold_tuning", {"size": args.size, "repeat": args.repeat, "summary": summary,
-                                               "raw": results})
+    common.write_results(
+        "bench_cold_tuning", {"size": args.size, "repeat": args.repeat, "summary": summary, "raw": results}
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Target (issue 17): ratio <= 1.02 on at least 95% of the keys.
 
     python bench/bench_determinism.py [--keys 512,512,512 4096,4096,4096 ...] [--rounds 10] [--rep-ms 20]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
@@ -32,10 +34,26 @@ import common  # noqa: E402
 # Twenty fp16 shapes (M, N, K): square, skinny-M (decode-like), tall, wide, deep-K, and one that is not a
 # multiple of 16 (its own specialization). 20 keys make the 95% target mean "at most one key off".
 KEYS: list[tuple[int, int, int]] = [
-    (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (1000, 1000, 1000),
-    (16, 4096, 4096), (64, 4096, 4096), (256, 4096, 4096), (8192, 1024, 1024), (1024, 8192, 1024),
-    (1024, 1024, 8192), (4096, 1024, 4096), (4096, 4096, 1024), (3072, 3072, 768), (768, 3072, 3072),
-    (2048, 8192, 2048), (8192, 2048, 2048), (6144, 1536, 1536), (1536, 6144, 1536), (2048, 2048, 8192),
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (1000, 1000, 1000),
+    (16, 4096, 4096),
+    (64, 4096, 4096),
+    (256, 4096, 4096),
+    (8192, 1024, 1024),
+    (1024, 8192, 1024),
+    (1024, 1024, 8192),
+    (4096, 1024, 4096),
+    (4096, 4096, 1024),
+    (3072, 3072, 768),
+    (768, 3072, 3072),
+    (2048, 8192, 2048),
+    (8192, 2048, 2048),
+    (6144, 1536, 1536),
+    (1536, 6144, 1536),
+    (2048, 2048, 8192),
 ]
 TOLERANCE = 0.02
 TARGET_SHARE = 0.95
@@ -54,18 +72,20 @@ def parse_key(text: str) -> tuple[int, int, int]:
 
 def describe(config: dict[str, Any]) -> str:
     """A matmul config in one short word: '128x64x32 g8 w4 s3'."""
-    return (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} g{config['GROUP_M']} "
-            f"w{config['num_warps']} s{config['num_stages']}")
+    return (
+        f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']} g{config['GROUP_M']} "
+        f"w{config['num_warps']} s{config['num_stages']}"
+    )
 
 
-def pair_ratio(ms_a: Optional[float], ms_b: Optional[float]) -> Optional[float]:
+def pair_ratio(ms_a: float | None, ms_b: float | None) -> float | None:
     """The slower time over the faster (>= 1), or None when either is missing."""
     if not ms_a or not ms_b:
         return None
     return max(ms_a, ms_b) / min(ms_a, ms_b)
 
 
-def share_within(ratios: Sequence[Optional[float]], tolerance: float = TOLERANCE) -> float:
+def share_within(ratios: Sequence[float | None], tolerance: float = TOLERANCE) -> float:
     """The share of keys whose ratio is within `tolerance` (a missing ratio counts as outside)."""
     if not ratios:
         return float("nan")
@@ -82,7 +102,7 @@ def child(keys: list[tuple[int, int, int]]) -> None:
 
     dev = "cuda" if gpu else "cpu"
     kernel = make_matmul() if gpu else make_matmul(space=CPU_SPACE)
-    torch.matmul(torch.ones(64, 64, device=dev), torch.ones(64, 64, device=dev))   # CUDA context, cuBLAS handle
+    torch.matmul(torch.ones(64, 64, device=dev), torch.ones(64, 64, device=dev))  # CUDA context, cuBLAS handle
     if gpu:
         torch.cuda.synchronize()
     for M, N, K in keys:
@@ -100,9 +120,20 @@ def child(keys: list[tuple[int, int, int]]) -> None:
             print("KEY " + json.dumps({name: {"error": f"{type(exc).__name__}: {exc}"[:500]}}), flush=True)
             continue
         tuner_ms = {describe(dict(t.config)): t.median_ms for t in record.trials if t.ok}
-        print("KEY " + json.dumps({name: {"winner": dict(record.winner), "tuning_s": record.tuning_s,
-                                          "wall_s": time.perf_counter() - started, "tuner_ms": tuner_ms}}),
-              flush=True)
+        print(
+            "KEY "
+            + json.dumps(
+                {
+                    name: {
+                        "winner": dict(record.winner),
+                        "tuning_s": record.tuning_s,
+                        "wall_s": time.perf_counter() - started,
+                        "tuner_ms": tuner_ms,
+                    }
+                }
+            ),
+            flush=True,
+        )
 
 
 def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float) -> dict[str, Any]:
@@ -114,7 +145,9 @@ def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
         stdout = proc.stdout
         if proc.returncode != 0:
-            print(f"!! run {run} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}", flush=True)
+            print(
+                f"!! run {run} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}", flush=True
+            )
     except subprocess.TimeoutExpired as exc:
         raw = exc.stdout or b""
         stdout = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
@@ -122,12 +155,13 @@ def spawn(run: str, keys: list[tuple[int, int, int]], tmp: str, timeout_s: float
     out: dict[str, Any] = {}
     for line in stdout.splitlines():
         if line.startswith("KEY "):
-            out.update(json.loads(line[len("KEY "):]))
+            out.update(json.loads(line[len("KEY ") :]))
     return out
 
 
-def measure_pair(shape: tuple[int, int, int], configs: tuple[dict[str, Any], dict[str, Any]], rounds: int,
-                 rep_ms: int) -> tuple[float, float]:
+def measure_pair(
+    shape: tuple[int, int, int], configs: tuple[dict[str, Any], dict[str, Any]], rounds: int, rep_ms: int
+) -> tuple[float, float]:
     """Median over `rounds` of do_bench's median for each config, alternating which goes first."""
     from record_landscape import launcher, operands
 
@@ -168,8 +202,17 @@ def main() -> None:
             if errors:
                 ratios.append(None)
                 cases[name] = {"errors": errors}
-                rows.append([name, *(describe(g["winner"]) if "winner" in g else "error" for g in got.values()),
-                             "-", None, None, None, "NO (error)"])
+                rows.append(
+                    [
+                        name,
+                        *(describe(g["winner"]) if "winner" in g else "error" for g in got.values()),
+                        "-",
+                        None,
+                        None,
+                        None,
+                        "NO (error)",
+                    ]
+                )
                 continue
             cfg_a, cfg_b = got["A"]["winner"], got["B"]["winner"]
             same = cfg_a == cfg_b
@@ -177,27 +220,73 @@ def main() -> None:
             ratio = 1.0 if same else pair_ratio(ms_a, ms_b)
             ratios.append(ratio)
             ok = ratio is not None and ratio <= 1.0 + TOLERANCE
-            rows.append([name, describe(cfg_a), describe(cfg_b), "yes" if same else "no", ms_a * 1e3, ms_b * 1e3,
-                         ratio, "yes" if ok else "NO"])
-            cases[name] = {"winner_A": cfg_a, "winner_B": cfg_b, "same": same, "ms_A": ms_a, "ms_B": ms_b,
-                           "ratio": ratio, "within": ok,
-                           "tuning_s": {run: got[run]["tuning_s"] for run in RUNS},
-                           "tuner_ms": {run: got[run]["tuner_ms"] for run in RUNS}}
-            print(f"  {name}: {describe(cfg_a)} | {describe(cfg_b)}  ratio {ratio if ratio is None else round(ratio, 4)}",
-                  flush=True)
+            rows.append(
+                [
+                    name,
+                    describe(cfg_a),
+                    describe(cfg_b),
+                    "yes" if same else "no",
+                    ms_a * 1e3,
+                    ms_b * 1e3,
+                    ratio,
+                    "yes" if ok else "NO",
+                ]
+            )
+            cases[name] = {
+                "winner_A": cfg_a,
+                "winner_B": cfg_b,
+                "same": same,
+                "ms_A": ms_a,
+                "ms_B": ms_b,
+                "ratio": ratio,
+                "within": ok,
+                "tuning_s": {run: got[run]["tuning_s"] for run in RUNS},
+                "tuner_ms": {run: got[run]["tuner_ms"] for run in RUNS},
+            }
+            print(
+                f"  {name}: {describe(cfg_a)} | {describe(cfg_b)}  ratio {ratio if ratio is None else round(ratio, 4)}",
+                flush=True,
+            )
 
     share = share_within(ratios)
     same_share = sum(1 for c in cases.values() if c.get("same")) / max(1, len(cases))
-    print(f"\ndeterminism of cold tuning, matmul fp16, {len(args.keys)} keys, on {common.device_name()} "
-          f"(re-measured side by side: {args.rounds} interleaved rounds x do_bench median, {args.rep_ms} ms)")
-    print(common.table(["key M,N,K", "run A winner", "run B winner", "same", "A us", "B us", "slower/faster",
-                        f"within {TOLERANCE:.0%}"], rows))
-    print(f"keys within {TOLERANCE:.0%}: {share:.0%} (target >= {TARGET_SHARE:.0%}: "
-          f"{'met' if share >= TARGET_SHARE else 'NOT met'}); same config chosen on {same_share:.0%}")
-    common.write_results("bench_determinism", {
-        "keys": [list(k) for k in args.keys], "rounds": args.rounds, "rep_ms": args.rep_ms, "tolerance": TOLERANCE,
-        "share_within": share, "target_share": TARGET_SHARE, "met": share >= TARGET_SHARE, "same_share": same_share,
-        "cases": cases})
+    print(
+        f"\ndeterminism of cold tuning, matmul fp16, {len(args.keys)} keys, on {common.device_name()} "
+        f"(re-measured side by side: {args.rounds} interleaved rounds x do_bench median, {args.rep_ms} ms)"
+    )
+    print(
+        common.table(
+            [
+                "key M,N,K",
+                "run A winner",
+                "run B winner",
+                "same",
+                "A us",
+                "B us",
+                "slower/faster",
+                f"within {TOLERANCE:.0%}",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"keys within {TOLERANCE:.0%}: {share:.0%} (target >= {TARGET_SHARE:.0%}: "
+        f"{'met' if share >= TARGET_SHARE else 'NOT met'}); same config chosen on {same_share:.0%}"
+    )
+    common.write_results(
+        "bench_determinism",
+        {
+            "keys": [list(k) for k in args.keys],
+            "rounds": args.rounds,
+            "rep_ms": args.rep_ms,
+            "tolerance": TOLERANCE,
+            "share_within": share,
+            "target_share": TARGET_SHARE,
+            "met": share >= TARGET_SHARE,
+            "same_share": same_share,
+            "cases": cases,
+        },
+    )
 
 
 if __name__ == "__main__":

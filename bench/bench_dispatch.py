@@ -17,6 +17,7 @@ triton.autotune on a cache hit.
 
 Target: dispatch overhead no more than triton.autotune's (ours - floor <= triton - floor).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
@@ -123,23 +125,42 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
     plain.run = noop_run  # type: ignore[method-assign]
 
     # Ours: the same base kernel, tuned once (no compile, a fake do_bench) so that every call below is a hit.
-    ours = autotune(space={"BLOCK": BLOCKS}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                    do_bench=lambda call: (call(), 1.0)[1], tuning="fast")(noop_base_kernel)
+    ours = autotune(
+        space={"BLOCK": BLOCKS},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        do_bench=lambda call: (call(), 1.0)[1],
+        tuning="fast",
+    )(noop_base_kernel)
     ours.compiler_factory = lambda tuned, prepare: InterpreterCompiler()
     ours(x, y, out, N)
     assert ours.cache_info()["tunings"] == 1
 
     # triton.autotune's Autotuner around a no-op KernelInterface, tuned once with a fake do_bench.
-    tri = Autotuner(NoopKernel(), ARG_NAMES, [triton.Config({"BLOCK": b}) for b in BLOCKS], key=["n"],
-                    reset_to_zero=None, restore_value=None, do_bench=fake_triton_bench)
+    tri = Autotuner(
+        NoopKernel(),
+        ARG_NAMES,
+        [triton.Config({"BLOCK": b}) for b in BLOCKS],
+        key=["n"],
+        reset_to_zero=None,
+        restore_value=None,
+        do_bench=fake_triton_bench,
+    )
     grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
     tri[grid](x, y, out, N)
     assert len(tri.cache) == 1
 
     # autotune.compat's drop-in around the same no-op-run kernel, with the same configs, key and fake do_bench:
     # a user who changed one import. Tuned once, so every call below is a hit.
-    drop_in = compat.Autotuner(noop_base_kernel, ARG_NAMES, [triton.Config({"BLOCK": b}) for b in BLOCKS],
-                               key=["n"], reset_to_zero=None, restore_value=None, do_bench=fake_triton_bench)
+    drop_in = compat.Autotuner(
+        noop_base_kernel,
+        ARG_NAMES,
+        [triton.Config({"BLOCK": b}) for b in BLOCKS],
+        key=["n"],
+        reset_to_zero=None,
+        restore_value=None,
+        do_bench=fake_triton_bench,
+    )
     drop_in.tuner.compiler_factory = lambda tuned, prepare: InterpreterCompiler()
     drop_in[grid](x, y, out, N)
     assert len(drop_in.cache) == 1
@@ -161,15 +182,42 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
     tri_name = "triton.autotune: kernel[lambda](...)"
     tri_over = us[tri_name] - us[plain_lambda]
     overhead = {name: us[name] - us[floor] for name, (_, floor) in variants.items() if floor is not None}
-    rows = [[name, us[name], floor or "-", overhead.get(name), us[name] / us[tri_name],
-             overhead[name] / tri_over if name in overhead else None] for name, (_, floor) in variants.items()]
-    print(f"CPU part: pure-Python dispatch on a cache hit, launch replaced by a no-op "
-          f"({calls} calls x {rounds} rounds, interleaved; medians)")
-    print(common.table(["variant", "us/call", "compared with", "overhead us", "total x triton.autotune",
-                        "overhead x triton.autotune's"], rows))
-    result: dict[str, Any] = {"calls": calls, "rounds": rounds, "us_per_call": us, "overhead_us": overhead,
-                              "ratio_total_vs_triton": {k: v / us[tri_name] for k, v in us.items()},
-                              "ratio_overhead_vs_triton": {k: v / tri_over for k, v in overhead.items()}}
+    rows = [
+        [
+            name,
+            us[name],
+            floor or "-",
+            overhead.get(name),
+            us[name] / us[tri_name],
+            overhead[name] / tri_over if name in overhead else None,
+        ]
+        for name, (_, floor) in variants.items()
+    ]
+    print(
+        f"CPU part: pure-Python dispatch on a cache hit, launch replaced by a no-op "
+        f"({calls} calls x {rounds} rounds, interleaved; medians)"
+    )
+    print(
+        common.table(
+            [
+                "variant",
+                "us/call",
+                "compared with",
+                "overhead us",
+                "total x triton.autotune",
+                "overhead x triton.autotune's",
+            ],
+            rows,
+        )
+    )
+    result: dict[str, Any] = {
+        "calls": calls,
+        "rounds": rounds,
+        "us_per_call": us,
+        "overhead_us": overhead,
+        "ratio_total_vs_triton": {k: v / us[tri_name] for k, v in us.items()},
+        "ratio_overhead_vs_triton": {k: v / tri_over for k, v in overhead.items()},
+    }
     if profile:
         result["profile_top"] = profile_ours(lambda: ours(x, y, out, N), calls)
     return result
@@ -228,11 +276,18 @@ def gpu_part(calls: int, rounds: int) -> dict[str, Any]:
     floor = next(iter(us.values()))
     tri_us = us["triton.autotune: kernel[grid](...)"]
     rows = [[name, v, v - floor, v / tri_us] for name, v in us.items()]
-    print(f"\nGPU part: real launches of a {N}-element add on a cache hit, host time per call "
-          f"({calls} calls x {rounds} rounds; medians)")
+    print(
+        f"\nGPU part: real launches of a {N}-element add on a cache hit, host time per call "
+        f"({calls} calls x {rounds} rounds; medians)"
+    )
     print(common.table(["variant", "us/call", "over plain us", "x triton.autotune"], rows))
-    return {"calls": calls, "rounds": rounds, "us_per_call": us, "floor_us": floor,
-            "ratio_total_vs_triton": {k: v / tri_us for k, v in us.items()}}
+    return {
+        "calls": calls,
+        "rounds": rounds,
+        "us_per_call": us,
+        "floor_us": floor,
+        "ratio_total_vs_triton": {k: v / tri_us for k, v in us.items()},
+    }
 
 
 def main() -> None:
@@ -246,7 +301,7 @@ def main() -> None:
     for mode in ("AUTOTUNE_FORCE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE"):
         os.environ.pop(mode, None)
     with tempfile.TemporaryDirectory(prefix="bench-dispatch-") as tmp:
-        os.environ["AUTOTUNE_CACHE_DIR"] = tmp   # a private cache: the tuning below really tunes, leaves nothing
+        os.environ["AUTOTUNE_CACHE_DIR"] = tmp  # a private cache: the tuning below really tunes, leaves nothing
         payload: dict[str, Any] = {"cpu": cpu_part(args.calls, args.rounds, args.profile)}
         if GPU:
             payload["gpu"] = gpu_part(args.gpu_calls, args.rounds)

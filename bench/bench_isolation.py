@@ -3,6 +3,7 @@ in one run (a warm worker: its start, paid once per process, is reported apart).
 
     python bench/bench_isolation.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,8 @@ GPU = common.prepare()
 os.environ["AUTOTUNE_CACHE_DIR"] = common.scratch_dir("autotune-bench-isolation-")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-
 import isolation_bench_kernel as kmod  # noqa: E402
+import torch  # noqa: E402
 
 
 def main() -> int:
@@ -37,7 +37,7 @@ def main() -> int:
     for round_ in range(2):
         for name in ("in_process", "isolated"):
             kernel = getattr(kmod, name)
-            n = 4096 + 64 * round_ + (32 if name == "isolated" else 0)    # a new key each time
+            n = 4096 + 64 * round_ + (32 if name == "isolated" else 0)  # a new key each time
             x, y, out = (torch.randn(n, device=device) for _ in range(3))
             began = time.perf_counter()
             kernel(x, y, out, n)
@@ -47,8 +47,10 @@ def main() -> int:
     configs = len(kmod.SPACE)
     rows.append(["in-process", f"{base:.2f}", f"{base / configs * 1e3:.1f}", "1.00"])
     rows.append(["isolate='process'", f"{ours:.2f}", f"{ours / configs * 1e3:.1f}", f"{ours / base:.2f}"])
-    print(f"a {configs}-config tuning ({'GPU' if GPU else 'CPU interpreter'}), best of 2 new keys; worker start "
-          f"(Triton and the kernel's module; torch comes with the first trial) {start_s:.1f} s, once per process")
+    print(
+        f"a {configs}-config tuning ({'GPU' if GPU else 'CPU interpreter'}), best of 2 new keys; worker start "
+        f"(Triton and the kernel's module; torch comes with the first trial) {start_s:.1f} s, once per process"
+    )
     print(common.table(["mode", "tuning s", "per config ms", "x in-process"], rows))
     common.write_results("bench_isolation", {"tuning_s": results, "worker_start_s": start_s, "configs": configs})
     return 0

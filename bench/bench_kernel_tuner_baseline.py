@@ -13,6 +13,7 @@ you like; this script does not import autotune).
     python bench/bench_kernel_tuner_baseline.py [--seeds 20] [--fraction 0.02]
                                                 [--strategies genetic_algorithm,pso,...] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,19 @@ import warnings
 from pathlib import Path
 
 LANDSCAPES = Path(__file__).resolve().parent / "landscapes"
-STRATEGIES = ("genetic_algorithm", "pso", "simulated_annealing", "firefly_algorithm", "bayes_opt", "dual_annealing",
-              "diff_evo", "mls", "greedy_ils", "basinhopping", "random_sample")
+STRATEGIES = (
+    "genetic_algorithm",
+    "pso",
+    "simulated_annealing",
+    "firefly_algorithm",
+    "bayes_opt",
+    "dual_annealing",
+    "diff_evo",
+    "mls",
+    "greedy_ils",
+    "basinhopping",
+    "random_sample",
+)
 
 
 def run_strategy(path: Path, best_ms: float, strategy: str, budget: int, seed: int) -> float:
@@ -61,14 +73,19 @@ def main() -> int:
     except ImportError:
         print("kernel_tuner is not installed: pip install kernel_tuner", file=sys.stderr)
         return 2
-    print(f"kernel_tuner {kernel_tuner.__version__}, budget {args.fraction:.0%} of the valid configs, "
-          f"{args.seeds} seeds")
-    out: dict = {"kernel_tuner": kernel_tuner.__version__, "fraction": args.fraction, "seeds": args.seeds,
-                 "landscapes": {}}
+    print(
+        f"kernel_tuner {kernel_tuner.__version__}, budget {args.fraction:.0%} of the valid configs, {args.seeds} seeds"
+    )
+    out: dict = {
+        "kernel_tuner": kernel_tuner.__version__,
+        "fraction": args.fraction,
+        "seeds": args.seeds,
+        "landscapes": {},
+    }
     medians: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for gz in sorted(LANDSCAPES.glob("*.json.gz")):
-            plain = Path(scratch) / gz.name.removesuffix(".gz")      # tune_cache reads plain JSON only
+            plain = Path(scratch) / gz.name.removesuffix(".gz")  # tune_cache reads plain JSON only
             with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             cache = json.loads(plain.read_text())["cache"]
@@ -82,9 +99,12 @@ def main() -> int:
                 out["landscapes"][name]["ratios"][strategy] = ratios
                 median = statistics.median(ratios)
                 medians.setdefault(strategy, []).append(median)
-                print(f"{name:18s} {strategy:20s} budget {budget:4d}  {median:.3f} / {max(ratios):.3f}  "
-                      f"({sum(r <= 1.05 for r in ratios)}, {sum(r <= 1.15 for r in ratios)} of {args.seeds})  "
-                      f"[{time.perf_counter() - started:.0f} s]", flush=True)
+                print(
+                    f"{name:18s} {strategy:20s} budget {budget:4d}  {median:.3f} / {max(ratios):.3f}  "
+                    f"({sum(r <= 1.05 for r in ratios)}, {sum(r <= 1.15 for r in ratios)} of {args.seeds})  "
+                    f"[{time.perf_counter() - started:.0f} s]",
+                    flush=True,
+                )
     print("geometric mean of the medians:")
     for strategy, values in medians.items():
         print(f"  {strategy:20s} {statistics.geometric_mean(values):.3f}")

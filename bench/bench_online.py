@@ -3,6 +3,7 @@ tuning takes to decide. CPU part through the interpreter (always); on a GPU the 
 
     python bench/bench_online.py [--configs 8] [--keys 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,10 +47,11 @@ def main() -> int:
     first_ms: dict[str, list[float]] = {"blocking": [], "online": []}
     calls_to_decide: list[int] = []
     for mode in ("blocking", "online"):
-        kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                          tuning=Tuning(mode=mode, reps=5, refine_topk=0))(scaled_add)
+        kernel = autotune(
+            space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(mode=mode, reps=5, refine_topk=0)
+        )(scaled_add)
         for k in range(args.keys):
-            n = 4096 + 128 * k + (64 if mode == "online" else 0)   # new keys for each mode
+            n = 4096 + 128 * k + (64 if mode == "online" else 0)  # new keys for each mode
             x, y, out = (torch.randn(n, device=device) for _ in range(3))
             started = time.perf_counter()
             kernel(x, y, out, n)
@@ -63,14 +65,28 @@ def main() -> int:
                     calls += 1
                 calls_to_decide.append(calls)
     blocking, online = statistics.median(first_ms["blocking"]), statistics.median(first_ms["online"])
-    rows = [["blocking (tune on the first call)", f"{blocking:.1f}", "1.00", "1"],
-            ["online (tune across calls)", f"{online:.1f}", f"{online / blocking:.3f}",
-             f"{statistics.median(calls_to_decide):.0f}"]]
-    print(f"first call for a new key, {len(space['BLOCK']) * len(space['PASSES'])} configs, reps=5, "
-          f"{'GPU' if GPU else 'CPU interpreter'}, medians of {args.keys} keys")
+    rows = [
+        ["blocking (tune on the first call)", f"{blocking:.1f}", "1.00", "1"],
+        [
+            "online (tune across calls)",
+            f"{online:.1f}",
+            f"{online / blocking:.3f}",
+            f"{statistics.median(calls_to_decide):.0f}",
+        ],
+    ]
+    print(
+        f"first call for a new key, {len(space['BLOCK']) * len(space['PASSES'])} configs, reps=5, "
+        f"{'GPU' if GPU else 'CPU interpreter'}, medians of {args.keys} keys"
+    )
     print(common.table(["mode", "first call ms", "x blocking", "calls to decide"], rows))
-    common.write_results("bench_online", {"first_call_ms": first_ms, "calls_to_decide": calls_to_decide,
-                                          "ratio_online_over_blocking": online / blocking})
+    common.write_results(
+        "bench_online",
+        {
+            "first_call_ms": first_ms,
+            "calls_to_decide": calls_to_decide,
+            "ratio_online_over_blocking": online / blocking,
+        },
+    )
     return 0
 
 

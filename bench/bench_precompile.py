@@ -20,6 +20,7 @@ measuring and reported on its own line.
 
 Writes bench/results/precompile.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,19 +48,34 @@ from autotune.aot import precompile  # noqa: E402
 from kernels import matmul  # noqa: E402
 
 SIGNATURE = {
-    "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32:16", "N": "i32:16", "K": "i32:16",
-    "stride_am": "i32:16", "stride_ak": 1, "stride_bk": "i32:16", "stride_bn": 1, "stride_cm": "i32:16",
+    "a_ptr": "*fp16",
+    "b_ptr": "*fp16",
+    "c_ptr": "*fp16",
+    "M": "i32:16",
+    "N": "i32:16",
+    "K": "i32:16",
+    "stride_am": "i32:16",
+    "stride_ak": 1,
+    "stride_bk": "i32:16",
+    "stride_bn": 1,
+    "stride_cm": "i32:16",
     "stride_cn": 1,
 }  # contiguous fp16 A, B, C with sizes that are multiples of 16, as a launch on 4096 x 4096 specializes
 
 
 def run_variant(kernel, space, target: str, workers: int, processes: bool, cache_dir: str) -> dict:
     os.environ["TRITON_CACHE_DIR"] = cache_dir
-    report = precompile(kernel, signature=SIGNATURE, targets=[target], space=space, workers=workers,
-                        processes=processes)
-    return {"wall_s": report.wall_s, "compiled": len(report.compiled), "fresh": report.fresh,
-            "cache_hits": report.cache_hits, "failed": len(report.failed),
-            "configs_per_s": report.configs_per_s}
+    report = precompile(
+        kernel, signature=SIGNATURE, targets=[target], space=space, workers=workers, processes=processes
+    )
+    return {
+        "wall_s": report.wall_s,
+        "compiled": len(report.compiled),
+        "fresh": report.fresh,
+        "cache_hits": report.cache_hits,
+        "failed": len(report.failed),
+        "configs_per_s": report.configs_per_s,
+    }
 
 
 def main() -> None:
@@ -85,18 +101,22 @@ def main() -> None:
         run_variant(kernel, space[-2:], args.target, args.workers, True, str(scratch / "warm-helpers2"))
         warm_helpers = time.perf_counter() - started
 
-        variants = [("serial", 0, False), (f"threads x{args.workers}", args.workers, False),
-                    (f"processes x{args.workers}", args.workers, True)]
+        variants = [
+            ("serial", 0, False),
+            (f"threads x{args.workers}", args.workers, False),
+            (f"processes x{args.workers}", args.workers, True),
+        ]
         results: dict[str, list[dict]] = {name: [] for name, _, _ in variants}
         results["cache hits"] = []
         for r in range(args.rounds):
-            order = variants[r % len(variants):] + variants[: r % len(variants)]
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for name, workers, processes in order:
                 cache_dir = str(scratch / f"{name.split()[0]}-{r}")
                 results[name].append(run_variant(kernel, space, args.target, workers, processes, cache_dir))
                 print(f"round {r + 1}/{args.rounds} {name:>14}: {results[name][-1]['wall_s']:.2f} s", flush=True)
-            results["cache hits"].append(run_variant(kernel, space, args.target, args.workers, False,
-                                                     str(scratch / f"threads-{r}")))
+            results["cache hits"].append(
+                run_variant(kernel, space, args.target, args.workers, False, str(scratch / f"threads-{r}"))
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -107,28 +127,68 @@ def main() -> None:
     for name, runs in results.items():
         wall = statistics.median(x["wall_s"] for x in runs)
         best = min(x["wall_s"] for x in runs)
-        summary[name] = {"wall_s_median": wall, "wall_s_best": best, "configs_per_s": len(space) / wall,
-                         "speedup_vs_serial": serial / wall, "best_speedup_vs_best_serial": serial_best / best,
-                         "runs": runs}
-        rows.append([name, len(space), runs[0]["fresh"], runs[0]["cache_hits"], runs[0]["failed"], wall, best,
-                     len(space) / wall, f"{serial / wall:.2f}x", f"{serial_best / best:.2f}x"])
+        summary[name] = {
+            "wall_s_median": wall,
+            "wall_s_best": best,
+            "configs_per_s": len(space) / wall,
+            "speedup_vs_serial": serial / wall,
+            "best_speedup_vs_best_serial": serial_best / best,
+            "runs": runs,
+        }
+        rows.append(
+            [
+                name,
+                len(space),
+                runs[0]["fresh"],
+                runs[0]["cache_hits"],
+                runs[0]["failed"],
+                wall,
+                best,
+                len(space) / wall,
+                f"{serial / wall:.2f}x",
+                f"{serial_best / best:.2f}x",
+            ]
+        )
     print()
-    print(f"precompile {len(space)} matmul configs for {args.target} on {os.cpu_count()} CPUs "
-          f"(median of {args.rounds} rounds; start-up before measuring: in-process {warm_inproc:.2f} s, "
-          f"{args.workers} helper processes {warm_helpers:.2f} s; 1-min load average {load_before:.1f} before, "
-          f"{load_after:.1f} after: other processes compete for the CPUs when it is near or above their count)")
-    print(common.table(["VARIANT", "CONFIGS", "COMPILED", "CACHED", "FAILED", "MEDIAN_S", "BEST_S", "CONFIGS/S",
-                        "VS SERIAL", "BEST VS BEST"], rows))
+    print(
+        f"precompile {len(space)} matmul configs for {args.target} on {os.cpu_count()} CPUs "
+        f"(median of {args.rounds} rounds; start-up before measuring: in-process {warm_inproc:.2f} s, "
+        f"{args.workers} helper processes {warm_helpers:.2f} s; 1-min load average {load_before:.1f} before, "
+        f"{load_after:.1f} after: other processes compete for the CPUs when it is near or above their count)"
+    )
+    print(
+        common.table(
+            [
+                "VARIANT",
+                "CONFIGS",
+                "COMPILED",
+                "CACHED",
+                "FAILED",
+                "MEDIAN_S",
+                "BEST_S",
+                "CONFIGS/S",
+                "VS SERIAL",
+                "BEST VS BEST",
+            ],
+            rows,
+        )
+    )
 
     common.RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": "precompile",
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (compiles need no GPU)",
-        "versions": common.versions(), "commit": common.git_commit(), "cpu_count": os.cpu_count(),
-        "target": args.target, "configs": space, "workers": args.workers, "rounds": args.rounds,
+        "versions": common.versions(),
+        "commit": common.git_commit(),
+        "cpu_count": os.cpu_count(),
+        "target": args.target,
+        "configs": space,
+        "workers": args.workers,
+        "rounds": args.rounds,
         "startup_s": {"in_process": warm_inproc, "helpers": warm_helpers},
-        "load_average_1min": {"before": load_before, "after": load_after}, "results": summary,
+        "load_average_1min": {"before": load_before, "after": load_after},
+        "results": summary,
     }
     path = common.RESULTS / "precompile.json"
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")

@@ -12,6 +12,7 @@ its round trip (typically 0.1-0.5 ms) to every remote hit.
 
     python bench/bench_remote_cache.py [--lookups N] [--rounds R]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,15 +45,21 @@ def main() -> int:
     work = Path(common.scratch_dir("autotune-bench-remote-"))
     server = RedisProcess(work / "redis")
     try:
-        space = [Config(BLOCK=b, num_warps=w) for b in (16, 32, 64, 128, 256, 512, 1024, 2048) for w in (1, 2, 4, 8, 16, 32, 64, 128)]
+        space = [
+            Config(BLOCK=b, num_warps=w)
+            for b in (16, 32, 64, 128, 256, 512, 1024, 2048)
+            for w in (1, 2, 4, 8, 16, 32, 64, 128)
+        ]
         contains = set(space).__contains__
 
         def new_cache(tiers):
             return KernelCache("bench", "src", "space", contains, identity="bench:bench", tiers=tiers)
 
         seed = new_cache([])
-        trials = [Trial(config=c, status=TrialStatus.OK, median_ms=1.0 + i / 100, min_ms=1.0,
-                        samples_ms=[1.0 + i / 100] * 20) for i, c in enumerate(space)]
+        trials = [
+            Trial(config=c, status=TrialStatus.OK, median_ms=1.0 + i / 100, min_ms=1.0, samples_ms=[1.0 + i / 100] * 20)
+            for i, c in enumerate(space)
+        ]
         key, dtypes = (4096,), ("torch.float32",)
         record = seed.new_record(key, dtypes, winner=space[0], trials=trials, tuning_s=1.0, candidates=None)
         entry = EntryRef.of(record)
@@ -67,7 +74,8 @@ def main() -> int:
 
         def remote_hit(i: int) -> str:
             return new_cache([DiskCache(work / f"empty-{i}-{time.perf_counter_ns()}"), remote]).get_or_tune(
-                key, dtypes, _no_tuning)[1]
+                key, dtypes, _no_tuning
+            )[1]
 
         def remote_read(i: int) -> str:
             return new_cache([remote]).get_or_tune(key, dtypes, _no_tuning)[1]
@@ -83,14 +91,24 @@ def main() -> int:
                 per_round[name].append((time.perf_counter() - start) / args.lookups * 1e3)
         disk_ms = common.median(per_round["disk hit"])
         rows = [[name, f"{common.median(v):.3f}", f"{common.median(v) / disk_ms:.2f}"] for name, v in per_round.items()]
-        print(f"first lookup of a key in a new process ({len(trials)}-trial record, {args.lookups} lookups x "
-              f"{args.rounds} rounds, medians)")
+        print(
+            f"first lookup of a key in a new process ({len(trials)}-trial record, {args.lookups} lookups x "
+            f"{args.rounds} rounds, medians)"
+        )
         print(common.table(["variant", "ms/lookup", "x disk hit"], rows))
-        print(f"\na remote hit costs {common.median(per_round['remote hit']) - disk_ms:.3f} ms more than a disk hit "
-              f"on loopback ({common.median(per_round['remote hit']) / disk_ms:.2f}x)")
-        common.write_results("bench_remote_cache", {
-            "lookups": args.lookups, "rounds": args.rounds, "ms_per_lookup": per_round,
-            "ratio_remote_over_disk": common.median(per_round["remote hit"]) / disk_ms})
+        print(
+            f"\na remote hit costs {common.median(per_round['remote hit']) - disk_ms:.3f} ms more than a disk hit "
+            f"on loopback ({common.median(per_round['remote hit']) / disk_ms:.2f}x)"
+        )
+        common.write_results(
+            "bench_remote_cache",
+            {
+                "lookups": args.lookups,
+                "rounds": args.rounds,
+                "ms_per_lookup": per_round,
+                "ratio_remote_over_disk": common.median(per_round["remote hit"]) / disk_ms,
+            },
+        )
     finally:
         server.stop()
     return 0

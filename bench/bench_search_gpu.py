@@ -14,6 +14,7 @@ budget (20 seeds), so the live result can be set beside the simulated one.
 
     python bench/bench_search_gpu.py [--landscape PATH] [--budget 64] [--seeds 3] [--strategies model,random]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
@@ -42,12 +43,13 @@ def child(strategy: str, budget: int, seed: int, size: int) -> None:
 
     dev = "cuda" if gpu else "cpu"
     size = size if gpu else 64
-    kernel = make_matmul(WIDE_SPACE if gpu else CPU_SPACE,
-                         tuning=Tuning(strategy=strategy, max_configs=budget, seed=seed))
+    kernel = make_matmul(
+        WIDE_SPACE if gpu else CPU_SPACE, tuning=Tuning(strategy=strategy, max_configs=budget, seed=seed)
+    )
     torch.manual_seed(0)
     a = torch.randn((size, size), device=dev, dtype=torch.float16)
     b = torch.randn((size, size), device=dev, dtype=torch.float16)
-    torch.matmul(a[:64, :64], b[:64, :64])          # CUDA context and cuBLAS handle outside the timed call
+    torch.matmul(a[:64, :64], b[:64, :64])  # CUDA context and cuBLAS handle outside the timed call
     if gpu:
         torch.cuda.synchronize()
     started = time.perf_counter()
@@ -56,10 +58,20 @@ def child(strategy: str, budget: int, seed: int, size: int) -> None:
         torch.cuda.synchronize()
     wall = time.perf_counter() - started
     record = kernel.record()
-    print("RESULT " + json.dumps({
-        "winner": dict(record.winner), "tuning_wall_s": wall, "tuning_s": record.tuning_s,
-        "strategy": record.strategy, "space_size": record.space_size, "tried": len(record.trials),
-        "ok": sum(1 for t in record.trials if t.ok)}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "winner": dict(record.winner),
+                "tuning_wall_s": wall,
+                "tuning_s": record.tuning_s,
+                "strategy": record.strategy,
+                "space_size": record.space_size,
+                "tried": len(record.trials),
+                "ok": sum(1 for t in record.trials if t.ok),
+            }
+        )
+    )
 
 
 def spawn(strategy: str, budget: int, seed: int, size: int, tmp: str, timeout_s: float) -> dict[str, Any]:
@@ -71,7 +83,7 @@ def spawn(strategy: str, budget: int, seed: int, size: int, tmp: str, timeout_s:
     if proc.returncode != 0:
         raise RuntimeError(f"{tag} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def remeasure(size: int, configs: list[dict[str, Any]], rounds: int, rep_ms: int) -> list[float]:
@@ -91,10 +103,9 @@ def landscape_cost_s(landscape: Any, workers: int) -> float:
     return compile_s + measure_s
 
 
-def default_landscape() -> Optional[Path]:
+def default_landscape() -> Path | None:
     """bench/results/<this GPU>/matmul_landscape.json.gz, where record_landscape.py writes it."""
     import torch
-
     from record_landscape import gpu_slug
 
     path = common.RESULTS / gpu_slug(torch.cuda.get_device_name()) / "matmul_landscape.json.gz"
@@ -103,8 +114,9 @@ def default_landscape() -> Optional[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--landscape", type=Path, default=None, help="default: bench/results/<gpu>/matmul_landscape"
-                        ".json.gz")
+    parser.add_argument(
+        "--landscape", type=Path, default=None, help="default: bench/results/<gpu>/matmul_landscape.json.gz"
+    )
     parser.add_argument("--budget", type=int, default=64, help="configs per tuning (max_configs)")
     parser.add_argument("--seeds", type=int, default=3, help="runs per strategy")
     parser.add_argument("--strategies", default="model,random")
@@ -132,29 +144,42 @@ def main() -> int:
     best_config = min((c for c in landscape.entries if landscape.time_of(c) is not None), key=landscape.time_of)
     strategies = args.strategies.split(",")
     replayed: dict[str, Any] = {}
-    if args.replay:                       # cheap (CPU, simulated clock), so first: a cut-off run still has it
+    if args.replay:  # cheap (CPU, simulated clock), so first: a cut-off run still has it
         for strategy in strategies:
             rep = replay(landscape, strategy, args.budget, 20)
             replayed[strategy] = {"median_ratio": rep["median_ratio"], "worst_ratio": rep["worst_ratio"]}
-            print(f"replay of the landscape, {strategy}, 20 seeds: median x{rep['median_ratio']:.3f}, worst "
-                  f"x{rep['worst_ratio']:.3f}", flush=True)
+            print(
+                f"replay of the landscape, {strategy}, 20 seeds: median x{rep['median_ratio']:.3f}, worst "
+                f"x{rep['worst_ratio']:.3f}",
+                flush=True,
+            )
     runs: list[dict[str, Any]] = []
     exhaustive_s = landscape_cost_s(landscape, Tuning().compile_workers)
 
     def save(complete: bool) -> None:
-        common.write_results("bench_search_gpu", {"landscape": str(path), "size": size, "budget": args.budget,
-                                                  "complete": complete, "runs": runs, "summary": summary,
-                                                  "exhaustive_min_s": exhaustive_s,
-                                                  "best_config": dict(best_config), "best_ms": landscape.best_ms,
-                                                  "replay": replayed})
+        common.write_results(
+            "bench_search_gpu",
+            {
+                "landscape": str(path),
+                "size": size,
+                "budget": args.budget,
+                "complete": complete,
+                "runs": runs,
+                "summary": summary,
+                "exhaustive_min_s": exhaustive_s,
+                "best_config": dict(best_config),
+                "best_ms": landscape.best_ms,
+                "replay": replayed,
+            },
+        )
 
     summary: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-search-gpu-") as tmp:
         for seed in range(args.seeds):
-            for strategy in strategies:                 # interleaved, so drift hits the strategies alike
+            for strategy in strategies:  # interleaved, so drift hits the strategies alike
                 try:
                     got = spawn(strategy, args.budget, seed, size, tmp, args.run_timeout_s)
-                except (RuntimeError, subprocess.TimeoutExpired) as exc:     # reported; the other runs go on
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:  # reported; the other runs go on
                     print(f"!! {strategy} seed {seed}: {str(exc)[:2000]}", flush=True)
                     runs.append({"seed": seed, "strategy_asked": strategy, "error": str(exc)[:2000]})
                     save(complete=False)
@@ -162,13 +187,22 @@ def main() -> int:
                 winner = got["winner"]
                 recorded = landscape.time_of(Config(winner)) if Config(winner) in landscape.entries else None
                 live_winner, live_best = remeasure(size, [winner, dict(best_config)], args.rounds, args.rep_ms)
-                got.update(seed=seed, strategy_asked=strategy, landscape_ms=recorded,
-                           landscape_ratio=None if recorded is None else recorded / landscape.best_ms,
-                           live_ms=live_winner, live_best_ms=live_best, live_ratio=live_winner / live_best)
+                got.update(
+                    seed=seed,
+                    strategy_asked=strategy,
+                    landscape_ms=recorded,
+                    landscape_ratio=None if recorded is None else recorded / landscape.best_ms,
+                    live_ms=live_winner,
+                    live_best_ms=live_best,
+                    live_ratio=live_winner / live_best,
+                )
                 runs.append(got)
                 save(complete=False)
-                print(f"  {strategy} seed {seed}: {winner} landscape x{got['landscape_ratio'] or float('nan'):.3f} "
-                      f"live x{got['live_ratio']:.3f} in {got['tuning_wall_s']:.1f} s", flush=True)
+                print(
+                    f"  {strategy} seed {seed}: {winner} landscape x{got['landscape_ratio'] or float('nan'):.3f} "
+                    f"live x{got['live_ratio']:.3f} in {got['tuning_wall_s']:.1f} s",
+                    flush=True,
+                )
     rows = []
     for strategy in strategies:
         mine = [r for r in runs if r["strategy_asked"] == strategy and "error" not in r]
@@ -177,18 +211,49 @@ def main() -> int:
         land = [r["landscape_ratio"] for r in mine if r["landscape_ratio"] is not None]
         live = [r["live_ratio"] for r in mine]
         wall = [r["tuning_wall_s"] for r in mine]
-        summary[strategy] = {"landscape_median": statistics.median(land) if land else None,
-                             "landscape_worst": max(land) if land else None, "live_median": statistics.median(live),
-                             "live_worst": max(live), "tuning_s_median": statistics.median(wall)}
-        rows.append([strategy, args.budget, len(mine), summary[strategy]["landscape_median"],
-                     summary[strategy]["landscape_worst"], statistics.median(live), max(live), statistics.median(wall)])
-    print(f"\nsearch on {common.device_name()}: kernels/matmul.py WIDE_SPACE ({landscape.valid_configs} configs in the "
-          f"landscape), {size}^3 fp16, budget {args.budget} configs ({args.budget / landscape.valid_configs:.0%})")
-    print(common.table(["strategy", "budget", "runs", "landscape median", "landscape worst", "live median",
-                        "live worst", "tuning s"], rows))
-    print(f"exhaustive over the landscape's space costs at least {exhaustive_s:.0f} s (its compiles over "
-          f"{Tuning().compile_workers} workers plus every timed rep); best {landscape.best_ms * 1e3:.1f} us "
-          f"{dict(best_config)}")
+        summary[strategy] = {
+            "landscape_median": statistics.median(land) if land else None,
+            "landscape_worst": max(land) if land else None,
+            "live_median": statistics.median(live),
+            "live_worst": max(live),
+            "tuning_s_median": statistics.median(wall),
+        }
+        rows.append(
+            [
+                strategy,
+                args.budget,
+                len(mine),
+                summary[strategy]["landscape_median"],
+                summary[strategy]["landscape_worst"],
+                statistics.median(live),
+                max(live),
+                statistics.median(wall),
+            ]
+        )
+    print(
+        f"\nsearch on {common.device_name()}: kernels/matmul.py WIDE_SPACE ({landscape.valid_configs} configs in the "
+        f"landscape), {size}^3 fp16, budget {args.budget} configs ({args.budget / landscape.valid_configs:.0%})"
+    )
+    print(
+        common.table(
+            [
+                "strategy",
+                "budget",
+                "runs",
+                "landscape median",
+                "landscape worst",
+                "live median",
+                "live worst",
+                "tuning s",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"exhaustive over the landscape's space costs at least {exhaustive_s:.0f} s (its compiles over "
+        f"{Tuning().compile_workers} workers plus every timed rep); best {landscape.best_ms * 1e3:.1f} us "
+        f"{dict(best_config)}"
+    )
     save(complete=True)
     return 0
 

@@ -12,6 +12,7 @@ moves by 0.1 between seed sets: compare strategies on the counts, with --seeds 8
     python bench/bench_search_replay.py [--seeds 20] [--fraction 0.02] [--strategies model,local,random]
                                         [--landscapes convolution_A100,gemm_RTX_3090]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,11 @@ LANDSCAPES = Path(__file__).resolve().parent / "landscapes"
 def chance_of_one_within(landscape, ratio: float, budget: int) -> tuple[int, float]:
     """How many configs run within `ratio` of the best, and the chance that `budget` distinct configs drawn
     uniformly from the valid ones include at least one of them: how much a strategy must beat luck."""
-    near = sum(1 for config in landscape.entries
-               if (t := landscape.time_of(config)) is not None and t <= ratio * landscape.best_ms)
+    near = sum(
+        1
+        for config in landscape.entries
+        if (t := landscape.time_of(config)) is not None and t <= ratio * landscape.best_ms
+    )
     miss = 1.0
     for i in range(min(budget, landscape.valid_configs)):
         miss *= max(0, landscape.valid_configs - near - i) / (landscape.valid_configs - i)
@@ -59,14 +63,18 @@ def main() -> int:
         landscape = load_landscape(path)
         budget = max(1, round(args.fraction * landscape.valid_configs))
         (n5, p5), (n15, p15) = (chance_of_one_within(landscape, r, budget) for r in (1.05, 1.15))
-        needles.append([path.name.removesuffix(".json.gz"), landscape.valid_configs, budget, n5, f"{p5:.1%}", n15,
-                        f"{p15:.1%}"])
+        needles.append(
+            [path.name.removesuffix(".json.gz"), landscape.valid_configs, budget, n5, f"{p5:.1%}", n15, f"{p15:.1%}"]
+        )
         exhaustive = replay_once(landscape, "exhaustive", landscape.valid_configs, 0, args.workers)
-        results[path.name] = {"valid_configs": landscape.valid_configs, "budget": budget,
-                              "exhaustive_s": exhaustive["tuning_s"],
-                              "exhaustive_3pct_s": exhaustive["reached_3pct_s"],
-                              "within_1.05": {"configs": n5, "random_finds_one": p5},
-                              "within_1.15": {"configs": n15, "random_finds_one": p15}}
+        results[path.name] = {
+            "valid_configs": landscape.valid_configs,
+            "budget": budget,
+            "exhaustive_s": exhaustive["tuning_s"],
+            "exhaustive_3pct_s": exhaustive["reached_3pct_s"],
+            "within_1.05": {"configs": n5, "random_finds_one": p5},
+            "within_1.15": {"configs": n15, "random_finds_one": p15},
+        }
         for strategy in strategies:
             started = time.perf_counter()
             runs = [replay_once(landscape, strategy, budget, seed, args.workers) for seed in range(args.seeds)]
@@ -75,26 +83,64 @@ def main() -> int:
             median = statistics.median(ratios)
             medians[strategy].append(median)
             results[path.name][strategy] = {"median_ratio": median, "worst_ratio": max(ratios), "runs": runs}
-            rows.append([path.name.removesuffix(".json.gz"), strategy, budget, f"{median:.3f}", f"{max(ratios):.3f}",
-                         f"{sum(r <= 1.05 for r in ratios)}/{len(runs)}", f"{sum(r <= 1.15 for r in ratios)}/{len(runs)}",
-                         f"{len(reached)}/{len(runs)}",
-                         f"{statistics.median(reached):.0f}" if reached else "-",
-                         f"{exhaustive['reached_3pct_s']:.0f}", f"{statistics.median(r['tuning_s'] for r in runs):.0f}",
-                         f"{exhaustive['tuning_s']:.0f}", f"{time.perf_counter() - started:.0f}"])
-    print(f"budget {args.fraction:.0%} of the valid configs, {args.seeds} seeds, {args.workers} simulated compile workers")
-    print(common.table(["landscape", "strategy", "budget", "median", "worst", "<=1.05", "<=1.15", "hit 3%", "to 3% s", "exh. to 3% s",
-                        "search s", "exhaustive s", "wall s"], rows))
+            rows.append(
+                [
+                    path.name.removesuffix(".json.gz"),
+                    strategy,
+                    budget,
+                    f"{median:.3f}",
+                    f"{max(ratios):.3f}",
+                    f"{sum(r <= 1.05 for r in ratios)}/{len(runs)}",
+                    f"{sum(r <= 1.15 for r in ratios)}/{len(runs)}",
+                    f"{len(reached)}/{len(runs)}",
+                    f"{statistics.median(reached):.0f}" if reached else "-",
+                    f"{exhaustive['reached_3pct_s']:.0f}",
+                    f"{statistics.median(r['tuning_s'] for r in runs):.0f}",
+                    f"{exhaustive['tuning_s']:.0f}",
+                    f"{time.perf_counter() - started:.0f}",
+                ]
+            )
+    print(
+        f"budget {args.fraction:.0%} of the valid configs, {args.seeds} seeds, {args.workers} simulated compile workers"
+    )
+    print(
+        common.table(
+            [
+                "landscape",
+                "strategy",
+                "budget",
+                "median",
+                "worst",
+                "<=1.05",
+                "<=1.15",
+                "hit 3%",
+                "to 3% s",
+                "exh. to 3% s",
+                "search s",
+                "exhaustive s",
+                "wall s",
+            ],
+            rows,
+        )
+    )
     print()
-    print("how rare the targets are: configs within 1.05 / 1.15 of the best, and the chance that the budget's worth "
-          "of uniformly random distinct configs holds one")
-    print(common.table(["landscape", "valid", "budget", "<=1.05", "random finds one", "<=1.15", "random finds one"],
-                       needles))
+    print(
+        "how rare the targets are: configs within 1.05 / 1.15 of the best, and the chance that the budget's worth "
+        "of uniformly random distinct configs holds one"
+    )
+    print(
+        common.table(
+            ["landscape", "valid", "budget", "<=1.05", "random finds one", "<=1.15", "random finds one"], needles
+        )
+    )
     print()
     for strategy in strategies:
         geo = statistics.geometric_mean(medians[strategy])
         print(f"{strategy:>8}: geometric mean of the medians {geo:.3f}")
-    common.write_results("bench_search_replay", {"fraction": args.fraction, "seeds": args.seeds,
-                                                 "workers": args.workers, "landscapes": results})
+    common.write_results(
+        "bench_search_replay",
+        {"fraction": args.fraction, "seeds": args.seeds, "workers": args.workers, "landscapes": results},
+    )
     return 0
 
 

@@ -21,6 +21,7 @@ By default the children read the bytecode cache that the priming child writes, a
 
     python bench/bench_warm_start.py [--runs N] [--from-source]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,16 +73,29 @@ def child(mode: str) -> None:
         add_kernel[(triton.cdiv(n, blocks[-1]),)](x, y, out, n, BLOCK=blocks[-1])
         tuned = None
     else:
-        kernel = autotune(space={"BLOCK": blocks, "num_warps": (4, 8)} if gpu else {"BLOCK": blocks},
-                          key=["n"], grid="(cdiv(n, $BLOCK),)")(add_kernel)
+        kernel = autotune(
+            space={"BLOCK": blocks, "num_warps": (4, 8)} if gpu else {"BLOCK": blocks},
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+        )(add_kernel)
         kernel(x, y, out, n)
         tuned = kernel.cache_info().get("tunings", 0)
     if gpu:
         torch.cuda.synchronize()
     t_launch = time.perf_counter() - t1
     assert torch.allclose(out, x + y)
-    print("RESULT " + json.dumps({"mode": mode, "imports_s": t_imports, "autotune_import_s": t_autotune,
-                                  "first_launch_s": t_launch, "tunings": tuned}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "mode": mode,
+                "imports_s": t_imports,
+                "autotune_import_s": t_autotune,
+                "first_launch_s": t_launch,
+                "tunings": tuned,
+            }
+        )
+    )
 
 
 def _children_cpu_s() -> float:
@@ -98,25 +112,33 @@ def spawn(mode: str, env: dict[str, str]) -> dict[str, Any]:
     """
     cpu = _children_cpu_s()
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(HERE), "--child", mode], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(HERE), "--child", mode], env=env, capture_output=True, text=True, timeout=600
+    )
     wall = time.perf_counter() - start
     cpu = _children_cpu_s() - cpu
     if proc.returncode != 0:
         raise RuntimeError(f"child {mode} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return {**json.loads(line[len("RESULT "):]), "wall_s": wall, "cpu_s": cpu}
+    return {**json.loads(line[len("RESULT ") :]), "wall_s": wall, "cpu_s": cpu}
 
 
 def main() -> None:
     """Prime the caches, then time the three kinds of child interleaved; print the table and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=None,
-                        help="timed runs of each kind of child (default: 5 on a GPU, 3 in the interpreter)")
-    parser.add_argument("--from-source", action="store_true",
-                        help="children compile every module from source (no bytecode cache read or written), as in a "
-                             "sandbox with PYTHONDONTWRITEBYTECODE=1 and no __pycache__; the default measures what an "
-                             "installed package gets: bytecode written by the priming child and read by the timed ones")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="timed runs of each kind of child (default: 5 on a GPU, 3 in the interpreter)",
+    )
+    parser.add_argument(
+        "--from-source",
+        action="store_true",
+        help="children compile every module from source (no bytecode cache read or written), as in a "
+        "sandbox with PYTHONDONTWRITEBYTECODE=1 and no __pycache__; the default measures what an "
+        "installed package gets: bytecode written by the priming child and read by the timed ones",
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -130,7 +152,7 @@ def main() -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
         base.update(AUTOTUNE_PROGRESS="0", TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
         base.pop("PYTHONDONTWRITEBYTECODE", None)
-        if args.from_source:   # an empty bytecode prefix that nothing writes to: every import compiles its source
+        if args.from_source:  # an empty bytecode prefix that nothing writes to: every import compiles its source
             base.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=os.path.join(tmp, "no-pycache"))
         if not gpu:
             base["TRITON_INTERPRET"] = "1"
@@ -149,30 +171,61 @@ def main() -> None:
 
     fields = ("wall_s", "cpu_s", "imports_s", "autotune_import_s", "first_launch_s")
     summary = {m: {f: common.median([r[f] for r in runs[m]]) for f in fields} for m in MODES}
-    rows = [[m, *(summary[m][f] * 1e3 for f in fields), summary[m]["wall_s"] / summary["plain"]["wall_s"]]
-            for m in MODES]
-    where = ("GPU" if gpu else "CPU, Triton interpreter") + (", modules compiled from source" if args.from_source
-                                                               else ", bytecode cached")
+    rows = [
+        [m, *(summary[m][f] * 1e3 for f in fields), summary[m]["wall_s"] / summary["plain"]["wall_s"]] for m in MODES
+    ]
+    where = ("GPU" if gpu else "CPU, Triton interpreter") + (
+        ", modules compiled from source" if args.from_source else ", bytecode cached"
+    )
     print(f"new process -> first launch ({where}; medians of {args.runs} runs, interleaved)")
-    print(common.table(["child", "process wall ms", "process CPU ms", "all imports ms", "import autotune ms",
-                        "decorate+first launch ms", "x plain"], rows))
+    print(
+        common.table(
+            [
+                "child",
+                "process wall ms",
+                "process CPU ms",
+                "all imports ms",
+                "import autotune ms",
+                "decorate+first launch ms",
+                "x plain",
+            ],
+            rows,
+        )
+    )
     added = summary["warm"]["wall_s"] - summary["plain"]["wall_s"]
     saved = summary["cold"]["wall_s"] - summary["warm"]["wall_s"]
     added_cpu = summary["warm"]["cpu_s"] - summary["plain"]["cpu_s"]
     launch_added = summary["warm"]["first_launch_s"] - summary["plain"]["first_launch_s"]
     import_share = summary["warm"]["autotune_import_s"] / summary["plain"]["imports_s"]
     in_process = summary["warm"]["autotune_import_s"] + launch_added
-    print(f"\nimport autotune: {summary['warm']['autotune_import_s'] * 1e3:.1f} ms = {import_share:.1%} of "
-          f"import torch, triton ({summary['plain']['imports_s'] * 1e3:.0f} ms)   [target <= 3%]")
-    print(f"warm start adds {in_process * 1e3:.0f} ms in the process over a plain launch (import autotune, then "
-          f"{launch_added * 1e3:.0f} ms decorating + reading the cache)   [target <= 50 ms]")
-    print(f"  spawn-to-exit wall: {added * 1e3:+.0f} ms ({added_cpu * 1e3:+.0f} ms CPU); this also holds the noise of "
-          f"two ~1.4 s process lives, of which ~0.4 s is torch's teardown at exit")
+    print(
+        f"\nimport autotune: {summary['warm']['autotune_import_s'] * 1e3:.1f} ms = {import_share:.1%} of "
+        f"import torch, triton ({summary['plain']['imports_s'] * 1e3:.0f} ms)   [target <= 3%]"
+    )
+    print(
+        f"warm start adds {in_process * 1e3:.0f} ms in the process over a plain launch (import autotune, then "
+        f"{launch_added * 1e3:.0f} ms decorating + reading the cache)   [target <= 50 ms]"
+    )
+    print(
+        f"  spawn-to-exit wall: {added * 1e3:+.0f} ms ({added_cpu * 1e3:+.0f} ms CPU); this also holds the noise of "
+        f"two ~1.4 s process lives, of which ~0.4 s is torch's teardown at exit"
+    )
     print(f"the disk cache saves {saved * 1e3:.0f} ms of tuning")
-    common.write_results("bench_warm_start", {"gpu": gpu, "runs": args.runs, "from_source": args.from_source, "summary": summary, "raw": runs,
-                                              "warm_minus_plain_s": added, "warm_minus_plain_cpu_s": added_cpu,
-                                              "cold_minus_warm_s": saved, "import_share": import_share,
-                                              "warm_added_in_process_s": in_process})
+    common.write_results(
+        "bench_warm_start",
+        {
+            "gpu": gpu,
+            "runs": args.runs,
+            "from_source": args.from_source,
+            "summary": summary,
+            "raw": runs,
+            "warm_minus_plain_s": added,
+            "warm_minus_plain_cpu_s": added_cpu,
+            "cold_minus_warm_s": saved,
+            "import_share": import_share,
+            "warm_added_in_process_s": in_process,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Import this before triton: `prepare()` sets TRITON_INTERPRET=1 when there is no CUDA GPU (Triton reads it
 at import), and puts the repository root on sys.path so that `kernels` imports from a checkout.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,8 +14,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -70,16 +72,22 @@ def versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> Optional[str]:
+def git_commit() -> str | None:
     """The checkout's HEAD commit (with `+dirty` when the tree has changes); outside git (a device's copy of the
     tree), AUTOTUNE_BENCH_COMMIT, else None."""
     if not (ROOT / ".git").exists():
         return os.environ.get("AUTOTUNE_BENCH_COMMIT") or None
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return (head + ("+dirty" if dirty else "")) or None
     except Exception:  # noqa: BLE001
         return None
@@ -91,7 +99,7 @@ _SCRATCH: list[tempfile.TemporaryDirectory] = []
 def scratch_dir(prefix: str) -> str:
     """A private temporary directory for this run (a cache dir, Triton's cache), removed when the process exits."""
     directory = tempfile.TemporaryDirectory(prefix=prefix)
-    _SCRATCH.append(directory)          # kept alive to the end; its finalizer removes it at exit
+    _SCRATCH.append(directory)  # kept alive to the end; its finalizer removes it at exit
     return directory.name
 
 
@@ -99,8 +107,12 @@ def child_env(tmp: str, tag: str) -> dict[str, str]:
     """The environment of a benchmark's cold child process: fresh Triton and autotune cache directories under
     `tmp` (named by `tag`), no AUTOTUNE_* switch or TRITON_INTERPRET from the caller, no progress bar."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_") and k != "TRITON_INTERPRET"}
-    env.update(TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{tag}"), AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{tag}"),
-               AUTOTUNE_PROGRESS="0", PYTHONUNBUFFERED="1")
+    env.update(
+        TRITON_CACHE_DIR=os.path.join(tmp, f"triton-{tag}"),
+        AUTOTUNE_CACHE_DIR=os.path.join(tmp, f"at-{tag}"),
+        AUTOTUNE_PROGRESS="0",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 

@@ -1,4 +1,5 @@
 """The kernels of bench_isolation.py: one vector add over 32 configs, tuned in-process and in a worker."""
+
 import triton
 import triton.language as tl
 

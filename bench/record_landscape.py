@@ -28,6 +28,7 @@ The file is rewritten every 30 s and at the end (atomically), so a run killed at
 Without a CUDA GPU (or with --interpret) it runs a 64^3 shape and a 5-config space through Triton's interpreter
 (wall clock, no flush), so that the code path is tested on a CPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,21 +44,33 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 START = time.monotonic()
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 import common  # noqa: E402
 
-AXES_GPU: dict[str, list[int]] = {"BLOCK_M": [32, 64, 128, 256], "BLOCK_N": [32, 64, 128, 256],
-                                  "BLOCK_K": [32, 64, 128], "GROUP_M": [1, 8], "num_warps": [2, 4, 8],
-                                  "num_stages": [2, 3, 4, 5]}     # kernels/matmul.py's WIDE_SPACE (a test checks)
+AXES_GPU: dict[str, list[int]] = {
+    "BLOCK_M": [32, 64, 128, 256],
+    "BLOCK_N": [32, 64, 128, 256],
+    "BLOCK_K": [32, 64, 128],
+    "GROUP_M": [1, 8],
+    "num_warps": [2, 4, 8],
+    "num_stages": [2, 3, 4, 5],
+}  # kernels/matmul.py's WIDE_SPACE (a test checks)
 # Interpreter: 8 in the product, 5 kept by the register rule (num_warps only matters to that rule there).
-AXES_CPU: dict[str, list[int]] = {"BLOCK_M": [16, 32], "BLOCK_N": [16, 32], "BLOCK_K": [16], "GROUP_M": [2],
-                                  "num_warps": [1, 4], "num_stages": [2]}
-MIN_ACC, MAX_ACC = 8, 128           # fp32 accumulators per thread: fewer wastes the warps, more spills
+AXES_CPU: dict[str, list[int]] = {
+    "BLOCK_M": [16, 32],
+    "BLOCK_N": [16, 32],
+    "BLOCK_K": [16],
+    "GROUP_M": [2],
+    "num_warps": [1, 4],
+    "num_stages": [2],
+}
+MIN_ACC, MAX_ACC = 8, 128  # fp32 accumulators per thread: fewer wastes the warps, more spills
 FAILED_COMPILE, FAILED_RUN = "CompilationFailedConfig", "RuntimeFailedConfig"
 LOAD_RECOMPILED_MS = 250.0
 ATOL, RTOL = 0.5, 0.05
@@ -123,20 +136,30 @@ def compile_config(config: dict[str, int], shape: tuple[int, int, int]) -> dict[
     M, N, K = shape
     f16 = torch.float16
     started = time.perf_counter()
-    try:   # the same ints (strides included) as the real launch, so the measuring process hits the disk cache
+    try:  # the same ints (strides included) as the real launch, so the measuring process hits the disk cache
         compiled = _matmul_kernel.warmup(f16, f16, f16, M, N, K, K, 1, N, 1, N, 1, grid=(1,), **config)
     except Exception as exc:  # noqa: BLE001 - a config's compile error is a data point
-        return {"config": config, "status": FAILED_COMPILE, "failure": "compile_error",
-                "compile_ms": (time.perf_counter() - started) * 1e3, "error": short_error(exc)}
+        return {
+            "config": config,
+            "status": FAILED_COMPILE,
+            "failure": "compile_error",
+            "compile_ms": (time.perf_counter() - started) * 1e3,
+            "error": short_error(exc),
+        }
     compile_ms = (time.perf_counter() - started) * 1e3
     try:
-        init = getattr(compiled, "_init_handles", None)   # loads it: Triton's shared memory / threads checks
+        init = getattr(compiled, "_init_handles", None)  # loads it: Triton's shared memory / threads checks
         if init is not None:
             init()
     except Exception as exc:  # noqa: BLE001
         kind = "out_of_resources" if type(exc).__name__ == "OutOfResources" else "load_error"
-        return {"config": config, "status": FAILED_RUN, "failure": kind, "compile_ms": compile_ms,
-                "error": short_error(exc)}
+        return {
+            "config": config,
+            "status": FAILED_RUN,
+            "failure": kind,
+            "compile_ms": compile_ms,
+            "error": short_error(exc),
+        }
     return {"config": config, "status": "ok", "compile_ms": compile_ms}
 
 
@@ -147,7 +170,7 @@ def _worker_init() -> None:
     except OSError:
         pass
     common.prepare()
-    compile_config(WARMUP_CONFIG, (17, 17, 17))   # 17: not a multiple of 16, a specialization never recorded
+    compile_config(WARMUP_CONFIG, (17, 17, 17))  # 17: not a multiple of 16, a specialization never recorded
 
 
 def _compile_task(task: tuple[dict[str, int], tuple[int, int, int]]) -> dict[str, Any]:
@@ -155,8 +178,9 @@ def _compile_task(task: tuple[dict[str, int], tuple[int, int, int]]) -> dict[str
     return compile_config(*task)
 
 
-def compile_results(configs: list[dict[str, int]], shape: tuple[int, int, int], workers: int, deadline: float,
-                    stall_s: float) -> Iterator[dict[str, Any]]:
+def compile_results(
+    configs: list[dict[str, int]], shape: tuple[int, int, int], workers: int, deadline: float, stall_s: float
+) -> Iterator[dict[str, Any]]:
     """Compile results as they finish (in this process when workers == 0), until `deadline` (monotonic s) or
     until no result came for `stall_s` (a worker hung or died); the workers are killed on the way out."""
     if workers <= 0:
@@ -185,13 +209,23 @@ def compile_results(configs: list[dict[str, int]], shape: tuple[int, int, int], 
         pool.join()
 
 
-def measure_entry(compiled: dict[str, Any], launch: Callable[[], Any], check: Callable[[], Optional[str]],
-                  time_reps: Callable[[Callable[[], Any]], list[float]], interpret: bool) -> dict[str, Any]:
+def measure_entry(
+    compiled: dict[str, Any],
+    launch: Callable[[], Any],
+    check: Callable[[], str | None],
+    time_reps: Callable[[Callable[[], Any]], list[float]],
+    interpret: bool,
+) -> dict[str, Any]:
     """One config's cache entry in kernel_tuner's format, from its compile result and its measurement
     (`time_reps(launch)`: per-rep ms)."""
     config = compiled["config"]
-    entry: dict[str, Any] = {**config, "time": None, "times": [], "compile_time": compiled["compile_ms"],
-                             "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat()}
+    entry: dict[str, Any] = {
+        **config,
+        "time": None,
+        "times": [],
+        "compile_time": compiled["compile_ms"],
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    }
     if compiled["status"] != "ok":
         entry.update(time=compiled["status"], failure=compiled["failure"], error=compiled["error"])
         return entry
@@ -227,12 +261,14 @@ def measure_entry(compiled: dict[str, Any], launch: Callable[[], Any], check: Ca
     return entry
 
 
-def make_check(c: Any, ref: Any) -> Callable[[], Optional[str]]:
+def make_check(c: Any, ref: Any) -> Callable[[], str | None]:
     """A check of `c` against the fp32 reference `ref` (NaN counts as wrong); None when right."""
-    def check() -> Optional[str]:
+
+    def check() -> str | None:
         diff = (c.float() - ref).abs()
         bad = int((~(diff <= ATOL + RTOL * ref.abs())).sum().item())
         return None if bad == 0 else f"wrong result: {bad} of {c.numel()} elements off (atol {ATOL}, rtol {RTOL})"
+
     return check
 
 
@@ -251,8 +287,9 @@ def write_landscape(path: Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def summary_lines(cache: dict[str, dict[str, Any]], planned: int, axes: dict[str, list[int]],
-                  interpret: bool) -> list[str]:
+def summary_lines(
+    cache: dict[str, dict[str, Any]], planned: int, axes: dict[str, list[int]], interpret: bool
+) -> list[str]:
     """Counts, failures by kind, compile times, suspected recompiles and the five fastest configs."""
     ok = {k: e for k, e in cache.items() if isinstance(e["time"], (int, float))}
     failures: dict[str, int] = {}
@@ -264,30 +301,36 @@ def summary_lines(cache: dict[str, dict[str, Any]], planned: int, axes: dict[str
     reloads = 0 if interpret else sum(1 for e in ok.values() if e.get("load_time", 0.0) > LOAD_RECOMPILED_MS)
     lines = [f"recorded {len(cache)} of {planned} configs: {len(ok)} ran, failed {failures or 'none'}"]
     if compiles:
-        lines.append(f"compile ms: median {statistics.median(compiles):.0f}, max {max(compiles):.0f}, "
-                     f"total {sum(compiles) / 1e3:.1f} s")
+        lines.append(
+            f"compile ms: median {statistics.median(compiles):.0f}, max {max(compiles):.0f}, "
+            f"total {sum(compiles) / 1e3:.1f} s"
+        )
     if reloads:
-        lines.append(f"!! {reloads} configs took over {LOAD_RECOMPILED_MS:.0f} ms to load in the measuring process: "
-                     "they were compiled again there (the workers' cache entries did not match)")
+        lines.append(
+            f"!! {reloads} configs took over {LOAD_RECOMPILED_MS:.0f} ms to load in the measuring process: "
+            "they were compiled again there (the workers' cache entries did not match)"
+        )
     best = sorted(ok.items(), key=lambda kv: kv[1]["time"])[:5]
     if best:
-        rows = [[k, e["time"] * 1e3, min(e["times"]) * 1e3, max(e["times"]) * 1e3, e["compile_time"]]
-                for k, e in best]
-        lines.append(common.table([f"config ({','.join(axes)})", "mean us", "min us", "max us", "compile ms"],
-                                  rows))
+        rows = [[k, e["time"] * 1e3, min(e["times"]) * 1e3, max(e["times"]) * 1e3, e["compile_time"]] for k, e in best]
+        lines.append(common.table([f"config ({','.join(axes)})", "mean us", "min us", "max us", "compile ms"], rows))
     return lines
 
 
 def main() -> int:
     """Parse the options, record the landscape, write it; 0 when done (also when stopped by the deadline)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None,
-                        help="gzip JSON path (default bench/results/<gpu>/matmul_landscape.json.gz)")
-    parser.add_argument("--size", type=int, nargs="+", default=None, help="M = N = K, or M N K (default 4096; 64 "
-                        "in the interpreter)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="gzip JSON path (default bench/results/<gpu>/matmul_landscape.json.gz)"
+    )
+    parser.add_argument(
+        "--size", type=int, nargs="+", default=None, help="M = N = K, or M N K (default 4096; 64 in the interpreter)"
+    )
     parser.add_argument("--max-minutes", type=float, default=8.0, help="stop measuring after this, write what is done")
     parser.add_argument("--workers", type=int, default=None, help="compile processes (0: compile in this process)")
-    parser.add_argument("--warmup", type=int, default=None, help="untimed launches before the reps (5; 1 in interpreter)")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="untimed launches before the reps (5; 1 in interpreter)"
+    )
     parser.add_argument("--reps", type=int, default=None, help="timed repetitions per config (25; 5 in interpreter)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N configs of the shuffled order")
     parser.add_argument("--seed", type=int, default=0, help="seed of the config order")
@@ -297,7 +340,7 @@ def main() -> int:
     if args.interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     gpu = common.prepare()
-    os.environ["TRITON_CACHE_DIR"] = common.scratch_dir("landscape-triton-")   # before triton is imported
+    os.environ["TRITON_CACHE_DIR"] = common.scratch_dir("landscape-triton-")  # before triton is imported
     import torch
 
     from autotune.timing import make_timer
@@ -315,12 +358,12 @@ def main() -> int:
     out = args.out or common.RESULTS / (gpu_slug(device) if gpu else "cpu_interpreter") / "matmul_landscape.json.gz"
     configs = space(axes)
     random.Random(args.seed).shuffle(configs)
-    configs = configs[:args.limit] if args.limit else configs
+    configs = configs[: args.limit] if args.limit else configs
     deadline = START + args.max_minutes * 60.0
 
     a, b, c = operands(shape, "cuda" if gpu else "cpu")
     ref = matmul_reference(a, b).float()
-    timer = make_timer(on_gpu=gpu)     # the tuner's own: CUDA events, 2x-L2 flush, reps queued behind a GPU sleep
+    timer = make_timer(on_gpu=gpu)  # the tuner's own: CUDA events, 2x-L2 flush, reps queued behind a GPU sleep
 
     def time_reps(fn: Callable[[], Any]) -> list[float]:
         return timer.measure(fn, warmup=warmup, reps=reps)
@@ -328,30 +371,53 @@ def main() -> int:
     check = make_check(c, ref)
     cache: dict[str, dict[str, Any]] = {}
     meta: dict[str, Any] = {
-        "script": "bench/record_landscape.py", "kernel": "kernels/matmul.py::_matmul_kernel", "dtype": "float16",
-        "interpret": interpret, "device": common.device_name(), "versions": common.versions(),
-        "commit": common.git_commit(), "workers": workers, "warmup": warmup, "reps": reps,
-        "l2_flush": "a buffer of twice the L2 zeroed before each rep" if gpu else "none", "order_seed": args.seed, "planned": len(configs),
+        "script": "bench/record_landscape.py",
+        "kernel": "kernels/matmul.py::_matmul_kernel",
+        "dtype": "float16",
+        "interpret": interpret,
+        "device": common.device_name(),
+        "versions": common.versions(),
+        "commit": common.git_commit(),
+        "workers": workers,
+        "warmup": warmup,
+        "reps": reps,
+        "l2_flush": "a buffer of twice the L2 zeroed before each rep" if gpu else "none",
+        "order_seed": args.seed,
+        "planned": len(configs),
         "constraint": f"{MIN_ACC} <= BLOCK_M*BLOCK_N/(32*num_warps) <= {MAX_ACC}",
-        "compile_time": "interpreter: first launch wall ms" if interpret else
-                        f"ms of _matmul_kernel.warmup (a real compile, fresh TRITON_CACHE_DIR), {workers} compile "
-                        "processes at once",
-        "times": "wall ms per rep" if interpret else "CUDA-event ms per rep (autotune.timing.CudaEventTimer): L2 "
-                 "flushed before each, reps queued behind a GPU-side sleep",
-        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        "compile_time": "interpreter: first launch wall ms"
+        if interpret
+        else f"ms of _matmul_kernel.warmup (a real compile, fresh TRITON_CACHE_DIR), {workers} compile "
+        "processes at once",
+        "times": "wall ms per rep"
+        if interpret
+        else "CUDA-event ms per rep (autotune.timing.CudaEventTimer): L2 "
+        "flushed before each, reps queued behind a GPU-side sleep",
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
 
     def document(complete: bool) -> dict[str, Any]:
         meta.update(complete=complete, recorded=len(cache), elapsed_s=round(time.monotonic() - START, 1))
-        return {"device_name": device, "kernel_name": "matmul", "problem_size": list(shape),
-                "tune_params_keys": list(axes), "tune_params": axes, "objective": "time", "cache": cache,
-                "autotune_recorder": meta}
+        return {
+            "device_name": device,
+            "kernel_name": "matmul",
+            "problem_size": list(shape),
+            "tune_params_keys": list(axes),
+            "tune_params": axes,
+            "objective": "time",
+            "cache": cache,
+            "autotune_recorder": meta,
+        }
 
     def on_term(signum: int, frame: Any) -> None:
         raise SystemExit(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_term)
-    print(f"recording {len(configs)} configs of matmul {M}x{N}x{K} fp16 on {device}; {workers} compile workers, "
-          f"{warmup} warmup + {reps} reps, stop after {args.max_minutes} min -> {out}", flush=True)
+    print(
+        f"recording {len(configs)} configs of matmul {M}x{N}x{K} fp16 on {device}; {workers} compile workers, "
+        f"{warmup} warmup + {reps} reps, stop after {args.max_minutes} min -> {out}",
+        flush=True,
+    )
     complete, status, last_write, last_print = False, 0, time.monotonic(), time.monotonic()
     results = compile_results(configs, shape, workers, deadline, args.stall_s)
     try:
@@ -362,8 +428,11 @@ def main() -> int:
             now = time.monotonic()
             if now - last_print >= 10 or len(cache) == len(configs):
                 times = [e["time"] for e in cache.values() if isinstance(e["time"], float)]
-                print(f"[{len(cache):4d}/{len(configs)}] {now - START:6.1f} s  ran {len(times)}, failed "
-                      f"{len(cache) - len(times)}, best {min(times, default=float('nan')) * 1e3:.1f} us", flush=True)
+                print(
+                    f"[{len(cache):4d}/{len(configs)}] {now - START:6.1f} s  ran {len(times)}, failed "
+                    f"{len(cache) - len(times)}, best {min(times, default=float('nan')) * 1e3:.1f} us",
+                    flush=True,
+                )
                 last_print = now
             if now - last_write >= 30:
                 write_landscape(out, document(False))
@@ -382,8 +451,11 @@ def main() -> int:
     if not cache:
         print("nothing recorded", flush=True)
         return status or 1
-    print(f"\n{'complete' if complete else 'INCOMPLETE (time limit or stall)'}: wrote {out} "
-          f"after {time.monotonic() - START:.0f} s", flush=True)
+    print(
+        f"\n{'complete' if complete else 'INCOMPLETE (time limit or stall)'}: wrote {out} "
+        f"after {time.monotonic() - START:.0f} s",
+        flush=True,
+    )
     for line in summary_lines(cache, len(configs), axes, interpret):
         print(line, flush=True)
     return status

@@ -15,6 +15,7 @@ works in a temporary directory of its own, whatever AUTOTUNE_CACHE_DIR says.
 
     python examples/clear_cache.py
 """
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,9 @@ from autotune import autotune, clear_autotune_cache  # noqa: E402
 DEVICE = "cuda" if os.environ.get("TRITON_INTERPRET", "0") != "1" else "cpu"
 # The kernels live in this script's __main__, which a worker process cannot import: they tune in this process,
 # and isolate="off" says so (without it autotune warns once; define them in a module to isolate them).
-SETTINGS = dict(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                tuning={"preset": "fast", "isolate": "off"})
+SETTINGS = dict(
+    space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={"preset": "fast", "isolate": "off"}
+)
 
 
 @autotune(**SETTINGS)
@@ -83,16 +85,16 @@ def main() -> None:
     tune_everything()
     cache_list()
 
-    removed = clear_autotune_cache(add_kernel, key=(256,))        # both dtypes of n=256
+    removed = clear_autotune_cache(add_kernel, key=(256,))  # both dtypes of n=256
     print(f"clear_autotune_cache(add_kernel, key=(256,)) removed {removed} entries (float32 and float64)")
     assert removed == 2
 
-    removed = clear_autotune_cache("scale_kernel")                 # by name: also works in another process
+    removed = clear_autotune_cache("scale_kernel")  # by name: also works in another process
     print(f"clear_autotune_cache('scale_kernel') removed {removed} entry")
     assert removed == 1
     cache_list()
 
-    tune_everything()                                              # the cleared keys tune again
+    tune_everything()  # the cleared keys tune again
     removed = clear_autotune_cache(add_kernel)
     print(f"clear_autotune_cache(add_kernel) removed {removed} entries")
     assert removed == 3
@@ -106,5 +108,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="autotune-clear-") as tmp:
-        os.environ["AUTOTUNE_CACHE_DIR"] = tmp    # never clear the user's real cache
+        os.environ["AUTOTUNE_CACHE_DIR"] = tmp  # never clear the user's real cache
         main()

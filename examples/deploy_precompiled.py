@@ -14,6 +14,7 @@ Everything goes to a temporary directory: your own caches are not touched.
 
     python examples/deploy_precompiled.py
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,12 @@ TARGET = "cuda:90"
 
 # A kernel in a script's __main__ cannot be imported by a worker process, so it tunes in this process:
 # isolate="off" says so and skips the IsolationWarning (define kernels in a module to isolate them).
-@autotune.autotune(space=CartesianSpace(BLOCK=(64, 128, 256, 512), num_warps=(4,)), key=["n"],
-                   grid="(cdiv(n, $BLOCK),)", tuning=autotune.Tuning(isolate="off"))
+@autotune.autotune(
+    space=CartesianSpace(BLOCK=(64, 128, 256, 512), num_warps=(4,)),
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=autotune.Tuning(isolate="off"),
+)
 @triton.jit
 def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -73,15 +78,19 @@ def build(workdir: Path) -> Path:
     for n in SHAPES:
         x, y, out = tensors(n)
         report = precompile(add_kernel, x, y, out, n, targets=[TARGET], winners_only=True)
-        print(f"[build] precompile for {TARGET} (n={n}): {len(report.compiled)} compiled "
-              f"({report.fresh} now, {report.cache_hits} already cached), {len(report.failed)} failed, "
-              f"{report.wall_s:.2f} s")
+        print(
+            f"[build] precompile for {TARGET} (n={n}): {len(report.compiled)} compiled "
+            f"({report.fresh} now, {report.cache_hits} already cached), {len(report.failed)} failed, "
+            f"{report.wall_s:.2f} s"
+        )
         for failure in report.failed:
             print(f"[build]   {dict(failure.config)}: {failure.kind}: {failure.error.splitlines()[-1]}")
     archive = workdir / "deploy.tar.gz"
     manifest = export_archive(archive, kernels=[add_kernel])
-    print(f"[build] exported {archive.name}: {len(manifest.records)} records and {len(manifest.binaries)} compiled "
-          f"kernels for {', '.join(manifest.targets)} (Triton {manifest.triton_version})")
+    print(
+        f"[build] exported {archive.name}: {len(manifest.records)} records and {len(manifest.binaries)} compiled "
+        f"kernels for {', '.join(manifest.targets)} (Triton {manifest.triton_version})"
+    )
     return archive
 
 
@@ -106,16 +115,27 @@ def main() -> None:
 
         # The deployment machine: empty caches, a new process for each step.
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-        env.update(AUTOTUNE_CACHE_DIR=str(workdir / "deploy-autotune"), TRITON_CACHE_DIR=str(workdir / "deploy-triton"),
-                   AUTOTUNE_PROGRESS="0",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
-                                                            env.get("PYTHONPATH", "")])))
+        env.update(
+            AUTOTUNE_CACHE_DIR=str(workdir / "deploy-autotune"),
+            TRITON_CACHE_DIR=str(workdir / "deploy-triton"),
+            AUTOTUNE_PROGRESS="0",
+            PYTHONPATH=os.pathsep.join(
+                filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+            ),
+        )
         print(f"[deploy] $ python -m autotune import {archive.name}")
-        imported = subprocess.run([sys.executable, "-m", "autotune", "import", str(archive), "--json"], env=env,
-                                  capture_output=True, text=True, check=True)
+        imported = subprocess.run(
+            [sys.executable, "-m", "autotune", "import", str(archive), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result = json.loads(imported.stdout)
-        print(f"[deploy] imported {len(result['records_imported'])} records and {len(result['binaries_imported'])} "
-              f"compiled kernels ({len(result['records_skipped'])} + {len(result['binaries_skipped'])} skipped)")
+        print(
+            f"[deploy] imported {len(result['records_imported'])} records and {len(result['binaries_imported'])} "
+            f"compiled kernels ({len(result['records_skipped'])} + {len(result['binaries_skipped'])} skipped)"
+        )
         cubins = sorted(p.parent.name[:12] for p in (workdir / "deploy-triton").glob("*/add_kernel.cubin"))
         print(f"[deploy] Triton's cache now holds {len(cubins)} cubins for {TARGET}: {', '.join(cubins)}")
         served = subprocess.run([sys.executable, __file__, "--serve"], env=env, capture_output=True, text=True)

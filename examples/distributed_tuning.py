@@ -19,6 +19,7 @@ What it shows:
   3. A second call with the same key is a memory hit on every rank: no communication at all.
 Only rank 0 reads and writes the disk cache (AUTOTUNE_CACHE_DIR; a temporary directory when it is not set).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,9 @@ def axpy_kernel(x, y, out, alpha, n, BLOCK: tl.constexpr):
 def tuned(mode: str):
     """The same kernel, autotuned with the given distributed mode (a fresh wrapper, so a fresh memory cache); in this
     process (isolate="off"), since a worker cannot import this script's __main__."""
-    return autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                    tuning=Tuning(preset="fast", distributed=mode, isolate="off"))(axpy_kernel)
+    return autotune(
+        space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(preset="fast", distributed=mode, isolate="off")
+    )(axpy_kernel)
 
 
 def show(kernel, n: int, rank: int, world: int, device: str) -> None:
@@ -62,16 +64,24 @@ def show(kernel, n: int, rank: int, world: int, device: str) -> None:
     kernel(x, y, out, 2.0, n)
     correct = torch.allclose(out, 2.0 * x + y)
     agreement = autotune_distributed.agreements(kernel)[-1] if world > 1 else None
-    mine = sorted((dict(c) for c, r in agreement.measured_by.items() if r == rank),
-                  key=lambda c: (c["BLOCK"], c["num_warps"])) if agreement else "all (no process group)"
+    mine = (
+        sorted(
+            (dict(c) for c, r in agreement.measured_by.items() if r == rank), key=lambda c: (c["BLOCK"], c["num_warps"])
+        )
+        if agreement
+        else "all (no process group)"
+    )
     print(f"[rank {rank}] measured {mine}; launched {dict(kernel.best_config)}; correct: {correct}", flush=True)
     if world > 1:
         launched: list = [None] * world
         dist.all_gather_object(launched, dict(kernel.best_config))
         if rank == 0:
             same = all(c == launched[0] for c in launched)
-            print(f"[rank 0] {agreement.mode}: all {world} ranks launched the same config: {same} "
-                  f"({launched[0]}, found by rank 0: {agreement.source})", flush=True)
+            print(
+                f"[rank 0] {agreement.mode}: all {world} ranks launched the same config: {same} "
+                f"({launched[0]}, found by rank 0: {agreement.source})",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -104,7 +114,7 @@ def main() -> None:
 if __name__ == "__main__":
     if os.environ.get("AUTOTUNE_CACHE_DIR"):
         main()
-    else:   # a private cache, removed at the end, so the example tunes every time and leaves nothing behind
+    else:  # a private cache, removed at the end, so the example tunes every time and leaves nothing behind
         with tempfile.TemporaryDirectory(prefix="autotune-distributed-") as tmp:
             os.environ["AUTOTUNE_CACHE_DIR"] = tmp
             main()

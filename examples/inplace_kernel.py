@@ -9,6 +9,7 @@ one untuned launch.
 
 Runs on a CPU through Triton's interpreter:  python examples/inplace_kernel.py
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,13 @@ def tuned(kernel: object, **safety: object) -> object:
     tune (instead of reusing the winner an earlier run left in the disk cache). `isolate="off"`: the kernels live
     in this script's __main__, which a worker process cannot import, so they tune in this process (said, not warned).
     """
-    return autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                    tuning={"preset": "fast", "force": True, "isolate": "off"}, **safety)(kernel)
+    return autotune(
+        space=SPACE,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning={"preset": "fast", "force": True, "isolate": "off"},
+        **safety,
+    )(kernel)
 
 
 def main() -> None:
@@ -72,7 +78,7 @@ def main() -> None:
     # 1. restore_value: an in-place update tuned safely.
     acc = acc0.clone()
     safe_acc = tuned(accumulate_kernel, restore_value=["acc"])
-    safe_acc(x, acc, n)                      # tunes (dozens of trial launches), then launches the winner
+    safe_acc(x, acc, n)  # tunes (dozens of trial launches), then launches the winner
     ok = torch.equal(acc, untuned)
     print(f"restore_value=['acc']: winner {dict(safe_acc.best_config)}, result == one untuned launch: {ok}")
     assert ok
@@ -82,23 +88,29 @@ def main() -> None:
     unsafe_acc = tuned(accumulate_kernel)
     unsafe_acc(x, acc, n)
     times = ((acc - acc0) / x).median().item()
-    print(f"without restore_value: result == one untuned launch: {torch.equal(acc, untuned)} "
-          f"(x was added about {times:.0f} times)")
+    print(
+        f"without restore_value: result == one untuned launch: {torch.equal(acc, untuned)} "
+        f"(x was added about {times:.0f} times)"
+    )
 
     # 2. reset_to_zero: an atomic accumulation into an output.
     out = torch.zeros(1, device=DEVICE)
     safe_sum = tuned(sum_kernel, reset_to_zero=["out"])
     safe_sum(x, out, n)
     ok = torch.allclose(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)
-    print(f"reset_to_zero=['out']: winner {dict(safe_sum.best_config)}, out == sum(x): {ok} "
-          f"({out.item():.4f} vs {x.sum().item():.4f})")
+    print(
+        f"reset_to_zero=['out']: winner {dict(safe_sum.best_config)}, out == sum(x): {ok} "
+        f"({out.item():.4f} vs {x.sum().item():.4f})"
+    )
     assert ok
 
     out = torch.zeros(1, device=DEVICE)
     unsafe_sum = tuned(sum_kernel)
     unsafe_sum(x, out, n)
-    print(f"without reset_to_zero: out == sum(x): {torch.allclose(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)} "
-          f"(out is {out.item() / x.sum().item():.0f} x sum(x))")
+    print(
+        f"without reset_to_zero: out == sum(x): {torch.allclose(out, x.sum().reshape(1), rtol=1e-4, atol=1e-4)} "
+        f"(out is {out.item() / x.sum().item():.0f} x sum(x))"
+    )
     print("in-place tuning is safe: each tuned result equals one untuned launch")
 
 

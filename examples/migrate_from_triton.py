@@ -20,6 +20,7 @@ temporary one, so every run shows a first tuning.
 
 Runs on a CPU through Triton's interpreter:  python examples/migrate_from_triton.py
 """
+
 from __future__ import annotations
 
 import os
@@ -46,14 +47,18 @@ DEVICE = "cuda" if os.environ.get("TRITON_INTERPRET", "0") != "1" else "cpu"
 def get_cuda_autotune_config():
     # Four of the tutorial's configs, unchanged (the ones with smaller tiles, for the interpreter).
     return [
-        triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=5,
-                      num_warps=2),
-        triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=5,
-                      num_warps=2),
+        triton.Config(
+            {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2
+        ),
     ]
 
 
@@ -62,26 +67,35 @@ def get_cuda_autotune_config():
 #       meta-parameters (e.g., `BLOCK_SIZE_M`) and compilation options (e.g., `num_warps`) to try
 #   - An auto-tuning *key* whose change in values will trigger evaluation of all the
 #       provided configs
-@autotune(                                            # was: @triton.autotune(
+@autotune(  # was: @triton.autotune(
     configs=get_cuda_autotune_config(),
-    key=['M', 'N', 'K'],
+    key=["M", "N", "K"],
 )
 @triton.jit
 def matmul_kernel(
-        # Pointers to matrices
-        a_ptr, b_ptr, c_ptr,
-        # Matrix dimensions
-        M, N, K,
-        # The stride variables represent how much to increase the ptr by when moving by 1
-        # element in a particular dimension. E.g. `stride_am` is how much to increase `a_ptr`
-        # by to get the element one row down (A has M rows).
-        stride_am, stride_ak,  #
-        stride_bk, stride_bn,  #
-        stride_cm, stride_cn,
-        # Meta-parameters
-        BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,  #
-        GROUP_SIZE_M: tl.constexpr,  #
-        ACTIVATION: tl.constexpr  #
+    # Pointers to matrices
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    # Matrix dimensions
+    M,
+    N,
+    K,
+    # The stride variables represent how much to increase the ptr by when moving by 1
+    # element in a particular dimension. E.g. `stride_am` is how much to increase `a_ptr`
+    # by to get the element one row down (A has M rows).
+    stride_am,
+    stride_ak,  #
+    stride_bk,
+    stride_bn,  #
+    stride_cm,
+    stride_cn,
+    # Meta-parameters
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,  #
+    GROUP_SIZE_M: tl.constexpr,  #
+    ACTIVATION: tl.constexpr,  #
 ):
     """Kernel for computing the matmul C = A x B.
     A has shape (M, K), B has shape (K, N) and C has shape (M, N)
@@ -147,14 +161,21 @@ def matmul(a, b, activation="", kernel=matmul_kernel):
     # Allocates output.
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     # 1D launch kernel where each block gets its own program.
-    grid = lambda META: (triton.cdiv(M, META['BLOCK_SIZE_M']) * triton.cdiv(N, META['BLOCK_SIZE_N']), )  # noqa: E731
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
     kernel[grid](
-        a, b, c,  #
-        M, N, K,  #
-        a.stride(0), a.stride(1),  #
-        b.stride(0), b.stride(1),  #
-        c.stride(0), c.stride(1),  #
-        ACTIVATION=activation  #
+        a,
+        b,
+        c,  #
+        M,
+        N,
+        K,  #
+        a.stride(0),
+        a.stride(1),  #
+        b.stride(0),
+        b.stride(1),  #
+        c.stride(0),
+        c.stride(1),  #
+        ACTIVATION=activation,  #
     )
     return c
 
@@ -165,29 +186,35 @@ def main() -> None:
     b = torch.rand((32, 48), device=DEVICE, dtype=torch.float16) - 0.5
 
     kernel = matmul_kernel
-    triton_output = matmul(a, b)                                 # tunes the key (32, 48, 32)
+    triton_output = matmul(a, b)  # tunes the key (32, 48, 32)
     torch_output = torch.matmul(a.float(), b.float()).half()
     match = torch.allclose(triton_output, torch_output, atol=1e-2, rtol=0)
     print(f"Triton and Torch match: {match}")
     print(f"best_config: {kernel.best_config}")
-    print(f"tuned {len(kernel.configs_timings)} configs in {kernel.bench_time:.2f}s "
-          f"({'interpreter, wall clock' if DEVICE == 'cpu' else 'GPU'}):")
+    print(
+        f"tuned {len(kernel.configs_timings)} configs in {kernel.bench_time:.2f}s "
+        f"({'interpreter, wall clock' if DEVICE == 'cpu' else 'GPU'}):"
+    )
     for config, (median, p20, p80) in kernel.configs_timings.items():
         mark = "  <- winner" if config is kernel.best_config else ""
-        print(f"  {config.kwargs} num_warps={config.num_warps} num_stages={config.num_stages}: "
-              f"median {median:.3f} ms (p20 {p20:.3f}, p80 {p80:.3f}){mark}")
+        print(
+            f"  {config.kwargs} num_warps={config.num_warps} num_stages={config.num_stages}: "
+            f"median {median:.3f} ms (p20 {p20:.3f}, p80 {p80:.3f}){mark}"
+        )
     print(f"cache: {[(key, str(config.kwargs)) for key, config in kernel.cache.items()]}")
 
     # The next process decorates the same kernel afresh: an empty memory cache in front of the disk.
     # (cache_info() counts per kernel name in this process, so compare before and after.)
     before = kernel.cache_info()
-    next_process = autotune(configs=get_cuda_autotune_config(), key=['M', 'N', 'K'])(matmul_kernel.fn)
+    next_process = autotune(configs=get_cuda_autotune_config(), key=["M", "N", "K"])(matmul_kernel.fn)
     again = matmul(a, b, kernel=next_process)
     after = next_process.cache_info()
     from_disk = after["disk_hits"] == before["disk_hits"] + 1 and after["tunings"] == before["tunings"]
-    print(f"next process: winner read from the disk cache without tuning: {from_disk}, "
-          f"same winner: {str(next_process.best_config) == str(kernel.best_config)}, "
-          f"output equal: {torch.equal(again, triton_output)}")
+    print(
+        f"next process: winner read from the disk cache without tuning: {from_disk}, "
+        f"same winner: {str(next_process.best_config) == str(kernel.best_config)}, "
+        f"output equal: {torch.equal(again, triton_output)}"
+    )
     assert match
     print("migrated from triton.autotune by changing one import")
 

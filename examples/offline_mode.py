@@ -9,6 +9,7 @@ This script plays both parts:
 The cache directory is AUTOTUNE_CACHE_DIR; when it is not set, the example uses a temporary one so
 it leaves nothing behind.  Run:  python examples/offline_mode.py
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,8 @@ add = autotune_decorator(
     space={"BLOCK": (64, 128, 256, 512)},
     key=["n"],
     grid="(cdiv(n, $BLOCK),)",
-    fallback={"BLOCK": 128},      # what an untuned key launches offline (default: the space's first config)
-    tuning={"preset": "fast", "isolate": "off"},   # in-process: a worker cannot import this script's __main__
+    fallback={"BLOCK": 128},  # what an untuned key launches offline (default: the space's first config)
+    tuning={"preset": "fast", "isolate": "off"},  # in-process: a worker cannot import this script's __main__
 )(add_kernel)
 
 
@@ -67,8 +68,10 @@ def tune_then_serve() -> int:
     """Part 1: tune n = TUNED_N here, then run part 2 in a fresh process with AUTOTUNE_OFFLINE=1."""
     assert launch(TUNED_N)
     how = "tuned" if add.cache_info()["tunings"] else "found in the cache (an earlier run tuned)"
-    print(f"[tuning process] n={TUNED_N} {how}: winner {dict(add.best_config)} of {len(add.configs)} configs, "
-          f"stored in {os.environ['AUTOTUNE_CACHE_DIR']}")
+    print(
+        f"[tuning process] n={TUNED_N} {how}: winner {dict(add.best_config)} of {len(add.configs)} configs, "
+        f"stored in {os.environ['AUTOTUNE_CACHE_DIR']}"
+    )
     env = {**os.environ, "AUTOTUNE_OFFLINE": "1"}
     child = subprocess.run([sys.executable, __file__, "--serve", str(dict(add.best_config)["BLOCK"])], env=env)
     return child.returncode
@@ -80,21 +83,34 @@ def serve(expected_block: int) -> int:
         warnings.simplefilter("always")
         ok_hit = launch(TUNED_N)
         hit_config = dict(add.best_config)
-        ok_miss = all(launch(UNTUNED_N) for _ in range(3))          # three calls, one warning
+        ok_miss = all(launch(UNTUNED_N) for _ in range(3))  # three calls, one warning
         miss_config = dict(add.best_config)
     offline_warnings = [w for w in caught if "AUTOTUNE_OFFLINE" in str(w.message)]
     counters = autotune.stats()["add_kernel"]
     print(f"[offline process] hit  n={TUNED_N}: launched the stored winner {hit_config}, correct: {ok_hit}")
-    print(f"[offline process] miss n={UNTUNED_N} (3 calls): launched the fallback {miss_config} untuned, "
-          f"correct: {ok_miss}; warnings: {len(offline_warnings)}")
+    print(
+        f"[offline process] miss n={UNTUNED_N} (3 calls): launched the fallback {miss_config} untuned, "
+        f"correct: {ok_miss}; warnings: {len(offline_warnings)}"
+    )
     for w in offline_warnings:
         print(f"    warning: {w.message}")
-    print(f"[offline process] stats: tunings={counters['tunings']} disk_hits={counters['disk_hits']} "
-          f"misses={counters['misses']}")
-    good = (ok_hit and ok_miss and hit_config == {"BLOCK": expected_block} and miss_config == {"BLOCK": 128}
-            and len(offline_warnings) == 1 and counters["tunings"] == 0)
-    print("offline mode: hit used the tuned winner, miss used the fallback and warned once" if good else
-          "offline mode did not behave as expected")
+    print(
+        f"[offline process] stats: tunings={counters['tunings']} disk_hits={counters['disk_hits']} "
+        f"misses={counters['misses']}"
+    )
+    good = (
+        ok_hit
+        and ok_miss
+        and hit_config == {"BLOCK": expected_block}
+        and miss_config == {"BLOCK": 128}
+        and len(offline_warnings) == 1
+        and counters["tunings"] == 0
+    )
+    print(
+        "offline mode: hit used the tuned winner, miss used the fallback and warned once"
+        if good
+        else "offline mode did not behave as expected"
+    )
     return 0 if good else 1
 
 

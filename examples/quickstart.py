@@ -5,6 +5,7 @@ must be set before triton is imported, which this script does for you).
 
     python examples/quickstart.py
 """
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,9 @@ def main() -> None:
     x, y = torch.randn(n, device=device), torch.randn(n, device=device)
     out = torch.empty_like(x)
 
-    add_kernel(x, y, out, n)               # first call for n: tunes every config, launches the winner
+    add_kernel(x, y, out, n)  # first call for n: tunes every config, launches the winner
     torch.testing.assert_close(out, x + y)
-    add_kernel(x, y, out, n)               # same key: the cached winner, no tuning
+    add_kernel(x, y, out, n)  # same key: the cached winner, no tuning
 
     print(f"device: {device if device == 'cuda' else 'cpu (Triton interpreter)'}")
     print(f"space: {len(add_kernel.configs)} configs; winner: {add_kernel.best_config}")

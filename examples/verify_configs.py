@@ -8,6 +8,7 @@ fails is skipped with a warning, recorded as `verify_failed`, and can never win.
 
 Runs on a CPU through Triton's interpreter:  python examples/verify_configs.py
 """
+
 from __future__ import annotations
 
 import os
@@ -63,7 +64,7 @@ def tuned_add(verify: object) -> object:
     return autotune(
         space={"BLOCK": (16, 32, 64)},
         key=["n"],
-        grid="(n // $BLOCK,)",          # the bug: should be cdiv(n, $BLOCK)
+        grid="(n // $BLOCK,)",  # the bug: should be cdiv(n, $BLOCK)
         verify=verify,
         setup=poison_out,
         # force: tune on every run of the example rather than reuse an earlier run's cached winner
@@ -79,15 +80,15 @@ def run(label: str, verify: object) -> bool:
     kernel = tuned_add(verify)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        kernel(x, y, torch.empty(n, device=DEVICE), n)           # tunes
+        kernel(x, y, torch.empty(n, device=DEVICE), n)  # tunes
     for w in caught:
-        if not issubclass(w.category, IsolationWarning):      # the script's kernels tune in-process: noted apart
+        if not issubclass(w.category, IsolationWarning):  # the script's kernels tune in-process: noted apart
             print(f"  warning: {str(w.message)[:150]}")
     trials = kernel.record().trials
     for trial in trials:
         print(f"  {dict(trial.config)}: {trial.status.value}")
     out = torch.zeros(n, device=DEVICE)
-    kernel(x, y, out, n)                                          # the winner, on a fresh output
+    kernel(x, y, out, n)  # the winner, on a fresh output
     correct = torch.allclose(out, x + y)
     rejected = [dict(t.config) for t in trials if t.status.value == "verify_failed"]
     print(f"{label}: rejected {rejected}, winner {dict(kernel.best_config)}, output correct: {correct}")
@@ -97,10 +98,15 @@ def run(label: str, verify: object) -> bool:
 def main() -> None:
     """The same buggy space unverified, verified against a torch reference, and with a callable."""
     unverified = run("verify=None", None)
-    print("  (without verify, the fastest config wins even though it is wrong)" if not unverified else
-          "  (without verify, a correct config happened to be fastest this time)")
-    assert run("verify=Reference(add_reference, outputs=('out',))",
-               Reference(add_reference, outputs=("out",), atol=1e-6, rtol=1e-6))
+    print(
+        "  (without verify, the fastest config wins even though it is wrong)"
+        if not unverified
+        else "  (without verify, a correct config happened to be fastest this time)"
+    )
+    assert run(
+        "verify=Reference(add_reference, outputs=('out',))",
+        Reference(add_reference, outputs=("out",), atol=1e-6, rtol=1e-6),
+    )
     assert run("verify=out_is_sum", out_is_sum)
     print("verification rejected the wrong config; the winners compute x + y")
 

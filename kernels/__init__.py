@@ -7,6 +7,7 @@ factory returning an `@autotune`-decorated kernel, the default instance built fr
 Import what you need (`from kernels.matmul import matmul`); the package imports no submodule itself, so
 that `kernels.matmul` stays the module rather than being shadowed by the function of the same name.
 """
+
 from __future__ import annotations
 
 __all__ = ["vector_add", "softmax", "matmul", "layer_norm"]

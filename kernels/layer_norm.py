@@ -6,9 +6,10 @@ block and wide rows (beyond what fits in registers) still work: the space pairs 
 with num_warps 1..16 such that every thread handles 2 to 16 elements per chunk. The key is the row
 width N (the number of rows only sets the grid).
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import triton
@@ -27,8 +28,7 @@ CPU_SPACE = CartesianSpace(BLOCK_SIZE=(32, 128), num_warps=(4,))
 
 
 @triton.jit
-def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, x_row_stride, y_row_stride, M, N, eps,
-                           BLOCK_SIZE: tl.constexpr):
+def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, x_row_stride, y_row_stride, M, N, eps, BLOCK_SIZE: tl.constexpr):
     """Normalise row `program_id(0)` of x (M rows of N) into y, chunk by chunk."""
     row = tl.program_id(0).to(tl.int64)
     x_ptr += row * x_row_stride
@@ -68,16 +68,23 @@ def make_layer_norm(space: Any = SPACE, **autotune_kwargs: Any) -> Any:
 layer_norm_kernel = make_layer_norm()
 
 
-def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
-               eps: float = 1e-5, *, kernel: Optional[Any] = None) -> torch.Tensor:
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    kernel: Any | None = None,
+) -> torch.Tensor:
     """Layer norm of `x` over its last dimension with optional affine `weight`/`bias` of shape (N,), in x's dtype."""
     if x.dim() == 0:
         raise ValueError("layer_norm: x must have at least one dimension")
     N = x.shape[-1]
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and (t.shape != (N,) or t.device != x.device):
-            raise ValueError(f"layer_norm: {name} must have shape ({N},) on {x.device}; "
-                             f"got {tuple(t.shape)} on {t.device}")
+            raise ValueError(
+                f"layer_norm: {name} must have shape ({N},) on {x.device}; got {tuple(t.shape)} on {t.device}"
+            )
     if weight is None:
         weight = torch.ones(N, dtype=x.dtype, device=x.device)
     if bias is None:
@@ -93,8 +100,9 @@ def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Opt
     return y.reshape(x.shape)
 
 
-def layer_norm_reference(x: torch.Tensor, weight: Optional[torch.Tensor] = None,
-                         bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
+def layer_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = 1e-5
+) -> torch.Tensor:
     """The torch result `layer_norm` must match: `torch.nn.functional.layer_norm` in fp32, cast to x's dtype."""
     w = weight.float() if weight is not None else None
     b = bias.float() if bias is not None else None

@@ -11,9 +11,10 @@ and be skipped). On a GPU, fp32 inputs go through TF32 tensor cores (tl.dot's de
 torch does with allow_tf32; the interpreter computes them exactly.
 Offsets are int32, as in the tutorial: operands up to 2**31 elements.
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import triton
@@ -22,8 +23,14 @@ import triton.language as tl
 from autotune import CartesianSpace, autotune
 
 SPACE = (
-    CartesianSpace(BLOCK_M=(32, 64, 128), BLOCK_N=(32, 64, 128), BLOCK_K=(32, 64), GROUP_M=(8,),
-                   num_warps=(4, 8), num_stages=(3, 4))
+    CartesianSpace(
+        BLOCK_M=(32, 64, 128),
+        BLOCK_N=(32, 64, 128),
+        BLOCK_K=(32, 64),
+        GROUP_M=(8,),
+        num_warps=(4, 8),
+        num_stages=(3, 4),
+    )
     .where("$BLOCK_M * $BLOCK_N >= 256 * $num_warps")
     .where("$num_stages * ($BLOCK_M + $BLOCK_N) * $BLOCK_K * 2 <= 98304")
 )
@@ -31,23 +38,45 @@ SPACE = (
 # BLOCK_K to 128, GROUP_M 1 or 8, 2..8 warps, 2..5 stages; 888 of the 1,152 configs keep 8 to 128 fp32
 # accumulators per thread. Shared memory is not estimated: a config over a GPU's limit fails to load and is skipped.
 WIDE_SPACE = (
-    CartesianSpace(BLOCK_M=(32, 64, 128, 256), BLOCK_N=(32, 64, 128, 256), BLOCK_K=(32, 64, 128), GROUP_M=(1, 8),
-                   num_warps=(2, 4, 8), num_stages=(2, 3, 4, 5))
+    CartesianSpace(
+        BLOCK_M=(32, 64, 128, 256),
+        BLOCK_N=(32, 64, 128, 256),
+        BLOCK_K=(32, 64, 128),
+        GROUP_M=(1, 8),
+        num_warps=(2, 4, 8),
+        num_stages=(2, 3, 4, 5),
+    )
     .where("$BLOCK_M * $BLOCK_N >= 8 * 32 * $num_warps")
     .where("$BLOCK_M * $BLOCK_N <= 128 * 32 * $num_warps")
 )
 # Four configs for Triton's CPU interpreter (tl.dot needs every block dim >= 16); GROUP_M=2 so that the
 # grouped order wraps on the small test matrices.
-CPU_SPACE = CartesianSpace(BLOCK_M=(16, 32), BLOCK_N=(32,), BLOCK_K=(16, 32), GROUP_M=(2,),
-                           num_warps=(4,), num_stages=(2,))
+CPU_SPACE = CartesianSpace(
+    BLOCK_M=(16, 32), BLOCK_N=(32,), BLOCK_K=(16, 32), GROUP_M=(2,), num_warps=(4,), num_stages=(2,)
+)
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     """One BLOCK_M x BLOCK_N tile of C, accumulated in fp32 over K in BLOCK_K steps."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -92,7 +121,7 @@ def make_matmul(space: Any = SPACE, **autotune_kwargs: Any) -> Any:
 matmul_kernel = make_matmul()
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: Optional[Any] = None) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: Any | None = None) -> torch.Tensor:
     """`a @ b` for 2-D `a` (M, K) and `b` (K, N) of one dtype (fp16, bf16 or fp32); the result is in that dtype."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: expected (M, K) @ (K, N); got {tuple(a.shape)} @ {tuple(b.shape)}")

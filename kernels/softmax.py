@@ -8,9 +8,10 @@ the two things the best config depends on.
 Rows wider than Triton's per-block limit (2**20 elements) are not supported; past ~16K fp32 columns a
 looped kernel would beat this one, which keeps a row in registers.
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import triton
@@ -24,8 +25,16 @@ CPU_SPACE = CartesianSpace(ROWS_PER_PROGRAM=(1, 2), num_warps=(4,))
 
 
 @triton.jit
-def _softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
-                    BLOCK_SIZE: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr):
+def _softmax_kernel(
+    out_ptr,
+    in_ptr,
+    in_row_stride,
+    out_row_stride,
+    n_rows,
+    n_cols,
+    BLOCK_SIZE: tl.constexpr,
+    ROWS_PER_PROGRAM: tl.constexpr,
+):
     """Softmax of rows [pid * ROWS_PER_PROGRAM, +ROWS_PER_PROGRAM), each held as one BLOCK_SIZE vector."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -53,7 +62,7 @@ def make_softmax(space: Any = SPACE, **autotune_kwargs: Any) -> Any:
 softmax_kernel = make_softmax()
 
 
-def softmax(x: torch.Tensor, *, kernel: Optional[Any] = None) -> torch.Tensor:
+def softmax(x: torch.Tensor, *, kernel: Any | None = None) -> torch.Tensor:
     """Softmax over the last dimension of `x` (any leading shape), in `x`'s dtype, computed in fp32."""
     if x.dim() == 0:
         raise ValueError("softmax: x must have at least one dimension")

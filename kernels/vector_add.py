@@ -5,9 +5,10 @@ space pairs BLOCK_SIZE with num_warps so that every thread handles 4 to 16 eleme
 vectorise to 128 bits, and no thread holds so many values that it spills), and the key buckets the
 length to a power of two so that nearby sizes share one tuning.
 """
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import triton
@@ -46,11 +47,13 @@ def make_add(space: Any = SPACE, **autotune_kwargs: Any) -> Any:
 add_kernel = make_add()
 
 
-def add(x: torch.Tensor, y: torch.Tensor, *, kernel: Optional[Any] = None) -> torch.Tensor:
+def add(x: torch.Tensor, y: torch.Tensor, *, kernel: Any | None = None) -> torch.Tensor:
     """`x + y` for two tensors of one shape, dtype and device, computed by the tuned kernel (or `kernel`)."""
     if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
-        raise ValueError(f"add: x and y must match in shape, dtype and device; got {tuple(x.shape)} {x.dtype} "
-                         f"{x.device} and {tuple(y.shape)} {y.dtype} {y.device}")
+        raise ValueError(
+            f"add: x and y must match in shape, dtype and device; got {tuple(x.shape)} {x.dtype} "
+            f"{x.device} and {tuple(y.shape)} {y.dtype} {y.device}"
+        )
     x_c, y_c = x.contiguous(), y.contiguous()
     out = torch.empty_like(x_c)
     n_elements = out.numel()

@@ -1,15 +1,15 @@
 """Writing hand-made records into the disk cache, as a tuning elsewhere would have: through the disk tier."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 from autotune.record import TuningRecord
 from autotune.storage import DiskCache, EntryRef
 
 
-def write_record(record: TuningRecord, directory: Optional[str | os.PathLike] = None) -> Path:
+def write_record(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
     """File `record` as the entry of its kernel, device, key and dtypes (under its lock); return its path."""
     disk = DiskCache(directory)
     entry = EntryRef.of(record)
@@ -22,7 +22,7 @@ def write_record(record: TuningRecord, directory: Optional[str | os.PathLike] = 
     return disk.path(entry)
 
 
-def file_signature(path: Path) -> Optional[tuple]:
+def file_signature(path: Path) -> tuple | None:
     """What identifies one version of a file (a rename onto it makes a new one), or None when absent."""
     try:
         st = path.lstat()

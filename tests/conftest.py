@@ -1,4 +1,5 @@
 """Test configuration: run Triton through its CPU interpreter unless a CUDA GPU is present."""
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
     """Every test gets its own cache directory and no AUTOTUNE_* mode switches from the outside."""
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
     for name in [n for n in os.environ if n.startswith("AUTOTUNE_") and n != "AUTOTUNE_CACHE_DIR"]:
-        monkeypatch.delenv(name)   # AUTOTUNE_MODE=online, AUTOTUNE_ISOLATE, AUTOTUNE_FORCE ... in the shell
+        monkeypatch.delenv(name)  # AUTOTUNE_MODE=online, AUTOTUNE_ISOLATE, AUTOTUNE_FORCE ... in the shell
     from autotune.storage.remote import clear_remote_settings
 
     clear_remote_settings()
@@ -54,8 +55,9 @@ def redis_server(tmp_path):
     from redis_process import RedisProcess, redis_server_path
 
     if redis_server_path() is None:
-        pytest.skip("redis-server is not installed (Debian: apt-get install redis-server); the Redis tier needs a "
-                    "real one")
+        pytest.skip(
+            "redis-server is not installed (Debian: apt-get install redis-server); the Redis tier needs a real one"
+        )
     server = RedisProcess(tmp_path / "redis")
     yield server
     server.stop()

@@ -3,6 +3,7 @@
 Compiling needs no GPU; launching does. Scripts using this set it active before compiling anything and never
 launch. It must run in a process without TRITON_INTERPRET=1 (where `@triton.jit` is the real JIT).
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """Kernels for the isolation tests, importable by module and name as a worker needs them. One config loads from
 a wild pointer (SIGSEGV in Triton's interpreter), one loops forever; the others add two vectors."""
+
 import os
 import signal
 import time
@@ -11,13 +12,19 @@ import triton.language as tl
 from autotune import Tuning, autotune
 from autotune.compilers import FunctionCompiler
 
-SPACE = [{"BLOCK": 64, "MODE": 0}, {"BLOCK": 128, "MODE": 0}, {"BLOCK": 32, "MODE": 1}, {"BLOCK": 32, "MODE": 2},
-         {"BLOCK": 256, "MODE": 0}]
+SPACE = [
+    {"BLOCK": 64, "MODE": 0},
+    {"BLOCK": 128, "MODE": 0},
+    {"BLOCK": 32, "MODE": 1},
+    {"BLOCK": 32, "MODE": 2},
+    {"BLOCK": 256, "MODE": 0},
+]
 
 
 def tuning(isolate: str) -> Tuning:
-    return Tuning(isolate=isolate, trial_timeout_s=8.0, compile_workers=0, warmup=0, reps=2, refine_topk=2,
-                  refine_reps=2)
+    return Tuning(
+        isolate=isolate, trial_timeout_s=8.0, compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=2
+    )
 
 
 @autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=tuning("process"))
@@ -25,13 +32,13 @@ def tuning(isolate: str) -> Tuning:
 def crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    if MODE == 1:                                   # a wild pointer: the interpreter dies with SIGSEGV
+    if MODE == 1:  # a wild pointer: the interpreter dies with SIGSEGV
         value = tl.load(x + offs + (1 << 40))
     else:
         value = tl.load(x + offs, mask=mask)
-    if MODE == 2:                                   # never ends, on a GPU too: `i += 1` alone let LLVM drop the
-        i = 0                                       # loop (signed overflow is undefined), so MODE 2 ran as an add;
-        while i >= 0:                               # cycling through 0..6 keeps a real branch back in the PTX
+    if MODE == 2:  # never ends, on a GPU too: `i += 1` alone let LLVM drop the
+        i = 0  # loop (signed overflow is undefined), so MODE 2 ran as an add;
+        while i >= 0:  # cycling through 0..6 keeps a real branch back in the PTX
             i = (i + 1) % 7
         value += i
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
@@ -54,17 +61,25 @@ def crashy_add_auto(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=1))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=1),
+)
 @triton.jit
-def plain_add(x, y, out, n, BLOCK: tl.constexpr = 16):      # a tuned constexpr with a default value
+def plain_add(x, y, out, n, BLOCK: tl.constexpr = 16):  # a tuned constexpr with a default value
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=0),
+)
 @triton.jit
 def plain_mul(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -102,8 +117,13 @@ def _mark_measurement(**named) -> None:
     (_gate() / f"measure-{os.getpid()}").touch()
 
 
-@autotune(space={"BLOCK": [32, 64, 128, 16]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=_mark_measurement,
-          tuning=Tuning(isolate="process", trial_timeout_s=120, compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64, 128, 16]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    setup=_mark_measurement,
+    tuning=Tuning(isolate="process", trial_timeout_s=120, compile_workers=2, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
 def gated_add(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -114,33 +134,42 @@ def gated_add(x, y, out, n, BLOCK: tl.constexpr):
 gated_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_gated_compile)
 
 
-SETUP_PIDS: list = []      # os.getpid() of every process that ran default_add's setup= in this interpreter
+SETUP_PIDS: list = []  # os.getpid() of every process that ran default_add's setup= in this interpreter
 
 
 def _note_pid(**named) -> None:
     SETUP_PIDS.append(os.getpid())
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=_note_pid,
-          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    setup=_note_pid,
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def default_add(x, y, out, n, BLOCK: tl.constexpr):      # isolate left unset: AUTOTUNE_ISOLATE, else "auto"
+def default_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: AUTOTUNE_ISOLATE, else "auto"
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
 @triton.jit
-def plain_jit_add(x, y, out, n, BLOCK: tl.constexpr):   # autotuned elsewhere: its module name holds the jit kernel
+def plain_jit_add(x, y, out, n, BLOCK: tl.constexpr):  # autotuned elsewhere: its module name holds the jit kernel
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
-@autotune(space={"BLOCK": [128, 256, 512, 1024]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=2, trial_timeout_s=120, refine_topk=2))
+@autotune(
+    space={"BLOCK": [128, 256, 512, 1024]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=2, trial_timeout_s=120, refine_topk=2),
+)
 @triton.jit
-def gpu_add(x, y, out, n, BLOCK: tl.constexpr):          # the GPU test of compile workers + the parent's launch
+def gpu_add(x, y, out, n, BLOCK: tl.constexpr):  # the GPU test of compile workers + the parent's launch
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
@@ -155,9 +184,13 @@ def poisoning_verify(x, y, out, n) -> bool:
     return True
 
 
-@autotune(space=[{"BLOCK": 64, "WRONG": 0}, {"BLOCK": 32, "WRONG": 1}, {"BLOCK": 128, "WRONG": 0}], key=["n"],
-          grid="(cdiv(n, $BLOCK),)", verify=poisoning_verify,
-          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space=[{"BLOCK": 64, "WRONG": 0}, {"BLOCK": 32, "WRONG": 1}, {"BLOCK": 128, "WRONG": 0}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    verify=poisoning_verify,
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
 def poisoning_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -174,10 +207,14 @@ def negate(v):
     return -v
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def apply_add(x, y, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):   # FN: a @triton.jit function (no pickle)
+def apply_add(x, y, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):  # FN: a @triton.jit function (no pickle)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, FN(tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)), mask=mask)
@@ -185,11 +222,15 @@ def apply_add(x, y, out, n, FN: tl.constexpr, BLOCK: tl.constexpr):   # FN: a @t
 
 def _slow_compile(config) -> None:
     if config["BLOCK"] == 64:
-        time.sleep(3600)                             # a compile that never ends, as far as the test can tell
+        time.sleep(3600)  # a compile that never ends, as far as the test can tell
 
 
-@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=2, compile_timeout_s=3, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64, 128]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=2, compile_timeout_s=3, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
 def slow_compile_add(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -206,12 +247,16 @@ def _hanging_compile(config) -> None:
     if config["BLOCK"] == 64:
         mark = Path(os.environ["AUTOTUNE_TEST_HANG_MARK"])
         mark.with_suffix(".tmp").write_text(str(os.getpid()))
-        mark.with_suffix(".tmp").rename(mark)          # the test never reads half a pid
+        mark.with_suffix(".tmp").rename(mark)  # the test never reads half a pid
         time.sleep(3600)
 
 
-@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",   # no timeout of any kind
-          tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64, 128]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",  # no timeout of any kind
+    tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
 def hanging_compile_add(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -225,24 +270,33 @@ hanging_compile_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_
 def buggy_verify(x, y, out, n) -> bool:
     import torch
 
-    return torch.allclose(out)       # the user's bug: a TypeError in every config's check, the caller's to fix
+    return torch.allclose(out)  # the user's bug: a TypeError in every config's check, the caller's to fix
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=buggy_verify,
-          tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    verify=buggy_verify,
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def buggy_verify_add(x, y, out, n, BLOCK: tl.constexpr):   # isolate left unset: the test sets AUTOTUNE_ISOLATE
+def buggy_verify_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: the test sets AUTOTUNE_ISOLATE
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
 def _unconfigured_toolchain(tuned, prepare):
-    raise RuntimeError("my_toolchain is not configured")   # the user's setup, the same for every config
+    raise RuntimeError("my_toolchain is not configured")  # the user's setup, the same for every config
 
 
-@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64, 128]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=2, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
 def unconfigured_compiler_add(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -253,13 +307,17 @@ def unconfigured_compiler_add(x, y, out, n, BLOCK: tl.constexpr):
 unconfigured_compiler_add.compiler_factory = _unconfigured_toolchain
 
 
-@autotune(space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 128, "MODE": 0}, {"BLOCK": 32, "MODE": 1},
-                 {"BLOCK": 16, "MODE": 1}], key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", distributed="shard", trial_timeout_s=60.0, compile_workers=0, warmup=0,
-                        reps=1, refine_topk=0))
+@autotune(
+    space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 128, "MODE": 0}, {"BLOCK": 32, "MODE": 1}, {"BLOCK": 16, "MODE": 1}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(
+        isolate="process", distributed="shard", trial_timeout_s=60.0, compile_workers=0, warmup=0, reps=1, refine_topk=0
+    ),
+)
 @triton.jit
-def shard_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):   # dealt over 2 ranks: one of
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)                     # each rank's two configs segfaults
+def shard_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):  # dealt over 2 ranks: one of
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # each rank's two configs segfaults
     mask = offs < n
     if MODE == 1:
         value = tl.load(x + offs + (1 << 40))
@@ -268,10 +326,14 @@ def shard_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):   #
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
 
 
-@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [32, 64]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def strided_add(x, x_stride, y, out, n, BLOCK: tl.constexpr):    # x may be a broadcast view (stride 0)
+def strided_add(x, x_stride, y, out, n, BLOCK: tl.constexpr):  # x may be a broadcast view (stride 0)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs * x_stride, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
@@ -283,19 +345,28 @@ def _sums(x, y, out, n) -> bool:
     return bool(torch.allclose(out, x + y))
 
 
-@autotune(space=[{"BLOCK": 32, "WRONG": 0}, {"BLOCK": 64, "WRONG": 1}], key=["n"], grid="(cdiv(n, $BLOCK),)",
-          verify=_sums, tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space=[{"BLOCK": 32, "WRONG": 0}, {"BLOCK": 64, "WRONG": 1}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    verify=_sums,
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def verified_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):   # isolate: the test's AUTOTUNE_ISOLATE
+def verified_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):  # isolate: the test's AUTOTUNE_ISOLATE
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask) + WRONG, mask=mask)
 
 
-@autotune(space={"BLOCK": [24, 48]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0))
+@autotune(
+    space={"BLOCK": [24, 48]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
 @triton.jit
-def not_a_power_of_two_add(x, y, out, n, BLOCK: tl.constexpr):   # every config fails the same way (tl.arange)
+def not_a_power_of_two_add(x, y, out, n, BLOCK: tl.constexpr):  # every config fails the same way (tl.arange)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)

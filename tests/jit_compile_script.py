@@ -8,6 +8,7 @@
   nested     a tuning started inside another one's compile session (a setup=/verify= that tunes a kernel),
              whose first compile hangs past its timeout
 """
+
 from __future__ import annotations
 
 import json
@@ -26,15 +27,15 @@ import fake_gpu  # noqa: E402
 fake_gpu.activate()
 
 import torch  # noqa: E402
+from kernels_for_tests import accumulate_kernel, add_kernel  # noqa: E402
 from triton.runtime import _async_compile  # noqa: E402
 
 from autotune import Config  # noqa: E402
 from autotune.compilers import JitCompiler  # noqa: E402
 from autotune.pipeline import compile_in_order_of_completion  # noqa: E402
-from kernels_for_tests import accumulate_kernel, add_kernel  # noqa: E402
 
 X = torch.randn(1000)
-GATE = threading.Event()      # the hanging compile waits for this (at most a minute)
+GATE = threading.Event()  # the hanging compile waits for this (at most a minute)
 
 
 def pool() -> dict:
@@ -74,7 +75,7 @@ def pool() -> dict:
 
 def hang_first_compile(kernel) -> None:
     """The first compile of `kernel` waits on GATE; the others run normally."""
-    kernel.device_caches[0]           # the JIT sets up its compile function with its first device cache
+    kernel.device_caches[0]  # the JIT sets up its compile function with its first device cache
     real, first = kernel.compile, threading.Lock()
 
     def compile(*args, **kwargs):
@@ -115,21 +116,24 @@ def interrupt() -> dict:
     hang_first_compile(add_kernel)
 
     def ctrl_c(*_):
-        GATE.set()          # the hanging compile may finish now; the pool's shutdown waits for it
+        GATE.set()  # the hanging compile may finish now; the pool's shutdown waits for it
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGALRM, ctrl_c)
     interrupted = False
     try:
         with compile_in_order_of_completion([Config(BLOCK=64), Config(BLOCK=128)], add_compiler(), workers=2) as outs:
-            next(outs)                                    # the compile that did not hang
-            signal.setitimer(signal.ITIMER_REAL, 0.5)     # Ctrl-C while leaving waits for the hanging one
+            next(outs)  # the compile that did not hang
+            signal.setitimer(signal.ITIMER_REAL, 0.5)  # Ctrl-C while leaving waits for the hanging one
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         interrupted = True
     left_active = _async_compile.active_mode.get() is not None
-    return {"interrupted": interrupted, "mode_left_active": left_active,
-            "next_tuning": statuses([Config(BLOCK=256)], add_compiler())}
+    return {
+        "interrupted": interrupted,
+        "mode_left_active": left_active,
+        "next_tuning": statuses([Config(BLOCK=256)], add_compiler()),
+    }
 
 
 def nested() -> dict:
@@ -142,8 +146,7 @@ def nested() -> dict:
     queue = [Config(BLOCK=64), Config(BLOCK=128)]
     outer_statuses, inner_statuses, restored = [], [], []
     started = time.monotonic()
-    with compile_as_proposed(lambda n: [queue.pop(0)] if queue else [], add_compiler(), workers=2,
-                             ahead=1) as outcomes:
+    with compile_as_proposed(lambda n: [queue.pop(0)] if queue else [], add_compiler(), workers=2, ahead=1) as outcomes:
         for outcome in outcomes:
             outer_statuses.append(outcome.status.value)
             if not inner_statuses:
@@ -153,8 +156,13 @@ def nested() -> dict:
                 restored.append(mode is not None and _async_compile.active_mode.get() is mode)
     left_after = time.monotonic() - started
     GATE.set()
-    return {"outer": outer_statuses, "inner": inner_statuses, "outer_restored": restored == [True],
-            "left_after_s": left_after, "mode_after": _async_compile.active_mode.get() is not None}
+    return {
+        "outer": outer_statuses,
+        "inner": inner_statuses,
+        "outer_restored": restored == [True],
+        "left_after_s": left_after,
+        "mode_after": _async_compile.active_mode.get() is not None,
+    }
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Small Triton kernels shared by the tests (run through the interpreter on a CPU)."""
+
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 import torch
 import triton
@@ -86,9 +86,10 @@ def add_and_check(kernel, n: int) -> None:
     assert torch.equal(out, 2 * x)
 
 
-def calling_thread(kernel, n: int, errors: list, name: Optional[str] = None) -> threading.Thread:
+def calling_thread(kernel, n: int, errors: list, name: str | None = None) -> threading.Thread:
     """A thread (not started) running `add_and_check(kernel, n)`, keeping what it raised in `errors` for the test to
     assert: an exception in a thread is no failure of the test by itself."""
+
     def call() -> None:
         try:
             add_and_check(kernel, n)

@@ -1,4 +1,5 @@
 """A real redis-server for the tests: started on a free loopback port with no persistence, stopped after."""
+
 from __future__ import annotations
 
 import shutil
@@ -6,12 +7,12 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
 
 
-def redis_server_path() -> Optional[str]:
-    return shutil.which("redis-server") or next((p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server")
-                                                if Path(p).exists()), None)
+def redis_server_path() -> str | None:
+    return shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).exists()), None
+    )
 
 
 def free_port() -> int:
@@ -21,14 +22,14 @@ def free_port() -> int:
 
 
 class RedisProcess:
-    password: Optional[str] = None
+    password: str | None = None
 
-    def __init__(self, directory: Path, password: Optional[str] = None) -> None:
+    def __init__(self, directory: Path, password: str | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self.password = password          # started with --requirepass: clients must authenticate
+        self.password = password  # started with --requirepass: clients must authenticate
         self.port = free_port()
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
         self.start()
 
     @property
@@ -41,18 +42,32 @@ class RedisProcess:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, password=self.password)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([redis_server_path(), "--port", str(self.port), "--bind", "127.0.0.1",
-                                      "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-                                      *(["--requirepass", self.password] if self.password else [])],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                redis_server_path(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+                *(["--requirepass", self.password] if self.password else []),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 20
         while True:
             try:
                 if self.client().ping():
                     return
-            except Exception:
+            except Exception as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}")
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from exc
                 time.sleep(0.02)
 
     def stop(self) -> None:

@@ -1,9 +1,11 @@
 """Running one scenario under `triton.autotune` and under `autotune.compat` (the one-import swap) and comparing
 what each observed; and the scripted timings both decorators' `do_bench` report."""
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import triton
 

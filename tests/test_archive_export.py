@@ -10,6 +10,7 @@ runs in a process without the interpreter whose stub driver reports cuda:90, thr
 warmup=True)`, the launch path up to the driver's launch call (as tests/test_precompile.py's
 test_jit_launch_path_finds_explicit_target_precompile does).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,20 +32,24 @@ from autotune.aot import ArchiveError, export_archive, precompile
 ROOT = Path(__file__).resolve().parent.parent
 SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32:16"}
 
-KERNEL = '''
+KERNEL = """
 @triton.jit
 def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out + offs, tl.load(x + offs, mask=offs < n) {op} tl.load(y + offs, mask=offs < n), mask=offs < n)
-'''
+"""
 HEAD = "import triton\nimport triton.language as tl\nfrom autotune import autotune\n"
 TUNED = 'tuned = autotune(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_kernel)\n'
-VARIANTS = ("\n\nclass Variants:" + KERNEL.format(op="*").replace("\n", "\n    ").rstrip(" ") + "\n\n"
-            'tuned_variant = autotune(space={"BLOCK": (64,)}, key=["n"], grid="(cdiv(n, $BLOCK),)")'
-            "(Variants.add_kernel)\n")
+VARIANTS = (
+    "\n\nclass Variants:" + KERNEL.format(op="*").replace("\n", "\n    ").rstrip(" ") + "\n\n"
+    'tuned_variant = autotune(space={"BLOCK": (64,)}, key=["n"], grid="(cdiv(n, $BLOCK),)")'
+    "(Variants.add_kernel)\n"
+)
 # the package's __init__ notes each time it runs: finding the module for an export must not run it
-PACKAGE_INIT = ("import os\nwith open(os.path.join(os.path.dirname(__file__), os.pardir, 'inits.txt'), 'a') as f:\n"
-                "    f.write('twin_pkg\\n')\n")
+PACKAGE_INIT = (
+    "import os\nwith open(os.path.join(os.path.dirname(__file__), os.pardir, 'inits.txt'), 'a') as f:\n"
+    "    f.write('twin_pkg\\n')\n"
+)
 
 STUB_LAUNCH = """
 import json, sys, torch, triton
@@ -82,19 +87,21 @@ def twins(tmp_path_factory):
         other = importlib.import_module("twin_pkg.twin_kernels")
         hashes = {
             "mine": _hashes(precompile(mine.tuned, signature=SIGNATURE, targets="cuda:90", workers=0)),
-            "variant": _hashes(precompile(mine.tuned_variant, signature=SIGNATURE, targets="cuda:90",
-                                                      workers=0)),
+            "variant": _hashes(precompile(mine.tuned_variant, signature=SIGNATURE, targets="cuda:90", workers=0)),
             "other": _hashes(precompile(other.tuned, signature=SIGNATURE, targets="cuda:90", workers=0)),
         }
-        env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(triton_dir),
-               "PYTHONPATH": os.pathsep.join([str(src), str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-        out = subprocess.run([sys.executable, "-c", STUB_LAUNCH], env=env, capture_output=True, text=True,
-                             timeout=180)
+        env = {
+            **os.environ,
+            "TRITON_INTERPRET": "0",
+            "TRITON_CACHE_DIR": str(triton_dir),
+            "PYTHONPATH": os.pathsep.join([str(src), str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+        }
+        out = subprocess.run([sys.executable, "-c", STUB_LAUNCH], env=env, capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, out.stderr[-3000:]
         events = json.loads(out.stdout.strip().splitlines()[-1])
-        assert [hit for _, hit in events] == [False], events     # compiled by the launch, not found precompiled
+        assert [hit for _, hit in events] == [False], events  # compiled by the launch, not found precompiled
         hashes["launched"] = {events[0][0]}
-        assert len(set().union(*hashes.values())) == 6            # 2 + 1 + 2 + 1 distinct binaries
+        assert len(set().union(*hashes.values())) == 6  # 2 + 1 + 2 + 1 distinct binaries
         yield SimpleNamespace(src=src, triton_dir=triton_dir, mine=mine, other=other, hashes=hashes)
     for name in ("twin_kernels", "twin_pkg.twin_kernels", "twin_pkg"):
         sys.modules.pop(name, None)
@@ -107,8 +114,11 @@ def _binary_hashes(triton_dir: Path, manifest) -> set[str]:
 
 def _dirs_of(triton_dir: Path, hashes: set[str]) -> set[str]:
     """The directories of Triton's cache holding the compiles of `hashes`."""
-    return {d.name for d in triton_dir.iterdir() if (d / "add_kernel.json").is_file()
-            and json.loads((d / "add_kernel.json").read_text())["hash"] in hashes}
+    return {
+        d.name
+        for d in triton_dir.iterdir()
+        if (d / "add_kernel.json").is_file() and json.loads((d / "add_kernel.json").read_text())["hash"] in hashes
+    }
 
 
 def _tune(kernel) -> None:
@@ -121,11 +131,12 @@ def test_a_module_qualname_takes_its_own_binaries_and_those_its_launches_compile
     _tune(twins.mine.tuned)
     _tune(twins.other.tuned)
     h = twins.hashes
-    manifest = export_archive(tmp_path / "mine.tar.gz", kernels=["twin_kernels:add_kernel"],
-                              triton_cache_dir=twins.triton_dir)
+    manifest = export_archive(
+        tmp_path / "mine.tar.gz", kernels=["twin_kernels:add_kernel"], triton_cache_dir=twins.triton_dir
+    )
     assert _binary_hashes(twins.triton_dir, manifest) == h["mine"] | h["launched"]
     assert [r.kernel for r in manifest.records] == ["add_kernel"] and len(manifest.records) == 1
-    with tarfile.open(tmp_path / "mine.tar.gz") as tar:      # what the archive holds, not only what it lists
+    with tarfile.open(tmp_path / "mine.tar.gz") as tar:  # what the archive holds, not only what it lists
         packed = {n.split("/")[1] for n in tar.getnames() if n.startswith("triton/")}
     assert packed == _dirs_of(twins.triton_dir, h["mine"] | h["launched"])
     assert not packed & _dirs_of(twins.triton_dir, h["other"] | h["variant"])
@@ -137,8 +148,9 @@ def test_a_module_qualname_takes_its_own_binaries_and_those_its_launches_compile
     assert [r.path for r in by_object.records] == [r.path for r in manifest.records]
 
     # the same function name in the same file, in a class: told apart by the line of its def
-    variant = export_archive(tmp_path / "v.tar.gz", kernels=["twin_kernels:Variants.add_kernel"],
-                             triton_cache_dir=twins.triton_dir)
+    variant = export_archive(
+        tmp_path / "v.tar.gz", kernels=["twin_kernels:Variants.add_kernel"], triton_cache_dir=twins.triton_dir
+    )
     assert _binary_hashes(twins.triton_dir, variant) == h["variant"] and variant.records == []
 
     # the short name keeps meaning every module's kernel of that name
@@ -156,46 +168,71 @@ def test_the_cli_finds_a_package_module_without_running_it_and_needs_no_record(t
     (tmp_path / "empty-cache").mkdir()
     archive = tmp_path / "other.tar.gz"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "autotune", "export", str(archive), "--kernel",
-                          "twin_pkg.twin_kernels:add_kernel", "--cache-dir", str(tmp_path / "empty-cache"),
-                          "--triton-cache-dir", str(twins.triton_dir)],
-                         cwd=twins.src, env=env, capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "export",
+            str(archive),
+            "--kernel",
+            "twin_pkg.twin_kernels:add_kernel",
+            "--cache-dir",
+            str(tmp_path / "empty-cache"),
+            "--triton-cache-dir",
+            str(twins.triton_dir),
+        ],
+        cwd=twins.src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "0 records and 2 compiled kernels of twin_pkg.twin_kernels:add_kernel for cuda:90" in out.stdout
     assert (inits.read_text() if inits.exists() else "") == before
     with tarfile.open(archive) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))
-    hashes = {json.loads((twins.triton_dir / b["dir"] / "add_kernel.json").read_text())["hash"]
-              for b in manifest["binaries"]}
+    hashes = {
+        json.loads((twins.triton_dir / b["dir"] / "add_kernel.json").read_text())["hash"] for b in manifest["binaries"]
+    }
     assert hashes == twins.hashes["other"]
 
 
 def test_a_kernel_whose_binaries_cannot_be_told_apart_says_why_and_how(twins, tmp_path, monkeypatch):
     # a script's kernel, or a module not found from here: which binaries are its cannot be told
-    with pytest.raises(ArchiveError, match=r"a script's kernel \(__main__\) has no module name to find its file by; "
-                                           r"pass the kernel itself to export_archive\(kernels=\[...\]\), or export "
-                                           r"by its short name 'add_kernel'"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"a script's kernel \(__main__\) has no module name to find its file by; "
+        r"pass the kernel itself to export_archive\(kernels=\[...\]\), or export "
+        r"by its short name 'add_kernel'",
+    ):
         export_archive(tmp_path / "a.tar.gz", kernels=["__main__:add_kernel"], triton_cache_dir=twins.triton_dir)
-    with pytest.raises(ArchiveError, match=r"no module no_such_module is found from here .*; run the export where "
-                                           r"no_such_module imports \(or set PYTHONPATH\)"):
-        export_archive(tmp_path / "a.tar.gz", kernels=["no_such_module:add_kernel"],
-                       triton_cache_dir=twins.triton_dir)
+    with pytest.raises(
+        ArchiveError,
+        match=r"no module no_such_module is found from here .*; run the export where "
+        r"no_such_module imports \(or set PYTHONPATH\)",
+    ):
+        export_archive(tmp_path / "a.tar.gz", kernels=["no_such_module:add_kernel"], triton_cache_dir=twins.triton_dir)
     assert not (tmp_path / "a.tar.gz").exists()
 
     # a cache holding only the twin's binaries: nothing of this kernel's, and the message says whose they are
     only_mine = tmp_path / "only-mine"
     for name in _dirs_of(twins.triton_dir, twins.hashes["mine"]):
         shutil.copytree(twins.triton_dir / name, only_mine / name)
-    with pytest.raises(ArchiveError, match=r"nothing to export for \['twin_pkg.twin_kernels:add_kernel'\]: .*none of "
-                                           r"the compiled kernels named add_kernel in .* was compiled from "
-                                           r"twin_pkg.twin_kernels:add_kernel \(.*twin_pkg.twin_kernels\.py:\d+\); "
-                                           r"they were compiled from .*twin-src\d*/twin_kernels\.py"):
-        export_archive(tmp_path / "a.tar.gz", kernels=["twin_pkg.twin_kernels:add_kernel"],
-                       triton_cache_dir=only_mine)
+    with pytest.raises(
+        ArchiveError,
+        match=r"nothing to export for \['twin_pkg.twin_kernels:add_kernel'\]: .*none of "
+        r"the compiled kernels named add_kernel in .* was compiled from "
+        r"twin_pkg.twin_kernels:add_kernel \(.*twin_pkg.twin_kernels\.py:\d+\); "
+        r"they were compiled from .*twin-src\d*/twin_kernels\.py",
+    ):
+        export_archive(tmp_path / "a.tar.gz", kernels=["twin_pkg.twin_kernels:add_kernel"], triton_cache_dir=only_mine)
 
 
-def test_binaries_compiled_without_line_info_are_left_out_of_a_module_qualname_export_with_a_warning(twins, tmp_path,
-                                                                                                    monkeypatch):
+def test_binaries_compiled_without_line_info_are_left_out_of_a_module_qualname_export_with_a_warning(
+    twins, tmp_path, monkeypatch
+):
     """TRITON_DISABLE_LINE_INFO=1 makes Triton leave every source location out of its IR (3.6 to 3.9): such a
     binary is no kernel's in particular. A module:qualname export leaves it out and says so; the short name
     takes it."""
@@ -205,11 +242,13 @@ def test_binaries_compiled_without_line_info_are_left_out_of_a_module_qualname_e
     report = precompile(twins.mine.tuned, signature=SIGNATURE, targets="cuda:90", workers=0)
     assert len(report.compiled) == 2
     _tune(twins.mine.tuned)
-    with pytest.warns(UserWarning, match=r"2 compiled kernels named add_kernel in .* cannot be told to be "
-                                         r"twin_kernels:add_kernel's \(compiled with TRITON_DISABLE_LINE_INFO set, "
-                                         r"which leaves the source location out\) and were left out; export by the "
-                                         r"short name 'add_kernel'"):
-        manifest = export_archive(tmp_path / "a.tar.gz", kernels=["twin_kernels:add_kernel"],
-                                  triton_cache_dir=stripped)
+    with pytest.warns(
+        UserWarning,
+        match=r"2 compiled kernels named add_kernel in .* cannot be told to be "
+        r"twin_kernels:add_kernel's \(compiled with TRITON_DISABLE_LINE_INFO set, "
+        r"which leaves the source location out\) and were left out; export by the "
+        r"short name 'add_kernel'",
+    ):
+        manifest = export_archive(tmp_path / "a.tar.gz", kernels=["twin_kernels:add_kernel"], triton_cache_dir=stripped)
     assert manifest.binaries == [] and len(manifest.records) == 1
     assert len(export_archive(tmp_path / "b.tar.gz", kernels=["add_kernel"], triton_cache_dir=stripped).binaries) == 2

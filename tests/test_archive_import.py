@@ -2,6 +2,7 @@
 manifests that are malformed or from a newer autotune, and what the report says about kept entries. Real
 archives exported from a real precompile (the `exported` fixture of test_precompile), real processes for
 the CLI."""
+
 from __future__ import annotations
 
 import io
@@ -14,11 +15,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+from test_archive_security import _dirs, _rebuild, _snapshot
+from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
 
 from autotune.aot import import_archive
 from autotune.errors import ArchiveError, CacheWarning
-from test_archive_security import _dirs, _rebuild, _snapshot
-from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,10 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def _cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """`python -m autotune ARGV` in a fresh process (no AUTOTUNE_* settings of this one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0", TRITON_DEFAULT_FP_FUSION="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "autotune", *argv], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_PROGRESS="0",
+        TRITON_DEFAULT_FP_FUSION="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *argv], env=env, capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 def test_a_triton_cache_dir_that_is_a_file_fails_the_import_before_any_record_is_written(exported, tmp_path):
@@ -37,8 +43,11 @@ def test_a_triton_cache_dir_that_is_a_file_fails_the_import_before_any_record_is
     dest = tmp_path / "dest"
     not_a_dir = tmp_path / "not-a-dir"
     not_a_dir.write_text("")
-    with pytest.raises(ArchiveError, match=rf"cannot use {not_a_dir}, a file, as Triton's cache directory.*"
-                                           "--triton-cache-dir.*nothing was imported"):
+    with pytest.raises(
+        ArchiveError,
+        match=rf"cannot use {not_a_dir}, a file, as Triton's cache directory.*"
+        "--triton-cache-dir.*nothing was imported",
+    ):
         import_archive(archive, cache_dir=dest, triton_cache_dir=not_a_dir)
     assert _snapshot(dest) == {} and not_a_dir.read_text() == ""
 
@@ -52,7 +61,7 @@ def test_a_triton_cache_dir_that_is_a_file_fails_the_import_before_any_record_is
 def test_a_binary_that_cannot_be_written_undoes_the_import(exported, tmp_path):
     archive, manifest, _ = exported
     dest, triton_dest = _dirs(tmp_path)
-    blocker = triton_dest / manifest.binaries[0].dir          # where the kernel's directory would go: a file
+    blocker = triton_dest / manifest.binaries[0].dir  # where the kernel's directory would go: a file
     triton_dest.mkdir()
     blocker.write_text("")
     with pytest.raises(ArchiveError, match=rf"cannot write {blocker} into Triton's cache directory {triton_dest}"):
@@ -75,7 +84,7 @@ def test_a_deeply_nested_manifest_is_an_invalid_manifest_not_a_recursion_error(e
     archive, _, _ = exported
     with tarfile.open(archive) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
-    manifest["records"][0]["key"] = "@DEEP@"           # json.dumps cannot nest that deep: splice the text in
+    manifest["records"][0]["key"] = "@DEEP@"  # json.dumps cannot nest that deep: splice the text in
     deep = json.dumps(manifest).replace('"@DEEP@"', "[" * 200_000 + "]" * 200_000).encode()
     bad = tmp_path / "deep.tar.gz"
     _with_manifest(archive, bad, deep)
@@ -102,8 +111,11 @@ def test_an_archive_from_a_newer_autotune_says_upgrade_whatever_fields_it_adds(e
     bad = tmp_path / "v2.tar.gz"
     _rebuild(archive, bad, manifest_edit=newer)
     dest, triton_dest = _dirs(tmp_path)
-    with pytest.raises(ArchiveError, match=r"written by a newer autotune \(archive format v2; this autotune reads up "
-                                           r"to v1\): upgrade autotune"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"written by a newer autotune \(archive format v2; this autotune reads up "
+        r"to v1\): upgrade autotune",
+    ):
         import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest, triton_dest) == {}
 
@@ -126,15 +138,19 @@ def test_a_local_entry_of_a_newer_autotune_is_kept_and_reported_as_such(exported
     import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
     (entry,) = [p for p in dest.rglob("*.json")]
     record = json.loads(entry.read_text())
-    record["schema_version"] += 1                      # a newer autotune's entry, older than the archive's
+    record["schema_version"] += 1  # a newer autotune's entry, older than the archive's
     record["timestamp"] -= 1000
     entry.write_text(json.dumps(record))
     before = entry.read_bytes()
 
     report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
     assert report.records_imported == []
-    assert report.records_skipped == [(report.manifest.records[0].path, f"kept the entry at {entry}: written by a "
-                                       f"newer autotune (schema {record['schema_version']})")]
+    assert report.records_skipped == [
+        (
+            report.manifest.records[0].path,
+            f"kept the entry at {entry}: written by a newer autotune (schema {record['schema_version']})",
+        )
+    ]
     assert "(warned)" not in str(report) and entry.read_bytes() == before
 
 
@@ -168,13 +184,16 @@ def test_a_tuning_cache_dir_that_cannot_be_written_fails_the_import_before_any_b
     not_a_dir = tmp_path / "not-a-dir"
     not_a_dir.write_text("")
     triton_dest = tmp_path / "dest-triton"
-    with pytest.raises(ArchiveError, match=rf"cannot use {not_a_dir}, a file, as the tuning cache directory.*"
-                                           "--cache-dir.*nothing was imported"):
+    with pytest.raises(
+        ArchiveError,
+        match=rf"cannot use {not_a_dir}, a file, as the tuning cache directory.*"
+        "--cache-dir.*nothing was imported",
+    ):
         import_archive(archive, cache_dir=not_a_dir, triton_cache_dir=triton_dest)
     assert not triton_dest.exists() and not_a_dir.read_text() == ""
 
     out = _cli("import", str(archive), "--cache-dir", str(not_a_dir), "--triton-cache-dir", str(triton_dest))
-    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr   # the CLI's own check first
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr  # the CLI's own check first
     assert out.stderr.startswith(f"autotune import: the cache directory {not_a_dir} (--cache-dir) is not a directory")
     assert not triton_dest.exists()
 
@@ -191,13 +210,14 @@ def test_an_invalid_record_is_a_failure_of_the_import_named_by_its_member(export
     assert not report.complete and report.records_imported == [] and report.records_skipped == []
     (failed,) = report.records_failed
     assert failed[0] == member and failed[1].startswith("not a valid record")
-    assert "autotune-import-" not in failed[1]                           # no path into the gone staging directory
-    assert report.binaries_imported                                       # the binaries are fine, and installed
+    assert "autotune-import-" not in failed[1]  # no path into the gone staging directory
+    assert report.binaries_imported  # the binaries are fine, and installed
     assert f"FAILED record {member}: not a valid record" in str(report)
     assert "NOT installed: 1 records" in report.summary()
 
-    out = _cli("import", str(bad), "--cache-dir", str(tmp_path / "d2"), "--triton-cache-dir", str(tmp_path / "t2"),
-               "--json")
+    out = _cli(
+        "import", str(bad), "--cache-dir", str(tmp_path / "d2"), "--triton-cache-dir", str(tmp_path / "t2"), "--json"
+    )
     assert out.returncode == 1, out.stderr
     assert json.loads(out.stdout)["complete"] is False
     assert "1 records and 0 compiled kernels of the archive were not installed" in out.stderr
@@ -215,9 +235,9 @@ def test_a_record_that_cannot_be_written_fails_the_import_and_an_already_present
 
     blocked_dest = tmp_path / "blocked"
     entry = blocked_dest / Path(first.records_imported[0]).relative_to(dest)
-    entry.mkdir(parents=True)                               # where the entry file would go: a directory
+    entry.mkdir(parents=True)  # where the entry file would go: a directory
     with warnings.catch_warnings():
-        warnings.simplefilter("error", CacheWarning)       # the reason is in the report, not a runtime warning
+        warnings.simplefilter("error", CacheWarning)  # the reason is in the report, not a runtime warning
         report = import_archive(archive, cache_dir=blocked_dest, triton_cache_dir=triton_dest)
     assert not report.complete and report.records_imported == []
     assert report.records_failed[0][1] == f"could not write {entry} (IsADirectoryError: Is a directory)"

@@ -1,5 +1,6 @@
 """Archives are a way in (#12 items 17-20): only Triton artifacts, signatures, caps on size, and an import that
 either installs everything or changes nothing. Real archives exported from a real precompile."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,13 +12,15 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from test_precompile import (
+    exported,  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
+    tuned_add,
+)
 
 from autotune.aot import import_archive
 from autotune.aot.archive import export_archive
 from autotune.aot.archive_checks import ArchiveLimits
 from autotune.errors import ArchiveError
-from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
-from test_precompile import tuned_add
 
 
 def _snapshot(*dirs: Path) -> dict:
@@ -29,8 +32,7 @@ def _snapshot(*dirs: Path) -> dict:
     return out
 
 
-def _rebuild(src: Path, dst: Path, *, extra: dict | None = None, drop: str | None = None,
-             manifest_edit=None) -> None:
+def _rebuild(src: Path, dst: Path, *, extra: dict | None = None, drop: str | None = None, manifest_edit=None) -> None:
     """Copy an archive, adding `extra` members (listed in the manifest with true checksums, as an attacker
     who rebuilds the manifest would), dropping a member, or editing the manifest."""
     with tarfile.open(src) as tar:
@@ -79,7 +81,7 @@ def test_signed_archive_imports_and_unsigned_tampered_or_wrong_key_is_refused(ex
     report = import_archive(signed, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
     assert len(report.records_imported) == 1 and report.warnings == []
     unchecked = import_archive(signed, cache_dir=tmp_path / "d1", triton_cache_dir=tmp_path / "t1")
-    assert len(unchecked.records_imported) == 1   # installed, with a note that nobody checked who signed it
+    assert len(unchecked.records_imported) == 1  # installed, with a note that nobody checked who signed it
     assert [w for w in unchecked.warnings if "is signed but its signature was not checked" in w] != []
     assert "--verify KEYFILE" in str(unchecked)
 
@@ -113,16 +115,19 @@ def test_a_short_key_is_refused_with_how_to_make_one(exported, tmp_path):
 def test_a_compressible_bomb_is_refused_at_the_caps_before_it_is_read(exported, tmp_path):
     archive, manifest, _ = exported
     bomb = tmp_path / "bomb.tar.gz"
-    _rebuild(archive, bomb, extra={f"triton/{manifest.binaries[0].dir}/pad{i}.ptx": b"\0" * (4 << 20)
-                                   for i in range(4)})
-    assert bomb.stat().st_size < (1 << 20)                       # 16 MiB of members in well under 1 MiB
+    _rebuild(
+        archive, bomb, extra={f"triton/{manifest.binaries[0].dir}/pad{i}.ptx": b"\0" * (4 << 20) for i in range(4)}
+    )
+    assert bomb.stat().st_size < (1 << 20)  # 16 MiB of members in well under 1 MiB
     dest, triton_dest = _dirs(tmp_path)
     with pytest.raises(ArchiveError, match=r"over the cap of 1048576 bytes per member \(max_member_bytes\)"):
-        import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest,
-                       limits=ArchiveLimits(max_member_bytes=1 << 20))
+        import_archive(
+            bomb, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_member_bytes=1 << 20)
+        )
     with pytest.raises(ArchiveError, match=r"over 8388608 bytes, the cap on an archive's total size"):
-        import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest,
-                       limits=ArchiveLimits(max_total_bytes=8 << 20))
+        import_archive(
+            bomb, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_total_bytes=8 << 20)
+        )
     with pytest.raises(ArchiveError, match=r"more than 3 members \(max_members\)"):
         import_archive(bomb, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_members=3))
     assert _snapshot(dest, triton_dest) == {}
@@ -131,11 +136,11 @@ def test_a_compressible_bomb_is_refused_at_the_caps_before_it_is_read(exported, 
 def test_a_manifest_listing_a_missing_member_changes_nothing(exported, tmp_path):
     archive, manifest, _ = exported
     dest, triton_dest = _dirs(tmp_path)
-    import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)        # a first, good import
+    import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)  # a first, good import
     before = _snapshot(dest, triton_dest)
     newer = tmp_path / "newer.tar.gz"
 
-    def bump(m):                                                 # records that would replace the installed ones
+    def bump(m):  # records that would replace the installed ones
         for r in m["records"]:
             r["timestamp"] += 1000
 
@@ -158,16 +163,18 @@ def _extension_header_archive(path: Path, kind: bytes, size: int, data: bytes = 
         out.write(manifest.tobuf(tarfile.GNU_FORMAT) + b"{}".ljust(tarfile.BLOCKSIZE, b"\0") + b"\0" * 1024)
 
 
-@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
-                                  tarfile.XGLTYPE])
+@pytest.mark.parametrize("kind", [tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE])
 def test_an_oversized_extension_header_is_refused_before_it_is_read(tmp_path, kind):
     dest, triton_dest = _dirs(tmp_path)
     # Declares 512 MiB of long name / pax data, holds none: refused from its 512-byte header alone (tarfile
     # would otherwise read the declared size whole into memory before any member check).
     declared = tmp_path / "declared.tar.gz"
     _extension_header_archive(declared, kind, 512 << 20)
-    with pytest.raises(ArchiveError, match=r"extension header of 536870912 bytes, over the cap of 65536 bytes "
-                                           r"\(max_header_bytes\).*refusing it before reading"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"extension header of 536870912 bytes, over the cap of 65536 bytes "
+        r"\(max_header_bytes\).*refusing it before reading",
+    ):
         import_archive(declared, cache_dir=dest, triton_cache_dir=triton_dest)
     # A real 64 KiB + 1 long name: over the default cap; under a raised cap it is read (and then refused as
     # a member name no autotune archive has).
@@ -177,11 +184,13 @@ def test_an_oversized_extension_header_is_refused_before_it_is_read(tmp_path, ki
     with pytest.raises(ArchiveError, match=rf"extension header of {len(name)} bytes, over the cap of 65536"):
         import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest)
     with pytest.raises(ArchiveError, match=rf"over the cap of {len(name) - 1} bytes"):
-        import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest,
-                       limits=ArchiveLimits(max_header_bytes=len(name) - 1))
+        import_archive(
+            real, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_header_bytes=len(name) - 1)
+        )
     with pytest.raises(ArchiveError) as raised:
-        import_archive(real, cache_dir=dest, triton_cache_dir=triton_dest,
-                       limits=ArchiveLimits(max_header_bytes=len(name)))
+        import_archive(
+            real, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_header_bytes=len(name))
+        )
     assert "extension header" not in str(raised.value)
     assert _snapshot(dest, triton_dest) == {}
 
@@ -204,15 +213,18 @@ def test_a_repacked_archive_with_directory_entries_is_refused_saying_so(exported
         members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
     repacked = tmp_path / "repacked.tar.gz"
     with tarfile.open(repacked, "w:gz") as tar:
-        tar.addfile(*_member(members[0]))                        # the manifest first, as export writes it
+        tar.addfile(*_member(members[0]))  # the manifest first, as export writes it
         folder = tarfile.TarInfo("records")
         folder.type = tarfile.DIRTYPE
         tar.addfile(folder)
         for m in members[1:]:
             tar.addfile(*_member(m))
     dest, triton_dest = _dirs(tmp_path)
-    with pytest.raises(ArchiveError, match=r"member 'records' is a directory entry; an archive from `autotune export` "
-                                           r"lists files only"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"member 'records' is a directory entry; an archive from `autotune export` "
+        r"lists files only",
+    ):
         import_archive(repacked, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest, triton_dest) == {}
 
@@ -233,10 +245,13 @@ def test_a_record_path_outside_the_archive_is_refused_and_never_read(exported, t
     with tarfile.open(archive) as tar:
         record = json.loads(tar.extractfile(record_member).read())
     record["timestamp"] += 10
-    outside = tmp_path / "outside.json"          # a valid record, on disk, not in the archive
+    outside = tmp_path / "outside.json"  # a valid record, on disk, not in the archive
     outside.write_text(json.dumps(record))
-    path = {"absolute": str(outside), "dotdot": "../" + os.path.relpath(outside, tempfile.gettempdir()),
-            "not-a-member": "records/add_kernel.0/none.json"}[where]
+    path = {
+        "absolute": str(outside),
+        "dotdot": "../" + os.path.relpath(outside, tempfile.gettempdir()),
+        "not-a-member": "records/add_kernel.0/none.json",
+    }[where]
 
     def point_outside(m):
         m["records"][0]["path"] = path
@@ -245,7 +260,10 @@ def test_a_record_path_outside_the_archive_is_refused_and_never_read(exported, t
     bad = tmp_path / "bad.tar.gz"
     _rebuild(archive, bad, drop=record_member, manifest_edit=point_outside)
     dest, triton_dest = _dirs(tmp_path)
-    with pytest.raises(ArchiveError, match=r"lists the record .* not a member of the archive under records/.*"
-                                           r"nothing was imported"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"lists the record .* not a member of the archive under records/.*"
+        r"nothing was imported",
+    ):
         import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest, triton_dest) == {}

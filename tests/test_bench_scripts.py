@@ -1,6 +1,7 @@
 """The benchmark scripts mostly run on a GPU, which this suite never has; what it can check here keeps a lent GPU's
 few minutes for measuring: every script starts (its imports and arguments), and the scripts, kernels and examples
 use autotune's public API only (a private name they reached was renamed once, and the GPU quality phase died)."""
+
 from __future__ import annotations
 
 import ast
@@ -13,7 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p for p in (ROOT / "bench").glob("bench_*.py")) + [ROOT / "bench" / "record_landscape.py"]
-USER_CODE = [*SCRIPTS, *(ROOT / "bench").glob("*.py"), *(ROOT / "kernels").glob("*.py"), *(ROOT / "examples").glob("*.py")]
+USER_CODE = [
+    *SCRIPTS,
+    *(ROOT / "bench").glob("*.py"),
+    *(ROOT / "kernels").glob("*.py"),
+    *(ROOT / "examples").glob("*.py"),
+]
 
 
 # Private names these scripts may use that are not autotune's: the standard library's and torch's documented ones
@@ -28,13 +34,14 @@ def private_reaches(path: Path, root: Path = ROOT) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
             base = node.value
-            while isinstance(base, ast.Attribute):      # torch.cuda._sleep: judged by its root name
+            while isinstance(base, ast.Attribute):  # torch.cuda._sleep: judged by its root name
                 base = base.value
             if node.attr not in NAMEDTUPLE and not (isinstance(base, ast.Name) and base.id in OTHERS):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: .{node.attr}")
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autotune"):
-            found += [f"{path.relative_to(root)}:{node.lineno}: import {a.name}" for a in node.names
-                      if a.name.startswith("_")]
+            found += [
+                f"{path.relative_to(root)}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("_")
+            ]
     return found
 
 
@@ -45,32 +52,40 @@ def test_scripts_kernels_and_examples_use_only_public_names():
 
 def test_the_private_reach_check_finds_one(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from autotune.decorator import _private\nkernel._named_args(1)\nself._fine = 1\nx.__dict__\n"
-                     "os._exit(0)\nsys._getframe()\ntorch.cuda._sleep(1)\npoint._replace(x=1)\n")
+    probe.write_text(
+        "from autotune.decorator import _private\nkernel._named_args(1)\nself._fine = 1\nx.__dict__\n"
+        "os._exit(0)\nsys._getframe()\ntorch.cuda._sleep(1)\npoint._replace(x=1)\n"
+    )
     assert sorted(r.split(": ", 1)[1] for r in private_reaches(probe, tmp_path)) == ["._named_args", "import _private"]
 
 
 def _helps(scripts) -> dict[str, dict]:
     """Each script's `--help`, run in one process (torch and triton imported once): {script: {"help": its
     output, "problem": why it did not print its help and exit 0, or None}}."""
-    code = ("import contextlib, io, json, runpy, sys\n"
-            "found = {}\n"
-            "for script in sys.argv[1:]:\n"
-            "    sys.argv, out, problem = [script, '--help'], io.StringIO(), 'ran instead of printing its help'\n"
-            "    try:\n"
-            "        with contextlib.redirect_stdout(out):\n"
-            "            runpy.run_path(script, run_name='__main__')\n"
-            "    except SystemExit as exc:\n"
-            "        problem = None if exc.code in (0, None) else f'exit {exc.code}'\n"
-            "    except BaseException as exc:\n"
-            "        problem = f'{type(exc).__name__}: {exc}'\n"
-            "    found[script] = {'help': out.getvalue(), 'problem': problem}\n"
-            "print(json.dumps(found))\n")
-    env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH"))
-                                          if p))
-    result = subprocess.run([sys.executable, "-c", code, *map(str, scripts)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+    code = (
+        "import contextlib, io, json, runpy, sys\n"
+        "found = {}\n"
+        "for script in sys.argv[1:]:\n"
+        "    sys.argv, out, problem = [script, '--help'], io.StringIO(), 'ran instead of printing its help'\n"
+        "    try:\n"
+        "        with contextlib.redirect_stdout(out):\n"
+        "            runpy.run_path(script, run_name='__main__')\n"
+        "    except SystemExit as exc:\n"
+        "        problem = None if exc.code in (0, None) else f'exit {exc.code}'\n"
+        "    except BaseException as exc:\n"
+        "        problem = f'{type(exc).__name__}: {exc}'\n"
+        "    found[script] = {'help': out.getvalue(), 'problem': problem}\n"
+        "print(json.dumps(found))\n"
+    )
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        AUTOTUNE_PROGRESS="0",
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH")) if p),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *map(str, scripts)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -83,8 +98,13 @@ def test_every_benchmark_script_starts():
 
 
 def _suite(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(ROOT / "bench" / "gpu_suite.sh"), *args], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, PYTHON=sys.executable, **env))
+    return subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_suite.sh"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHON=sys.executable, **env),
+    )
 
 
 def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
@@ -97,11 +117,11 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
     assert phases == ["core", "quality", "search", "extra"]
     assert plan.stdout.count("s of steps in a budget of 320 s") == 4
     assert "take at most 840 s of a task's 900" in plan.stdout
-    over = _suite("plan", PHASE_BUDGET_S="250")            # every phase is checked, not only the first
+    over = _suite("plan", PHASE_BUDGET_S="250")  # every phase is checked, not only the first
     assert over.returncode == 1 and over.stdout.count("does not fit PHASE_BUDGET_S") == 4
-    too_long = _suite("plan", PHASE_BUDGET_S="450")        # the phases fit, two of them do not fit a task
+    too_long = _suite("plan", PHASE_BUDGET_S="450")  # the phases fit, two of them do not fit a task
     assert too_long.returncode == 1 and "do not fit a task's 900 s" in too_long.stdout
-    assert _suite("core quality").returncode == 2          # one phase at a time, named exactly
+    assert _suite("core quality").returncode == 2  # one phase at a time, named exactly
 
     options: dict[str, set[str]] = {}
     for line in plan.stdout.splitlines():
@@ -111,9 +131,16 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
             options.setdefault(scripts[0], set()).update(w for w in words if w.startswith("--"))
     assert len(options) == 9, sorted(options)
     helps = {script: found["help"] for script, found in _helps(options).items()}
-    unknown = {s: sorted(o for o in opts if o not in helps[s].split() and f"{o}," not in helps[s]
-                         and not any(w.startswith(o + "=") or w.startswith(o + "[") for w in helps[s].split()))
-               for s, opts in options.items()}
+    unknown = {
+        s: sorted(
+            o
+            for o in opts
+            if o not in helps[s].split()
+            and f"{o}," not in helps[s]
+            and not any(w.startswith(o + "=") or w.startswith(o + "[") for w in helps[s].split())
+        )
+        for s, opts in options.items()
+    }
     assert not any(unknown.values()), unknown
 
 
@@ -126,9 +153,13 @@ def test_gpu_suite_skips_what_its_budget_has_no_room_for_and_packs_the_results(t
         (copy / "bench" / name).write_bytes((ROOT / "bench" / name).read_bytes())
     out = tmp_path / "out"
     out.mkdir()
-    result = subprocess.run(["bash", str(copy / "bench" / "gpu_suite.sh"), "quality"], capture_output=True,
-                            text=True, timeout=300, env=dict(os.environ, PYTHON=sys.executable, PHASE_BUDGET_S="0",
-                                                             OUT=str(out), AUTOTUNE_BENCH_COMMIT="abc1234"))
+    result = subprocess.run(
+        ["bash", str(copy / "bench" / "gpu_suite.sh"), "quality"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHON=sys.executable, PHASE_BUDGET_S="0", OUT=str(out), AUTOTUNE_BENCH_COMMIT="abc1234"),
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for step in ("selection_quality", "dispatch", "determinism"):
         assert f"== {step}: skipped, 0 s left in the phase" in result.stdout

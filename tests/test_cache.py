@@ -1,4 +1,5 @@
 """KernelCache and the disk cache, in one process: real files, real threads, hand-made records."""
+
 from __future__ import annotations
 
 import errno
@@ -10,37 +11,67 @@ import warnings
 from pathlib import Path
 
 import pytest
+from cache_files import write_record
 
-from autotune.errors import CacheWarning
+from autotune.errors import AutotuneError, CacheWarning
+from autotune.options import cache_dir
+from autotune.record import SCHEMA_VERSION, Trial, TrialStatus, TuningRecord
+from autotune.space import Config
+from autotune.storage import (
+    KernelCache,
+    clear_autotune_cache,
+    device_fingerprint,
+    disk_entries,
+    load_record,
+    runtime_versions,
+    source_hash,
+    stats,
+)
 from autotune.storage import counters as stats_mod
 from autotune.storage import entries as entries_mod
 from autotune.storage import files as files_mod
 from autotune.storage import fingerprint as fingerprint_mod
-from autotune.storage import (KernelCache, clear_autotune_cache, device_fingerprint, disk_entries, load_record,
-                              runtime_versions, source_hash, stats)
-from cache_files import write_record
 from autotune.storage.entries import entry_id, kernel_dirname
-from autotune.errors import AutotuneError
-from autotune.options import cache_dir
-from autotune.record import SCHEMA_VERSION, Trial, TrialStatus, TuningRecord
-from autotune.space import Config
 
 DT = ("torch.float32", "torch.float32", "torch.float32")
 BLOCKS = (32, 64, 128)
 
 
-def make_record(key, dtypes=DT, winner=64, *, kernel="add", src="src-1", checksum="space-1", device=None,
-                failed=1, tuning_s=0.25, timestamp=None) -> TuningRecord:
+def make_record(
+    key,
+    dtypes=DT,
+    winner=64,
+    *,
+    kernel="add",
+    src="src-1",
+    checksum="space-1",
+    device=None,
+    failed=1,
+    tuning_s=0.25,
+    timestamp=None,
+) -> TuningRecord:
     triton_version, torch_version = fingerprint_mod.runtime_versions()
-    trials = [Trial(config=Config(BLOCK=winner), status=TrialStatus.OK, median_ms=1.0, min_ms=0.9,
-                    samples_ms=[1.0, 1.1, 0.9])]
-    trials += [Trial(config=Config(BLOCK=1000 + i), status=TrialStatus.COMPILE_ERROR, error="boom")
-               for i in range(failed)]
+    trials = [
+        Trial(config=Config(BLOCK=winner), status=TrialStatus.OK, median_ms=1.0, min_ms=0.9, samples_ms=[1.0, 1.1, 0.9])
+    ]
+    trials += [
+        Trial(config=Config(BLOCK=1000 + i), status=TrialStatus.COMPILE_ERROR, error="boom") for i in range(failed)
+    ]
     extra = {} if timestamp is None else {"timestamp": timestamp}
-    return TuningRecord(kernel=kernel, source_hash=src, device=device or device_fingerprint(),
-                        triton_version=triton_version, torch_version=torch_version, space_checksum=checksum,
-                        key=list(key), dtypes=list(dtypes), winner=Config(BLOCK=winner), trials=trials,
-                        tuning_s=tuning_s, **extra)
+    return TuningRecord(
+        kernel=kernel,
+        source_hash=src,
+        device=device or device_fingerprint(),
+        triton_version=triton_version,
+        torch_version=torch_version,
+        space_checksum=checksum,
+        key=list(key),
+        dtypes=list(dtypes),
+        winner=Config(BLOCK=winner),
+        trials=trials,
+        tuning_s=tuning_s,
+        **extra,
+    )
 
 
 class Tuner:
@@ -49,7 +80,7 @@ class Tuner:
     def __init__(self, key, dtypes=DT, winner=64, delay=0.0, **kw):
         self.key, self.dtypes, self.winner, self.delay, self.kw = key, dtypes, winner, delay, kw
         self.calls = 0
-        self.started = threading.Event()   # set once a call is under way (the key's lock is held by then)
+        self.started = threading.Event()  # set once a call is under way (the key's lock is held by then)
         self._lock = threading.Lock()
 
     def __call__(self) -> TuningRecord:
@@ -82,20 +113,25 @@ def test_fingerprints():
     assert device_fingerprint() == "interpreter"  # tests run through TRITON_INTERPRET=1
     import torch
     import triton
+
     assert runtime_versions() == (triton.__version__, torch.__version__)
 
 
 def test_source_hash_is_stable_and_ignores_decorators(tmp_path, monkeypatch):
     mod = tmp_path / "kmod_hash.py"
-    body = ("import triton\nimport triton.language as tl\n\n"
-            "{deco}def k(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), 1.0)\n")
+    body = (
+        "import triton\nimport triton.language as tl\n\n"
+        "{deco}def k(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), 1.0)\n"
+    )
     mod.write_text(body.format(deco="@triton.jit\n"))
     monkeypatch.syspath_prepend(str(tmp_path))
     import importlib
+
     m = importlib.import_module("kmod_hash")
     h = source_hash(m.k)
     assert len(h) == 64 and h == source_hash(m.k)
     import hashlib
+
     plain = "def k(x, n, BLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, BLOCK), 1.0)\n"
     assert h == hashlib.sha256(plain.encode()).hexdigest()
 
@@ -122,7 +158,16 @@ def test_tune_then_memory_then_disk_in_a_new_cache():
     assert how3 == "disk" and rec3.winner == rec.winner and tuner.calls == 1
     assert kc2.records() == {(key, DT): rec3}
     s = stats()["add"]
-    assert s == {"hits": 1, "disk_hits": 1, "remote_hits": 0, "misses": 1, "tunings": 1, "failed_tunings": 0, "failed_configs": 1, "tuning_s": 0.25}
+    assert s == {
+        "hits": 1,
+        "disk_hits": 1,
+        "remote_hits": 0,
+        "misses": 1,
+        "tunings": 1,
+        "failed_tunings": 0,
+        "failed_configs": 1,
+        "tuning_s": 0.25,
+    }
 
 
 def test_layout_and_file_contents():
@@ -210,14 +255,14 @@ def test_recursive_tuning_of_the_same_key_is_an_error_not_a_hang():
 
     with pytest.raises(AutotuneError, match="already being tuned"):
         kc.get_or_tune(key, DT, tune)
-    twin = new_cache()   # same kernel name, another object: same entry file, same lock
+    twin = new_cache()  # same kernel name, another object: same entry file, same lock
 
     def tune_twin():
         return twin.get_or_tune(key, DT, Tuner(key))[0]
 
     with pytest.raises(AutotuneError, match="already being tuned"):
         kc.get_or_tune(key, DT, tune_twin)
-    assert kc.get_or_tune(key, DT, Tuner(key))[1] == "tuned"    # nothing left held
+    assert kc.get_or_tune(key, DT, Tuner(key))[1] == "tuned"  # nothing left held
 
 
 def test_force_retunes_and_replaces():
@@ -237,7 +282,7 @@ def test_force_takes_a_winner_produced_while_it_waited():
     slow = Tuner(key, winner=128, delay=1.5)
     first = threading.Thread(target=lambda: kc.get_or_tune(key, DT, slow, force=True))
     first.start()
-    assert slow.started.wait(10)   # the first tuning holds the key before the second asks for it
+    assert slow.started.wait(10)  # the first tuning holds the key before the second asks for it
     second = Tuner(key, winner=32)
     rec, how = kc.get_or_tune(key, DT, second, force=True)
     first.join(10)
@@ -257,9 +302,9 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
     elif change == "checksum":
         kw["checksum"] = "space-2"
     elif change == "winner_not_in_space":
-        kw["blocks"] = (32, 128)          # same checksum claimed, but 64 is gone
+        kw["blocks"] = (32, 128)  # same checksum claimed, but 64 is gone
     else:
-        kw["checksum"], kw["blocks"] = "space-3", (16, 64)   # still contains 64, otherwise changed
+        kw["checksum"], kw["blocks"] = "space-3", (16, 64)  # still contains 64, otherwise changed
     kc = new_cache(**kw)
     tkw = {"src": kw["src"], "checksum": kw["checksum"]}
     winner = {"winner_not_in_space": 32, "space_changed_keeps_winner": 16}.get(change, 128)
@@ -271,8 +316,13 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
     # or a winner the space lost is retuned quietly.
     said = [str(w.message) for w in caught]
     if change in ("checksum", "space_changed_keeps_winner"):
-        assert len(said) == 1 and said[0].startswith("autotune cache: the disk entry of add key [512], tuned for "
-                                                     "another search space, was replaced") and "AUTOTUNE_CACHE_DIR" in said[0]
+        assert (
+            len(said) == 1
+            and said[0].startswith(
+                "autotune cache: the disk entry of add key [512], tuned for another search space, was replaced"
+            )
+            and "AUTOTUNE_CACHE_DIR" in said[0]
+        )
     else:
         assert said == []
     on_disk = load_record(path_of(key))
@@ -280,7 +330,7 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
     assert on_disk.winner == rec.winner
     assert len(list(path_of(key).parent.glob("*.json"))) == 1  # replaced in place, no stale file left
     if change in ("checksum", "space_changed_keeps_winner"):
-        other = (1024,)          # another key of the old space, replaced through the same cache: said once only
+        other = (1024,)  # another key of the old space, replaced through the same cache: said once only
         new_cache().get_or_tune(other, DT, Tuner(other, winner=64))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -313,7 +363,7 @@ def test_another_triton_version_retunes(monkeypatch):
     new_cache().get_or_tune(key, DT, Tuner(key))
     real = runtime_versions()
     monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: ("9.9.9", real[1]))
-    tuner = Tuner(key)   # builds its record with the faked version too
+    tuner = Tuner(key)  # builds its record with the faked version too
     assert new_cache().get_or_tune(key, DT, tuner)[1] == "tuned" and tuner.calls == 1
     assert load_record(path_of(key)).triton_version == "9.9.9"
 
@@ -341,8 +391,9 @@ def _assert_neighbour_intact(neighbour):
     assert new_cache().get_or_tune((999,), DT, Tuner((999,)))[1] == "disk"
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"", b"\x00\xff\xfe", b"[1, 2, 3]", b'{"schema_version": 1}',
-                                     "truncated"])
+@pytest.mark.parametrize(
+    "content", [b"{not json", b"", b"\x00\xff\xfe", b"[1, 2, 3]", b'{"schema_version": 1}', "truncated"]
+)
 def test_corrupt_entry_warns_retunes_and_is_replaced(content):
     neighbour = _good_neighbour()
     key = (1024,)
@@ -355,7 +406,7 @@ def test_corrupt_entry_warns_retunes_and_is_replaced(content):
     with pytest.warns(CacheWarning, match=str(path.name)) as rec_warn:
         rec, how = new_cache().get_or_tune(key, DT, tuner)
     assert how == "tuned" and tuner.calls == 1 and rec.winner == Config(BLOCK=64)
-    assert len([w for w in rec_warn if issubclass(w.category, CacheWarning)]) == 1   # once, not per read
+    assert len([w for w in rec_warn if issubclass(w.category, CacheWarning)]) == 1  # once, not per read
     assert "replacing" in str(rec_warn[0].message)
     assert load_record(path).winner == Config(BLOCK=64)
     _assert_neighbour_intact(neighbour)
@@ -396,7 +447,7 @@ def test_newer_schema_version_is_left_alone():
     with pytest.warns(CacheWarning, match="newer autotune"):
         rec, how = kc.get_or_tune(key, DT, Tuner(key))
     assert how == "tuned" and rec.winner == Config(BLOCK=64)
-    assert path.read_bytes() == before                       # not ours to overwrite
+    assert path.read_bytes() == before  # not ours to overwrite
     assert kc.get_or_tune(key, DT, Tuner(key))[1] == "memory"
 
 
@@ -404,7 +455,7 @@ def test_unreadable_entry_warns_and_the_call_returns():
     neighbour = _good_neighbour()
     key = (1024,)
     path = path_of(key)
-    path.mkdir(parents=True)        # a directory where the file should be: reading raises IsADirectoryError
+    path.mkdir(parents=True)  # a directory where the file should be: reading raises IsADirectoryError
     with pytest.warns(CacheWarning) as rec_warn:
         rec, how = new_cache().get_or_tune(key, DT, Tuner(key))
     messages = [str(w.message) for w in rec_warn]
@@ -439,6 +490,7 @@ def read_only(monkeypatch):
             if under(path):
                 raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
             return real(path, *args, **kw)
+
         return fake
 
     def make(directory: Path):
@@ -450,8 +502,8 @@ def read_only(monkeypatch):
         try:
             probe.touch()
         except PermissionError:
-            return                      # the mode is honoured: a real read-only directory
-        probe.unlink()                  # root (CAP_DAC_OVERRIDE) ignores modes: simulate instead
+            return  # the mode is honoured: a real read-only directory
+        probe.unlink()  # root (CAP_DAC_OVERRIDE) ignores modes: simulate instead
         if True:
             monkeypatch.setattr(os, "open", fake_open)
             monkeypatch.setattr(os, "mkdir", guard(real_mkdir))
@@ -501,7 +553,10 @@ def test_a_cache_dir_through_a_file_warns_once_naming_the_directory_and_the_fix(
         assert kc.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
     messages = [str(w.message) for w in rec_warn if issubclass(w.category, CacheWarning)]
     assert len(messages) == 1, messages
-    assert f"cache directory {blocker / 'cache'}" in messages[0] and "Point AUTOTUNE_CACHE_DIR at a writable" in messages[0]
+    assert (
+        f"cache directory {blocker / 'cache'}" in messages[0]
+        and "Point AUTOTUNE_CACHE_DIR at a writable" in messages[0]
+    )
     assert how == "tuned" and kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "memory"
 
 
@@ -520,9 +575,9 @@ def test_full_disk_warns_and_keeps_the_previous_entry(monkeypatch):
         rec, how = kc.get_or_tune(key, DT, Tuner(key, winner=128), force=True)
     assert how == "tuned" and rec.winner == Config(BLOCK=128)
     assert path_of(key).name in str(rec_warn[0].message)
-    assert path_of(key).read_bytes() == before                  # the good entry is not lost
+    assert path_of(key).read_bytes() == before  # the good entry is not lost
     assert sorted(p.name for p in path_of(key).parent.iterdir() if p.name.endswith(".tmp")) == []
-    assert kc.get_or_tune(key, DT, Tuner(key))[1] == "memory"   # and this process goes on with its winner
+    assert kc.get_or_tune(key, DT, Tuner(key))[1] == "memory"  # and this process goes on with its winner
     # A new key on the full disk: warns, returns, writes nothing.
     with pytest.warns(CacheWarning, match="disk is full"):
         assert kc.get_or_tune((2048,), DT, Tuner((2048,)))[1] == "tuned"
@@ -585,21 +640,21 @@ def test_clear_one_key_all_dtype_variants_memory_and_disk_count_once():
 
 
 def test_clear_autotune_cache_forms():
-    clear_autotune_cache()      # module-level kernels of other test modules keep entries in memory: start empty
+    clear_autotune_cache()  # module-level kernels of other test modules keep entries in memory: start empty
     a, b = new_cache("add"), new_cache("mul")
     _fill(a, [(1,), (2,), (3,)])
     _fill(b, [(1,), (2,)])
     ka = FakeKernel(a)
     with pytest.raises(ValueError, match="kernel"):
         clear_autotune_cache(key=(1,))
-    assert clear_autotune_cache(ka, (1,)) == 1                    # object + key
-    assert clear_autotune_cache(ka, 2) == 1                       # a bare value means a 1-tuple
-    assert clear_autotune_cache("mul", [1]) == 1                  # name + key (list form)
+    assert clear_autotune_cache(ka, (1,)) == 1  # object + key
+    assert clear_autotune_cache(ka, 2) == 1  # a bare value means a 1-tuple
+    assert clear_autotune_cache("mul", [1]) == 1  # name + key (list form)
     assert set(a.records()) == {((3,), DT)} and set(b.records()) == {((2,), DT)}
-    assert clear_autotune_cache("add") == 1                       # a whole kernel by name
+    assert clear_autotune_cache("add") == 1  # a whole kernel by name
     assert a.records() == {} and b.records() != {}
     _fill(a, [(7,)])
-    assert clear_autotune_cache() == 2                            # everything: add (7,), mul (2,)
+    assert clear_autotune_cache() == 2  # everything: add (7,), mul (2,)
     assert a.records() == {} and b.records() == {}
     assert disk_entries() == []
     assert clear_autotune_cache() == 0
@@ -610,15 +665,15 @@ def test_clear_autotune_cache_forms():
 def test_clear_counts_memory_only_and_disk_only_entries():
     kc = new_cache()
     _fill(kc, [(1,)])
-    path_of((1,)).unlink()                    # memory only
+    path_of((1,)).unlink()  # memory only
     other = new_cache()
     _fill(other, [(2,)])
-    other.forget()                             # (2,) on disk only
+    other.forget()  # (2,) on disk only
     assert clear_autotune_cache(FakeKernel(kc)) == 2
 
 
 def test_clear_removes_entries_of_kernels_not_loaded():
-    clear_autotune_cache()      # the final count includes memory entries of other modules' live kernels
+    clear_autotune_cache()  # the final count includes memory entries of other modules' live kernels
     write_record(make_record((1,), kernel="ghost_kernel"))
     write_record(make_record((2,), kernel="ghost_kernel"))
     write_record(make_record((1,), kernel="ghost/other"))
@@ -660,7 +715,7 @@ def test_offline_warning_resets_after_clear():
 
 
 def test_clear_never_touches_files_that_are_not_entries():
-    clear_autotune_cache()      # the count below includes memory entries of other modules' live kernels
+    clear_autotune_cache()  # the count below includes memory entries of other modules' live kernels
     kc = new_cache()
     _fill(kc, [(1,)])
     root = Path(cache_dir())
@@ -704,6 +759,7 @@ def test_public_helpers_for_other_modules():
 
 # --- entry naming and reading, pinned after mutation testing --------------------------------------------------------
 
+
 def test_non_finite_key_values_are_stored_and_found_again_on_disk():
     """inf is a valid key value (it equals itself); JSON has no inf, so the entry stores its text and a new
     process's lookup of the same key finds the entry."""
@@ -721,7 +777,7 @@ def test_non_finite_key_values_are_stored_and_found_again_on_disk():
 def test_kernel_dirname_of_long_or_empty_names():
     long_a, long_b = "k" * 300, "k" * 299 + "j"
     a, b = kernel_dirname(long_a), kernel_dirname(long_b)
-    assert len(a) <= 100 and len(b) <= 100 and a != b          # a file name stays far under the 255-byte limit
+    assert len(a) <= 100 and len(b) <= 100 and a != b  # a file name stays far under the 255-byte limit
     assert kernel_dirname("") not in ("", ".") and "/" not in kernel_dirname("")
 
 
@@ -729,19 +785,19 @@ def test_is_dir_of_matches_the_kernel_and_its_module_variants_only():
     is_dir_of = entries_mod.is_dir_of
     assert is_dir_of(kernel_dirname("add"), "add")
     assert is_dir_of(kernel_dirname("add", "mod:add"), "add")
-    assert not is_dir_of(kernel_dirname("add_kernel"), "add")            # a longer name is another kernel
+    assert not is_dir_of(kernel_dirname("add_kernel"), "add")  # a longer name is another kernel
     assert not is_dir_of(kernel_dirname("add_kernel", "mod:add_kernel"), "add")
     assert not is_dir_of("add.123", "add") and not is_dir_of("add.1234567g", "add")
-    assert not is_dir_of("aXb.1234abcd", "a.b")                        # '.' in a name is a dot, not any char
+    assert not is_dir_of("aXb.1234abcd", "a.b")  # '.' in a name is a dot, not any char
     assert is_dir_of("a.b.1234abcd", "a.b")
 
 
 def test_a_kernel_is_named_by_its_short_name_or_its_module_qualname():
     matches, is_dir_of = entries_mod.kernel_matches, entries_mod.is_dir_of
-    assert matches("add", "mod:add", "add") and matches("add", None, "add")           # the short name: every module's
+    assert matches("add", "mod:add", "add") and matches("add", None, "add")  # the short name: every module's
     assert matches("add", "mod:add", "mod:add") and not matches("add", "other:add", "mod:add")
     assert not matches("add", None, "mod:add") and not matches("add", "mod:add", "mod.add")
-    assert is_dir_of(kernel_dirname("add", "mod:add"), "mod:add")                     # the directory of that kernel
+    assert is_dir_of(kernel_dirname("add", "mod:add"), "mod:add")  # the directory of that kernel
     assert not is_dir_of(kernel_dirname("add", "other:add"), "mod:add") and not is_dir_of("add", "mod:add")
     assert entries_mod.short_name("pkg.mod:Cls.add") == "add" and entries_mod.short_name("add") == "add"
 
@@ -775,14 +831,15 @@ def test_an_entry_over_the_size_limit_is_not_read_and_is_replaced():
     key = (1024,)
     path = path_of(key)
     path.parent.mkdir(parents=True)
-    with open(path, "wb") as f:                      # sparse: no 16 MiB written
-        f.truncate((16 << 20) + 1)                   # DESIGN: entry reads take at most 16 MiB
+    with open(path, "wb") as f:  # sparse: no 16 MiB written
+        f.truncate((16 << 20) + 1)  # DESIGN: entry reads take at most 16 MiB
     with pytest.warns(CacheWarning, match=rf"over the {16 << 20}-byte limit"):
         rec, how = new_cache().get_or_tune(key, DT, Tuner(key))
     assert how == "tuned" and load_record(path).winner == Config(BLOCK=64)
 
 
 # --- DiskCache faults, pinned after mutation testing ----------------------------------------------------------------
+
 
 def _disk_ref(key=(1024,)):
     from autotune.storage import EntryRef
@@ -801,8 +858,8 @@ def test_a_bad_entry_is_warned_about_once_per_state_of_the_file():
         assert disk.get(ref) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert disk.get(ref) is None                        # the same bad file: said once
-    path.write_bytes(b"garbage, still")                     # the same fault in a new state of the file
+        assert disk.get(ref) is None  # the same bad file: said once
+    path.write_bytes(b"garbage, still")  # the same fault in a new state of the file
     with pytest.warns(CacheWarning, match="not valid JSON"):
         assert disk.get(ref) is None
 
@@ -827,7 +884,7 @@ def test_enoent_is_the_directory_fault_only_when_the_cache_directory_is_missing(
     there.mkdir()
     gone = OSError(errno.ENOENT, os.strerror(errno.ENOENT), str(there / "add" / "x.json"))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                      # an entry's folder removed meanwhile: not the directory's
+        warnings.simplefilter("error")  # an entry's folder removed meanwhile: not the directory's
         assert DiskCache(there).warn_not_writable(gone, there / "add" / "x.json") is False
     missing = tmp_path / "missing"
     with pytest.warns(CacheWarning, match="Point AUTOTUNE_CACHE_DIR"):

@@ -1,5 +1,6 @@
 """The cache under the real decorator: a Triton vector add through the interpreter, in this process and
 in fresh Python processes (which must launch the winner from disk without tuning)."""
+
 from __future__ import annotations
 
 import errno
@@ -15,15 +16,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune.storage import files as files_mod, fingerprint as fingerprint_mod, counters as stats_mod
 from autotune import clear_autotune_cache, stats
 from autotune.errors import CacheWarning
-from autotune.storage import disk_entries, load_record
 from autotune.space import Config
+from autotune.storage import counters as stats_mod
+from autotune.storage import disk_entries, load_record
+from autotune.storage import files as files_mod
+from autotune.storage import fingerprint as fingerprint_mod
 
 REPO = Path(__file__).resolve().parents[1]
 
-KERNEL_MODULE = '''
+KERNEL_MODULE = """
 import triton
 import triton.language as tl
 from autotune import autotune, Tuning
@@ -37,9 +40,9 @@ def vadd(x, y, out, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n{extra}
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-'''
+"""
 
-CHILD = '''
+CHILD = """
 import json, sys, warnings
 import torch
 sys.path.insert(0, sys.argv[1])
@@ -54,7 +57,7 @@ torch.testing.assert_close(out, x + y)
 print(json.dumps({"stats": autotune.stats()["vadd"], "info": kmod.vadd.cache_info(),
                   "best": dict(kmod.vadd.best_config),
                   "warnings": [str(w.message) for w in caught]}))
-'''
+"""
 
 _counter = itertools.count()
 
@@ -91,8 +94,9 @@ def run_child(module_dir: Path, n: int = 256, script_text: str = CHILD, **env_ex
     env.update(env_extra)
     script = module_dir / "child.py"
     script.write_text(script_text)
-    res = subprocess.run([sys.executable, str(script), str(module_dir), str(n)], capture_output=True, text=True,
-                         env=env, timeout=240)
+    res = subprocess.run(
+        [sys.executable, str(script), str(module_dir), str(n)], capture_output=True, text=True, env=env, timeout=240
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -126,15 +130,17 @@ def test_an_edited_kernel_retunes_in_the_next_process(tmp_path):
     mod = write_kernel(tmp_path / "m").parent
     run_child(mod)
     old = only_entry()
-    write_kernel(tmp_path / "m", extra="\n    mask = mask & (offs >= 0)")   # same result, new source
+    write_kernel(tmp_path / "m", extra="\n    mask = mask & (offs >= 0)")  # same result, new source
     edited = run_child(mod)
     assert edited["stats"]["tunings"] == 1 and edited["stats"]["disk_hits"] == 0
-    new = only_entry()                                    # replaced in place
+    new = only_entry()  # replaced in place
     assert new.source_hash != old.source_hash and new.timestamp > old.timestamp
     assert run_child(mod)["stats"]["tunings"] == 0
 
 
-HELPER_MODULE = KERNEL_MODULE.replace("@autotune(", """
+HELPER_MODULE = KERNEL_MODULE.replace(
+    "@autotune(",
+    """
 OFFSET = {offset}
 
 
@@ -143,13 +149,17 @@ def add(a, b):
     return a + b + OFFSET
 
 
-@autotune(""").replace("tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)",
-                       "add(tl.load(x + offs, mask=mask), tl.load(y + offs, mask=mask))")
+@autotune(""",
+).replace(
+    "tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask)",
+    "add(tl.load(x + offs, mask=mask), tl.load(y + offs, mask=mask))",
+)
 
 
 def test_an_edited_helper_or_constant_retunes_in_the_next_process_and_a_moved_kernel_does_not(tmp_path):
     """The kernel's identity covers the @triton.jit helpers it calls and the globals they read (else an edit
     there would launch the old variant's winner); not line numbers, so a comment added above it is a disk hit."""
+
     def write(offset="0", top=""):
         (tmp_path / "m").mkdir(exist_ok=True)
         (tmp_path / "m" / "kmod.py").write_text(top + HELPER_MODULE.format(blocks=(32, 64), extra="", offset=offset))
@@ -159,18 +169,22 @@ def test_an_edited_helper_or_constant_retunes_in_the_next_process_and_a_moved_ke
     assert run_child(mod)["stats"]["tunings"] == 1
     first = only_entry()
     assert run_child(write(top="# moved down\n\n\n"))["stats"]["disk_hits"] == 1
-    assert run_child(write(offset="0.0"))["stats"]["tunings"] == 1         # the same sum: a new constant
+    assert run_child(write(offset="0.0"))["stats"]["tunings"] == 1  # the same sum: a new constant
     assert only_entry().source_hash != first.source_hash
-    (tmp_path / "m" / "kmod.py").write_text((tmp_path / "m" / "kmod.py").read_text().replace(
-        "return a + b + OFFSET", "return b + a + OFFSET"))                 # the helper's body
+    (tmp_path / "m" / "kmod.py").write_text(
+        (tmp_path / "m" / "kmod.py").read_text().replace("return a + b + OFFSET", "return b + a + OFFSET")
+    )  # the helper's body
     edited = run_child(mod)
     assert edited["stats"]["tunings"] == 1 and edited["stats"]["disk_hits"] == 0
 
 
-GENERATED_CHILD = CHILD.replace("import kmod\n", """import pathlib, types
+GENERATED_CHILD = CHILD.replace(
+    "import kmod\n",
+    """import pathlib, types
 kmod = types.ModuleType("generated")   # a kernel made by exec() from generated text: no source to read back
 exec(compile(pathlib.Path(sys.argv[1], "kmod.py").read_text(), "<generated>", "exec"), kmod.__dict__)
-""")
+""",
+)
 
 
 def test_a_kernel_made_by_exec_is_cached_by_its_bytecode_across_processes(tmp_path):
@@ -195,8 +209,10 @@ def test_exec_kernels_that_differ_only_in_an_annotation_have_their_own_identity(
     from autotune.storage import source_hash
 
     def generated(annotation: str):
-        text = (f"@triton.jit\ndef scale(x, m{annotation}, BLOCK: tl.constexpr):\n"
-                "    offs = tl.arange(0, BLOCK)\n    tl.store(x + offs, tl.load(x + offs) * m)\n")
+        text = (
+            f"@triton.jit\ndef scale(x, m{annotation}, BLOCK: tl.constexpr):\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(x + offs, tl.load(x + offs) * m)\n"
+        )
         namespace = {"triton": triton, "tl": tl}
         exec(compile(text, "<generated>", "exec"), namespace)
         return namespace["scale"]
@@ -211,10 +227,10 @@ def test_offline_process_uses_cached_winner_and_falls_back_on_a_miss(tmp_path):
     hit = run_child(mod, n=256, AUTOTUNE_OFFLINE="1")
     assert hit["best"] == tuned["best"] and hit["stats"]["tunings"] == 0 and hit["warnings"] == []
     miss = run_child(mod, n=100, AUTOTUNE_OFFLINE="1")
-    assert miss["best"] == {"BLOCK": 64}                  # the space's first config
+    assert miss["best"] == {"BLOCK": 64}  # the space's first config
     assert miss["stats"]["misses"] == 1 and miss["stats"]["tunings"] == 0
     assert len(miss["warnings"]) == 1 and "OFFLINE" in miss["warnings"][0]
-    assert len(disk_entries("vadd")) == 1                 # offline writes nothing
+    assert len(disk_entries("vadd")) == 1  # offline writes nothing
 
 
 # ---------------------------------------------------------------------------------------------- in this process
@@ -227,7 +243,7 @@ def test_offline_miss_warns_once_per_key_and_counts(tmp_path, monkeypatch):
         for _ in range(3):
             assert call(vadd, 256) == Config(BLOCK=64)
         call(vadd, 100)
-    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 2   # once per key
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 2  # once per key
     s = stats()["vadd"]
     assert s["misses"] == 4 and s["tunings"] == 0
     assert disk_entries() == []
@@ -240,13 +256,17 @@ def test_offline_hit_uses_the_winner(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert call(vadd) == winner
-    assert stats()["vadd"]["disk_hits"] == 1 and stats()["vadd"]["tunings"] == 1   # the one tuning was the first
+    assert stats()["vadd"]["disk_hits"] == 1 and stats()["vadd"]["tunings"] == 1  # the one tuning was the first
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"extra": "\n    mask = mask & (offs >= 0)"}, "the kernel source changed"),
-    ({"blocks": (32, 64)}, "the search space changed"),
-], ids=["source", "space"])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"extra": "\n    mask = mask & (offs >= 0)"}, "the kernel source changed"),
+        ({"blocks": (32, 64)}, "the search space changed"),
+    ],
+    ids=["source", "space"],
+)
 def test_offline_miss_of_a_stale_entry_says_why_it_was_not_used(tmp_path, monkeypatch, change, reason):
     """Imported, but the served kernel is not the one tuned: the offline warning names the stale entry's reason
     (the whole diagnosis of "deployed, yet untuned"), not "no cached winner"."""
@@ -256,9 +276,11 @@ def test_offline_miss_of_a_stale_entry_says_why_it_was_not_used(tmp_path, monkey
     with pytest.warns(CacheWarning) as caught:
         call(vadd)
     (message,) = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
-    assert f"no usable cached winner for vadd key=(256,) ['torch.float32', 'torch.float32', 'torch.float32'] " \
-           f"(the disk entry is out of date ({reason})); launching" in message
-    assert len(disk_entries()) == 1                       # offline: the stale entry is left as it is
+    assert (
+        f"no usable cached winner for vadd key=(256,) ['torch.float32', 'torch.float32', 'torch.float32'] "
+        f"(the disk entry is out of date ({reason})); launching" in message
+    )
+    assert len(disk_entries()) == 1  # offline: the stale entry is left as it is
 
 
 def test_disable_mode_neither_tunes_nor_writes(tmp_path, monkeypatch):
@@ -281,7 +303,7 @@ def test_force_mode_retunes_over_a_disk_entry(tmp_path, monkeypatch):
 @pytest.mark.parametrize("blocks", [(32, 64, 128), (64, 128), (16, 32)])
 def test_a_changed_space_retunes(tmp_path, blocks):
     call(load_kernel(tmp_path, blocks=(32, 64)))
-    vadd = load_kernel(tmp_path, blocks=blocks)   # (32, 64, 128) and (64, 128) may still hold the old winner
+    vadd = load_kernel(tmp_path, blocks=blocks)  # (32, 64, 128) and (64, 128) may still hold the old winner
     call(vadd)
     assert stats()["vadd"]["tunings"] == 2 and stats()["vadd"]["disk_hits"] == 0
     assert only_entry().winner["BLOCK"] in blocks
@@ -331,16 +353,16 @@ def test_full_disk_warns_and_the_launch_is_right(tmp_path, monkeypatch):
 
 
 def test_clear_autotune_cache_on_a_decorated_kernel(tmp_path):
-    clear_autotune_cache()          # other tests' kernels still alive in this process would count in the last clear
+    clear_autotune_cache()  # other tests' kernels still alive in this process would count in the last clear
     vadd = load_kernel(tmp_path)
     call(vadd, 256)
     call(vadd, 100)
     call(vadd, 300)
     with pytest.raises(ValueError):
         clear_autotune_cache(key=(256,))
-    assert clear_autotune_cache(vadd, key=(256,)) == 1        # in memory and on disk: counted once
+    assert clear_autotune_cache(vadd, key=(256,)) == 1  # in memory and on disk: counted once
     assert sorted(tuple(e.record.key) for e in disk_entries("vadd")) == [(100,), (300,)]
-    call(vadd, 256)                                           # tunes again
+    call(vadd, 256)  # tunes again
     assert stats()["vadd"]["tunings"] == 4
     assert clear_autotune_cache("vadd", key=100) == 1
     assert clear_autotune_cache(vadd) == 2
@@ -356,9 +378,9 @@ def test_offline_miss_warning_points_at_the_callers_line(monkeypatch):
     import warnings
 
     import torch
+    from kernels_for_tests import add_kernel
 
     from autotune import CacheWarning, autotune
-    from kernels_for_tests import add_kernel
 
     monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
     tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_kernel)
@@ -372,6 +394,7 @@ def test_offline_miss_warning_points_at_the_callers_line(monkeypatch):
 
 # --- #12 item 2: kernels are told apart by module and qualified name, not by their short name --------------------
 
+
 def _load_as(tmp_path: Path, module_name: str, blocks=(32, 64)):
     """`twin`: the vadd kernel under a name no other test uses, from a module named `module_name`."""
     path = write_kernel(tmp_path / module_name, blocks)
@@ -383,17 +406,17 @@ def _load_as(tmp_path: Path, module_name: str, blocks=(32, 64)):
 
 
 def test_two_kernels_with_one_name_in_two_modules_keep_their_own_entries(tmp_path):
-    a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")     # same name, source and space
+    a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")  # same name, source and space
     call(a)
     call(b)
     entries = disk_entries("twin")
     assert len(entries) == 2 and {e.record.kernel_id for e in entries} == {"mod_a:twin", "mod_b:twin"}
     assert len({e.path.parent for e in entries}) == 2
-    tunings_before = stats()["twin"]["tunings"]                         # counters are per short name
+    tunings_before = stats()["twin"]["tunings"]  # counters are per short name
     a_again, b_again = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
     call(a_again)
     call(b_again)
-    assert stats()["twin"]["tunings"] == tunings_before                 # both read their own entry back
+    assert stats()["twin"]["tunings"] == tunings_before  # both read their own entry back
     assert stats()["twin"]["disk_hits"] >= 2
 
 
@@ -401,7 +424,7 @@ def test_clearing_by_short_name_clears_every_kernel_of_that_name_and_says_so(tmp
     a, b = _load_as(tmp_path, "mod_a"), _load_as(tmp_path, "mod_b")
     call(a)
     call(b)
-    assert clear_autotune_cache(a) == 1                                  # the object: that kernel only
+    assert clear_autotune_cache(a) == 1  # the object: that kernel only
     assert [e.record.kernel_id for e in disk_entries("twin")] == ["mod_b:twin"]
     call(a)
     with pytest.warns(UserWarning, match="cleared 2 kernels of that name: mod_a:twin, mod_b:twin"):
@@ -414,8 +437,8 @@ def test_clearing_by_module_qualname_clears_that_kernel_alone_in_memory_and_on_d
     call(a)
     call(b)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                                   # one kernel: no "cleared 2 kernels"
-        assert clear_autotune_cache("mod_a:twin", key=(256,)) == 1       # one entry in memory and on disk
+        warnings.simplefilter("error")  # one kernel: no "cleared 2 kernels"
+        assert clear_autotune_cache("mod_a:twin", key=(256,)) == 1  # one entry in memory and on disk
     assert [e.record.kernel_id for e in disk_entries("twin")] == ["mod_b:twin"]
     assert len(a.cache.memory) == 0 and len(b.cache.memory) == 1
     assert [e.record.kernel_id for e in disk_entries("mod_b:twin")] == ["mod_b:twin"]

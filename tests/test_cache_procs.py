@@ -3,6 +3,7 @@
 The workers use KernelCache directly with a tune() that appends a line to a shared log, so the
 number of tunings across processes is counted exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from autotune.storage import disk_entries, load_record
 from autotune import codec
 from autotune.record import TuningRecord
+from autotune.storage import disk_entries, load_record
 
 REPO = Path(__file__).resolve().parents[1]
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, os, random, sys, time
     from pathlib import Path
 
@@ -54,7 +55,7 @@ WORKER = textwrap.dedent('''
     (work / f"calling-{tag}").write_text(repr(time.time()))
     rec, how = kc.get_or_tune(key, DT, tune)
     print(json.dumps({"tag": tag, "how": how, "winner": rec.winner["BLOCK"], "stats": stats()["vadd"]}))
-''')
+""")
 
 
 @pytest.fixture
@@ -69,8 +70,14 @@ def spawn(work: Path, tag: str, key: int = 1024, delay: float = 0.5) -> subproce
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("TRITON_INTERPRET", "1")
-    return subprocess.Popen([sys.executable, str(work / "worker.py"), str(work), tag, str(key), str(delay)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(work))
+    return subprocess.Popen(
+        [sys.executable, str(work / "worker.py"), str(work), tag, str(key), str(delay)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(work),
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 180) -> dict:
@@ -106,7 +113,7 @@ def test_four_processes_on_one_key_tune_once(work):
     procs = [spawn(work, f"p{i}", delay=1.0) for i in range(4)]
     for i in range(4):
         wait_for(work / f"ready-p{i}")
-    (work / "go").touch()                       # released together
+    (work / "go").touch()  # released together
     results = [finish(p) for p in procs]
     log = tunings(work)
     assert len(log) == 1, log
@@ -114,8 +121,8 @@ def test_four_processes_on_one_key_tune_once(work):
     assert len({r["winner"] for r in results}) == 1
     entries = disk_entries("vadd")
     assert len(entries) == 1 and entries[0].error is None
-    raw = json.loads(entries[0].path.read_text())      # plain valid JSON ...
-    assert codec.from_builtins(raw, TuningRecord).winner["BLOCK"] == results[0]["winner"]   # ... and a valid record
+    raw = json.loads(entries[0].path.read_text())  # plain valid JSON ...
+    assert codec.from_builtins(raw, TuningRecord).winner["BLOCK"] == results[0]["winner"]  # ... and a valid record
     assert sum(r["stats"]["tunings"] for r in results) == 1
 
 
@@ -126,7 +133,7 @@ def test_sigkilled_tuner_releases_the_key_and_a_waiter_takes_over(work):
         wait_for(work / "tuning-victim")
         waiter = spawn(work, "waiter", delay=0.0)
         wait_for(work / "calling-waiter")
-        time.sleep(0.7)                          # the waiter is now blocked on the victim's lock
+        time.sleep(0.7)  # the waiter is now blocked on the victim's lock
         assert waiter.poll() is None, "the waiter did not wait for the tuning process"
         killed_at = time.time()
         victim.send_signal(signal.SIGKILL)

@@ -1,18 +1,20 @@
 """A mistake in the call is the caller's error, raised at once, before any config is tried (#12 item 5)."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import triton
 import triton.language as tl
+from kernels_for_tests import add_kernel, count_trials
 
 from autotune import AutotuneError, CallError, NoRecordError, autotune
-from kernels_for_tests import add_kernel, count_trials
 
 
 def _counting_add(**options):
-    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning={"warmup": 0, "reps": 1}, **options)(add_kernel)
+    tuned = autotune(
+        space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={"warmup": 0, "reps": 1}, **options
+    )(add_kernel)
     return tuned, count_trials(tuned)
 
 
@@ -27,10 +29,13 @@ def test_missing_argument_is_a_type_error_before_tuning():
 def test_a_constexpr_the_space_does_not_set_is_missing_from_the_call_and_the_message_says_where_it_comes_from():
     tuned = autotune(space={"num_warps": [1, 2]}, key=["n"], grid="(1,)")(add_kernel)
     x = torch.ones(8)
-    with pytest.raises(CallError, match=r"missing 1 required argument: 'BLOCK'.*not set by the search space, a "
-                                        r"tl.constexpr \(BLOCK\) is passed at each call or added to the space"):
+    with pytest.raises(
+        CallError,
+        match=r"missing 1 required argument: 'BLOCK'.*not set by the search space, a "
+        r"tl.constexpr \(BLOCK\) is passed at each call or added to the space",
+    ):
         tuned(x, x, torch.empty_like(x), 8)
-    tuned(x, x, out := torch.empty_like(x), 8, BLOCK=8)   # passed at the call: launches
+    tuned(x, x, out := torch.empty_like(x), 8, BLOCK=8)  # passed at the call: launches
     assert torch.equal(out, x + x)
 
 
@@ -57,7 +62,7 @@ def test_tuned_field_passed_by_the_caller_is_refused_before_tuning():
     with pytest.raises(AutotuneError, match="Conflicting meta-parameters: BLOCK"):
         tuned(x, x, torch.empty_like(x), 8, BLOCK=16)
     assert launches == []
-    above = triton.heuristics({"BLOCK": lambda args: 64})(tuned)     # the caller passes no BLOCK: the heuristic does
+    above = triton.heuristics({"BLOCK": lambda args: 64})(tuned)  # the caller passes no BLOCK: the heuristic does
     with pytest.raises(AutotuneError, match="drop BLOCK= from the call, or from a triton.heuristics above @autotune"):
         above[(1,)](x, x, torch.empty_like(x), 8)
     assert launches == []
@@ -73,11 +78,18 @@ def test_float_size_with_a_cdiv_grid_blames_the_argument_not_the_grid():
 
 
 def test_a_float_in_the_space_read_by_the_grid_blames_the_config_not_the_call():
-    tuned = autotune(space={"BLOCK": (16, 64.0)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning={"compile_workers": 0, "isolate": "off"})(add_kernel)
+    tuned = autotune(
+        space={"BLOCK": (16, 64.0)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning={"compile_workers": 0, "isolate": "off"},
+    )(add_kernel)
     x = torch.ones(40)
-    with pytest.raises(AutotuneError, match=r"grid '\(cdiv\(n, \$BLOCK\),\)' gave \(1.0,\) for config \{'BLOCK': 64.0\}: "
-                                            r"\$BLOCK=64.0 is a float; give the search space int values") as info:
+    with pytest.raises(
+        AutotuneError,
+        match=r"grid '\(cdiv\(n, \$BLOCK\),\)' gave \(1.0,\) for config \{'BLOCK': 64.0\}: "
+        r"\$BLOCK=64.0 is a float; give the search space int values",
+    ) as info:
         tuned(x, x, torch.empty_like(x), 40)
     assert "pass ints" not in str(info.value)
 
@@ -89,8 +101,9 @@ def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
     tuned(x=x, y=x, out=out, n=8)
     assert torch.equal(out, 2 * x)
 
-    heur = autotune(space={"num_warps": [1, 2]}, key=["n"], grid=(1,),
-                    tuning={"warmup": 0, "reps": 1})(triton.heuristics({"BLOCK": lambda args: 16})(add_kernel))
+    heur = autotune(space={"num_warps": [1, 2]}, key=["n"], grid=(1,), tuning={"warmup": 0, "reps": 1})(
+        triton.heuristics({"BLOCK": lambda args: 16})(add_kernel)
+    )
     out2 = torch.empty_like(x)
     heur(x, x, out2, 8)
     assert torch.equal(out2, 2 * x)
@@ -99,13 +112,17 @@ def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
 def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_says_tensors_are_needed():
     """KernelInterface.warmup (what triton.heuristics' .warmup is) passes dtypes as MockTensors: nothing can be
     tuned on them. Untuned, the caller is told to warm up with tensors; tuned, the winner compiles, nothing runs."""
-    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
+    tuned = autotune(
+        space={"BLOCK": [16, 32]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning={"warmup": 0, "reps": 1, "isolate": "off"},
+    )(add_kernel)
     launches = []
     run_trial = tuned._run_trial
     tuned._run_trial = lambda config, *args, **kwargs: launches.append(config) or run_trial(config, *args, **kwargs)
-    wrapped = triton.heuristics({"n": lambda args: 100})(tuned)   # a heuristic value must be a kernel argument
-    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)   # noqa: E731
+    wrapped = triton.heuristics({"n": lambda args: 100})(tuned)  # a heuristic value must be a kernel argument
+    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
     with pytest.raises(AutotuneError, match="warmup with dtypes instead of tensors.*call add_kernel.warmup"):
         wrapped.warmup(torch.float32, torch.float32, torch.float32, grid=grid)
     assert launches == []
@@ -119,12 +136,15 @@ def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_s
 def test_call_time_option_that_the_decorator_sets_statically_is_refused_not_overridden():
     tuned, launches = _counting_add(num_warps=4)
     x = torch.ones(8)
-    with pytest.raises(AutotuneError, match=r"num_warps=8 passed to add_kernel, whose @autotune\(num_warps=4\).*"
-                                            r"drop num_warps= from the call or from @autotune"):
+    with pytest.raises(
+        AutotuneError,
+        match=r"num_warps=8 passed to add_kernel, whose @autotune\(num_warps=4\).*"
+        r"drop num_warps= from the call or from @autotune",
+    ):
         tuned(x, x, torch.empty_like(x), 8, num_warps=8)
     assert launches == []
     out = torch.empty_like(x)
-    tuned(x, x, out, 8, num_stages=1)                  # an option the decorator does not set is the call's
+    tuned(x, x, out, 8, num_stages=1)  # an option the decorator does not set is the call's
     assert torch.equal(out, 2 * x)
 
 
@@ -162,7 +182,7 @@ def test_asking_for_the_record_of_an_untuned_key_names_the_keys_there_are():
     with pytest.raises(NoRecordError, match=r"no tuning record in this process yet: call the kernel first") as info:
         tuned.record()
     assert isinstance(info.value, AutotuneError) and isinstance(info.value, KeyError)
-    assert not str(info.value).startswith(("'", '"'))          # not KeyError's quoted repr
+    assert not str(info.value).startswith(("'", '"'))  # not KeyError's quoted repr
     x = torch.ones(8)
     tuned(x, x, torch.empty_like(x), 8)
     assert tuned.record().winner in ({"BLOCK": 16}, {"BLOCK": 32})
@@ -176,8 +196,11 @@ def test_the_record_of_a_call_that_launched_untuned_says_why_there_is_none(monke
     tuned, launches = _counting_add()
     x = torch.ones(8)
     tuned(x, x, torch.empty_like(x), 8)
-    with pytest.raises(NoRecordError, match=r"add_kernel's last call \(key \(8,\)\) has no tuning record: it launched "
-                                            r"without one \(a space of one config, AUTOTUNE_DISABLE"):
+    with pytest.raises(
+        NoRecordError,
+        match=r"add_kernel's last call \(key \(8,\)\) has no tuning record: it launched "
+        r"without one \(a space of one config, AUTOTUNE_DISABLE",
+    ):
         tuned.record()
 
 
@@ -193,13 +216,20 @@ def add_with_optional_bias(x, y, out, n, bias, BLOCK: tl.constexpr):
 
 def test_the_keys_listed_by_a_missing_record_may_mix_types():
     """Keys of None and of a number cannot be ordered by `<`: listing them must not turn the error into a TypeError."""
-    tuned = autotune(space={"BLOCK": [16, 32]}, key=["n", "bias"], grid="(cdiv(n, $BLOCK),)",
-                     tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_with_optional_bias)
+    tuned = autotune(
+        space={"BLOCK": [16, 32]},
+        key=["n", "bias"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning={"warmup": 0, "reps": 1, "isolate": "off"},
+    )(add_with_optional_bias)
     x = torch.ones(8)
     tuned(x, x, torch.empty_like(x), 8, None)
     tuned(x, x, torch.empty_like(x), 8, 1.5)
-    with pytest.raises(NoRecordError, match=r"no record for key \(32, None\) in this process; the keys it has: "
-                                            r"\[\(8, 1.5\), \(8, None\)\]"):
+    with pytest.raises(
+        NoRecordError,
+        match=r"no record for key \(32, None\) in this process; the keys it has: "
+        r"\[\(8, 1.5\), \(8, None\)\]",
+    ):
         tuned.record((32, None))
 
 
@@ -208,8 +238,11 @@ def test_a_launch_option_passed_at_the_call_is_checked_as_in_the_space():
     interpreter and refused by a GPU compile in every config (which then took the blame)."""
     tuned, launches = _counting_add()
     x = torch.ones(8)
-    with pytest.raises(CallError, match=r"num_warps=3 passed to add_kernel: num_warps must be a power of two.*fix "
-                                        r"the call"):
+    with pytest.raises(
+        CallError,
+        match=r"num_warps=3 passed to add_kernel: num_warps must be a power of two.*fix "
+        r"the call",
+    ):
         tuned(x, x, torch.empty_like(x), 8, num_warps=3)
     with pytest.raises(CallError, match=r"maxnreg='a' passed to add_kernel: maxnreg must be None or an int"):
         tuned(x, x, torch.empty_like(x), 8, maxnreg="a")
@@ -218,5 +251,5 @@ def test_a_launch_option_passed_at_the_call_is_checked_as_in_the_space():
     tuned(x, x, out, 8, num_warps=2)
     torch.testing.assert_close(out, x + x)
     out = torch.empty_like(x)
-    tuned(x, x, out, 8, num_warps=None, num_stages=None)    # None: unset, as Triton reads it (a wrapper's default)
+    tuned(x, x, out, 8, num_warps=None, num_stages=None)  # None: unset, as Triton reads it (a wrapper's default)
     torch.testing.assert_close(out, x + x)

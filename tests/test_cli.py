@@ -1,4 +1,5 @@
 """The command line: `python -m autotune cache ...` in a real subprocess, plus its helpers in-process."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,14 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from autotune.format import format_table
-from autotune import cli
-from autotune.storage import device_fingerprint, disk_entries, runtime_versions
 from cache_files import write_record
+
+from autotune import cli
+from autotune.format import format_table
 from autotune.options import cache_dir
 from autotune.record import Trial, TrialStatus, TuningRecord
 from autotune.space import Config
+from autotune.storage import device_fingerprint, disk_entries, runtime_versions
 
 REPO = Path(__file__).resolve().parents[1]
 F32 = ["torch.float32", "torch.float32"]
@@ -25,14 +26,37 @@ F16 = ["torch.float16", "torch.float16"]
 
 def record(kernel, key, dtypes=F32, winner=64, device=None, kernel_id=None) -> TuningRecord:
     tv, pv = runtime_versions()
-    trials = [Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=0.01 * b if b != winner else 0.123,
-                    min_ms=0.1, samples_ms=[0.1, 0.2]) for b in (32, 64, 128)]
-    trials.append(Trial(config=Config(BLOCK=4096), status=TrialStatus.COMPILE_ERROR,
-                        error="out of resources: shared memory\nmore detail"))
-    return TuningRecord(kernel=kernel, source_hash="ab" * 32, device=device or device_fingerprint(),
-                        triton_version=tv, torch_version=pv, space_checksum="cd" * 32, key=list(key),
-                        dtypes=list(dtypes), winner=Config(BLOCK=winner), trials=trials, tuning_s=1.5,
-                        kernel_id=kernel_id)
+    trials = [
+        Trial(
+            config=Config(BLOCK=b),
+            status=TrialStatus.OK,
+            median_ms=0.01 * b if b != winner else 0.123,
+            min_ms=0.1,
+            samples_ms=[0.1, 0.2],
+        )
+        for b in (32, 64, 128)
+    ]
+    trials.append(
+        Trial(
+            config=Config(BLOCK=4096),
+            status=TrialStatus.COMPILE_ERROR,
+            error="out of resources: shared memory\nmore detail",
+        )
+    )
+    return TuningRecord(
+        kernel=kernel,
+        source_hash="ab" * 32,
+        device=device or device_fingerprint(),
+        triton_version=tv,
+        torch_version=pv,
+        space_checksum="cd" * 32,
+        key=list(key),
+        dtypes=list(dtypes),
+        winner=Config(BLOCK=winner),
+        trials=trials,
+        tuning_s=1.5,
+        kernel_id=kernel_id,
+    )
 
 
 def run_cli(*args: str, cache: str | None = None) -> subprocess.CompletedProcess:
@@ -40,8 +64,9 @@ def run_cli(*args: str, cache: str | None = None) -> subprocess.CompletedProcess
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if cache is not None:
         env["AUTOTUNE_CACHE_DIR"] = cache
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=env, timeout=120, cwd=str(REPO)
+    )
 
 
 @pytest.fixture
@@ -61,21 +86,26 @@ def test_list_empty():
 
 def test_list_shows_a_table(filled):
     bad = filled / "vadd" / ("e" * 32 + ".json")
-    bad.write_text('{"schema_version": 1, "kernel": "vadd"')          # truncated
+    bad.write_text('{"schema_version": 1, "kernel": "vadd"')  # truncated
     res = run_cli("cache", "list")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split() == ["KERNEL", "KEY", "DTYPES", "DEVICE", "WINNER", "MEDIAN_MS", "AGE"]
     rows = [line.split() for line in lines[2:7]]
-    assert [r[:2] for r in rows] == [["matmul", "[1024,512,256]"], ["vadd", "[256]"], ["vadd", "[1024]"],
-                                     ["vadd", "[1024]"], ["vadd", "[1024,512]"]]
+    assert [r[:2] for r in rows] == [
+        ["matmul", "[1024,512,256]"],
+        ["vadd", "[256]"],
+        ["vadd", "[1024]"],
+        ["vadd", "[1024]"],
+        ["vadd", "[1024,512]"],
+    ]
     assert rows[0][2:6] == ["float32,float32", "interpreter", "BLOCK=128", "0.1230"]
     assert {r[4] for r in rows[2:4]} == {"BLOCK=64", "BLOCK=32"}
     assert bad.name in res.stdout and "not valid JSON" in res.stdout
     assert "5 entries, 1 unusable" in res.stdout
     # columns line up: every row of the table starts its KEY column where the header does
     col = lines[0].index("KEY")
-    assert all(line[col - 2:col] == "  " and line[col] != " " for line in lines[2:7])
+    assert all(line[col - 2 : col] == "  " and line[col] != " " for line in lines[2:7])
 
 
 def test_list_filters_and_json(filled):
@@ -91,9 +121,9 @@ def test_show_kernel_with_trials(filled):
     out = res.stdout
     assert out.count("vadd  key=") == 4
     assert "winner:    BLOCK=64" in out and "compile_error" in out and "out of resources: shared memory" in out
-    assert "more detail" not in out                                  # first line of an error only
+    assert "more detail" not in out  # first line of an error only
     star = [line for line in out.splitlines() if line.strip().startswith("*")]
-    assert len(star) == 4 and all("0.1230" in line for line in star)   # the winner, on top of each table
+    assert len(star) == 4 and all("0.1230" in line for line in star)  # the winner, on top of each table
 
 
 def test_list_of_a_kernel_with_no_entries_names_it_and_exits_1_as_show_does(filled):
@@ -194,13 +224,15 @@ def test_subcommands_can_be_registered(monkeypatch, capsys):
 
     # A module named in SUBCOMMAND_MODULES contributes through register_cli; a missing one is skipped.
     import types
+
     mod = types.ModuleType("autotune_fake_plugin")
     mod.register_cli = lambda sp: sp.add_parser("plugged").set_defaults(func=lambda a: 0)
     monkeypatch.setitem(sys.modules, "autotune_fake_plugin", mod)
     mod.other = lambda sp: sp.add_parser("other").set_defaults(func=lambda a: 4)
     monkeypatch.setitem(sys.modules, "autotune_fake_plugin", mod)
-    monkeypatch.setattr(cli, "SUBCOMMAND_MODULES", ["autotune_fake_plugin", "autotune_fake_plugin:other",
-                                                    "autotune_not_there_yet"])
+    monkeypatch.setattr(
+        cli, "SUBCOMMAND_MODULES", ["autotune_fake_plugin", "autotune_fake_plugin:other", "autotune_not_there_yet"]
+    )
     assert cli.main(["plugged"]) == 0
     assert cli.main(["other"]) == 4
 
@@ -225,6 +257,7 @@ def test_console_script(tmp_path):
 
 # --- #12 items 23, 24: one key syntax everywhere; no match is an error; help texts ---------------------------------
 
+
 @pytest.mark.parametrize("spelling", ["(4096,)", "[4096]", "4096", " 4096 "])
 def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
     write_record(record("vadd", [4096]))
@@ -240,7 +273,7 @@ def test_one_key_syntax_in_report_cache_show_and_cache_clear(spelling, capsys):
 
 def test_two_value_key_spellings_agree(capsys):
     write_record(record("mm", [4096, 1024]))
-    write_record(record("mm", [4096, 2048]))          # a decoy: a loose match would show it too
+    write_record(record("mm", [4096, 2048]))  # a decoy: a loose match would show it too
     outputs = set()
     for spelling in ("4096,1024", "(4096, 1024)", "[4096, 1024]"):
         assert cli.main(["cache", "show", "mm", "--key", spelling]) == 0
@@ -303,18 +336,24 @@ def test_list_names_kernels_of_one_name_by_module_and_the_others_as_before(twins
     res = run_cli("cache", "list")
     assert res.returncode == 0, res.stderr
     rows = _rows(res.stdout)
-    assert [(r[0], r[1], r[4]) for r in rows] == [(A_ID, "[1000]", "BLOCK=32"), (B_ID, "[1000]", "BLOCK=128"),
-                                                  ("vadd", "[1024]", "BLOCK=64")]
+    assert [(r[0], r[1], r[4]) for r in rows] == [
+        (A_ID, "[1000]", "BLOCK=32"),
+        (B_ID, "[1000]", "BLOCK=128"),
+        ("vadd", "[1024]", "BLOCK=64"),
+    ]
     res = run_cli("cache", "list", "--json")
     data = json.loads(res.stdout)
-    assert [(d["kernel"], d["kernel_id"]) for d in data] == [("add_kernel", A_ID), ("add_kernel", B_ID),
-                                                             ("vadd", "kmod:vadd")]
+    assert [(d["kernel"], d["kernel_id"]) for d in data] == [
+        ("add_kernel", A_ID),
+        ("add_kernel", B_ID),
+        ("vadd", "kmod:vadd"),
+    ]
 
 
 def test_module_qualname_picks_one_kernel_in_list_show_and_report_and_the_short_name_both(twins):
     res = run_cli("cache", "list", "--kernel", A_ID)
     assert res.returncode == 0, res.stderr
-    assert [(r[0], r[4]) for r in _rows(res.stdout)] == [("add_kernel", "BLOCK=32")]   # one kernel: its short name
+    assert [(r[0], r[4]) for r in _rows(res.stdout)] == [("add_kernel", "BLOCK=32")]  # one kernel: its short name
     assert "1 entry in" in res.stdout
     data = json.loads(run_cli("cache", "list", "--kernel", B_ID, "--json").stdout)
     assert [(d["kernel_id"], d["record"]["winner"]) for d in data] == [(B_ID, {"BLOCK": 128})]
@@ -345,10 +384,10 @@ def test_clear_by_module_qualname_removes_that_kernel_s_entries_only(twins):
     assert res.returncode == 0, res.stderr
     assert f"removed 1 entry (kernel '{A_ID}' key [1000])" in res.stdout
     assert sorted(e.record.kernel_id for e in disk_entries()) == ["kmod:vadd", B_ID]
-    res = run_cli("cache", "clear", "--kernel", A_ID)                  # nothing of it is left
+    res = run_cli("cache", "clear", "--kernel", A_ID)  # nothing of it is left
     assert res.returncode == 1 and "nothing matched" in res.stderr and B_ID in res.stderr
     write_record(record("add_kernel", [1000], winner=32, kernel_id=A_ID))
-    res = run_cli("cache", "clear", "--kernel", "add_kernel")          # the short name: every module's
+    res = run_cli("cache", "clear", "--kernel", "add_kernel")  # the short name: every module's
     assert res.returncode == 0 and "removed 2 entries (kernel 'add_kernel')" in res.stdout, res.stderr
     assert [e.record.kernel_id for e in disk_entries()] == ["kmod:vadd"]
 
@@ -371,13 +410,17 @@ def test_export_by_module_qualname_takes_that_kernel_s_records_only(twins, tmp_p
 
 @pytest.mark.parametrize("wrong", ["nomod:add_kernel", "kmod:add_kernl"])
 def test_a_module_qualname_that_matches_nothing_says_so_and_exits_1(twins, tmp_path, wrong):
-    for args in (("cache", "list", "--kernel", wrong), ("cache", "show", wrong),
-                 ("cache", "clear", "--kernel", wrong), ("report", wrong)):
+    for args in (
+        ("cache", "list", "--kernel", wrong),
+        ("cache", "show", wrong),
+        ("cache", "clear", "--kernel", wrong),
+        ("report", wrong),
+    ):
         res = run_cli(*args)
         assert res.returncode == 1, (args, res.stdout, res.stderr)
         assert wrong in res.stderr and res.stdout == "", args
     res = run_cli("cache", "list", "--kernel", "nomod:add_kernel")
-    assert f"kernels named add_kernel: {A_ID}, {B_ID}" in res.stderr        # the likely fix, named
+    assert f"kernels named add_kernel: {A_ID}, {B_ID}" in res.stderr  # the likely fix, named
     res = run_cli("export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path))
     assert res.returncode == 1 and "nothing to export" in res.stderr and wrong in res.stderr
     assert len(disk_entries()) == 3
@@ -385,7 +428,7 @@ def test_a_module_qualname_that_matches_nothing_says_so_and_exits_1(twins, tmp_p
 
 # --- a kernel name that matches nothing: every message ends with the closest cached kernel (errors.did_you_mean) ---
 
-VA_ID = "kernels.vector_add:_add_kernel"   # what `add_kernel = make_add()` stores its entries under
+VA_ID = "kernels.vector_add:_add_kernel"  # what `add_kernel = make_add()` stores its entries under
 
 
 @pytest.fixture
@@ -396,13 +439,19 @@ def vector_add_cached():
     return Path(cache_dir())
 
 
-@pytest.mark.parametrize("wrong, close", [("kernels.vector_add:add_kernel", VA_ID), ("add_kernel", "_add_kernel"),
-                                          ("vad", "vadd")])
+@pytest.mark.parametrize(
+    "wrong, close", [("kernels.vector_add:add_kernel", VA_ID), ("add_kernel", "_add_kernel"), ("vad", "vadd")]
+)
 def test_an_unknown_kernel_name_is_answered_with_the_closest_cached_one_in_the_form_written(
-        vector_add_cached, tmp_path, capsys, wrong, close):
-    for args in (["cache", "list", "--kernel", wrong], ["cache", "show", wrong], ["cache", "clear", "--kernel", wrong],
-                 ["report", wrong],
-                 ["export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path)]):
+    vector_add_cached, tmp_path, capsys, wrong, close
+):
+    for args in (
+        ["cache", "list", "--kernel", wrong],
+        ["cache", "show", wrong],
+        ["cache", "clear", "--kernel", wrong],
+        ["report", wrong],
+        ["export", str(tmp_path / "a.tar.gz"), "--kernel", wrong, "--triton-cache-dir", str(tmp_path)],
+    ):
         assert cli.main(args) == 1, args
         out = capsys.readouterr()
         assert out.out == "" and wrong in out.err, args
@@ -417,13 +466,27 @@ def test_a_key_that_matches_nothing_of_a_cached_kernel_suggests_no_other_kernel(
 
 
 def test_export_of_names_close_to_nothing_cached_says_so_without_a_suggestion(vector_add_cached, tmp_path, capsys):
-    assert cli.main(["export", str(tmp_path / "a.tar.gz"), "--kernel", "zzzzzz", "--kernel", "vad",
-                     "--triton-cache-dir", str(tmp_path)]) == 1
+    assert (
+        cli.main(
+            [
+                "export",
+                str(tmp_path / "a.tar.gz"),
+                "--kernel",
+                "zzzzzz",
+                "--kernel",
+                "vad",
+                "--triton-cache-dir",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "nothing to export for ['zzzzzz', 'vad']" in err and err.rstrip().endswith(". Did you mean 'vadd'?")
 
 
 # --- argparse: no abbreviations; an unknown option is reported with the subcommand's usage; no ignored options ---
+
 
 def _usage_error(capsys, *args: str) -> str:
     """stderr of `autotune ARGS` that argparse refused (exit 2)."""
@@ -437,9 +500,9 @@ def _usage_error(capsys, *args: str) -> str:
 
 def test_no_option_is_taken_as_an_abbreviation_of_another(capsys):
     write_record(record("add_kernel", [1000]))
-    err = _usage_error(capsys, "cache", "show", "add_kernel", "--remote")      # not --remote-url
+    err = _usage_error(capsys, "cache", "show", "add_kernel", "--remote")  # not --remote-url
     assert "autotune cache show: error: unrecognized arguments: --remote" in err and "expected one" not in err
-    err = _usage_error(capsys, "cache", "list", "--kern", "add_kernel")        # not --kernel
+    err = _usage_error(capsys, "cache", "list", "--kern", "add_kernel")  # not --kernel
     assert "autotune cache list: error: unrecognized arguments: --kern add_kernel" in err
     _usage_error(capsys, "report", "add_kernel", "--ke", "1000")
     _usage_error(capsys, "export", "a.tar.gz", "--kern", "add_kernel")
@@ -451,12 +514,15 @@ def test_no_option_is_taken_as_an_abbreviation_of_another(capsys):
     assert [p.prog for p in everyone if p.allow_abbrev] == []
 
 
-@pytest.mark.parametrize("args, prog, unknown", [
-    (["report", "add_kernel", "--remote"], "autotune report", "--remote"),
-    (["cache", "list", "--key", "1000"], "autotune cache list", "--key 1000"),
-    (["cache", "show", "add_kernel", "extra"], "autotune cache show", "extra"),
-    (["export", "a.tar.gz", "--force"], "autotune export", "--force"),
-])
+@pytest.mark.parametrize(
+    "args, prog, unknown",
+    [
+        (["report", "add_kernel", "--remote"], "autotune report", "--remote"),
+        (["cache", "list", "--key", "1000"], "autotune cache list", "--key 1000"),
+        (["cache", "show", "add_kernel", "extra"], "autotune cache show", "extra"),
+        (["export", "a.tar.gz", "--force"], "autotune export", "--force"),
+    ],
+)
 def test_an_option_a_subcommand_does_not_take_is_reported_with_that_subcommand_s_usage(capsys, args, prog, unknown):
     err = _usage_error(capsys, *args)
     assert err.startswith(f"usage: {prog} [-h]"), err

@@ -2,6 +2,7 @@
 directory that is a file or that this user cannot read, entries that cannot be removed, entries whose text would
 drive the terminal or whose timestamp no clock can show, and a --key that is not a key.
 Plus the library's one warning for a cache directory it cannot write."""
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cache_files import write_record
+from test_cache import DT, Tuner, new_cache
+from test_cli import record, run_cli
 
 from autotune import CacheWarning
 from autotune.options import cache_dir
 from autotune.storage import disk_entries
-from cache_files import write_record
-from test_cache import DT, Tuner, new_cache
-from test_cli import record, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -35,7 +36,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     main(["cache", "path"])
 os.setgroups([]); os.setgid(%d); os.setuid(%d)
 sys.exit(main(sys.argv[1:]))
-""" % (NOBODY, NOBODY)
+""" % (NOBODY, NOBODY)  # noqa: UP031 (the script holds braces)
 
 
 def run_cli_as_other_user(*args: str) -> subprocess.CompletedProcess:
@@ -45,8 +46,9 @@ def run_cli_as_other_user(*args: str) -> subprocess.CompletedProcess:
         return run_cli(*args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    res = subprocess.run([sys.executable, "-c", AS_NOBODY, *args], capture_output=True, text=True, env=env,
-                         timeout=120, cwd="/")
+    res = subprocess.run(
+        [sys.executable, "-c", AS_NOBODY, *args], capture_output=True, text=True, env=env, timeout=120, cwd="/"
+    )
     if "PermissionError" in res.stderr and "setuid" in res.stderr:
         pytest.skip("this root cannot switch to user nobody (no CAP_SETUID); the check needs another user")
     return res
@@ -77,8 +79,10 @@ def undeletable(directory: Path):
         return
     res = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, text=True)
     if res.returncode != 0:
-        pytest.skip(f"root ignores permission bits and `chattr +i` is not supported here ({res.stderr.strip()}): "
-                    "no way to make a file undeletable for root")
+        pytest.skip(
+            f"root ignores permission bits and `chattr +i` is not supported here ({res.stderr.strip()}): "
+            "no way to make a file undeletable for root"
+        )
     try:
         yield "Operation not permitted"
     finally:
@@ -109,7 +113,7 @@ def test_a_file_given_as_the_cache_directory_is_an_error_not_an_empty_cache(tmp_
         res = run_cli("cache", *args, "--cache-dir", str(a_file))
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert f"{a_file} (--cache-dir) is not a directory" in res.stderr and "Traceback" not in res.stderr
-    res = run_cli("cache", "list", cache=str(a_file))              # from the environment: named as such
+    res = run_cli("cache", "list", cache=str(a_file))  # from the environment: named as such
     assert res.returncode == 2 and "(AUTOTUNE_CACHE_DIR) is not a directory" in res.stderr
 
 
@@ -117,13 +121,18 @@ def test_a_file_given_as_the_cache_directory_is_refused_by_report_export_import_
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("x")
     triton = ["--triton-cache-dir", str(tmp_path / "triton")]
-    for args in (["report", "add"], ["export", str(tmp_path / "a.tar.gz"), *triton],
-                 ["import", str(tmp_path / "a.tar.gz"), *triton],
-                 ["precompile", "kernels.vector_add:add_kernel", "--winners-only", "--signature", "x=*fp32"]):
+    for args in (
+        ["report", "add"],
+        ["export", str(tmp_path / "a.tar.gz"), *triton],
+        ["import", str(tmp_path / "a.tar.gz"), *triton],
+        ["precompile", "kernels.vector_add:add_kernel", "--winners-only", "--signature", "x=*fp32"],
+    ):
         res = run_cli(*args, "--cache-dir", str(a_file))
         assert res.returncode == 2, (args, res.stdout, res.stderr)
-        assert res.stderr == f"autotune {args[0]}: the cache directory {a_file} (--cache-dir) is not a directory; " \
-                             "pass --cache-dir a directory\n", (args, res.stderr)     # no raw CacheWarning, no source line
+        assert (
+            res.stderr == f"autotune {args[0]}: the cache directory {a_file} (--cache-dir) is not a directory; "
+            "pass --cache-dir a directory\n"
+        ), (args, res.stderr)  # no raw CacheWarning, no source line
     assert not (tmp_path / "a.tar.gz").exists()
 
 
@@ -133,18 +142,25 @@ def test_an_explicit_cache_dir_that_does_not_exist_is_said_not_listed_as_an_empt
     command writes into (`pull`, `import`) is made."""
     nope = tmp_path / "nope"
     triton = ["--triton-cache-dir", str(tmp_path / "triton")]
-    for args in (["cache", "list"], ["cache", "list", "--kernel", "add"], ["cache", "show", "add"], ["cache", "clear"],
-                 ["cache", "push", "--remote-url", "redis://127.0.0.1:1/0"], ["report", "add"],
-                 ["export", str(tmp_path / "a.tar.gz"), *triton]):
+    for args in (
+        ["cache", "list"],
+        ["cache", "list", "--kernel", "add"],
+        ["cache", "show", "add"],
+        ["cache", "clear"],
+        ["cache", "push", "--remote-url", "redis://127.0.0.1:1/0"],
+        ["report", "add"],
+        ["export", str(tmp_path / "a.tar.gz"), *triton],
+    ):
         res = run_cli(*args, "--cache-dir", str(nope))
         assert res.returncode == 2 and res.stdout == "", (args, res.stdout, res.stderr)
         command = " ".join(args[:2]) if args[0] == "cache" else args[0]
-        assert res.stderr.startswith(f"autotune {command}: no entries: the cache directory {nope} (--cache-dir) "
-                                     "does not exist"), (args, res.stderr)
+        assert res.stderr.startswith(
+            f"autotune {command}: no entries: the cache directory {nope} (--cache-dir) does not exist"
+        ), (args, res.stderr)
     assert not nope.exists() and not (tmp_path / "a.tar.gz").exists()
-    res = run_cli("cache", "list", cache=str(nope))                       # the configured one, not there yet
+    res = run_cli("cache", "list", cache=str(nope))  # the configured one, not there yet
     assert res.returncode == 0 and res.stdout.strip() == f"no entries in {nope}", res.stderr
-    res = run_cli("cache", "pull", "--cache-dir", str(nope))              # a target: past the directory check
+    res = run_cli("cache", "pull", "--cache-dir", str(nope))  # a target: past the directory check
     assert res.returncode == 2 and "AUTOTUNE_REMOTE_CACHE" in res.stderr and "does not exist" not in res.stderr
 
 
@@ -181,8 +197,9 @@ def test_entries_that_cannot_be_removed_are_reported_with_a_non_zero_exit():
     with undeletable(paths[0].parent) as reason:
         res = run_cli("cache", "clear", "--kernel", "add")
         assert res.returncode == 1, res.stdout + res.stderr
-        assert f"found 2 entries (kernel 'add') in {cache_dir()}, removed 0, could not remove 2 ({reason})" \
-            in res.stderr, res.stderr
+        assert (
+            f"found 2 entries (kernel 'add') in {cache_dir()}, removed 0, could not remove 2 ({reason})" in res.stderr
+        ), res.stderr
         assert str(paths[0]) in res.stderr
         res = run_cli("cache", "clear")
         assert res.returncode == 1 and "could not remove 2" in res.stderr, res.stderr
@@ -195,12 +212,12 @@ def test_a_cache_directory_this_process_cannot_write_costs_one_warning_naming_th
     root = Path(cache_dir())
     root.mkdir(parents=True)
     kc = new_cache()
-    with undeletable(root):                                         # nothing can be created in it either
+    with undeletable(root):  # nothing can be created in it either
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for key in ((1,), (2,), (3,)):
                 assert kc.get_or_tune(key, DT, Tuner(key))[1] == "tuned"
-            assert new_cache().get_or_tune((4,), DT, Tuner((4,)))[1] == "tuned"    # another kernel: same fault
+            assert new_cache().get_or_tune((4,), DT, Tuner((4,)))[1] == "tuned"  # another kernel: same fault
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
     assert len(messages) == 1, messages
     assert str(root) in messages[0] and "point autotune_cache_dir at a writable directory" in messages[0].lower()
@@ -213,7 +230,7 @@ def test_a_cache_directory_this_process_cannot_write_costs_one_warning_naming_th
 def test_show_and_list_survive_a_far_future_timestamp_and_escape_control_characters():
     path = write_record(record("add", [40]))
     data = json.loads(path.read_text())
-    data["timestamp"] = 1e20                                         # schema-valid; no clock can show it
+    data["timestamp"] = 1e20  # schema-valid; no clock can show it
     data["dtypes"] = ["\x1b]0;pwned\x07\x1b[2J", "torch.float32"]
     data["device"] = "gpu\x1b[31m\u202e"
     data["trials"][-1]["error"] = "boom \x1b[1mbold\x9b"
@@ -226,7 +243,7 @@ def test_show_and_list_survive_a_far_future_timestamp_and_escape_control_charact
         assert "\\x1b]0;pwned\\x07" in out and "gpu\\x1b[31m\\u202e" in out
     res = run_cli("cache", "show", "add")
     assert "out of range" in res.stdout and "boom \\x1b[1mbold\\x9b" in res.stdout
-    res = run_cli("report", "add")                                  # the report's table shows the same fields
+    res = run_cli("report", "add")  # the report's table shows the same fields
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert not any(ch in res.stdout + res.stderr for ch in "\x1b\x07\x9b\u202e"), repr(res.stdout)
 

@@ -1,5 +1,6 @@
 """`autotune.compat.autotune`, the drop-in for `triton.autotune`: real kernels through Triton's interpreter,
 checking the behaviour Triton documents for each argument and attribute, plus the native `prune=` dict."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,8 @@ import triton.testing
 from triton.runtime.errors import AutotunerError
 
 from autotune import Config as NativeConfig
-from autotune import TrialStatus, Tuning, autotune as native_autotune
+from autotune import TrialStatus, Tuning
+from autotune import autotune as native_autotune
 from autotune.compat import Autotuner, autotune
 from autotune.errors import OptionError, SpaceError
 
@@ -65,8 +67,11 @@ def vectors(n, seed=0):
     return torch.randn(n), torch.randn(n), torch.empty(n)
 
 
-BLOCK_CONFIGS = [triton.Config({"BLOCK": 32}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4),
-                 triton.Config({"BLOCK": 128}, num_warps=8)]
+BLOCK_CONFIGS = [
+    triton.Config({"BLOCK": 32}, num_warps=2),
+    triton.Config({"BLOCK": 64}, num_warps=4),
+    triton.Config({"BLOCK": 128}, num_warps=8),
+]
 
 
 def cache_files() -> list[Path]:
@@ -79,14 +84,18 @@ def cache_files() -> list[Path]:
 # cut to four of `get_cuda_autotune_config()`'s entries, the smaller tiles (the interpreter is slow).
 def get_cuda_autotune_config():
     return [
-        triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=5,
-                      num_warps=2),
-        triton.Config({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_stages=5,
-                      num_warps=2),
+        triton.Config(
+            {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2
+        ),
+        triton.Config(
+            {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5, num_warps=2
+        ),
     ]
 
 
@@ -96,21 +105,30 @@ def get_autotune_config():
 
 @autotune(
     configs=get_autotune_config(),
-    key=['M', 'N', 'K'],
+    key=["M", "N", "K"],
 )
 @triton.jit
 def matmul_kernel(
-        # Pointers to matrices
-        a_ptr, b_ptr, c_ptr,
-        # Matrix dimensions
-        M, N, K,
-        stride_am, stride_ak,  #
-        stride_bk, stride_bn,  #
-        stride_cm, stride_cn,
-        # Meta-parameters
-        BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,  #
-        GROUP_SIZE_M: tl.constexpr,  #
-        ACTIVATION: tl.constexpr  #
+    # Pointers to matrices
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    # Matrix dimensions
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,  #
+    stride_bk,
+    stride_bn,  #
+    stride_cm,
+    stride_cn,
+    # Meta-parameters
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,  #
+    GROUP_SIZE_M: tl.constexpr,  #
+    ACTIVATION: tl.constexpr,  #
 ):
     """Kernel for computing the matmul C = A x B.
     A has shape (M, K), B has shape (K, N) and C has shape (M, N)
@@ -172,14 +190,21 @@ def matmul(a, b, activation=""):
     # Allocates output.
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     # 1D launch kernel where each block gets its own program.
-    grid = lambda META: (triton.cdiv(M, META['BLOCK_SIZE_M']) * triton.cdiv(N, META['BLOCK_SIZE_N']), )  # noqa: E731
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)  # noqa: E731
     matmul_kernel[grid](
-        a, b, c,  #
-        M, N, K,  #
-        a.stride(0), a.stride(1),  #
-        b.stride(0), b.stride(1),  #
-        c.stride(0), c.stride(1),  #
-        ACTIVATION=activation  #
+        a,
+        b,
+        c,  #
+        M,
+        N,
+        K,  #
+        a.stride(0),
+        a.stride(1),  #
+        b.stride(0),
+        b.stride(1),  #
+        c.stride(0),
+        c.stride(1),  #
+        ACTIVATION=activation,  #
     )
     return c
 
@@ -200,18 +225,23 @@ def test_tutorial_matmul_runs_unchanged_after_the_import_swap():
     assert all(t.status is TrialStatus.OK for t in record.trials)
     # leaky_relu through the ACTIVATION meta-parameter (not tuned, passed by the caller) on the tuned winner
     relu_out = matmul(a, b, activation="leaky_relu")
-    torch.testing.assert_close(relu_out.float(), torch.nn.functional.leaky_relu(torch_output.float(), 0.01),
-                               atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(
+        relu_out.float(), torch.nn.functional.leaky_relu(torch_output.float(), 0.01), atol=1e-2, rtol=1e-2
+    )
     assert matmul_kernel.cache_info()["tunings"] == 1
 
 
 # ------------------------------------------------------------------------------------------------ configs
 def test_triton_configs_translate_with_their_compile_options():
-    configs = [triton.Config({"BLOCK": 32}, num_warps=2, num_stages=2, num_ctas=1, maxnreg=128),
-               triton.Config({"BLOCK": 64})]
+    configs = [
+        triton.Config({"BLOCK": 32}, num_warps=2, num_stages=2, num_ctas=1, maxnreg=128),
+        triton.Config({"BLOCK": 64}),
+    ]
     add = autotune(configs=configs, key=["n"])(add_kernel)
-    assert add.tuner.configs == [NativeConfig(BLOCK=32, num_warps=2, num_stages=2, num_ctas=1, maxnreg=128),
-                                 NativeConfig(BLOCK=64, num_warps=4, num_stages=3, num_ctas=1)]
+    assert add.tuner.configs == [
+        NativeConfig(BLOCK=32, num_warps=2, num_stages=2, num_ctas=1, maxnreg=128),
+        NativeConfig(BLOCK=64, num_warps=4, num_stages=3, num_ctas=1),
+    ]
     x, y, out = vectors(100)
     add[grid_1d](x, y, out, 100)
     torch.testing.assert_close(out, x + y)
@@ -286,8 +316,9 @@ def test_keyword_arguments_in_any_order_share_one_tuning():
 def test_conflicting_meta_parameter_is_an_error_as_in_triton():
     add = autotune(configs=BLOCK_CONFIGS, key=["n"])(add_kernel)
     x, y, out = vectors(64)
-    with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK. Make sure that you don't re-define "
-                                         "auto-tuned symbols."):
+    with pytest.raises(
+        ValueError, match="Conflicting meta-parameters: BLOCK. Make sure that you don't re-define auto-tuned symbols."
+    ):
         add[grid_1d](x, y, out, 64, BLOCK=32)
     single = autotune(configs=BLOCK_CONFIGS[:1], key=["n"])(add_kernel)
     with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK"):
@@ -300,8 +331,7 @@ def test_cache_results_default_writes_the_disk_cache_and_a_new_process_reads_it(
     first[grid_1d](x, y, out, 96)
     assert len(cache_files()) == 1
     # A second decoration stands in for the next process: it reads the winner and benchmarks nothing.
-    second = autotune(configs=BLOCK_CONFIGS, key=["n"], do_bench=lambda *a, **k: pytest.fail("benchmarked"))(
-        add_kernel)
+    second = autotune(configs=BLOCK_CONFIGS, key=["n"], do_bench=lambda *a, **k: pytest.fail("benchmarked"))(add_kernel)
     out2 = torch.empty(96)
     second[grid_1d](x, y, out2, 96)
     torch.testing.assert_close(out2, x + y)
@@ -314,22 +344,23 @@ def test_cache_hits_count_name_the_last_key_and_follow_a_clear():
     from autotune import clear_autotune_cache
 
     add = autotune(configs=BLOCK_CONFIGS, key=["n"], tuning=FAST)(add_kernel)
-    for n in (96, 200, 96, 96, 200):       # two tunings, then hits that alternate keys
+    for n in (96, 200, 96, 96, 200):  # two tunings, then hits that alternate keys
         x, y, out = vectors(n)
         add[grid_1d](x, y, out, n)
         torch.testing.assert_close(out, x + y)
-        assert list(add.record().key) == [n]    # the last launch's key, hit or not
+        assert list(add.record().key) == [n]  # the last launch's key, hit or not
     info = add.cache_info()
     assert info["tunings"] == 2 and info["hits"] == 3
     assert clear_autotune_cache(add, key=(96,)) == 1 and (96,) not in {k[:1] for k in add.cache}
     x, y, out = vectors(96)
-    add[grid_1d](x, y, out, 96)            # cleared: tuned again, not launched from the forgotten entry
+    add[grid_1d](x, y, out, 96)  # cleared: tuned again, not launched from the forgotten entry
     assert add.cache_info()["tunings"] == 3 and list(add.record().key) == [96]
 
 
 def test_force_under_compat_tunes_each_key_once_then_hits():
     add = autotune(configs=BLOCK_CONFIGS, key=["n"], tuning=Tuning(preset="fast", reps=2, warmup=0, force=True))(
-        add_kernel)
+        add_kernel
+    )
     x, y, out = vectors(96)
     for _ in range(3):
         add[grid_1d](x, y, out, 96)
@@ -350,26 +381,33 @@ def test_cache_results_false_keeps_winners_in_memory_only():
 # ------------------------------------------------------------------------------------------------ safety
 @pytest.mark.parametrize("pass_acc,pass_counts", [(True, True), (False, True), (True, False), (False, False)])
 def test_reset_to_zero_and_restore_value_skip_arguments_passed_as_none(pass_acc, pass_counts):
-    tuned = autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
-                     restore_value=["acc"], reset_to_zero=["counts"])(inplace_kernel)
+    tuned = autotune(
+        configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+        key=["n"],
+        restore_value=["acc"],
+        reset_to_zero=["counts"],
+    )(inplace_kernel)
     x = torch.randn(50)
     acc0 = torch.randn(50)
     acc = acc0.clone() if pass_acc else None
     counts = torch.full((50,), 5.0) if pass_counts else None
     tuned[grid_1d](x, acc, counts, 50)
     if pass_acc:
-        torch.testing.assert_close(acc, acc0 + x)            # restored between trials: one launch's effect
+        torch.testing.assert_close(acc, acc0 + x)  # restored between trials: one launch's effect
     if pass_counts:
-        assert torch.equal(counts, torch.ones(50))            # zeroed, as Triton does before the real launch
+        assert torch.equal(counts, torch.ones(50))  # zeroed, as Triton does before the real launch
     assert tuned.record().winner in tuned.tuner.configs
 
 
 def test_restore_value_still_applies_with_a_user_pre_hook():
     # Triton drops its reset/restore when pre_hook is given; autotune keeps the arguments safe regardless.
     calls = []
-    tuned = autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"],
-                     restore_value=["acc"], pre_hook=lambda kwargs, reset_only=False: calls.append(reset_only))(
-        inplace_kernel)
+    tuned = autotune(
+        configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+        key=["n"],
+        restore_value=["acc"],
+        pre_hook=lambda kwargs, reset_only=False: calls.append(reset_only),
+    )(inplace_kernel)
     x, acc = torch.randn(40), torch.randn(40)
     expected = acc + x
     tuned[grid_1d](x, acc, None, 40)
@@ -387,8 +425,10 @@ def test_pre_and_post_hooks_pair_up_and_reset_only_follows_a_benchmark():
     def post_hook(nargs, exception):
         post.append(exception)
 
-    configs = [triton.Config({"BLOCK": 32}, pre_hook=lambda nargs: config_pre.append(nargs["BLOCK"])),
-               triton.Config({"BLOCK": 64}, pre_hook=lambda nargs: config_pre.append(nargs["BLOCK"]))]
+    configs = [
+        triton.Config({"BLOCK": 32}, pre_hook=lambda nargs: config_pre.append(nargs["BLOCK"])),
+        triton.Config({"BLOCK": 64}, pre_hook=lambda nargs: config_pre.append(nargs["BLOCK"])),
+    ]
     add = autotune(configs=configs, key=["n"], pre_hook=pre_hook, post_hook=post_hook, tuning=FAST)(add_kernel)
     x, y, out = vectors(100)
     add[grid_1d](x, y, out, 100)
@@ -396,21 +436,26 @@ def test_pre_and_post_hooks_pair_up_and_reset_only_follows_a_benchmark():
     runs = [p for p in pre if not p[0]]
     assert len(runs) == len(post) >= 2 * len(configs) and all(e is None for e in post)
     assert {(p[2], p[3]) for p in runs} == {(32, 4), (64, 4)} and all(p[1] == 100 for p in runs)
-    assert [p for p in pre if p[0]] == [(True, 100, add.best_config.kwargs["BLOCK"], 4)]   # once, after tuning
+    assert [p for p in pre if p[0]] == [(True, 100, add.best_config.kwargs["BLOCK"], 4)]  # once, after tuning
     winner = add.best_config.kwargs["BLOCK"]
     # a config's pre_hook: before each of its runs while tuning, and before every launch of the winner
     assert config_pre.count(32) + config_pre.count(64) == len(runs) + 1 and config_pre[-1] == winner
     pre.clear(), post.clear(), config_pre.clear()
-    add[grid_1d](x, y, out, 100)           # cached: no tuning hooks, the winner's config pre_hook only
+    add[grid_1d](x, y, out, 100)  # cached: no tuning hooks, the winner's config pre_hook only
     assert pre == [] and post == [] and config_pre == [winner]
 
 
 def test_post_hook_is_told_about_the_exception_and_the_failing_config_is_skipped():
     post = []
     pre_count = []
-    configs = [triton.Config({"BLOCK": 48}), triton.Config({"BLOCK": 64})]   # 48: tl.arange needs a power of 2
-    add = autotune(configs=configs, key=["n"], pre_hook=lambda nargs, reset_only=False: pre_count.append(reset_only),
-                   post_hook=lambda nargs, exception: post.append(exception), tuning=FAST)(add_kernel)
+    configs = [triton.Config({"BLOCK": 48}), triton.Config({"BLOCK": 64})]  # 48: tl.arange needs a power of 2
+    add = autotune(
+        configs=configs,
+        key=["n"],
+        pre_hook=lambda nargs, reset_only=False: pre_count.append(reset_only),
+        post_hook=lambda nargs, exception: post.append(exception),
+        tuning=FAST,
+    )(add_kernel)
     x, y, out = vectors(128)
     add[grid_1d](x, y, out, 128)
     torch.testing.assert_close(out, x + y)
@@ -419,14 +464,18 @@ def test_post_hook_is_told_about_the_exception_and_the_failing_config_is_skipped
     assert len(errors) == 1 and isinstance(errors[0], Exception)
     assert pre_count.count(False) == len(post)
     assert add.configs_timings[configs[0]] == [float("inf")] * 3
-    assert add.record().trial_for(NativeConfig(BLOCK=48, num_warps=4, num_stages=3, num_ctas=1)).status \
+    assert (
+        add.record().trial_for(NativeConfig(BLOCK=48, num_warps=4, num_stages=3, num_ctas=1)).status
         is TrialStatus.RUNTIME_ERROR
+    )
 
 
 # ------------------------------------------------------------------------------------------------ benchmarking
 def test_do_bench_gets_kernel_call_and_quantiles_and_its_median_picks_the_winner():
     running, calls = [], []
-    configs = [triton.Config({"BLOCK": b}, pre_hook=lambda nargs: running.append(nargs["BLOCK"])) for b in (32, 64, 128)]
+    configs = [
+        triton.Config({"BLOCK": b}, pre_hook=lambda nargs: running.append(nargs["BLOCK"])) for b in (32, 64, 128)
+    ]
 
     def do_bench(kernel_call, quantiles):
         kernel_call()
@@ -437,16 +486,20 @@ def test_do_bench_gets_kernel_call_and_quantiles_and_its_median_picks_the_winner
     x, y, out = vectors(200)
     add[grid_1d](x, y, out, 200)
     torch.testing.assert_close(out, x + y)
-    assert sorted(b for b, _ in calls) == [32, 64, 128]                       # once per config, no refinement
+    assert sorted(b for b, _ in calls) == [32, 64, 128]  # once per config, no refinement
     assert all(q == (0.5, 0.2, 0.8) for _, q in calls)
     assert add.best_config is configs[1]
-    assert add.configs_timings == {configs[0]: [2.0, 0.5, 3.0], configs[1]: [1.0, 0.5, 3.0],
-                                   configs[2]: [2.0, 0.5, 3.0]}
+    assert add.configs_timings == {
+        configs[0]: [2.0, 0.5, 3.0],
+        configs[1]: [1.0, 0.5, 3.0],
+        configs[2]: [2.0, 0.5, 3.0],
+    }
 
 
 def test_do_bench_returning_a_float_is_accepted():
-    add = autotune(configs=BLOCK_CONFIGS[:2], key=["n"],
-                   do_bench=lambda kernel_call, quantiles: (kernel_call(), 0.25)[1])(add_kernel)
+    add = autotune(
+        configs=BLOCK_CONFIGS[:2], key=["n"], do_bench=lambda kernel_call, quantiles: (kernel_call(), 0.25)[1]
+    )(add_kernel)
     x, y, out = vectors(64)
     add[grid_1d](x, y, out, 64)
     torch.testing.assert_close(out, x + y)
@@ -457,7 +510,7 @@ def test_do_bench_returning_a_float_is_accepted():
 def test_deprecated_warmup_rep_cuda_graph_warn_and_tune_on_the_wall_clock_in_the_interpreter(options):
     with pytest.warns(DeprecationWarning, match="warmup, rep, and use_cuda_graph parameters are deprecated"):
         add = autotune(configs=BLOCK_CONFIGS[:2], key=["n"], **options)(add_kernel)
-    assert add.do_bench is None          # triton.testing needs a GPU: the interpreter's timer stands in
+    assert add.do_bench is None  # triton.testing needs a GPU: the interpreter's timer stands in
     x, y, out = vectors(64)
     add[grid_1d](x, y, out, 64)
     torch.testing.assert_close(out, x + y)
@@ -476,9 +529,13 @@ def test_triton_testing_do_bench_is_replaced_by_the_wall_clock_in_the_interprete
 
 def test_a_single_config_is_launched_without_benchmarking():
     hooks = []
-    add = autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"],
-                   pre_hook=lambda *a, **k: hooks.append("pre"), post_hook=lambda *a, **k: hooks.append("post"),
-                   do_bench=lambda *a, **k: pytest.fail("benchmarked a single config"))(add_kernel)
+    add = autotune(
+        configs=[triton.Config({"BLOCK": 64})],
+        key=["n"],
+        pre_hook=lambda *a, **k: hooks.append("pre"),
+        post_hook=lambda *a, **k: hooks.append("post"),
+        do_bench=lambda *a, **k: pytest.fail("benchmarked a single config"),
+    )(add_kernel)
     x, y, out = vectors(150)
     add[grid_1d](x, y, out, 150)
     torch.testing.assert_close(out, x + y)
@@ -494,16 +551,17 @@ def test_early_config_prune_gets_triton_configs_positional_nargs_and_kwargs():
         seen.append((configs, dict(named_args), dict(kwargs)))
         return [c for c in configs if c.kwargs["BLOCK"] >= 64]
 
-    add = autotune(configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"early_config_prune": early_config_prune},
-                   tuning=FAST)(add_kernel)
+    add = autotune(
+        configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"early_config_prune": early_config_prune}, tuning=FAST
+    )(add_kernel)
     x, y, out = vectors(90)
     add[grid_1d](x, y, out=out, n=90)
     add[grid_1d](x, y, out=out, n=90)
     torch.testing.assert_close(out, x + y)
-    assert len(seen) == 1                                  # pruning runs only when a key is tuned
+    assert len(seen) == 1  # pruning runs only when a key is tuned
     configs, nargs, kwargs = seen[0]
     assert configs is add.configs
-    assert set(nargs) == {"x", "y"}                        # Triton's nargs: the positional arguments
+    assert set(nargs) == {"x", "y"}  # Triton's nargs: the positional arguments
     assert kwargs["n"] == 90 and kwargs["out"] is out and kwargs["grid"] is grid_1d and kwargs["warmup"] is False
     assert set(add.configs_timings) == set(BLOCK_CONFIGS[1:])
     assert add.record().trial_for(add.tuner.configs[0]).status is TrialStatus.SKIPPED
@@ -516,8 +574,9 @@ def test_perf_model_with_int_top_k_benchmarks_the_best_estimates():
         estimates.append((n, BLOCK, num_warps))
         return {32: 3.0, 64: 1.0, 128: 2.0}[BLOCK]
 
-    add = autotune(configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"perf_model": perf_model, "top_k": 2},
-                   tuning=FAST)(add_kernel)
+    add = autotune(
+        configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"perf_model": perf_model, "top_k": 2}, tuning=FAST
+    )(add_kernel)
     x, y, out = vectors(77)
     add[grid_1d](x, y, out, 77)
     torch.testing.assert_close(out, x + y)
@@ -527,11 +586,14 @@ def test_perf_model_with_int_top_k_benchmarks_the_best_estimates():
 
 def test_fractional_top_k_on_two_configs_keeps_one_and_launches_it_without_benchmarking():
     configs = [triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})]
-    add = autotune(configs=configs, key=["n"],
-                   prune_configs_by={"perf_model": lambda BLOCK, **kw: 1.0 / BLOCK, "top_k": 0.4},
-                   do_bench=lambda *a, **k: pytest.fail("benchmarked after pruning to one"))(add_kernel)
+    add = autotune(
+        configs=configs,
+        key=["n"],
+        prune_configs_by={"perf_model": lambda BLOCK, **kw: 1.0 / BLOCK, "top_k": 0.4},
+        do_bench=lambda *a, **k: pytest.fail("benchmarked after pruning to one"),
+    )(add_kernel)
     x, y, out = vectors(100)
-    add[grid_1d](x, y, out, 100)            # int(2 * 0.4) == 0 configs: at least one is kept
+    add[grid_1d](x, y, out, 100)  # int(2 * 0.4) == 0 configs: at least one is kept
     torch.testing.assert_close(out, x + y)
     assert add.best_config is configs[1]
     assert add.cache == {(100, "torch.float32", "torch.float32", "torch.float32"): configs[1]}
@@ -540,8 +602,9 @@ def test_fractional_top_k_on_two_configs_keeps_one_and_launches_it_without_bench
 
 
 def test_pruning_to_nothing_and_bad_top_k_are_errors():
-    add = autotune(configs=BLOCK_CONFIGS, key=["n"],
-                   prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []})(add_kernel)
+    add = autotune(
+        configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []}
+    )(add_kernel)
     x, y, out = vectors(64)
     with pytest.raises(AutotunerError, match="No valid autotuner configs after pruning"):
         add[grid_1d](x, y, out, 64)
@@ -549,16 +612,19 @@ def test_pruning_to_nothing_and_bad_top_k_are_errors():
         autotune(configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"perf_model": len, "top_k": 1.5})
     with pytest.raises(ValueError, match="at least one"):
         autotune(configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"perf_model": len, "top_k": 0})
-    foreign = autotune(configs=BLOCK_CONFIGS, key=["n"],
-                       prune_configs_by={"early_config_prune": lambda c, n, **k: [triton.Config({"BLOCK": 16})]})(
-        add_kernel)
+    foreign = autotune(
+        configs=BLOCK_CONFIGS,
+        key=["n"],
+        prune_configs_by={"early_config_prune": lambda c, n, **k: [triton.Config({"BLOCK": 16})]},
+    )(add_kernel)
     with pytest.raises(Exception, match="not one of the decorator's configs"):
         foreign[grid_1d](x, y, out, 64)
 
 
 def test_warmup_compiles_the_pruned_configs():
-    add = autotune(configs=BLOCK_CONFIGS, key=["n"],
-                   prune_configs_by={"early_config_prune": lambda c, nargs, **kw: c[:2]})(add_kernel)
+    add = autotune(
+        configs=BLOCK_CONFIGS, key=["n"], prune_configs_by={"early_config_prune": lambda c, nargs, **kw: c[:2]}
+    )(add_kernel)
     x, y, out = vectors(64)
     assert len(add.warmup(x, y, out, 64, grid=(1,))) == 2
 
@@ -568,7 +634,9 @@ def test_stacks_under_triton_heuristics():
     # heuristics above autotune: it computes BLOCK_N and passes it to the autotuner as a keyword
     tuned = triton.heuristics({"BLOCK_N": lambda args: triton.next_power_of_2(args["N"])})(
         autotune(configs=[triton.Config({"BLOCK_M": 8}), triton.Config({"BLOCK_M": 16})], key=["M", "N"])(
-            scale_2d_kernel))
+            scale_2d_kernel
+        )
+    )
     x = torch.randn(20, 24)
     out = torch.empty_like(x)
     tuned[grid_2d](x, out, 20, 24, x.stride(0))
@@ -586,7 +654,8 @@ def test_stacks_over_triton_heuristics():
         return 32
 
     tuned = autotune(configs=[triton.Config({"BLOCK_M": 8}), triton.Config({"BLOCK_M": 16})], key=["M", "N"])(
-        triton.heuristics({"BLOCK_N": block_n})(scale_2d_kernel))
+        triton.heuristics({"BLOCK_N": block_n})(scale_2d_kernel)
+    )
     x = torch.randn(20, 24)
     out = torch.empty_like(x)
     tuned[grid_2d](x, out, 20, 24, x.stride(0))
@@ -614,8 +683,11 @@ def test_autotune_disable_launches_the_first_config(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("options", [{}, {"warmup": 5, "rep": 20}, {"use_cuda_graph": True},
-                                     {"do_bench": triton.testing.do_bench}], ids=["native", "rep", "graph", "do_bench"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"warmup": 5, "rep": 20}, {"use_cuda_graph": True}, {"do_bench": triton.testing.do_bench}],
+    ids=["native", "rep", "graph", "do_bench"],
+)
 def test_on_a_gpu_each_benchmark_path_tunes(options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -630,8 +702,9 @@ def test_on_a_gpu_each_benchmark_path_tunes(options):
 
 # ------------------------------------------------------------------------------------------------ native prune=
 def native_add(prune, **kwargs):
-    return native_autotune(space={"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", prune=prune,
-                           tuning=FAST, **kwargs)(add_kernel)
+    return native_autotune(
+        space={"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", prune=prune, tuning=FAST, **kwargs
+    )(add_kernel)
 
 
 def test_native_prune_dict_with_perf_model_and_int_top_k():
@@ -651,8 +724,13 @@ def test_native_prune_dict_with_perf_model_and_int_top_k():
 
 
 def test_native_prune_dict_early_prune_then_fractional_top_k_keeps_one_unmeasured():
-    add = native_add({"early_config_prune": lambda configs, named: [c for c in configs if c.BLOCK >= 64],
-                      "perf_model": lambda BLOCK, **_: -BLOCK, "top_k": 0.4})
+    add = native_add(
+        {
+            "early_config_prune": lambda configs, named: [c for c in configs if c.BLOCK >= 64],
+            "perf_model": lambda BLOCK, **_: -BLOCK,
+            "top_k": 0.4,
+        }
+    )
     x, y, out = vectors(100)
     add(x, y, out, 100)
     torch.testing.assert_close(out, x + y)
@@ -675,6 +753,7 @@ def test_native_prune_dict_is_validated_when_decorating():
 
 # --- #12 item 1: prune runs before the cache is read; an entry counts only for the configs it kept --------------
 
+
 def _two_configs():
     return [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 64})]
 
@@ -692,27 +771,34 @@ def _run_add(tuned, n=64):
 def test_compat_prune_runs_before_the_disk_cache_and_its_winner_is_never_one_it_removed():
     from kernels_for_tests import add_kernel
 
-    first = autotune(configs=_two_configs(), key=["n"],
-                     prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: [configs[0]]})(add_kernel)
-    assert _run_add(first) == 16                                    # its entry: winner BLOCK=16, on disk
+    first = autotune(
+        configs=_two_configs(),
+        key=["n"],
+        prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: [configs[0]]},
+    )(add_kernel)
+    assert _run_add(first) == 16  # its entry: winner BLOCK=16, on disk
     calls = []
 
     def perf_model(**kwargs):
         calls.append(kwargs["BLOCK"])
-        return -kwargs["BLOCK"]                                     # estimates BLOCK=64 fastest: keeps only it
+        return -kwargs["BLOCK"]  # estimates BLOCK=64 fastest: keeps only it
 
-    second = autotune(configs=_two_configs(), key=["n"],           # same name, source and configs; other prune
-                      prune_configs_by={"perf_model": perf_model, "top_k": 1})(add_kernel)
-    assert _run_add(second) == 64                                   # never the first decorator's BLOCK=16
-    assert calls                                                    # the perf model ran for this key
+    second = autotune(
+        configs=_two_configs(),
+        key=["n"],  # same name, source and configs; other prune
+        prune_configs_by={"perf_model": perf_model, "top_k": 1},
+    )(add_kernel)
+    assert _run_add(second) == 64  # never the first decorator's BLOCK=16
+    assert calls  # the perf model ran for this key
 
 
 def test_compat_early_prune_returning_nothing_raises_even_with_a_cached_winner():
     from kernels_for_tests import add_kernel
 
     assert _run_add(autotune(configs=_two_configs(), key=["n"])(add_kernel)) in (16, 64)
-    empty = autotune(configs=_two_configs(), key=["n"],
-                     prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []})(add_kernel)
+    empty = autotune(
+        configs=_two_configs(), key=["n"], prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []}
+    )(add_kernel)
     with pytest.raises(Exception, match="removed every config|at least one"):
         _run_add(empty)
 
@@ -721,9 +807,13 @@ def test_native_prune_makes_the_kept_configs_part_of_what_an_entry_is_valid_for(
     from kernels_for_tests import add_kernel
 
     def make(keep):
-        return native_autotune(space={"BLOCK": [16, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                               tuning={"warmup": 0, "reps": 1},
-                               prune=lambda configs, named: [c for c in configs if c["BLOCK"] == keep])(add_kernel)
+        return native_autotune(
+            space={"BLOCK": [16, 64]},
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            tuning={"warmup": 0, "reps": 1},
+            prune=lambda configs, named: [c for c in configs if c["BLOCK"] == keep],
+        )(add_kernel)
 
     x = torch.ones(64)
     only16, only64 = make(16), make(64)
@@ -735,14 +825,15 @@ def test_native_prune_makes_the_kept_configs_part_of_what_an_entry_is_valid_for(
 
 # --- #12 items 21, 22: TRITON_PRINT_AUTOTUNING lines per config; ties broken in prune/perf_model order -------------
 
+
 def test_print_autotuning_prints_one_line_per_config_as_triton_does(monkeypatch, capsys):
     from kernels_for_tests import add_kernel
-
     from triton import knobs
 
-    monkeypatch.setattr(knobs.autotuning, "print", True)   # what TRITON_PRINT_AUTOTUNING=1 sets
-    tuned = autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}),
-                              triton.Config({"BLOCK": 64})], key=["n"])(add_kernel)
+    monkeypatch.setattr(knobs.autotuning, "print", True)  # what TRITON_PRINT_AUTOTUNING=1 sets
+    tuned = autotune(
+        configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"]
+    )(add_kernel)
     _run_add(tuned, n=96)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Autotuning kernel")]
     assert sorted(lines) == sorted(f"Autotuning kernel add_kernel with config {c}" for c in tuned.configs)
@@ -752,9 +843,13 @@ def test_equal_timings_go_to_the_first_config_in_perf_model_order():
     from kernels_for_tests import add_kernel
 
     configs = [triton.Config({"BLOCK": b}) for b in (16, 32, 64)]
-    tuned = autotune(configs=configs, key=["n"], do_bench=lambda kernel_call, quantiles: [1.0, 1.0, 1.0],
-                     prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"], "top_k": 2})(add_kernel)
-    assert _run_add(tuned) == 64          # Triton: min over {64: t, 32: t} in that order -> 64, not space order's 32
+    tuned = autotune(
+        configs=configs,
+        key=["n"],
+        do_bench=lambda kernel_call, quantiles: [1.0, 1.0, 1.0],
+        prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"], "top_k": 2},
+    )(add_kernel)
+    assert _run_add(tuned) == 64  # Triton: min over {64: t, 32: t} in that order -> 64, not space order's 32
 
 
 @triton.jit

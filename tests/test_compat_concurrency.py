@@ -9,32 +9,34 @@ that every launch reads first), and real gloo process groups of two ranks around
 call gets the right result, no thread sees another's change as an error, every rank launches the same winner,
 the prune's change is what gets tuned, and `cache` / `best_config` end consistent.
 """
+
 from __future__ import annotations
 
 import json
 import threading
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
 import triton
+from kernels_for_tests import add_kernel
 
 from autotune import TrialStatus, Tuning
 from autotune.compat import autotune
 from autotune.compat_options import ConfigChangedInPlace
-from kernels_for_tests import add_kernel
 
 FAST = dict(preset="fast", reps=2, warmup=0, compile_workers=0)
-WAIT_S = 30.0            # an Event not set by then is a deadlock: the test fails instead of hanging
+WAIT_S = 30.0  # an Event not set by then is a deadlock: the test fails instead of hanging
 OK = TrialStatus.OK
-DEVICE = threading.local()   # this thread's GPU generation, as torch.cuda.get_device_capability() would give it
+DEVICE = threading.local()  # this thread's GPU generation, as torch.cuda.get_device_capability() would give it
 
 
-TIMES_MS = {32: 3.0, 64: 1.0, 128: 2.0}   # what scripted_bench reports, by BLOCK (the interpreter's clock is noise)
-RUNNING = threading.local()               # the BLOCK of the config this thread is running (set by a pre_hook)
+TIMES_MS = {32: 3.0, 64: 1.0, 128: 2.0}  # what scripted_bench reports, by BLOCK (the interpreter's clock is noise)
+RUNNING = threading.local()  # the BLOCK of the config this thread is running (set by a pre_hook)
 
 
 def scripted_bench(kernel_call, quantiles):
@@ -132,7 +134,7 @@ def test_a_thread_whose_prune_changes_a_config_while_another_tunes_leaves_that_t
     def prune(configs, named_args, **kwargs):
         if getattr(DEVICE, "capability", None) == (7, 0):
             prunes_in_a.append(1)
-            if len(prunes_in_a) == 2:     # A's second prune: the call runs again, on the configs indexed anew
+            if len(prunes_in_a) == 2:  # A's second prune: the call runs again, on the configs indexed anew
                 a_reindexed.set()
         return stages_before_ampere(configs, named_args)
 
@@ -143,8 +145,14 @@ def test_a_thread_whose_prune_changes_a_config_while_another_tunes_leaves_that_t
             b_measuring.set()
             wait(a_reindexed)
 
-    kernel = autotune(configs=stage_configs(), key=["n"], prune_configs_by={"early_config_prune": prune},
-                      pre_hook=pre_hook, do_bench=scripted_bench, tuning=FAST)(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(),
+        key=["n"],
+        prune_configs_by={"early_config_prune": prune},
+        pre_hook=pre_hook,
+        do_bench=scripted_bench,
+        tuning=FAST,
+    )(add_kernel)
 
     def b() -> bool:
         DEVICE.capability = (8, 0)
@@ -185,10 +193,10 @@ def test_the_user_changing_kernel_configs_while_another_thread_tunes_is_indexed_
 
     def hook(n: int, reads: int) -> None:
         if threading.current_thread().name == "a" and reads == (3 if n == b_n else 2):
-            a_reindexed.set()            # A's call runs again, after indexing the changed list
+            a_reindexed.set()  # A's call runs again, after indexing the changed list
 
     configs = stage_configs()
-    original = list(configs)       # the list is the kernel's (as in Triton): A may replace an item of it
+    original = list(configs)  # the list is the kernel's (as in Triton): A may replace an item of it
     kernel = autotune(configs=configs, key=["n"], pre_hook=pre_hook, tuning=FAST)(add_kernel)
     kernel.cache = HookedCache(hook)
 
@@ -223,8 +231,9 @@ def test_a_call_that_started_before_another_thread_reindexed_runs_on_the_new_eng
             b_started.set()
             wait(a_done)
 
-    kernel = autotune(configs=stage_configs(), key=["n"], tuning=FAST,
-                      prune_configs_by={"early_config_prune": stages_before_ampere})(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(), key=["n"], tuning=FAST, prune_configs_by={"early_config_prune": stages_before_ampere}
+    )(add_kernel)
     kernel.cache = HookedCache(hook)
 
     def a() -> bool:
@@ -242,7 +251,7 @@ def test_a_call_that_started_before_another_thread_reindexed_runs_on_the_new_eng
     for n in {96, b_n}:
         assert trials(kernel.record((n,))) == [(32, 3, OK), (64, 2, OK), (128, 3, OK)]
     assert keys(kernel) == sorted({b_n, 96})
-    assert kernel.cache_info()["tunings"] == len({b_n, 96})   # at the same key: tuned by A, B launched its winner
+    assert kernel.cache_info()["tunings"] == len({b_n, 96})  # at the same key: tuned by A, B launched its winner
 
 
 @pytest.mark.parametrize("how", ["its-launch", "in-place-not-indexed-yet"])
@@ -254,12 +263,13 @@ def test_a_change_another_thread_made_does_not_use_up_the_rerun_of_a_call(how):
     a_rerunning, b_done = threading.Event(), threading.Event()
 
     def hook(n: int, reads: int) -> None:
-        if n == 96 and reads == 2:       # A's second run, on the configs A's change had indexed
+        if n == 96 and reads == 2:  # A's second run, on the configs A's change had indexed
             a_rerunning.set()
             wait(b_done)
 
-    kernel = autotune(configs=stage_configs(), key=["n"], tuning=FAST,
-                      prune_configs_by={"early_config_prune": stages_before_ampere})(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(), key=["n"], tuning=FAST, prune_configs_by={"early_config_prune": stages_before_ampere}
+    )(add_kernel)
     kernel.cache = HookedCache(hook)
 
     def b() -> bool:
@@ -296,8 +306,9 @@ def test_a_prune_that_never_settles_fails_its_own_call_and_no_other_threads():
             b_started.set()
             wait(a_failed)
 
-    kernel = autotune(configs=stage_configs(), key=["n"], tuning=FAST,
-                      prune_configs_by={"early_config_prune": restless})(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(), key=["n"], tuning=FAST, prune_configs_by={"early_config_prune": restless}
+    )(add_kernel)
     kernel.cache = HookedCache(hook)
 
     def a() -> bool:
@@ -321,8 +332,9 @@ def test_threads_racing_into_the_same_change_all_launch_right_and_keep_their_key
     matmul prune does, on every call): however they interleave, every launch is right, no config is recorded as
     failed, the configs end indexed with every change, and every key stays in `cache`, launched without tuning
     again."""
-    kernel = autotune(configs=stage_configs(), key=["n"], tuning=FAST,
-                      prune_configs_by={"early_config_prune": stages_before_ampere})(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(), key=["n"], tuning=FAST, prune_configs_by={"early_config_prune": stages_before_ampere}
+    )(add_kernel)
     start = threading.Barrier(8)
     sizes = (40, 96, 130, 140)
 
@@ -330,6 +342,7 @@ def test_threads_racing_into_the_same_change_all_launch_right_and_keep_their_key
         def go() -> bool:
             start.wait(WAIT_S)
             return launch(kernel, sizes[i % 4], seed=i)
+
         return go
 
     results, errors = in_threads(**{f"t{i}": call(i) for i in range(8)})
@@ -350,10 +363,13 @@ def _rank_result(kernel, n: int, rank: int) -> dict:
 
     correct = launch(kernel, n, seed=rank)
     agreed = [a for a in adist.agreements(kernel.name) if a.key == (n,)]
-    return {"correct": correct, "winner": [kernel.best_config.kwargs["BLOCK"], kernel.best_config.num_stages],
-            "agreed": dict(agreed[-1].winner) if agreed else None, "configs": stages(kernel.configs),
-            "trials": [[t.config["BLOCK"], t.config["num_stages"], t.status.value]
-                       for t in kernel.record((n,)).trials]}
+    return {
+        "correct": correct,
+        "winner": [kernel.best_config.kwargs["BLOCK"], kernel.best_config.num_stages],
+        "agreed": dict(agreed[-1].winner) if agreed else None,
+        "configs": stages(kernel.configs),
+        "trials": [[t.config["BLOCK"], t.config["num_stages"], t.status.value] for t in kernel.record((n,)).trials],
+    }
 
 
 def _caught(run: Callable[[], Any]) -> dict:
@@ -365,9 +381,14 @@ def _caught(run: Callable[[], Any]) -> dict:
 
 def _in_place(mode: str) -> Callable[[int], dict]:
     def scenario(rank: int) -> dict:
-        kernel = autotune(configs=stage_configs(), key=["n"], tuning=Tuning(**FAST, distributed=mode),
-                          prune_configs_by={"early_config_prune": stages_before_ampere})(add_kernel)
+        kernel = autotune(
+            configs=stage_configs(),
+            key=["n"],
+            tuning=Tuning(**FAST, distributed=mode),
+            prune_configs_by={"early_config_prune": stages_before_ampere},
+        )(add_kernel)
         return _rank_result(kernel, 96, rank)
+
     return scenario
 
 
@@ -385,10 +406,15 @@ def _restless(mode: str) -> Callable[[int], dict]:
                 configs[2].num_stages += 1
             return configs
 
-        kernel = autotune(configs=stage_configs(), key=["n"], tuning=Tuning(**FAST, distributed=mode),
-                          prune_configs_by={"early_config_prune": restless})(add_kernel)
+        kernel = autotune(
+            configs=stage_configs(),
+            key=["n"],
+            tuning=Tuning(**FAST, distributed=mode),
+            prune_configs_by={"early_config_prune": restless},
+        )(add_kernel)
         failed = _caught(lambda: _rank_result(kernel, 120, rank))
         return {"failed": failed, "next key": _caught(lambda: _rank_result(kernel, 64, rank))}
+
     return scenario
 
 
@@ -398,16 +424,24 @@ def _one_rank_changes(rank: int) -> dict:
             configs[1].num_stages = 2
         return configs
 
-    kernel = autotune(configs=stage_configs(), key=["n"], tuning=Tuning(**FAST, distributed="rank0"),
-                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    kernel = autotune(
+        configs=stage_configs(),
+        key=["n"],
+        tuning=Tuning(**FAST, distributed="rank0"),
+        prune_configs_by={"early_config_prune": prune},
+    )(add_kernel)
     failed = _caught(lambda: _rank_result(kernel, 96, rank))
     other = autotune(configs=stage_configs(), key=["n"], tuning=Tuning(**FAST, distributed="rank0"))(add_kernel)
     return {"failed": failed, "other kernel": _caught(lambda: _rank_result(other, 96, rank))}
 
 
 SCENARIOS: dict[str, Callable[[int], dict]] = {
-    "rank0": _in_place("rank0"), "shard": _in_place("shard"), "list": _list_changed,
-    "restless rank0": _restless("rank0"), "restless shard": _restless("shard"), "one rank": _one_rank_changes,
+    "rank0": _in_place("rank0"),
+    "shard": _in_place("shard"),
+    "list": _list_changed,
+    "restless rank0": _restless("rank0"),
+    "restless shard": _restless("shard"),
+    "one rank": _one_rank_changes,
 }
 
 
@@ -418,8 +452,9 @@ def _rank(rank: int, world: int, out: str) -> None:
 
     out_dir = Path(out)
     os.environ["AUTOTUNE_CACHE_DIR"] = str(out_dir / "cache")
-    dist.init_process_group("gloo", init_method=f"file://{out_dir / 'pg-init'}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{out_dir / 'pg-init'}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
     dist.barrier()
     dist.distributed_c10d._set_pg_timeout(timedelta(seconds=WAIT_S))
     results: dict = {}
@@ -459,8 +494,12 @@ def test_every_rank_reindexes_a_config_changed_in_place_and_launches_the_same_wi
     for result in results:
         assert result["correct"] and result["configs"] == [[32, 3], [64, 2], [128, 3]]
         assert result["trials"] == [[32, 3, "ok"], [64, 2, "ok"], [128, 3, "ok"]]
-        assert result["agreed"] == {"BLOCK": result["winner"][0], "num_warps": 4, "num_stages": result["winner"][1],
-                                    "num_ctas": 1}
+        assert result["agreed"] == {
+            "BLOCK": result["winner"][0],
+            "num_warps": 4,
+            "num_stages": result["winner"][1],
+            "num_ctas": 1,
+        }
     assert results[0]["winner"] == results[1]["winner"]
 
 

@@ -11,22 +11,22 @@ output, out = x * A + B), so that a winner tuned for other values than the launc
 Kept on purpose (DESIGN section 11): two spellings of the same values (`A` left to its default, `A=5` passed) are
 two `cache` keys in both, tuned twice by Triton and once here (the engine's key fills in the default).
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
 import torch
 import triton
 import triton.language as tl
-
 from side_by_side import DECORATORS
 
 F32 = "torch.float32"
 N = 24
 BLOCKS = (8, 16, 32)
 
-Call = Tuple[tuple, Dict[str, Any]]     # the positional arguments after (x, out, n), the keywords
+Call = tuple[tuple, dict[str, Any]]  # the positional arguments after (x, out, n), the keywords
 
 
 @triton.jit
@@ -56,7 +56,7 @@ class Bench:
     def __init__(self) -> None:
         self.block = None
         self.out = None
-        self.per_config: Dict[int, int] = {}
+        self.per_config: dict[int, int] = {}
 
     def pre_hook(self, nargs, reset_only=False):
         if not reset_only:
@@ -71,10 +71,11 @@ class Bench:
         return [_time(self.block, a, b)] * len(quantiles)
 
 
-def _scenario(decorate: Any, kernel_fn: Any, key: List[str], calls: List[Call]) -> dict:
+def _scenario(decorate: Any, kernel_fn: Any, key: list[str], calls: list[Call]) -> dict:
     bench = Bench()
-    kernel = decorate(configs=[triton.Config({"BLOCK": b}) for b in BLOCKS], key=key, do_bench=bench,
-                      pre_hook=bench.pre_hook)(kernel_fn)
+    kernel = decorate(
+        configs=[triton.Config({"BLOCK": b}) for b in BLOCKS], key=key, do_bench=bench, pre_hook=bench.pre_hook
+    )(kernel_fn)
     x = torch.arange(N, dtype=torch.float32)
     launched, tuned_at = [], []
     defaults = {"A": 5, "B": 5 if kernel_fn is affine else 6}
@@ -87,11 +88,15 @@ def _scenario(decorate: Any, kernel_fn: Any, key: List[str], calls: List[Call]) 
         effective = {**defaults, **dict(zip(("A", "B"), extra)), **kwargs}
         assert torch.equal(out, x * effective["A"] + effective["B"])
         launched.append(kernel.best_config.kwargs["BLOCK"])
-    return {"launched": launched, "tuned_at": tuned_at, "per_config": dict(sorted(bench.per_config.items())),
-            "cache": {k: v.kwargs["BLOCK"] for k, v in kernel.cache.items()}}
+    return {
+        "launched": launched,
+        "tuned_at": tuned_at,
+        "per_config": dict(sorted(bench.per_config.items())),
+        "cache": {k: v.kwargs["BLOCK"] for k, v in kernel.cache.items()},
+    }
 
 
-def _each(kernel_fn: Any, key: List[str], calls: List[Call]) -> Dict[str, dict]:
+def _each(kernel_fn: Any, key: list[str], calls: list[Call]) -> dict[str, dict]:
     return {name: _scenario(decorate, kernel_fn, key, calls) for name, decorate in DECORATORS.items()}
 
 
@@ -102,17 +107,21 @@ SHARED_KEY = {
     "A=7 by position then B=7": (["A", "B"], [((7,), {}), ((), {"B": 7}), ((7,), {})]),
     "A=5 vs B=5": (["A", "B"], [((), {"A": 5}), ((), {"B": 5}), ((5,), {}), ((), {"B": 5})]),
     "n in the key too": (["n", "A", "B"], [((), {"A": 2}), ((), {"B": 2}), ((2,), {}), ((5, 2), {})]),
-    "position and keyword": (["A", "B"], [((7,), {}), ((), {"A": 7}), ((7, 9), {}), ((7,), {"B": 9}),
-                                          ((), {"B": 9, "A": 7}), ((), {"A": 7, "B": 9})]),
+    "position and keyword": (
+        ["A", "B"],
+        [((7,), {}), ((), {"A": 7}), ((7, 9), {}), ((7,), {"B": 9}), ((), {"B": 9, "A": 7}), ((), {"A": 7, "B": 9})],
+    ),
     "both passed, other values": (["A", "B"], [((7, 9), {}), ((9, 7), {}), ((), {"B": 7, "A": 9}), ((7, 9), {})]),
 }
 
 
-def _effective(kernel_fn: Any, calls: List[Call]) -> List[Tuple[int, int]]:
+def _effective(kernel_fn: Any, calls: list[Call]) -> list[tuple[int, int]]:
     """Each call's (A, B) as the kernel runs with them: passed by position or keyword, else the defaults."""
     defaults = {"A": 5, "B": 5 if kernel_fn is affine else 6}
-    return [tuple({**defaults, **dict(zip(("A", "B"), extra)), **kwargs}[k] for k in ("A", "B"))  # type: ignore
-            for extra, kwargs in calls]
+    return [
+        tuple({**defaults, **dict(zip(("A", "B"), extra)), **kwargs}[k] for k in ("A", "B"))  # type: ignore
+        for extra, kwargs in calls
+    ]
 
 
 @pytest.mark.parametrize("kernel_fn", [affine, affine_constexpr], ids=["int", "constexpr"])
@@ -143,8 +152,9 @@ def test_a_key_name_left_to_its_default_or_passed_as_the_default_is_tuned_once_h
     drop-in tunes the values once (its engine's key fills in the defaults) and launches the same winner."""
     calls = [((), {}), ((), {"A": 5}), ((5,), {}), ((), {"B": 5}), ((5, 5), {}), ((), {"B": 5, "A": 5})]
     seen = _each(affine, ["A", "B"], calls)
-    assert seen["triton"]["cache"] == seen["compat"]["cache"] == {(F32, F32): 16, (5, F32, F32): 16,
-                                                                  (5, 5, F32, F32): 16}
+    assert (
+        seen["triton"]["cache"] == seen["compat"]["cache"] == {(F32, F32): 16, (5, F32, F32): 16, (5, 5, F32, F32): 16}
+    )
     assert seen["triton"]["launched"] == seen["compat"]["launched"] == [16] * 6
     assert seen["triton"]["tuned_at"] == [0, 1, 4] and seen["triton"]["per_config"] == {8: 3, 16: 3, 32: 3}
     assert seen["compat"]["tuned_at"] == [0] and seen["compat"]["per_config"] == {8: 1, 16: 1, 32: 1}
@@ -159,5 +169,8 @@ def test_key_order_b_a_values_tuned_under_another_spelling_are_not_tuned_again()
     seen = _each(affine, ["B", "A"], calls)
     assert seen["triton"]["launched"] == [8, 8, 8, 32] and seen["triton"]["tuned_at"] == [0, 2, 3]
     assert seen["compat"]["launched"] == [8, 32, 8, 32] and seen["compat"]["tuned_at"] == [0, 1]
-    assert set(seen["triton"]["cache"]) == set(seen["compat"]["cache"]) == {(7, F32, F32), (5, 7, F32, F32),
-                                                                            (7, 5, F32, F32)}
+    assert (
+        set(seen["triton"]["cache"])
+        == set(seen["compat"]["cache"])
+        == {(7, F32, F32), (5, 7, F32, F32), (7, 5, F32, F32)}
+    )

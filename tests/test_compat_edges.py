@@ -4,23 +4,25 @@ and where Triton defines the behaviour it runs `triton.autotune` on the same ker
 
 Triton's default benchmarker needs a GPU, so both decorators get `Bench`, a do_bench that runs the config and
 reports a fixed time per BLOCK (32 wins); nothing here depends on a measured time."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 import triton.testing
+from kernels_for_tests import add_kernel, record_launches, scale_2d_kernel
 from triton.runtime.errors import AutotunerError
 
 import autotune.compat as compat
 from autotune import Tuning, clear_autotune_cache
 from autotune.errors import OptionError, SpaceError
-from kernels_for_tests import add_kernel, record_launches, scale_2d_kernel
 
-TIMES = {16: 3.0, 32: 1.0, 64: 2.0}            # ms per BLOCK: 32 wins, then 64, then 16
+TIMES = {16: 3.0, 32: 1.0, 64: 2.0}  # ms per BLOCK: 32 wins, then 64, then 16
 F32 = ("torch.float32",) * 3
 BOTH = pytest.mark.parametrize("decorate", [triton.autotune, compat.autotune], ids=["triton", "compat"])
 Decorate = Callable[..., Callable[[Any], Any]]
@@ -39,11 +41,11 @@ class Bench:
     config's pre_hook announced; counts its calls."""
 
     def __init__(self, result: Callable[[float], Any] = lambda t: [t, 0.9 * t, 1.1 * t]) -> None:
-        self.block: Optional[int] = None
+        self.block: int | None = None
         self.calls = 0
         self.result = result
 
-    def hook(self, nargs: Dict[str, Any]) -> None:
+    def hook(self, nargs: dict[str, Any]) -> None:
         self.block = nargs["BLOCK"]
 
     def __call__(self, kernel_call: Callable[[], Any], quantiles: Any) -> Any:
@@ -53,15 +55,15 @@ class Bench:
         return self.result(TIMES[self.block])
 
 
-def configs(bench: Bench, blocks: Tuple[int, ...] = (16, 32, 64)) -> List[triton.Config]:
+def configs(bench: Bench, blocks: tuple[int, ...] = (16, 32, 64)) -> list[triton.Config]:
     return [triton.Config({"BLOCK": b}, num_warps=4, pre_hook=bench.hook) for b in blocks]
 
 
-def grid(meta: Dict[str, Any]) -> Tuple[int]:
+def grid(meta: dict[str, Any]) -> tuple[int]:
     return (triton.cdiv(meta["n"], meta["BLOCK"]),)
 
 
-def tensors(n: int = 100) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def tensors(n: int = 100) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.arange(n, dtype=torch.float32), torch.ones(n), torch.zeros(n)
 
 
@@ -78,8 +80,9 @@ def launch(kernel: Any, n: int = 100, **kwargs: Any) -> torch.Tensor:
 def test_a_perf_model_without_top_k_keeps_every_config(decorate: Decorate) -> None:
     """Triton's top_k defaults to 1.0, the fraction "all": a perf model alone orders configs, it prunes none."""
     bench = Bench()
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"]})(add_kernel)
+    kernel = decorate(
+        configs=configs(bench), key=["n"], do_bench=bench, prune_configs_by={"perf_model": lambda **kw: -kw["BLOCK"]}
+    )(add_kernel)
     launch(kernel)
     assert bench.calls == 3 and kernel.best_config.kwargs == {"BLOCK": 32}
 
@@ -89,9 +92,12 @@ def test_a_perf_model_without_top_k_keeps_every_config(decorate: Decorate) -> No
 def test_a_perf_model_is_not_called_when_top_k_keeps_every_config(decorate: Decorate, top_k: Any) -> None:
     """Triton estimates only when there is something to cut (`len(pruned) > top_k`)."""
     bench, estimated = Bench(), []
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      prune_configs_by={"perf_model": lambda **kw: estimated.append(kw["BLOCK"]) or 0.0,
-                                        "top_k": top_k})(add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        prune_configs_by={"perf_model": lambda **kw: estimated.append(kw["BLOCK"]) or 0.0, "top_k": top_k},
+    )(add_kernel)
     launch(kernel)
     assert estimated == [] and bench.calls == 3
 
@@ -105,20 +111,23 @@ def test_the_perf_model_gets_keyword_arguments_grid_and_warmup_of_the_call(decor
         seen.append(kwargs)
         return float(kwargs["BLOCK"])
 
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      prune_configs_by={"perf_model": perf_model, "top_k": 2})(add_kernel)
+    kernel = decorate(
+        configs=configs(bench), key=["n"], do_bench=bench, prune_configs_by={"perf_model": perf_model, "top_k": 2}
+    )(add_kernel)
     x, y, out = tensors()
     kernel[grid](x, y, out=out, n=100)
-    assert len(seen) == 3 and all(s["n"] == 100 and s["out"] is out and s["grid"] is grid and s["warmup"] is False
-                                  for s in seen)
+    assert len(seen) == 3 and all(
+        s["n"] == 100 and s["out"] is out and s["grid"] is grid and s["warmup"] is False for s in seen
+    )
     assert bench.calls == 2 and kernel.best_config.kwargs == {"BLOCK": 32}
 
 
 @BOTH
 def test_an_early_config_prune_returning_none_is_triton_s_error(decorate: Decorate) -> None:
     """Triton tests `not pruned_configs`: None is "no config", an AutotunerError, not a TypeError of list(None)."""
-    kernel = decorate(configs=configs(Bench()), key=["n"],
-                      prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: None})(add_kernel)
+    kernel = decorate(
+        configs=configs(Bench()), key=["n"], prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: None}
+    )(add_kernel)
     with pytest.raises(AutotunerError, match="No valid autotuner configs after pruning"):
         launch(kernel)
 
@@ -128,12 +137,11 @@ def test_warmup_gives_early_config_prune_the_positional_arguments(decorate: Deco
     """`Autotuner.warmup(*args)` prunes with `nargs` of those arguments, as a launch does."""
     seen = []
 
-    def prune(configs: List[Any], nargs: Dict[str, Any], **kwargs: Any) -> List[Any]:
+    def prune(configs: list[Any], nargs: dict[str, Any], **kwargs: Any) -> list[Any]:
         seen.append((sorted(nargs), nargs["n"], sorted(kwargs)))
         return configs[1:]
 
-    kernel = decorate(configs=configs(Bench()), key=["n"],
-                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    kernel = decorate(configs=configs(Bench()), key=["n"], prune_configs_by={"early_config_prune": prune})(add_kernel)
     x, y, out = tensors()
     assert len(kernel.warmup(x, y, out, 100, grid=grid)) == 2
     assert seen == [(["n", "out", "x", "y"], 100, ["grid"])]
@@ -145,12 +153,16 @@ def test_a_later_key_pruned_to_one_config_leaves_configs_timings_and_the_hooks_a
     and `configs_timings` still shows the last tuning that benchmarked (Triton 3.6 and 3.7 benchmark that one)."""
     bench, resets = Bench(), []
 
-    def prune(configs: List[Any], nargs: Dict[str, Any], **kwargs: Any) -> List[Any]:
+    def prune(configs: list[Any], nargs: dict[str, Any], **kwargs: Any) -> list[Any]:
         return configs if kwargs["n"] == 100 else configs[2:]
 
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      pre_hook=lambda nargs, reset_only=False: resets.append(reset_only) if reset_only else None,
-                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        pre_hook=lambda nargs, reset_only=False: resets.append(reset_only) if reset_only else None,
+        prune_configs_by={"early_config_prune": prune},
+    )(add_kernel)
     x, y, out = tensors()
     kernel[grid](x, y, out, n=100)
     timings = dict(kernel.configs_timings)
@@ -179,7 +191,7 @@ def test_a_tuned_entry_replaced_in_the_cache_dict_is_launched_without_tuning(dec
     kernel.cache[(100, *F32)] = cfgs[2]
     launch(kernel)
     assert kernel.best_config is cfgs[2] and bench.calls == 3
-    if decorate is compat.autotune:                   # the engine's view agrees (native config of the launch)
+    if decorate is compat.autotune:  # the engine's view agrees (native config of the launch)
         assert kernel.tuner.best_config["BLOCK"] == 64
 
 
@@ -201,13 +213,14 @@ def test_cache_entries_outlive_a_configs_assignment(decorate: Decorate) -> None:
 
 @BOTH
 @pytest.mark.parametrize("entry", ["tuned", "pinned"])
-def test_a_warmup_of_a_key_in_the_cache_dict_runs_its_configs_pre_hook_and_compiles_it_only(decorate: Decorate,
-                                                                                           entry: str) -> None:
+def test_a_warmup_of_a_key_in_the_cache_dict_runs_its_configs_pre_hook_and_compiles_it_only(
+    decorate: Decorate, entry: str
+) -> None:
     """run(warmup=True) on a key in `cache` (tuned, or pinned by the caller): Triton calls that config's pre_hook
     and compiles it, no other config, nothing tuned, nothing launched."""
     bench, hooked = Bench(), []
 
-    def hook(nargs: Dict[str, Any]) -> None:
+    def hook(nargs: dict[str, Any]) -> None:
         hooked.append(nargs["BLOCK"])
         bench.hook(nargs)
 
@@ -269,8 +282,9 @@ def test_a_disk_hit_sets_configs_timings_but_not_bench_time() -> None:
 def test_a_misspelt_top_k_is_refused_when_decorating() -> None:
     """Triton would ignore prune_configs_by={'topk': 2} and benchmark every config; compat names the option."""
     with pytest.raises(OptionError, match="no option 'topk'.*Did you mean 'top_k'"):
-        compat.autotune(configs=configs(Bench()), key=["n"],
-                        prune_configs_by={"perf_model": lambda **kw: 0.0, "topk": 2})(add_kernel)
+        compat.autotune(
+            configs=configs(Bench()), key=["n"], prune_configs_by={"perf_model": lambda **kw: 0.0, "topk": 2}
+        )(add_kernel)
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -288,8 +302,11 @@ def test_equal_configs_with_one_bound_method_as_pre_hook_are_one_config(decorate
 
 def test_configs_equal_but_for_their_pre_hook_are_refused_when_decorating() -> None:
     """A winner is cached by value, so two configs told apart only by their pre_hook cannot both be tuned."""
-    cfgs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}),
-            triton.Config({"BLOCK": 32}, pre_hook=lambda nargs: None)]
+    cfgs = [
+        triton.Config({"BLOCK": 16}),
+        triton.Config({"BLOCK": 32}),
+        triton.Config({"BLOCK": 32}, pre_hook=lambda nargs: None),
+    ]
     with pytest.raises(SpaceError, match=r"configs\[2\].*equals an earlier config except for its pre_hook"):
         compat.autotune(configs=cfgs, key=["n"])(add_kernel)
 
@@ -307,7 +324,8 @@ def test_a_key_naming_a_value_of_triton_heuristics_below_is_skipped(decorate: De
     it (as a config's meta-parameter) and the key is the call's n and dtypes."""
     bench = Bench()
     kernel = decorate(configs=configs(bench), key=["n", "UNUSED"], do_bench=bench)(
-        triton.heuristics({"UNUSED": lambda args: args["n"] % 7})(add_with_unused_kernel))
+        triton.heuristics({"UNUSED": lambda args: args["n"] % 7})(add_with_unused_kernel)
+    )
     launch(kernel)
     assert list(kernel.cache) == [(100, *F32)] and kernel.best_config.kwargs == {"BLOCK": 32}
 
@@ -317,9 +335,12 @@ def test_a_key_naming_a_value_of_triton_heuristics_below_is_skipped(decorate: De
 def test_the_reset_only_pre_hook_sees_keyword_arguments_grid_and_the_winner(decorate: Decorate) -> None:
     """After benchmarking Triton calls pre_hook({**nargs, **kwargs, **best.all_kwargs()}, reset_only=True)."""
     bench, reset = Bench(), []
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      pre_hook=lambda nargs, reset_only=False: reset.append(dict(nargs)) if reset_only else None)(
-        add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        pre_hook=lambda nargs, reset_only=False: reset.append(dict(nargs)) if reset_only else None,
+    )(add_kernel)
     x, y, out = tensors()
     kernel[grid](x, y, out=out, n=100)
     assert len(reset) == 1
@@ -332,9 +353,12 @@ def test_hooks_around_a_trial_see_grid_and_warmup(decorate: Decorate) -> None:
     """Triton's kernel_call passes {**nargs, **meta, **config.all_kwargs()} to the hooks; meta holds grid= and
     warmup= from `kernel[grid]`."""
     bench, seen = Bench(), []
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      post_hook=lambda nargs, exception: seen.append((nargs["grid"], nargs["warmup"], nargs["n"])))(
-        add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        post_hook=lambda nargs, exception: seen.append((nargs["grid"], nargs["warmup"], nargs["n"])),
+    )(add_kernel)
     launch(kernel)
     assert seen and set(seen) == {(grid, False, 100)}
 
@@ -344,8 +368,12 @@ def test_pre_hook_gets_reset_only_as_a_keyword_after_benchmarking_only(decorate:
     """Triton calls `pre_hook(nargs)` around each run and `pre_hook(nargs, reset_only=True)` once after the
     benchmark: a hook taking **kwargs sees no reset_only in the runs."""
     bench, forms = Bench(), []
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      pre_hook=lambda nargs, *args, **kwargs: forms.append((args, kwargs)))(add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        pre_hook=lambda nargs, *args, **kwargs: forms.append((args, kwargs)),
+    )(add_kernel)
     launch(kernel)
     assert forms[-1] == ((), {"reset_only": True})
     assert len(forms) >= 4 and set(map(repr, forms[:-1])) == {"((), {})"}
@@ -378,7 +406,7 @@ def test_nargs_holds_the_calls_positional_arguments_while_it_runs_and_none_after
         seen.append(kernel.nargs)
         return bench(kernel_call, quantiles)
 
-    def hook(nargs: Dict[str, Any]) -> None:
+    def hook(nargs: dict[str, Any]) -> None:
         seen.append(kernel.nargs)
         bench.hook(nargs)
 
@@ -387,23 +415,26 @@ def test_nargs_holds_the_calls_positional_arguments_while_it_runs_and_none_after
     x, y, out = tensors()
     kernel[grid](x, y, out, n=100)
     torch.testing.assert_close(out, x + y)
-    assert len(seen) >= 7 and kernel.nargs is None     # three benchmarks, their config hooks, the final launch's
+    assert len(seen) >= 7 and kernel.nargs is None  # three benchmarks, their config hooks, the final launch's
     assert all(s is not None and s.keys() == {"x", "y", "out"} and s["x"] is x and s["out"] is out for s in seen)
 
 
 # ------------------------------------------------------------------------------------------------ printing
 @BOTH
-def test_triton_print_autotuning_summarises_a_benchmark_only(decorate: Decorate, monkeypatch: Any,
-                                                              capsys: Any) -> None:
+def test_triton_print_autotuning_summarises_a_benchmark_only(decorate: Decorate, monkeypatch: Any, capsys: Any) -> None:
     """TRITON_PRINT_AUTOTUNING's summary follows a tuning that benchmarked: not a hit, not a key pruned to one
     (which Triton 3.6 and 3.7 benchmark, and so summarise)."""
     from triton import knobs
 
     monkeypatch.setattr(knobs.autotuning, "print", True)
     bench = Bench()
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench, cache_results=False,
-                      prune_configs_by={"early_config_prune": lambda c, nargs, **kw: c if kw["n"] == 100 else c[:1]})(
-        add_kernel)
+    kernel = decorate(
+        configs=configs(bench),
+        key=["n"],
+        do_bench=bench,
+        cache_results=False,
+        prune_configs_by={"early_config_prune": lambda c, nargs, **kw: c if kw["n"] == 100 else c[:1]},
+    )(add_kernel)
     kernel[grid](*tensors(), n=100)
     assert capsys.readouterr().out.count("Triton autotuning for function add_kernel") == 1
     kernel[grid](*tensors(), n=100)
@@ -424,7 +455,7 @@ def test_configs_timings_of_a_do_bench_returning_tuples_are_lists_and_order_with
     """A do_bench may return a tuple: its first item is the median that picks the winner. compat stores it as a
     list (Triton keeps the tuple), so that it compares with a failed config's [inf, inf, inf]."""
     bench = Bench(result=lambda t: (t, 0.5 * t, 2.0 * t))
-    cfgs = configs(bench, (16, 48, 64, 32))                 # 48: tl.arange needs a power of two, it fails
+    cfgs = configs(bench, (16, 48, 64, 32))  # 48: tl.arange needs a power of two, it fails
     kernel = compat.autotune(configs=cfgs, key=["n"], do_bench=bench)(add_kernel)
     launch(kernel)
     timings = kernel.configs_timings
@@ -435,38 +466,53 @@ def test_configs_timings_of_a_do_bench_returning_tuples_are_lists_and_order_with
 
 def test_a_do_bench_returning_an_empty_list_is_the_users_mistake_naming_do_bench() -> None:
     kernel = compat.autotune(configs=configs(Bench()), key=["n"], do_bench=lambda kernel_call, quantiles: [])(
-        add_kernel)
+        add_kernel
+    )
     with pytest.raises(TypeError, match=r"do_bench of add_kernel returned \[\]"):
         launch(kernel)
 
 
 def test_do_bench_cudagraph_is_replaced_by_the_wall_clock_in_the_interpreter() -> None:
     """triton.testing's benchmarkers need a GPU; passed as do_bench= in the interpreter, the native timer stands in."""
-    kernel = compat.autotune(configs=configs(Bench(), (32, 64)), key=["n"],
-                             do_bench=triton.testing.do_bench_cudagraph, tuning=Tuning(reps=3, warmup=0))(add_kernel)
+    kernel = compat.autotune(
+        configs=configs(Bench(), (32, 64)),
+        key=["n"],
+        do_bench=triton.testing.do_bench_cudagraph,
+        tuning=Tuning(reps=3, warmup=0),
+    )(add_kernel)
     assert kernel.do_bench is None
     launch(kernel)
     assert all(len(t.samples_ms) > 1 for t in kernel.record().trials)
 
 
 @BOTH
-@pytest.mark.parametrize("options", [{"warmup": 5}, {"rep": 7}, {"warmup": 5, "rep": 7}, {"use_cuda_graph": True},
-                                     {"use_cuda_graph": True, "rep": 7}],
-                         ids=["warmup", "rep", "warmup-rep", "graph", "graph-rep"])
-def test_deprecated_warmup_rep_and_cuda_graph_call_triton_testing_as_triton_does(decorate: Decorate, options: Any,
-                                                                                  monkeypatch: Any) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [{"warmup": 5}, {"rep": 7}, {"warmup": 5, "rep": 7}, {"use_cuda_graph": True}, {"use_cuda_graph": True, "rep": 7}],
+    ids=["warmup", "rep", "warmup-rep", "graph", "graph-rep"],
+)
+def test_deprecated_warmup_rep_and_cuda_graph_call_triton_testing_as_triton_does(
+    decorate: Decorate, options: Any, monkeypatch: Any
+) -> None:
     """Off the interpreter, `warmup`/`rep`/`use_cuda_graph` pick triton.testing.do_bench(warmup=25, rep=100
     unless given) or do_bench_cudagraph(rep=100 unless given), called with Triton's quantiles. Both benchmarkers
     are replaced by a fake that runs the config through the interpreter; compat is told it is not interpreted."""
     bench, calls = Bench(), []
 
-    def fake_do_bench(fn: Callable[[], Any], warmup: int = 25, rep: int = 100, grad_to_none: Any = None,
-                      quantiles: Any = None, return_mode: str = "mean") -> Any:
+    def fake_do_bench(
+        fn: Callable[[], Any],
+        warmup: int = 25,
+        rep: int = 100,
+        grad_to_none: Any = None,
+        quantiles: Any = None,
+        return_mode: str = "mean",
+    ) -> Any:
         calls.append(("do_bench", warmup, rep, tuple(quantiles)))
         return bench(fn, quantiles)
 
-    def fake_cudagraph(fn: Callable[[], Any], rep: int = 20, grad_to_none: Any = None, quantiles: Any = None,
-                       return_mode: str = "mean") -> Any:
+    def fake_cudagraph(
+        fn: Callable[[], Any], rep: int = 20, grad_to_none: Any = None, quantiles: Any = None, return_mode: str = "mean"
+    ) -> Any:
         calls.append(("cudagraph", rep, tuple(quantiles)))
         return bench(fn, quantiles)
 
@@ -477,8 +523,11 @@ def test_deprecated_warmup_rep_and_cuda_graph_call_triton_testing_as_triton_does
         kernel = decorate(configs=configs(bench), key=["n"], **options)(add_kernel)
     launch(kernel)
     rep = options.get("rep", 100)
-    expected = (("cudagraph", rep, (0.5, 0.2, 0.8)) if options.get("use_cuda_graph")
-                else ("do_bench", options.get("warmup", 25), rep, (0.5, 0.2, 0.8)))
+    expected = (
+        ("cudagraph", rep, (0.5, 0.2, 0.8))
+        if options.get("use_cuda_graph")
+        else ("do_bench", options.get("warmup", 25), rep, (0.5, 0.2, 0.8))
+    )
     assert calls == [expected] * 3 and kernel.best_config.kwargs == {"BLOCK": 32}
 
 
@@ -493,8 +542,12 @@ def test_configs_timings_of_the_native_timer_are_the_median_p20_p80_of_the_trial
     torch.quantile does (one sample is its own three quantiles)."""
     for reps in (1, 6):
         cfgs = configs(Bench(), (32, 64))
-        kernel = compat.autotune(configs=cfgs, key=["n"], cache_results=False,
-                                 tuning=Tuning(reps=reps, warmup=0, refine_topk=0, compile_workers=0))(add_kernel)
+        kernel = compat.autotune(
+            configs=cfgs,
+            key=["n"],
+            cache_results=False,
+            tuning=Tuning(reps=reps, warmup=0, refine_topk=0, compile_workers=0),
+        )(add_kernel)
         launch(kernel)
         record = kernel.record()
         for config, native in zip(cfgs, kernel.tuner.configs):
@@ -507,8 +560,10 @@ def test_configs_timings_of_the_native_timer_are_the_median_p20_p80_of_the_trial
 def test_scale_2d_kernel_keys_on_both_sizes_as_triton() -> None:
     """Two key names: the cache key is their values in key order, then the tensors' dtypes."""
     bench = Bench()
-    cfgs = [triton.Config({"BLOCK_M": m, "BLOCK_N": 16}, pre_hook=lambda nargs, m=m: setattr(bench, "block", m))
-            for m in (16, 32)]
+    cfgs = [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": 16}, pre_hook=lambda nargs, m=m: setattr(bench, "block", m))
+        for m in (16, 32)
+    ]
     kernel = compat.autotune(configs=cfgs, key=["N", "M"], do_bench=bench)(scale_2d_kernel)
     x = torch.randn(20, 24)
     out = torch.empty_like(x)
@@ -519,13 +574,16 @@ def test_scale_2d_kernel_keys_on_both_sizes_as_triton() -> None:
 
 # ------------------------------------------------------------------------------------------------ AUTOTUNE_MODE=online
 def test_online_mode_runs_the_chosen_configs_pre_hook_at_each_launch_and_a_warmup_launches_nothing(
-        monkeypatch: Any) -> None:
+    monkeypatch: Any,
+) -> None:
     """Online, each call launches one candidate: its config's pre_hook runs before it, with the call's arguments.
     run(warmup=True) of a key being tuned online compiles, it does not run the kernel."""
     monkeypatch.setenv("AUTOTUNE_MODE", "online")
-    hooked: List[Tuple[int, int]] = []
-    cfgs = [triton.Config({"BLOCK": b}, pre_hook=lambda nargs: hooked.append((nargs["BLOCK"], nargs["n"])))
-            for b in (16, 32, 64)]
+    hooked: list[tuple[int, int]] = []
+    cfgs = [
+        triton.Config({"BLOCK": b}, pre_hook=lambda nargs: hooked.append((nargs["BLOCK"], nargs["n"])))
+        for b in (16, 32, 64)
+    ]
     kernel = compat.autotune(configs=cfgs, key=["n"], tuning={"reps": 2, "compile_workers": 0})(add_kernel)
     launches = record_launches(kernel, "BLOCK", "warmup")
     for _ in range(4):
@@ -540,10 +598,10 @@ def test_a_heuristic_under_the_drop_in_that_sets_a_config_field_warns_and_wins_a
     """Triton lets a triton.heuristics under its autotuner override a config's value; the drop-in keeps that
     (its users' kernels launch as before) and warns, at the user's line, that the tuning times identical launches."""
     under = triton.heuristics({"BLOCK": lambda args: 64})(add_kernel)
-    with pytest.warns(UserWarning, match="'BLOCK' of add_kernel is set both by its search space and by a "
-                                         "triton.heuristics") as caught:
-        kernel = compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
-                                 key=["n"])(under)
+    with pytest.warns(
+        UserWarning, match="'BLOCK' of add_kernel is set both by its search space and by a triton.heuristics"
+    ) as caught:
+        kernel = compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(under)
     assert caught[0].filename == __file__
     x, y, out = tensors()
     kernel[grid](x, y, out, 100)

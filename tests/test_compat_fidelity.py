@@ -2,6 +2,7 @@
 observes after changing the one import (exceptions of their own hooks, warmup calls, the `cache` dict, attributes
 assigned after decoration, early mistakes). Triton's default benchmarker needs a GPU, so both get the same
 `do_bench`, which runs each config and reports a fixed time per BLOCK."""
+
 from __future__ import annotations
 
 import warnings
@@ -10,13 +11,13 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from kernels_for_tests import add_kernel
 
 import autotune.compat as compat
 import autotune.compat_options as compat_options
 from autotune.errors import OptionError, SpaceError
-from kernels_for_tests import add_kernel
 
-TIMES = {16: 3.0, 32: 1.0, 64: 2.0}            # ms per BLOCK: 32 wins
+TIMES = {16: 3.0, 32: 1.0, 64: 2.0}  # ms per BLOCK: 32 wins
 
 
 @triton.jit
@@ -90,20 +91,23 @@ def test_an_exception_of_a_pre_hook_or_do_bench_is_raised_as_itself(decorate, cu
         kernel_call()
         raise RuntimeError(f"bug in {culprit}")
 
-    options = {"do_bench": bad_bench if culprit == "do_bench" else bench,
-               "pre_hook": bad_hook if culprit == "pre_hook" else None}
+    options = {
+        "do_bench": bad_bench if culprit == "do_bench" else bench,
+        "pre_hook": bad_hook if culprit == "pre_hook" else None,
+    }
     cfgs = configs(bench)
     if culprit == "config pre_hook":
         cfgs[0] = triton.Config({"BLOCK": 16}, num_warps=4, pre_hook=bad_hook)
     kernel = decorate(configs=cfgs, key=["n"], **options)(add_kernel)
     with pytest.raises(RuntimeError, match=f"bug in {culprit}") as caught:
         kernel[grid](*tensors(), 100)
-    assert type(caught.value) is RuntimeError       # not a NoValidConfigError (a RuntimeError too) about configs
+    assert type(caught.value) is RuntimeError  # not a NoValidConfigError (a RuntimeError too) about configs
 
 
 def test_a_do_bench_that_returns_no_time_is_the_users_mistake_and_names_do_bench():
-    kernel = compat.autotune(configs=configs(Bench()), key=["n"],
-                             do_bench=lambda kernel_call, quantiles: "fast")(add_kernel)
+    kernel = compat.autotune(configs=configs(Bench()), key=["n"], do_bench=lambda kernel_call, quantiles: "fast")(
+        add_kernel
+    )
     with pytest.raises(Exception, match="do_bench of add_kernel returned 'fast'"):
         kernel[grid](*tensors(), 100)
 
@@ -124,11 +128,12 @@ def test_a_kernel_that_fails_inside_do_bench_is_still_that_configs_failure():
 def test_a_warmup_through_triton_heuristics_launches_nothing_with_tensors_or_with_dtypes(decorate):
     bench = Bench()
     kernel = triton.heuristics({"UNUSED": lambda args: 0})(
-        decorate(configs=configs(bench), key=["n"], do_bench=bench)(add_kernel))
+        decorate(configs=configs(bench), key=["n"], do_bench=bench)(add_kernel)
+    )
     x, y, out = tensors()
     kernel.warmup(x, y, out, 100, grid=grid)
     kernel.warmup(torch.float32, torch.float32, torch.float32, 100, grid=grid)
-    assert out.abs().sum().item() == 0.0            # nothing was launched into the caller's tensor
+    assert out.abs().sum().item() == 0.0  # nothing was launched into the caller's tensor
 
 
 def test_a_warmup_of_a_tuned_key_compiles_the_winner_only_and_tunes_nothing_new():
@@ -153,10 +158,11 @@ def test_a_warmup_of_a_new_key_prunes_once_with_the_calls_arguments_and_compiles
         seen.append((sorted(nargs), kwargs))
         return configs[1:]
 
-    kernel = compat.autotune(configs=cfgs, key=["n"], do_bench=bench,
-                             prune_configs_by={"early_config_prune": prune})(add_at_least_32)
+    kernel = compat.autotune(configs=cfgs, key=["n"], do_bench=bench, prune_configs_by={"early_config_prune": prune})(
+        add_at_least_32
+    )
     x, y, out = tensors()
-    kernel.run(x, y, out, n=100, grid=grid, warmup=True)   # BLOCK 16 (static_assert) would fail to compile
+    kernel.run(x, y, out, n=100, grid=grid, warmup=True)  # BLOCK 16 (static_assert) would fail to compile
     assert seen == [(["out", "x", "y"], {"n": 100})] and bench.calls == 0 and out.abs().sum().item() == 0.0
 
 
@@ -209,7 +215,7 @@ def test_configs_assigned_after_decoration_are_the_ones_launched(decorate):
 def test_an_early_config_prune_assigned_after_decoration_prunes(decorate):
     bench = Bench()
     kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench)(add_kernel)
-    kernel.early_config_prune = lambda cfgs, nargs, **kwargs: [cfgs[0], cfgs[2]]   # without 32, the fastest
+    kernel.early_config_prune = lambda cfgs, nargs, **kwargs: [cfgs[0], cfgs[2]]  # without 32, the fastest
     kernel[grid](*tensors(), 100)
     assert bench.calls == 2 and kernel.best_config.kwargs == {"BLOCK": 64}
 
@@ -223,26 +229,33 @@ def test_a_pre_hook_on_a_config_that_early_config_prune_returns_runs_in_trials_a
         def hooked(nargs, c=None):
             bench.hook(nargs)
             seen.append(nargs["BLOCK"])
+
         return [triton.Config(c.kwargs, num_warps=c.num_warps, pre_hook=hooked) for c in cfgs]
 
-    kernel = decorate(configs=configs(bench), key=["n"], do_bench=bench,
-                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    kernel = decorate(
+        configs=configs(bench), key=["n"], do_bench=bench, prune_configs_by={"early_config_prune": prune}
+    )(add_kernel)
     kernel[grid](*tensors(), 100)
     assert set(seen) == {16, 32, 64} and kernel.best_config.pre_hook is not None
     seen.clear()
-    kernel[grid](*tensors(), 100)                    # a hit launches the config the prune returned
+    kernel[grid](*tensors(), 100)  # a hit launches the config the prune returned
     assert seen == [32]
 
 
 # ------------------------------------------------------------------------------------------------ early mistakes
-@pytest.mark.parametrize("options, message", [
-    ({"do_bench": 5}, "do_bench of add_kernel must be a callable"),
-    ({"pre_hook": 3}, "pre_hook of add_kernel must be a callable"),
-    ({"post_hook": "x"}, "post_hook of add_kernel must be a callable"),
-    ({"prune_configs_by": {"perf_model": 1}}, r"prune_configs_by\['perf_model'\] of add_kernel must be a callable"),
-    ({"prune_configs_by": {"early_config_prunes": len}}, "no option 'early_config_prunes'.*Did you mean "
-                                                         "'early_config_prune'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"do_bench": 5}, "do_bench of add_kernel must be a callable"),
+        ({"pre_hook": 3}, "pre_hook of add_kernel must be a callable"),
+        ({"post_hook": "x"}, "post_hook of add_kernel must be a callable"),
+        ({"prune_configs_by": {"perf_model": 1}}, r"prune_configs_by\['perf_model'\] of add_kernel must be a callable"),
+        (
+            {"prune_configs_by": {"early_config_prunes": len}},
+            "no option 'early_config_prunes'.*Did you mean 'early_config_prune'",
+        ),
+    ],
+)
 def test_a_mistake_in_the_decorators_arguments_fails_at_decoration(options, message):
     with pytest.raises(OptionError, match=message):
         compat.autotune(configs=configs(Bench()), key=["n"], **options)(add_kernel)
@@ -250,8 +263,9 @@ def test_a_mistake_in_the_decorators_arguments_fails_at_decoration(options, mess
 
 def test_a_config_pre_hook_that_is_not_callable_blames_the_config_at_decoration():
     with pytest.raises(SpaceError, match=r"configs\[1\].*pre_hook that is not callable"):
-        compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}, pre_hook=7)],
-                        key=["n"])(add_kernel)
+        compat.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32}, pre_hook=7)], key=["n"])(
+            add_kernel
+        )
 
 
 def test_a_set_autotuning_listener_is_said_to_be_unsupported_once_at_the_users_line(monkeypatch):

@@ -3,19 +3,21 @@ before (same positional count, keyword names, key values, dtypes: `compat_option
 key building. The memo holds only keys, never a winner: every launch still checks `cache`, what the module filed
 and the engine's memory, so each way a winner goes stale today still works with the memo filled. Real @triton.jit
 kernels through the interpreter; side by side with the real `triton.autotune` where Triton defines the behaviour."""
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+from kernels_for_tests import add_kernel
+from side_by_side import both
 
 from autotune import clear_autotune_cache
 from autotune.compat import autotune
-from kernels_for_tests import add_kernel
-from side_by_side import both
 
 FAST = dict(preset="fast", reps=2, warmup=0, compile_workers=0)
 F16, F32 = "torch.float16", "torch.float32"
@@ -70,7 +72,7 @@ def test_each_memoised_hit_is_counted_and_is_the_last_key_of_record():
     kernel = memoised_kernel(cache_results=False)
     engine = kernel.tuner
     before = kernel.cache_info()
-    assert launch(kernel, 64)                       # a new key: tuned, then memoised at its first hit
+    assert launch(kernel, 64)  # a new key: tuned, then memoised at its first hit
     assert launch(kernel, 64) and launch(kernel, 40) and launch(kernel, 40)
     info = kernel.cache_info()
     assert info["tunings"] - before["tunings"] == 1
@@ -87,7 +89,7 @@ def test_clear_autotune_cache_retunes_a_memoised_key():
     kernel = memoised_kernel(cache_results=False)
     tunings = kernel.cache_info()["tunings"]
     clear_autotune_cache(kernel)
-    assert kernel.cache == {}                       # forget_cleared dropped what this module filed
+    assert kernel.cache == {}  # forget_cleared dropped what this module filed
     assert launch(kernel, 40)
     assert kernel.cache_info()["tunings"] == tunings + 1
     assert list(kernel.cache) == [(40, F32, F32, F32)]
@@ -99,7 +101,7 @@ def test_a_memoised_key_deleted_from_cache_is_looked_up_again():
     tunings = kernel.cache_info()["tunings"]
     del kernel.cache[(40, F32, F32, F32)]
     assert launch(kernel, 40)
-    assert kernel.cache_info()["tunings"] == tunings + 1   # memory only: looked up again means tuned again
+    assert kernel.cache_info()["tunings"] == tunings + 1  # memory only: looked up again means tuned again
     assert (40, F32, F32, F32) in kernel.cache
 
 
@@ -109,14 +111,14 @@ def test_an_entry_the_user_puts_in_cache_over_a_memoised_key_is_launched():
     kernel.cache[(40, F32, F32, F32)] = mine
     hits = kernel.cache_info()["hits"]
     assert launch(kernel, 40)
-    assert kernel.best_config is mine and kernel.cache_info()["hits"] == hits   # the user's entry, not a hit
+    assert kernel.best_config is mine and kernel.cache_info()["hits"] == hits  # the user's entry, not a hit
 
 
 def test_new_configs_leave_the_old_memo_behind():
     kernel = memoised_kernel(cache_results=False)
     kernel.configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
     assert kernel.tuner.keys_of_shape == {}
-    del kernel.cache[(40, F32, F32, F32)]           # else the old winner stays as the user's own entry, as in Triton
+    del kernel.cache[(40, F32, F32, F32)]  # else the old winner stays as the user's own entry, as in Triton
     assert launch(kernel, 40) and launch(kernel, 40) and launch(kernel, 40)
     assert kernel.best_config.kwargs["BLOCK"] in (64, 128)
     assert len(kernel.tuner.keys_of_shape) == 1
@@ -132,7 +134,7 @@ def test_force_still_tunes_a_key_once_per_process_with_the_memo():
 def test_a_memoised_hit_passes_the_calls_own_keywords_to_the_launch():
     kernel = autotune(configs=configs(), key=["n"], tuning=FAST, cache_results=False)(add_scaled)
     x, y, out = vectors(40)
-    for scale in (1, 3, 3, 2, 3):                  # SCALE by keyword: not a key name, so one key for all
+    for scale in (1, 3, 3, 2, 3):  # SCALE by keyword: not a key name, so one key for all
         out.zero_()
         kernel[grid_of(40)](x, y, out, 40, SCALE=scale)
         assert torch.equal(out, scale * x + y)
@@ -142,10 +144,10 @@ def test_a_memoised_hit_passes_the_calls_own_keywords_to_the_launch():
 # ------------------------------------------------------------------------------------------------ shapes
 def test_calls_with_other_dtypes_or_another_spelling_keep_their_own_keys():
     kernel = memoised_kernel(cache_results=False)
-    assert launch(kernel, 40, torch.float16) and launch(kernel, 40, torch.float16)   # x in float16: another key
+    assert launch(kernel, 40, torch.float16) and launch(kernel, 40, torch.float16)  # x in float16: another key
     assert kernel.cache_info()["tunings"] == 2
     x, y, out = vectors(40, torch.float16)
-    for _ in range(2):                              # out and n by keyword: the float16 key, spelt otherwise
+    for _ in range(2):  # out and n by keyword: the float16 key, spelt otherwise
         out.zero_()
         kernel[grid_of(40)](x, y, out=out, n=40)
         assert torch.equal(out, x.float() + y)
@@ -185,8 +187,11 @@ def _key_name_left_to_default(decorate: Any) -> dict:
 
 
 def test_a_call_leaving_a_key_name_to_its_default_keeps_its_own_memo_entry():
-    assert both(_key_name_left_to_default) == {"benchmarked": 4, "cache": [(40, F32, F32, F32), (40, 3, F32, F32, F32)],
-                                               "right": [True] * 6}
+    assert both(_key_name_left_to_default) == {
+        "benchmarked": 4,
+        "cache": [(40, F32, F32, F32), (40, 3, F32, F32, F32)],
+        "right": [True] * 6,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ threads
@@ -219,8 +224,13 @@ def _key_names_by_keyword_in_either_order(decorate: Any) -> dict:
     kernel = decorate(configs=configs(), key=["n", "SCALE"], do_bench=counting_bench(counts))(add_scaled)
     x, y, _ = vectors(40)
     right = []
-    for named in ({"n": 40, "SCALE": 3}, {"n": 40, "SCALE": 3}, {"SCALE": 40, "n": 3}, {"SCALE": 40, "n": 3},
-                  {"SCALE": 3, "n": 40}):
+    for named in (
+        {"n": 40, "SCALE": 3},
+        {"n": 40, "SCALE": 3},
+        {"SCALE": 40, "n": 3},
+        {"SCALE": 40, "n": 3},
+        {"SCALE": 3, "n": 40},
+    ):
         out = torch.zeros(40)
         kernel[grid_of(40)](x, y, out, **named)
         n = named["n"]
@@ -231,4 +241,7 @@ def _key_names_by_keyword_in_either_order(decorate: Any) -> dict:
 def test_key_values_given_by_keyword_are_told_apart_by_name():
     """n=40, SCALE=3 and SCALE=40, n=3 pass the same values in the same order: two keys all the same."""
     assert both(_key_names_by_keyword_in_either_order) == {
-        "benchmarked": 4, "cache": [(3, 40, F32, F32, F32), (40, 3, F32, F32, F32)], "right": [True] * 5}
+        "benchmarked": 4,
+        "cache": [(3, 40, F32, F32, F32), (40, 3, F32, F32, F32)],
+        "right": [True] * 5,
+    }

@@ -3,21 +3,23 @@ what the module filed) and of the re-indexing of configs found no test: `cache`'
 last key name to its default, a one-config list grown in place, a list shortened in place, the copy a prune
 returned filed in `cache`, and a call whose engine another thread replaced while it tuned. Side by side with the
 real `triton.autotune` where Triton defines the behaviour; real threads (ordered with Events) where it is ours."""
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-
-from autotune.compat import autotune
 from kernels_for_tests import add_kernel
 from side_by_side import both
 
+from autotune.compat import autotune
+
 FAST = dict(preset="fast", reps=2, warmup=0, compile_workers=0)
-WAIT_S = 30.0            # an Event not set by then is a deadlock: the test fails instead of hanging
+WAIT_S = 30.0  # an Event not set by then is a deadlock: the test fails instead of hanging
 F32 = "torch.float32"
 
 
@@ -45,14 +47,15 @@ def grid_of(n: int) -> Callable[[dict], tuple]:
 
 # ------------------------------------------------------------------------------------------------ keys
 def _key_names_left_to_defaults(decorate: Any) -> dict:
-    kernel = decorate(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n", "SCALE"],
-                      do_bench=fixed_bench)(add_scaled)
+    kernel = decorate(
+        configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n", "SCALE"], do_bench=fixed_bench
+    )(add_scaled)
     x, y, out = vectors(40)
-    kernel[grid_of(40)](x, y, out, 40)            # every argument up to SCALE by position, SCALE left to its default
+    kernel[grid_of(40)](x, y, out, 40)  # every argument up to SCALE by position, SCALE left to its default
     right = [bool(torch.equal(out, x + y))]
-    kernel[grid_of(40)](x, y, out, 40, 3)         # SCALE passed: another key
+    kernel[grid_of(40)](x, y, out, 40, 3)  # SCALE passed: another key
     right.append(bool(torch.equal(out, 3 * x + y)))
-    kernel[grid_of(40)](x, y, out, n=40)          # n by keyword, SCALE left out: the first key again
+    kernel[grid_of(40)](x, y, out, n=40)  # n by keyword, SCALE left out: the first key again
     return {"cache": list(kernel.cache), "right": right}
 
 
@@ -68,13 +71,16 @@ def _one_config_list_grown_in_place(decorate: Any) -> dict:
     configs = [triton.Config({"BLOCK": 16})]
     kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench)(add_kernel)
     x, y, out = vectors(40)
-    kernel[grid_of(40)](x, y, out, 40)            # one config: launched as it is, no key
+    kernel[grid_of(40)](x, y, out, 40)  # one config: launched as it is, no key
     seen: dict = {"one": list(kernel.cache)}
     configs.append(triton.Config({"BLOCK": 32}))  # Triton reads the list at each call: now there are two
     out.zero_()
     kernel[grid_of(40)](x, y, out, 40)
-    seen.update(two=list(kernel.cache), timed=sorted(c.kwargs["BLOCK"] for c in kernel.configs_timings),
-                right=bool(torch.equal(out, x + y)))
+    seen.update(
+        two=list(kernel.cache),
+        timed=sorted(c.kwargs["BLOCK"] for c in kernel.configs_timings),
+        right=bool(torch.equal(out, x + y)),
+    )
     return seen
 
 
@@ -127,7 +133,7 @@ def test_a_call_whose_engine_was_replaced_while_it_tuned_leaves_the_newer_entry_
     assert results == {"a": True, "b": True}
     engine = kernel.tuner
     assert list(kernel.cache) == [(96, F32, F32, F32)]
-    assert any(kernel.cache[(96, F32, F32, F32)] is config for config in new)   # B's, not A's older one
+    assert any(kernel.cache[(96, F32, F32, F32)] is config for config in new)  # B's, not A's older one
     tunings = engine.cache_info()["tunings"]
     call("c", 96)
     assert results["c"] and kernel.tuner is engine and engine.cache_info()["tunings"] == tunings
@@ -140,7 +146,7 @@ def _list_shortened_in_place(decorate: Any) -> dict:
     kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench)(add_kernel)
     x, y, out = vectors(40)
     kernel[grid_of(40)](x, y, out, 40)
-    configs.pop()                                 # Triton reads the list at each tuning: BLOCK=64 is gone
+    configs.pop()  # Triton reads the list at each tuning: BLOCK=64 is gone
     x, y, out = vectors(50)
     kernel[grid_of(50)](x, y, out, 50)
     return {"timed": sorted(c.kwargs["BLOCK"] for c in kernel.configs_timings), "keys": len(kernel.cache)}
@@ -160,13 +166,17 @@ def _prune_returning_copies(decorate: Any) -> dict:
         returned[:] = [copy.copy(c) for c in configs]
         return returned
 
-    kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench,
-                      prune_configs_by={"early_config_prune": prune})(add_kernel)
+    kernel = decorate(configs=configs, key=["n"], do_bench=fixed_bench, prune_configs_by={"early_config_prune": prune})(
+        add_kernel
+    )
     x, y, out = vectors(40)
     kernel[grid_of(40)](x, y, out, 40)
     filed = kernel.cache[(40, F32, F32, F32)]
-    return {"filed_is_a_copy": any(filed is c for c in returned), "filed_is_listed": any(filed is c for c in configs),
-            "right": bool(torch.equal(out, x + y))}
+    return {
+        "filed_is_a_copy": any(filed is c for c in returned),
+        "filed_is_listed": any(filed is c for c in configs),
+        "right": bool(torch.equal(out, x + y)),
+    }
 
 
 def test_cache_holds_the_copy_early_config_prune_returned_not_the_listed_config_equal_to_it():

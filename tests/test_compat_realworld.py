@@ -25,6 +25,7 @@ Sources (kernels copied with shapes and configs shrunk to run in the interpreter
 Triton's default benchmarker needs a GPU, so both decorators get the same `do_bench`: it runs the config and
 reports a fixed time per config, which it learns from a config `pre_hook` wrapped around the kernel's own.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -34,11 +35,11 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from side_by_side import DECORATORS, both, scripted_times
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autotune import compat
 from autotune.compat_options import ConfigChangedInPlace
-from side_by_side import DECORATORS, both, scripted_times
 
 
 def _config_id(config_kwargs):
@@ -62,21 +63,46 @@ class Bench:
 
     def tag(self, configs):
         """The configs, each with a pre_hook that tells this bench which one runs, then runs the config's own."""
+
         def tagged(config):
             def hook(nargs):
                 self.current = _config_id(config.all_kwargs())
                 if config.pre_hook is not None:
                     config.pre_hook(nargs)
-            return triton.Config(dict(config.kwargs), num_warps=config.num_warps, num_stages=config.num_stages,
-                                 num_ctas=config.num_ctas, maxnreg=config.maxnreg, pre_hook=hook)
+
+            return triton.Config(
+                dict(config.kwargs),
+                num_warps=config.num_warps,
+                num_stages=config.num_stages,
+                num_ctas=config.num_ctas,
+                maxnreg=config.maxnreg,
+                pre_hook=hook,
+            )
+
         return [tagged(c) for c in configs]
 
 
 # ------------------------------------------------------------------------------------------------ tutorial 06
 @triton.jit
-def _attn_fwd_inner_tma(acc, l_i, m_i, q, desc_k, desc_v, offset_y, dtype: tl.constexpr, start_m, qk_scale,
-                        BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr,
-                        offs_m: tl.constexpr, offs_n: tl.constexpr, N_CTX: tl.constexpr):
+def _attn_fwd_inner_tma(
+    acc,
+    l_i,
+    m_i,
+    q,
+    desc_k,
+    desc_v,
+    offset_y,
+    dtype: tl.constexpr,
+    start_m,
+    qk_scale,
+    BLOCK_M: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STAGE: tl.constexpr,
+    offs_m: tl.constexpr,
+    offs_n: tl.constexpr,
+    N_CTX: tl.constexpr,
+):
     if STAGE == 1:
         lo, hi = 0, start_m * BLOCK_M
     elif STAGE == 2:
@@ -110,8 +136,22 @@ def _attn_fwd_inner_tma(acc, l_i, m_i, q, desc_k, desc_v, offset_y, dtype: tl.co
     return acc, l_i, m_i
 
 
-def _attn_fwd_tma(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FP8_OUTPUT: tl.constexpr, STAGE: tl.constexpr):
+def _attn_fwd_tma(
+    sm_scale,
+    M,
+    Z,
+    H,
+    desc_q,
+    desc_k,
+    desc_v,
+    desc_o,
+    N_CTX,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FP8_OUTPUT: tl.constexpr,
+    STAGE: tl.constexpr,
+):
     dtype = tl.float8e5 if FP8_OUTPUT else tl.float16
     tl.static_assert(BLOCK_N <= HEAD_DIM)
     start_m = tl.program_id(0)
@@ -129,11 +169,45 @@ def _attn_fwd_tma(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX, HEAD
     qk_scale *= 1.44269504
     q = desc_q.load([qo_offset_y, 0])
     if STAGE & 1:
-        acc, l_i, m_i = _attn_fwd_inner_tma(acc, l_i, m_i, q, desc_k, desc_v, offset_y, dtype, start_m, qk_scale,
-                                            BLOCK_M, HEAD_DIM, BLOCK_N, 4 - STAGE, offs_m, offs_n, N_CTX)
+        acc, l_i, m_i = _attn_fwd_inner_tma(
+            acc,
+            l_i,
+            m_i,
+            q,
+            desc_k,
+            desc_v,
+            offset_y,
+            dtype,
+            start_m,
+            qk_scale,
+            BLOCK_M,
+            HEAD_DIM,
+            BLOCK_N,
+            4 - STAGE,
+            offs_m,
+            offs_n,
+            N_CTX,
+        )
     if STAGE & 2:
-        acc, l_i, m_i = _attn_fwd_inner_tma(acc, l_i, m_i, q, desc_k, desc_v, offset_y, dtype, start_m, qk_scale,
-                                            BLOCK_M, HEAD_DIM, BLOCK_N, 2, offs_m, offs_n, N_CTX)
+        acc, l_i, m_i = _attn_fwd_inner_tma(
+            acc,
+            l_i,
+            m_i,
+            q,
+            desc_k,
+            desc_v,
+            offset_y,
+            dtype,
+            start_m,
+            qk_scale,
+            BLOCK_M,
+            HEAD_DIM,
+            BLOCK_N,
+            2,
+            offs_m,
+            offs_n,
+            N_CTX,
+        )
     m_i += tl.math.log2(l_i)
     acc = acc / l_i[:, None]
     m_ptrs = M + off_hz * N_CTX + offs_m
@@ -152,28 +226,38 @@ def _attention_scenario(decorate):
         nargs["desc_k"].block_shape = [BLOCK_N, HEAD_DIM]
         nargs["desc_o"].block_shape = [BLOCK_M, HEAD_DIM]
 
-    configs_tma = [triton.Config({"BLOCK_M": BM, "BLOCK_N": BN}, num_stages=s, num_warps=4, pre_hook=_tma_pre_hook)
-                   for BM in [16, 32] for BN in [16] for s in [2, 3]]
+    configs_tma = [
+        triton.Config({"BLOCK_M": BM, "BLOCK_N": BN}, num_stages=s, num_warps=4, pre_hook=_tma_pre_hook)
+        for BM in [16, 32]
+        for BN in [16]
+        for s in [2, 3]
+    ]
     bench = Bench()
-    kernel = decorate(configs=bench.tag(configs_tma), key=["N_CTX", "HEAD_DIM", "FP8_OUTPUT"],
-                      do_bench=bench)(triton.jit(_attn_fwd_tma))
+    kernel = decorate(configs=bench.tag(configs_tma), key=["N_CTX", "HEAD_DIM", "FP8_OUTPUT"], do_bench=bench)(
+        triton.jit(_attn_fwd_tma)
+    )
     torch.manual_seed(0)
     Z, H, N_CTX, HEAD_DIM, sm_scale = 1, 2, 32, 16, 0.5
     q, k, v = (torch.randn((Z, H, N_CTX, HEAD_DIM), dtype=torch.float16) * 0.5 for _ in range(3))
     o = torch.empty_like(q)
     M = torch.empty((Z, H, N_CTX), dtype=torch.float32)
-    descs = [TensorDescriptor(t, shape=[Z * H * N_CTX, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[1, 1])
-             for t in (q, k, v, o)]
+    descs = [
+        TensorDescriptor(t, shape=[Z * H * N_CTX, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[1, 1])
+        for t in (q, k, v, o)
+    ]
     grid = lambda META: (triton.cdiv(q.shape[2], META["BLOCK_M"]), q.shape[0] * q.shape[1], 1)  # noqa: E731
     kernel[grid](sm_scale, M, Z, H, *descs, N_CTX=N_CTX, HEAD_DIM=HEAD_DIM, FP8_OUTPUT=False, STAGE=3)
     p = torch.matmul(q.float(), k.float().transpose(2, 3)) * sm_scale
     p[:, :, torch.tril(torch.ones((N_CTX, N_CTX))) == 0] = float("-inf")
     assert torch.allclose(o.float(), torch.softmax(p, -1).half().float() @ v.float(), atol=1e-2)
     winner = (kernel.best_config.kwargs["BLOCK_M"], kernel.best_config.kwargs["BLOCK_N"])
-    assert block_shapes_set[-1] == winner            # the final launch set the winner's block shapes
+    assert block_shapes_set[-1] == winner  # the final launch set the winner's block shapes
     assert descs[0].block_shape == [winner[0], HEAD_DIM]
-    return {"winner": _config_id(kernel.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "cache": [(key, _config_id(c.all_kwargs())) for key, c in kernel.cache.items()]}
+    return {
+        "winner": _config_id(kernel.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "cache": [(key, _config_id(c.all_kwargs())) for key, c in kernel.cache.items()],
+    }
 
 
 def test_tutorial_fused_attention_with_descriptors_whose_block_shape_a_config_pre_hook_sets():
@@ -183,9 +267,18 @@ def test_tutorial_fused_attention_with_descriptors_whose_block_shape_a_config_pr
 
 
 # ------------------------------------------------------------------------------------------------ tutorial 08
-def grouped_matmul_kernel(group_a_ptrs, group_b_ptrs, group_c_ptrs, group_gemm_sizes, g_lds, group_size,
-                          NUM_SM: tl.constexpr, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
-                          BLOCK_SIZE_K: tl.constexpr):
+def grouped_matmul_kernel(
+    group_a_ptrs,
+    group_b_ptrs,
+    group_c_ptrs,
+    group_gemm_sizes,
+    g_lds,
+    group_size,
+    NUM_SM: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+):
     tile_idx = tl.program_id(0)
     last_problem_end = 0
     for g in range(group_size):
@@ -195,7 +288,7 @@ def grouped_matmul_kernel(group_a_ptrs, group_b_ptrs, group_c_ptrs, group_gemm_s
         num_m_tiles = tl.cdiv(gm, BLOCK_SIZE_M)
         num_n_tiles = tl.cdiv(gn, BLOCK_SIZE_N)
         num_tiles = num_m_tiles * num_n_tiles
-        while (tile_idx >= last_problem_end and tile_idx < last_problem_end + num_tiles):
+        while tile_idx >= last_problem_end and tile_idx < last_problem_end + num_tiles:
             k = gk
             lda = tl.load(g_lds + g * 3)
             ldb = tl.load(g_lds + g * 3 + 1)
@@ -212,7 +305,7 @@ def grouped_matmul_kernel(group_a_ptrs, group_b_ptrs, group_c_ptrs, group_gemm_s
             a_ptrs = a_ptr + offs_am[:, None] * lda + offs_k[None, :]
             b_ptrs = b_ptr + offs_k[:, None] * ldb + offs_bn[None, :]
             accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-            for kk in range(0, tl.cdiv(k, BLOCK_SIZE_K)):
+            for kk in range(0, tl.cdiv(k, BLOCK_SIZE_K)):  # noqa: B007 (the kernel as its authors wrote it)
                 tl.multiple_of(a_ptrs, [16, 16])
                 tl.multiple_of(b_ptrs, [16, 16])
                 a = tl.load(a_ptrs)
@@ -230,8 +323,11 @@ def grouped_matmul_kernel(group_a_ptrs, group_b_ptrs, group_c_ptrs, group_gemm_s
 
 
 def _grouped_gemm_scenario(decorate):
-    configs = [triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bm, "BLOCK_SIZE_K": 16, "NUM_SM": sm})
-               for bm in (16, 32) for sm in (2, 4)]
+    configs = [
+        triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bm, "BLOCK_SIZE_K": 16, "NUM_SM": sm})
+        for bm in (16, 32)
+        for sm in (2, 4)
+    ]
     bench = Bench()
     kernel = decorate(configs=bench.tag(configs), key=["group_size"], do_bench=bench)(triton.jit(grouped_matmul_kernel))
     torch.manual_seed(0)
@@ -244,8 +340,12 @@ def _grouped_gemm_scenario(decorate):
     kernel[lambda META: (META["NUM_SM"],)](*pointers, sizes, lds, len(group_A))
     for a, b, c in zip(group_A, group_B, group_C):
         assert torch.allclose((a.float() @ b.float()).half(), c, atol=1e-1, rtol=1e-2)
-    return {"winner": _config_id(kernel.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "cache": list(kernel.cache), "timings": sorted(map(str, kernel.configs_timings.values()))}
+    return {
+        "winner": _config_id(kernel.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "cache": list(kernel.cache),
+        "timings": sorted(map(str, kernel.configs_timings.values())),
+    }
 
 
 def test_tutorial_grouped_gemm_keyed_on_group_size_with_a_grid_of_meta_only():
@@ -255,12 +355,42 @@ def test_tutorial_grouped_gemm_keyed_on_group_size_with_a_grid_of_meta_only():
 
 # ------------------------------------------------------------------------------------------------ mamba layer norm
 def _layer_norm_fwd_1pass_kernel(
-    X, Y, W, B, RESIDUAL, X1, W1, B1, Y1, RESIDUAL_OUT, ROWSCALE, SEEDS, DROPOUT_MASK, Mean, Rstd,
-    stride_x_row, stride_y_row, stride_res_row, stride_res_out_row, stride_x1_row, stride_y1_row,
-    M, N, eps, dropout_p,
-    IS_RMS_NORM: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr, STORE_RESIDUAL_OUT: tl.constexpr,
-    HAS_BIAS: tl.constexpr, HAS_DROPOUT: tl.constexpr, STORE_DROPOUT_MASK: tl.constexpr, HAS_ROWSCALE: tl.constexpr,
-    HAS_X1: tl.constexpr, HAS_W1: tl.constexpr, HAS_B1: tl.constexpr,
+    X,
+    Y,
+    W,
+    B,
+    RESIDUAL,
+    X1,
+    W1,
+    B1,
+    Y1,
+    RESIDUAL_OUT,
+    ROWSCALE,
+    SEEDS,
+    DROPOUT_MASK,
+    Mean,
+    Rstd,
+    stride_x_row,
+    stride_y_row,
+    stride_res_row,
+    stride_res_out_row,
+    stride_x1_row,
+    stride_y1_row,
+    M,
+    N,
+    eps,
+    dropout_p,
+    IS_RMS_NORM: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    STORE_RESIDUAL_OUT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    STORE_DROPOUT_MASK: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_X1: tl.constexpr,
+    HAS_W1: tl.constexpr,
+    HAS_B1: tl.constexpr,
 ):
     # the kernel as in mamba, less its dropout / rowscale / x1 branches (the trial passes None for those)
     row = tl.program_id(0)
@@ -301,9 +431,11 @@ def _layer_norm_scenario(decorate):
     kernel = triton.jit(_layer_norm_fwd_1pass_kernel)
     for name, arg in (("HAS_B1", "B1"), ("HAS_W1", "W1"), ("HAS_X1", "X1")):
         kernel = triton.heuristics({name: lambda args, arg=arg: args[arg] is not None})(kernel)
-    kernel = decorate(configs=bench.tag([triton.Config({}, num_warps=w) for w in (1, 2, 4, 8)]),
-                      key=["N", "HAS_RESIDUAL", "STORE_RESIDUAL_OUT", "IS_RMS_NORM", "HAS_BIAS"],
-                      do_bench=bench)(kernel)
+    kernel = decorate(
+        configs=bench.tag([triton.Config({}, num_warps=w) for w in (1, 2, 4, 8)]),
+        key=["N", "HAS_RESIDUAL", "STORE_RESIDUAL_OUT", "IS_RMS_NORM", "HAS_BIAS"],
+        do_bench=bench,
+    )(kernel)
     torch.manual_seed(0)
     x, w, b, res = torch.randn(8, 48), torch.randn(48), torch.randn(48), torch.randn(8, 48)
 
@@ -313,11 +445,41 @@ def _layer_norm_scenario(decorate):
         residual_out = torch.empty(M, N) if residual is not None else None
         mean = torch.empty((M,)) if not is_rms_norm else None
         rstd = torch.empty((M,))
-        kernel[(M,)](x, y, w, bias, residual, None, None, None, None, residual_out, None, None, None, mean, rstd,
-                     x.stride(0), y.stride(0), residual.stride(0) if residual is not None else 0,
-                     residual_out.stride(0) if residual_out is not None else 0, 0, 0, M, N, 1e-6, 0.0, is_rms_norm,
-                     triton.next_power_of_2(N), residual is not None, residual_out is not None, bias is not None,
-                     False, False, False)
+        kernel[(M,)](
+            x,
+            y,
+            w,
+            bias,
+            residual,
+            None,
+            None,
+            None,
+            None,
+            residual_out,
+            None,
+            None,
+            None,
+            mean,
+            rstd,
+            x.stride(0),
+            y.stride(0),
+            residual.stride(0) if residual is not None else 0,
+            residual_out.stride(0) if residual_out is not None else 0,
+            0,
+            0,
+            M,
+            N,
+            1e-6,
+            0.0,
+            is_rms_norm,
+            triton.next_power_of_2(N),
+            residual is not None,
+            residual_out is not None,
+            bias is not None,
+            False,
+            False,
+            False,
+        )
         return y, residual_out
 
     y, _ = fwd(b, None, False)
@@ -326,8 +488,11 @@ def _layer_norm_scenario(decorate):
     xr = x + res
     assert torch.allclose(residual_out, xr)
     assert torch.allclose(y, xr * torch.rsqrt(xr.square().mean(-1, keepdim=True) + 1e-6) * w, atol=1e-4)
-    return {"winner": _config_id(kernel.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "cache": sorted(map(str, kernel.cache))}
+    return {
+        "winner": _config_id(kernel.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "cache": sorted(map(str, kernel.cache)),
+    }
 
 
 def test_mamba_layer_norm_with_heuristics_below_none_arguments_and_positional_bool_keys():
@@ -336,9 +501,23 @@ def test_mamba_layer_norm_with_heuristics_below_none_arguments_and_positional_bo
 
 
 # ------------------------------------------------------------------------------------------------ fla cumsum
-def chunk_local_cumsum_vector_kernel(s, o, scale, cu_seqlens, chunk_indices, T, B: tl.constexpr, H: tl.constexpr,
-                                     S: tl.constexpr, BT: tl.constexpr, BS: tl.constexpr, REVERSE: tl.constexpr,
-                                     HAS_SCALE: tl.constexpr, IS_VARLEN: tl.constexpr, HEAD_FIRST: tl.constexpr):
+def chunk_local_cumsum_vector_kernel(
+    s,
+    o,
+    scale,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    B: tl.constexpr,
+    H: tl.constexpr,
+    S: tl.constexpr,
+    BT: tl.constexpr,
+    BS: tl.constexpr,
+    REVERSE: tl.constexpr,
+    HAS_SCALE: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    HEAD_FIRST: tl.constexpr,
+):
     i_s, i_t, i_bh = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
     i_b, i_h = i_bh // H, i_bh % H
     if IS_VARLEN:
@@ -353,11 +532,11 @@ def chunk_local_cumsum_vector_kernel(s, o, scale, cu_seqlens, chunk_indices, T, 
     o_s = i_s * BS + tl.arange(0, BS)
     m_s = (o_t[:, None] < T) & (o_s[None, :] < S)
     if HEAD_FIRST:
-        p_s = s + boh*S + o_t[:, None] * S + o_s[None, :]
-        p_o = o + boh*S + o_t[:, None] * S + o_s[None, :]
+        p_s = s + boh * S + o_t[:, None] * S + o_s[None, :]
+        p_o = o + boh * S + o_t[:, None] * S + o_s[None, :]
     else:
-        p_s = s + (bos * H + i_h) * S + o_t[:, None] * (H*S) + o_s[None, :]
-        p_o = o + (bos * H + i_h) * S + o_t[:, None] * (H*S) + o_s[None, :]
+        p_s = s + (bos * H + i_h) * S + o_t[:, None] * (H * S) + o_s[None, :]
+        p_o = o + (bos * H + i_h) * S + o_t[:, None] * (H * S) + o_s[None, :]
     b_s = tl.load(p_s, mask=m_s, other=0.0).to(tl.float32)
     if REVERSE:
         b_o = tl.cumsum(b_s, axis=0, reverse=True)
@@ -370,12 +549,18 @@ def chunk_local_cumsum_vector_kernel(s, o, scale, cu_seqlens, chunk_indices, T, 
 
 def _cumsum_scenario(decorate):
     bench = Bench()
-    heuristics = triton.heuristics({"HAS_SCALE": lambda args: args["scale"] is not None,
-                                    "IS_VARLEN": lambda args: args["cu_seqlens"] is not None})
+    heuristics = triton.heuristics(
+        {"HAS_SCALE": lambda args: args["scale"] is not None, "IS_VARLEN": lambda args: args["cu_seqlens"] is not None}
+    )
     configs = [triton.Config({"BS": BS}, num_warps=num_warps) for BS in [8, 16] for num_warps in [2, 4]]
-    kernel = heuristics(decorate(configs=bench.tag(configs), key=["B", "H", "S", "BT", "IS_VARLEN", "REVERSE"],
-                                 cache_results=True, do_bench=bench)(
-        triton.jit(do_not_specialize=["T"])(chunk_local_cumsum_vector_kernel)))
+    kernel = heuristics(
+        decorate(
+            configs=bench.tag(configs),
+            key=["B", "H", "S", "BT", "IS_VARLEN", "REVERSE"],
+            cache_results=True,
+            do_bench=bench,
+        )(triton.jit(do_not_specialize=["T"])(chunk_local_cumsum_vector_kernel))
+    )
     torch.manual_seed(0)
     B, H, S, BT = 2, 2, 16, 8
     for T, scale, reverse in ((24, None, False), (40, 0.5, False), (24, None, True)):
@@ -384,47 +569,90 @@ def _cumsum_scenario(decorate):
         NT = triton.cdiv(T, BT)
 
         def grid(meta):
-            return (triton.cdiv(meta["S"], meta["BS"]), NT, B * H)
+            return (triton.cdiv(meta["S"], meta["BS"]), NT, B * H)  # noqa: B023 (launched at once)
 
-        kernel[grid](s=g, o=out, scale=scale, cu_seqlens=None, chunk_indices=None, T=T, B=B, H=H, S=S, BT=BT,
-                     HEAD_FIRST=False, REVERSE=reverse)
+        kernel[grid](
+            s=g,
+            o=out,
+            scale=scale,
+            cu_seqlens=None,
+            chunk_indices=None,
+            T=T,
+            B=B,
+            H=H,
+            S=S,
+            BT=BT,
+            HEAD_FIRST=False,
+            REVERSE=reverse,
+        )
         chunks = g.view(B, NT, BT, H, S)
         ref = (chunks.flip(2).cumsum(2).flip(2) if reverse else chunks.cumsum(2)).view(B, T, H, S)
         assert torch.allclose(out, ref * (scale or 1.0), atol=1e-5)
-    return {"winner": _config_id(kernel.fn.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "cache": sorted(map(str, kernel.fn.cache))}
+    return {
+        "winner": _config_id(kernel.fn.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "cache": sorted(map(str, kernel.fn.cache)),
+    }
 
 
 def test_fla_cumsum_under_heuristics_launched_with_keywords_only_keys_on_heuristic_values():
     seen = both(_cumsum_scenario)
-    assert seen["cache"] == ["(2, 2, 16, 8, False, False, 'torch.float32', 'torch.float32')",
-                             "(2, 2, 16, 8, False, True, 'torch.float32', 'torch.float32')"]   # T is not a key
+    assert seen["cache"] == [
+        "(2, 2, 16, 8, False, False, 'torch.float32', 'torch.float32')",
+        "(2, 2, 16, 8, False, True, 'torch.float32', 'torch.float32')",
+    ]  # T is not a key
     assert len(seen["benched"]) == 8
 
 
 # ------------------------------------------------------------------------------------------------ xformers index_add
-def scaled_index_add_fwd_kernel(input_ptr, index_ptr, source_ptr, scaling_ptr, alpha, num_inp_indices,
-                                num_src_indices, num_rows, num_cols, stride0, stride1, stride2,
-                                BLOCK_SIZE_INDEX: tl.constexpr, BLOCK_SIZE_ROW: tl.constexpr,
-                                BLOCK_SIZE_COL: tl.constexpr, HAS_SCALING: tl.constexpr):
+def scaled_index_add_fwd_kernel(
+    input_ptr,
+    index_ptr,
+    source_ptr,
+    scaling_ptr,
+    alpha,
+    num_inp_indices,
+    num_src_indices,
+    num_rows,
+    num_cols,
+    stride0,
+    stride1,
+    stride2,
+    BLOCK_SIZE_INDEX: tl.constexpr,
+    BLOCK_SIZE_ROW: tl.constexpr,
+    BLOCK_SIZE_COL: tl.constexpr,
+    HAS_SCALING: tl.constexpr,
+):
     pid0 = tl.program_id(axis=0)
     pid1 = tl.program_id(axis=1)
     pid2 = tl.program_id(axis=2)
     rows = pid1 * BLOCK_SIZE_ROW + tl.arange(0, BLOCK_SIZE_ROW)
     cols = pid2 * BLOCK_SIZE_COL + tl.arange(0, BLOCK_SIZE_COL)
     source_indices = pid0 * BLOCK_SIZE_INDEX + tl.arange(0, BLOCK_SIZE_INDEX)
-    source_offsets = (source_ptr + source_indices[:, None, None] * stride0 + rows[None, :, None] * stride1
-                      + cols[None, None, :] * stride2)
-    source_mask = ((source_indices[:, None, None] < num_src_indices) & (rows[None, :, None] < num_rows)
-                   & (cols[None, None, :] < num_cols))
+    source_offsets = (
+        source_ptr
+        + source_indices[:, None, None] * stride0
+        + rows[None, :, None] * stride1
+        + cols[None, None, :] * stride2
+    )
+    source_mask = (
+        (source_indices[:, None, None] < num_src_indices)
+        & (rows[None, :, None] < num_rows)
+        & (cols[None, None, :] < num_cols)
+    )
     source = tl.load(source_offsets, mask=source_mask).to(tl.float32)
     input_indices = tl.load(index_ptr + source_indices, mask=(source_indices < num_src_indices))
-    input_offsets = (input_ptr + input_indices[:, None, None] * stride0 + rows[None, :, None] * stride1
-                     + cols[None, None, :] * stride2)
+    input_offsets = (
+        input_ptr
+        + input_indices[:, None, None] * stride0
+        + rows[None, :, None] * stride1
+        + cols[None, None, :] * stride2
+    )
     x = tl.load(input_offsets, mask=source_mask).to(tl.float32)
     if HAS_SCALING:
-        scaling = tl.load(scaling_ptr + cols[None, None, :] * stride2,
-                          mask=(cols[None, None, :] < num_cols)).to(tl.float32)
+        scaling = tl.load(scaling_ptr + cols[None, None, :] * stride2, mask=(cols[None, None, :] < num_cols)).to(
+            tl.float32
+        )
         tl.store(input_offsets, x + alpha * scaling * source, mask=source_mask)
     else:
         tl.store(input_offsets, x + alpha * source, mask=source_mask)
@@ -432,10 +660,17 @@ def scaled_index_add_fwd_kernel(input_ptr, index_ptr, source_ptr, scaling_ptr, a
 
 def _index_add_scenario(decorate):
     bench = Bench()
-    configs = [triton.Config({"BLOCK_SIZE_INDEX": bi, "BLOCK_SIZE_ROW": br, "BLOCK_SIZE_COL": 16}, num_warps=2)
-               for bi in (1, 4) for br in (1, 4)]
-    kernel = decorate(configs=bench.tag(configs), key=["num_src_indices", "num_rows", "num_cols"],
-                      restore_value=["input_ptr"], do_bench=bench)(triton.jit(scaled_index_add_fwd_kernel))
+    configs = [
+        triton.Config({"BLOCK_SIZE_INDEX": bi, "BLOCK_SIZE_ROW": br, "BLOCK_SIZE_COL": 16}, num_warps=2)
+        for bi in (1, 4)
+        for br in (1, 4)
+    ]
+    kernel = decorate(
+        configs=bench.tag(configs),
+        key=["num_src_indices", "num_rows", "num_cols"],
+        restore_value=["input_ptr"],
+        do_bench=bench,
+    )(triton.jit(scaled_index_add_fwd_kernel))
     torch.manual_seed(0)
     x, source = torch.randn(10, 6, 20), torch.randn(5, 6, 20)
     index, scaling = torch.tensor([0, 3, 4, 7, 9]), torch.randn(20)
@@ -444,19 +679,38 @@ def _index_add_scenario(decorate):
         expected[index] += alpha * (scale if scale is not None else 1.0) * source
 
         def grid(meta):
-            return (triton.cdiv(5, meta["BLOCK_SIZE_INDEX"]), triton.cdiv(6, meta["BLOCK_SIZE_ROW"]),
-                    triton.cdiv(20, meta["BLOCK_SIZE_COL"]))
+            return (
+                triton.cdiv(5, meta["BLOCK_SIZE_INDEX"]),
+                triton.cdiv(6, meta["BLOCK_SIZE_ROW"]),
+                triton.cdiv(20, meta["BLOCK_SIZE_COL"]),
+            )
 
-        kernel[grid](x, index, source, scale, alpha, 10, 5, 6, 20, x.stride(0), x.stride(1), x.stride(2),
-                     HAS_SCALING=scale is not None)
-        assert torch.allclose(x, expected, atol=1e-5)   # tuning ran it 4 x 2 times: restore_value undid those
-    return {"winner": _config_id(kernel.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "cache": sorted(map(str, kernel.cache))}
+        kernel[grid](
+            x,
+            index,
+            source,
+            scale,
+            alpha,
+            10,
+            5,
+            6,
+            20,
+            x.stride(0),
+            x.stride(1),
+            x.stride(2),
+            HAS_SCALING=scale is not None,
+        )
+        assert torch.allclose(x, expected, atol=1e-5)  # tuning ran it 4 x 2 times: restore_value undid those
+    return {
+        "winner": _config_id(kernel.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "cache": sorted(map(str, kernel.cache)),
+    }
 
 
 def test_xformers_in_place_scaled_index_add_restores_its_input_while_tuning():
     seen = both(_index_add_scenario)
-    assert len(seen["cache"]) == 2      # scaling None and a tensor: one more dtype in the second key
+    assert len(seen["cache"]) == 2  # scaling None and a tensor: one more dtype in the second key
 
 
 # ------------------------------------------------------------------------------------------------ xformers tiled matmul
@@ -464,18 +718,24 @@ def _init_to_zero(*names):
     def result(nargs):
         for name in names:
             nargs[name].zero_()
+
     return result
 
 
 def _gen_config(block_m, block_n, block_k, stages, warps, split_k=1, group_m=8):
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split_k,
-                          "GROUP_M": group_m}, num_stages=stages, num_warps=warps,
-                         pre_hook=_init_to_zero(*[f"C{i+1}{j+1}" for i in range(3) for j in range(3)])
-                         if split_k > 1 else _init_to_zero())
+    return triton.Config(
+        {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split_k, "GROUP_M": group_m},
+        num_stages=stages,
+        num_warps=warps,
+        pre_hook=_init_to_zero(*[f"C{i + 1}{j + 1}" for i in range(3) for j in range(3)])
+        if split_k > 1
+        else _init_to_zero(),
+    )
 
 
-def _estimate_matmul_time(num_warps, num_stages, A, B, C, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, debug=False,
-                          **kwargs):
+def _estimate_matmul_time(
+    num_warps, num_stages, A, B, C, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, debug=False, **kwargs
+):
     """CPU stand-in for matmul_perf_model.estimate_matmul_time (which queries the GPU), same signature."""
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     return tiles * triton.cdiv(K, BLOCK_K * SPLIT_K) + 0.3 * SPLIT_K + 0.01 * num_stages + 0.001 * num_warps
@@ -506,9 +766,15 @@ def _early_config_prune(configs, named_args, capability, **kwargs):
             mmas = BLOCK_M * BLOCK_N * BLOCK_K / (16 * 8 * 16)
             mma_cycles = mmas / min(4, num_warps) * 8
             optimal_num_stages = 300 / mma_cycles
-            nearest = heapq.nsmallest(2, v, key=lambda x: (10 + abs(x[1] - optimal_num_stages)
-                                                           if (x[1] - optimal_num_stages) < 0
-                                                           else x[1] - optimal_num_stages))
+            nearest = heapq.nsmallest(
+                2,
+                v,
+                key=lambda x: (
+                    10 + abs(x[1] - optimal_num_stages)
+                    if (x[1] - optimal_num_stages) < 0
+                    else x[1] - optimal_num_stages
+                ),
+            )
             for n in nearest:
                 pruned_configs.append(n[0])
         else:  # Volta & Turing only supports num_stages <= 2
@@ -534,12 +800,67 @@ def _our_early_config_prune(config, named_args, capability, **kwargs):
 
 
 def _xformers_tiled_matmul_kernel(
-    A11, A12, A13, A21, A22, A23, A31, A32, A33, B11, B12, B13, B21, B22, B23, B31, B32, B33,
-    C11, C12, C13, C21, C22, C23, C31, C32, C33, M1, M2, M3, N1, N2, N3, K1, K2, K3,
-    stride_am1, stride_am2, stride_am3, stride_ak1, stride_ak2, stride_ak3, stride_bk1, stride_bk2, stride_bk3,
-    stride_bn1, stride_bn2, stride_bn3, stride_cm1, stride_cm2, stride_cm3, stride_cn1, stride_cn2, stride_cn3,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, ACC_TYPE: tl.constexpr,
+    A11,
+    A12,
+    A13,
+    A21,
+    A22,
+    A23,
+    A31,
+    A32,
+    A33,
+    B11,
+    B12,
+    B13,
+    B21,
+    B22,
+    B23,
+    B31,
+    B32,
+    B33,
+    C11,
+    C12,
+    C13,
+    C21,
+    C22,
+    C23,
+    C31,
+    C32,
+    C33,
+    M1,
+    M2,
+    M3,
+    N1,
+    N2,
+    N3,
+    K1,
+    K2,
+    K3,
+    stride_am1,
+    stride_am2,
+    stride_am3,
+    stride_ak1,
+    stride_ak2,
+    stride_ak3,
+    stride_bk1,
+    stride_bk2,
+    stride_bk3,
+    stride_bn1,
+    stride_bn2,
+    stride_bn3,
+    stride_cm1,
+    stride_cm2,
+    stride_cm3,
+    stride_cn1,
+    stride_cn2,
+    stride_cn3,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    ACC_TYPE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -562,20 +883,27 @@ def _xformers_tiled_matmul_kernel(
     B1 = tl.where(pid_n < grid_n1, B11, tl.where(pid_n < grid_n1 + grid_n2, B12, B13))
     B2 = tl.where(pid_n < grid_n1, B21, tl.where(pid_n < grid_n1 + grid_n2, B22, B23))
     B3 = tl.where(pid_n < grid_n1, B31, tl.where(pid_n < grid_n1 + grid_n2, B32, B33))
-    C = tl.where(pid_m < grid_m1, tl.where(pid_n < grid_n1, C11, tl.where(pid_n < grid_n1 + grid_n2, C12, C13)),
-                 tl.where(pid_m < grid_m1 + grid_m2,
-                          tl.where(pid_n < grid_n1, C21, tl.where(pid_n < grid_n1 + grid_n2, C22, C23)),
-                          tl.where(pid_n < grid_n1, C31, tl.where(pid_n < grid_n1 + grid_n2, C32, C33))))
+    C = tl.where(
+        pid_m < grid_m1,
+        tl.where(pid_n < grid_n1, C11, tl.where(pid_n < grid_n1 + grid_n2, C12, C13)),
+        tl.where(
+            pid_m < grid_m1 + grid_m2,
+            tl.where(pid_n < grid_n1, C21, tl.where(pid_n < grid_n1 + grid_n2, C22, C23)),
+            tl.where(pid_n < grid_n1, C31, tl.where(pid_n < grid_n1 + grid_n2, C32, C33)),
+        ),
+    )
     M = tl.where(pid_m < grid_m1, M1, tl.where(pid_m < grid_m1 + grid_m2, M2, M3))
     N = tl.where(pid_n < grid_n1, N1, tl.where(pid_n < grid_n1 + grid_n2, N2, N3))
     stride_ak = tl.where(pid_m < grid_m1, stride_ak1, tl.where(pid_m < grid_m1 + grid_m2, stride_ak2, stride_ak3))
     stride_bk = tl.where(pid_n < grid_n1, stride_bk1, tl.where(pid_n < grid_n1 + grid_n2, stride_bk2, stride_bk3))
     stride_cn = tl.where(pid_m < grid_m1, stride_cn1, tl.where(pid_m < grid_m1 + grid_m2, stride_cn2, stride_cn3))
     stride_cm = tl.where(pid_n < grid_n1, stride_cm1, tl.where(pid_n < grid_n1 + grid_n2, stride_cm2, stride_cm3))
-    pid_m = tl.where(pid_m < grid_m1, pid_m,
-                     tl.where(pid_m < grid_m1 + grid_m2, pid_m - grid_m1, pid_m - grid_m1 - grid_m2))
-    pid_n = tl.where(pid_n < grid_n1, pid_n,
-                     tl.where(pid_n < grid_n1 + grid_n2, pid_n - grid_n1, pid_n - grid_n1 - grid_n2))
+    pid_m = tl.where(
+        pid_m < grid_m1, pid_m, tl.where(pid_m < grid_m1 + grid_m2, pid_m - grid_m1, pid_m - grid_m1 - grid_m2)
+    )
+    pid_n = tl.where(
+        pid_n < grid_n1, pid_n, tl.where(pid_n < grid_n1 + grid_n2, pid_n - grid_n1, pid_n - grid_n1 - grid_n2)
+    )
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ram = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
@@ -590,8 +918,9 @@ def _xformers_tiled_matmul_kernel(
         K = tl.where(tile < grid_k1, K1, tl.where(tile < grid_k1 + grid_k2, K2, K3))
         stride_am = tl.where(tile < grid_k1, stride_am1, tl.where(tile < grid_k1 + grid_k2, stride_am2, stride_am3))
         stride_bn = tl.where(tile < grid_k1, stride_bn1, tl.where(tile < grid_k1 + grid_k2, stride_bn2, stride_bn3))
-        my_tile = tl.where(tile < grid_k1, tile,
-                           tl.where(tile < grid_k1 + grid_k2, tile - grid_k1, tile - grid_k1 - grid_k2))
+        my_tile = tl.where(
+            tile < grid_k1, tile, tl.where(tile < grid_k1 + grid_k2, tile - grid_k1, tile - grid_k1 - grid_k2)
+        )
         rk = my_tile * BLOCK_K + tl.arange(0, BLOCK_K)
         Ain = A + (ram[:, None] * stride_am + rk[None, :] * stride_ak)
         Bin = B + (rk[:, None] * stride_bk + rbn[None, :] * stride_bn)
@@ -615,54 +944,101 @@ def _xformers_tiled_matmul_kernel(
 
 def _tiled_matmul_scenario(decorate, capability):
     bench = Bench()
-    configs = bench.tag([_gen_config(16, 16, 16, s, 2, split_k=k) for k in (1, 2) for s in (2, 3, 4)]
-                        + [_gen_config(32, 16, 16, 3, 4)])
-    even_k = triton.heuristics({"EVEN_K": lambda args: all(k % (args["BLOCK_K"] * args["SPLIT_K"]) == 0
-                                                           for k in [args["K1"], args["K2"], args["K3"]])})
-    kernel = decorate(configs=configs, key=["M1", "M2", "M3", "N1", "N2", "N3", "K1", "K2", "K3"],
-                      prune_configs_by={"early_config_prune": lambda c, n, **kw: _our_early_config_prune(
-                          c, n, capability, **kw), "perf_model": our_estimate_matmul_time, "top_k": 3},
-                      do_bench=bench)(even_k(triton.jit(_xformers_tiled_matmul_kernel)))
+    configs = bench.tag(
+        [_gen_config(16, 16, 16, s, 2, split_k=k) for k in (1, 2) for s in (2, 3, 4)] + [_gen_config(32, 16, 16, 3, 4)]
+    )
+    even_k = triton.heuristics(
+        {
+            "EVEN_K": lambda args: all(
+                k % (args["BLOCK_K"] * args["SPLIT_K"]) == 0 for k in [args["K1"], args["K2"], args["K3"]]
+            )
+        }
+    )
+    kernel = decorate(
+        configs=configs,
+        key=["M1", "M2", "M3", "N1", "N2", "N3", "K1", "K2", "K3"],
+        prune_configs_by={
+            "early_config_prune": lambda c, n, **kw: _our_early_config_prune(c, n, capability, **kw),
+            "perf_model": our_estimate_matmul_time,
+            "top_k": 3,
+        },
+        do_bench=bench,
+    )(even_k(triton.jit(_xformers_tiled_matmul_kernel)))
     torch.manual_seed(0)
     # xformers' _launch_triton_matmul for a 2 x 1 tiling of A and C: its _get_strides gives these strides
     a, b = [torch.randn(16, 32), torch.randn(16, 32)], torch.randn(32, 16)
-    for _ in range(2):    # tuning, then a cache hit: the split-K winner's pre_hook zeroes C before each launch
+    for _ in range(2):  # tuning, then a cache hit: the split-K winner's pre_hook zeroes C before each launch
         c = [torch.full((16, 16), 7.0), torch.full((16, 16), 7.0)]
 
         def grid(META):
             return (2 * triton.cdiv(16, META["BLOCK_M"]) * triton.cdiv(16, META["BLOCK_N"]), META["SPLIT_K"])
 
-        kernel[grid](*[a[min(i, 1)] for i in range(3) for _ in range(3)], *[b] * 9,
-                     *[c[min(i, 1)] for i in range(3) for _ in range(3)], 16, 16, 0, 16, 0, 0, 32, 0, 0,
-                     32, 0, 0, 1, 1, 1, 16, 0, 0, 1, 1, 1, 16, 0, 0, 1, 1, 1, ACC_TYPE=tl.float32)
+        kernel[grid](
+            *[a[min(i, 1)] for i in range(3) for _ in range(3)],
+            *[b] * 9,
+            *[c[min(i, 1)] for i in range(3) for _ in range(3)],
+            16,
+            16,
+            0,
+            16,
+            0,
+            0,
+            32,
+            0,
+            0,
+            32,
+            0,
+            0,
+            1,
+            1,
+            1,
+            16,
+            0,
+            0,
+            1,
+            1,
+            1,
+            16,
+            0,
+            0,
+            1,
+            1,
+            1,
+            ACC_TYPE=tl.float32,
+        )
         for a_i, c_i in zip(a, c):
             assert torch.allclose(c_i, a_i @ b, atol=1e-3)
-    return {"winner": _config_id(kernel.best_config.all_kwargs()), "benched": sorted(bench.benched),
-            "stages": [config.num_stages for config in kernel.configs],
-            "cache": [(key, _config_id(config.all_kwargs())) for key, config in kernel.cache.items()]}
+    return {
+        "winner": _config_id(kernel.best_config.all_kwargs()),
+        "benched": sorted(bench.benched),
+        "stages": [config.num_stages for config in kernel.configs],
+        "cache": [(key, _config_id(config.all_kwargs())) for key, config in kernel.cache.items()],
+    }
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (7, 0)], ids=["ampere", "volta-changes-a-config-in-place"])
 def test_xformers_tiled_matmul_pruned_by_the_perf_model_and_split_k_zeroed_by_its_configs_pre_hook(capability):
     seen = both(_tiled_matmul_scenario, capability)
-    assert len(seen["benched"]) == 3                  # top_k of what early_config_prune kept
-    assert dict(seen["winner"])["SPLIT_K"] == "2"     # a split-K winner: wrong sums unless its pre_hook zeroes C
+    assert len(seen["benched"]) == 3  # top_k of what early_config_prune kept
+    assert dict(seen["winner"])["SPLIT_K"] == "2"  # a split-K winner: wrong sums unless its pre_hook zeroes C
     if capability < (8, 0):
         assert seen["stages"][-1] == 2 and dict(seen["winner"])["num_stages"] == "2"
 
 
 def test_a_config_that_early_config_prune_keeps_changing_in_place_is_an_error_naming_it():
     def prune(configs, named_args, **kwargs):
-        configs[1].num_stages += 1                      # a new value on every call
+        configs[1].num_stages += 1  # a new value on every call
         return configs[1:]
 
     configs = [triton.Config({"BLOCK_SIZE_INDEX": 1, "BLOCK_SIZE_ROW": r, "BLOCK_SIZE_COL": 16}) for r in (1, 2, 4)]
-    kernel = compat.autotune(configs=configs, key=["num_rows"], restore_value=["input_ptr"],
-                             prune_configs_by={"early_config_prune": prune})(triton.jit(scaled_index_add_fwd_kernel))
+    kernel = compat.autotune(
+        configs=configs, key=["num_rows"], restore_value=["input_ptr"], prune_configs_by={"early_config_prune": prune}
+    )(triton.jit(scaled_index_add_fwd_kernel))
     x = torch.zeros(4, 2, 16)
     with pytest.raises(ConfigChangedInPlace, match=r"changed configs\[1\] in place"):
-        kernel[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(),
-                          HAS_SCALING=False)
+        kernel[(4, 2, 1)](
+            x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(), HAS_SCALING=False
+        )
 
 
 # ------------------------------------------------------------------------------------------------ fbgemm's prune dict
@@ -679,15 +1055,18 @@ def test_prune_configs_by_with_perf_model_and_top_k_none_as_fbgemm_writes_it(dec
 
     bench = Bench()
     configs = [triton.Config({"BLOCK_SIZE_INDEX": 1, "BLOCK_SIZE_ROW": r, "BLOCK_SIZE_COL": 16}) for r in (1, 2, 8)]
-    kernel = decorate(configs=bench.tag(configs), key=["num_rows"], restore_value=["input_ptr"], do_bench=bench,
-                      prune_configs_by={"early_config_prune": prune_configs, "perf_model": None, "top_k": None})(
-        triton.jit(scaled_index_add_fwd_kernel))
+    kernel = decorate(
+        configs=bench.tag(configs),
+        key=["num_rows"],
+        restore_value=["input_ptr"],
+        do_bench=bench,
+        prune_configs_by={"early_config_prune": prune_configs, "perf_model": None, "top_k": None},
+    )(triton.jit(scaled_index_add_fwd_kernel))
     x = torch.zeros(4, 2, 16)
-    kernel[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(),
-                      HAS_SCALING=False)
+    kernel[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(), HAS_SCALING=False)
     assert torch.equal(x, torch.ones(4, 2, 16))
     assert pruned == [3] and len(bench.benched) == 2
-    with pytest.raises(TypeError, match="top_k"):   # with a perf model, top_k None is Triton's TypeError too
+    with pytest.raises(TypeError, match="top_k"):  # with a perf model, top_k None is Triton's TypeError too
         decorate(configs=configs, key=["num_rows"], prune_configs_by={"perf_model": lambda **kw: 0, "top_k": None})(
-            triton.jit(scaled_index_add_fwd_kernel))[(4, 2, 1)](
-            x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(), HAS_SCALING=False)
+            triton.jit(scaled_index_add_fwd_kernel)
+        )[(4, 2, 1)](x, torch.arange(4), torch.ones(4, 2, 16), None, 1.0, 4, 4, 2, 16, *x.stride(), HAS_SCALING=False)

@@ -1,13 +1,14 @@
 """Every mistake that can be known when decorating is raised there, with a message naming the fix."""
+
 from __future__ import annotations
 
 import functools
 
 import pytest
+from kernels_for_tests import add_kernel, scale_2d_kernel
 
 from autotune import AutotuneError, CartesianSpace, FixedSpace, Reference, autotune
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from kernels_for_tests import add_kernel, scale_2d_kernel
 
 
 def deco(**kwargs):
@@ -30,8 +31,9 @@ def test_a_space_whose_configs_do_not_all_set_a_constexpr_without_default_is_ref
     with pytest.raises(SpaceError, match="set 'BLOCK_N' and others do not; BLOCK_N has no default"):
         autotune(space=lazy, key=["M"], tuning={"strategy": "random"})(scale_2d_kernel)
     # every config sets both, whatever the parts: accepted
-    autotune(space=CartesianSpace(BLOCK_M=(8,), BLOCK_N=(8, 16)) + FixedSpace([{"BLOCK_M": 16, "BLOCK_N": 4}]),
-             key=["M"])(scale_2d_kernel)
+    autotune(
+        space=CartesianSpace(BLOCK_M=(8,), BLOCK_N=(8, 16)) + FixedSpace([{"BLOCK_M": 16, "BLOCK_N": 4}]), key=["M"]
+    )(scale_2d_kernel)
 
 
 def test_empty_space_and_where_that_empties_it():
@@ -102,6 +104,7 @@ def test_value_not_json_serialisable():
 
 # --- #12 item 6: empty spaces and "did you mean" wherever a name is checked -------------------------------------
 
+
 def test_empty_dict_space_is_refused_at_decoration():
     with pytest.raises(SpaceError, match="no axes"):
         autotune(space={})
@@ -123,6 +126,7 @@ def test_wrong_case_argument_name_in_grid_or_key_suggests_the_argument():
 
 # --- arguments whose mistakes used to fail every config at the first call (blaming the configs) ----------------
 
+
 def test_verify_setup_and_do_bench_must_be_callables():
     with pytest.raises(OptionError, match=r"verify= on add_kernel must be a callable.*Reference; got int"):
         deco(verify=3)
@@ -130,7 +134,7 @@ def test_verify_setup_and_do_bench_must_be_callables():
         deco(setup="reset")
     with pytest.raises(OptionError, match=r"do_bench= on add_kernel must be a callable"):
         deco(do_bench=[1])
-    deco(verify=lambda **args: True, setup=lambda **args: None)      # callables are accepted
+    deco(verify=lambda **args: True, setup=lambda **args: None)  # callables are accepted
 
 
 def test_a_reference_s_outputs_must_be_arguments():
@@ -140,19 +144,27 @@ def test_a_reference_s_outputs_must_be_arguments():
 
 
 def test_a_hook_that_cannot_take_the_call_s_arguments_by_name_is_refused_naming_the_fix():
-    with pytest.raises(OptionError, match=r"verify= on add_kernel is called with the call's arguments by name "
-                                          r"\(x, y, out, n\), but its signature \(out\) does not take \['x', 'y', 'n'\]"
-                                          r": .* e.g. def check\(out, \*\*_\)"):
+    with pytest.raises(
+        OptionError,
+        match=r"verify= on add_kernel is called with the call's arguments by name "
+        r"\(x, y, out, n\), but its signature \(out\) does not take \['x', 'y', 'n'\]"
+        r": .* e.g. def check\(out, \*\*_\)",
+    ):
+
         def check(out):
             return True
+
         deco(verify=check)
     with pytest.raises(OptionError, match=r"setup= on add_kernel .* needs \['tolerance'\], which no call passes"):
         deco(setup=lambda tolerance, **_: None)
-    with pytest.raises(OptionError, match=r"verify= on add_kernel .*\(x, y\) does not take \['out', 'n'\].*"
-                                          r"e.g. lambda x, y, \*\*_: \.\.\."):
+    with pytest.raises(
+        OptionError,
+        match=r"verify= on add_kernel .*\(x, y\) does not take \['out', 'n'\].*"
+        r"e.g. lambda x, y, \*\*_: \.\.\.",
+    ):
         deco(verify=Reference(lambda x, y: x + y, outputs=("out",)))
     with pytest.raises(OptionError, match=r"needs \['BLOCK'\].*come from the space, derive= or triton.heuristics"):
-        deco(verify=lambda out, BLOCK, **_: True)          # a config's value is not an argument of the call
+        deco(verify=lambda out, BLOCK, **_: True)  # a config's value is not an argument of the call
 
 
 def test_a_hook_the_signature_check_accepts_is_called_with_exactly_the_names_it_checked():
@@ -167,12 +179,12 @@ def test_a_hook_the_signature_check_accepts_is_called_with_exactly_the_names_it_
         return bool(torch.allclose(out, x + y))
 
     @functools.wraps(check)
-    def adapted(**named):                                  # an adapter is judged by its own signature
+    def adapted(**named):  # an adapter is judged by its own signature
         return check(named["out"], named["x"], named["y"])
 
     tuned = deco(setup=setup, verify=adapted, grid="(cdiv(n, $BLOCK),)", tuning={"isolate": "off"})
     xs, ys, out = torch.randn(50), torch.randn(50), torch.empty(50)
-    tuned(xs, ys, out, 50, num_warps=2)                    # a launch option is the launch's, not the hooks'
+    tuned(xs, ys, out, 50, num_warps=2)  # a launch option is the launch's, not the hooks'
     torch.testing.assert_close(out, xs + ys)
     assert seen and all(s == (True, 50) for s in seen)
     assert tuned.record().trials and all(t.ok for t in tuned.record().trials)
@@ -182,19 +194,22 @@ def test_a_key_on_a_tuned_field_is_refused_naming_the_fix():
     with pytest.raises(OptionError, match=r"reads \['BLOCK'\], which the search space .* key on arguments the call"):
         deco(key=["n", "BLOCK"])
     with pytest.raises(OptionError, match=r"reads \['BLOCK'\]"):
-        deco(key=["n // BLOCK"])                                  # an expression reading it, too
+        deco(key=["n // BLOCK"])  # an expression reading it, too
 
 
 def test_a_fallback_must_give_every_field_without_a_default():
     with pytest.raises(SpaceError, match=r"lacks the space's fields \['BLOCK'\]; give a value for each"):
         deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"num_warps": 4})
-    deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"BLOCK": 32})   # num_warps has Triton's default
+    deco(space={"BLOCK": (32, 64), "num_warps": (2, 4)}, fallback={"BLOCK": 32})  # num_warps has Triton's default
 
 
-@pytest.mark.parametrize("triton_version, numpy_version, warned", [
-    ("3.6.0", "2.4.1", True), ("3.6.0", "2.3.5", False), ("3.7.0", "2.4.1", False), ("3.9.0", "3.0.0", False)])
-def test_triton_36s_interpreter_with_numpy_24_is_named_once_at_the_decorator_line(monkeypatch, triton_version,
-                                                                                   numpy_version, warned):
+@pytest.mark.parametrize(
+    "triton_version, numpy_version, warned",
+    [("3.6.0", "2.4.1", True), ("3.6.0", "2.3.5", False), ("3.7.0", "2.4.1", False), ("3.9.0", "3.0.0", False)],
+)
+def test_triton_36s_interpreter_with_numpy_24_is_named_once_at_the_decorator_line(
+    monkeypatch, triton_version, numpy_version, warned
+):
     """Triton 3.6's interpreter calls int() on one-element arrays, which NumPy 2.4 refuses: every config of a
     kernel looping to a computed bound would fail, blamed on nothing. The pairing is named when decorating."""
     import warnings
@@ -234,17 +249,20 @@ def test_a_timeout_nothing_would_apply_is_refused_naming_the_fix(monkeypatch):
         deco(tuning={"isolate": "off", "trial_timeout_s": 2})
     with pytest.raises(OptionError, match="compile_timeout_s=2.*compile_workers>=1"):
         deco(tuning={"isolate": "off", "compile_timeout_s": 2, "compile_workers": 0})
-    deco(tuning={"isolate": "off", "compile_timeout_s": 2, "compile_workers": 1})         # a thread to abandon
+    deco(tuning={"isolate": "off", "compile_timeout_s": 2, "compile_workers": 1})  # a thread to abandon
     deco(tuning={"isolate": "process", "trial_timeout_s": 2, "compile_timeout_s": 2, "compile_workers": 0})
-    monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")          # a process-wide switch warns, never breaks an import
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")  # a process-wide switch warns, never breaks an import
     with pytest.warns(UserWarning, match="trial_timeout_s=2.*ignored"):
         deco(tuning={"trial_timeout_s": 2})
 
 
 def test_grid_or_derive_reading_a_tuned_field_without_dollar_is_refused_naming_the_fix():
     """BLOCK is a kernel parameter too, so a bare `BLOCK` parsed as a call argument that no call can pass."""
-    with pytest.raises(ExpressionError, match=r"grid expression .*reads 'BLOCK'.*search space sets it.*"
-                                              r"\(write \$BLOCK\)"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"grid expression .*reads 'BLOCK'.*search space sets it.*"
+        r"\(write \$BLOCK\)",
+    ):
         deco(grid="(cdiv(n, BLOCK),)")
     with pytest.raises(ExpressionError, match=r"grid\[0\] expression .*\(write \$BLOCK\)"):
         deco(grid=("cdiv(n, BLOCK)",))
@@ -257,19 +275,34 @@ def test_grid_or_derive_reading_a_tuned_field_without_dollar_is_refused_naming_t
         pass
 
     with pytest.raises(ExpressionError, match=r"derive\['HALF'\] expression 'BLOCK // 2'.*\(write \$BLOCK\)"):
-        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                 derive={"HALF": "BLOCK // 2", "QUARTER": "$BLOCK // 4"})(halves)
+        autotune(
+            space={"BLOCK": [32, 64]},
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            derive={"HALF": "BLOCK // 2", "QUARTER": "$BLOCK // 4"},
+        )(halves)
     with pytest.raises(ExpressionError, match=r"derive\['HALF'\] expression 'QUARTER \* 2'.*derive= sets it"):
-        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                 derive={"HALF": "QUARTER * 2", "QUARTER": "$BLOCK // 4"})(halves)
-    autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $HALF),)",
-             derive={"QUARTER": "$BLOCK // 4", "HALF": "$QUARTER * 2"})(halves)
+        autotune(
+            space={"BLOCK": [32, 64]},
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            derive={"HALF": "QUARTER * 2", "QUARTER": "$BLOCK // 4"},
+        )(halves)
+    autotune(
+        space={"BLOCK": [32, 64]},
+        key=["n"],
+        grid="(cdiv(n, $HALF),)",
+        derive={"QUARTER": "$BLOCK // 4", "HALF": "$QUARTER * 2"},
+    )(halves)
 
 
 def test_a_key_callable_that_cannot_take_every_argument_by_name_is_refused_naming_the_fix():
-    with pytest.raises(OptionError, match=r"key= on add_kernel is called with the call's arguments by name "
-                                          r"\(x, y, out, n\), but its signature \(n\) does not take "
-                                          r"\['x', 'y', 'out'\].*add \*\*_ for the rest, e.g. lambda n, \*\*_"):
+    with pytest.raises(
+        OptionError,
+        match=r"key= on add_kernel is called with the call's arguments by name "
+        r"\(x, y, out, n\), but its signature \(n\) does not take "
+        r"\['x', 'y', 'out'\].*add \*\*_ for the rest, e.g. lambda n, \*\*_",
+    ):
         deco(key=lambda n: n // 64, grid="(cdiv(n, $BLOCK),)")
     with pytest.raises(OptionError, match=r"key= on add_kernel .* needs \['BLOCK'\].*come from the space"):
         deco(key=lambda BLOCK, **_: BLOCK, grid="(cdiv(n, $BLOCK),)")
@@ -277,25 +310,35 @@ def test_a_key_callable_that_cannot_take_every_argument_by_name_is_refused_namin
 
 
 def test_a_bad_fallback_is_reported_as_fallback_s_not_as_the_search_space_s():
-    with pytest.raises(SpaceError, match=r"^fallback=\{'BLOCK': 64, 'BLOKC': 1\} on add_kernel: fallback= field "
-                                         r"'BLOKC' is neither.*Did you mean 'BLOCK'") as info:
+    with pytest.raises(
+        SpaceError,
+        match=r"^fallback=\{'BLOCK': 64, 'BLOKC': 1\} on add_kernel: fallback= field "
+        r"'BLOKC' is neither.*Did you mean 'BLOCK'",
+    ) as info:
         deco(fallback={"BLOCK": 64, "BLOKC": 1})
     assert "space" not in str(info.value)
-    with pytest.raises(OptionError, match=r"^fallback=.* on add_kernel: 'num_warps' is both a static option and a "
-                                          r"fallback= field.*remove the 'num_warps' field from fallback=$"):
+    with pytest.raises(
+        OptionError,
+        match=r"^fallback=.* on add_kernel: 'num_warps' is both a static option and a "
+        r"fallback= field.*remove the 'num_warps' field from fallback=$",
+    ):
         deco(fallback={"BLOCK": 64, "num_warps": 8}, num_warps=4)
     with pytest.raises(SpaceError, match=r"^fallback=\{'BLOCK': nan\} on add_kernel: fallback= field 'BLOCK' = nan"):
         deco(fallback={"BLOCK": float("nan")})
 
 
-@pytest.mark.parametrize("space, match", [
-    ({"BLOCK": (32,), "num_warps": (2, 3)}, r"num_warps=3: num_warps must be a power of two"),
-    ({"BLOCK": (32,), "num_warps": (True,)}, r"num_warps=True: num_warps must be a power of two"),
-    ({"BLOCK": (32,), "num_stages": (-1,)}, r"num_stages=-1: num_stages must be an int >= 0"),
-    ({"BLOCK": (32,), "num_ctas": (0,)}, r"num_ctas=0: num_ctas must be an int >= 1"),
-    ([{"BLOCK": 32, "num_warps": 4}, {"BLOCK": 64, "num_warps": 12}], r"num_warps=12"),
-    (CartesianSpace(BLOCK=range(1, 10 ** 6), num_warps=(4, 6)), r"num_warps=6"),     # lazy: its axes are read
-], ids=["not a power of two", "bool", "negative stages", "no ctas", "listed configs", "lazy space"])
+@pytest.mark.parametrize(
+    "space, match",
+    [
+        ({"BLOCK": (32,), "num_warps": (2, 3)}, r"num_warps=3: num_warps must be a power of two"),
+        ({"BLOCK": (32,), "num_warps": (True,)}, r"num_warps=True: num_warps must be a power of two"),
+        ({"BLOCK": (32,), "num_stages": (-1,)}, r"num_stages=-1: num_stages must be an int >= 0"),
+        ({"BLOCK": (32,), "num_ctas": (0,)}, r"num_ctas=0: num_ctas must be an int >= 1"),
+        ([{"BLOCK": 32, "num_warps": 4}, {"BLOCK": 64, "num_warps": 12}], r"num_warps=12"),
+        (CartesianSpace(BLOCK=range(1, 10**6), num_warps=(4, 6)), r"num_warps=6"),  # lazy: its axes are read
+    ],
+    ids=["not a power of two", "bool", "negative stages", "no ctas", "listed configs", "lazy space"],
+)
 def test_a_compile_option_value_a_gpu_would_refuse_is_a_space_error_at_decoration(space, match):
     """The interpreter ignores num_warps and friends: without this check a space developed on a CPU fails config
     by config on the GPU."""
@@ -308,7 +351,7 @@ def test_a_static_compile_option_of_the_wrong_form_is_an_option_error():
         deco(num_warps="four")
     with pytest.raises(OptionError, match=r"maxnreg=0 .*maxnreg must be None or an int >= 1"):
         deco(maxnreg=0)
-    deco(num_warps=8, num_stages=0, num_ctas=1, maxnreg=None)     # what a GPU compiles is accepted
+    deco(num_warps=8, num_stages=0, num_ctas=1, maxnreg=None)  # what a GPU compiles is accepted
 
 
 def test_a_tuned_field_that_a_heuristic_under_autotune_overrides_is_warned_unless_the_heuristic_reads_it():
@@ -320,19 +363,26 @@ def test_a_tuned_field_that_a_heuristic_under_autotune_overrides_is_warned_unles
     import triton
 
     under = triton.heuristics({"BLOCK": lambda args: 64})(add_kernel)
-    with pytest.warns(UserWarning, match=r"'BLOCK' of add_kernel is set both by its search space and by a "
-                                         r"triton.heuristics.*Remove BLOCK from its search space") as caught:
+    with pytest.warns(
+        UserWarning,
+        match=r"'BLOCK' of add_kernel is set both by its search space and by a "
+        r"triton.heuristics.*Remove BLOCK from its search space",
+    ) as caught:
         autotune(space={"BLOCK": (16, 32)}, key=["n"])(under)
-    assert caught[0].filename == __file__                              # the user's line
+    assert caught[0].filename == __file__  # the user's line
     with pytest.warns(UserWarning, match=r"set both by its derive= and by a triton.heuristics.*from its derive="):
         autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "32"})(under)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for reads in (lambda args: min(args["BLOCK"], 32), lambda args: min(args[k] for k in ("BLOCK", "n")),
-                      (lambda name: lambda args: args[name])("BLOCK"), functools.partial(_field_of, name="BLOCK")):
-            clamped = triton.heuristics({"BLOCK": reads})(add_kernel)     # reads the config's BLOCK: no warning
+        for reads in (
+            lambda args: min(args["BLOCK"], 32),
+            lambda args: min(args[k] for k in ("BLOCK", "n")),
+            (lambda name: lambda args: args[name])("BLOCK"),
+            functools.partial(_field_of, name="BLOCK"),
+        ):
+            clamped = triton.heuristics({"BLOCK": reads})(add_kernel)  # reads the config's BLOCK: no warning
             autotune(space={"BLOCK": (16, 64)}, key=["n"])(clamped)
-        autotune(space={"num_warps": (1, 2)}, key=["n"])(under)          # the heuristic alone sets BLOCK
+        autotune(space={"num_warps": (1, 2)}, key=["n"])(under)  # the heuristic alone sets BLOCK
     with pytest.warns(UserWarning, match="set both by its search space"):  # reads another field only
         autotune(space={"BLOCK": (16, 64)}, key=["n"])(triton.heuristics({"BLOCK": lambda a: a["n"] // 2})(add_kernel))
 
@@ -350,8 +400,9 @@ def test_autotune_over_an_already_autotuned_kernel_is_refused():
 
     inner_kinds = {
         "autotune.decorator.Autotuned": autotune(space={"BLOCK": (16, 32)}, key=["n"])(add_kernel),
-        "triton.runtime.autotuner.Autotuner": triton.autotune(configs=[triton.Config({"BLOCK": 16})],
-                                                              key=["n"])(add_kernel),
+        "triton.runtime.autotuner.Autotuner": triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])(
+            add_kernel
+        ),
         "autotune.compat.Autotuner": compat.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])(add_kernel),
     }
     for kind, inner in inner_kinds.items():
@@ -363,12 +414,18 @@ def test_autotune_over_an_already_autotuned_kernel_is_refused():
 
 
 def test_a_where_filter_that_raises_is_named_as_the_filter_s_error():
-    with pytest.raises(SpaceError, match=r"where\('1 // \(\$BLOCK - 32\) > 0'\) raised ZeroDivisionError .* on "
-                                         r"\{'BLOCK': 32\}: .*guard the part that fails with `and`") as info:
+    with pytest.raises(
+        SpaceError,
+        match=r"where\('1 // \(\$BLOCK - 32\) > 0'\) raised ZeroDivisionError .* on "
+        r"\{'BLOCK': 32\}: .*guard the part that fails with `and`",
+    ) as info:
         deco(space=CartesianSpace(BLOCK=(32, 64)).where("1 // ($BLOCK - 32) > 0"))
     assert isinstance(info.value.__cause__, ZeroDivisionError)
-    deco(space=CartesianSpace(BLOCK=(32, 64)).where("$BLOCK != 32 and 64 // ($BLOCK - 32) > 0"))   # guarded
+    deco(space=CartesianSpace(BLOCK=(32, 64)).where("$BLOCK != 32 and 64 // ($BLOCK - 32) > 0"))  # guarded
     for space in (CartesianSpace(BLOCK=(32, 64)), CartesianSpace(BLOCK=(32, 64), A=range(1000), B=range(1000))):
-        with pytest.raises(SpaceError, match=r"a where\(\) filter of the search space of add_kernel raised KeyError "
-                                             r"\('BLOK'\).*Did you mean 'BLOCK'\?"):
+        with pytest.raises(
+            SpaceError,
+            match=r"a where\(\) filter of the search space of add_kernel raised KeyError "
+            r"\('BLOK'\).*Did you mean 'BLOCK'\?",
+        ):
             autotune(space=space.where(lambda c: c["BLOK"] > 8), key=["n"], tuning={"strategy": "random"})(add_kernel)

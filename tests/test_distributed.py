@@ -6,25 +6,27 @@ every rank writes what it saw (what it compiled, the winner it launched, whether
 error it raised) to a JSON file that the tests read. One spawn per world size, shared by the tests through
 a module-scoped cache, keeps the suite to a few process start-ups.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 import torch
+from kernels_for_tests import add_kernel
 
 from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
 from autotune import distributed as adist
-from autotune.shards import merge_shards, shard_winner
 from autotune.compilers import InterpreterCompiler
 from autotune.record import Trial
-from kernels_for_tests import add_kernel
+from autotune.shards import merge_shards, shard_winner
 
 FAST = dict(preset="fast", reps=2, warmup=0, refine_topk=0, compile_workers=0)
 SPACE = {"BLOCK": (16, 32, 64, 128)}
@@ -32,8 +34,8 @@ SPACE = {"BLOCK": (16, 32, 64, 128)}
 # (tl.arange refuses them): rank 1's whole shard fails. Over 4 ranks, ranks 1 and 3 fail.
 HALF_BAD_SPACE = {"BLOCK": (16, 24, 32, 48)}
 ALL_BAD_SPACE = {"BLOCK": (24, 48)}
-WORKER_TIMEOUT_S = 30.0     # the process group's timeout in the functional spawns (only a failure waits for it)
-HANG_TIMEOUT_S = 3.0        # the process group's timeout in the spawn where a rank never joins
+WORKER_TIMEOUT_S = 30.0  # the process group's timeout in the functional spawns (only a failure waits for it)
+HANG_TIMEOUT_S = 3.0  # the process group's timeout in the spawn where a rank never joins
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -52,8 +54,9 @@ class _RecordingCompiler(InterpreterCompiler):
 
 
 def _make(space: dict, mode: str | None, seen: list, **kwargs: Any) -> Any:
-    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(**FAST, distributed=mode), **kwargs)(add_kernel)
+    kernel = autotune(
+        space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(**FAST, distributed=mode), **kwargs
+    )(add_kernel)
     kernel.compiler_factory = lambda k, prepare: _RecordingCompiler(seen)
     return kernel
 
@@ -79,8 +82,12 @@ def _caught(fn: Callable[[], Any]) -> dict:
     try:
         return {"result": fn(), "seconds": time.perf_counter() - started}
     except Exception as exc:  # the test inspects the error each rank raised
-        return {"error": type(exc).__name__, "message": str(exc), "seconds": time.perf_counter() - started,
-                "is_autotune_error": isinstance(exc, AutotuneError)}
+        return {
+            "error": type(exc).__name__,
+            "message": str(exc),
+            "seconds": time.perf_counter() - started,
+            "is_autotune_error": isinstance(exc, AutotuneError),
+        }
 
 
 def _barrier() -> None:
@@ -124,22 +131,22 @@ def _scenario_failing_shard(rank: int, world: int, out: Path) -> dict:
 def _scenario_all_fail(rank: int, world: int, out: Path) -> dict:
     results = {}
     for mode, n in (("shard", 204), ("rank0", 205)):
-        results[mode] = _caught(lambda: _launch(_make(ALL_BAD_SPACE, mode, []), n, rank))
+        results[mode] = _caught(lambda mode=mode, n=n: _launch(_make(ALL_BAD_SPACE, mode, []), n, rank))
     return results
 
 
 def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
     """Each rank has its own cache directory: only rank 0's is read or written."""
-    from autotune.storage import load_record
     from cache_files import write_record
+
+    from autotune.storage import load_record
 
     own = out / f"cache-rank{rank}"
     os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
     steps: dict[str, Any] = {}
     # 1. a miss everywhere: tuned in shards, stored by rank 0 only
     seen: list = []
-    steps["tuned"] = {**_launch(_make(SPACE, "shard", seen), 300, rank), "compiled": seen,
-                      "entries": _entries(own)}
+    steps["tuned"] = {**_launch(_make(SPACE, "shard", seen), 300, rank), "compiled": seen, "entries": _entries(own)}
     # 2. a fresh kernel object (empty memory): rank 0 hits its disk, the others (empty disks) follow it
     seen = []
     steps["rank0_disk_hit"] = {**_launch(_make(SPACE, "shard", seen), 300, rank), "compiled": seen}
@@ -157,12 +164,13 @@ def _scenario_cache_decided_by_rank0(rank: int, world: int, out: Path) -> dict:
 def _scenario_offline(rank: int, world: int, out: Path) -> dict:
     """AUTOTUNE_OFFLINE=1 with an entry on rank 0's disk only (one node imported an archive): every rank launches
     rank 0's winner; with no entry anywhere, every rank launches the same fallback. Nothing is tuned."""
-    from autotune.storage import load_record
     from cache_files import write_record
+
+    from autotune.storage import load_record
 
     own = out / f"offline-cache-rank{rank}"
     os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
-    _launch(_make(SPACE, "shard", []), 340, rank)                  # rank 0 stores the entry
+    _launch(_make(SPACE, "shard", []), 340, rank)  # rank 0 stores the entry
     if rank == 0:
         entry = next(own.rglob("*.json"))
         write_record(load_record(entry).replace(winner=Config(BLOCK=128)), directory=own)
@@ -175,8 +183,11 @@ def _scenario_offline(rank: int, world: int, out: Path) -> dict:
             kernel = _make(SPACE, "shard", seen)
             x, y, result = torch.randn(n), torch.randn(n), torch.empty(n)
             kernel(x, y, result, n)
-            steps[name] = {"winner": kernel.best_config["BLOCK"], "correct": bool(torch.allclose(result, x + y)),
-                           "compiled": seen}
+            steps[name] = {
+                "winner": kernel.best_config["BLOCK"],
+                "correct": bool(torch.allclose(result, x + y)),
+                "compiled": seen,
+            }
     finally:
         os.environ.pop("AUTOTUNE_OFFLINE", None)
         os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
@@ -192,17 +203,28 @@ def _scenario_lock_timeout(rank: int, world: int, out: Path) -> dict:
 
     from autotune.storage.files import lock_path
 
-    kernel = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(**FAST, distributed="rank0", lock_timeout_s=1.0))(add_kernel)
+    kernel = autotune(
+        space=SPACE,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(**FAST, distributed="rank0", lock_timeout_s=1.0),
+    )(add_kernel)
     kernel.compiler_factory = lambda k, prepare: _RecordingCompiler([])
     holder = None
     if rank == 0:
         disk = next(t for t in kernel.cache.tiers if t.name == "disk")
         lock = lock_path(disk.path(kernel.cache.entry((350,), ("torch.float32",) * 3)))
         lock.parent.mkdir(parents=True, exist_ok=True)
-        holder = subprocess.Popen([sys.executable, "-c", "import filelock, sys, time; lock = filelock.FileLock("
-                                   f"{str(lock)!r}); lock.acquire(); print('held', flush=True); time.sleep(120)"],
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import filelock, sys, time; lock = filelock.FileLock("
+                f"{str(lock)!r}); lock.acquire(); print('held', flush=True); time.sleep(120)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         holder.stdout.readline()
     _barrier()
     try:
@@ -246,8 +268,9 @@ def _scenario_prune_raises_on_one_rank(rank: int, world: int, out: Path) -> dict
 def _scenario_prune_raises_on_a_follower_in_rank0_mode(rank: int, world: int, out: Path) -> dict:
     """rank0 mode: the followers tune nothing, yet a prune= that raised on one of them is not dropped."""
     compiled: list = []
-    raised = _caught(lambda: _launch(_make(SPACE, "rank0", compiled, prune=_prune_raising_on(world - 1, rank)), 321,
-                                     rank))
+    raised = _caught(
+        lambda: _launch(_make(SPACE, "rank0", compiled, prune=_prune_raising_on(world - 1, rank)), 321, rank)
+    )
     return {**raised, "compiled": compiled}
 
 
@@ -280,15 +303,16 @@ def _scenario_different_keys_and_a_prune_error(rank: int, world: int, out: Path)
 
 
 def _scenario_isolated_shard(rank: int, world: int, out: Path) -> dict:
-    from autotune.isolation import shutdown
     from isolation_kernels import shard_crashy_add
+
+    from autotune.isolation import shutdown
 
     try:
         result = _launch(shard_crashy_add, 210, rank)
         result["errors"] = {str(t.config["BLOCK"]): t.error for t in shard_crashy_add.record((210,)).trials}
         return result
     finally:
-        shutdown()     # a spawned rank runs no atexit hooks: stop its worker here
+        shutdown()  # a spawned rank runs no atexit hooks: stop its worker here
 
 
 SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
@@ -305,9 +329,9 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "prune_raises_rank0": _scenario_prune_raises_on_a_follower_in_rank0_mode,
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys_and_prune_error": _scenario_different_keys_and_a_prune_error,
-    "different_keys": _scenario_different_keys,   # last: it leaves the ranks out of step on purpose
+    "different_keys": _scenario_different_keys,  # last: it leaves the ranks out of step on purpose
 }
-ALONE = {"isolated_shard": _scenario_isolated_shard}     # spawned on their own (`runs` does not run them)
+ALONE = {"isolated_shard": _scenario_isolated_shard}  # spawned on their own (`runs` does not run them)
 
 
 def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[str], missing: int) -> None:
@@ -319,8 +343,9 @@ def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[s
     os.environ.pop("AUTOTUNE_FORCE", None)
     results: dict[str, Any] = {}
     # Join with a generous timeout (start-up skew on a loaded machine), then set the group's timeout for the test.
-    dist.init_process_group("gloo", init_method=f"file://{out_dir / 'pg-init'}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{out_dir / 'pg-init'}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
     dist.barrier()
     dist.distributed_c10d._set_pg_timeout(timedelta(seconds=timeout_s))
     try:
@@ -341,8 +366,9 @@ def _worker(rank: int, world: int, out: str, timeout_s: float, scenarios: list[s
             dist.destroy_process_group()
 
 
-def _spawn(tmp: Path, world: int, scenarios: list[str], *, timeout_s: float = WORKER_TIMEOUT_S,
-           missing: int = -1) -> tuple[list[dict], float]:
+def _spawn(
+    tmp: Path, world: int, scenarios: list[str], *, timeout_s: float = WORKER_TIMEOUT_S, missing: int = -1
+) -> tuple[list[dict], float]:
     import torch.multiprocessing as mp
 
     started = time.perf_counter()
@@ -384,7 +410,7 @@ def test_shard_assignment_is_round_robin_balanced_and_covers_every_config():
         shards = [adist.shard(configs, r, world) for r in range(world)]
         assert sorted((c for s in shards for c in s), key=lambda c: c["BLOCK"]) == configs
         assert max(map(len, shards)) - min(map(len, shards)) <= 1
-        assert shards[1 % world] == configs[1 % world::world]
+        assert shards[1 % world] == configs[1 % world :: world]
     assert adist.shard(configs[:1], 3, 4) == []
 
 
@@ -423,16 +449,19 @@ def test_the_shard_winner_is_the_fastest_of_the_ranks_own_winners_not_an_unrefin
     compared side by side with them. Rank 1 picked b (2.5). The agreed winner is b, not e."""
     a, b, c, d, e, f = (Config(BLOCK=x) for x in (16, 32, 64, 128, 256, 512))
 
-    def trial(config: Config, ms: Optional[float]) -> Trial:
-        return (Trial(config=config) if ms is None else
-                Trial(config=config, status=TrialStatus.OK, median_ms=ms, min_ms=ms, samples_ms=[ms]))
+    def trial(config: Config, ms: float | None) -> Trial:
+        return (
+            Trial(config=config)
+            if ms is None
+            else Trial(config=config, status=TrialStatus.OK, median_ms=ms, min_ms=ms, samples_ms=[ms])
+        )
 
     rank0 = [trial(a, 3.0), trial(b, None), trial(c, 3.1), trial(d, None), trial(e, 2.0), trial(f, None)]
     rank1 = [trial(a, None), trial(b, 2.5), trial(c, None), trial(d, 2.6), trial(e, None), trial(f, 4.0)]
     gathered = [{"rank": 0, "trials": rank0, "winner": a}, {"rank": 1, "trials": rank1, "winner": b}]
     merged, _ = merge_shards(gathered)
     assert shard_winner(merged, gathered) == b
-    assert shard_winner(merged, [{**g, "winner": None} for g in gathered]) == e     # no rank's winner known: all
+    assert shard_winner(merged, [{**g, "winner": None} for g in gathered]) == e  # no rank's winner known: all
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -453,7 +482,7 @@ def test_shard_mode_measures_each_config_on_exactly_one_rank_and_all_ranks_launc
     compiled = [sorted(res["shard"]["compiled"]) for res in results]
     for rank, mine in enumerate(compiled):
         assert mine == sorted(_shard_of(SPACE, rank, world)), f"rank {rank} measured {mine}"
-    assert sorted(b for mine in compiled for b in mine) == [16, 32, 64, 128]   # each exactly once
+    assert sorted(b for mine in compiled for b in mine) == [16, 32, 64, 128]  # each exactly once
     expected_by = {str(b): r for r in range(world) for b in _shard_of(SPACE, r, world)}
     for res in results:
         assert res["shard"]["measured_by"] == expected_by
@@ -521,8 +550,8 @@ def test_only_rank_0_reads_and_writes_the_disk_cache(runs):
 
 def test_offline_every_rank_launches_rank_0s_winner_or_the_same_fallback(runs):
     results = [res["offline"] for res in runs(2)]
-    assert [r["rank0_entry"]["winner"] for r in results] == [128, 128]      # rank 1 holds no entry of its own
-    assert [r["no_entry"]["winner"] for r in results] == [16, 16]          # the same fallback (the first config)
+    assert [r["rank0_entry"]["winner"] for r in results] == [128, 128]  # rank 1 holds no entry of its own
+    assert [r["no_entry"]["winner"] for r in results] == [16, 16]  # the same fallback (the first config)
     assert all(r[step]["compiled"] == [] and r[step]["correct"] for r in results for step in r)
 
 
@@ -563,8 +592,8 @@ def test_a_prune_error_on_a_follower_in_rank0_mode_is_raised_on_every_rank_and_n
 def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):
     results = runs(2)
     _same_winner_and_correct(results, "prune_differs")
-    assert sorted(results[0]["prune_differs"]["compiled"]) == [16, 64]   # of [16, 32, 64, 128]
-    assert sorted(results[1]["prune_differs"]["compiled"]) == [32]       # of [16, 32, 64]
+    assert sorted(results[0]["prune_differs"]["compiled"]) == [16, 64]  # of [16, 32, 64, 128]
+    assert sorted(results[1]["prune_differs"]["compiled"]) == [32]  # of [16, 32, 64]
     for res in results:
         assert res["prune_differs"]["trials"]["128"] == "skipped"
         assert any("prune= kept different configs on different ranks" in w for w in res["prune_differs"]["warnings"])

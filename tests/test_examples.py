@@ -1,5 +1,6 @@
 """Every example runs as a user would run it (a subprocess, Triton's interpreter, a fresh cache) and says
 what it showed: exit status 0 and the example's key line in its output."""
+
 from __future__ import annotations
 
 import os
@@ -54,19 +55,22 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "[deploy] stats: disk_hits=2 tunings=0",
         "deployed: tuned and precompiled on one machine, served on another with no tuning",
     ),
-    "distributed_tuning.py": (
-        "second call with the same key: memory hit (1), no communication",
-    ),
+    "distributed_tuning.py": ("second call with the same key: memory hit (1), no communication",),
 }
 
 
 def run_example(name: str, cache_dir: Path) -> subprocess.CompletedProcess:
     """Run examples/<name> with the interpreter and a private cache directory; no AUTOTUNE_* modes leak in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(cache_dir), AUTOTUNE_PROGRESS="0",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p))
-    return subprocess.run([sys.executable, str(EXAMPLES / name)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_CACHE_DIR=str(cache_dir),
+        AUTOTUNE_PROGRESS="0",
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
+    )
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -4,6 +4,7 @@ Written from a mutation-testing pass over `keys.py`, `template.py`, `space.py` a
 here pins a behaviour that some hand-made change to the code (a dropped check, a flipped comparison) did not
 break anywhere else in the suite.
 """
+
 from __future__ import annotations
 
 import random
@@ -58,8 +59,6 @@ def test_a_where_string_predicate_returns_a_bool() -> None:
     assert pred(Config(BLOCK=64, num_warps=4)) is False
 
 
-
-
 def test_derive_that_is_not_a_mapping_is_refused_by_name() -> None:
     """derive= given as a list (a common slip for a dict) is an ExpressionError saying derive must be a mapping,
     not an AttributeError from inside the compiler."""
@@ -82,8 +81,9 @@ def test_a_key_entry_with_surrounding_spaces_is_the_argument_it_names() -> None:
     assert kb({"x": None, "M": 3, "N": 4})[0] == (3, 4)
 
 
-@pytest.mark.parametrize("spec", [["M * 1.0"], lambda M, **_: M, lambda M, **_: (1, M)],
-                         ids=["expression", "callable", "callable-tuple"])
+@pytest.mark.parametrize(
+    "spec", [["M * 1.0"], lambda M, **_: M, lambda M, **_: (1, M)], ids=["expression", "callable", "callable-tuple"]
+)
 def test_nan_from_an_expression_or_a_callable_key_is_refused(spec) -> None:
     """NaN never equals itself, so a NaN key value would miss its cached winner at every call: refused whether it
     comes from an argument named in key=, an expression entry or a callable key."""
@@ -113,8 +113,10 @@ _axes = st.dictionaries(st.sampled_from(["A", "B", "C"]), st.lists(_values, min_
 
 def _keep(limit: int):
     """A filter keeping the configs whose canonical text is short enough: deterministic, field-agnostic."""
+
     def keep(config: Config) -> bool:
         return len(config.canonical()) % 3 != limit
+
     return keep
 
 
@@ -169,9 +171,12 @@ def test_property_cartesian_neighbours_are_the_filtered_one_step_moves(axes: dic
     for config in plain:
         got = space.neighbours(config)
         assert len({c.canonical() for c in got}) == len(got)
-        want = {c.canonical() for c in members
-                if sum(pos(c, n) != pos(config, n) for n in names) == 1
-                and sum(abs(pos(c, n) - pos(config, n)) for n in names) == 1}
+        want = {
+            c.canonical()
+            for c in members
+            if sum(pos(c, n) != pos(config, n) for n in names) == 1
+            and sum(abs(pos(c, n) - pos(config, n)) for n in names) == 1
+        }
         assert {c.canonical() for c in got} == want
 
 
@@ -228,7 +233,7 @@ class _ScriptedRandom:
 
 
 def _lazy_union():
-    big = CartesianSpace(A=range(1000), B=range(101))          # 101,000 configs: lazy
+    big = CartesianSpace(A=range(1000), B=range(101))  # 101,000 configs: lazy
     fixed = FixedSpace([{"A": 5000, "B": 0}, {"A": 5000, "B": 7}, {"A": 5001, "B": 0}])
     return big, fixed, (big + fixed).where("$A % 2 == 0")
 
@@ -239,11 +244,10 @@ def test_a_lazy_union_draws_each_part_in_proportion_to_its_size() -> None:
     big, fixed, union = _lazy_union()
     assert union.lazy
     n = big.unfiltered_len()
-    assert union.unfiltered_len() == n + 3                                          # both parts, counted
-    assert union.sample(_ScriptedRandom(n - 1, 4, 0)) == Config(A=4, B=0)          # last slot of the big part
-    assert union.sample(_ScriptedRandom(n, 0)) == Config(A=5000, B=0)              # first slot of the fixed part
+    assert union.unfiltered_len() == n + 3  # both parts, counted
+    assert union.sample(_ScriptedRandom(n - 1, 4, 0)) == Config(A=4, B=0)  # last slot of the big part
+    assert union.sample(_ScriptedRandom(n, 0)) == Config(A=5000, B=0)  # first slot of the fixed part
     assert union.sample(_ScriptedRandom(n + 1, 1)) == Config(A=5000, B=7)
-
 
 
 def test_an_eager_union_samples_its_listed_configs_uniformly() -> None:
@@ -255,17 +259,17 @@ def test_an_eager_union_samples_its_listed_configs_uniformly() -> None:
     assert union.sample(_ScriptedRandom(1)) == b
     assert union.sample(_ScriptedRandom(0)) == a
 
+
 def test_a_lazy_union_s_neighbours_contains_and_samples_apply_its_filters() -> None:
     """The filters of a lazy union apply to what its parts answer: neighbours from each part, once each and
     filtered; membership; and samples (a refused draw is redrawn)."""
     _, _, union = _lazy_union()
-    assert union.neighbours(Config(A=4, B=3)) == [Config(A=4, B=2), Config(A=4, B=4)]   # A=3, A=5 refused
-    assert union.neighbours(Config(A=5000, B=0)) == [Config(A=5000, B=7)]              # A=5001 refused
+    assert union.neighbours(Config(A=4, B=3)) == [Config(A=4, B=2), Config(A=4, B=4)]  # A=3, A=5 refused
+    assert union.neighbours(Config(A=5000, B=0)) == [Config(A=5000, B=7)]  # A=5001 refused
     assert union.contains(Config(A=4, B=3)) and not union.contains(Config(A=3, B=3))
     assert not union.contains(Config(A=5001, B=0))
     rng = random.Random(1)
     assert all(union.sample(rng)["A"] % 2 == 0 for _ in range(50))
-
 
 
 def test_an_axis_drops_repeated_values_but_keeps_1_1_0_and_true() -> None:
@@ -296,6 +300,7 @@ def test_fields_and_common_fields_of_fixed_spaces_and_unions() -> None:
     assert union.fields() == {"A", "B", "C"} and union.common_fields() == {"A"}
     assert FixedSpace([]).fields() == frozenset() == FixedSpace([]).common_fields()
 
+
 # ---------------------------------------------------------------------------------------------- 1, 1.0 and True
 def test_a_fixed_space_tells_1_true_and_1_0_apart_in_membership_and_neighbours() -> None:
     """A space keeps 1, 1.0 and True as three values (they are three different constexprs for Triton), as
@@ -312,13 +317,13 @@ def test_a_fixed_space_tells_1_true_and_1_0_apart_in_membership_and_neighbours()
     assert [c.canonical() for c in CartesianSpace(A=(1, True, 2)).neighbours(Config(A=1))] == ['{"A":true}']
 
 
-
 def test_a_fixed_space_s_neighbours_have_the_config_s_fields_exactly() -> None:
     """In a FixedSpace whose configs differ in fields, a neighbour has the same fields as the config: one with
     an extra field (or one fewer) is not one step away, and does not break the comparison."""
     space = FixedSpace([{"A": 1}, {"A": 2}, {"A": 1, "B": 0}, {"A": 2, "B": 0}])
     assert space.neighbours(Config(A=1)) == [Config(A=2)]
     assert space.neighbours(Config(A=1, B=0)) == [Config(A=2, B=0)]
+
 
 def test_a_union_s_neighbours_are_its_parts_whether_listed_or_lazy() -> None:
     """A union asks each part for neighbours (a Cartesian part: one axis, one step, none for a config it lacks;
@@ -333,7 +338,7 @@ def test_a_union_s_neighbours_are_its_parts_whether_listed_or_lazy() -> None:
     assert lazy.neighbours(Config(B=16, C=0)) == [Config(B=32, C=0), Config(B=16, C=1), Config(B=256, C=0)]
     for union in (listed, lazy):
         assert union.neighbours(Config(B=64, C=0))[:2] == [Config(B=32, C=0), Config(B=128, C=0)]
-        assert union.neighbours(Config(B=256, C=0)) == []        # no Cartesian part holds it; no other config
+        assert union.neighbours(Config(B=256, C=0)) == []  # no Cartesian part holds it; no other config
     filtered = listed.where("$B != 32")
     assert filtered.neighbours(Config(B=16, C=0)) == [Config(B=256, C=0)]
 
@@ -364,7 +369,6 @@ def test_checksum_is_the_ordered_configs_whatever_space_lists_them_and_a_filtere
     assert kept.configs() == [Config(A=1, B=3), Config(A=1, B=4)] and len(kept) == 2
 
 
-
 def test_a_lazy_fixed_space_s_checksum_covers_every_config_not_only_the_three_its_repr_shows() -> None:
     """A FixedSpace of over LIST_LIMIT configs is lazy and its checksum hashes its structure: all its configs,
     so changing the 51st (past the three that repr shows) changes it."""
@@ -374,13 +378,17 @@ def test_a_lazy_fixed_space_s_checksum_covers_every_config_not_only_the_three_it
     assert one.lazy and other.lazy and repr(one) == repr(other)
     assert one.checksum() != other.checksum()
 
+
 # ---------------------------------------------------------------------------------------------- space checks
-@pytest.mark.parametrize("name, good, bad", [
-    ("num_warps", (1, 2, 4, 8, 16, 32), (0, 3, 6, -4, True, 4.0, "4")),
-    ("num_stages", (0, 1, 3, 5), (-1, True, 2.0, None)),
-    ("num_ctas", (1, 2), (0, -1, True, 1.0)),
-    ("maxnreg", (None, 1, 128), (0, -8, True, 64.0)),
-])
+@pytest.mark.parametrize(
+    "name, good, bad",
+    [
+        ("num_warps", (1, 2, 4, 8, 16, 32), (0, 3, 6, -4, True, 4.0, "4")),
+        ("num_stages", (0, 1, 3, 5), (-1, True, 2.0, None)),
+        ("num_ctas", (1, 2), (0, -1, True, 1.0)),
+        ("maxnreg", (None, 1, 128), (0, -8, True, 64.0)),
+    ],
+)
 def test_compile_option_values_a_gpu_accepts_and_refuses(name: str, good: tuple, bad: tuple) -> None:
     """The interpreter ignores compile options, so these checks are all that stops a space that a GPU compile
     refuses: each boundary (0 warps, 0 stages, 0 CTAs, maxnreg None) and bools (an int subclass) pinned."""
@@ -392,7 +400,7 @@ def test_compile_option_values_a_gpu_accepts_and_refuses(name: str, good: tuple,
         assert compile_option_problem(name, value) is None, value
     for value in bad:
         assert compile_option_problem(name, value), value
-    assert compile_option_problem("waves_per_eu", -3) is None     # options not checked here pass
+    assert compile_option_problem("waves_per_eu", -3) is None  # options not checked here pass
 
 
 def test_a_lazy_space_s_bad_compile_option_value_is_found_on_its_axis_not_only_in_its_sample() -> None:
@@ -404,5 +412,6 @@ def test_a_lazy_space_s_bad_compile_option_value_is_found_on_its_axis_not_only_i
     space = CartesianSpace(BLOCK=range(200_000), num_stages=(2, 3, -1, 4))
     assert space.lazy and space.sample(random.Random(0))["num_stages"] != -1
     with pytest.raises(SpaceError, match=r"num_stages=-1: num_stages must be an int >= 0"):
-        validate_space(space, kernel_name="k", constexpr_names=("BLOCK",), compile_options=("num_stages",),
-                       static_options={})
+        validate_space(
+            space, kernel_name="k", constexpr_names=("BLOCK",), compile_options=("num_stages",), static_options={}
+        )

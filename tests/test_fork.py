@@ -1,6 +1,7 @@
 """A process forked (multiprocessing's "fork" start method) while another of its threads tunes, or after it tuned
 online, has only the forking thread: the locks those threads held start free in the child, and the child tunes its
 own keys (DESIGN.md section 7). Linux only (fork); each child is killed if it hangs."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -11,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from kernels_for_tests import add_and_check, add_kernel, calling_thread
 
 import autotune
-from autotune import Tuning, autotune as autotune_decorator
+from autotune import Tuning
+from autotune import autotune as autotune_decorator
 from autotune.compilers import FunctionCompiler
-from kernels_for_tests import add_and_check, add_kernel, calling_thread
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
 
@@ -51,20 +53,25 @@ def test_a_child_forked_while_a_thread_tunes_tunes_its_own_keys_and_waits_for_th
     gate, entered = threading.Event(), threading.Event()
 
     def setup(**named):
-        if named["n"] == HELD_N:    # the parent's thread holds this key's locks until the test lets it go
+        if named["n"] == HELD_N:  # the parent's thread holds this key's locks until the test lets it go
             entered.set()
             assert gate.wait(120)
 
-    kernel = autotune_decorator(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
-                                tuning={"warmup": 0, "reps": 1, "isolate": "off"})(add_kernel)
-    add_and_check(kernel, 64)                                   # the parent tuned once: its compile threads came and went
+    kernel = autotune_decorator(
+        space={"BLOCK": [16, 32]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        setup=setup,
+        tuning={"warmup": 0, "reps": 1, "isolate": "off"},
+    )(add_kernel)
+    add_and_check(kernel, 64)  # the parent tuned once: its compile threads came and went
     errors: list[BaseException] = []
-    tuner = calling_thread(kernel, HELD_N, errors)      # what it raises is asserted below
+    tuner = calling_thread(kernel, HELD_N, errors)  # what it raises is asserted below
     tuner.start()
     try:
         assert entered.wait(60)
         _, new_key = _in_forked_child(kernel, 128, tmp_path / "calling-128")
-        assert new_key["tunings"] == 2                  # the parent's first tuning, and the child's own
+        assert new_key["tunings"] == 2  # the parent's first tuning, and the child's own
         # The key the parent's thread is tuning: the child waits for the parent's entry lock, then reads its winner.
         winner, same_key = _in_forked_child(kernel, HELD_N, tmp_path / "calling-held", while_waiting=gate.set)
     finally:
@@ -76,10 +83,14 @@ def test_a_child_forked_while_a_thread_tunes_tunes_its_own_keys_and_waits_for_th
 
 
 def test_a_child_forked_after_online_tuning_tunes_online(tmp_path):
-    kernel = autotune_decorator(space={"BLOCK": [16, 32]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                                tuning=Tuning(warmup=0, reps=1, mode="online", isolate="off"))(add_kernel)
-    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: None)   # compiles on the pool
-    for _ in range(200):                                 # decided online: the shared pool's threads are idle now
+    kernel = autotune_decorator(
+        space={"BLOCK": [16, 32]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(warmup=0, reps=1, mode="online", isolate="off"),
+    )(add_kernel)
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: None)  # compiles on the pool
+    for _ in range(200):  # decided online: the shared pool's threads are idle now
         add_and_check(kernel, 64)
         if kernel.cache.in_memory((64,), ("torch.float32",) * 3) is not None:
             break
@@ -88,7 +99,7 @@ def test_a_child_forked_after_online_tuning_tunes_online(tmp_path):
     assert kernel.cache.in_memory((64,), ("torch.float32",) * 3) is not None
 
     def child(queue) -> None:
-        for _ in range(200):   # the background compiles must run in the child for a decision
+        for _ in range(200):  # the background compiles must run in the child for a decision
             add_and_check(kernel, 128)
             if kernel.cache.in_memory((128,), ("torch.float32",) * 3) is not None:
                 queue.put("decided")

@@ -1,5 +1,6 @@
 """GPU-only checks (marked `gpu`, skipped without CUDA): the CUDA-event timer, the L2 flush, CUDA graphs,
 the JIT compile path of a real tuning, and isolation against a real illegal address."""
+
 from __future__ import annotations
 
 import json
@@ -51,15 +52,14 @@ def test_tuning_on_gpu_compiles_in_the_pool_and_the_winner_launch_compiles_nothi
     and the winner's launch finds its binary in the JIT's cache."""
     import threading
 
-    from triton import knobs
-
     import triton
     import triton.language as tl
+    from triton import knobs
 
     from autotune import TrialStatus, Tuning, autotune
 
     @triton.jit
-    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):   # this test's own: no other test has compiled it
+    def add_kernel(x, y, out, n, BLOCK: tl.constexpr):  # this test's own: no other test has compiled it
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
@@ -68,8 +68,12 @@ def test_tuning_on_gpu_compiles_in_the_pool_and_the_winner_launch_compiles_nothi
     knobs.runtime.jit_post_compile_hook = lambda *a, **k: compiles.append(1)
     knobs.compilation.listener = lambda **k: compile_threads.append(threading.current_thread().name)
     try:
-        add = autotune(space={"BLOCK": (128, 256, 512, 1024), "num_warps": (2, 4)}, key=["n"],
-                       grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=4, isolate="off"))(add_kernel)
+        add = autotune(
+            space={"BLOCK": (128, 256, 512, 1024), "num_warps": (2, 4)},
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            tuning=Tuning(compile_workers=4, isolate="off"),
+        )(add_kernel)
         n = 1 << 20
         x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
         out = torch.empty_like(x)
@@ -108,10 +112,18 @@ _ISOLATED_CHILD = textwrap.dedent("""
 def _isolated_child(kernel: str, tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     # this checkout first, then the caller's path (the GPU image imports msgspec from bench/gpu_suite.sh's wheels)
-    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), AUTOTUNE_CACHE_DIR=str(tmp_path / "autotune"),
-               PYTHONPATH=os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p))
-    proc = subprocess.run([sys.executable, "-c", _ISOLATED_CHILD.format(tests=str(TESTS), kernel=kernel)],
-                          capture_output=True, text=True, env=env, timeout=900)
+    env.update(
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "autotune"),
+        PYTHONPATH=os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _ISOLATED_CHILD.format(tests=str(TESTS), kernel=kernel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -120,8 +132,8 @@ def test_an_illegal_address_or_a_hang_in_a_worker_costs_that_config_only(tmp_pat
     got = _isolated_child("crashy_add", tmp_path)
     assert got["ok"] and got["winner"]["MODE"] == 0
     statuses = {(c["BLOCK"], c["MODE"]): status for c, status, _ in got["trials"]}
-    assert statuses[(32, 1)] == "crashed"           # the wild load: an illegal address, the worker replaced
-    assert statuses[(32, 2)] == "timeout"           # a kernel that spins on the GPU: its worker killed, replaced
+    assert statuses[(32, 1)] == "crashed"  # the wild load: an illegal address, the worker replaced
+    assert statuses[(32, 2)] == "timeout"  # a kernel that spins on the GPU: its worker killed, replaced
     assert [statuses[(b, 0)] for b in (64, 128, 256)] == ["ok", "ok", "ok"]
 
 
@@ -129,4 +141,4 @@ def test_compile_workers_fill_tritons_cache_so_the_parent_compiles_nothing_new(t
     got = _isolated_child("gpu_add", tmp_path)
     assert got["ok"] and all(status == "ok" for _, status, _ in got["trials"])
     cubins = list((tmp_path / "triton").rglob("*.cubin"))
-    assert len(cubins) == len(got["trials"]), [p.parent.name for p in cubins]   # one per config, none for the launch
+    assert len(cubins) == len(got["trials"]), [p.parent.name for p in cubins]  # one per config, none for the launch

@@ -1,5 +1,6 @@
 """Isolation through the interpreter with real processes: a config that segfaults and one that never ends cost
 those configs only; the caller's process, its tensors and the other processes waiting on the key are fine."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,13 @@ CHILD = textwrap.dedent("""
 
 def run_child(kernel: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1")
-    return subprocess.Popen([sys.executable, "-c", CHILD.format(tests=str(TESTS), kernel=kernel)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS), kernel=kernel)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def result(proc: subprocess.Popen) -> dict:
@@ -64,7 +70,9 @@ def test_a_segfault_and_a_hang_cost_their_configs_and_a_waiting_process_gets_the
     tuned = [r for r in (first, second) if r["stats"]["tunings"] == 1]
     assert len(tuned) == 1 and [r["stats"]["disk_hits"] for r in (first, second) if r not in tuned] == [1]
     trials = tuned[0]["trials"]
-    assert trials[str({"BLOCK": 32, "MODE": 1})][0] == "crashed" and "SIGSEGV" in trials[str({"BLOCK": 32, "MODE": 1})][1]
+    assert (
+        trials[str({"BLOCK": 32, "MODE": 1})][0] == "crashed" and "SIGSEGV" in trials[str({"BLOCK": 32, "MODE": 1})][1]
+    )
     assert trials[str({"BLOCK": 32, "MODE": 2})][0] == "timeout"
     assert [s for s, _ in trials.values()].count("ok") == 3
 
@@ -76,19 +84,24 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
         tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
 
     with pytest.raises(OptionError, match="isolate='process' on local_add: .*<locals>.*Define the kernel at the top"):
-        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                 tuning=Tuning(isolate="process"))(local_add)
-    with pytest.MonkeyPatch.context() as env:          # the environment asking is refused as early, and named
+        autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(isolate="process"))(
+            local_add
+        )
+    with pytest.MonkeyPatch.context() as env:  # the environment asking is refused as early, and named
         env.setenv("AUTOTUNE_ISOLATE", "process")
         with pytest.raises(OptionError, match="AUTOTUNE_ISOLATE=process on local_add: .*Define the kernel at the"):
             autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)")(local_add)
-    kernel = autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(isolate="auto", compile_workers=0))(local_add)
+    kernel = autotune(
+        space={"BLOCK": [32, 64]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(isolate="auto", compile_workers=0),
+    )(local_add)
     x, out = torch.randn(100), torch.empty(100)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         kernel(x, out, 100)
-        kernel(x, out, 100)                                    # the same kernel again: no second note
+        kernel(x, out, 100)  # the same kernel again: no second note
     notes = [w for w in caught if "tuned in this process" in str(w.message)]
     assert len(notes) == 1 and "<locals>" in str(notes[0].message) and notes[0].category is IsolationWarning
     assert torch.equal(out, x)
@@ -97,11 +110,11 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
 def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path):
     from isolation_kernels import crashy_add
 
-    shutdown()                      # whatever an earlier test left running: this one starts from no worker
+    shutdown()  # whatever an earlier test left running: this one starts from no worker
     worker, _ = shared_worker()
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
     before = worker.starts
-    crashy_add(x, y, out, 64)       # a segfault and a hang: two restarts after the first start
+    crashy_add(x, y, out, 64)  # a segfault and a hang: two restarts after the first start
     assert worker.starts - before == 3 and worker.alive
     pid = worker.proc.pid
     shutdown()
@@ -144,23 +157,23 @@ def test_shutdown_during_a_tuning_ends_it_with_an_error_and_restarts_no_worker(m
         try:
             crashy_add(x, y, out, 48)
             outcome["result"] = "tuned"
-        except Exception as exc:   # noqa: BLE001 - the test looks at what it was
+        except Exception as exc:  # noqa: BLE001 - the test looks at what it was
             outcome["result"] = exc
 
     thread = threading.Thread(target=tune)
     thread.start()
     deadline = time.monotonic() + 120
-    while not (worker.alive and requests.locked()):      # the tuning's worker is up and answering a request
+    while not (worker.alive and requests.locked()):  # the tuning's worker is up and answering a request
         assert time.monotonic() < deadline and thread.is_alive(), outcome
         time.sleep(0.05)
     pid = worker.proc.pid
-    shutdown()                                             # whether mid-request or between two: the same end
+    shutdown()  # whether mid-request or between two: the same end
     thread.join(timeout=120)
     assert not thread.is_alive()
     error = outcome["result"]
     assert isinstance(error, WorkerShutdownError) and "no config is to blame" in str(error), error
-    assert not _alive(pid) and not worker.alive and worker.proc is None   # not started again by the tuning
-    assert crashy_add.cache_info().get("tunings", 0) == 0 and not list(tmp_path.rglob("*.json"))   # nothing stored
+    assert not _alive(pid) and not worker.alive and worker.proc is None  # not started again by the tuning
+    assert crashy_add.cache_info().get("tunings", 0) == 0 and not list(tmp_path.rglob("*.json"))  # nothing stored
 
 
 def _alive(pid: int) -> bool:
@@ -168,7 +181,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:   # a zombie (exited, not reaped by its parent) is not alive
+    try:  # a zombie (exited, not reaped by its parent) is not alive
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().split(") ")[1][0] != "Z"
     except OSError:
@@ -178,8 +191,11 @@ def _alive(pid: int) -> bool:
 def test_one_worker_serves_several_kernels_and_keys():
     from isolation_kernels import plain_add, plain_mul
 
-    for kernel, op, n, samples in ((plain_add, torch.add, 100, 1), (plain_mul, torch.mul, 100, 2),
-                                   (plain_add, torch.add, 300, 1)):     # plain_add refines: its 1 interleaved round
+    for kernel, op, n, samples in (
+        (plain_add, torch.add, 100, 1),
+        (plain_mul, torch.mul, 100, 2),
+        (plain_add, torch.add, 300, 1),
+    ):  # plain_add refines: its 1 interleaved round
         x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
         kernel(x, y, out, n)
         torch.testing.assert_close(out, op(x, y))
@@ -203,8 +219,13 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
                           "trials": {{t.config["BLOCK"]: [t.status.value, t.error, t.compile_s]
                                      for t in record.trials}}}}))
     """)
-    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1", AUTOTUNE_TEST_GATE_DIR=str(tmp_path),
-               AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        TRITON_INTERPRET="1",
+        AUTOTUNE_TEST_GATE_DIR=str(tmp_path),
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"),
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -212,12 +233,12 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
     assert got["ok"]
     assert {block: trials[block][0] for block in trials} == {32: "ok", 64: "ok", 128: "ok", 16: "crashed"}
     assert "SIGSEGV" in trials[16][1]
-    assert all(trials[block][2] is not None for block in (32, 64, 128))     # compile_s from the compile workers
+    assert all(trials[block][2] is not None for block in (32, 64, 128))  # compile_s from the compile workers
     compilers = {int(p.name.split("-")[2]) for p in tmp_path.glob("compile-*")}
     measurers = {int(p.name.split("-")[1]) for p in tmp_path.glob("measure-*")}
     assert len(measurers) == 1 and len(compilers) >= 2
     assert not compilers & measurers and got["pid"] not in compilers | measurers
-    deadline = time.monotonic() + 60                       # the child has exited: so have its workers
+    deadline = time.monotonic() + 60  # the child has exited: so have its workers
     while any(_alive(pid) for pid in compilers | measurers):
         assert time.monotonic() < deadline, "a worker outlived the process that started it"
         time.sleep(0.1)
@@ -231,13 +252,13 @@ def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keep
     del isolation_kernels.SETUP_PIDS[:]
     threads = set(threading.enumerate())
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
-    default_add(x, y, out, 100)                            # measured in the worker: its setup= ran there
+    default_add(x, y, out, 100)  # measured in the worker: its setup= ran there
     torch.testing.assert_close(out, x + y)
     assert all(t.ok for t in default_add.record().trials) and isolation_kernels.SETUP_PIDS == []
-    assert set(threading.enumerate()) <= threads           # no thread of the tuning is left in this process
+    assert set(threading.enumerate()) <= threads  # no thread of the tuning is left in this process
     monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")
     x, y, out = torch.randn(200), torch.randn(200), torch.empty(200)
-    default_add(x, y, out, 200)                            # a new key, tuned in this process
+    default_add(x, y, out, 200)  # a new key, tuned in this process
     assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}
     monkeypatch.setenv("AUTOTUNE_ISOLATE", "sometimes")
     x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
@@ -253,17 +274,27 @@ def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_wo
 
     space = {"BLOCK": [32, 64]}
     del isolation_kernels.SETUP_PIDS[:]
-    tuned = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=isolation_kernels._note_pid,
-                     tuning=Tuning(compile_workers=0, warmup=0, reps=1))(plain_jit_add)
+    tuned = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        setup=isolation_kernels._note_pid,
+        tuning=Tuning(compile_workers=0, warmup=0, reps=1),
+    )(plain_jit_add)
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                     # isolated: no note
+        warnings.simplefilter("error")  # isolated: no note
         tuned(x, y, out, 100)
     torch.testing.assert_close(out, x + y)
-    assert all(t.ok for t in tuned.record().trials) and isolation_kernels.SETUP_PIDS == []   # setup= ran there
+    assert all(t.ok for t in tuned.record().trials) and isolation_kernels.SETUP_PIDS == []  # setup= ran there
 
-    local = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=lambda **args: True,
-                     tuning=Tuning(compile_workers=0, warmup=0, reps=1))(plain_jit_add)
+    local = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=lambda **args: True,
+        tuning=Tuning(compile_workers=0, warmup=0, reps=1),
+    )(plain_jit_add)
     x, y, out = torch.randn(120), torch.randn(120), torch.empty(120)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -272,32 +303,42 @@ def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_wo
     assert len(notes) == 1 and "isolation_kernels.plain_jit_add holds the plain @triton.jit kernel" in notes[0]
     assert "cannot be sent to a worker" in notes[0]
     torch.testing.assert_close(out, x + y)
-    strict = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", verify=lambda **args: True,  # decorating
-                      tuning=Tuning(isolate="process"))(plain_jit_add)      # is fine: the name is checked at the call
+    strict = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=lambda **args: True,  # decorating
+        tuning=Tuning(isolate="process"),
+    )(plain_jit_add)  # is fine: the name is checked at the call
     x, y, out = torch.randn(128), torch.randn(128), torch.empty(128)
-    with pytest.raises(OptionError, match="isolate='process'.*apply @autotune where the kernel is defined.*Define "
-                                          "the kernel at the top level"):
-        strict(x, y, out, 128)                             # a key not tuned yet
+    with pytest.raises(
+        OptionError,
+        match="isolate='process'.*apply @autotune where the kernel is defined.*Define the kernel at the top level",
+    ):
+        strict(x, y, out, 128)  # a key not tuned yet
 
 
 def test_the_triton_autotune_drop_in_stays_in_process_unless_asked():
     from autotune import compat
 
     runs: list = []
-    kernel = compat.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
-                             pre_hook=lambda nargs, reset_only=False: runs.append(os.getpid()))(
-        __import__("isolation_kernels").plain_jit_add)
+    kernel = compat.autotune(
+        configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
+        key=["n"],
+        pre_hook=lambda nargs, reset_only=False: runs.append(os.getpid()),
+    )(__import__("isolation_kernels").plain_jit_add)
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                     # no isolation note either: "off" is compat's default
+        warnings.simplefilter("error")  # no isolation note either: "off" is compat's default
         kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, y, out, 100)
     torch.testing.assert_close(out, x + y)
     assert runs and set(runs) == {os.getpid()}
 
 
 def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_tuning_saying_what_to_do():
-    from autotune import DeviceError
     from isolation_kernels import poisoning_add, poisoning_verify
+
+    from autotune import DeviceError
 
     worker, _ = shared_worker()
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
@@ -307,8 +348,8 @@ def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_
     assert sorted(statuses) == [(0, "ok"), (0, "ok"), (1, "crashed")]
     wrong = next(t for t in poisoning_add.record().trials if t.config["WRONG"])
     assert "poisoned the device" in wrong.error and "illegal memory access" in wrong.error
-    assert "isolate='process'" not in wrong.error       # the in-process advice is not this isolated config's
-    assert worker.alive                       # a fresh worker took over after the poisoned one was killed
+    assert "isolate='process'" not in wrong.error  # the in-process advice is not this isolated config's
+    assert worker.alive  # a fresh worker took over after the poisoned one was killed
 
     @triton.jit
     def local_add(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
@@ -316,25 +357,36 @@ def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_
         a, b = tl.load(x + offs, mask=offs < n), tl.load(y + offs, mask=offs < n)
         tl.store(out + offs, a - b if WRONG else a + b, mask=offs < n)
 
-    in_process = autotune(space=[{"BLOCK": 32, "WRONG": 1}, {"BLOCK": 64, "WRONG": 0}], key=["n"],
-                          grid="(cdiv(n, $BLOCK),)", verify=poisoning_verify,
-                          tuning=Tuning(isolate="off", compile_workers=0))(local_add)
+    in_process = autotune(
+        space=[{"BLOCK": 32, "WRONG": 1}, {"BLOCK": 64, "WRONG": 0}],
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=poisoning_verify,
+        tuning=Tuning(isolate="off", compile_workers=0),
+    )(local_add)
     with pytest.raises(DeviceError, match="left the GPU unusable.*isolate='process'"):
         in_process(x, y, out, 100)
 
 
 def test_autotune_launch_tunes_in_a_worker_too():
     import isolation_kernels
+
     from autotune import autotune_launch
 
     del isolation_kernels.SETUP_PIDS[:]
     x, y, out = torch.randn(90), torch.randn(90), torch.empty(90)
-    result = autotune_launch(isolation_kernels.plain_jit_add, space={"BLOCK": [32, 64]}, args=(x, y, out, 90),
-                             key=["n"], grid="(cdiv(n, $BLOCK),)", setup=isolation_kernels._note_pid,
-                             tuning=Tuning(compile_workers=0, warmup=0, reps=1))
+    result = autotune_launch(
+        isolation_kernels.plain_jit_add,
+        space={"BLOCK": [32, 64]},
+        args=(x, y, out, 90),
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        setup=isolation_kernels._note_pid,
+        tuning=Tuning(compile_workers=0, warmup=0, reps=1),
+    )
     torch.testing.assert_close(out, x + y)
     assert not result.cache_hit and all(t.ok for t in result.record.trials)
-    assert isolation_kernels.SETUP_PIDS == []              # its trials ran in the worker
+    assert isolation_kernels.SETUP_PIDS == []  # its trials ran in the worker
 
 
 def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_saying_why():
@@ -343,7 +395,7 @@ def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_s
     x, y, out = torch.randn(70), torch.randn(70), torch.empty(70)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        apply_add(x, y, out, 70, negate)                   # a @triton.jit function as an argument: no pickle
+        apply_add(x, y, out, 70, negate)  # a @triton.jit function as an argument: no pickle
     notes = [str(w.message) for w in caught if "tuned in this process" in str(w.message)]
     assert len(notes) == 1 and "an argument of the call cannot be sent to a worker" in notes[0]
     torch.testing.assert_close(out, -(x + y))
@@ -353,20 +405,26 @@ def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish():
     from isolation_kernels import slow_compile_add
 
     x, y, out = torch.randn(80), torch.randn(80), torch.empty(80)
-    slow_compile_add(x, y, out, 80)                        # BLOCK=64 would compile for an hour
+    slow_compile_add(x, y, out, 80)  # BLOCK=64 would compile for an hour
     torch.testing.assert_close(out, x + y)
     trials = {t.config["BLOCK"]: t for t in slow_compile_add.record().trials}
     assert {b: t.status.value for b, t in trials.items()} == {32: "ok", 64: "timeout", 128: "ok"}
     assert "longer than 3 s" in trials[64].error
-    assert trials[32].compile_s < 3 and trials[128].compile_s < 3    # the worker's own compile, not its start
+    assert trials[32].compile_s < 3 and trials[128].compile_s < 3  # the worker's own compile, not its start
 
 
 def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
     from autotune.isolation.call_copies import decode_args, encode_args
 
     base = torch.arange(40, dtype=torch.float32)
-    originals = {"shifted": base[1:], "transposed": base[:36].reshape(6, 6).t(), "empty": torch.empty(0, 3),
-                 "broadcast": base[3:4].expand(5, 8), "overlapping": base.as_strided((6, 4), (2, 1), 1), "n": 7}
+    originals = {
+        "shifted": base[1:],
+        "transposed": base[:36].reshape(6, 6).t(),
+        "empty": torch.empty(0, 3),
+        "broadcast": base[3:4].expand(5, 8),
+        "overlapping": base.as_strided((6, 4), (2, 1), 1),
+        "n": 7,
+    }
     for data in (True, False):
         copies = decode_args(encode_args(originals, data=data))
         assert copies["n"] == 7
@@ -383,7 +441,7 @@ def test_a_worker_that_cannot_start_leaves_auto_tuning_in_process(monkeypatch):
     import isolation_kernels
     from isolation_kernels import default_add
 
-    shutdown()                                             # the next tuning has to start a worker
+    shutdown()  # the next tuning has to start a worker
     monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
     del isolation_kernels.SETUP_PIDS[:]
@@ -422,37 +480,54 @@ def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_oth
     from autotune import AutotuneError, KeyValueError
     from autotune.isolation.runner import worker_error
 
-    own = worker_error(("error", "KeyValueError: bad key", "tb", ("autotune.errors", "KeyValueError", "bad key")),
-                       "the tuning worker of k")
+    own = worker_error(
+        ("error", "KeyValueError: bad key", "tb", ("autotune.errors", "KeyValueError", "bad key")),
+        "the tuning worker of k",
+    )
     assert type(own) is KeyValueError and str(own) == "bad key (raised in the tuning worker of k)"
     foreign = worker_error(("error", "MyError: boom", "tb", ("mymodule", "MyError", "boom")), "the tuning worker of k")
     assert type(foreign) is AutotuneError and str(foreign) == "the tuning worker of k failed: MyError: boom"
-    for spoof in (("autotune.errors", "warn_at_caller", "x"), ("builtins", "UserWarning", "x"),
-                  ("builtins", "eval", "x"), ("os", "system", "x")):
+    for spoof in (
+        ("autotune.errors", "warn_at_caller", "x"),
+        ("builtins", "UserWarning", "x"),
+        ("builtins", "eval", "x"),
+        ("os", "system", "x"),
+    ):
         assert type(worker_error(("error", "x", "", spoof), "w")) is AutotuneError
     from autotune.isolation.worker import raised_message
 
-    missing = KeyError("BLOCK")                       # str() is the repr "'BLOCK'": rebuilt, it is quoted once
-    rebuilt = worker_error(("error", f"KeyError: {missing}", "tb", ("builtins", "KeyError", raised_message(missing))), "w")
+    missing = KeyError("BLOCK")  # str() is the repr "'BLOCK'": rebuilt, it is quoted once
+    rebuilt = worker_error(
+        ("error", f"KeyError: {missing}", "tb", ("builtins", "KeyError", raised_message(missing))), "w"
+    )
     assert type(rebuilt) is KeyError and str(rebuilt) == "'BLOCK (raised in w)'"
     old_worker = worker_error(("error", "the kernel or the call's arguments are not loaded in the worker"), "w")
     assert type(old_worker) is AutotuneError and "not loaded" in str(old_worker)
-    for odd in (("error", "x", "tb", None), ("error", "x", "tb", ("builtins", "TypeError")),
-                ("error", "x", 3, ("builtins", 7, "m")), ("error", "x", "tb", (["builtins"], "TypeError", "m"))):
-        assert type(worker_error(odd, "w")) is AutotuneError           # never raises while reading the reply
-    assert type(worker_error(("error", "TypeError: m", "tb", ("builtins", "TypeError", "m")), "w",
-                             own_class=False)) is AutotuneError
+    for odd in (
+        ("error", "x", "tb", None),
+        ("error", "x", "tb", ("builtins", "TypeError")),
+        ("error", "x", 3, ("builtins", 7, "m")),
+        ("error", "x", "tb", (["builtins"], "TypeError", "m")),
+    ):
+        assert type(worker_error(odd, "w")) is AutotuneError  # never raises while reading the reply
+    assert (
+        type(worker_error(("error", "TypeError: m", "tb", ("builtins", "TypeError", "m")), "w", own_class=False))
+        is AutotuneError
+    )
 
 
 def test_an_error_of_the_compile_workers_setup_stops_the_tuning_instead_of_failing_every_config():
     """A compile worker answers "error" only for what is not the config's fault (here the kernel's compiler setup):
     the tuning stops with that error; no config is recorded as a compile error and nothing is stored."""
-    from autotune import AutotuneError, NoValidConfigError
     from isolation_kernels import unconfigured_compiler_add
 
+    from autotune import AutotuneError, NoValidConfigError
+
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
-    with pytest.raises(AutotuneError, match="compile worker of unconfigured_compiler_add failed: RuntimeError: "
-                                            "my_toolchain is not configured") as caught:
+    with pytest.raises(
+        AutotuneError,
+        match="compile worker of unconfigured_compiler_add failed: RuntimeError: my_toolchain is not configured",
+    ) as caught:
         unconfigured_compiler_add(x, y, out, 100)
     assert not isinstance(caught.value, NoValidConfigError)
     assert unconfigured_compiler_add.cache_info()["entries"] == 0
@@ -500,7 +575,7 @@ def test_a_module_that_calls_its_kernel_at_import_does_not_deadlock_with_its_wor
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["statuses"] == ["ok", "ok"]
-    assert not [n for n in out["notes"] if "tuned in this process" in n]      # tuned in the worker, not in-process
+    assert not [n for n in out["notes"] if "tuned in this process" in n]  # tuned in the worker, not in-process
 
 
 def test_a_broadcast_argument_is_sent_to_the_worker_as_the_view_it_is():
@@ -520,16 +595,18 @@ def test_a_config_that_fails_verify_is_warned_of_in_the_callers_process_either_w
     from isolation_kernels import verified_add
 
     monkeypatch.setenv("AUTOTUNE_ISOLATE", isolate)
-    n = {"off": 100, "process": 101}[isolate]          # a key of its own: the kernel's memory outlives a test
+    n = {"off": 100, "process": 101}[isolate]  # a key of its own: the kernel's memory outlives a test
     x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         verified_add(x, y, out, n)
     notes = [str(w.message) for w in caught if "failed verification" in str(w.message)]
-    assert notes == ["autotune: verified_add config {'BLOCK': 64, 'WRONG': 1} failed verification and is skipped: "
-                     "verify(...) returned False"]
+    assert notes == [
+        "autotune: verified_add config {'BLOCK': 64, 'WRONG': 1} failed verification and is skipped: "
+        "verify(...) returned False"
+    ]
     assert [w.category for w in caught if "failed verification" in str(w.message)] == [VerificationWarning]
-    assert caught[[str(w.message) for w in caught].index(notes[0])].filename == __file__   # at the caller's line
+    assert caught[[str(w.message) for w in caught].index(notes[0])].filename == __file__  # at the caller's line
     torch.testing.assert_close(out, x + y)
 
 
@@ -538,29 +615,32 @@ def test_a_module_on_a_sys_path_entry_added_after_the_worker_started_loads_in_it
     from isolation_kernels import plain_add
 
     x, y, out = torch.randn(50), torch.randn(50), torch.empty(50)
-    plain_add(x, y, out, 50)                                     # the measuring worker is running now
+    plain_add(x, y, out, 50)  # the measuring worker is running now
     worker, _ = shared_worker()
     assert worker.alive
     late = tmp_path / "late"
     late.mkdir()
-    (late / "late_path_kernel.py").write_text(WARMS_UP_AT_IMPORT.replace("warm_add(_x, _x, OUT, 64)", "")
-                                              .replace("Tuning(compile_workers=0", "Tuning(isolate='process', "
-                                                       "compile_workers=0"))
+    (late / "late_path_kernel.py").write_text(
+        WARMS_UP_AT_IMPORT.replace("warm_add(_x, _x, OUT, 64)", "").replace(
+            "Tuning(compile_workers=0", "Tuning(isolate='process', compile_workers=0"
+        )
+    )
     monkeypatch.syspath_prepend(str(late))
     from late_path_kernel import warm_add
 
     started = worker.starts
     warm_add(x, y, out, 50)
     assert [t.status.value for t in warm_add.record((50,)).trials] == ["ok", "ok"]
-    assert worker.starts == started                              # in the same worker
+    assert worker.starts == started  # in the same worker
     torch.testing.assert_close(out, x + y)
 
 
 def test_every_config_failing_the_same_way_in_a_worker_is_raised_from_that_error_as_in_process():
     """In process the NoValidConfigError is raised from the exception itself; from a worker only its text comes
     back, and the chain still shows it (it was None)."""
-    from autotune import AutotuneError, NoValidConfigError
     from isolation_kernels import not_a_power_of_two_add
+
+    from autotune import AutotuneError, NoValidConfigError
 
     x = torch.randn(64)
     with pytest.raises(NoValidConfigError, match="failed with the same error") as caught:
@@ -590,8 +670,8 @@ def test_a_worker_does_not_repeat_what_decorating_warned_of(monkeypatch, capfd):
     the caller's, stays free of it."""
     from isolation_kernels import plain_mul
 
-    monkeypatch.setenv("AUTOTUNE_ISOLATION", "1")     # close to AUTOTUNE_ISOLATE: warned where decorating sees it
-    shutdown()                                         # a fresh worker, started with the variable set
+    monkeypatch.setenv("AUTOTUNE_ISOLATION", "1")  # close to AUTOTUNE_ISOLATE: warned where decorating sees it
+    shutdown()  # a fresh worker, started with the variable set
     x, y, out = torch.randn(47), torch.randn(47), torch.empty(47)
     tunings = plain_mul.cache_info()["tunings"]
     plain_mul(x, y, out, 47)

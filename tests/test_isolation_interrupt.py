@@ -1,6 +1,7 @@
 """Ctrl-C during an isolated tuning whose compile worker hangs: the KeyboardInterrupt reaches the caller at once
 (the pipeline would otherwise wait for the pool thread stuck in that worker's request, forever without a
 compile timeout), and the compile workers it was using are killed, not left behind; the pool replaces them."""
+
 from __future__ import annotations
 
 import os
@@ -62,23 +63,34 @@ def _group_alive(pgid: int) -> bool:
 
 def test_ctrl_c_while_a_compile_worker_hangs_ends_the_tuning_and_kills_its_workers(tmp_path):
     mark = tmp_path / "hanging-compile"
-    env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1", AUTOTUNE_TEST_HANG_MARK=str(mark),
-               AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), AUTOTUNE_PROGRESS="0")
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=str(TESTS))], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        TRITON_INTERPRET="1",
+        AUTOTUNE_TEST_HANG_MARK=str(mark),
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"),
+        AUTOTUNE_PROGRESS="0",
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     workers: set[int] = set()
     try:
-        deadline = time.monotonic() + 240                      # the workers' start imports torch and Triton
+        deadline = time.monotonic() + 240  # the workers' start imports torch and Triton
         while not mark.exists():
             assert child.poll() is None, child.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the hanging compile never started"
             time.sleep(0.1)
-        workers = _children(child.pid) | {int(mark.read_text())}    # the measuring and the compile workers
+        workers = _children(child.pid) | {int(mark.read_text())}  # the measuring and the compile workers
         child.send_signal(signal.SIGINT)
         try:
-            out, err = child.communicate(timeout=90)             # seconds with the fix; never without it
+            out, err = child.communicate(timeout=90)  # seconds with the fix; never without it
         except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGUSR1)                    # where it hangs, for the failure's message
+            child.send_signal(signal.SIGUSR1)  # where it hangs, for the failure's message
             time.sleep(2)
             child.kill()
             out, err = child.communicate()
@@ -87,7 +99,7 @@ def test_ctrl_c_while_a_compile_worker_hangs_ends_the_tuning_and_kills_its_worke
         assert child.returncode != 0
         assert "the hanging compile worker is gone" in out
         assert "then [(32, 'ok'), (64, 'timeout'), (128, 'ok')]" in out
-        deadline = time.monotonic() + 30                       # reaped by init once the child is gone
+        deadline = time.monotonic() + 30  # reaped by init once the child is gone
         while any(_group_alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [pid for pid in workers if _group_alive(pid)]
@@ -95,7 +107,7 @@ def test_ctrl_c_while_a_compile_worker_hangs_ends_the_tuning_and_kills_its_worke
         if child.poll() is None:
             child.kill()
             child.communicate()
-        for pid in workers:                                    # each leads a process group of its own
+        for pid in workers:  # each leads a process group of its own
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -1,4 +1,5 @@
 """The GPU compile path, on a CPU: Triton's JIT compiles real sm_90 cubins in our pool via AsyncCompileMode."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,14 @@ def run_script(case: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = os.path.join(os.environ["AUTOTUNE_CACHE_DIR"], "triton")
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    env["PYTHONPATH"] = os.path.dirname(HERE)        # this checkout's autotune, whatever is installed
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "jit_compile_script.py"), case], env=env,
-                          capture_output=True, text=True, timeout=240)
+    env["PYTHONPATH"] = os.path.dirname(HERE)  # this checkout's autotune, whatever is installed
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "jit_compile_script.py"), case],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -59,4 +65,4 @@ def test_a_tuning_inside_another_tunings_session_keeps_its_own_pool_and_timeout(
     out = run_script("nested")
     assert out["inner"] == ["ok", "timeout"] and out["outer"] == ["ok", "ok"]
     assert out["outer_restored"] and not out["mode_after"]
-    assert out["left_after_s"] < 30                  # the hung compile waits a minute
+    assert out["left_after_s"] < 30  # the hung compile waits a minute

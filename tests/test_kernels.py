@@ -6,6 +6,7 @@ the spaces are each module's 2-4 config CPU_SPACE with the "fast" preset, so the
 Tuning runs with `verify=Reference(...)`, so a record whose trials are all "ok" means that every config of
 the space, not only the winner, matched the torch reference.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,11 @@ TUNING = "fast"
 # garbage there (kernels that upcast to fp32 first, softmax and layer norm, are fine). GPU only.
 BF16_NEEDS_GPU = pytest.param(torch.bfloat16, marks=pytest.mark.gpu, id="bfloat16")
 
-TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3),
-       torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+TOL = {
+    torch.float32: dict(atol=1e-5, rtol=1e-5),
+    torch.float16: dict(atol=2e-3, rtol=2e-3),
+    torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
+}
 
 
 def _verify(fn, output: str, dtype: torch.dtype, tol: dict | None = None) -> Reference:
@@ -42,13 +46,21 @@ def _verify(fn, output: str, dtype: torch.dtype, tol: dict | None = None) -> Ref
 
 
 def _make_add(dtype: torch.dtype):
-    return add_mod.make_add(add_mod.CPU_SPACE, tuning=TUNING, verify=_verify(
-        lambda x_ptr, y_ptr, **_: add_mod.add_reference(x_ptr, y_ptr), "out_ptr", dtype, dict(atol=0, rtol=0)))
+    return add_mod.make_add(
+        add_mod.CPU_SPACE,
+        tuning=TUNING,
+        verify=_verify(
+            lambda x_ptr, y_ptr, **_: add_mod.add_reference(x_ptr, y_ptr), "out_ptr", dtype, dict(atol=0, rtol=0)
+        ),
+    )
 
 
 def _make_softmax(dtype: torch.dtype):
-    return sm_mod.make_softmax(sm_mod.CPU_SPACE, tuning=TUNING, verify=_verify(
-        lambda in_ptr, **_: sm_mod.softmax_reference(in_ptr), "out_ptr", dtype))
+    return sm_mod.make_softmax(
+        sm_mod.CPU_SPACE,
+        tuning=TUNING,
+        verify=_verify(lambda in_ptr, **_: sm_mod.softmax_reference(in_ptr), "out_ptr", dtype),
+    )
 
 
 def _mm_tol(dtype: torch.dtype) -> dict:
@@ -57,13 +69,21 @@ def _mm_tol(dtype: torch.dtype) -> dict:
 
 
 def _make_matmul(dtype: torch.dtype):
-    return mm_mod.make_matmul(mm_mod.CPU_SPACE, tuning=TUNING, verify=_verify(
-        lambda a_ptr, b_ptr, **_: mm_mod.matmul_reference(a_ptr, b_ptr), "c_ptr", dtype, _mm_tol(dtype)))
+    return mm_mod.make_matmul(
+        mm_mod.CPU_SPACE,
+        tuning=TUNING,
+        verify=_verify(lambda a_ptr, b_ptr, **_: mm_mod.matmul_reference(a_ptr, b_ptr), "c_ptr", dtype, _mm_tol(dtype)),
+    )
 
 
 def _make_layer_norm(dtype: torch.dtype):
-    return ln_mod.make_layer_norm(ln_mod.CPU_SPACE, tuning=TUNING, verify=_verify(
-        lambda x_ptr, w_ptr, b_ptr, eps, **_: ln_mod.layer_norm_reference(x_ptr, w_ptr, b_ptr, eps), "y_ptr", dtype))
+    return ln_mod.make_layer_norm(
+        ln_mod.CPU_SPACE,
+        tuning=TUNING,
+        verify=_verify(
+            lambda x_ptr, w_ptr, b_ptr, eps, **_: ln_mod.layer_norm_reference(x_ptr, w_ptr, b_ptr, eps), "y_ptr", dtype
+        ),
+    )
 
 
 def _assert_tuned_every_config(kernel, key, space) -> None:
@@ -77,6 +97,7 @@ def _assert_tuned_every_config(kernel, key, space) -> None:
 
 
 # --- vector add ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, BF16_NEEDS_GPU])
 @pytest.mark.parametrize("n", [1, 97, 1000])
@@ -110,6 +131,7 @@ def test_add_rejects_mismatched_inputs() -> None:
 
 # --- softmax ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(7, 37), (3, 5, 100), (1, 1)])
 def test_softmax_matches_reference(shape: tuple[int, ...], dtype: torch.dtype) -> None:
@@ -130,6 +152,7 @@ def test_softmax_strided_rows_and_record() -> None:
 
 # --- matmul -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, BF16_NEEDS_GPU])
 @pytest.mark.parametrize("mnk", [(37, 29, 45), (64, 48, 40), (1, 17, 3)])
 def test_matmul_matches_reference(mnk: tuple[int, int, int], dtype: torch.dtype) -> None:
@@ -148,8 +171,9 @@ def test_matmul_two_shapes_two_keys() -> None:
     for M, N, K in shapes:
         a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
         b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
-        torch.testing.assert_close(mm_mod.matmul(a, b, kernel=kernel), mm_mod.matmul_reference(a, b),
-                                   **TOL[torch.float16])
+        torch.testing.assert_close(
+            mm_mod.matmul(a, b, kernel=kernel), mm_mod.matmul_reference(a, b), **TOL[torch.float16]
+        )
     for key in shapes:
         _assert_tuned_every_config(kernel, key, mm_mod.CPU_SPACE)
     assert kernel.record(shapes[0]) is not kernel.record(shapes[1])
@@ -160,8 +184,9 @@ def test_matmul_strided_operands() -> None:
     kernel = _make_matmul(torch.float32)
     a = torch.randn(45, 33, device=DEVICE)[::2]  # row stride 66
     b = torch.randn(50, 33, device=DEVICE).t()  # column-major (33, 50)
-    torch.testing.assert_close(mm_mod.matmul(a, b, kernel=kernel), mm_mod.matmul_reference(a, b),
-                               **_mm_tol(torch.float32))
+    torch.testing.assert_close(
+        mm_mod.matmul(a, b, kernel=kernel), mm_mod.matmul_reference(a, b), **_mm_tol(torch.float32)
+    )
 
 
 def test_matmul_empty_k_and_bad_shapes() -> None:
@@ -175,6 +200,7 @@ def test_matmul_empty_k_and_bad_shapes() -> None:
 
 
 # --- layer norm ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(5, 100), (2, 3, 50), (4, 1)])
@@ -192,12 +218,14 @@ def test_layer_norm_matches_reference(shape: tuple[int, ...], dtype: torch.dtype
 def test_layer_norm_without_affine_and_record() -> None:
     kernel = _make_layer_norm(torch.float32)
     x = torch.randn(6, 77, device=DEVICE)
-    torch.testing.assert_close(ln_mod.layer_norm(x, eps=1e-6, kernel=kernel), ln_mod.layer_norm_reference(x, eps=1e-6),
-                               **TOL[torch.float32])
+    torch.testing.assert_close(
+        ln_mod.layer_norm(x, eps=1e-6, kernel=kernel), ln_mod.layer_norm_reference(x, eps=1e-6), **TOL[torch.float32]
+    )
     _assert_tuned_every_config(kernel, (77,), ln_mod.CPU_SPACE)  # key: N
 
 
 # --- the default (GPU-sized) spaces -------------------------------------------------------------------
+
 
 def test_default_spaces_are_shaped_as_documented() -> None:
     assert len(add_mod.SPACE) == 8

@@ -1,4 +1,5 @@
 """Tuning keys: spec forms, normalisation to JSON-friendly values, dtypes, errors, bucketing helpers."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,13 @@ ARGS = ("x", "y", "M", "N", "FLAG")
 
 
 def _args(**kw):
-    base = {"x": torch.empty(4, 8, dtype=torch.float16), "y": torch.empty(3, dtype=torch.float32),
-            "M": 128, "N": 64, "FLAG": True}
+    base = {
+        "x": torch.empty(4, 8, dtype=torch.float16),
+        "y": torch.empty(3, dtype=torch.float32),
+        "M": 128,
+        "N": 64,
+        "FLAG": True,
+    }
     base.update(kw)
     return base
 
@@ -89,8 +95,11 @@ def test_non_json_key_value():
 
 
 def test_unknown_key_names_list_kernel_args():
-    with pytest.raises(ExpressionError, match=r"key\[1\] expression 'K': unknown name 'K'; kernel arguments: "
-                                              r"FLAG, M, N, x, y"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"key\[1\] expression 'K': unknown name 'K'; kernel arguments: "
+        r"FLAG, M, N, x, y",
+    ):
         KeyBuilder(["M", "K"], arg_names=ARGS)
     with pytest.raises(ExpressionError, match=r"config fields \(\$X\) are not available"):
         KeyBuilder(["$BLOCK"], arg_names=ARGS)
@@ -114,8 +123,7 @@ def test_missing_key_argument():
 
 # ---------------------------------------------------------------------------------------------- bucketing
 def test_pow2_bucket_examples():
-    assert [pow2_bucket(n) for n in (-3, 0, 1, 2, 3, 4, 5, 1000, 1024, 1025)] == [1, 1, 1, 2, 4, 4, 8, 1024, 1024,
-                                                                                  2048]
+    assert [pow2_bucket(n) for n in (-3, 0, 1, 2, 3, 4, 5, 1000, 1024, 1025)] == [1, 1, 1, 2, 4, 4, 8, 1024, 1024, 2048]
 
 
 def test_bucketing_refuses_a_non_integer_size():
@@ -124,15 +132,18 @@ def test_bucketing_refuses_a_non_integer_size():
         pow2_bucket(3.5)
     with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
         anchor(100.0, 64)
-    assert pow2_bucket(True) == 1 and anchor(65, 64) == 128      # an int subclass is an int
+    assert pow2_bucket(True) == 1 and anchor(65, 64) == 128  # an int subclass is an int
 
 
 def test_a_key_string_with_commas_is_refused_with_the_list_it_likely_means():
-    with pytest.raises(ExpressionError, match=r"key='M, cdiv\(N, 2\)' is one expression that makes a tuple; a key "
-                                              r"of several values is a list, one entry each: key=\['M', 'cdiv\(N, 2\)'\]"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"key='M, cdiv\(N, 2\)' is one expression that makes a tuple; a key "
+        r"of several values is a list, one entry each: key=\['M', 'cdiv\(N, 2\)'\]",
+    ):
         KeyBuilder("M, cdiv(N, 2)", arg_names=ARGS)
     args = {"x": None, "y": None, "M": 3, "N": 4, "FLAG": 0}
-    assert KeyBuilder("(M, N)", arg_names=ARGS)(args)[0] == ((3, 4),)     # parenthesised: one tuple value, kept
+    assert KeyBuilder("(M, N)", arg_names=ARGS)(args)[0] == ((3, 4),)  # parenthesised: one tuple value, kept
     assert KeyBuilder(["M", "N"], arg_names=ARGS)(args)[0] == (3, 4)
 
 
@@ -140,8 +151,11 @@ def test_a_key_string_opening_with_a_parenthesis_that_closes_early_is_refused_to
     """Only a tuple that one pair of parentheses encloses whole is one deliberate value: "(M), N" and
     "(M) + 1, N" are comma lists like "M, N" (they used to pass as a single tuple value because the text starts
     with "("), while "((M), N)" and a ")" inside a string stay one value."""
-    for text, meant in (("(M), N", r"\['M', 'N'\]"), ("(M) + 1, N", r"\['\(M\) \+ 1', 'N'\]"),
-                        ("(M), (N)", r"\['M', 'N'\]")):
+    for text, meant in (
+        ("(M), N", r"\['M', 'N'\]"),
+        ("(M) + 1, N", r"\['\(M\) \+ 1', 'N'\]"),
+        ("(M), (N)", r"\['M', 'N'\]"),
+    ):
         with pytest.raises(ExpressionError, match=rf"is one expression that makes a tuple; .* key={meant}"):
             KeyBuilder(text, arg_names=ARGS)
     args = {"x": None, "y": None, "M": 3, "N": 4, "FLAG": 0}
@@ -160,7 +174,7 @@ def test_the_bucketing_helpers_are_names_in_key_expressions_and_say_so_when_call
     is the usual slip and its error shows the string form."""
     key = KeyBuilder(["pow2_bucket(M)", "anchor(N, 256)"], arg_names=ARGS)
     assert key({"x": None, "y": None, "M": 1000, "N": 257, "FLAG": 0})[0] == (1024, 512)
-    assert key({"x": None, "y": None, "M": 513, "N": 511, "FLAG": 0})[0] == (1024, 512)   # the same bucket: one tuning
+    assert key({"x": None, "y": None, "M": 513, "N": 511, "FLAG": 0})[0] == (1024, 512)  # the same bucket: one tuning
     with pytest.raises(TypeError, match=r'in key= write the expression as a string, key=\["pow2_bucket\(n\)"\]'):
         pow2_bucket("n")
     with pytest.raises(TypeError, match=r'key=\["anchor\(M, 256\)"\]'):
@@ -196,6 +210,7 @@ def test_property_anchor(n, base):
 
 # --- #12 items 3 and 16: any hashable key value Triton accepts; NaN refused --------------------------------------
 
+
 def test_triton_dtype_key_value_is_stored_by_a_stable_text_form():
     import triton.language as tl
 
@@ -219,8 +234,11 @@ def test_enum_key_value_is_its_qualified_member_name():
 def test_nan_key_value_is_refused_with_the_reason():
     from autotune.errors import KeyValueError
 
-    for kb in (KeyBuilder(["M"], arg_names=ARGS), KeyBuilder(lambda **_: float("nan"), arg_names=ARGS),
-               KeyBuilder(["M * 1.0"], arg_names=ARGS)):
+    for kb in (
+        KeyBuilder(["M"], arg_names=ARGS),
+        KeyBuilder(lambda **_: float("nan"), arg_names=ARGS),
+        KeyBuilder(["M * 1.0"], arg_names=ARGS),
+    ):
         with pytest.raises(KeyValueError, match="NaN never equals itself"):
             kb({**_args(), "M": float("nan")})
 
@@ -228,13 +246,18 @@ def test_nan_key_value_is_refused_with_the_reason():
 def test_an_infinite_key_value_is_refused_when_a_key_is_first_met_and_a_finite_one_is_stored_as_is():
     """JSON has no infinity (an entry would be read back with another key and never match, so every process would
     tune again): refused on a memory miss, naming the value; a large finite value round-trips through the disk."""
-    from autotune import Tuning, autotune
-    from autotune.storage import disk_entries
     from kernels_for_tests import add_kernel
 
+    from autotune import Tuning, autotune
+    from autotune.storage import disk_entries
+
     value = [float("inf")]
-    tuned = autotune(space={"BLOCK": (16, 32)}, key=lambda **_: (value[0],), grid="(cdiv(n, $BLOCK),)",
-                     tuning=Tuning(preset="fast", isolate="off", compile_workers=0))(add_kernel)
+    tuned = autotune(
+        space={"BLOCK": (16, 32)},
+        key=lambda **_: (value[0],),
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
+    )(add_kernel)
     x = torch.ones(40)
     for infinite in (math.inf, -math.inf):
         value[0] = infinite
@@ -255,6 +278,7 @@ def test_an_infinity_inside_a_tuple_key_value_is_refused_too():
 
 
 # --- normalisation of less common key values (found by mutation testing) ----------------------------------------
+
 
 def test_list_key_values_become_tuples():
     """A list key value is stored as a tuple (hashable, the form a cache entry's key has); a callable key
@@ -282,6 +306,7 @@ def test_subclasses_of_builtin_scalars_are_stored_as_the_plain_builtin():
 
 def test_index_and_float_like_values_key_as_the_python_number():
     """torch.SymInt / SymFloat-like values (only __index__ / __float__) key as the number they stand for."""
+
     class SymIntLike:
         def __index__(self):
             return 12
@@ -316,8 +341,12 @@ def test_unhashable_key_value_is_refused():
 
 def test_dtypes_skip_arguments_without_a_dtype():
     kb = KeyBuilder(None, arg_names=("a", "shape", "obj", "b"))
-    args = {"a": torch.empty(1, dtype=torch.float16), "shape": (1, 2), "obj": object(),
-            "b": torch.empty(1, dtype=torch.int8)}
+    args = {
+        "a": torch.empty(1, dtype=torch.float16),
+        "shape": (1, 2),
+        "obj": object(),
+        "b": torch.empty(1, dtype=torch.int8),
+    }
     assert kb.dtypes(args) == ("torch.float16", "torch.int8")
 
 
@@ -340,10 +369,14 @@ def test_normalise_key_matches_what_a_call_stores():
 
     values = [tl.float32, Mode.FAST, [1, 2], torch.float16]
     stored, _ = KeyBuilder(["M", "N", "FLAG", "x"], arg_names=("M", "N", "FLAG", "x"))(
-        dict(zip(("M", "N", "FLAG", "x"), values)))
+        dict(zip(("M", "N", "FLAG", "x"), values))
+    )
     assert normalise_key(values) == stored
-    assert normalise_key(values) == ("triton.language.core.dtype:fp32",
-                                     "test_normalise_key_matches_what_a_call_stores.<locals>.Mode.FAST", (1, 2),
-                                     "torch.float16")
+    assert normalise_key(values) == (
+        "triton.language.core.dtype:fp32",
+        "test_normalise_key_matches_what_a_call_stores.<locals>.Mode.FAST",
+        (1, 2),
+        "torch.float16",
+    )
     with pytest.raises(KeyValueError, match=r"where\[1\] is NaN"):
         normalise_key((1, float("nan")), "where")

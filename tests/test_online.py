@@ -1,5 +1,6 @@
 """Online tuning through the interpreter: the first call never waits, every call is correct, the decision matches an
 offline tuning when one config is clearly fastest, and it is stored like any winner."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,11 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from kernels_for_tests import record_launches
 
 from autotune import IsolationWarning, OptionError, Reference, Tuning, autotune, stats
 from autotune.errors import NoRecordError
 from autotune.storage import disk_entries
-from kernels_for_tests import record_launches
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,10 +31,10 @@ def slow_add(x, y, out, n, BLOCK: tl.constexpr, SLOW: tl.constexpr, BAD: tl.cons
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     acc = tl.load(x + offs, mask=mask)
-    for _ in range(SLOW):                       # a deliberately slow config: SLOW extra passes
+    for _ in range(SLOW):  # a deliberately slow config: SLOW extra passes
         acc = acc * 1.0
     result = acc + tl.load(y + offs, mask=mask)
-    if BAD:                                     # a wrong config: what verify= must catch
+    if BAD:  # a wrong config: what verify= must catch
         result = result * 0.0
     tl.store(out + offs, result, mask=mask)
 
@@ -48,13 +49,17 @@ def increment(x, n, BLOCK: tl.constexpr, SLOW: tl.constexpr):
     tl.store(x + offs, value + 1.0, mask=mask)
 
 
-SPACE = {"BLOCK": [128], "SLOW": [360, 0, 180], "BAD": [0]}   # 0 is fastest by far (a loaded machine too)
+SPACE = {"BLOCK": [128], "SLOW": [360, 0, 180], "BAD": [0]}  # 0 is fastest by far (a loaded machine too)
 
 
 def online(space=SPACE, fn=slow_add, key=("n",), **options):
     options.setdefault("reps", 3)
-    return autotune(space=space, key=list(key), grid="(cdiv(n, $BLOCK),)",
-                    tuning=Tuning(mode="online", compile_workers=0, **options))(fn)
+    return autotune(
+        space=space,
+        key=list(key),
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", compile_workers=0, **options),
+    )(fn)
 
 
 def count_launches(kernel) -> list:
@@ -72,11 +77,14 @@ def test_the_first_call_launches_once_and_measures_nothing():
     kernel = online()
     runs = count_launches(kernel)
     call(kernel)
-    assert runs == [(360, 0)]                          # the space's first config, once: nothing measured
+    assert runs == [(360, 0)]  # the space's first config, once: nothing measured
     assert stats()["slow_add"]["tunings"] == 0
-    with pytest.raises(NoRecordError, match=r"slow_add's last call \(key \(512,\)\) has no tuning record: .* or its key "
-                                            r"is being tuned online \(\{'\[512\] float32,float32,float32': '0 of 3"):
-        kernel.record()                                # nothing tuned yet (not some internal KeyError)
+    with pytest.raises(
+        NoRecordError,
+        match=r"slow_add's last call \(key \(512,\)\) has no tuning record: .* or its key "
+        r"is being tuned online \(\{'\[512\] float32,float32,float32': '0 of 3",
+    ):
+        kernel.record()  # nothing tuned yet (not some internal KeyError)
     assert kernel.cache_info()["online"] == {"[512] float32,float32,float32": "0 of 3 candidates measured"}
 
 
@@ -88,18 +96,19 @@ def test_online_decides_what_offline_tuning_picks_and_stores_it(monkeypatch, tmp
         call(kernel)
         calls += 1
         assert calls < 100
-    assert len(runs) == calls                          # one launch per call, every output checked by call()
+    assert len(runs) == calls  # one launch per call, every output checked by call()
     record = kernel.record()
     assert record.strategy == "online" and record.winner["SLOW"] == 0
     assert all(len(t.samples_ms) == 3 for t in record.trials)
     assert [e.record.strategy for e in disk_entries("slow_add")] == ["online"]
-    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "offline"))     # so that it tunes, not reads
-    offline = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                       tuning=Tuning(compile_workers=0, reps=3))(slow_add)
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "offline"))  # so that it tunes, not reads
+    offline = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=0, reps=3))(
+        slow_add
+    )
     call(offline)
     assert offline.record().strategy is None and offline.record().winner == record.winner
     before = len(runs)
-    call(kernel)                                       # decided: the winner, at the hot path's cost
+    call(kernel)  # decided: the winner, at the hot path's cost
     assert runs[before:] == [(0, 0)]
 
 
@@ -114,13 +123,17 @@ def test_an_in_place_kernel_ends_as_with_plain_launches():
 
 def test_a_verify_failure_never_reaches_the_caller():
     space = {"BLOCK": [128], "SLOW": [0, 10], "BAD": [0, 1]}
-    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
-                      tuning=Tuning(mode="online", compile_workers=0, reps=2))(slow_add)
+    kernel = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
+        tuning=Tuning(mode="online", compile_workers=0, reps=2),
+    )(slow_add)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(25):
-            call(kernel)                               # every output is x + y, BAD configs included
+            call(kernel)  # every output is x + y, BAD configs included
     record = kernel.record()
     statuses = {(t.config["SLOW"], t.config["BAD"]): t.status.value for t in record.trials}
     assert statuses[(0, 1)] == statuses[(10, 1)] == "verify_failed"
@@ -156,29 +169,36 @@ def test_autotune_mode_switches_a_whole_process_and_compat(monkeypatch, capsys):
 
     monkeypatch.setenv("AUTOTUNE_MODE", "online")
     monkeypatch.setenv("AUTOTUNE_PRINT", "1")
-    kernel = compat.autotune(configs=[triton.Config({"BLOCK": 128, "SLOW": s, "BAD": 0}) for s in (180, 0)],
-                             key=["n"], tuning={"reps": 3, "compile_workers": 0})(slow_add)
+    kernel = compat.autotune(
+        configs=[triton.Config({"BLOCK": 128, "SLOW": s, "BAD": 0}) for s in (180, 0)],
+        key=["n"],
+        tuning={"reps": 3, "compile_workers": 0},
+    )(slow_add)
     runs = count_launches(kernel)
-    for i in range(12):
+    for _ in range(12):
         x, y, out = torch.randn(256), torch.randn(256), torch.empty(256)
         kernel[(2,)](x, y, out, 256)
         torch.testing.assert_close(out, x + y)
-    assert runs[0] == (180, 0) and len(runs) == 12      # first call untimed on the first config, one launch each
+    assert runs[0] == (180, 0) and len(runs) == 12  # first call untimed on the first config, one launch each
     assert kernel.tuner.record().strategy == "online" and kernel.tuner.record().winner["SLOW"] == 0
-    assert "online:" in capsys.readouterr().err         # AUTOTUNE_PRINT printed the decision
+    assert "online:" in capsys.readouterr().err  # AUTOTUNE_PRINT printed the decision
     monkeypatch.setenv("AUTOTUNE_MODE", "later")
-    fresh = autotune(space={"BLOCK": [64], "SLOW": [0, 1], "BAD": [0]}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning=Tuning(compile_workers=0))(slow_add)        # mode left unset: the environment decides
+    fresh = autotune(
+        space={"BLOCK": [64], "SLOW": [0, 1], "BAD": [0]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(compile_workers=0),
+    )(slow_add)  # mode left unset: the environment decides
     with pytest.raises(OptionError, match="AUTOTUNE_MODE") as caught:
         call(fresh)
     assert "AUTOTUNE_OFFLINE" not in str(caught.value)
-    monkeypatch.setenv("AUTOTUNE_MODE", "offline")     # the mode meant is another variable: the message says which
+    monkeypatch.setenv("AUTOTUNE_MODE", "offline")  # the mode meant is another variable: the message says which
     with pytest.raises(OptionError, match="AUTOTUNE_MODE='offline' is not a mode.*set AUTOTUNE_OFFLINE=1"):
         call(fresh)
 
 
 def test_a_config_that_fails_at_launch_is_dropped_and_the_call_still_succeeds():
-    kernel = online(space={"BLOCK": [128, 96], "SLOW": [0], "BAD": [0]})     # 96: not a power of 2
+    kernel = online(space={"BLOCK": [128, 96], "SLOW": [0], "BAD": [0]})  # 96: not a power of 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(12):
@@ -188,10 +208,14 @@ def test_a_config_that_fails_at_launch_is_dropped_and_the_call_still_succeeds():
 
 
 def test_under_verify_even_the_first_call_is_checked():
-    space = {"BLOCK": [128], "SLOW": [0, 5], "BAD": [1, 0]}                  # the first config is wrong
-    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
-                      tuning=Tuning(mode="online", compile_workers=0, reps=2))(slow_add)
+    space = {"BLOCK": [128], "SLOW": [0, 5], "BAD": [1, 0]}  # the first config is wrong
+    kernel = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=Reference(lambda x, y, out, n: x + y, outputs=("out",)),
+        tuning=Tuning(mode="online", compile_workers=0, reps=2),
+    )(slow_add)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(20):
@@ -218,7 +242,7 @@ def test_many_new_keys_share_one_bounded_compile_pool():
     from autotune.compilers import FunctionCompiler
 
     gate, lock = threading.Event(), threading.Lock()
-    running = [0, 0]                                   # compiles running now, most ever at once
+    running = [0, 0]  # compiles running now, most ever at once
 
     def compile_fn(config):
         with lock:
@@ -228,8 +252,9 @@ def test_many_new_keys_share_one_bounded_compile_pool():
         with lock:
             running[0] -= 1
 
-    kernel = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(mode="online", compile_workers=2, reps=2))(slow_add)
+    kernel = autotune(
+        space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(mode="online", compile_workers=2, reps=2)
+    )(slow_add)
     kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
     keys = 12
     try:
@@ -245,7 +270,7 @@ def test_many_new_keys_share_one_bounded_compile_pool():
     assert running[1] == 2
     assert sum(n.startswith("autotune-compile") for n in names) <= 2, names
     assert sum(n.startswith("autotune-online") for n in names) <= 1, names
-    for thread in threading.enumerate():               # every key's candidates compile, then the driver ends
+    for thread in threading.enumerate():  # every key's candidates compile, then the driver ends
         if thread.name.startswith("autotune-online"):
             thread.join(60)
     assert running[1] == 2
@@ -258,7 +283,7 @@ def test_threads_racing_to_the_first_online_call_share_one_tuner(monkeypatch):
     start, constructing = threading.Barrier(8), threading.Barrier(8)
     made = OnlineTuner.__init__
 
-    def init_together(self, *args, **kwargs):     # every thread is inside the race at once, not by luck
+    def init_together(self, *args, **kwargs):  # every thread is inside the race at once, not by luck
         constructing.wait(10)
         made(self, *args, **kwargs)
 
@@ -281,9 +306,12 @@ def test_threads_racing_to_the_first_online_call_share_one_tuner(monkeypatch):
 def test_isolation_asked_of_an_online_tuning_is_warned_where_it_would_not_apply(monkeypatch):
     """Online tuning times candidates on real calls in this process: isolate='process' or trial_timeout_s applies
     only when a tuning takes the blocking path (distributed, force), so the decoration warns, at the user's line."""
-    with pytest.warns(IsolationWarning, match=r"mode='online' times candidates .*isolate='process' and "
-                                              r"trial_timeout_s=5 applies only when a tuning takes the blocking path "
-                                              r"\(distributed tuning, force\).*mode='blocking'") as caught:
+    with pytest.warns(
+        IsolationWarning,
+        match=r"mode='online' times candidates .*isolate='process' and "
+        r"trial_timeout_s=5 applies only when a tuning takes the blocking path "
+        r"\(distributed tuning, force\).*mode='blocking'",
+    ) as caught:
         online(isolate="process", trial_timeout_s=5)
     assert caught[0].filename == __file__
     with pytest.warns(IsolationWarning, match="trial_timeout_s=2.5 applies only when"):
@@ -291,13 +319,14 @@ def test_isolation_asked_of_an_online_tuning_is_warned_where_it_would_not_apply(
     plain = dict(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        online(isolate="off")                          # what online tuning does anyway: nothing to say
-        autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)     # blocking: isolated
+        online(isolate="off")  # what online tuning does anyway: nothing to say
+        autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)  # blocking: isolated
     monkeypatch.setenv("AUTOTUNE_MODE", "online")
-    with pytest.warns(IsolationWarning, match="AUTOTUNE_MODE=online times candidates .*isolate='process' applies only "
-                                              "when.*Drop it,"):
+    with pytest.warns(
+        IsolationWarning, match="AUTOTUNE_MODE=online times candidates .*isolate='process' applies only when.*Drop it,"
+    ):
         autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)
-    monkeypatch.setenv("AUTOTUNE_MODE", "bogus")       # the call reports a bad value; decorating is not its place
+    monkeypatch.setenv("AUTOTUNE_MODE", "bogus")  # the call reports a bad value; decorating is not its place
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)

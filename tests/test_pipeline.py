@@ -1,4 +1,5 @@
 """The compile pool feeding the calling thread: overlap, completion order, timeouts, Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ import time
 
 import pytest
 import torch
+from kernels_for_tests import add_kernel
 
 from autotune import Config, Tuning, autotune
 from autotune.compilers import FunctionCompiler
@@ -14,17 +16,19 @@ from autotune.pipeline import compile_in_order_of_completion
 from autotune.record import TrialStatus
 from autotune.timing import WallClockTimer
 from autotune.tuner import TuneJob, tune
-from kernels_for_tests import add_kernel
 
 
 def pool_threads() -> list[threading.Thread]:
     """The compile threads of the tunings these tests run: online tuning's shared per-kernel pools (an earlier
     test's, idle until their idle timeout) are not theirs."""
-    return [t for t in threading.enumerate()
-            if t.name.startswith("autotune-compile") and not t.name.startswith("autotune-compile-online")]
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("autotune-compile") and not t.name.startswith("autotune-compile-online")
+    ]
 
 
-GATE_S = 30.0   # a gate that is never opened fails the test after this long instead of hanging it
+GATE_S = 30.0  # a gate that is never opened fails the test after this long instead of hanging it
 
 
 class GatedCompiler(FunctionCompiler):
@@ -47,9 +51,15 @@ def job(configs, compiler, events, workers=2, on_run=None, **kwargs):
         if on_run is not None:
             on_run(config["BLOCK"])
 
-    return TuneJob(configs=configs, run_config=run_config, compiler=compiler, timer=WallClockTimer(),
-                   tuning=Tuning(preset="fast", warmup=0, reps=1, compile_workers=workers), named_args={},
-                   **kwargs)
+    return TuneJob(
+        configs=configs,
+        run_config=run_config,
+        compiler=compiler,
+        timer=WallClockTimer(),
+        tuning=Tuning(preset="fast", warmup=0, reps=1, compile_workers=workers),
+        named_args={},
+        **kwargs,
+    )
 
 
 def _order(events: list, kind: str) -> list:
@@ -66,8 +76,14 @@ def test_measuring_starts_before_the_last_compile_ends():
     events: list = []
     measured_1 = threading.Event()
     configs = [Config(BLOCK=b) for b in (1, 2, 3, 4)]
-    tune(job(configs, GatedCompiler({2: measured_1, 3: measured_1, 4: measured_1}, events), events,
-             on_run=lambda b: b == 1 and measured_1.set()))
+    tune(
+        job(
+            configs,
+            GatedCompiler({2: measured_1, 3: measured_1, 4: measured_1}, events),
+            events,
+            on_run=lambda b: b == 1 and measured_1.set(),
+        )
+    )
     assert all(opened for kind, _, opened in events if kind == "gate"), "a compile waited for a run that never came"
     kinds = [(k, b) for k, b, _ in events]
     assert kinds.index(("run", 1)) < max(kinds.index(("compiled", b)) for b in (2, 3, 4))
@@ -80,8 +96,7 @@ def test_configs_are_measured_in_completion_order():
     gates = {3: threading.Event(), 1: threading.Event()}
     after = {2: gates[3], 3: gates[1]}
     configs = [Config(BLOCK=b) for b in (1, 2, 3)]
-    tune(job(configs, GatedCompiler(gates, events), events, workers=3,
-             on_run=lambda b: b in after and after[b].set()))
+    tune(job(configs, GatedCompiler(gates, events), events, workers=3, on_run=lambda b: b in after and after[b].set()))
     assert _order(events, "run") == [2, 3, 1]
     assert all(opened for kind, _, opened in events if kind == "gate")
 
@@ -99,11 +114,19 @@ def test_serial_mode_compiles_and_measures_one_config_at_a_time():
 def test_compile_timeout_is_recorded_and_the_rest_tune():
     events: list = []
     configs = [Config(BLOCK=b) for b in (1, 2)]
-    never = threading.Event()                      # config 1's compile waits until after the tuning: a hang
+    never = threading.Event()  # config 1's compile waits until after the tuning: a hang
     tuning = Tuning(preset="fast", warmup=0, reps=1, compile_workers=2, compile_timeout_s=1.0)
     try:
-        result = tune(TuneJob(configs=configs, run_config=lambda c: None, timer=WallClockTimer(), tuning=tuning,
-                              compiler=GatedCompiler({1: never}, events), named_args={}))
+        result = tune(
+            TuneJob(
+                configs=configs,
+                run_config=lambda c: None,
+                timer=WallClockTimer(),
+                tuning=tuning,
+                compiler=GatedCompiler({1: never}, events),
+                named_args={},
+            )
+        )
     finally:
         never.set()
     statuses = {t.config["BLOCK"]: t.status for t in result.trials}
@@ -144,12 +167,12 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record(monkeyp
 
     events: list = []
     calls = []
-    dropped = threading.Event()   # 32 and 64 (compiling) finish only once the pool has dropped its queue (128)
+    dropped = threading.Event()  # 32 and 64 (compiling) finish only once the pool has dropped its queue (128)
     real_shutdown = DaemonThreadPool.shutdown
 
     def shutdown(self, wait=True, *, cancel_futures=False):
-        real_shutdown(self, wait=False, cancel_futures=cancel_futures)   # the queue is dropped here ...
-        dropped.set()                                                    # ... then the running compiles end
+        real_shutdown(self, wait=False, cancel_futures=cancel_futures)  # the queue is dropped here ...
+        dropped.set()  # ... then the running compiles end
         real_shutdown(self, wait=wait, cancel_futures=cancel_futures)
 
     monkeypatch.setattr(DaemonThreadPool, "shutdown", shutdown)
@@ -173,8 +196,13 @@ def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record(monkeyp
             assert gate_64.taken.wait(GATE_S), "no worker took 64 after compiling 16"
             raise KeyboardInterrupt
 
-    add = autotune(space={"BLOCK": (16, 32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup,
-                   tuning=Tuning(preset="fast", warmup=0, reps=3, compile_workers=2))(add_kernel)
+    add = autotune(
+        space={"BLOCK": (16, 32, 64, 128)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        setup=setup,
+        tuning=Tuning(preset="fast", warmup=0, reps=3, compile_workers=2),
+    )(add_kernel)
     add.compiler_factory = lambda tuned, prepare: GatedCompiler({32: dropped, 64: gate_64, 128: dropped}, events)
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
     with pytest.raises(KeyboardInterrupt):
@@ -197,21 +225,22 @@ def test_proposals_compile_while_earlier_ones_are_measured(workers):
 
     configs = [Config(BLOCK=i) for i in range(10)]
     consumed: list = []
-    asks: list = []                      # (configs handed over when asked, how many asked for, what was proposed)
+    asks: list = []  # (configs handed over when asked, how many asked for, what was proposed)
 
     def propose(n):
-        batch = configs[sum(len(b) for _, _, b in asks):][:n]
+        batch = configs[sum(len(b) for _, _, b in asks) :][:n]
         asks.append((len(consumed), n, batch))
         return batch
 
-    with compile_as_proposed(propose, FunctionCompiler(lambda c: time.sleep(0.01)), workers=workers,
-                             ahead=4) as outcomes:
+    with compile_as_proposed(
+        propose, FunctionCompiler(lambda c: time.sleep(0.01)), workers=workers, ahead=4
+    ) as outcomes:
         for outcome in outcomes:
             consumed.append(outcome.config)
     assert sorted(c["BLOCK"] for c in consumed) == list(range(10))
     assert asks[0] == (0, 4, configs[:4])
-    assert asks[1][:2] == (1, 1)         # asked for one more right after the first config was handed over
-    if not workers:                      # serial: exactly one ask per config handed over, the window kept full
+    assert asks[1][:2] == (1, 1)  # asked for one more right after the first config was handed over
+    if not workers:  # serial: exactly one ask per config handed over, the window kept full
         assert [a[:2] for a in asks[1:7]] == [(i, 1) for i in range(1, 7)]
         assert consumed == configs
     assert asks[-1][2] == []
@@ -245,8 +274,13 @@ def run_child_that_leaves_a_hanging_compile(tmp_path, kernel: str, report: str) 
 
     tests = Path(__file__).resolve().parent
     code = HANGING_COMPILE_CHILD.format(tests=str(tests), kernel=kernel, report=report)
-    env = dict(os.environ, PYTHONPATH=str(tests.parent), TRITON_INTERPRET="1", AUTOTUNE_PROGRESS="0",
-               AUTOTUNE_CACHE_DIR=str(tmp_path / "child-cache"))
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(tests.parent),
+        TRITON_INTERPRET="1",
+        AUTOTUNE_PROGRESS="0",
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "child-cache"),
+    )
     try:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     except subprocess.TimeoutExpired as exc:
@@ -266,5 +300,6 @@ add = autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK)
 add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
 """
     out = run_child_that_leaves_a_hanging_compile(
-        tmp_path, kernel, "{t.config['BLOCK']: t.status.value for t in add.record((64,)).trials}")
+        tmp_path, kernel, "{t.config['BLOCK']: t.status.value for t in add.record((64,)).trials}"
+    )
     assert "{32: 'ok', 64: 'timeout', 128: 'ok'}" in out

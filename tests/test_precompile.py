@@ -4,6 +4,7 @@ Real compiles are few and shared: one 4-config matmul space for cuda:90 and cuda
 4-config kernel with failing configs for cuda:80, and a 2-config vector add for cuda:90. Under
 TRITON_INTERPRET=1 the compiles run in autotune's helper processes (started once, reused).
 """
+
 from __future__ import annotations
 
 import io
@@ -23,21 +24,32 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from cache_files import write_record
+from kernels_for_tests import add_kernel
 
 import autotune
-import autotune.compat as autotune_compat
+
 # `autotune.precompile` is the function (the public name); the package is `autotune.aot`.
 import autotune.aot as aot
 import autotune.aot.api as aot_api
+import autotune.compat as autotune_compat
+from autotune import FixedSpace
+from autotune import autotune as autotune_decorator
+from autotune.aot import (
+    ArchiveError,
+    CompiledConfig,
+    PrecompileError,
+    cubin_resource_usage,
+    export_archive,
+    import_archive,
+    limits_for,
+    parse_signature,
+    parse_target,
+    precompile,
+)
 from autotune.aot.targets import over_limits
-from autotune import FixedSpace, autotune as autotune_decorator
 from autotune.errors import SpaceError
 from autotune.storage import disk_entries, load_record
-from cache_files import write_record
-from autotune.aot import (ArchiveError, CompiledConfig, PrecompileError, cubin_resource_usage,
-                          export_archive, import_archive, limits_for, parse_signature, parse_target,
-                          precompile)
-from kernels_for_tests import add_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,12 +73,14 @@ def tile_transpose_kernel(x, out, BM: tl.constexpr, BN: tl.constexpr):
     tl.store(out + rn[:, None] * BM + rm[None, :], tl.trans(t))
 
 
-FAILING_SPACE = FixedSpace([
-    {"BM": 32, "BN": 32, "num_warps": 4},      # compiles
-    {"BM": 48, "BN": 32, "num_warps": 4},      # tl.arange needs a power of 2
-    {"BM": 512, "BN": 256, "num_warps": 4},    # tl.static_assert
-    {"BM": 256, "BN": 256, "num_warps": 8},    # compiles to 256 KiB of shared memory: over sm_80's 163 KiB
-])
+FAILING_SPACE = FixedSpace(
+    [
+        {"BM": 32, "BN": 32, "num_warps": 4},  # compiles
+        {"BM": 48, "BN": 32, "num_warps": 4},  # tl.arange needs a power of 2
+        {"BM": 512, "BN": 256, "num_warps": 4},  # tl.static_assert
+        {"BM": 256, "BN": 256, "num_warps": 8},  # compiles to 256 KiB of shared memory: over sm_80's 163 KiB
+    ]
+)
 tuned_transpose = autotune_decorator(space=FAILING_SPACE, grid=(1,))(tile_transpose_kernel)
 
 
@@ -101,9 +115,11 @@ def even_kernel(x, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 
 tuned_even_heuristic = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(
-    triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})(even_kernel))
-tuned_even_derived = autotune_decorator(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                                        derive={"EVEN": "n % $BLOCK == 0"})(even_kernel)
+    triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})(even_kernel)
+)
+tuned_even_derived = autotune_decorator(
+    space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", derive={"EVEN": "n % $BLOCK == 0"}
+)(even_kernel)
 
 
 @triton.jit
@@ -113,8 +129,9 @@ def compat_add_kernel(x, y, out, n, BLOCK: tl.constexpr):
 
 
 # The README's migration path: Triton's decorator swapped for autotune.compat's.
-compat_add = autotune_compat.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=8)],
-                                      key=["n"])(compat_add_kernel)
+compat_add = autotune_compat.autotune(
+    configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}, num_warps=8)], key=["n"]
+)(compat_add_kernel)
 
 
 def matmul_args(dtype=torch.float16, n=64):
@@ -175,7 +192,7 @@ def test_matmul_space_compiles_for_two_targets_into_tritons_cache(matmul_runs, t
     assert {Path(c.path) for c in first.compiled} <= cubins
     archs = sorted(m["target"]["arch"] for m in _cache_metadata(triton_cache, "_matmul_kernel"))
     assert archs.count(90) >= 4 and archs.count(80) >= 4
-    assert all(c.n_regs and 0 < c.n_regs <= 255 for c in first.compiled)      # read from the cubin
+    assert all(c.n_regs and 0 < c.n_regs <= 255 for c in first.compiled)  # read from the cubin
     assert all(c.shared_bytes is not None for c in first.compiled)
     assert first.wall_s > 0 and first.configs_per_s > 0
     assert "8 compiled (8 now, 0 already in Triton's cache), 0 failed" in first.summary()
@@ -216,10 +233,12 @@ def test_signature_specializes_like_the_example_arguments(add_run):
 
 
 def test_a_space_too_large_to_list_is_refused_naming_winners_only():
-    huge = autotune_decorator(space={"BLOCK": [16, 32, 64, 128], "num_warps": [1, 2, 4, 8, 16, 32],
-                                     "num_stages": list(range(1, 5001))}, key=["n"],
-                              grid="(cdiv(n, $BLOCK),)")(add_kernel)
-    assert huge.configs is None                                     # 120,000 configs: searched, never listed
+    huge = autotune_decorator(
+        space={"BLOCK": [16, 32, 64, 128], "num_warps": [1, 2, 4, 8, 16, 32], "num_stages": list(range(1, 5001))},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+    )(add_kernel)
+    assert huge.configs is None  # 120,000 configs: searched, never listed
     with pytest.raises(PrecompileError, match=r"120,000 configs .* pass winners_only=True"):
         precompile(huge, signature=ADD_SIGNATURE, targets=["cuda:90"], workers=0)
 
@@ -241,10 +260,18 @@ def test_a_jit_helper_constexpr_the_helpers_cannot_import_is_refused_once_before
         return v * 3
 
     monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: pytest.fail("compiled a config"))
-    with pytest.raises(PrecompileError, match=r"local_triple is defined inside a function .* passed as the "
-                                              r"constexpr ACT, and a compile helper process imports @jit functions"):
-        precompile(tuned_act, signature={"x": "*fp32", "out": "*fp32", "n": "i32:16", "ACT": local_triple},
-                   targets=["cuda:90"], workers=0, processes=True)
+    with pytest.raises(
+        PrecompileError,
+        match=r"local_triple is defined inside a function .* passed as the "
+        r"constexpr ACT, and a compile helper process imports @jit functions",
+    ):
+        precompile(
+            tuned_act,
+            signature={"x": "*fp32", "out": "*fp32", "n": "i32:16", "ACT": local_triple},
+            targets=["cuda:90"],
+            workers=0,
+            processes=True,
+        )
 
 
 MAIN_SCRIPT = """
@@ -274,11 +301,17 @@ def test_a_jit_helper_defined_in_a_main_script_compiles_as_a_constexpr(tmp_path)
     script = tmp_path / "deploy_script.py"
     script.write_text(MAIN_SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"), TRITON_CACHE_DIR=str(tmp_path / "tc"),
-               AUTOTUNE_PROGRESS="0", TRITON_DEFAULT_FP_FUSION="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path)
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"),
+        TRITON_CACHE_DIR=str(tmp_path / "tc"),
+        AUTOTUNE_PROGRESS="0",
+        TRITON_DEFAULT_FP_FUSION="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "compiled 2 []"
 
@@ -288,7 +321,7 @@ def test_hip_target_compiles_and_stand_ins_specialize_like_tensors():
     from_args = precompile(tuned_add, x, x, x, 1024, targets="hip:gfx942", workers=2)
     assert from_args.failed == [] and {c.target for c in from_args.compiled} == {"hip:gfx942"}
     from_signature = precompile(tuned_add, signature=ADD_SIGNATURE, targets="hip:gfx942", workers=0)
-    assert from_signature.cache_hits == 2      # pointers under 2 GiB: AMD's buffer-ops attribute matches too
+    assert from_signature.cache_hits == 2  # pointers under 2 GiB: AMD's buffer-ops attribute matches too
     assert {c.hash for c in from_signature.compiled} == {c.hash for c in from_args.compiled}
     assert all(Path(c.path, "add_kernel.hsaco").exists() for c in from_args.compiled)
 
@@ -356,7 +389,9 @@ def test_targets_none_compiles_through_the_jit_on_a_stub_gpu(triton_cache):
     """targets=None on CPU, with a stub sm_80 driver: the configs go through the kernel's JIT (AsyncCompileMode),
     Triton's own OutOfResources check at load time fails the big one, and the JIT's in-memory cache then holds
     the compiled config: a launch of it calls triton.compile no more."""
-    script = STUB_GPU + """
+    script = (
+        STUB_GPU
+        + """
 from autotune.aot import precompile
 from test_precompile import tuned_transpose as kernel
 report = precompile(kernel, torch.float32, torch.float32, targets=None, workers=2)
@@ -367,10 +402,14 @@ launch_args, launch_kwargs, grid = kernel.launch_args(kernel.configs[0], kernel.
 kernel.fn.run(*launch_args, grid=grid, warmup=True, **launch_kwargs)
 print(json.dumps({"report": report.to_dict(), "events_after": events}))
 """
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(triton_cache),
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180,
-                         cwd=ROOT)
+    )
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "0",
+        "TRITON_CACHE_DIR": str(triton_cache),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     report = result["report"]
@@ -417,8 +456,14 @@ def test_thread_pool_compiles_two_at_once(monkeypatch):
 
 def test_winners_only_compiles_the_cached_winner(monkeypatch):
     compiled = []
-    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: compiled.append(dict(job.config)) or CompiledConfig(
-        config=job.config, target=str(job.target), cached=True, compile_s=0.0))
+    monkeypatch.setattr(
+        aot_api,
+        "_run_job",
+        lambda plan, job: (
+            compiled.append(dict(job.config))
+            or CompiledConfig(config=job.config, target=str(job.target), cached=True, compile_s=0.0)
+        ),
+    )
     autotune.clear_autotune_cache(tuned_add)
     with pytest.raises(PrecompileError, match="no cached winner of add_kernel"):
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True)
@@ -447,9 +492,12 @@ def test_bad_calls_fail_before_compiling_with_a_fix():
     with pytest.raises(PrecompileError, match="@autotune-decorated"):
         precompile(add_kernel, signature=ADD_SIGNATURE, targets=["cuda:90"])
     x = torch.zeros(64)
-    with pytest.raises(PrecompileError, match=r"add_kernel: the example arguments give BLOCK by position, which the "
-                                              r"search space sets for each config"):
-        precompile(tuned_add, x, x, x, 64, 16, targets=["cuda:90"])   # one too many: BLOCK, not a missing size
+    with pytest.raises(
+        PrecompileError,
+        match=r"add_kernel: the example arguments give BLOCK by position, which the "
+        r"search space sets for each config",
+    ):
+        precompile(tuned_add, x, x, x, 64, 16, targets=["cuda:90"])  # one too many: BLOCK, not a missing size
 
 
 def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(monkeypatch):
@@ -457,8 +505,9 @@ def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(mo
     with pytest.raises(SpaceError, match=r"space field 'BLOK' is neither .* Did you mean 'BLOCK'\?"):
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"BLOK": (64, 128)}, workers=0)
     with pytest.raises(SpaceError, match=r"space field 'num_warp' .* Did you mean 'num_warps'\?"):
-        precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"BLOCK": (64,), "num_warp": (4,)},
-                   workers=0)
+        precompile(
+            tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"BLOCK": (64,), "num_warp": (4,)}, workers=0
+        )
     with pytest.raises(PrecompileError, match=r"no value for the constexpr BLOCK, which neither the search space"):
         precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], space={"num_warps": (4,)}, workers=0)
 
@@ -476,20 +525,26 @@ def test_a_kernel_decorated_with_the_compat_autotune_precompiles_its_configs():
     assert sorted((c.config["BLOCK"], c.num_warps) for c in report.compiled) == [(64, 4), (128, 8)]
 
 
-@pytest.mark.parametrize("kernel, source", [("tuned_even_heuristic", "triton.heuristics"),
-                                            ("tuned_even_derived", "derive=")])
+@pytest.mark.parametrize(
+    "kernel, source", [("tuned_even_heuristic", "triton.heuristics"), ("tuned_even_derived", "derive=")]
+)
 def test_a_value_computed_from_a_size_given_only_by_type_is_noted_and_warned(monkeypatch, kernel, source):
-    monkeypatch.setattr(aot_api, "_run_job", lambda plan, job: CompiledConfig(
-        config=job.config, target=str(job.target), cached=True, compile_s=0.0))     # compiles are not the point
+    monkeypatch.setattr(
+        aot_api,
+        "_run_job",
+        lambda plan, job: CompiledConfig(config=job.config, target=str(job.target), cached=True, compile_s=0.0),
+    )  # compiles are not the point
     kernel = globals()[kernel]
     typed = {"x": "*fp32", "out": "*fp32", "n": "i32:16"}
-    message = (rf"signature= gives n only as a type \('i32:16'\), and EVEN \({re.escape(source)}\) is computed from "
-               r"its value: compiled with the stand-in n=16 \(EVEN=False\); a launch with n=\d+ needs EVEN=True.*"
-               r"Give n the value production launches with \(n=1024 in signature= / --signature\)")
+    message = (
+        rf"signature= gives n only as a type \('i32:16'\), and EVEN \({re.escape(source)}\) is computed from "
+        r"its value: compiled with the stand-in n=16 \(EVEN=False\); a launch with n=\d+ needs EVEN=True.*"
+        r"Give n the value production launches with \(n=1024 in signature= / --signature\)"
+    )
     with pytest.warns(UserWarning, match=message):
         report = precompile(kernel, signature=typed, targets=["cuda:90"], workers=0)
     assert len(report.notes) == 1 and re.search(message, report.notes[0]) and re.search(message, str(report))
-    with warnings.catch_warnings(record=True) as caught:                       # a literal size: nothing to say
+    with warnings.catch_warnings(record=True) as caught:  # a literal size: nothing to say
         warnings.simplefilter("always")
         literal = precompile(kernel, signature={**typed, "n": 1024}, targets=["cuda:90"], workers=0)
     assert literal.notes == [] and not [w for w in caught if "only as a type" in str(w.message)]
@@ -512,11 +567,11 @@ def test_parse_target_and_limits():
     assert limits_for("cuda:80").shared_bytes == 163 * 1024
     assert limits_for("cuda:90").shared_bytes == 227 * 1024
     assert limits_for("cuda:86").shared_bytes == 99 * 1024
-    assert limits_for("cuda:91").shared_bytes == 227 * 1024      # an unknown arch: the closest older one
+    assert limits_for("cuda:91").shared_bytes == 227 * 1024  # an unknown arch: the closest older one
     assert limits_for("hip:gfx942").shared_bytes == 64 * 1024
     assert over_limits(parse_target("cuda:90"), shared=1024, n_regs=255, num_warps=8, warp_size=32) is None
     message = over_limits(parse_target("cuda:90"), shared=0, n_regs=200, num_warps=16, warp_size=32)
-    assert "registers per block" in message and "65536" in message   # 200 regs x 512 threads
+    assert "registers per block" in message and "65536" in message  # 200 regs x 512 threads
 
 
 def test_parse_signature_entries():
@@ -526,8 +581,12 @@ def test_parse_signature_entries():
     assert values["n"] % 16 == 0 and values["m"] > 2**31 and values["m"] % 16
     assert values["s"] == 1 and values["f"] == 1.5 and values["flag"] is True and values["none"] is None
     assert parse_signature('{"x": "*fp32", "BLOCK": 64}')["BLOCK"] == 64
-    for bad, message in [("x", "write name=type"), ("x=*fp99", "unknown element type"), ("x=f16", "unknown type"),
-                         ("x=constexpr", "give the constexpr's value")]:
+    for bad, message in [
+        ("x", "write name=type"),
+        ("x=*fp99", "unknown element type"),
+        ("x=f16", "unknown type"),
+        ("x=constexpr", "give the constexpr's value"),
+    ]:
         with pytest.raises(PrecompileError, match=message):
             parse_signature(bad)
 
@@ -573,14 +632,14 @@ def exported(tmp_path, monkeypatch):
 
 def test_export_writes_records_binaries_and_a_manifest(exported):
     archive, manifest, winner = exported
-    assert manifest.kernels == ["kernels_for_tests:add_kernel"] and manifest.targets == ["cuda:90"]   # the object
+    assert manifest.kernels == ["kernels_for_tests:add_kernel"] and manifest.targets == ["cuda:90"]  # the object
     assert manifest.triton_version == triton.__version__ and manifest.torch_version == torch.__version__
     assert [r.winner for r in manifest.records] == [winner] and manifest.records[0].device == "interpreter"
     assert len(manifest.binaries) == 1 and "add_kernel.cubin" in manifest.binaries[0].files
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert names[0] == "manifest.json"
-    assert any(n.startswith("records/add_kernel.") for n in names)   # <name>.<hash of module:qualname>/
+    assert any(n.startswith("records/add_kernel.") for n in names)  # <name>.<hash of module:qualname>/
     assert any(n.endswith("/add_kernel.cubin") for n in names)
 
 
@@ -593,7 +652,7 @@ def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_pat
     assert only.targets == ["cuda:90"] and len(only.binaries) == 1 and len(only.records) == 1
     with tarfile.open(tmp_path / "cuda.tar.gz") as tar:
         assert not any(n.endswith(".hsaco") for n in tar.getnames())
-    amd = export_archive(tmp_path / "amd.tar.gz", kernels=[tuned_add], targets="gfx942")   # a bare arch: hip
+    amd = export_archive(tmp_path / "amd.tar.gz", kernels=[tuned_add], targets="gfx942")  # a bare arch: hip
     assert amd.targets == ["hip:gfx942"]
     with pytest.raises(PrecompileError, match="unknown backend"):
         export_archive(tmp_path / "bad.tar.gz", kernels=[tuned_add], targets=["metal:1"])
@@ -609,9 +668,12 @@ def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_pat
     assert capsys.readouterr().err.startswith("autotune export: target 'metal:1': unknown backend")
     assert not (tmp_path / "cli-bad.tar.gz").exists()
     # a target asked for by name that nothing was compiled for: an error, not an archive without its binaries
-    with pytest.raises(ArchiveError, match=r"no compiled kernels of kernels_for_tests:add_kernel for cuda:80 in .* "
-                                           r"\(found: cuda:90, "
-                                           r"hip:gfx942\); precompile for it first"):
+    with pytest.raises(
+        ArchiveError,
+        match=r"no compiled kernels of kernels_for_tests:add_kernel for cuda:80 in .* "
+        r"\(found: cuda:90, "
+        r"hip:gfx942\); precompile for it first",
+    ):
         export_archive(tmp_path / "a80.tar.gz", kernels=[tuned_add], targets=["cuda:80", "cuda:90"])
     assert main(["export", str(tmp_path / "a80.tar.gz"), "--target", "cuda:80"]) == 1
     assert not (tmp_path / "a80.tar.gz").exists()
@@ -633,11 +695,16 @@ print(json.dumps({"imported": len(report.records_imported), "binaries": len(repo
                   "correct": bool(torch.equal(out, 2 * x))}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
-    env.update(TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(fresh_cache), TRITON_CACHE_DIR=str(fresh_triton),
-               AUTOTUNE_PROGRESS="0",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", script, str(archive)], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_CACHE_DIR=str(fresh_cache),
+        TRITON_CACHE_DIR=str(fresh_triton),
+        AUTOTUNE_PROGRESS="0",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(archive)], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["imported"] == 1 and result["binaries"] == 1
@@ -668,13 +735,12 @@ def test_import_keeps_a_newer_entry_and_replaces_an_older_one(exported, tmp_path
     replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
     assert replaced.records_imported == [str(entry.path)]
     assert load_record(entry.path).timestamp == entry.record.timestamp
-    assert replaced.records_replaced == []              # the older entry was for the same source and space
+    assert replaced.records_replaced == []  # the older entry was for the same source and space
 
     # An older entry of another kernel source is replaced too (newer wins), and the report says so.
     write_record(entry.record.replace(timestamp=entry.record.timestamp - 100, source_hash="0" * 16), dest)
     replaced = import_archive(archive, cache_dir=dest, triton_cache_dir=dest_triton)
-    assert replaced.records_replaced == [(str(entry.path), "the older entry there was tuned for another kernel "
-                                                           "source")]
+    assert replaced.records_replaced == [(str(entry.path), "the older entry there was tuned for another kernel source")]
     assert "replaced record" in str(replaced) and replaced.to_dict()["records_replaced"]
 
 
@@ -719,8 +785,9 @@ def test_import_rejects_unsafe_or_corrupt_archives_and_writes_nothing(exported, 
         with tarfile.open(archive) as src, tarfile.open(bad, "w:gz") as tar:
             for member in src.getmembers():
                 tar.addfile(member, src.extractfile(member))
-            evil = tarfile.TarInfo({"dotdot": "records/../../evil.json", "absolute": "/tmp/evil.json",
-                                    "symlink": "triton/X/link"}[kind])
+            evil = tarfile.TarInfo(
+                {"dotdot": "records/../../evil.json", "absolute": "/tmp/evil.json", "symlink": "triton/X/link"}[kind]
+            )
             if kind == "symlink":
                 evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
                 tar.addfile(evil)
@@ -744,14 +811,27 @@ def test_export_names_what_is_missing(tmp_path):
 def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     from autotune.cli import main
 
-    code = main(["precompile", "test_precompile:tuned_add", "--target", "cuda:90",
-                 "--signature", "x=*fp32,y=*fp32,out=*fp32,n=i32:16", "--workers", "0", "--json"])
+    code = main(
+        [
+            "precompile",
+            "test_precompile:tuned_add",
+            "--target",
+            "cuda:90",
+            "--signature",
+            "x=*fp32,y=*fp32,out=*fp32,n=i32:16",
+            "--workers",
+            "0",
+            "--json",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["cache_hits"] == 2 and report["failed"] == []
 
     assert main(["precompile", "test_precompile:tuned_add", "--target", "cuda:90"]) == 2
-    assert "--signature is required: the types of test_precompile:tuned_add's arguments (x, y, out, n)" in \
-        capsys.readouterr().err
+    assert (
+        "--signature is required: the types of test_precompile:tuned_add's arguments (x, y, out, n)"
+        in capsys.readouterr().err
+    )
     # a misspelt kernel is the first thing to fix, before the missing --signature
     assert main(["precompile", "test_precompile:tuned_ad", "--target", "cuda:90"]) == 2
     err = capsys.readouterr().err
@@ -761,15 +841,28 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     archive = tmp_path / "cli.tar.gz"
     assert main(["export", str(archive), "--kernel", "add_kernel"]) == 0
     assert re.search(r"1 records and [1-9]\d* compiled kernels of add_kernel for cuda:90", capsys.readouterr().out)
-    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "c"),
-                 "--triton-cache-dir", str(tmp_path / "t")]) == 0
+    assert (
+        main(["import", str(archive), "--cache-dir", str(tmp_path / "c"), "--triton-cache-dir", str(tmp_path / "t")])
+        == 0
+    )
     assert re.search(r"imported 1 records \(0 skipped\) and [1-9]\d* compiled kernels", capsys.readouterr().out)
     assert main(["import", str(tmp_path / "missing.tar.gz")]) == 1
     assert "not a readable .tar.gz" in capsys.readouterr().err
     # a file given as the cache directory: refused before anything is read (as every command with --cache-dir)
     (tmp_path / "file-not-dir").write_text("")
-    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "file-not-dir"),
-                 "--triton-cache-dir", str(tmp_path / "t")]) == 2
+    assert (
+        main(
+            [
+                "import",
+                str(archive),
+                "--cache-dir",
+                str(tmp_path / "file-not-dir"),
+                "--triton-cache-dir",
+                str(tmp_path / "t"),
+            ]
+        )
+        == 2
+    )
     assert "file-not-dir (--cache-dir) is not a directory" in capsys.readouterr().err
     # a record the cache cannot take (its kernel's directory is a file): a FAILED record with the cache's reason,
     # and exit 1 (a deploy script checks it)
@@ -778,8 +871,19 @@ def test_cli_precompile_export_import(add_run, tmp_path, capsys):
     (rec,) = [e.record for e in disk_entries("add_kernel", tmp_path / "c")]
     (tmp_path / "blocked").mkdir()
     (tmp_path / "blocked" / kernel_dirname(rec.kernel, rec.kernel_id)).write_text("")
-    assert main(["import", str(archive), "--cache-dir", str(tmp_path / "blocked"),
-                 "--triton-cache-dir", str(tmp_path / "t")]) == 1
+    assert (
+        main(
+            [
+                "import",
+                str(archive),
+                "--cache-dir",
+                str(tmp_path / "blocked"),
+                "--triton-cache-dir",
+                str(tmp_path / "t"),
+            ]
+        )
+        == 1
+    )
     captured = capsys.readouterr()
     assert "imported 0 records (0 skipped)" in captured.out and "NOT installed: 1 records" in captured.out
     assert re.search(r"FAILED record records/.*: cannot lock .*blocked.*\(FileExistsError", captured.out), captured.out
@@ -791,28 +895,55 @@ def test_cli_bad_input_is_one_line_naming_the_fix_not_a_traceback(tmp_path, caps
 
     signature = "x=*fp32,y=*fp32,out=*fp32,n=i32:16"
     cases = [
-        (["precompile", f"{tmp_path / 'nosuch.py'}:add_kernel", "--target", "cuda:90", "--signature", signature],
-         2, rf"autotune precompile: kernel .*nosuch\.py:add_kernel': there is no file {tmp_path / 'nosuch.py'}"),
-        (["precompile", "test_precompile:tuned_add", "--target", "cuda:90", "--signature", signature + ",BLOCK=64"],
-         2, r"autotune precompile: add_kernel: the signature gives BLOCK, which the search space sets for each "
-            r"config: drop BLOCK=64 from the signature \(--signature"),
-        (["precompile", "test_precompile:tuned_scale", "--target", "cuda:90", "--signature", "x=*fp32,out=*fp32,n=i32"],
-         2, r"autotune precompile: scale_kernel: no value for the constexpr SCALE, .* add SCALE=<value> to "
-            r"--signature"),
-        (["precompile", "test_precompile:add_kernel", "--target", "cuda:90", "--signature", signature], 2,
-         r"autotune precompile: test_precompile:add_kernel is a @triton.jit kernel without a search space \(not "
-         r"@autotune-decorated\): name the @autotune-decorated object instead"),
-        (["export", str(tmp_path)], 1,
-         rf"autotune export: {tmp_path} is a directory; give the archive's file name, e.g. {tmp_path}/deploy\.tar\.gz"),
+        (
+            ["precompile", f"{tmp_path / 'nosuch.py'}:add_kernel", "--target", "cuda:90", "--signature", signature],
+            2,
+            rf"autotune precompile: kernel .*nosuch\.py:add_kernel': there is no file {tmp_path / 'nosuch.py'}",
+        ),
+        (
+            ["precompile", "test_precompile:tuned_add", "--target", "cuda:90", "--signature", signature + ",BLOCK=64"],
+            2,
+            r"autotune precompile: add_kernel: the signature gives BLOCK, which the search space sets for each "
+            r"config: drop BLOCK=64 from the signature \(--signature",
+        ),
+        (
+            [
+                "precompile",
+                "test_precompile:tuned_scale",
+                "--target",
+                "cuda:90",
+                "--signature",
+                "x=*fp32,out=*fp32,n=i32",
+            ],
+            2,
+            r"autotune precompile: scale_kernel: no value for the constexpr SCALE, .* add SCALE=<value> to "
+            r"--signature",
+        ),
+        (
+            ["precompile", "test_precompile:add_kernel", "--target", "cuda:90", "--signature", signature],
+            2,
+            r"autotune precompile: test_precompile:add_kernel is a @triton.jit kernel without a search space \(not "
+            r"@autotune-decorated\): name the @autotune-decorated object instead",
+        ),
+        (
+            ["export", str(tmp_path)],
+            1,
+            rf"autotune export: {tmp_path} is a directory; give the archive's file name, e.g. {tmp_path}/deploy\.tar\.gz",
+        ),
     ]
     (tmp_path / "a-file").write_text("")
-    cases.append((["export", str(tmp_path / "a-file" / "deploy.tar.gz")], 1,
-                  rf"autotune export: cannot write the archive .*: {tmp_path / 'a-file'} is a file, not a directory"))
+    cases.append(
+        (
+            ["export", str(tmp_path / "a-file" / "deploy.tar.gz")],
+            1,
+            rf"autotune export: cannot write the archive .*: {tmp_path / 'a-file'} is a file, not a directory",
+        )
+    )
     for argv, code, message in cases:
         assert main(argv) == code, argv
         err = capsys.readouterr().err
         assert re.match(message, err), err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]     # nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing written
 
 
 # ---------------------------------------------------------------------------------------------- GPU
@@ -835,7 +966,7 @@ def _count_compiles():
 def test_gpu_precompile_for_the_active_gpu_then_launch_compiles_nothing(tmp_path, monkeypatch):
     """targets=None goes through the kernel's JIT: tuning and the winner's launch find every config compiled."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    jit = triton.JITFunction(add_kernel.fn)     # fresh in-memory caches
+    jit = triton.JITFunction(add_kernel.fn)  # fresh in-memory caches
     kernel = autotune_decorator(space={"BLOCK": (64, 128, 256, 512)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(jit)
     x = torch.randn(4096, device="cuda")
     out = torch.empty_like(x)

@@ -1,4 +1,5 @@
 """The tuning progress bar: only on a terminal, only after the delay, off with AUTOTUNE_PROGRESS=0."""
+
 from __future__ import annotations
 
 import io
@@ -149,8 +150,12 @@ def _tune_on(stderr, monkeypatch) -> None:
 
     from autotune import Tuning, autotune
 
-    add = autotune(space={"BLOCK": (48, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                   tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2))(progress_add)
+    add = autotune(
+        space={"BLOCK": (48, 64, 128)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2),
+    )(progress_add)
     x, y, out = torch.ones(100), torch.ones(100), torch.empty(100)
     with monkeypatch.context() as patch:
         patch.setattr(sys, "stderr", stderr)
@@ -160,7 +165,9 @@ def _tune_on(stderr, monkeypatch) -> None:
 
 def test_real_tuning_on_a_terminal_draws_the_bar(monkeypatch):
     # the decorator uses the default delay (1 s); make it 0 so this short tuning shows its bar
-    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
+    monkeypatch.setattr(
+        TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0}
+    )
     stream = FakeTTY()
     _tune_on(stream, monkeypatch)
     text = stream.getvalue()
@@ -171,7 +178,9 @@ def test_real_tuning_on_a_terminal_draws_the_bar(monkeypatch):
 
 
 def test_real_tuning_with_stderr_not_a_terminal_writes_no_progress(monkeypatch):
-    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
+    monkeypatch.setattr(
+        TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0}
+    )
     stream = io.StringIO()
     _tune_on(stream, monkeypatch)
     assert stream.getvalue() == ""
@@ -185,10 +194,17 @@ def test_a_search_tuning_s_bar_names_the_strategy_the_space_size_and_the_best(mo
 
     from autotune import CartesianSpace, Tuning, autotune
 
-    monkeypatch.setattr(TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0})
-    add = autotune(space=CartesianSpace(BLOCK=(16, 32, 64, 128, 256, 512)), key=["n"], grid="(cdiv(n, $BLOCK),)",
-                   tuning=Tuning(strategy="random", max_configs=3, seed=0, reps=1, warmup=0, refine_topk=0,
-                                 compile_workers=0, isolate="off"))(progress_add)
+    monkeypatch.setattr(
+        TuningProgress.__init__, "__kwdefaults__", {**TuningProgress.__init__.__kwdefaults__, "delay_s": 0.0}
+    )
+    add = autotune(
+        space=CartesianSpace(BLOCK=(16, 32, 64, 128, 256, 512)),
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(
+            strategy="random", max_configs=3, seed=0, reps=1, warmup=0, refine_topk=0, compile_workers=0, isolate="off"
+        ),
+    )(progress_add)
     x, y, out = torch.ones(100), torch.ones(100), torch.empty(100)
     stream = FakeTTY()
     with monkeypatch.context() as patch:

@@ -1,6 +1,7 @@
 """The Redis tier against a real redis-server: processes on 'different machines' (their own disk caches) share
 one Redis, a SIGKILLed lease holder is taken over, Redis stopping mid-run costs one warning, TTL, clear, hostile
 records, the CLI. Skipped, with the reason, only where no redis-server can be found."""
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,17 @@ import pytest
 
 pytest.importorskip("redis", reason="the redis client is not installed (pip install 'autotune[redis]')")
 
+from test_cache import DT, Tuner, make_record  # noqa: E402
+
 import autotune  # noqa: E402
 from autotune import CacheWarning, OptionError, clear_autotune_cache, set_remote_cache, stats  # noqa: E402
 from autotune.record import SCHEMA_VERSION  # noqa: E402
 from autotune.storage import KernelCache, disk_entries  # noqa: E402
 from autotune.storage.remote import clear_remote_settings, remote_tier  # noqa: E402
-from test_cache import DT, Tuner, make_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, os, random, sys, time
     from pathlib import Path
 
@@ -56,16 +58,22 @@ WORKER = textwrap.dedent('''
 
     rec, how = kc.get_or_tune((1024,), DT, tune)
     print(json.dumps({"tag": tag, "how": how, "winner": rec.winner["BLOCK"], "stats": stats()["vadd"]}))
-''')
+""")
 
 
 def spawn(work: Path, tag: str, url: str, delay: float, **env_extra: str) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(AUTOTUNE_CACHE_DIR=str(work / f"disk-{tag}"), AUTOTUNE_REMOTE_CACHE=url, TRITON_INTERPRET="1",
-               **env_extra)
-    return subprocess.Popen([sys.executable, str(work / "worker.py"), str(work), tag, str(delay)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env.update(
+        AUTOTUNE_CACHE_DIR=str(work / f"disk-{tag}"), AUTOTUNE_REMOTE_CACHE=url, TRITON_INTERPRET="1", **env_extra
+    )
+    return subprocess.Popen(
+        [sys.executable, str(work / "worker.py"), str(work), tag, str(delay)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 180) -> dict:
@@ -105,11 +113,11 @@ def test_two_nodes_with_their_own_disks_tune_a_key_once(work, redis_server):
 def test_a_lease_is_renewed_while_its_holder_tunes_longer_than_the_lease(work, redis_server):
     # A 3 s lease renewed every second, held for 8 s: only a renewal late by 2 s on a loaded machine could fail.
     lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "3"}
-    procs = [spawn(work, tag, redis_server.url, delay=8, **lease) for tag in ("a", "b")]     # 2.7 lease lives
+    procs = [spawn(work, tag, redis_server.url, delay=8, **lease) for tag in ("a", "b")]  # 2.7 lease lives
     (work / "go").touch()
     results = sorted((finish(p) for p in procs), key=lambda r: r["how"])
     assert [r["how"] for r in results] == ["remote", "tuned"]
-    assert (work / "tunings.log").read_text().count("\n") == 1      # the waiter never took the lease over
+    assert (work / "tunings.log").read_text().count("\n") == 1  # the waiter never took the lease over
 
 
 def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
@@ -121,7 +129,7 @@ def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
         assert holder.poll() is None and time.monotonic() < deadline, holder.stderr.read()
         time.sleep(0.02)
     waiter = spawn(work, "b", redis_server.url, delay=0.1, **lease)
-    time.sleep(1.0)                         # b is (most likely) waiting on a's lease, which a renews
+    time.sleep(1.0)  # b is (most likely) waiting on a's lease, which a renews
     assert waiter.poll() is None
     killed_at = time.time()
     os.kill(holder.pid, signal.SIGKILL)
@@ -152,7 +160,7 @@ def test_a_record_tuned_on_one_node_is_read_by_a_decorated_kernel_elsewhere(tmp_
 
 
 def test_redis_stopped_mid_run_warns_once_and_launches_go_on(redis_server, monkeypatch):
-    from test_cache_e2e import call, load_kernel     # call() checks the output against x + y
+    from test_cache_e2e import call, load_kernel  # call() checks the output against x + y
 
     monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", redis_server.url)
     monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "0.5")
@@ -175,8 +183,12 @@ def test_hostile_records_in_redis_are_refused(redis_server):
     entry = kc.entry((1,), DT)
     key = remote_tier().key_of(entry.location, entry.entry_id)
     client = redis_server.client()
-    for payload, expect in [(b"\x80\x04pickle", "refused"), (b'{"schema_version": %d}' % SCHEMA_VERSION, "refused"),
-                            (b"[" * 100000, "refused"), (b"x" * (17 << 20), "limit")]:
+    for payload, expect in [
+        (b"\x80\x04pickle", "refused"),
+        (b'{"schema_version": %d}' % SCHEMA_VERSION, "refused"),
+        (b"[" * 100000, "refused"),
+        (b"x" * (17 << 20), "limit"),
+    ]:
         client.set(key, payload)
         kc.forget()
         with warnings.catch_warnings(record=True) as caught:
@@ -184,14 +196,14 @@ def test_hostile_records_in_redis_are_refused(redis_server):
             record, how = kc.get_or_tune((1,), DT, Tuner((1,)), force=True)
         assert how == "tuned"
         assert any(issubclass(w.category, CacheWarning) and expect in str(w.message) for w in caught), payload[:20]
-        assert json.loads(client.get(key))["winner"] == record.winner        # replaced by the good record
+        assert json.loads(client.get(key))["winner"] == record.winner  # replaced by the good record
     newer = json.dumps({"schema_version": SCHEMA_VERSION + 1, "kernel": "add"}).encode()
     client.set(key, newer)
     kc.forget()
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         assert kc.get_or_tune((1,), DT, Tuner((1,)), force=True)[1] == "tuned"
-    assert client.get(key) == newer                                          # a newer autotune's entry stays
+    assert client.get(key) == newer  # a newer autotune's entry stays
 
 
 def test_configuration_errors_are_raised_early(monkeypatch):
@@ -209,7 +221,7 @@ def test_configuration_errors_are_raised_early(monkeypatch):
         new_cache()
     monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", "cache:6379")
     with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_CACHE"):
-        new_cache()                                                          # at decoration, not at a launch
+        new_cache()  # at decoration, not at a launch
 
 
 # ---------------------------------------------------------------------------------------------- TTL, clear, CLI
@@ -236,15 +248,16 @@ def test_clear_keeps_the_fleet_s_entries_unless_remote(redis_server):
     assert clear_autotune_cache("add", key=(1,)) == 1
     assert len(client.keys("autotune:entry:*")) == 2 and len(disk_entries()) == 1
     assert clear_autotune_cache("add", key=(1,), remote=True) == 1
-    assert kc.clear(remote=True) == 1                                   # memory, disk and Redis: one entry
+    assert kc.clear(remote=True) == 1  # memory, disk and Redis: one entry
     assert client.keys("autotune:entry:*") == [] and disk_entries() == []
 
 
 def run_cli(*args: str, env: dict) -> subprocess.CompletedProcess:
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=full,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=full, timeout=120
+    )
 
 
 def test_cli_lists_pushes_pulls_and_clears_the_remote_tier(tmp_path, redis_server):
@@ -281,8 +294,9 @@ def test_cli_picks_one_module_s_kernel_of_a_shared_name_in_redis(tmp_path, redis
     from cache_files import write_record
 
     for kernel_id, winner in (("m1:add", 32), ("m2:add", 128)):
-        write_record(msgspec.structs.replace(make_record((1,), winner=winner), kernel_id=kernel_id),
-                     tmp_path / "node-a")
+        write_record(
+            msgspec.structs.replace(make_record((1,), winner=winner), kernel_id=kernel_id), tmp_path / "node-a"
+        )
     a = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-a"), "AUTOTUNE_REMOTE_CACHE": redis_server.url}
     b = {"AUTOTUNE_CACHE_DIR": str(tmp_path / "node-b"), "AUTOTUNE_REMOTE_CACHE": redis_server.url}
     res = run_cli("cache", "push", "--kernel", "m2:add", env=a)
@@ -316,7 +330,7 @@ def test_stats_count_remote_hits(redis_server, monkeypatch, tmp_path):
 def test_a_slow_or_full_redis_costs_a_warning_not_a_failed_or_blocked_launch(redis_server):
     set_remote_cache(redis_server.url, timeout_s=0.3)
     client = redis_server.client()
-    client.config_set("maxmemory", "1")                     # full: every write is refused (OOM)
+    client.config_set("maxmemory", "1")  # full: every write is refused (OOM)
     client.config_set("maxmemory-policy", "noeviction")
     kc = new_cache()
     with warnings.catch_warnings(record=True) as caught:
@@ -325,13 +339,13 @@ def test_a_slow_or_full_redis_costs_a_warning_not_a_failed_or_blocked_launch(red
     assert how == "tuned" and len(disk_entries()) == 1
     assert any(issubclass(w.category, CacheWarning) and "maxmemory" in str(w.message) for w in caught)
     client.config_set("maxmemory", "0")
-    client.client_pause(8000)                               # slow: nothing answers for 8 s
+    client.client_pause(8000)  # slow: nothing answers for 8 s
     other = new_cache()
     started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert other.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
-    assert time.monotonic() - started < 6                   # one command timed out (0.3 s); then Redis is left alone
+    assert time.monotonic() - started < 6  # one command timed out (0.3 s); then Redis is left alone
     assert any(issubclass(w.category, CacheWarning) and "unreachable" in str(w.message) for w in caught)
 
 
@@ -351,13 +365,13 @@ def test_an_oversized_value_is_refused_without_downloading_it(redis_server):
     entry = kc.entry((1,), DT)
     key = remote_tier().key_of(entry.location, entry.entry_id)
     client = redis_server.client()
-    client.setrange(key, 64 << 20, b"x")                 # 64 MB of zeros, made server-side
+    client.setrange(key, 64 << 20, b"x")  # 64 MB of zeros, made server-side
     traffic = client.info("stats")["total_net_output_bytes"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert kc.get_or_tune((1,), DT, Tuner((1,)))[1] == "tuned"
     assert any("limit" in str(w.message) for w in caught)
-    assert client.info("stats")["total_net_output_bytes"] - traffic < 1 << 20   # never sent to us
+    assert client.info("stats")["total_net_output_bytes"] - traffic < 1 << 20  # never sent to us
 
 
 def test_clearing_everything_remotely_also_removes_unreadable_entries(redis_server, tmp_path):
@@ -372,16 +386,18 @@ def test_clearing_everything_remotely_also_removes_unreadable_entries(redis_serv
     assert client.keys("autotune:entry:*") == []
 
 
-def test_push_and_pull_of_a_kernel_that_matches_nothing_exit_1_naming_it_and_the_close_one(tmp_path, redis_server,
-                                                                                           capsys):
+def test_push_and_pull_of_a_kernel_that_matches_nothing_exit_1_naming_it_and_the_close_one(
+    tmp_path, redis_server, capsys
+):
     """`push`/`pull --kernel K` where K matches nothing: exit 1 with the kernel and "Did you mean", as `cache list`
     does, not "copied 0 entries"; so do `list --remote`/`clear --remote`. Unfiltered, an empty source is exit 0."""
-    from autotune import cli
     from cache_files import write_record
+
+    from autotune import cli
 
     node_a, node_b = tmp_path / "node-a", tmp_path / "node-b"
     url = ["--remote-url", redis_server.url]
-    assert cli.main(["cache", "pull", "--cache-dir", str(node_b), *url]) == 0          # nothing anywhere: fine
+    assert cli.main(["cache", "pull", "--cache-dir", str(node_b), *url]) == 0  # nothing anywhere: fine
     assert "copied 0 entries" in capsys.readouterr().out
     write_record(make_record((1,), kernel="add_kernel"), node_a)
     for command, where in (("push", node_a), ("pull", node_b)):

@@ -1,4 +1,5 @@
 """Seeing what a tuning did: AUTOTUNE_PRINT lines, logging, the trial table, the PNG chart, CSV/JSON, the CLI."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,11 +11,22 @@ import sys
 
 import pytest
 
+from autotune.cli.report import register as register_report_command
 from autotune.errors import AutotuneError
 from autotune.record import Trial, TrialStatus, TuningRecord
-from autotune.cli.report import register as register_report_command
-from autotune.reporting import (emit, find_records, format_summary, format_trials, plot_trials, record_from_json,
-                                record_to_csv, record_to_json, records_from_csv, render_report, report_table)
+from autotune.reporting import (
+    emit,
+    find_records,
+    format_summary,
+    format_trials,
+    plot_trials,
+    record_from_json,
+    record_to_csv,
+    record_to_json,
+    records_from_csv,
+    render_report,
+    report_table,
+)
 from autotune.space import Config
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -22,16 +34,28 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def ok(config: Config, median: float, spread: float = 0.9) -> Trial:
     samples = [median * spread, median, median * 1.1]
-    return Trial(config=config, status=TrialStatus.OK, median_ms=median, min_ms=min(samples), samples_ms=samples,
-                 compile_s=0.25)
+    return Trial(
+        config=config, status=TrialStatus.OK, median_ms=median, min_ms=min(samples), samples_ms=samples, compile_s=0.25
+    )
 
 
 def make_record(trials: list[Trial], winner: Config | None = None, **fields) -> TuningRecord:
     if winner is None:
         winner = min((t for t in trials if t.ok), key=lambda t: t.median_ms).config
-    base = dict(kernel="add", source_hash="abc", device="interpreter", triton_version="3.9.0",
-                torch_version="2.13.0", space_checksum="sum", key=[1024], dtypes=["torch.float32"],
-                winner=winner, trials=trials, tuning_s=1.234, timestamp=1700000000.0)
+    base = dict(
+        kernel="add",
+        source_hash="abc",
+        device="interpreter",
+        triton_version="3.9.0",
+        torch_version="2.13.0",
+        space_checksum="sum",
+        key=[1024],
+        dtypes=["torch.float32"],
+        winner=winner,
+        trials=trials,
+        tuning_s=1.234,
+        timestamp=1700000000.0,
+    )
     base.update(fields)
     return TuningRecord(**base)
 
@@ -39,13 +63,18 @@ def make_record(trials: list[Trial], winner: Config | None = None, **fields) -> 
 @pytest.fixture
 def record() -> TuningRecord:
     """Four configs in space order: two OK, one compile error (multi-line), one more OK."""
-    return make_record([
-        ok(Config(BLOCK=32, num_warps=4), 0.02),
-        ok(Config(BLOCK=64, num_warps=4), 0.012),
-        Trial(config=Config(BLOCK=256, num_warps=8), status=TrialStatus.COMPILE_ERROR,
-              error="CompilationError: at 3:8:\n    x = tl.load(p)\n        ^\nValueError('out of resources')"),
-        ok(Config(BLOCK=128, num_warps=4), 0.015),
-    ])
+    return make_record(
+        [
+            ok(Config(BLOCK=32, num_warps=4), 0.02),
+            ok(Config(BLOCK=64, num_warps=4), 0.012),
+            Trial(
+                config=Config(BLOCK=256, num_warps=8),
+                status=TrialStatus.COMPILE_ERROR,
+                error="CompilationError: at 3:8:\n    x = tl.load(p)\n        ^\nValueError('out of resources')",
+            ),
+            ok(Config(BLOCK=128, num_warps=4), 0.015),
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------------------ print formats
@@ -55,7 +84,8 @@ def test_summary_line_has_the_documented_format(record):
     assert format_summary(record, cache_hit=False) == (
         "autotune: add key=(1024,) float32 -> Config(BLOCK=64, num_warps=4) 0.01200 ms"
         " | top3: BLOCK=64,num_warps=4 0.01200 ms (x1.00); BLOCK=128,num_warps=4 0.01500 ms (x1.25);"
-        " BLOCK=32,num_warps=4 0.02000 ms (x1.67) | 3/4 ok | tuned in 1.23 s (miss)")
+        " BLOCK=32,num_warps=4 0.02000 ms (x1.67) | 3/4 ok | tuned in 1.23 s (miss)"
+    )
     assert format_summary(record, cache_hit=True).endswith("| tuned in 1.23 s (cache hit)")
     assert "\n" not in format_summary(record, cache_hit=True)
 
@@ -64,7 +94,8 @@ def test_summary_with_fewer_than_three_ok_trials_and_several_dtypes():
     rec = make_record([ok(Config(BLOCK=16), 3.5)], key=[7, "row"], dtypes=["torch.float16", "torch.int32"])
     assert format_summary(rec, cache_hit=False) == (
         "autotune: add key=(7, 'row') float16,int32 -> Config(BLOCK=16) 3.500 ms"
-        " | top3: BLOCK=16 3.500 ms (x1.00) | 1/1 ok | tuned in 1.23 s (miss)")
+        " | top3: BLOCK=16 3.500 ms (x1.00) | 1/1 ok | tuned in 1.23 s (miss)"
+    )
 
 
 def test_trial_lines_one_per_trial_fastest_first_failures_last_with_error(record):
@@ -79,8 +110,9 @@ def test_trial_lines_one_per_trial_fastest_first_failures_last_with_error(record
 
 
 def test_long_errors_are_cut_to_one_short_line():
-    rec = make_record([ok(Config(BLOCK=16), 1.0),
-                       Trial(config=Config(BLOCK=32), status=TrialStatus.RUNTIME_ERROR, error="x" * 1000)])
+    rec = make_record(
+        [ok(Config(BLOCK=16), 1.0), Trial(config=Config(BLOCK=32), status=TrialStatus.RUNTIME_ERROR, error="x" * 1000)]
+    )
     last = format_trials(rec).splitlines()[-1]
     assert last.startswith("autotune:   -- runtime_error Config(BLOCK=32)  error: xxx") and last.endswith("...")
     assert len(last) < 300
@@ -127,8 +159,10 @@ def test_emit_survives_a_closed_stream(record):
 
 def test_table_lists_every_trial_sorted_with_failures_last_and_ratios(record):
     lines = report_table(record).splitlines()
-    assert lines[0] == ("add key=(1024,) float32 on interpreter: 4 trials, 3 ok, 1 failed; "
-                        "winner Config(BLOCK=64, num_warps=4) 0.01200 ms; tuned in 1.23 s")
+    assert lines[0] == (
+        "add key=(1024,) float32 on interpreter: 4 trials, 3 ok, 1 failed; "
+        "winner Config(BLOCK=64, num_warps=4) 0.01200 ms; tuned in 1.23 s"
+    )
     assert lines[1].split() == ["rank", "config", "median", "ms", "min", "ms", "status", "x-winner", "error"]
     rows = lines[3:]
     assert len(rows) == 4
@@ -180,8 +214,9 @@ def test_png_is_a_valid_image(record, tmp_path):
 def big_record(n: int, n_failed: int) -> TuningRecord:
     trials = []
     for i in range(n):
-        config = Config(BLOCK_M=16 * (1 + i % 8), BLOCK_N=16 * (1 + (i // 8) % 8), BLOCK_K=32 * (1 + i // 64),
-                        num_warps=4)
+        config = Config(
+            BLOCK_M=16 * (1 + i % 8), BLOCK_N=16 * (1 + (i // 8) % 8), BLOCK_K=32 * (1 + i // 64), num_warps=4
+        )
         if i < n_failed:
             trials.append(Trial(config=config, status=TrialStatus.TIMEOUT, error="compile timed out"))
         else:
@@ -209,14 +244,26 @@ def test_png_without_matplotlib_says_how_to_install(record, tmp_path, monkeypatc
 
 
 def awkward_record() -> TuningRecord:
-    return make_record([
-        ok(Config(BLOCK=64, mode="fast", shape=(1, 2)), 0.1 / 3),
-        Trial(config=Config(BLOCK=128, mode="a,b \"quoted\"", shape=(3, 4)), status=TrialStatus.RUNTIME_ERROR,
-              error='line one, with comma\nline "two"\n'),
-        Trial(config=Config(BLOCK=256, mode="slow", shape=(5, 6)), status=TrialStatus.SKIPPED),
-        Trial(config=Config(BLOCK=32, mode="x", shape=(7, 8), num_warps=2), status=TrialStatus.OK,
-              median_ms=1e-7, min_ms=5e-8, samples_ms=[5e-8, 1e-7, 2.0000000000000004e-07], compile_s=None),
-    ], winner=Config(BLOCK=64, mode="fast", shape=(1, 2)))
+    return make_record(
+        [
+            ok(Config(BLOCK=64, mode="fast", shape=(1, 2)), 0.1 / 3),
+            Trial(
+                config=Config(BLOCK=128, mode='a,b "quoted"', shape=(3, 4)),
+                status=TrialStatus.RUNTIME_ERROR,
+                error='line one, with comma\nline "two"\n',
+            ),
+            Trial(config=Config(BLOCK=256, mode="slow", shape=(5, 6)), status=TrialStatus.SKIPPED),
+            Trial(
+                config=Config(BLOCK=32, mode="x", shape=(7, 8), num_warps=2),
+                status=TrialStatus.OK,
+                median_ms=1e-7,
+                min_ms=5e-8,
+                samples_ms=[5e-8, 1e-7, 2.0000000000000004e-07],
+                compile_s=None,
+            ),
+        ],
+        winner=Config(BLOCK=64, mode="fast", shape=(1, 2)),
+    )
 
 
 def test_csv_round_trips_to_equal_trials(tmp_path):
@@ -238,8 +285,20 @@ def test_csv_has_spreadsheet_columns(record, tmp_path):
     with path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 4
-    assert list(rows[0])[:12] == ["kernel", "key", "rank", "winner", "config", "status", "median_ms", "min_ms",
-                                  "x_winner", "samples_ms", "error", "compile_s"]
+    assert list(rows[0])[:12] == [
+        "kernel",
+        "key",
+        "rank",
+        "winner",
+        "config",
+        "status",
+        "median_ms",
+        "min_ms",
+        "x_winner",
+        "samples_ms",
+        "error",
+        "compile_s",
+    ]
     assert [r["cfg.BLOCK"] for r in rows] == ["32", "64", "256", "128"]  # the record's order
     assert [r["rank"] for r in rows] == ["3", "1", "", "2"]
     assert [r["winner"] for r in rows] == ["0", "1", "0", "0"]
@@ -289,10 +348,20 @@ def cached(tmp_path):
     from cache_files import write_record
 
     records = [
-        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.25)], kernel="add",
-                    kernel_id="tests.mod:add", key=[1024], timestamp=1.0),
-        make_record([ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.75)], kernel="add",
-                    kernel_id="tests.mod:add", key=[2048], timestamp=2.0),
+        make_record(
+            [ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.25)],
+            kernel="add",
+            kernel_id="tests.mod:add",
+            key=[1024],
+            timestamp=1.0,
+        ),
+        make_record(
+            [ok(Config(BLOCK=32), 0.5), ok(Config(BLOCK=64), 0.75)],
+            kernel="add",
+            kernel_id="tests.mod:add",
+            key=[2048],
+            timestamp=2.0,
+        ),
         make_record([ok(Config(BLOCK=8), 1.0)], kernel="mul", key=[1], timestamp=3.0),
     ]
     for rec in records:
@@ -309,8 +378,20 @@ def test_cli_report_prints_the_table_of_each_cached_key(cached, capsys):
 
 
 def test_cli_report_one_key_with_files(cached, tmp_path):
-    status, text = cli(["report", "tests.mod:add", "--key", "(2048,)", "--png", str(tmp_path / "c.png"),
-                        "--csv", str(tmp_path / "c.csv"), "--json", str(tmp_path / "c.json")])
+    status, text = cli(
+        [
+            "report",
+            "tests.mod:add",
+            "--key",
+            "(2048,)",
+            "--png",
+            str(tmp_path / "c.png"),
+            "--csv",
+            str(tmp_path / "c.csv"),
+            "--json",
+            str(tmp_path / "c.json"),
+        ]
+    )
     assert status == 0
     assert text.startswith(report_table(cached[1]))
     assert f"wrote {tmp_path / 'c.png'}" in text
@@ -322,12 +403,19 @@ def test_cli_report_one_key_with_files(cached, tmp_path):
 def test_cli_report_refuses_a_file_option_naming_a_directory_before_writing(cached, tmp_path, capsys):
     """--csv DIR wrote DIR-<key> beside it, with no extension; a missing directory failed after the table."""
     (tmp_path / "out").mkdir()
-    for option, value, message in (("--csv", tmp_path / "out", f"--csv {tmp_path / 'out'} is a directory; give a "
-                                                               f"file name, e.g. {tmp_path / 'out' / 'report.csv'}"),
-                                   ("--png", tmp_path / "none" / "r.png", "is in a directory that does not exist")):
+    for option, value, message in (
+        (
+            "--csv",
+            tmp_path / "out",
+            f"--csv {tmp_path / 'out'} is a directory; give a file name, e.g. {tmp_path / 'out' / 'report.csv'}",
+        ),
+        ("--png", tmp_path / "none" / "r.png", "is in a directory that does not exist"),
+    ):
         status, text = cli(["report", "add", option, str(value)])
         assert status == 2 and text == "" and message in capsys.readouterr().err
-    assert not any((tmp_path / "out").iterdir()) and not list(tmp_path.glob("out-*")) and not (tmp_path / "none").exists()
+    assert (
+        not any((tmp_path / "out").iterdir()) and not list(tmp_path.glob("out-*")) and not (tmp_path / "none").exists()
+    )
 
 
 def test_cli_report_several_keys_get_one_file_each(cached, tmp_path):
@@ -341,10 +429,12 @@ def test_cli_report_files_of_records_whose_names_would_collide_are_kept_apart(tm
     cannot hold ("a_b" / "a-b"): each record gets its own file, none overwrites another."""
     from cache_files import write_record
 
-    records = [make_record([ok(Config(BLOCK=32), 0.5)], kernel="add", kernel_id="m1:add", key=[100]),
-               make_record([ok(Config(BLOCK=64), 0.5)], kernel="add", kernel_id="m2:add", key=[100]),
-               make_record([ok(Config(BLOCK=8), 0.5)], kernel="add", kernel_id="m1:add", key=["a_b"]),
-               make_record([ok(Config(BLOCK=16), 0.5)], kernel="add", kernel_id="m1:add", key=["a-b"])]
+    records = [
+        make_record([ok(Config(BLOCK=32), 0.5)], kernel="add", kernel_id="m1:add", key=[100]),
+        make_record([ok(Config(BLOCK=64), 0.5)], kernel="add", kernel_id="m2:add", key=[100]),
+        make_record([ok(Config(BLOCK=8), 0.5)], kernel="add", kernel_id="m1:add", key=["a_b"]),
+        make_record([ok(Config(BLOCK=16), 0.5)], kernel="add", kernel_id="m1:add", key=["a-b"]),
+    ]
     for rec in records:
         write_record(rec)
     out = tmp_path / "out"
@@ -390,7 +480,7 @@ def test_the_autotune_command_line_runs_report(cached, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "empty")]) == 1
     assert f"{tmp_path / 'empty'} has no records" in capsys.readouterr().err
-    assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "missing")]) == 2   # not there
+    assert main(["report", "add", "--key", "1024", "--cache-dir", str(tmp_path / "missing")]) == 2  # not there
     assert "(--cache-dir) does not exist" in capsys.readouterr().err
 
 
@@ -407,15 +497,18 @@ def vector_add(x, y, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
-
 def _tuned_add():
     """A tiny vector add, autotuned over 3 block sizes (one invalid), tuned once through the interpreter."""
     import torch
 
     from autotune import Tuning, autotune
 
-    add = autotune(space={"BLOCK": (48, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                   tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2))(vector_add)
+    add = autotune(
+        space={"BLOCK": (48, 64, 128)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2),
+    )(vector_add)
     n = 200
     x, y = torch.arange(n, dtype=torch.float32), torch.ones(n)
     out = torch.empty(n)
@@ -427,7 +520,8 @@ def _tuned_add():
 SUMMARY = re.compile(
     r"^autotune: vector_add key=\(200,\) float32,float32,float32 -> Config\(BLOCK=(64|128)\) [0-9.]+ ms"
     r" \| top3: BLOCK=(64|128) [0-9.]+ ms \(x1\.00\); BLOCK=(64|128) [0-9.]+ ms \(x[0-9.]+\)"
-    r" \| 2/3 ok \| tuned in [0-9.]+ s \(miss\)$")
+    r" \| 2/3 ok \| tuned in [0-9.]+ s \(miss\)$"
+)
 
 
 def test_real_tuning_prints_nothing_by_default(capsys):
@@ -449,10 +543,12 @@ def test_real_tuning_with_autotune_print_2_prints_every_trial(monkeypatch, capsy
     add = _tuned_add()
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 4 and SUMMARY.match(lines[0]), lines
-    assert re.match(r"^autotune:   #1 ok +median [0-9.]+ ms  min [0-9.]+ ms  x1\.00  Config\(BLOCK=(64|128)\)$",
-                    lines[1])
-    assert re.match(r"^autotune:   #2 ok +median [0-9.]+ ms  min [0-9.]+ ms  x[0-9.]+  Config\(BLOCK=(64|128)\)$",
-                    lines[2])
+    assert re.match(
+        r"^autotune:   #1 ok +median [0-9.]+ ms  min [0-9.]+ ms  x1\.00  Config\(BLOCK=(64|128)\)$", lines[1]
+    )
+    assert re.match(
+        r"^autotune:   #2 ok +median [0-9.]+ ms  min [0-9.]+ ms  x[0-9.]+  Config\(BLOCK=(64|128)\)$", lines[2]
+    )
     # BLOCK=48 is not a power of two: the trial fails and its error is shown
     assert lines[3].startswith("autotune:   -- runtime_error Config(BLOCK=48)  error: ")
     assert lines[1:] == format_trials(add.record()).splitlines()
@@ -468,20 +564,33 @@ def test_real_tuning_report_table_and_png(tmp_path):
 
 def test_failed_configs_are_marked_labels_not_bars_on_the_time_axis():
     """#12 item 24: a failed config has no time, so the chart draws no bar for it."""
-    from autotune.reporting import trial_figure
     from autotune.record import Trial, TrialStatus, TuningRecord
+    from autotune.reporting import trial_figure
     from autotune.space import Config
 
-    trials = [Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=m, min_ms=m, samples_ms=[m])
-              for b, m in ((16, 1.0), (32, 2.0))]
-    trials += [Trial(config=Config(BLOCK=48), status=TrialStatus.COMPILE_ERROR, error="boom"),
-               Trial(config=Config(BLOCK=96), status=TrialStatus.RUNTIME_ERROR, error="bad")]
-    record = TuningRecord(kernel="k", source_hash="s", device="interpreter", triton_version="t",
-                          torch_version="t", space_checksum="c", key=[1], winner=Config(BLOCK=16), trials=trials,
-                          tuning_s=0.1)
+    trials = [
+        Trial(config=Config(BLOCK=b), status=TrialStatus.OK, median_ms=m, min_ms=m, samples_ms=[m])
+        for b, m in ((16, 1.0), (32, 2.0))
+    ]
+    trials += [
+        Trial(config=Config(BLOCK=48), status=TrialStatus.COMPILE_ERROR, error="boom"),
+        Trial(config=Config(BLOCK=96), status=TrialStatus.RUNTIME_ERROR, error="bad"),
+    ]
+    record = TuningRecord(
+        kernel="k",
+        source_hash="s",
+        device="interpreter",
+        triton_version="t",
+        torch_version="t",
+        space_checksum="c",
+        key=[1],
+        winner=Config(BLOCK=16),
+        trials=trials,
+        tuning_s=0.1,
+    )
     ax = trial_figure(record).axes[0]
     bars = [p for p in ax.patches if p.get_width() > 0]
-    assert sorted(round(b.get_width(), 6) for b in bars) == [1.0, 2.0]        # one bar per measured config only
+    assert sorted(round(b.get_width(), 6) for b in bars) == [1.0, 2.0]  # one bar per measured config only
     marks = [t.get_text() for t in ax.texts if "\u2717" in t.get_text()]
     assert sorted(marks) == ["\u2717 compile_error", "\u2717 runtime_error"]
 
@@ -489,8 +598,14 @@ def test_failed_configs_are_marked_labels_not_bars_on_the_time_axis():
 def test_skipped_configs_are_counted_as_skipped_not_failed():
     """A config prune= removed (or the lone config of a one-config space, launched without a time) is no failure:
     the table, the summary line and the chart's title say "skipped", and a winner without a time keeps its '*'."""
-    pruned = make_record([ok(Config(BLOCK=32), 0.02), Trial(config=Config(BLOCK=64), status=TrialStatus.SKIPPED),
-                          ok(Config(BLOCK=128), 0.015), Trial(config=Config(BLOCK=256), status=TrialStatus.SKIPPED)])
+    pruned = make_record(
+        [
+            ok(Config(BLOCK=32), 0.02),
+            Trial(config=Config(BLOCK=64), status=TrialStatus.SKIPPED),
+            ok(Config(BLOCK=128), 0.015),
+            Trial(config=Config(BLOCK=256), status=TrialStatus.SKIPPED),
+        ]
+    )
     assert ": 4 trials, 2 ok, 0 failed, 2 skipped; winner Config(BLOCK=128)" in report_table(pruned)
     assert "| 2/2 ok, 2 skipped |" in format_summary(pruned, cache_hit=False)
     pytest.importorskip("matplotlib")

@@ -1,6 +1,7 @@
 """Search at scale: lazy spaces, strategies (on a real GPU landscape, replayed), budgets, failures, warm start,
 and `autotune replay` end to end. The landscape is a trimmed copy of a brute-force pnpoly tuning measured on an
 RTX 3090 (tests/data/pnpoly_small.json; source and licence in bench/landscapes/)."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ import triton
 import triton.language as tl
 
 from autotune import AutotuneError, CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
-from autotune.space_input import as_space
 from autotune.replay import load_landscape, replay, replay_once
 from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
+from autotune.space_input import as_space
 
 REPO = Path(__file__).resolve().parents[1]
 LANDSCAPE = Path(__file__).parent / "data" / "pnpoly_small.json"
@@ -40,9 +41,9 @@ def test_a_billion_config_space_is_never_listed():
         space = huge_space().where("$A % 2 == 0")
         assert space.lazy and space.unfiltered_len() == 10**9
         assert space.contains(Config(BLOCK=64, A=10, B=3, C=7))
-        assert not space.contains(Config(BLOCK=64, A=11, B=3, C=7))          # refused by the filter
-        assert not space.contains(Config(BLOCK=48, A=10, B=3, C=7))          # not a value of the axis
-        assert not space.contains(Config(BLOCK=64, A=10, B=3))               # a field missing
+        assert not space.contains(Config(BLOCK=64, A=11, B=3, C=7))  # refused by the filter
+        assert not space.contains(Config(BLOCK=48, A=10, B=3, C=7))  # not a value of the axis
+        assert not space.contains(Config(BLOCK=64, A=10, B=3))  # a field missing
         rng = random.Random(0)
         samples = [space.sample(rng) for _ in range(200)]
         assert all(space.contains(c) for c in samples) and len(set(samples)) == 200
@@ -50,9 +51,14 @@ def test_a_billion_config_space_is_never_listed():
         centre = Config(BLOCK=64, A=10, B=0, C=7)
         around = space.neighbours(centre)
         # one step along each axis: BLOCK 32/128, B 1 (0 is the first value), C 6/8; A 9 and 11 are filtered out
-        assert set(around) == {centre.replace(BLOCK=32), centre.replace(BLOCK=128), centre.replace(B=1),
-                               centre.replace(C=6), centre.replace(C=8)}
-        assert space.neighbours(Config(BLOCK=48, A=10, B=0, C=7)) == []       # off the BLOCK axis: none
+        assert set(around) == {
+            centre.replace(BLOCK=32),
+            centre.replace(BLOCK=128),
+            centre.replace(B=1),
+            centre.replace(C=6),
+            centre.replace(C=8),
+        }
+        assert space.neighbours(Config(BLOCK=48, A=10, B=0, C=7)) == []  # off the BLOCK axis: none
         space.checksum()
         assert tracemalloc.get_traced_memory()[1] < 20 * 2**20
     finally:
@@ -74,8 +80,12 @@ def call(kernel, n):
 
 
 def decorate(space, **tuning):
-    return autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                    tuning=Tuning(compile_workers=0, warmup=0, reps=2, refine_topk=0, **tuning))(add_kernel)
+    return autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(compile_workers=0, warmup=0, reps=2, refine_topk=0, **tuning),
+    )(add_kernel)
 
 
 def test_decorating_a_billion_config_space_lists_nothing_and_searches_it():
@@ -91,6 +101,7 @@ def test_decorating_a_billion_config_space_lists_nothing_and_searches_it():
     assert record.strategy == "random" and record.space_size == 10**9 and len(record.trials) == 6
     assert kernel.space.contains(record.winner)
     from autotune.reporting import format_summary
+
     assert "| random: 6 of 1,000,000,000 tried" in format_summary(record, cache_hit=False)
 
 
@@ -98,19 +109,27 @@ def test_exhaustive_refuses_a_lazy_space_and_names_a_strategy():
     with pytest.raises(SpaceError, match="strategy='model'"):
         decorate(huge_space(), strategy="exhaustive")
     with pytest.raises(OptionError, match="where"):
-        autotune(space=huge_space(), key=["n"], grid="(cdiv(n, $BLOCK),)", prune=lambda cs, args: cs,
-                 tuning=Tuning(strategy="random"))(add_kernel)
+        autotune(
+            space=huge_space(),
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            prune=lambda cs, args: cs,
+            tuning=Tuning(strategy="random"),
+        )(add_kernel)
     with pytest.raises(OptionError, match="rank0"):
         decorate(huge_space(), strategy="random", distributed="shard")
-    with pytest.raises(OptionError, match=r"with strategy='auto' \(which searches this space of 1,000,000,000 configs "
-                                          r"with '(model|local)'\) use distributed='rank0'"):
+    with pytest.raises(
+        OptionError,
+        match=r"with strategy='auto' \(which searches this space of 1,000,000,000 configs "
+        r"with '(model|local)'\) use distributed='rank0'",
+    ):
         decorate(huge_space(), distributed="shard")
 
 
 def test_auto_is_exhaustive_up_to_the_budget_and_searches_above():
     small = CartesianSpace(BLOCK=[32, 64], A=[0, 1], B=[0], C=[0])
     assert decorate(small).strategy == "exhaustive"
-    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])      # 400 configs > 256 (default)
+    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])  # 400 configs > 256 (default)
     assert decorate(big).strategy in ("model", "local")
     assert decorate(big, max_configs=400).strategy == "exhaustive"
 
@@ -137,7 +156,7 @@ def test_each_strategy_is_deterministic_keeps_its_budget_and_never_retries(lands
     again = replay_once(landscape, strategy, budget=20, seed=3, workers=4)
     assert first == again
     assert first["evaluations"] == 20
-    assert first["chosen_ms"] is not None                          # a failed config is never chosen
+    assert first["chosen_ms"] is not None  # a failed config is never chosen
     assert first["ratio"] == pytest.approx(first["chosen_ms"] / landscape.best_ms)
     other = replay_once(landscape, strategy, budget=20, seed=4, workers=4)
     assert other["tuning_s"] != first["tuning_s"] or other["chosen"] != first["chosen"]
@@ -153,7 +172,7 @@ def test_a_failed_config_is_told_and_never_proposed_again(landscape, cls):
         if not batch:
             break
         for config in batch:
-            strategy.tell(config, landscape.time_of(config))           # None for the recorded failures
+            strategy.tell(config, landscape.time_of(config))  # None for the recorded failures
         proposed += batch
         if len(proposed) > 2 * len(space):
             break
@@ -167,14 +186,14 @@ def test_a_failed_config_is_told_and_never_proposed_again(landscape, cls):
 
 
 def test_a_landscape_keeps_the_problem_size_it_was_measured_at(landscape):
-    assert landscape.problem_size == (20_000_000,)          # kernel_tuner writes a 1-D size as a bare int
+    assert landscape.problem_size == (20_000_000,)  # kernel_tuner writes a 1-D size as a bare int
 
 
 def test_exhaustive_replay_finds_the_best(landscape):
     result = replay(landscape, "exhaustive", budget=landscape.valid_configs, seeds=1)
     run = result["runs"][0]
     assert run["evaluations"] == landscape.valid_configs
-    assert run["ratio"] <= 1.01                                     # the noise of the recorded repetitions
+    assert run["ratio"] <= 1.01  # the noise of the recorded repetitions
 
 
 def test_a_search_uses_fewer_simulated_seconds_than_exhaustive(landscape):
@@ -192,8 +211,12 @@ def test_key_distance_and_nearest_winners():
     assert key_distance([1], [1, 2]) == float("inf")
     from test_cache import make_record
 
-    records = [make_record([4096], winner=32), make_record([1024], winner=64), make_record([512], winner=128),
-               make_record([2048], winner=64)]
+    records = [
+        make_record([4096], winner=32),
+        make_record([1024], winner=64),
+        make_record([512], winner=128),
+        make_record([2048], winner=64),
+    ]
     assert nearest_winners((1024,), records) == [Config(BLOCK=128), Config(BLOCK=64), Config(BLOCK=32)]
 
 
@@ -219,7 +242,7 @@ def test_nearest_winners_leaves_out_the_same_key_and_keys_of_another_length_and_
     from test_cache import make_record
 
     same, longer = make_record([1024], winner=16), make_record([1024, 2], winner=8)
-    assert nearest_winners((1024,), [same, longer]) == []             # dtypes unknown: the same key is left out
+    assert nearest_winners((1024,), [same, longer]) == []  # dtypes unknown: the same key is left out
     assert nearest_winners((1024,), [same, longer], dtypes=["torch.float16"] * 3) == [Config(BLOCK=16)]
     records = [make_record([512], winner=64), make_record([2048], winner=64), make_record([8192], winner=32)]
     assert nearest_winners((1024,), records) == [Config(BLOCK=64), Config(BLOCK=32)]
@@ -228,8 +251,8 @@ def test_nearest_winners_leaves_out_the_same_key_and_keys_of_another_length_and_
 def test_nearest_winners_returns_at_most_limit_winners_nearest_first():
     from test_cache import make_record
 
-    records = [make_record([1024 * 2**i], winner=i + 1) for i in range(1, 11)]     # 1 to 10 steps from 1024
-    assert nearest_winners((1024,), records) == [Config(BLOCK=i) for i in range(2, 10)]     # 8 by default
+    records = [make_record([1024 * 2**i], winner=i + 1) for i in range(1, 11)]  # 1 to 10 steps from 1024
+    assert nearest_winners((1024,), records) == [Config(BLOCK=i) for i in range(2, 10)]  # 8 by default
     assert nearest_winners((1024,), reversed(records), limit=3) == [Config(BLOCK=2), Config(BLOCK=3), Config(BLOCK=4)]
     assert nearest_winners((1024,), records, limit=1) == [Config(BLOCK=2)]
 
@@ -250,7 +273,7 @@ def test_a_new_key_starts_from_the_winner_of_the_nearest_tuned_key():
     call(kernel, 1100)
     second = kernel.record()
     assert second.key == [1100]
-    assert second.trials[0].config == first.winner                  # proposed first, measured first
+    assert second.trials[0].config == first.winner  # proposed first, measured first
     seeds = make_strategy("random", space, seed=0, seeds=[first.winner], budget=4).ask(1)
     assert seeds == [first.winner]
 
@@ -270,36 +293,36 @@ def test_the_same_key_in_another_dtype_starts_from_that_key_s_winner():
     kernel(x, y, out, 1000)
     fp16 = kernel.cache.memory.lookup((1000,), ("torch.float16",) * 3)
     assert fp16 is not None and fp16.trials[0].config == fp32.winner
-    assert nearest_winners((1000,), [fp32], dtypes=fp32.dtypes) == []            # the record being tuned
+    assert nearest_winners((1000,), [fp32], dtypes=fp32.dtypes) == []  # the record being tuned
 
 
 def test_max_seconds_stops_proposing_after_the_first_batch():
     kernel = decorate(huge_space(), strategy="random", max_configs=50, max_seconds=1e-6, seed=0)
     call(kernel, 100)
-    assert len(kernel.record().trials) == 2                         # one batch (2 x max(1, workers=0))
+    assert len(kernel.record().trials) == 2  # one batch (2 x max(1, workers=0))
 
 
 @pytest.mark.parametrize("strategy", ["exhaustive", "auto"])
 def test_max_seconds_ends_an_exhaustive_tuning_with_the_best_so_far(strategy):
-    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])          # 40 configs, listed
+    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])  # 40 configs, listed
     kernel = decorate(space, strategy=strategy, max_seconds=1e-6)
     assert kernel.strategy == "exhaustive"
     call(kernel, 100)
     record = kernel.record()
     tried = [t for t in record.trials if t.status is not TrialStatus.SKIPPED]
     untried = [t for t in record.trials if t.status is TrialStatus.SKIPPED]
-    assert len(tried) == 2 and len(untried) == 38                   # one window (2 x max(1, workers=0))
+    assert len(tried) == 2 and len(untried) == 38  # one window (2 x max(1, workers=0))
     assert record.winner in {t.config for t in tried}
     assert all("max_seconds=1e-06 passed after 2 of 40" in t.error for t in untried)
 
 
 def test_exhaustive_with_an_explicit_max_configs_below_the_space_is_refused_at_decoration():
-    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])          # 40 configs
+    space = CartesianSpace(BLOCK=[32, 64], A=range(10), B=range(2), C=[0])  # 40 configs
     with pytest.raises(OptionError, match="strategy='random'.*strategy='model'"):
         decorate(space, strategy="exhaustive", max_configs=10)
     assert decorate(space, strategy="exhaustive", max_configs=40).strategy == "exhaustive"
-    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])           # 400 > the preset's 256
-    assert decorate(big, strategy="exhaustive").strategy == "exhaustive"             # the preset's budget: kept
+    big = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])  # 400 > the preset's 256
+    assert decorate(big, strategy="exhaustive").strategy == "exhaustive"  # the preset's budget: kept
 
 
 # ---------------------------------------------------------------------------------------------- the CLI
@@ -308,14 +331,39 @@ def test_exhaustive_with_an_explicit_max_configs_below_the_space_is_refused_at_d
 def test_autotune_replay_end_to_end(tmp_path, landscape):
     out = tmp_path / "replay.json"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random",
-                          "--budget-fraction", "0.05", "--seeds", "3", "--workers", "4", "--json", str(out)],
-                         capture_output=True, text=True, env=env, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "replay",
+            str(LANDSCAPE),
+            "--strategy",
+            "random",
+            "--budget-fraction",
+            "0.05",
+            "--seeds",
+            "3",
+            "--workers",
+            "4",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(out.read_text())
     assert set(doc) == {"landscape", "strategy", "budget", "runs", "median_ratio", "worst_ratio"}
-    assert doc["landscape"] == {"path": str(LANDSCAPE), "device": "NVIDIA GeForce RTX 3090", "kernel": "cn_pnpoly",
-                                "valid_configs": 288, "best_ms": landscape.best_ms}
+    assert doc["landscape"] == {
+        "path": str(LANDSCAPE),
+        "device": "NVIDIA GeForce RTX 3090",
+        "kernel": "cn_pnpoly",
+        "valid_configs": 288,
+        "best_ms": landscape.best_ms,
+    }
     assert doc["strategy"] == "random" and doc["budget"] == round(0.05 * 288)
     assert [r["seed"] for r in doc["runs"]] == [0, 1, 2]
     for run in doc["runs"]:
@@ -324,8 +372,13 @@ def test_autotune_replay_end_to_end(tmp_path, landscape):
         assert landscape.time_of(Config(run["chosen"])) == run["chosen_ms"]
     ratios = sorted(r["ratio"] for r in doc["runs"])
     assert doc["median_ratio"] == ratios[1] and doc["worst_ratio"] == ratios[-1]
-    bad = subprocess.run([sys.executable, "-m", "autotune", "replay", str(tmp_path), "--strategy", "random",
-                          "--budget", "3"], capture_output=True, text=True, env=env, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "autotune", "replay", str(tmp_path), "--strategy", "random", "--budget", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert bad.returncode == 1 and "cannot read landscape" in bad.stderr
 
 
@@ -344,26 +397,33 @@ def test_a_sparse_landscape_whose_product_is_too_large_to_list_replays(tmp_path,
     path.write_text(json.dumps({"tune_params": axes, "cache": cache, "device_name": "test", "kernel_name": "sparse"}))
     sparse = load_landscape(path)
     assert CartesianSpace(**sparse.axes).lazy and not sparse.space().lazy
-    budget = 12 if strategy == "model" else 40     # TPE redraws most proposals here (1 in 67 is recorded): slow
+    budget = 12 if strategy == "model" else 40  # TPE redraws most proposals here (1 in 67 is recorded): slow
     result = replay(sparse, strategy, budget, 1)
     for run in result["runs"]:
         assert run["evaluations"] == budget and Config(run["chosen"]) in sparse.entries
-    assert result["runs"] == replay(sparse, strategy, budget, 1)["runs"]       # deterministic
+    assert result["runs"] == replay(sparse, strategy, budget, 1)["runs"]  # deterministic
 
 
 def test_a_lazy_checksum_is_the_same_in_every_process_and_sees_closed_over_values():
-    code = ("from autotune import CartesianSpace\n"
-            "limit = 512\n"
-            "s = CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: all(v <= limit for v in (c.A, c.B)))\n"
-            "print(s.checksum())")
+    code = (
+        "from autotune import CartesianSpace\n"
+        "limit = 512\n"
+        "s = CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: all(v <= limit for v in (c.A, c.B)))\n"
+        "print(s.checksum())"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    sums = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                           timeout=120).stdout.strip() for _ in range(2)}
+    sums = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        ).stdout.strip()
+        for _ in range(2)
+    }
     assert len(sums) == 1 and len(next(iter(sums))) == 64
     big = CartesianSpace(A=range(1000), B=range(1000))
 
     def upto(limit):
         return big.where(lambda c: c.A <= limit)
+
     assert upto(10).checksum() != upto(900).checksum()
 
 
@@ -397,6 +457,7 @@ def test_the_model_search_of_a_union_with_a_huge_part_lists_nothing(strategy):
     record = kernel.record()
     assert len(record.trials) == 4 and union.contains(record.winner)
     from autotune.search.model import _axes_of
+
     axes = _axes_of(union)
     assert axes["BLOCK"] == (16, 32, 64, 128, 256, 8) and 1001 in axes["A"] and len(axes["A"]) == 1001
 
@@ -413,7 +474,7 @@ def test_the_model_search_ends_climbing_from_its_best():
             strategy.tell(config, float(abs(config["A"] - 7) + abs(config["B"] - 20) + abs(config["C"] - 3)))
     best = strategy.best[0]
     late = list(strategy.results)[-10:]
-    assert any(sum(1 for k in c if c[k] != best[k]) == 1 for c in late)   # the last proposals are neighbours
+    assert any(sum(1 for k in c if c[k] != best[k]) == 1 for c in late)  # the last proposals are neighbours
 
 
 def _l1_to(centre):
@@ -435,7 +496,7 @@ def test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget
     untried = {c for c in space.neighbours(opt) if c not in strategy.tried}
     batch = strategy.ask(5)
     assert len(untried) >= 4 and len(batch) == len(untried) and set(batch) == untried
-    strategy.tell(batch[0], 0.5)                                # better than the optimum: the climb moves there
+    strategy.tell(batch[0], 0.5)  # better than the optimum: the climb moves there
     for config in batch[1:]:
         strategy.tell(config, cost(config))
     assert set(strategy.ask(4)) <= set(space.neighbours(batch[0]))
@@ -474,10 +535,10 @@ def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_one
             for config in strategy.ask(4):
                 strategy.tell(config, cost(config))
                 order.append(config)
-        modelled += order[20:60]                                # proposed by TPE, before the local phase
+        modelled += order[20:60]  # proposed by TPE, before the local phase
     uniform_fast = sum(map(fast, space)) / len(space)
-    assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.42       # 0.31 over 20 seeds, random 0.5
-    assert sum(map(fast, modelled)) / len(modelled) > 1.8 * uniform_fast     # 2.6x over 20 seeds
+    assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.42  # 0.31 over 20 seeds, random 0.5
+    assert sum(map(fast, modelled)) / len(modelled) > 1.8 * uniform_fast  # 2.6x over 20 seeds
 
 
 def test_the_model_search_fills_a_batch_with_distinct_configs_even_when_its_draws_repeat():
@@ -522,14 +583,17 @@ def test_the_model_is_told_every_result_and_every_refused_draw():
         measured = strategy.results.get(Config(trial.params))
         assert (trial.value == measured) if measured is not None else (trial.value > worst)
     assert set(strategy.results) <= {Config(t.params) for t in trials}
-    assert len(trials) > len(strategy.results)                  # the filter refused some draws, told as failed
+    assert len(trials) > len(strategy.results)  # the filter refused some draws, told as failed
 
 
 def test_online_tuning_of_a_large_space_tries_the_strategy_s_proposals_only():
-    space = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])          # 400 configs > 8
-    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(mode="online", strategy="random", max_configs=8, compile_workers=0, reps=1,
-                                    seed=0))(add_kernel)
+    space = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])  # 400 configs > 8
+    kernel = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", strategy="random", max_configs=8, compile_workers=0, reps=1, seed=0),
+    )(add_kernel)
     call(kernel, 200)
     assert list(kernel.cache_info()["online"].values()) == ["0 of 8 candidates measured"]
 
@@ -537,12 +601,18 @@ def test_online_tuning_of_a_large_space_tries_the_strategy_s_proposals_only():
 def test_replay_refuses_nonsense_budgets_and_seeds(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     for args in (["--budget", "0"], ["--budget", "3", "--seeds", "0"]):
-        res = subprocess.run([sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random",
-                              *args], capture_output=True, text=True, env=env, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert res.returncode == 2 and "not a positive number" in res.stderr
 
 
 # --- strategy contracts pinned after mutation testing ------------------------------------------------------------
+
 
 def _small_space():
     return CartesianSpace(BLOCK=[16, 32, 64, 128], W=[1, 2, 4, 8])
@@ -609,19 +679,19 @@ def test_non_finite_or_failed_results_are_never_the_best():
     a, b, c = s.ask(3)
     s.tell(a, None)
     s.tell(b, float("nan"))
-    assert s.best is None and s.results[b] is None          # a NaN median is a failed measurement
+    assert s.best is None and s.results[b] is None  # a NaN median is a failed measurement
     s.tell(c, float("inf"))
     assert s.best is None
-    d, = s.ask(1)
+    (d,) = s.ask(1)
     s.tell(d, 3.0)
     assert s.best == (d, 3.0)
 
 
 def test_local_search_starts_with_start_random_configs_then_climbs_in_batches():
     space = CartesianSpace(A=[1, 2, 3], B=[1, 2, 3], C=[1, 2, 3], D=[1, 2, 3], E=[1, 2, 3], F=[1, 2, 3])
-    s = LocalSearch(space, seed=0, start=4)             # 6 axes: every config has at least 6 neighbours
+    s = LocalSearch(space, seed=0, start=4)  # 6 axes: every config has at least 6 neighbours
     first = s.ask(4)
-    assert len(first) == 4                                   # `start` random configs while nothing has been told
+    assert len(first) == 4  # `start` random configs while nothing has been told
     for i, config in enumerate(first):
         s.tell(config, 1.0 + i)
     best = first[0]
@@ -634,11 +704,11 @@ def test_local_search_restarts_from_one_random_config_when_its_climb_only_failed
     s = LocalSearch(_small_space(), seed=0, start=2)
     for config in s.ask(2):
         s.tell(config, None)
-    assert len(s.ask(4)) == 1                                # nothing to climb from: one random restart
+    assert len(s.ask(4)) == 1  # nothing to climb from: one random restart
 
 
 def _line(n: int = 100) -> CartesianSpace:
-    return CartesianSpace(A=list(range(n)))         # one axis: the neighbours of A=k are A=k-1 and A=k+1
+    return CartesianSpace(A=list(range(n)))  # one axis: the neighbours of A=k are A=k-1 and A=k+1
 
 
 def _a(k: int) -> Config:
@@ -650,14 +720,14 @@ def test_local_search_never_climbs_from_a_config_that_measured_nan():
     assert s.ask(2) == [_a(0), _a(99)]
     s.tell(_a(0), float("nan"))
     s.tell(_a(99), 5.0)
-    assert s.ask(2) == [_a(98)]                              # from A=99, the one config that measured a time
+    assert s.ask(2) == [_a(98)]  # from A=99, the one config that measured a time
 
 
 def test_local_search_climbs_from_the_results_it_is_handed_not_its_own_earlier_ones():
     s = LocalSearch(_line(), seed=0, seeds=[_a(50)], start=1)
     s.ask(1)
     s.tell(_a(50), 0.5)
-    s.start_climb({_a(10): 1.0})                             # a hand-over replaces the climb, better or not
+    s.start_climb({_a(10): 1.0})  # a hand-over replaces the climb, better or not
     assert set(s.ask(2)) == {_a(9), _a(11)}
 
 
@@ -667,17 +737,18 @@ def test_local_search_restarts_its_climb_at_a_local_optimum():
     s.tell(_a(50), 1.0)
     assert set(s.ask(2)) == {_a(49), _a(51)}
     s.tell(_a(49), 2.0)
-    s.tell(_a(51), 2.0)                                      # A=50 is a local optimum: restart elsewhere
-    restart, = s.ask(2)                                      # from one random config
+    s.tell(_a(51), 2.0)  # A=50 is a local optimum: restart elsewhere
+    (restart,) = s.ask(2)  # from one random config
     assert restart not in {_a(49), _a(50), _a(51)}
-    more = s.ask(3)                                          # asked again before its result: a random batch, so
-    assert len(more) == 3                                    # the compile pool stays busy while it is measured
-    s.tell(restart, 3.0)                                     # worse than A=50, but the new climb starts from it
+    more = s.ask(3)  # asked again before its result: a random batch, so
+    assert len(more) == 3  # the compile pool stays busy while it is measured
+    s.tell(restart, 3.0)  # worse than A=50, but the new climb starts from it
     for config in more:
         s.tell(config, 4.0)
     k = restart["A"]
-    untried = {c for c in (_a(k - 1) if k > 0 else None, _a(k + 1) if k < 99 else None)
-               if c is not None and c not in s.tried}
+    untried = {
+        c for c in (_a(k - 1) if k > 0 else None, _a(k + 1) if k < 99 else None) if c is not None and c not in s.tried
+    }
     assert untried and set(s.ask(2)) == untried
 
 
@@ -715,15 +786,15 @@ def test_the_model_s_climb_keeps_its_best_while_the_best_s_neighbours_are_in_fli
     s.tell(_a(50), 1.0)
     s.tell(_a(20), 2.0)
     assert set(s.ask(2)) == {_a(49), _a(51)} and s.in_flight == 2
-    assert set(s.ask(4)) == {_a(19), _a(21)} and s.in_flight == 4      # around A=20, the next best: no restart
+    assert set(s.ask(4)) == {_a(19), _a(21)} and s.in_flight == 4  # around A=20, the next best: no restart
     s.tell(_a(49), 0.5)
-    assert s.ask(4) == [_a(48)]                              # from A=49, with A=51, 19 and 21 still in flight
+    assert s.ask(4) == [_a(48)]  # from A=49, with A=51, 19 and 21 still in flight
     for config in (_a(51), _a(19), _a(21)):
         s.tell(config, 3.0)
-    s.tell(_a(48), 0.7)                                      # A=49 is a local optimum, nothing in flight: restart
-    restart, = s.ask(4)
-    s.tell(restart, 9.0)                                     # the climb was reset: it goes on from the restart,
-    k = restart["A"]                                         # the worst config measured, not from A=49
+    s.tell(_a(48), 0.7)  # A=49 is a local optimum, nothing in flight: restart
+    (restart,) = s.ask(4)
+    s.tell(restart, 9.0)  # the climb was reset: it goes on from the restart,
+    k = restart["A"]  # the worst config measured, not from A=49
     expected = {_a(j) for j in (k - 1, k + 1) if 0 <= j < 100 and _a(j) not in s.tried}
     assert expected and set(s.ask(4)) == expected
 
@@ -734,9 +805,12 @@ def test_a_search_spends_its_whole_budget_through_both_pipelines(landscape):
     pytest.importorskip("optuna")
     run = replay_once(landscape, "model", budget=40, seed=1, workers=8)
     assert run["evaluations"] == 40
-    kernel = autotune(space=CartesianSpace(BLOCK=[32, 64, 128], A=range(6), B=range(6), C=[0]), key=["n"],
-                      grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=2, warmup=0, reps=2, refine_topk=0,
-                                                              strategy="local", max_configs=30, seed=2))(add_kernel)
+    kernel = autotune(
+        space=CartesianSpace(BLOCK=[32, 64, 128], A=range(6), B=range(6), C=[0]),
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(compile_workers=2, warmup=0, reps=2, refine_topk=0, strategy="local", max_configs=30, seed=2),
+    )(add_kernel)
     call(kernel, 300)
     record = kernel.record()
     assert record.strategy == "local" and len([t for t in record.trials if t.ok]) == 30
@@ -774,7 +848,7 @@ def test_the_model_s_climb_asks_each_centre_s_neighbours_of_the_space_once():
     s.ask(2)
     s.tell(_a(50), 1.0)
     s.tell(_a(20), 2.0)
-    for _ in range(10):                     # nothing more is told: each ask works further around the climb
+    for _ in range(10):  # nothing more is told: each ask works further around the climb
         s.ask(2)
     assert len(calls) == len(set(calls))
 
@@ -791,14 +865,17 @@ def _landscape_file(tmp_path, **entries) -> Path:
     return path
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"a2": {"a": 3}}, r"records \{'a': 3\}: a=3 is not one of tune_params\['a'\] \[1, 2\]"),
-    ({"a1": {"time": float("nan")}}, r"records \{'a': 1\}: its time nan is not a positive number of ms"),
-    ({"a1": {"time": -1.0}}, r"its time -1.0 is not a positive number"),
-    ({"a1": {"time": None}}, r"its time None is neither a number of ms nor a failure string"),
-    ({"a1": {"times": [1.0, float("inf")]}}, r"it has inf among its times or compile time"),
-    ({"a2": {"time": "RuntimeFailedConfig", "compile_time": -5}}, r"it has -5.0 among its times or compile time"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"a2": {"a": 3}}, r"records \{'a': 3\}: a=3 is not one of tune_params\['a'\] \[1, 2\]"),
+        ({"a1": {"time": float("nan")}}, r"records \{'a': 1\}: its time nan is not a positive number of ms"),
+        ({"a1": {"time": -1.0}}, r"its time -1.0 is not a positive number"),
+        ({"a1": {"time": None}}, r"its time None is neither a number of ms nor a failure string"),
+        ({"a1": {"times": [1.0, float("inf")]}}, r"it has inf among its times or compile time"),
+        ({"a2": {"time": "RuntimeFailedConfig", "compile_time": -5}}, r"it has -5.0 among its times or compile time"),
+    ],
+)
 def test_a_landscape_with_an_unusable_entry_is_refused_naming_it(tmp_path, entry, message):
     """An entry off the axes could never be proposed (every ratio was 2.0); a NaN time made the best NaN, every
     ratio NaN and the JSON invalid."""
@@ -809,12 +886,23 @@ def test_a_landscape_with_an_unusable_entry_is_refused_naming_it(tmp_path, entry
 
 def test_replay_checks_its_json_path_before_running_and_bounds_the_workers(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    base = [sys.executable, "-m", "autotune", "replay", str(LANDSCAPE), "--strategy", "random", "--budget", "3",
-            "--seeds", "1"]
+    base = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "replay",
+        str(LANDSCAPE),
+        "--strategy",
+        "random",
+        "--budget",
+        "3",
+        "--seeds",
+        "1",
+    ]
     for target, why in ((tmp_path, "is a directory"), (tmp_path / "missing" / "out.json", "does not exist")):
         res = subprocess.run([*base, "--json", str(target)], capture_output=True, text=True, env=env, timeout=120)
-        assert res.returncode == 2 and why in res.stderr and "SEED" not in res.stdout      # nothing was run
+        assert res.returncode == 2 and why in res.stderr and "SEED" not in res.stdout  # nothing was run
     res = subprocess.run([*base, "--workers", "1000000000"], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2 and "over 4096" in res.stderr
-    landscape = load_landscape(LANDSCAPE)       # the function takes any count: slots beyond the budget are unused
+    landscape = load_landscape(LANDSCAPE)  # the function takes any count: slots beyond the budget are unused
     assert replay_once(landscape, "random", 3, 0, workers=10**9) == replay_once(landscape, "random", 3, 0, workers=3)

@@ -1,4 +1,5 @@
 """Search spaces: order, filtering, union, checksum, conversions and validation against a kernel."""
+
 from __future__ import annotations
 
 import itertools
@@ -6,17 +7,15 @@ import json
 import pickle
 
 import pytest
+from hash_seeds import printed_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hash_seeds import printed_under_hash_seeds
-
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
-from autotune.space_input import as_space
-from autotune.space_checks import validate_space
 from autotune.search import RandomSearch
-
+from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
+from autotune.space_checks import validate_space
+from autotune.space_input import as_space
 
 
 # ---------------------------------------------------------------------------------------------- Config
@@ -66,7 +65,7 @@ def test_config_keyword_fields_override_the_mapping_and_keep_their_order():
 def test_config_fields_starting_with_an_underscore_are_attributes_too():
     assert Config(_PRIVATE=3)._PRIVATE == 3
     with pytest.raises(AttributeError, match="no field '_MISSING'"):
-        Config(_PRIVATE=3)._MISSING
+        _ = Config(_PRIVATE=3)._MISSING
 
 
 def test_configs_whose_hashes_collide_are_still_different():
@@ -225,7 +224,7 @@ def test_union_order_and_duplicates():
     assert ({"A": (7,)} + a).configs()[0] == Config(A=7)
     assert u.where("$A > 1").configs() == [Config(A=2), Config(A=3)]
     assert u.fields() == frozenset({"A"})
-    assert u.parts == (a, b) and u.where("$A > 1").parts == (a, b)   # the union's filter applies on top
+    assert u.parts == (a, b) and u.where("$A > 1").parts == (a, b)  # the union's filter applies on top
 
 
 def test_union_with_garbage_is_type_error():
@@ -247,13 +246,20 @@ def test_checksum_is_sha256_of_canonical_configs():
 
 
 def test_checksum_stable_across_processes_and_hash_seeds():
-    code = ("from autotune.space import CartesianSpace, FixedSpace;"
-            "s = (CartesianSpace(BLOCK=(64, 128), num_warps=(4, 8), NAME=('a', 'b'))"
-            "     + FixedSpace([{'BLOCK': 32, 'FLAGS': (1, 2)}])).where('$BLOCK >= 64 or $BLOCK == 32');"
-            "print(s.checksum())")
-    from autotune.space import CartesianSpace as CS, FixedSpace as FS
-    here = (CS(BLOCK=(64, 128), num_warps=(4, 8), NAME=("a", "b"))
-            + FS([{"BLOCK": 32, "FLAGS": (1, 2)}])).where("$BLOCK >= 64 or $BLOCK == 32").checksum()
+    code = (
+        "from autotune.space import CartesianSpace, FixedSpace;"
+        "s = (CartesianSpace(BLOCK=(64, 128), num_warps=(4, 8), NAME=('a', 'b'))"
+        "     + FixedSpace([{'BLOCK': 32, 'FLAGS': (1, 2)}])).where('$BLOCK >= 64 or $BLOCK == 32');"
+        "print(s.checksum())"
+    )
+    from autotune.space import CartesianSpace as CS
+    from autotune.space import FixedSpace as FS
+
+    here = (
+        (CS(BLOCK=(64, 128), num_warps=(4, 8), NAME=("a", "b")) + FS([{"BLOCK": 32, "FLAGS": (1, 2)}]))
+        .where("$BLOCK >= 64 or $BLOCK == 32")
+        .checksum()
+    )
     outs = printed_under_hash_seeds(code, ("1", "12345"))
     assert outs[0] == outs[1] == here
 
@@ -261,13 +267,15 @@ def test_checksum_stable_across_processes_and_hash_seeds():
 def test_a_lazy_space_s_filter_checksum_is_stable_across_hash_seeds():
     """A filter with a set of strings (its order follows PYTHONHASHSEED) or closing over a function (whose repr
     shows an address) gives the same checksum in every process: else each process would retune its keys."""
-    code = ("from autotune.space import CartesianSpace\n"
-            "def wide(c):\n    return c['X'] > 1\n"
-            "def make():\n    return lambda c: c['L'] in {'row', 'col', 'tiled', 'strided'} and wide(c)\n"
-            "axes = {f'A{i}': tuple(range(10)) for i in range(8)}\n"
-            "s = CartesianSpace(L=('row', 'col', 'other'), X=(1, 2), **axes).where(make())\n"
-            "assert s.lazy\n"
-            "print(s.checksum())")
+    code = (
+        "from autotune.space import CartesianSpace\n"
+        "def wide(c):\n    return c['X'] > 1\n"
+        "def make():\n    return lambda c: c['L'] in {'row', 'col', 'tiled', 'strided'} and wide(c)\n"
+        "axes = {f'A{i}': tuple(range(10)) for i in range(8)}\n"
+        "s = CartesianSpace(L=('row', 'col', 'other'), X=(1, 2), **axes).where(make())\n"
+        "assert s.lazy\n"
+        "print(s.checksum())"
+    )
     outs = set(printed_under_hash_seeds(code, ("1", "2", "3", "12345")))
     assert len(outs) == 1
     changed = code.replace("'strided'}", "'blocked'}")
@@ -292,11 +300,12 @@ def test_as_space_conversions():
 
 def test_as_space_triton_configs():
     triton = pytest.importorskip("triton")
-    s = as_space([triton.Config({"BLOCK": 64}, num_warps=8, num_stages=2),
-                  triton.Config({"BLOCK": 128}, maxnreg=128)])
+    s = as_space([triton.Config({"BLOCK": 64}, num_warps=8, num_stages=2), triton.Config({"BLOCK": 128}, maxnreg=128)])
     assert isinstance(s, FixedSpace)
-    assert s.configs() == [Config(BLOCK=64, num_warps=8, num_stages=2, num_ctas=1),
-                           Config(BLOCK=128, num_warps=4, num_stages=3, num_ctas=1, maxnreg=128)]
+    assert s.configs() == [
+        Config(BLOCK=64, num_warps=8, num_stages=2, num_ctas=1),
+        Config(BLOCK=128, num_warps=4, num_stages=3, num_ctas=1, maxnreg=128),
+    ]
 
 
 def test_as_space_triton_config_with_pre_hook_points_to_compat():
@@ -307,8 +316,12 @@ def test_as_space_triton_config_with_pre_hook_points_to_compat():
 
 # ---------------------------------------------------------------------------------------------- validate_space
 def _validate(space, **kw):
-    args = dict(kernel_name="matmul_kernel", constexpr_names=("BLOCK_M", "BLOCK_N"),
-                compile_options=("num_warps", "num_stages", "num_ctas", "maxnreg"), static_options={})
+    args = dict(
+        kernel_name="matmul_kernel",
+        constexpr_names=("BLOCK_M", "BLOCK_N"),
+        compile_options=("num_warps", "num_stages", "num_ctas", "maxnreg"),
+        static_options={},
+    )
     args.update(kw)
     validate_space(space, **args)
 
@@ -328,9 +341,12 @@ def test_validate_space_empty_fixed_space():
 
 
 def test_validate_space_unknown_field_lists_constexprs():
-    with pytest.raises(SpaceError, match=r"'BLOCK_K' is neither a tl.constexpr parameter of matmul_kernel nor a "
-                                         r"compile option.*BLOCK_M, BLOCK_N; compile options are e.g. num_warps, "
-                                         r"num_stages"):
+    with pytest.raises(
+        SpaceError,
+        match=r"'BLOCK_K' is neither a tl.constexpr parameter of matmul_kernel nor a "
+        r"compile option.*BLOCK_M, BLOCK_N; compile options are e.g. num_warps, "
+        r"num_stages",
+    ):
         _validate(FixedSpace([{"BLOCK_M": 64}, {"BLOCK_K": 32}]))
 
 

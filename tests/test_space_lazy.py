@@ -1,4 +1,5 @@
 """Lazy spaces (too large to list): their checksum (the cache key) in every process, len(), and `space + list`."""
+
 from __future__ import annotations
 
 import functools
@@ -7,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from hash_seeds import REPO, printed_under_hash_seeds
 
 from autotune.errors import SpaceError
@@ -34,18 +34,30 @@ class Fits:
 def test_an_eager_space_s_checksum_is_the_one_its_cache_entries_were_written_under():
     """Golden values computed before lazy checksums changed: a listed space's checksum must never move, or every
     existing cache entry would go stale."""
-    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).checksum() == \
-        "15dbb027c6546468b894fd7493c786157392373a499886f36321a3c1c1259f83"
-    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where("$BLOCK * $num_warps <= 256").checksum() == \
-        "f889d94bf3a0e0373d96d775f666d37e5ef06a8cb06693f9328c2e0ca08ba4eb"
-    assert CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where(lambda c: c.BLOCK > 32).checksum() == \
-        "b96f53e0f5f7c28eb336d6319ff6de9538c4f5e7dca75e0da16590864258f65d"
-    assert FixedSpace([{"BLOCK": 32}, {"BLOCK": 64, "num_warps": 4}, {"A": "x", "T": (1, 2)}, {"BLOCK": 1.5},
-                       {"B": None}]).checksum() == "2f1388ff9f6407b3a426eab40bb8529512048b4b2dff40007ace2239fbd7d7a1"
-    assert (CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}, {"BLOCK": 32}])).checksum() == \
-        "78440f65ee9687d0e495ab92a0a286538f620ffc369ff59a09112886f621766e"
-    assert ((CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}])).where("$BLOCK > 32")).checksum() == \
-        "00a0bacc39312230aaf2cddbe9548a3cb474888fd4336027e1466276b54b1610"
+    assert (
+        CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).checksum()
+        == "15dbb027c6546468b894fd7493c786157392373a499886f36321a3c1c1259f83"
+    )
+    assert (
+        CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where("$BLOCK * $num_warps <= 256").checksum()
+        == "f889d94bf3a0e0373d96d775f666d37e5ef06a8cb06693f9328c2e0ca08ba4eb"
+    )
+    assert (
+        CartesianSpace(BLOCK=(32, 64, 128), num_warps=(2, 4, 8)).where(lambda c: c.BLOCK > 32).checksum()
+        == "b96f53e0f5f7c28eb336d6319ff6de9538c4f5e7dca75e0da16590864258f65d"
+    )
+    assert (
+        FixedSpace(
+            [{"BLOCK": 32}, {"BLOCK": 64, "num_warps": 4}, {"A": "x", "T": (1, 2)}, {"BLOCK": 1.5}, {"B": None}]
+        ).checksum()
+        == "2f1388ff9f6407b3a426eab40bb8529512048b4b2dff40007ace2239fbd7d7a1"
+    )
+    assert (
+        CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}, {"BLOCK": 32}])
+    ).checksum() == "78440f65ee9687d0e495ab92a0a286538f620ffc369ff59a09112886f621766e"
+    assert (
+        (CartesianSpace(BLOCK=(32, 64)) + FixedSpace([{"BLOCK": 128}])).where("$BLOCK > 32")
+    ).checksum() == "00a0bacc39312230aaf2cddbe9548a3cb474888fd4336027e1466276b54b1610"
     # a lazy space filtered by a $X string: its text alone since 0.1.0's 2026-11-25 change (it hashed the compiled
     # function's bytecode too, which differs between Python versions)
     assert big().where("$A < 5").checksum() == "c50ab1ce4fb892e24f66886f0e9b93b238bc68bed4433a61c55f5fb442500479"
@@ -56,33 +68,44 @@ def test_a_lazy_space_s_checksum_does_not_depend_on_the_bytecode_of_its_filters(
     checksum reads a `def` filter's source and a `$X` string's text. `python -OO` compiles the same source to other
     bytecode (no assert, no docstring), as another Python version would."""
     (tmp_path / "filters_mod.py").write_text(
-        "def fits(c):\n"
-        "    \"\"\"Tiles that fit.\"\"\"\n"
-        "    assert c.A >= 0\n"
-        "    return c.A * c.B <= 4096\n")
-    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from filters_mod import fits\n"
-            "from autotune.space import CartesianSpace\n"
-            "big = CartesianSpace(A=range(1000), B=range(1000))\n"
-            "print(big.where(fits).checksum(), big.where('$A * $B <= 4096').checksum())")
+        'def fits(c):\n    """Tiles that fit."""\n    assert c.A >= 0\n    return c.A * c.B <= 4096\n'
+    )
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from filters_mod import fits\n"
+        "from autotune.space import CartesianSpace\n"
+        "big = CartesianSpace(A=range(1000), B=range(1000))\n"
+        "print(big.where(fits).checksum(), big.where('$A * $B <= 4096').checksum())"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    printed = [subprocess.run([sys.executable, *flags, "-c", code, str(tmp_path)], env=env, capture_output=True,
-                              text=True, check=True, timeout=120).stdout.split() for flags in ([], ["-OO"])]
+    printed = [
+        subprocess.run(
+            [sys.executable, *flags, "-c", code, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout.split()
+        for flags in ([], ["-OO"])
+    ]
     assert printed[0] == printed[1] and len(printed[0]) == 2, printed
 
 
 # ---------------------------------------------------------------------------------------------- lazy filters
 def test_partial_callable_object_and_set_closure_filters_give_one_checksum_in_every_process():
-    code = ("import functools\n"
-            "from autotune.space import CartesianSpace\n"
-            "def fits(c, smem):\n    return c.A * c.B <= smem\n"
-            "class Fits:\n    def __init__(self, smem):\n        self.smem = smem\n"
-            "    def __call__(self, c):\n        return c.A * c.B <= self.smem\n"
-            "def make():\n    allowed = {'row', 'col', 'tile', 'split', 'stream', 'persistent'}\n"
-            "    return lambda c: c.MODE in allowed\n"
-            "big = lambda: CartesianSpace(A=range(1000), B=range(1000), MODE=('row', 'col'))\n"
-            "print(big().where(functools.partial(fits, smem=4096)).checksum(), big().where(Fits(4096)).checksum(),\n"
-            "      big().where(make()).checksum())")
+    code = (
+        "import functools\n"
+        "from autotune.space import CartesianSpace\n"
+        "def fits(c, smem):\n    return c.A * c.B <= smem\n"
+        "class Fits:\n    def __init__(self, smem):\n        self.smem = smem\n"
+        "    def __call__(self, c):\n        return c.A * c.B <= self.smem\n"
+        "def make():\n    allowed = {'row', 'col', 'tile', 'split', 'stream', 'persistent'}\n"
+        "    return lambda c: c.MODE in allowed\n"
+        "big = lambda: CartesianSpace(A=range(1000), B=range(1000), MODE=('row', 'col'))\n"
+        "print(big().where(functools.partial(fits, smem=4096)).checksum(), big().where(Fits(4096)).checksum(),\n"
+        "      big().where(make()).checksum())"
+    )
     outs = printed_under_hash_seeds(code, ("1", "2", "3"))
     assert len(set(outs)) == 1, outs
     changed = printed_under_hash_seeds(code.replace("4096", "8192").replace("'stream'", "'other'"), ("1",))[0]
@@ -90,16 +113,20 @@ def test_partial_callable_object_and_set_closure_filters_give_one_checksum_in_ev
 
 
 def test_a_partial_or_callable_object_s_arguments_are_in_the_checksum():
-    assert big().where(functools.partial(fits, smem=10)).checksum() != \
-        big().where(functools.partial(fits, smem=10**6)).checksum()
+    assert (
+        big().where(functools.partial(fits, smem=10)).checksum()
+        != big().where(functools.partial(fits, smem=10**6)).checksum()
+    )
     assert big().where(Fits(10)).checksum() != big().where(Fits(10**6)).checksum()
     assert big().where(Fits(10)).checksum() == big().where(Fits(10)).checksum()
 
 
 def test_a_lazy_filter_s_checksum_follows_the_module_globals_it_reads():
-    code = ("from autotune.space import CartesianSpace\n"
-            "LIMIT = 10\n"
-            "print(CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: c.A < LIMIT).checksum())")
+    code = (
+        "from autotune.space import CartesianSpace\n"
+        "LIMIT = 10\n"
+        "print(CartesianSpace(A=range(1000), B=range(1000)).where(lambda c: c.A < LIMIT).checksum())"
+    )
     ten = printed_under_hash_seeds(code, ("1", "2"))
     assert ten[0] == ten[1]
     assert printed_under_hash_seeds(code.replace("LIMIT = 10", "LIMIT = 999"), ("1",))[0] != ten[0]
@@ -114,7 +141,7 @@ def test_a_filter_with_no_stable_text_is_refused_at_where_on_a_lazy_space_only()
         big().where(odd)
     with pytest.raises(SpaceError, match="no Python code"):
         big().where(callable)
-    assert len(CartesianSpace(A=(1, 2)).where(odd)) == 2     # an eager space's checksum lists its configs
+    assert len(CartesianSpace(A=(1, 2)).where(odd)) == 2  # an eager space's checksum lists its configs
 
 
 def test_a_filter_that_captures_a_value_with_no_stable_text_is_refused_too():
@@ -138,6 +165,7 @@ def test_a_lazy_union_s_checksum_covers_its_parts_filters_and_every_fixed_config
 
     def fixed(k: int) -> FixedSpace:
         return FixedSpace([{"A": i, "B": 0} for i in range(3)] + [{"A": k, "B": 5}])
+
     assert (big() + fixed(7)).checksum() != (big() + fixed(2000)).checksum()
     assert (big() + fixed(7)).checksum() == (big() + fixed(7)).checksum()
 
@@ -150,7 +178,7 @@ def test_len_of_a_lazy_filtered_space_or_union_raises_naming_unfiltered_len_and_
         len(s)
     with pytest.raises(SpaceError, match="not known without listing"):
         len(big() + FixedSpace([{"A": 1, "B": 1}]))
-    assert len(big()) == 10**6                                 # unfiltered: the product, exact
+    assert len(big()) == 10**6  # unfiltered: the product, exact
     assert len(list(s)) == 502 and len(s.configs()) == 502
 
 
@@ -181,11 +209,17 @@ def _module(tmp_path, monkeypatch, name: str, text: str):
 def test_wrapped_filters_are_identified_by_their_own_code_not_the_function_they_wrap(tmp_path, monkeypatch):
     """functools.wraps sets __wrapped__, which inspect.getsource follows: a filter and its negation, both wrapping
     one function, would read as that function's source and share cache entries."""
-    mod = _module(tmp_path, monkeypatch, "wrapping_filters", (
-        "import functools\n"
-        "def fits(c):\n    return c.A * c.B <= 4096\n"
-        "def keep(f):\n    @functools.wraps(f)\n    def w(c):\n        return f(c)\n    return w\n"
-        "def negate(f):\n    @functools.wraps(f)\n    def w(c):\n        return not f(c)\n    return w\n"))
+    mod = _module(
+        tmp_path,
+        monkeypatch,
+        "wrapping_filters",
+        (
+            "import functools\n"
+            "def fits(c):\n    return c.A * c.B <= 4096\n"
+            "def keep(f):\n    @functools.wraps(f)\n    def w(c):\n        return f(c)\n    return w\n"
+            "def negate(f):\n    @functools.wraps(f)\n    def w(c):\n        return not f(c)\n    return w\n"
+        ),
+    )
     kept, negated = big().where(mod.keep(mod.fits)), big().where(mod.negate(mod.fits))
     assert kept.contains(Config(A=1, B=1)) and not negated.contains(Config(A=1, B=1))
     assert kept.checksum() != negated.checksum()
@@ -193,7 +227,7 @@ def test_wrapped_filters_are_identified_by_their_own_code_not_the_function_they_
 
 def test_two_lambdas_on_one_line_differ_even_when_renamed():
     lo, hi = (lambda c: c.A < 500), (lambda c: c.A >= 500)
-    lo.__name__, hi.__name__ = "lo", "hi"            # a lambda's source is its whole line, shared by both
+    lo.__name__, hi.__name__ = "lo", "hi"  # a lambda's source is its whole line, shared by both
     assert big().where(lo).checksum() != big().where(hi).checksum()
 
 
@@ -210,14 +244,16 @@ def test_a_filter_whose_file_changed_since_import_is_identified_by_the_code_that
     new_process = printed_under_hash_seeds(
         f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nfrom edited_filter import fits\n"
         "from autotune.space import CartesianSpace\n"
-        "print(CartesianSpace(A=range(1000), B=range(1000)).where(fits).checksum())", ("1",))[0]
+        "print(CartesianSpace(A=range(1000), B=range(1000)).where(fits).checksum())",
+        ("1",),
+    )[0]
     running = big().where(mod.fits)
-    assert not running.contains(Config(A=100, B=100))        # still the old filter
+    assert not running.contains(Config(A=100, B=100))  # still the old filter
     assert running.checksum() != new_process
     assert before != new_process
-    (tmp_path / "edited_filter.py").write_text("TABLE = (1,\n    '''\n")   # an editor's save in progress
+    (tmp_path / "edited_filter.py").write_text("TABLE = (1,\n    '''\n")  # an editor's save in progress
     linecache.checkcache()
-    assert big().where(mod.fits).checksum()                  # no tokenize.TokenError out of .where()
+    assert big().where(mod.fits).checksum()  # no tokenize.TokenError out of .where()
 
 
 class _Small:

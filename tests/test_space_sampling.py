@@ -1,6 +1,7 @@
 """Sampling a lazy space whose filters keep a tiny share of its product: the `$X` clauses' axes are drawn from their
 listed valid combinations (space_sampling), uniformly, where plain rejection would give up; a real kernel
 decorated with such a space tunes with every strategy."""
+
 from __future__ import annotations
 
 import random
@@ -17,8 +18,9 @@ from autotune.template import WhereString
 
 
 @triton.jit
-def add_tuned_kernel(x, y, out, n, BLOCK: tl.constexpr, B: tl.constexpr, C: tl.constexpr, D: tl.constexpr,
-                     E: tl.constexpr):
+def add_tuned_kernel(
+    x, y, out, n, BLOCK: tl.constexpr, B: tl.constexpr, C: tl.constexpr, D: tl.constexpr, E: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
@@ -37,16 +39,19 @@ def test_a_filter_keeping_one_config_in_900_samples_every_time_and_uniformly():
     assert all(c["B"] == c["C"] == c["D"] for c in drawn)
     assert all(space.contains(c) for c in drawn[:50])
     counts = Counter(c["B"] for c in drawn)
-    assert set(counts) == set(range(30))                       # every diagonal value drawn
-    assert 50 <= min(counts.values()) and max(counts.values()) <= 160    # 100 expected each (sd about 10)
-    assert len({c["E"] for c in drawn}) > 2000                  # the free axis stays uniform too
+    assert set(counts) == set(range(30))  # every diagonal value drawn
+    assert 50 <= min(counts.values()) and max(counts.values()) <= 160  # 100 expected each (sd about 10)
+    assert len({c["E"] for c in drawn}) > 2000  # the free axis stays uniform too
 
 
 def test_a_seed_draws_the_same_configs_whatever_the_space_drew_before():
     """How a space samples is decided by the space alone (a probe with its own seed), not by earlier draws: a
     space used before and a fresh one give one seed the same configs."""
-    for make in (diagonal, lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A == $B"),
-                 lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A <= $B")):
+    for make in (
+        diagonal,
+        lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A == $B"),
+        lambda: CartesianSpace(A=range(300), B=range(300), C=range(40)).where("$A <= $B"),
+    ):
         used = make()
         for seed in range(50):
             used.sample(random.Random(seed))
@@ -69,8 +74,11 @@ def test_a_filter_keeping_enough_of_the_product_samples_by_plain_rejection_as_be
 
 
 def test_clauses_of_one_string_and_of_chained_filters_combine():
-    space = (CartesianSpace(A=range(50), B=range(50), C=range(50), D=range(5000))
-             .where("$A < 3 and $B == $A * 2").where("$C == $B + 1"))
+    space = (
+        CartesianSpace(A=range(50), B=range(50), C=range(50), D=range(5000))
+        .where("$A < 3 and $B == $A * 2")
+        .where("$C == $B + 1")
+    )
     rng = random.Random(0)
     for _ in range(200):
         c = space.sample(rng)
@@ -85,8 +93,9 @@ def test_a_callable_filter_is_still_checked_on_top_of_the_listed_clauses():
 
 
 def test_filters_that_keep_nothing_are_an_empty_space_error_at_decoration():
-    space = (CartesianSpace(BLOCK=(32, 64), B=range(300), C=range(300), D=range(300), E=(1,))
-             .where("$B == $C and $C == -1"))
+    space = CartesianSpace(BLOCK=(32, 64), B=range(300), C=range(300), D=range(300), E=(1,)).where(
+        "$B == $C and $C == -1"
+    )
     with pytest.raises(SpaceError, match="keep none of its"):
         autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)")(add_tuned_kernel)
 
@@ -115,11 +124,17 @@ def test_a_string_filter_splits_into_the_clauses_of_its_top_level_and():
 @pytest.mark.parametrize("strategy", ["random", "local", "model"])
 def test_a_kernel_over_such_a_space_tunes_with_every_strategy(strategy):
     pytest.importorskip("optuna") if strategy == "model" else None
-    space = (CartesianSpace(BLOCK=(32, 64, 128), B=range(100), C=range(100), D=range(100), E=range(1000))
-             .where("$B == $C and $C == $D"))
-    kernel = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                      tuning=Tuning(strategy=strategy, max_configs=6, seed=0, compile_workers=0, warmup=0, reps=1,
-                                    refine_topk=0, isolate="off"))(add_tuned_kernel)
+    space = CartesianSpace(BLOCK=(32, 64, 128), B=range(100), C=range(100), D=range(100), E=range(1000)).where(
+        "$B == $C and $C == $D"
+    )
+    kernel = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(
+            strategy=strategy, max_configs=6, seed=0, compile_workers=0, warmup=0, reps=1, refine_topk=0, isolate="off"
+        ),
+    )(add_tuned_kernel)
     x, y, out = torch.randn(200), torch.randn(200), torch.empty(200)
     kernel(x, y, out, 200)
     torch.testing.assert_close(out, x + y)

@@ -1,6 +1,7 @@
 """Start-up is part of the architecture: a process whose winner is already cached loads none of the tuning,
 search, isolation, precompile, reporting or CLI modules, also when asked for its cache_info() (real processes, real
 disk cache)."""
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,17 @@ CHILD = textwrap.dedent("""
 
 def run_child(cache: Path) -> dict:
     env = dict(os.environ, TRITON_INTERPRET="1", AUTOTUNE_CACHE_DIR=str(cache), PYTHONPATH=str(TESTS.parent))
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(tests=str(TESTS))], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS))], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_a_cache_hit_loads_no_tuning_search_or_tooling_module(tmp_path):
-    first = run_child(tmp_path)                # tunes: the tuner and the pipeline load
+    first = run_child(tmp_path)  # tunes: the tuner and the pipeline load
     assert first["ok"] and first["stats"]["tunings"] == 1
     assert "autotune.tuner" in first["loaded"] and "autotune.pipeline" in first["loaded"]
-    second = run_child(tmp_path)               # a new process: the winner comes from the disk cache
+    second = run_child(tmp_path)  # a new process: the winner comes from the disk cache
     assert second["ok"] and second["stats"]["disk_hits"] == 1 and second["stats"]["tunings"] == 0
     assert second["loaded"] == [] and second["entries"] == 1

@@ -1,5 +1,6 @@
 """Edges of the storage layer that the rest of the suite left open (found by mutation testing of
 `autotune/storage/`): real files, real threads and a real child process; records made by hand."""
+
 from __future__ import annotations
 
 import json
@@ -11,34 +12,54 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import pytest
+from cache_files import file_signature, write_record
 
 from autotune.errors import CacheEntryError, CacheWarning
 from autotune.options import cache_dir
 from autotune.record import Trial, TrialStatus, TuningRecord
 from autotune.space import Config
-from autotune.storage import (DiskCache, EntryRef, KernelCache, StoredEntry, clear_autotune_cache, device_fingerprint,
-                              disk_entries, runtime_versions)
+from autotune.storage import (
+    DiskCache,
+    EntryRef,
+    KernelCache,
+    StoredEntry,
+    clear_autotune_cache,
+    device_fingerprint,
+    disk_entries,
+    runtime_versions,
+)
 from autotune.storage import files as files_mod
 from autotune.storage.entries import record_json
 from autotune.storage.protocol import ANY, HeldLock
-from cache_files import file_signature, write_record
 
 DT = ("torch.float32", "torch.float32", "torch.float32")
 BLOCKS = (32, 64, 128)
 
 
-def make_record(key: tuple, winner: int = 64, *, kernel: str = "add", src: str = "src-1",
-                kernel_id: Optional[str] = None) -> TuningRecord:
+def make_record(
+    key: tuple, winner: int = 64, *, kernel: str = "add", src: str = "src-1", kernel_id: str | None = None
+) -> TuningRecord:
     """A record of `kernel` for `key` on this device, as a tuning with `src` and space "space-1" would write it."""
     triton_version, torch_version = runtime_versions()
-    trials = [Trial(config=Config(BLOCK=winner), status=TrialStatus.OK, median_ms=1.0, min_ms=0.9,
-                    samples_ms=[1.0, 1.1, 0.9])]
-    return TuningRecord(kernel=kernel, kernel_id=kernel_id, source_hash=src, device=device_fingerprint(),
-                        triton_version=triton_version, torch_version=torch_version, space_checksum="space-1",
-                        key=list(key), dtypes=list(DT), winner=Config(BLOCK=winner), trials=trials, tuning_s=0.25)
+    trials = [
+        Trial(config=Config(BLOCK=winner), status=TrialStatus.OK, median_ms=1.0, min_ms=0.9, samples_ms=[1.0, 1.1, 0.9])
+    ]
+    return TuningRecord(
+        kernel=kernel,
+        kernel_id=kernel_id,
+        source_hash=src,
+        device=device_fingerprint(),
+        triton_version=triton_version,
+        torch_version=torch_version,
+        space_checksum="space-1",
+        key=list(key),
+        dtypes=list(DT),
+        winner=Config(BLOCK=winner),
+        trials=trials,
+        tuning_s=0.25,
+    )
 
 
 class Tuner:
@@ -68,7 +89,7 @@ def test_a_link_named_like_an_entry_is_never_followed_even_to_a_valid_entry(tmp_
     link.symlink_to(elsewhere)
     tuner = Tuner((7,), winner=128)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CacheWarning)   # the link is warned about as "not an entry"
+        warnings.simplefilter("ignore", CacheWarning)  # the link is warned about as "not an entry"
         record, how = new_cache().get_or_tune((7,), DT, tuner)
     assert (how, tuner.calls, record.winner) == ("tuned", 1, Config(BLOCK=128))
     # the tuning replaced the link by a regular file (os.replace onto the name); the target is untouched
@@ -79,7 +100,7 @@ def test_a_link_named_like_an_entry_is_never_followed_even_to_a_valid_entry(tmp_
 def test_a_link_named_like_an_entry_is_neither_listed_nor_cleared(tmp_path: Path) -> None:
     """`disk_entries` (the CLI's listing, export) and `clear_autotune_cache` see only regular files named like an
     entry: a link to a valid entry is not an entry of this cache, so it is not listed, not counted, not removed."""
-    clear_autotune_cache()      # what earlier tests' kernels keep in memory counts too: start from none
+    clear_autotune_cache()  # what earlier tests' kernels keep in memory counts too: start from none
     elsewhere = write_record(make_record((7,)), tmp_path / "elsewhere")
     link = files_mod.record_path(make_record((7,)))
     link.parent.mkdir(parents=True)
@@ -102,7 +123,7 @@ def test_an_entry_of_exactly_the_size_limit_is_read_and_one_byte_more_is_not(tmp
 def test_hidden_directories_in_the_cache_are_not_kernel_directories() -> None:
     """A kernel's directory never starts with a dot (`kernel_dirname`), so a dot-directory in the cache (a sync
     tool's, a trash folder) is not listed or cleared, even when it holds a file that reads as an entry."""
-    clear_autotune_cache()      # what earlier tests' kernels keep in memory counts too: start from none
+    clear_autotune_cache()  # what earlier tests' kernels keep in memory counts too: start from none
     real = write_record(make_record((7,)))
     hidden = Path(cache_dir()) / ".stash" / real.name
     hidden.parent.mkdir()
@@ -202,7 +223,8 @@ def test_unset_optional_fields_are_left_out_of_the_entry_file() -> None:
 
 
 def test_a_waiter_with_no_lock_timeout_waits_past_the_notice_until_the_holder_releases(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """With no lock timeout, a waiter logs that it is waiting (after `_LOCK_NOTICE_S`) and then waits as long as
     the holder holds the entry's lock: it gets the lock, it does not give up after the notice."""
     monkeypatch.setattr(files_mod, "_LOCK_NOTICE_S", 0.05)
@@ -270,17 +292,17 @@ class ListingTier:
         self.listed = 0
         self.puts = 0
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         return None
 
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         self.puts += 1
         return True
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]):
+    def lock(self, entry: EntryRef, *, timeout_s: float | None):
         return HeldLock(threading.Lock())
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         self.listed += 1
         return []
 
@@ -294,9 +316,9 @@ def test_tuned_records_reads_memory_then_disk_never_the_remote_tier_and_only_usa
     the remote tier (a scan of the fleet's whole store on a launch's path)."""
     remote = ListingTier()
     cache = new_cache(tiers=[DiskCache(), remote])
-    write_record(make_record((1,), winner=128))                 # the same key as memory's, another winner
-    write_record(make_record((2,), winner=32))                  # usable
-    write_record(make_record((3,), winner=32, src="src-old"))   # tuned for another kernel source
+    write_record(make_record((1,), winner=128))  # the same key as memory's, another winner
+    write_record(make_record((2,), winner=32))  # usable
+    write_record(make_record((3,), winner=32, src="src-old"))  # tuned for another kernel source
     cache.remember((1,), DT, make_record((1,), winner=64))
     found = {tuple(r.key): r.winner["BLOCK"] for r in cache.tuned_records()}
     assert found == {(1,): 64, (2,): 32}
@@ -365,9 +387,9 @@ def test_a_thread_that_waited_through_a_clear_keeps_the_winner_it_then_tunes() -
 
     real_lock = cache.memory.lock
 
-    def lock(entry: EntryRef, *, timeout_s: Optional[float] = None) -> HeldLock:
+    def lock(entry: EntryRef, *, timeout_s: float | None = None) -> HeldLock:
         if threading.current_thread().name == "second":
-            second_waits.set()          # about to wait for the first thread's tuning
+            second_waits.set()  # about to wait for the first thread's tuning
         return real_lock(entry, timeout_s=timeout_s)
 
     cache.memory.lock = lock  # type: ignore[method-assign]
@@ -375,8 +397,9 @@ def test_a_thread_that_waited_through_a_clear_keeps_the_winner_it_then_tunes() -
     first = threading.Thread(target=lambda: results.setdefault("first", cache.get_or_tune((7,), DT, first_tune)))
     first.start()
     assert in_first.wait(30)
-    second = threading.Thread(target=lambda: results.setdefault("second", cache.get_or_tune((7,), DT, second_tune)),
-                              name="second")
+    second = threading.Thread(
+        target=lambda: results.setdefault("second", cache.get_or_tune((7,), DT, second_tune)), name="second"
+    )
     second.start()
     assert second_waits.wait(30)
     assert cache.clear(key=(7,)) == 0
@@ -396,7 +419,7 @@ class CountingRemote(ListingTier):
         super().__init__()
         self.reads = 0
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         self.reads += 1
         return None
 
@@ -417,6 +440,7 @@ def test_an_offline_miss_asks_the_remote_tier_again_only_after_a_pause() -> None
 def test_clearing_one_kernel_object_leaves_a_same_named_kernel_of_another_module() -> None:
     """`KernelCache.clear` (clear_autotune_cache(kernel_object)) removes that kernel's entries by identity: a kernel
     of the same short name from another module keeps its entries on disk."""
+
     def cache_of(identity: str) -> KernelCache:
         return KernelCache("add", "src-1", "space-1", lambda cfg: True, identity=identity)
 
@@ -479,8 +503,12 @@ def test_skipped_trials_are_not_failed_configs() -> None:
     from autotune.storage import counters
 
     record = make_record((7,))
-    record.trials.extend([Trial(config=Config(BLOCK=16), status=TrialStatus.SKIPPED),
-                          Trial(config=Config(BLOCK=8), status=TrialStatus.RUNTIME_ERROR, error="boom")])
+    record.trials.extend(
+        [
+            Trial(config=Config(BLOCK=16), status=TrialStatus.SKIPPED),
+            Trial(config=Config(BLOCK=8), status=TrialStatus.RUNTIME_ERROR, error="boom"),
+        ]
+    )
     assert counters.failed_configs(record) == 1
 
 
@@ -519,9 +547,11 @@ def test_a_tuning_where_every_config_failed_counts_the_configs_that_ran() -> Non
     from autotune.errors import NoValidConfigError
     from autotune.storage import stats
 
-    trials = [Trial(config=Config(BLOCK=32), status=TrialStatus.COMPILE_ERROR, error="boom"),
-              Trial(config=Config(BLOCK=64), status=TrialStatus.RUNTIME_ERROR, error="boom"),
-              Trial(config=Config(BLOCK=128), status=TrialStatus.SKIPPED)]
+    trials = [
+        Trial(config=Config(BLOCK=32), status=TrialStatus.COMPILE_ERROR, error="boom"),
+        Trial(config=Config(BLOCK=64), status=TrialStatus.RUNTIME_ERROR, error="boom"),
+        Trial(config=Config(BLOCK=128), status=TrialStatus.SKIPPED),
+    ]
 
     def tune() -> TuningRecord:
         raise NoValidConfigError("every config failed", trials)

@@ -1,18 +1,18 @@
 """The cache as tiers behind the `Cache` protocol: memory, the disk, and a third tier plugged in the way a remote
 backend is. Real files and threads; the third tier is a plain dict, so what is asserted is the orchestration."""
+
 from __future__ import annotations
 
 import threading
 import warnings
-from typing import Optional
 
 import pytest
+from test_cache import BLOCKS, DT, Tuner, make_record
 
 from autotune.errors import CacheWarning
 from autotune.record import TuningRecord
 from autotune.storage import Cache, DiskCache, EntryRef, KernelCache, MemoryCache, StoredEntry, disk_entries, stats
 from autotune.storage.protocol import ANY
-from test_cache import BLOCKS, DT, Tuner, make_record
 
 
 class DictTier:
@@ -27,7 +27,7 @@ class DictTier:
         self.locks: dict[tuple[str, str], threading.Lock] = {}
         self.puts = 0
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         return self.data.get((entry.location, entry.entry_id))
 
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
@@ -35,7 +35,7 @@ class DictTier:
         self.data[(entry.location, entry.entry_id)] = record
         return True
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]):
+    def lock(self, entry: EntryRef, *, timeout_s: float | None):
         if not self.lockable:
             return None
         lock = self.locks.setdefault((entry.location, entry.entry_id), threading.Lock())
@@ -47,11 +47,15 @@ class DictTier:
 
             def release(self) -> None:
                 lock.release()
+
         return Held()
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
-        return [StoredEntry(self.name, loc, eid, r) for (loc, eid), r in self.data.items()
-                if kernel is None or r.kernel == kernel]
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
+        return [
+            StoredEntry(self.name, loc, eid, r)
+            for (loc, eid), r in self.data.items()
+            if kernel is None or r.kernel == kernel
+        ]
 
     def remove(self, kernel=None, key=None, identity: object = ANY) -> list[StoredEntry]:
         gone = [e for e in self.entries(kernel) if key is None or tuple(e.record.key) == tuple(key)]
@@ -90,11 +94,11 @@ def test_a_tuning_writes_through_every_tier_and_a_new_process_reads_the_remote_o
 def test_a_stale_remote_record_is_not_used(tmp_path):
     remote = DictTier()
     old = cache_with(DiskCache(tmp_path / "a"), remote, src="src-0")
-    old.get_or_tune((1,), DT, Tuner((1,), src="src-0"))       # a record of an older kernel source
+    old.get_or_tune((1,), DT, Tuner((1,), src="src-0"))  # a record of an older kernel source
     fresh = cache_with(DiskCache(tmp_path / "b"), remote)
     tuner = Tuner((1,))
     assert fresh.get_or_tune((1,), DT, tuner)[1] == "tuned" and tuner.calls == 1
-    assert next(iter(remote.data.values())).source_hash == "src-1"    # replaced by the new tuning
+    assert next(iter(remote.data.values())).source_hash == "src-1"  # replaced by the new tuning
 
 
 def test_a_tier_that_cannot_lock_is_not_written_but_the_others_are(tmp_path):
@@ -106,7 +110,7 @@ def test_a_tier_that_cannot_lock_is_not_written_but_the_others_are(tmp_path):
 
 def test_memory_only_cache_touches_no_file(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
-    kc = cache_with()                           # compat's cache_results=False
+    kc = cache_with()  # compat's cache_results=False
     tuner = Tuner((1,))
     assert kc.get_or_tune((1,), DT, tuner)[1] == "tuned"
     assert kc.get_or_tune((1,), DT, tuner)[1] == "memory" and tuner.calls == 1
@@ -118,7 +122,7 @@ def test_threads_tune_once_across_memory_and_tiers(tmp_path):
     kc = cache_with(DiskCache(tmp_path), remote)
     tuner = Tuner((1,), delay=0.5)
     results = []
-    barrier = threading.Barrier(6)   # all six ask at once, while the first one's tuning is under way
+    barrier = threading.Barrier(6)  # all six ask at once, while the first one's tuning is under way
 
     def ask() -> None:
         barrier.wait()
@@ -138,10 +142,10 @@ def test_clear_leaves_the_fleet_s_tier_unless_asked(tmp_path):
     kc = cache_with(DiskCache(tmp_path), remote)
     kc.get_or_tune((1,), DT, Tuner((1,)))
     kc.get_or_tune((2,), DT, Tuner((2,)))
-    assert kc.clear((1,)) == 1                 # this node's memory and disk copies of one entry count once
+    assert kc.clear((1,)) == 1  # this node's memory and disk copies of one entry count once
     assert sorted(tuple(r.key) for r in remote.data.values()) == [(1,), (2,)]
     assert [tuple(e.record.key) for e in disk_entries(directory=tmp_path)] == [(2,)]
-    assert kc.clear((2,), remote=True) == 1    # memory, disk and remote copies
+    assert kc.clear((2,), remote=True) == 1  # memory, disk and remote copies
     assert [tuple(r.key) for r in remote.data.values()] == [(1,)]
     assert disk_entries(directory=tmp_path) == []
 
@@ -167,7 +171,7 @@ def test_force_retunes_over_an_older_winner_in_memory_or_on_disk(tmp_path, how):
     kc = cache_with(disk)
     kc.get_or_tune((1,), DT, Tuner((1,), winner=32))
     if how == "disk":
-        kc = cache_with(disk)                  # a new process: nothing in memory
+        kc = cache_with(disk)  # a new process: nothing in memory
     tuner = Tuner((1,), winner=128)
     record, got = kc.get_or_tune((1,), DT, tuner, force=True)
     assert (got, tuner.calls, record.winner["BLOCK"]) == ("tuned", 1, 128)

@@ -1,4 +1,5 @@
 """`$X` expressions: parsing, rejected syntax, name checks, evaluation, grids, derive and predicates."""
+
 from __future__ import annotations
 
 import pytest
@@ -44,8 +45,10 @@ def test_helpers_match_triton():
 
 def test_tensor_attributes_methods_subscripts():
     a = torch.empty(6, 4)
-    e = expr("a.shape[0] * b.stride(0) + a.numel() + len_ if False else a.shape[0] * b.stride(0) + a.numel()",
-             arg_names=ARGS + ("len_",))
+    e = expr(
+        "a.shape[0] * b.stride(0) + a.numel() + len_ if False else a.shape[0] * b.stride(0) + a.numel()",
+        arg_names=ARGS + ("len_",),
+    )
     assert e({}, {"a": a, "b": a.t().contiguous(), "len_": 0}) == 6 * 6 + 24
     assert expr("a.shape[1:]")({}, {"a": a}) == (4,)
     assert expr("[M, N][-1]")({}, {"M": 1, "N": 2}) == 2
@@ -60,8 +63,11 @@ def test_bool_ops_compare_ifexp():
 
 def test_missing_field_at_call_time_names_field_and_config():
     e = expr("$BLOCK_N * 2")
-    with pytest.raises(ExpressionError, match=r"grid expression '\$BLOCK_N \* 2' reads \$BLOCK_N, but config "
-                                              r"\{'BLOCK_M': 64\} has no field 'BLOCK_N'"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"grid expression '\$BLOCK_N \* 2' reads \$BLOCK_N, but config "
+        r"\{'BLOCK_M': 64\} has no field 'BLOCK_N'",
+    ):
         e(Config(BLOCK_M=64), {})
 
 
@@ -76,32 +82,35 @@ def test_user_key_error_is_not_swallowed():
 
 
 # ---------------------------------------------------------------------------------------------- rejected syntax
-@pytest.mark.parametrize("source, fragment", [
-    ("lambda: 1", "a lambda is not allowed"),
-    ("[i for i in a]", "a list comprehension is not allowed"),
-    ("(i for i in a)", "a generator expression is not allowed"),
-    ("{i: i for i in a}", "a dict comprehension is not allowed"),
-    ("(y := 3)", "walrus"),
-    ("f'{M}'", "an f-string is not allowed"),
-    ("a.__class__", "attribute '__class__' is not allowed"),
-    ("a._private", "attribute '_private' is not allowed"),
-    ("max(**a)", "'\\*\\*' keyword unpacking is not allowed"),
-    ("max(*a)", "'\\*' unpacking is not allowed"),
-    ("{M: 1}", "a dict display is not allowed"),
-    ("M = 3", "is a statement; only a Python expression is allowed"),
-    ("import os", "is a statement"),
-    ("M +", "is not valid Python expression syntax"),
-    ("print(M)", "cannot call 'print'"),
-    ("M(3)", "cannot call 'M'"),
-    ("(a.shape)[0](1)", "only helpers and methods"),
-    ("__import__('os')", "cannot call '__import__'"),
-    ("'{0.__globals__[__builtins__][open]}'.format(cdiv)", "cannot call 'format' here"),
-    ("'{0.__globals__}'.format_map({'0': cdiv})", "cannot call 'format_map' here"),
-    ("fmt.format(cdiv)", "cannot call 'format' here"),            # a str argument's format is the same hole
-    ("'ab'.upper()", "methods of constants cannot"),
-    ("$ BLOCK_M", "'\\$' must be followed by a config field name"),
-    ("__autotune_cfg__BLOCK_M", "reserved name prefix"),
-])
+@pytest.mark.parametrize(
+    "source, fragment",
+    [
+        ("lambda: 1", "a lambda is not allowed"),
+        ("[i for i in a]", "a list comprehension is not allowed"),
+        ("(i for i in a)", "a generator expression is not allowed"),
+        ("{i: i for i in a}", "a dict comprehension is not allowed"),
+        ("(y := 3)", "walrus"),
+        ("f'{M}'", "an f-string is not allowed"),
+        ("a.__class__", "attribute '__class__' is not allowed"),
+        ("a._private", "attribute '_private' is not allowed"),
+        ("max(**a)", "'\\*\\*' keyword unpacking is not allowed"),
+        ("max(*a)", "'\\*' unpacking is not allowed"),
+        ("{M: 1}", "a dict display is not allowed"),
+        ("M = 3", "is a statement; only a Python expression is allowed"),
+        ("import os", "is a statement"),
+        ("M +", "is not valid Python expression syntax"),
+        ("print(M)", "cannot call 'print'"),
+        ("M(3)", "cannot call 'M'"),
+        ("(a.shape)[0](1)", "only helpers and methods"),
+        ("__import__('os')", "cannot call '__import__'"),
+        ("'{0.__globals__[__builtins__][open]}'.format(cdiv)", "cannot call 'format' here"),
+        ("'{0.__globals__}'.format_map({'0': cdiv})", "cannot call 'format_map' here"),
+        ("fmt.format(cdiv)", "cannot call 'format' here"),  # a str argument's format is the same hole
+        ("'ab'.upper()", "methods of constants cannot"),
+        ("$ BLOCK_M", "'\\$' must be followed by a config field name"),
+        ("__autotune_cfg__BLOCK_M", "reserved name prefix"),
+    ],
+)
 def test_rejected_syntax(source, fragment):
     with pytest.raises(ExpressionError, match=fragment):
         expr(source)
@@ -125,22 +134,31 @@ def test_builtins_are_not_reachable():
 
 # ---------------------------------------------------------------------------------------------- names
 def test_unknown_field_lists_valid_fields_and_suggests():
-    with pytest.raises(ExpressionError, match=r"\$BLOCK_K is not a field of the search space; valid fields: "
-                                              r"BLOCK_M, BLOCK_N, num_warps\. Did you mean 'BLOCK_N'\?"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"\$BLOCK_K is not a field of the search space; valid fields: "
+        r"BLOCK_M, BLOCK_N, num_warps\. Did you mean 'BLOCK_N'\?",
+    ):
         expr("$BLOCK_K")
 
 
 def test_unknown_name_lists_args_and_helpers_and_suggests():
-    with pytest.raises(ExpressionError, match=r"unknown name 'MM'; kernel arguments: M, N, a, b; helpers: abs, "
-                                              r"anchor, cdiv, int, max, min, next_power_of_2, pow2_bucket\. Did you "
-                                              r"mean 'M'\?"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"unknown name 'MM'; kernel arguments: M, N, a, b; helpers: abs, "
+        r"anchor, cdiv, int, max, min, next_power_of_2, pow2_bucket\. Did you "
+        r"mean 'M'\?",
+    ):
         expr("MM + 1")
 
 
 def test_an_argument_written_with_a_dollar_is_told_to_drop_it():
-    with pytest.raises(ExpressionError, match=r"\$M is not a field of the search space; valid fields: BLOCK_M, "
-                                              r"BLOCK_N, num_warps\. 'M' is an argument of the kernel: write M, "
-                                              r"without \$\."):
+    with pytest.raises(
+        ExpressionError,
+        match=r"\$M is not a field of the search space; valid fields: BLOCK_M, "
+        r"BLOCK_N, num_warps\. 'M' is an argument of the kernel: write M, "
+        r"without \$\.",
+    ):
         expr("cdiv($M, $BLOCK_M)")
 
 
@@ -150,8 +168,11 @@ def test_config_field_used_without_dollar():
 
 
 def test_no_config_fields_allowed_says_why():
-    with pytest.raises(ExpressionError, match=r"key expression '\$BLOCK_M' uses \$BLOCK_M, but config fields "
-                                              r"\(\$X\) are not available in a key expression"):
+    with pytest.raises(
+        ExpressionError,
+        match=r"key expression '\$BLOCK_M' uses \$BLOCK_M, but config fields "
+        r"\(\$X\) are not available in a key expression",
+    ):
         Expression("$BLOCK_M", config_fields=None, arg_names=ARGS, what="key")
 
 
@@ -199,13 +220,16 @@ def test_grid_result_normalised_to_python_ints():
     assert out == (3, 2) and all(type(v) is int for v in out)
 
 
-@pytest.mark.parametrize("grid, fragment", [
-    ("(M, M, M, M)", "a grid has 1 to 3 dimensions"),
-    ("()", "a grid has 1 to 3 dimensions"),
-    ("M / 2", "grid sizes must be ints, got float"),
-    ("-M", "grid sizes must be >= 0"),
-    ("M > 0", "not bools"),
-])
+@pytest.mark.parametrize(
+    "grid, fragment",
+    [
+        ("(M, M, M, M)", "a grid has 1 to 3 dimensions"),
+        ("()", "a grid has 1 to 3 dimensions"),
+        ("M / 2", "grid sizes must be ints, got float"),
+        ("-M", "grid sizes must be >= 0"),
+        ("M > 0", "not bools"),
+    ],
+)
 def test_grid_bad_results_raise_at_call_time_naming_source(grid, fragment):
     g = compile_grid(grid, config_fields=FIELDS, arg_names=ARGS)
     with pytest.raises(ExpressionError, match=fragment) as info:
@@ -234,9 +258,16 @@ def test_grid_bad_forms_at_compile_time():
 
 # ---------------------------------------------------------------------------------------------- derive
 def test_derive_strings_and_callables_in_order():
-    d = compile_derive({"EVEN": "M % $BLOCK_M == 0", "HALF": "$BLOCK_M // 2", "TWICE_HALF": "$HALF * 2",
-                        "FROM_META": lambda meta: meta["M"] + meta["BLOCK_M"] + meta["HALF"]},
-                       config_fields=FIELDS, arg_names=ARGS)
+    d = compile_derive(
+        {
+            "EVEN": "M % $BLOCK_M == 0",
+            "HALF": "$BLOCK_M // 2",
+            "TWICE_HALF": "$HALF * 2",
+            "FROM_META": lambda meta: meta["M"] + meta["BLOCK_M"] + meta["HALF"],
+        },
+        config_fields=FIELDS,
+        arg_names=ARGS,
+    )
     assert d(Config(BLOCK_M=64), {"M": 128}) == {"EVEN": True, "HALF": 32, "TWICE_HALF": 64, "FROM_META": 224}
 
 
@@ -271,8 +302,11 @@ def test_compile_predicate():
 def test_where_reading_a_call_argument_says_where_sees_config_fields_only_and_points_to_prune():
     from autotune import CartesianSpace
 
-    with pytest.raises(ExpressionError, match=r"unknown name 'n'; where\(\) sees only the config's fields, as \$X "
-                                              r"\(BLOCK\).*use @autotune\(prune=\.\.\.\)") as info:
+    with pytest.raises(
+        ExpressionError,
+        match=r"unknown name 'n'; where\(\) sees only the config's fields, as \$X "
+        r"\(BLOCK\).*use @autotune\(prune=\.\.\.\)",
+    ) as info:
         CartesianSpace(BLOCK=(32, 64)).where("$BLOCK <= n")
     assert "kernel arguments" not in str(info.value)
 
@@ -308,6 +342,7 @@ def test_property_integer_arithmetic_matches_python(pair, values):
 
 # --- behaviour pinned after mutation testing ----------------------------------------------------------------------
 
+
 def test_next_power_of_2_takes_integer_like_arguments():
     np = pytest.importorskip("numpy")
     assert next_power_of_2(np.int64(5)) == 8 and type(next_power_of_2(np.int64(5))) is int
@@ -327,7 +362,7 @@ def test_surrounding_whitespace_and_newlines_are_allowed():
 def test_syntax_error_column_only_when_it_points_into_the_source():
     with pytest.raises(ExpressionError, match=r"'\(M, N' is not valid Python expression syntax \(column 1\)"):
         expr("(M, N")
-    with pytest.raises(ExpressionError) as info:          # '$X' is rewritten before parsing: columns would be off
+    with pytest.raises(ExpressionError) as info:  # '$X' is rewritten before parsing: columns would be off
         expr("(M, $BLOCK_M")
     assert "column" not in str(info.value)
 
@@ -335,25 +370,37 @@ def test_syntax_error_column_only_when_it_points_into_the_source():
 def test_derive_reading_an_earlier_derived_name_without_dollar_is_refused():
     """A derived name is a kernel meta-parameter (so a kernel argument name), set per config: reading it bare
     would read a call argument no call passes; the error says to write $NAME."""
-    with pytest.raises(ExpressionError, match=r"derive\['TWICE'\] expression 'HALF \* 2' reads 'HALF' as a call "
-                                              r"argument, but derive= sets it for each config .*\(write \$HALF\)"):
-        compile_derive({"HALF": "$BLOCK_M // 2", "TWICE": "HALF * 2"}, config_fields=FIELDS,
-                       arg_names=ARGS + ("HALF", "TWICE"))
-    with pytest.raises(ExpressionError, match=r"derive\['FIRST'\] expression 'LATER \+ 1' reads 'LATER' as a call "
-                                              r"argument, but derive= sets it for each config"):
-        compile_derive({"FIRST": "LATER + 1", "LATER": "$BLOCK_M"}, config_fields=FIELDS,
-                       arg_names=ARGS + ("FIRST", "LATER"))
-    d = compile_derive({"HALF": "$BLOCK_M // 2", "TWICE": "$HALF * 2"}, config_fields=FIELDS,
-                       arg_names=ARGS + ("HALF", "TWICE"))
+    with pytest.raises(
+        ExpressionError,
+        match=r"derive\['TWICE'\] expression 'HALF \* 2' reads 'HALF' as a call "
+        r"argument, but derive= sets it for each config .*\(write \$HALF\)",
+    ):
+        compile_derive(
+            {"HALF": "$BLOCK_M // 2", "TWICE": "HALF * 2"}, config_fields=FIELDS, arg_names=ARGS + ("HALF", "TWICE")
+        )
+    with pytest.raises(
+        ExpressionError,
+        match=r"derive\['FIRST'\] expression 'LATER \+ 1' reads 'LATER' as a call "
+        r"argument, but derive= sets it for each config",
+    ):
+        compile_derive(
+            {"FIRST": "LATER + 1", "LATER": "$BLOCK_M"}, config_fields=FIELDS, arg_names=ARGS + ("FIRST", "LATER")
+        )
+    d = compile_derive(
+        {"HALF": "$BLOCK_M // 2", "TWICE": "$HALF * 2"}, config_fields=FIELDS, arg_names=ARGS + ("HALF", "TWICE")
+    )
     assert d({"BLOCK_M": 64}, {}) == {"HALF": 32, "TWICE": 64}
 
 
-@pytest.mark.parametrize("grid, fragment", [
-    ("(M - 129,)", "grid sizes must be >= 0"),       # -1: the one-dimensional grid is checked as any other
-    ("(M - 129, 1)", "grid sizes must be >= 0"),
-    ("(M / 2,)", "grid sizes must be ints, got float"),
-    ("(M > 0,)", "not bools"),
-])
+@pytest.mark.parametrize(
+    "grid, fragment",
+    [
+        ("(M - 129,)", "grid sizes must be >= 0"),  # -1: the one-dimensional grid is checked as any other
+        ("(M - 129, 1)", "grid sizes must be >= 0"),
+        ("(M / 2,)", "grid sizes must be ints, got float"),
+        ("(M > 0,)", "not bools"),
+    ],
+)
 def test_one_dimensional_grid_results_are_checked(grid, fragment):
     g = compile_grid(grid, config_fields=FIELDS, arg_names=ARGS)
     with pytest.raises(ExpressionError, match=fragment):

@@ -1,4 +1,5 @@
 """End-to-end tuning of real Triton kernels through the interpreter: spaces, keys, records, safety."""
+
 from __future__ import annotations
 
 import threading
@@ -7,20 +8,27 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from kernels_for_tests import accumulate_kernel, add_kernel, add_wrong_when_64_kernel, record_launches, scale_2d_kernel
 
-from autotune import (Config, FixedSpace, NoValidConfigError, OptionError, Reference, TrialStatus, Tuning,
-                      autotune, autotune_launch)
+from autotune import (
+    Config,
+    FixedSpace,
+    NoValidConfigError,
+    OptionError,
+    Reference,
+    TrialStatus,
+    Tuning,
+    autotune,
+    autotune_launch,
+)
 from autotune.compilers import FunctionCompiler
-from kernels_for_tests import (accumulate_kernel, add_kernel, add_wrong_when_64_kernel, record_launches,
-                               scale_2d_kernel)
 
 FAST = Tuning(preset="fast", reps=2, warmup=0, compile_workers=2)
 
 
 def make_add(space=None, **kwargs):
     kwargs.setdefault("tuning", FAST)
-    return autotune(space=space or {"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                    **kwargs)(add_kernel)
+    return autotune(space=space or {"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", **kwargs)(add_kernel)
 
 
 def vectors(n):
@@ -44,8 +52,9 @@ def test_cartesian_space_tunes_vector_add_and_matches_torch():
 
 def test_fixed_space_with_2d_tiled_kernel():
     space = FixedSpace([{"BLOCK_M": 16, "BLOCK_N": 32}, {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 2}])
-    scale = autotune(space=space, key=["M", "N"], grid="(cdiv(M, $BLOCK_M), cdiv(N, $BLOCK_N))",
-                     tuning=FAST)(scale_2d_kernel)
+    scale = autotune(space=space, key=["M", "N"], grid="(cdiv(M, $BLOCK_M), cdiv(N, $BLOCK_N))", tuning=FAST)(
+        scale_2d_kernel
+    )
     x = torch.randn(37, 45)
     out = torch.empty_like(x)
     scale(x, out, 37, 45, x.stride(0))
@@ -67,8 +76,8 @@ def test_same_key_does_not_retune_new_key_does_and_force_retunes():
     assert add.cache_info()["tunings"] == 2
     torch.testing.assert_close(out2, x2 + y2)
     forced = make_add(tuning=FAST.replace(force=True))
-    forced(x, y, out, 256)       # force ignores the winner another tuning stored on disk
-    forced(x, y, out, 256)       # ... but tunes once per key in this process
+    forced(x, y, out, 256)  # force ignores the winner another tuning stored on disk
+    forced(x, y, out, 256)  # ... but tunes once per key in this process
     assert forced.cache_info()["tunings"] == 3
 
 
@@ -90,8 +99,13 @@ def test_triton_style_grid_callable_still_works():
 
 
 def test_derive_adds_a_meta_parameter_from_the_arguments():
-    add = autotune(space={"num_warps": (1, 2)}, key=["n"], derive={"BLOCK": "next_power_of_2(n)"},
-                   grid="(cdiv(n, $BLOCK),)", tuning=FAST)(add_kernel)
+    add = autotune(
+        space={"num_warps": (1, 2)},
+        key=["n"],
+        derive={"BLOCK": "next_power_of_2(n)"},
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=FAST,
+    )(add_kernel)
     x, y, out = vectors(100)
     add(x, y, out, 100)
     torch.testing.assert_close(out, x + y)
@@ -137,8 +151,13 @@ def test_all_configs_failing_raises_no_valid_config_error_naming_each():
 
 
 def test_in_place_kernel_with_restore_value_equals_one_untuned_launch():
-    tuned = autotune(space={"BLOCK": (16, 32, 64)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     restore_value=["acc"], tuning=Tuning(preset="fast", reps=3, warmup=1))(accumulate_kernel)
+    tuned = autotune(
+        space={"BLOCK": (16, 32, 64)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        restore_value=["acc"],
+        tuning=Tuning(preset="fast", reps=3, warmup=1),
+    )(accumulate_kernel)
     x = torch.randn(100)
     acc = torch.randn(100)
     expected = acc.clone()
@@ -150,8 +169,12 @@ def test_in_place_kernel_with_restore_value_equals_one_untuned_launch():
 def test_in_place_kernel_without_restore_value_is_clobbered():
     # The control for the test above: without restore_value every trial adds again (in this process: a worker
     # would tune on copies of the arguments, which leaves the caller's alone).
-    tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)",
-                     tuning=Tuning(preset="fast", reps=2, warmup=0, isolate="off"))(accumulate_kernel)
+    tuned = autotune(
+        space={"BLOCK": (16, 32)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", reps=2, warmup=0, isolate="off"),
+    )(accumulate_kernel)
     x = torch.ones(50)
     acc = torch.zeros(50)
     tuned(x, acc, 50)
@@ -159,8 +182,13 @@ def test_in_place_kernel_without_restore_value_is_clobbered():
 
 
 def test_reset_to_zero_zeroes_before_each_trial_and_final_launch_sees_input():
-    tuned = autotune(space={"BLOCK": (16, 32)}, key=["n"], grid="(cdiv(n, $BLOCK),)", reset_to_zero=["acc"],
-                     tuning=Tuning(preset="fast", reps=2, warmup=1))(accumulate_kernel)
+    tuned = autotune(
+        space={"BLOCK": (16, 32)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        reset_to_zero=["acc"],
+        tuning=Tuning(preset="fast", reps=2, warmup=1),
+    )(accumulate_kernel)
     x = torch.ones(40)
     acc = torch.zeros(40)
     seen = []
@@ -171,8 +199,13 @@ def test_reset_to_zero_zeroes_before_each_trial_and_final_launch_sees_input():
 
 
 def test_verify_with_a_reference_rejects_the_wrong_config():
-    tuned = autotune(space={"BLOCK": (32, 64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
-                     verify=Reference(lambda x, y, **_: x + y, outputs=("out",), atol=1e-6))(add_wrong_when_64_kernel)
+    tuned = autotune(
+        space={"BLOCK": (32, 64, 128)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=FAST,
+        verify=Reference(lambda x, y, **_: x + y, outputs=("out",), atol=1e-6),
+    )(add_wrong_when_64_kernel)
     x, y, out = vectors(150)
     with pytest.warns(UserWarning, match="failed verification"):
         tuned(x, y, out, 150)
@@ -184,20 +217,31 @@ def test_verify_with_a_reference_rejects_the_wrong_config():
 
 
 def writes_in_place(x, y, out, **_):
-    out.copy_(x + y)          # as the kernel does: returns None
+    out.copy_(x + y)  # as the kernel does: returns None
 
 
-@pytest.mark.parametrize("reference, message", [
-    (writes_in_place, r"returned NoneType for output 'out', not a tensor: the reference returns the expected values"),
-    (lambda x, y, **_: {"result": x + y}, r"returned a dict without 'out': key it by the output names"),
-    (lambda x, y, **_: (x + y, x), r"returned 2 values for outputs=\('out',\)"),
-    (lambda x, y, **_: (x + y)[:5], r"returned shape \(5,\) for output 'out', whose argument has shape \(100,\)"),
-])
+@pytest.mark.parametrize(
+    "reference, message",
+    [
+        (
+            writes_in_place,
+            r"returned NoneType for output 'out', not a tensor: the reference returns the expected values",
+        ),
+        (lambda x, y, **_: {"result": x + y}, r"returned a dict without 'out': key it by the output names"),
+        (lambda x, y, **_: (x + y, x), r"returned 2 values for outputs=\('out',\)"),
+        (lambda x, y, **_: (x + y)[:5], r"returned shape \(5,\) for output 'out', whose argument has shape \(100,\)"),
+    ],
+)
 def test_a_reference_that_returns_no_expected_tensor_is_named_before_any_config_is_judged(reference, message):
     """The usual slip, a reference written like the kernel (in place, returning None), is the Reference's error,
     not an AttributeError from inside autotune nor a verification failure blamed on every config."""
-    tuned = autotune(space={"BLOCK": (32, 64)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
-                     verify=Reference(reference, outputs=("out",)))(add_kernel)
+    tuned = autotune(
+        space={"BLOCK": (32, 64)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=FAST,
+        verify=Reference(reference, outputs=("out",)),
+    )(add_kernel)
     x, y, out = vectors(100)
     with pytest.raises(OptionError, match=message):
         tuned(x, y, out, 100)
@@ -210,8 +254,9 @@ def test_verify_with_a_callable():
         calls.append(1)
         return torch.allclose(out, x + y)
 
-    tuned = autotune(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST,
-                     verify=check)(add_wrong_when_64_kernel)
+    tuned = autotune(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST, verify=check)(
+        add_wrong_when_64_kernel
+    )
     x, y, out = vectors(90)
     with pytest.warns(UserWarning):
         tuned(x, y, out, 90)
@@ -222,14 +267,17 @@ def test_verify_with_a_callable():
 def test_static_compile_options_reach_every_config():
     # in-process, so the launches pass through add.fn.run here (a worker rebuilds the kernel from the same
     # @autotune arguments, num_warps included)
-    add = make_add({"BLOCK": (32, 64)}, num_warps=2,
-                   tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2, isolate="off"))
+    add = make_add(
+        {"BLOCK": (32, 64)},
+        num_warps=2,
+        tuning=Tuning(preset="fast", reps=2, warmup=0, compile_workers=2, isolate="off"),
+    )
     launches = record_launches(add, "BLOCK", "num_warps")
     x, y, out = vectors(64)
     add(x, y, out, 64)
     torch.testing.assert_close(out, x + y)
-    assert {block for block, _ in launches} == {32, 64}         # both configs were measured ...
-    assert {warps for _, warps in launches} == {2}              # ... each with the decorator's num_warps
+    assert {block for block, _ in launches} == {32, 64}  # both configs were measured ...
+    assert {warps for _, warps in launches} == {2}  # ... each with the decorator's num_warps
 
 
 def test_changing_a_static_compile_option_retunes_instead_of_reusing_the_winner():
@@ -247,12 +295,12 @@ def test_changing_a_static_compile_option_retunes_instead_of_reusing_the_winner(
     before = counted()
     other = make_add({"BLOCK": (32, 64)}, num_warps=8, tuning=tuning)
     other(x, y, out, 64)
-    assert counted() == (before[0] + 1, before[1])            # tuned, not read from the num_warps=2 entry
+    assert counted() == (before[0] + 1, before[1])  # tuned, not read from the num_warps=2 entry
     same = make_add({"BLOCK": (32, 64)}, num_warps=8, tuning=tuning)
     same(x, y, out, 64)
-    assert counted() == (before[0] + 1, before[1] + 1)        # the same options: the disk entry
+    assert counted() == (before[0] + 1, before[1] + 1)  # the same options: the disk entry
     plain = make_add({"BLOCK": (32, 64)}, tuning=tuning)
-    assert plain.cache.space_checksum == plain.space.checksum()     # no static options: the space's own
+    assert plain.cache.space_checksum == plain.space.checksum()  # no static options: the space's own
 
 
 def test_conflicting_meta_parameter_at_call_time():
@@ -278,7 +326,7 @@ def test_threads_on_one_key_share_one_tuning():
     x, y = torch.randn(128), torch.randn(128)
     outs = [torch.empty(128) for _ in range(4)]
     errors = []
-    barrier = threading.Barrier(len(outs))   # all four call while the first one's tuning is under way
+    barrier = threading.Barrier(len(outs))  # all four call while the first one's tuning is under way
 
     def call(out):
         try:
@@ -300,14 +348,16 @@ def test_threads_on_one_key_share_one_tuning():
 
 def test_autotune_launch_functional_form():
     x, y, out = vectors(96)
-    result = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"],
-                             grid="(cdiv(n, $BLOCK),)", tuning=FAST)
+    result = autotune_launch(
+        add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST
+    )
     torch.testing.assert_close(out, x + y)
     assert result.cache_hit is False and result.config in (Config(BLOCK=32), Config(BLOCK=64))
     assert result.grid == (triton.cdiv(96, result.config["BLOCK"]),)
     assert len(result.record.trials) == 2
-    again = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"],
-                            grid="(cdiv(n, $BLOCK),)", tuning=FAST)
+    again = autotune_launch(
+        add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 96), key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST
+    )
     assert again.cache_hit is True and again.config == result.config
 
 
@@ -322,10 +372,17 @@ def test_autotune_launch_with_call_site_lambdas_reuses_one_wrapper_and_hits_memo
     results = []
     for _ in range(3):
         out.zero_()
-        results.append(autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, n),
-                                       grid=lambda meta: (triton.cdiv(n, meta["BLOCK"]),),
-                                       key=lambda n, **_: n // 64, verify=lambda out, x, y, **_: bool(
-                                           torch.allclose(out, x + y)), tuning=FAST))
+        results.append(
+            autotune_launch(
+                add_kernel,
+                space={"BLOCK": (32, 64)},
+                args=(x, y, out, n),
+                grid=lambda meta: (triton.cdiv(n, meta["BLOCK"]),),
+                key=lambda n, **_: n // 64,
+                verify=lambda out, x, y, **_: bool(torch.allclose(out, x + y)),
+                tuning=FAST,
+            )
+        )
         torch.testing.assert_close(out, x + y)
     assert len(functional._launch_registry) == before + 1
     assert [r.cache_hit for r in results] == [False, True, True]
@@ -344,25 +401,46 @@ def test_autotune_launch_with_a_call_site_partial_reuses_one_wrapper():
 
     x, y, out = vectors(100)
     before = len(functional._launch_registry)
-    results = [autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 100), key=["n"],
-                               grid="(cdiv(n, $BLOCK),)", verify=functools.partial(_outputs_match, atol=1e-6),
-                               tuning=FAST) for _ in range(3)]
+    results = [
+        autotune_launch(
+            add_kernel,
+            space={"BLOCK": (32, 64)},
+            args=(x, y, out, 100),
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            verify=functools.partial(_outputs_match, atol=1e-6),
+            tuning=FAST,
+        )
+        for _ in range(3)
+    ]
     assert len(functional._launch_registry) == before + 1
     assert [r.cache_hit for r in results] == [False, True, True]
-    other = autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 100), key=["n"],
-                            grid="(cdiv(n, $BLOCK),)", verify=functools.partial(_outputs_match, atol=1e-3),
-                            tuning=FAST)
-    assert len(functional._launch_registry) == before + 2    # other arguments: another wrapper
-    assert other.cache_hit is True                            # (the same kernel, space and key: the disk entry)
+    other = autotune_launch(
+        add_kernel,
+        space={"BLOCK": (32, 64)},
+        args=(x, y, out, 100),
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=functools.partial(_outputs_match, atol=1e-3),
+        tuning=FAST,
+    )
+    assert len(functional._launch_registry) == before + 2  # other arguments: another wrapper
+    assert other.cache_hit is True  # (the same kernel, space and key: the disk entry)
 
 
 def test_autotune_launch_refuses_a_call_site_function_capturing_a_per_call_object():
     x, y, out = vectors(40)
     expected = x + y
     with pytest.raises(OptionError, match=r"captures expected = Tensor.*read the value from the call's arguments"):
-        autotune_launch(add_kernel, space={"BLOCK": (32, 64)}, args=(x, y, out, 40), key=["n"],
-                        grid="(cdiv(n, $BLOCK),)", verify=lambda out, **_: bool(torch.equal(out, expected)),
-                        tuning=FAST)
+        autotune_launch(
+            add_kernel,
+            space={"BLOCK": (32, 64)},
+            args=(x, y, out, 40),
+            key=["n"],
+            grid="(cdiv(n, $BLOCK),)",
+            verify=lambda out, **_: bool(torch.equal(out, expected)),
+            tuning=FAST,
+        )
 
 
 def test_single_config_space_is_launched_without_measuring():
@@ -385,9 +463,13 @@ def test_prune_skips_configs_and_records_them():
 def test_verify_catches_a_config_that_leaves_part_of_the_output_unwritten():
     # `n // $BLOCK` instead of cdiv: BLOCK=64 on n=96 never writes the tail. Without the sentinel fill, the
     # previous trial's correct output would still be there and the broken config would pass.
-    tuned = autotune(space=FixedSpace([{"BLOCK": 32}, {"BLOCK": 64}]), key=["n"], grid="(n // $BLOCK,)",
-                     tuning=FAST.replace(compile_workers=0),
-                     verify=Reference(lambda x, y, **_: x + y, outputs=("out",)))(add_kernel)
+    tuned = autotune(
+        space=FixedSpace([{"BLOCK": 32}, {"BLOCK": 64}]),
+        key=["n"],
+        grid="(n // $BLOCK,)",
+        tuning=FAST.replace(compile_workers=0),
+        verify=Reference(lambda x, y, **_: x + y, outputs=("out",)),
+    )(add_kernel)
     x, y, out = vectors(96)
     with pytest.warns(UserWarning, match="failed verification"):
         tuned(x, y, out, 96)
@@ -423,8 +505,12 @@ def test_a_tuning_where_every_config_fails_is_counted():
     import autotune
     from autotune import NoValidConfigError
 
-    @autotune.autotune(space={"BLOCK": [3, 5]}, key=["n"], grid="(cdiv(n, $BLOCK),)",   # arange needs powers of 2
-                       tuning={"warmup": 0, "reps": 1})
+    @autotune.autotune(
+        space={"BLOCK": [3, 5]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",  # arange needs powers of 2
+        tuning={"warmup": 0, "reps": 1},
+    )
     @triton.jit
     def bad_block_kernel(x, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -432,8 +518,8 @@ def test_a_tuning_where_every_config_fails_is_counted():
 
     with pytest.raises(NoValidConfigError, match="failed with the same error.*power of 2") as info:
         bad_block_kernel(torch.zeros(16), 16)
-    assert "power of 2" in str(info.value.__cause__)          # the common error itself, chained
-    assert "or the search space if none of its configs can work" in str(info.value)   # here, the space is at fault
+    assert "power of 2" in str(info.value.__cause__)  # the common error itself, chained
+    assert "or the search space if none of its configs can work" in str(info.value)  # here, the space is at fault
     info = bad_block_kernel.cache_info()
     assert (info["misses"], info["tunings"], info["failed_tunings"], info["failed_configs"]) == (1, 0, 1, 2)
     assert autotune.stats()["bad_block_kernel"]["failed_tunings"] == 1
@@ -480,12 +566,17 @@ def test_the_interleaved_re_measurement_alone_decides_among_the_best_few():
         calls[tag] = calls.get(tag, 0) + 1
         return first_pass[tag] if calls[tag] == 1 else rounds[tag]
 
-    tagged = autotune(space={"TAG": (1, 2)}, key=None, grid="(1,)", do_bench=do_bench,
-                      tuning=Tuning(warmup=0, refine_topk=2, refine_reps=3, compile_workers=0, isolate="off"))(tag_kernel)
+    tagged = autotune(
+        space={"TAG": (1, 2)},
+        key=None,
+        grid="(1,)",
+        do_bench=do_bench,
+        tuning=Tuning(warmup=0, refine_topk=2, refine_reps=3, compile_workers=0, isolate="off"),
+    )(tag_kernel)
     tagged(out)
     record = tagged.record(())
     assert record.winner == Config(TAG=1)
-    assert order[2:] == [2, 1] * 3                 # the rounds interleave, fastest by the first pass first
+    assert order[2:] == [2, 1] * 3  # the rounds interleave, fastest by the first pass first
     by_tag = {t.config["TAG"]: t for t in record.trials}
     assert by_tag[1].median_ms == 1.0 and by_tag[2].median_ms == 1.1
     assert by_tag[1].samples_ms == [1.0] * 3 and by_tag[2].samples_ms == [1.1] * 3
@@ -506,8 +597,13 @@ def test_the_winner_comes_from_the_re_measured_few_even_when_they_all_measure_sl
         seen[tag] = seen.get(tag, 0) + 1
         return first_pass[tag] if seen[tag] == 1 else rounds[tag]
 
-    tagged = autotune(space={"TAG": (1, 2, 3)}, key=None, grid="(1,)", do_bench=do_bench,
-                      tuning=Tuning(warmup=0, refine_topk=2, refine_reps=2, compile_workers=0, isolate="off"))(tag_kernel)
+    tagged = autotune(
+        space={"TAG": (1, 2, 3)},
+        key=None,
+        grid="(1,)",
+        do_bench=do_bench,
+        tuning=Tuning(warmup=0, refine_topk=2, refine_reps=2, compile_workers=0, isolate="off"),
+    )(tag_kernel)
     tagged(out)
     assert tagged.record(()).winner == Config(TAG=1)
     assert seen == {1: 3, 2: 3, 3: 1}

@@ -1,6 +1,7 @@
 """A space filtered by `where("$X")` strings pickles, so a kernel autotuned away from its definition (a factory such
 as kernels.vector_add.make_add, whose SPACE has `$X` filters) is decorated anew in a worker instead of being tuned in
 the caller's process with an IsolationWarning about a local object that cannot be pickled."""
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ def test_listed_and_lazy_spaces_filtered_by_strings_pickle_unchanged():
 
 
 def test_factory_kernel_with_string_filters_can_be_sent_to_a_worker():
-    kernel = add_mod.make_add(add_mod.SPACE)        # SPACE: two where("$X") filters; decorated away from its def
+    kernel = add_mod.make_add(add_mod.SPACE)  # SPACE: two where("$X") filters; decorated away from its def
     recipe, reason = _how_to_load(kernel)
     assert reason is None
     assert recipe is not None

@@ -83,6 +83,7 @@ of 16 on one side only: pass example arguments shaped like production's, or prec
 The JIT's in-memory cache is per process: after an explicit-target precompile, the first launch of a
 config in a new process still reads its binary from disk (milliseconds, no compile).
 """
+
 from __future__ import annotations
 
 from ..errors import ArchiveError, PrecompileError
@@ -94,7 +95,21 @@ from .standins import parse_signature
 from .targets import ResourceLimits, Target, limits_for, parse_target
 
 __all__ = [
-    "precompile", "PrecompileReport", "CompiledConfig", "FailedConfig", "PrecompileError",
-    "Target", "parse_target", "ResourceLimits", "limits_for", "parse_signature", "cubin_resource_usage",
-    "export_archive", "import_archive", "ArchiveManifest", "ImportReport", "ArchiveError", "load_kernel",
+    "precompile",
+    "PrecompileReport",
+    "CompiledConfig",
+    "FailedConfig",
+    "PrecompileError",
+    "Target",
+    "parse_target",
+    "ResourceLimits",
+    "limits_for",
+    "parse_signature",
+    "cubin_resource_usage",
+    "export_archive",
+    "import_archive",
+    "ArchiveManifest",
+    "ImportReport",
+    "ArchiveError",
+    "load_kernel",
 ]

@@ -5,6 +5,7 @@ process (`specialize.Plan`), compiled here or in a helper process (`helpers`), c
 target's limits (`targets.over_limits`) and reported (`report`). `targets=None` compiles for the active GPU
 through the kernel's own JIT instead, so this process's later launches compile nothing.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,9 +14,10 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union, cast
+from typing import Any, cast
 
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
 from ..kernel_ref import base_kernel, is_interpreted
@@ -23,8 +25,7 @@ from ..space import Config
 from ..space_input import as_space
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
 from .events import LISTENER
-from .helpers import (RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error,
-                      unimportable_constant)
+from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error, unimportable_constant
 from .report import CompiledConfig, FailedConfig, PrecompileReport
 from .specialize import Plan, check_triton
 from .standins import parse_signature, scalar_standins, wrap_dtype
@@ -52,20 +53,40 @@ def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
     """Compile one (config, target) on a pool thread: here, or through a helper process under the interpreter."""
     signature, constexprs, attrs, options = plan.specialize(job.config, job.target)
     if plan.processes:
-        result = compile_in_helper({
-            **plan.location, "target": (job.target.backend, job.target.arch, job.target.warp_size),
-            "signature": signature, "constexprs": {k: encode_constant(v) for k, v in constexprs.items()},
-            "attrs": attrs, "options": options, "cache_dir": plan.cache_dir})
+        result = compile_in_helper(
+            {
+                **plan.location,
+                "target": (job.target.backend, job.target.arch, job.target.warp_size),
+                "signature": signature,
+                "constexprs": {k: encode_constant(v) for k, v in constexprs.items()},
+                "attrs": attrs,
+                "options": options,
+                "cache_dir": plan.cache_dir,
+            }
+        )
     else:
         result = compile_source(plan.jit_fn, job.target, signature, constexprs, attrs, options)
-    problem = over_limits(job.target, shared=result["shared"], n_regs=result["n_regs"],
-                          num_warps=result["num_warps"], warp_size=result["warp_size"])
+    problem = over_limits(
+        job.target,
+        shared=result["shared"],
+        n_regs=result["n_regs"],
+        num_warps=result["num_warps"],
+        warp_size=result["warp_size"],
+    )
     if problem is not None:
         raise _OutOfResources(problem)
-    return CompiledConfig(config=job.config, target=str(job.target), cached=result["cached"],
-                          compile_s=result["seconds"], hash=result["hash"], shared_bytes=result["shared"],
-                          num_warps=result["num_warps"], n_regs=result["n_regs"], frame_bytes=result["frame_bytes"],
-                          path=result["path"])
+    return CompiledConfig(
+        config=job.config,
+        target=str(job.target),
+        cached=result["cached"],
+        compile_s=result["seconds"],
+        hash=result["hash"],
+        shared_bytes=result["shared"],
+        num_warps=result["num_warps"],
+        n_regs=result["n_regs"],
+        frame_bytes=result["frame_bytes"],
+        path=result["path"],
+    )
 
 
 def _error_text(exc: BaseException) -> str:
@@ -74,11 +95,15 @@ def _error_text(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}"
 
 
-def _failure(job: _Job, status: Any, error: Optional[BaseException]) -> FailedConfig:
-    kind = "timeout" if getattr(status, "value", status) == "timeout" else (
-        "out_of_resources" if isinstance(error, _OutOfResources) else "compile_error")
-    return FailedConfig(config=job.config, target=str(job.target), error=_error_text(error) if error else kind,
-                        kind=kind)
+def _failure(job: _Job, status: Any, error: BaseException | None) -> FailedConfig:
+    kind = (
+        "timeout"
+        if getattr(status, "value", status) == "timeout"
+        else ("out_of_resources" if isinstance(error, _OutOfResources) else "compile_error")
+    )
+    return FailedConfig(
+        config=job.config, target=str(job.target), error=_error_text(error) if error else kind, kind=kind
+    )
 
 
 def _resolve_kernel(kernel: Any, space: Any) -> Any:
@@ -90,58 +115,75 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
     named = kernel if isinstance(kernel, str) else None
     if named is not None:
         kernel = load_kernel(named)
-    if isinstance(getattr(kernel, "tuner", None), Autotuned):   # autotune.compat's Autotuner: its native engine
+    if isinstance(getattr(kernel, "tuner", None), Autotuned):  # autotune.compat's Autotuner: its native engine
         kernel = kernel.tuner
     if isinstance(kernel, Autotuned):
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
         return Autotuned(kernel, space=space)
     what = named or repr(kernel)
-    inner = inner_autotuner(kernel, None, Autotuned)     # under a wrapper: the kernel itself was taken above
+    inner = inner_autotuner(kernel, None, Autotuned)  # under a wrapper: the kernel itself was taken above
     if isinstance(inner, TritonAutotuner):
-        raise PrecompileError(f"{what} is autotuned by triton.autotune: decorate it with autotune.compat.autotune "
-                              "(a one-import change) and precompile that")
+        raise PrecompileError(
+            f"{what} is autotuned by triton.autotune: decorate it with autotune.compat.autotune "
+            "(a one-import change) and precompile that"
+        )
     if inner is not None:
-        raise PrecompileError(f"{what} wraps an @autotune kernel (a triton.heuristics above it): precompile the "
-                              "@autotune kernel itself, giving the values the wrapper sets as arguments")
+        raise PrecompileError(
+            f"{what} wraps an @autotune kernel (a triton.heuristics above it): precompile the "
+            "@autotune kernel itself, giving the values the wrapper sets as arguments"
+        )
     if hasattr(base_kernel(kernel), "arg_names"):
         fix = "pass space= as well" if named is None else "name the @autotune-decorated object instead"
-        raise PrecompileError(f"{what} is a @triton.jit kernel without a search space (not @autotune-decorated): "
-                              f"{fix}")
-    raise PrecompileError(f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
-                          f"autotune.compat.autotune; or 'module:kernel'); got {what}, a "
-                          f"{type(kernel).__module__}.{type(kernel).__name__}")
+        raise PrecompileError(f"{what} is a @triton.jit kernel without a search space (not @autotune-decorated): {fix}")
+    raise PrecompileError(
+        f"precompile() takes an @autotune-decorated kernel (autotune.autotune or "
+        f"autotune.compat.autotune; or 'module:kernel'); got {what}, a "
+        f"{type(kernel).__module__}.{type(kernel).__name__}"
+    )
 
 
 def _listed_configs(kernel: Any, space: Any) -> list[Config]:
     """Every config to compile: `space=`'s, else the kernel's; refused for a space too large to list."""
-    if space is None and kernel.configs is not None:      # listed when the kernel was decorated
+    if space is None and kernel.configs is not None:  # listed when the kernel was decorated
         return list(kernel.configs)
     chosen = as_space(space) if space is not None else kernel.space
     if chosen.lazy:
-        raise PrecompileError(f"the space of {kernel.name}{' given as space=' if space is not None else ''} has "
-                              f"{chosen.unfiltered_len():,} configs before its where() filters, too many to list "
-                              "and precompile: pass winners_only=True (the cached winners) or space= a smaller "
-                              "space")
+        raise PrecompileError(
+            f"the space of {kernel.name}{' given as space=' if space is not None else ''} has "
+            f"{chosen.unfiltered_len():,} configs before its where() filters, too many to list "
+            "and precompile: pass winners_only=True (the cached winners) or space= a smaller "
+            "space"
+        )
     return chosen.configs()
 
 
-def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config], Optional[str]]:
+def _winner_configs(kernel: Any, target: Target | None) -> tuple[list[Config], str | None]:
     """The kernel's cached winners valid for its current source and space, preferring those tuned on `target`'s
     architecture; and a note when none was tuned on it."""
-    from ..storage import disk_entries
     from ..options import cache_dir
+    from ..storage import disk_entries
 
-    records = [e.record for e in disk_entries(kernel.name) if e.record is not None
-               and e.record.kernel_id == kernel.cache.identity]
+    records = [
+        e.record
+        for e in disk_entries(kernel.name)
+        if e.record is not None and e.record.kernel_id == kernel.cache.identity
+    ]
     records += list(kernel.cache.records().values())
-    valid = [r for r in records if r.source_hash == kernel.cache.source_hash
-             and r.space_checksum == kernel.cache.space_checksum and kernel.space.contains(r.winner)]
+    valid = [
+        r
+        for r in records
+        if r.source_hash == kernel.cache.source_hash
+        and r.space_checksum == kernel.cache.space_checksum
+        and kernel.space.contains(r.winner)
+    ]
     if not valid:
         stale = len(records)
-        raise PrecompileError(f"winners_only=True: no cached winner of {kernel.name} in {cache_dir()} matches the "
-                              f"kernel's current source and space ({stale} stale or other entries). Tune it first "
-                              f"(call it on a GPU, or in the interpreter), import an archive, or drop winners_only.")
+        raise PrecompileError(
+            f"winners_only=True: no cached winner of {kernel.name} in {cache_dir()} matches the "
+            f"kernel's current source and space ({stale} stale or other entries). Tune it first "
+            f"(call it on a GPU, or in the interpreter), import an archive, or drop winners_only."
+        )
     matching = valid
     note = None
     if target is not None:
@@ -149,8 +191,10 @@ def _winner_configs(kernel: Any, target: Optional[Target]) -> tuple[list[Config]
         matching = [r for r in valid if r.device.split()[-1:] == [tag] or tag in r.device.split()]
         if not matching:
             devices = sorted({r.device for r in valid})
-            note = (f"note: no winner of {kernel.name} was tuned on {target}; compiled the winners tuned on "
-                    f"{', '.join(devices)}")
+            note = (
+                f"note: no winner of {kernel.name} was tuned on {target}; compiled the winners tuned on "
+                f"{', '.join(devices)}"
+            )
             matching = valid
     return list(dict.fromkeys(r.winner for r in matching)), note
 
@@ -162,17 +206,26 @@ def _refuse_custom_pipeline() -> None:
     from triton import knobs
 
     if getattr(knobs.runtime, "add_stages_inspection_hook", None) is not None:
-        raise PrecompileError("triton.knobs.runtime.add_stages_inspection_hook is set: a compile for an explicit "
-                              "target cannot reproduce the JIT's custom pipeline (Triton 3.9 adds it to every "
-                              "kernel's cache key, so launches would never find these binaries; helper processes "
-                              "would compile without it). Unset the hook to precompile, or precompile with "
-                              "targets=None (through the JIT) on the GPU")
+        raise PrecompileError(
+            "triton.knobs.runtime.add_stages_inspection_hook is set: a compile for an explicit "
+            "target cannot reproduce the JIT's custom pipeline (Triton 3.9 adds it to every "
+            "kernel's cache key, so launches would never find these binaries; helper processes "
+            "would compile without it). Unset the hook to precompile, or precompile with "
+            "targets=None (through the JIT) on the GPU"
+        )
 
 
-def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, Any], str, None] = None,
-               targets: Optional[Sequence[Union[str, Target, Any]]] = None, space: Any = None,
-               winners_only: bool = False, workers: Optional[int] = None, timeout_s: Optional[float] = None,
-               processes: Optional[bool] = None) -> PrecompileReport:
+def precompile(
+    kernel: Any,
+    *example_args: Any,
+    signature: Mapping[str, Any] | str | None = None,
+    targets: Sequence[str | Target | Any] | None = None,
+    space: Any = None,
+    winners_only: bool = False,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    processes: bool | None = None,
+) -> PrecompileReport:
     """Compile every config of `kernel`'s space (or only its cached winners) for each target, ahead of time.
 
     - `kernel`: an `@autotune` kernel (or one decorated with `autotune.compat.autotune`: its native engine is
@@ -201,8 +254,10 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     if signature is not None and example_args:
         raise PrecompileError("precompile(): give example arguments or signature=, not both")
     if signature is None and not example_args:
-        raise PrecompileError(f"precompile({tuned.name}): give example arguments (as for a launch) or signature= "
-                              f"(e.g. {{'x': '*fp32', 'n': 'i32'}}); the arguments decide the specialization")
+        raise PrecompileError(
+            f"precompile({tuned.name}): give example arguments (as for a launch) or signature= "
+            f"(e.g. {{'x': '*fp32', 'n': 'i32'}}); the arguments decide the specialization"
+        )
     if signature is not None:
         args: tuple = ()
         kwargs = parse_signature(signature)
@@ -210,8 +265,10 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     else:
         args, kwargs, scalars = tuple(wrap_dtype(a) for a in example_args), {}, {}
     if len(args) > len(tuned.arg_names):
-        raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
-                              f"got {len(args)} example arguments")
+        raise PrecompileError(
+            f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
+            f"got {len(args)} example arguments"
+        )
     check_space(tuned, space)
     check_arguments(tuned, args, kwargs, space)
     workers = Tuning().compile_workers if workers is None else int(workers)
@@ -222,9 +279,11 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
 
     if targets is None:
         if interpreted:
-            raise PrecompileError("targets=None compiles for the active GPU through Triton's JIT, but this process "
-                                  "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
-                                  "targets=['cuda:90']")
+            raise PrecompileError(
+                "targets=None compiles for the active GPU through Triton's JIT, but this process "
+                "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
+                "targets=['cuda:90']"
+            )
         return _precompile_jit(tuned, args, kwargs, scalars, space, winners_only, workers, timeout_s)
 
     if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
@@ -234,12 +293,19 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
         raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
     _refuse_custom_pipeline()
     if processes is False and interpreted:
-        raise PrecompileError("processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
-                              "the interpreter; leave processes unset")
+        raise PrecompileError(
+            "processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
+            "the interpreter; leave processes unset"
+        )
     use_processes = interpreted if processes is None else bool(processes)
     plan = Plan(tuned, args, kwargs, use_processes)
-    report = PrecompileReport(kernel=tuned.name, targets=[str(t) for t in target_list], workers=workers,
-                              processes=use_processes, triton_cache_dir=plan.cache_dir)
+    report = PrecompileReport(
+        kernel=tuned.name,
+        targets=[str(t) for t in target_list],
+        workers=workers,
+        processes=use_processes,
+        triton_cache_dir=plan.cache_dir,
+    )
     jobs: list[_Job] = []
     for target in target_list:
         if winners_only:
@@ -249,9 +315,10 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
         else:
             configs = _listed_configs(tuned, space)
         jobs.extend(_Job(c, target) for c in configs)
-    if use_processes:   # a @jit function passed as a constexpr: can the helpers import it? Said once, here
-        problem = unimportable_constant([*zip(tuned.arg_names, args), *kwargs.items(),
-                                         *((k, v) for job in jobs for k, v in job.config.items())])
+    if use_processes:  # a @jit function passed as a constexpr: can the helpers import it? Said once, here
+        problem = unimportable_constant(
+            [*zip(tuned.arg_names, args), *kwargs.items(), *((k, v) for job in jobs for k, v in job.config.items())]
+        )
         if problem is not None:
             raise PrecompileError(problem)
     _note_standins(report, standin_notes(tuned, kwargs, scalars, list(dict.fromkeys(job.config for job in jobs))))
@@ -259,8 +326,9 @@ def precompile(kernel: Any, *example_args: Any, signature: Union[Mapping[str, An
     started = time.perf_counter()
     # the pipeline only hashes its items and hands them back: a _Job goes through it in place of a Config
     compiler = FunctionCompiler(lambda job: _run_job(plan, cast(_Job, job)))
-    with compile_in_order_of_completion(cast("list[Config]", jobs), compiler, workers=workers,
-                                        timeout_s=timeout_s) as outcomes:
+    with compile_in_order_of_completion(
+        cast("list[Config]", jobs), compiler, workers=workers, timeout_s=timeout_s
+    ) as outcomes:
         for outcome in outcomes:
             job: _Job = outcome.config  # type: ignore[assignment]
             if outcome.status.value == "ok":
@@ -279,8 +347,16 @@ def _note_standins(report: PrecompileReport, notes: list[str]) -> None:
         warn_at_caller(note.removeprefix("note: "))
 
 
-def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, scalars: dict, space: Any, winners_only: bool,
-                    workers: int, timeout_s: Optional[float]) -> PrecompileReport:
+def _precompile_jit(
+    tuned: Any,
+    args: tuple,
+    kwargs: dict,
+    scalars: dict,
+    space: Any,
+    winners_only: bool,
+    workers: int,
+    timeout_s: float | None,
+) -> PrecompileReport:
     """targets=None: compile through the kernel's JIT for the active GPU (fills the JIT's in-memory cache)."""
     from ..compilers import JitCompiler
     from ..pipeline import compile_in_order_of_completion
@@ -291,8 +367,13 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, scalars: dict, space:
         configs, note = _winner_configs(tuned, target)
     else:
         configs, note = _listed_configs(tuned, space), None
-    report = PrecompileReport(kernel=tuned.name, targets=[str(target)], workers=workers,
-                              triton_cache_dir=triton_cache_dir(), notes=[note] if note else [])
+    report = PrecompileReport(
+        kernel=tuned.name,
+        targets=[str(target)],
+        workers=workers,
+        triton_cache_dir=triton_cache_dir(),
+        notes=[note] if note else [],
+    )
     _note_standins(report, standin_notes(tuned, kwargs, scalars, configs))
 
     def prepare(config: Config) -> tuple:
@@ -302,8 +383,9 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, scalars: dict, space:
     session = LISTENER.session()
     started = time.perf_counter()
     try:
-        with compile_in_order_of_completion(configs, JitCompiler(tuned.fn, prepare), workers=workers,
-                                            timeout_s=timeout_s) as outcomes:
+        with compile_in_order_of_completion(
+            configs, JitCompiler(tuned.fn, prepare), workers=workers, timeout_s=timeout_s
+        ) as outcomes:
             for outcome in outcomes:
                 job = _Job(outcome.config, target)
                 if outcome.status.value != "ok":
@@ -320,17 +402,27 @@ def _precompile_jit(tuned: Any, args: tuple, kwargs: dict, scalars: dict, space:
                 cached = session.get(compiled.hash, True) if listening else None
                 info = describe_compiled(compiled, target, outcome.compile_s or 0.0, cached)
                 n_regs = getattr(compiled, "n_regs", None)
-                problem = over_limits(target, shared=None, n_regs=n_regs, num_warps=info["num_warps"],
-                                      warp_size=info["warp_size"])
+                problem = over_limits(
+                    target, shared=None, n_regs=n_regs, num_warps=info["num_warps"], warp_size=info["warp_size"]
+                )
                 if problem is not None:
                     report.failed.append(FailedConfig(outcome.config, str(target), problem, "out_of_resources"))
                     continue
-                report.compiled.append(CompiledConfig(
-                    config=outcome.config, target=str(target), cached=info["cached"], compile_s=info["seconds"],
-                    hash=info["hash"], shared_bytes=info["shared"], num_warps=info["num_warps"],
-                    n_regs=n_regs if n_regs is not None else info["n_regs"],
-                    n_spills=getattr(compiled, "n_spills", None),
-                    frame_bytes=info["frame_bytes"], path=info["path"]))
+                report.compiled.append(
+                    CompiledConfig(
+                        config=outcome.config,
+                        target=str(target),
+                        cached=info["cached"],
+                        compile_s=info["seconds"],
+                        hash=info["hash"],
+                        shared_bytes=info["shared"],
+                        num_warps=info["num_warps"],
+                        n_regs=n_regs if n_regs is not None else info["n_regs"],
+                        n_spills=getattr(compiled, "n_spills", None),
+                        frame_bytes=info["frame_bytes"],
+                        path=info["path"],
+                    )
+                )
     finally:
         LISTENER.close(session)
     report.wall_s = time.perf_counter() - started
@@ -343,8 +435,9 @@ def load_kernel(spec: str) -> Any:
     a no-argument factory), as the CLI takes kernels."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise PrecompileError(f"kernel {spec!r}: write it as module:kernel (e.g. kernels.matmul:matmul_kernel) "
-                              f"or path/to/file.py:kernel")
+        raise PrecompileError(
+            f"kernel {spec!r}: write it as module:kernel (e.g. kernels.matmul:matmul_kernel) or path/to/file.py:kernel"
+        )
     call = attr.endswith("()")
     attr = attr[:-2] if call else attr
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -353,8 +446,10 @@ def load_kernel(spec: str) -> Any:
         if module_name.endswith(".py") or os.sep in module_name:
             path = Path(module_name).resolve()
             if not path.is_file():
-                raise PrecompileError(f"kernel {spec!r}: there is no file {path}; give the kernel's .py file (relative "
-                                      f"to {os.getcwd()}) or its module, as path/to/file.py:kernel or module:kernel")
+                raise PrecompileError(
+                    f"kernel {spec!r}: there is no file {path}; give the kernel's .py file (relative "
+                    f"to {os.getcwd()}) or its module, as path/to/file.py:kernel or module:kernel"
+                )
             if str(path.parent) not in sys.path:  # as running the file would; helper processes import it by name
                 sys.path.insert(0, str(path.parent))
             spec_obj = importlib.util.spec_from_file_location(path.stem, path)
@@ -366,16 +461,19 @@ def load_kernel(spec: str) -> Any:
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise PrecompileError(f"kernel {spec!r}: cannot import {module_name} ({exc}); run from the directory that "
-                              f"contains it or set PYTHONPATH") from None
+        raise PrecompileError(
+            f"kernel {spec!r}: cannot import {module_name} ({exc}); run from the directory that "
+            f"contains it or set PYTHONPATH"
+        ) from None
     except OSError as exc:
         raise PrecompileError(f"kernel {spec!r}: cannot read {module_name} ({exc.strerror or exc})") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             public = [n for n in dir(obj) if not n.startswith("_")]
-            raise PrecompileError(f"kernel {spec!r}: {module_name} has no attribute {attr!r}."
-                                  f"{did_you_mean(part, public)}")
+            raise PrecompileError(
+                f"kernel {spec!r}: {module_name} has no attribute {attr!r}.{did_you_mean(part, public)}"
+            )
         obj = getattr(obj, part)
     return obj() if call else obj
 

@@ -8,6 +8,7 @@ binaries from a build machine that may have no GPU (`precompile`). Nothing read 
 unpickled or evaluated: members are checked (regular files at safe relative paths, sizes, checksums)
 before anything is written, and records are validated JSON.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,23 +19,33 @@ import sys
 import tarfile
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any
 
-from msgspec import Struct, field as struct_field
+from msgspec import Struct
+from msgspec import field as struct_field
 
 from .. import codec
 from ..errors import ArchiveError
 from ..kernel_ref import kernel_ref, python_function
 from . import triton_compile
-from .archive_checks import (MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits,
-                             read_key, sign, stage)
+from .archive_checks import MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits, read_key, sign, stage
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
 from .triton_cache import Selection, select, triton_entries
 
-__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_FORMAT_VERSION", "ArchiveFile", "ArchiveRecord", "ArchiveBinary",
-           "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
+__all__ = [
+    "ARCHIVE_FORMAT",
+    "ARCHIVE_FORMAT_VERSION",
+    "ArchiveFile",
+    "ArchiveRecord",
+    "ArchiveBinary",
+    "ArchiveManifest",
+    "ImportReport",
+    "export_archive",
+    "import_archive",
+]
 
 
 ARCHIVE_FORMAT = "autotune-archive"
@@ -69,7 +80,7 @@ class ArchiveBinary(Struct, kw_only=True, forbid_unknown_fields=True):
     dir: str
     target: str
     files: list[str]
-    triton_version: Optional[str] = None
+    triton_version: str | None = None
 
 
 class ArchiveManifest(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -96,11 +107,11 @@ class ImportReport:
     manifest: ArchiveManifest
     records_imported: list[str] = field(default_factory=list)
     records_skipped: list[tuple[str, str]] = field(default_factory=list)
-    records_replaced: list[tuple[str, str]] = field(default_factory=list)   # (path, what the older entry was for)
-    records_failed: list[tuple[str, str]] = field(default_factory=list)     # not installed: invalid, unwritable
+    records_replaced: list[tuple[str, str]] = field(default_factory=list)  # (path, what the older entry was for)
+    records_failed: list[tuple[str, str]] = field(default_factory=list)  # not installed: invalid, unwritable
     binaries_imported: list[str] = field(default_factory=list)
     binaries_skipped: list[tuple[str, str]] = field(default_factory=list)
-    binaries_failed: list[tuple[str, str]] = field(default_factory=list)    # not installed: an unsafe name
+    binaries_failed: list[tuple[str, str]] = field(default_factory=list)  # not installed: an unsafe name
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -110,11 +121,16 @@ class ImportReport:
         return not self.records_failed and not self.binaries_failed
 
     def summary(self) -> str:
-        failed = (f"; NOT installed: {len(self.records_failed)} records, {len(self.binaries_failed)} compiled "
-                  "kernels" if not self.complete else "")
-        return (f"imported {len(self.records_imported)} records ({len(self.records_skipped)} skipped) and "
-                f"{len(self.binaries_imported)} compiled kernels ({len(self.binaries_skipped)} skipped) for "
-                f"{', '.join(self.manifest.kernels) or 'no kernel'}{failed}")
+        failed = (
+            f"; NOT installed: {len(self.records_failed)} records, {len(self.binaries_failed)} compiled kernels"
+            if not self.complete
+            else ""
+        )
+        return (
+            f"imported {len(self.records_imported)} records ({len(self.records_skipped)} skipped) and "
+            f"{len(self.binaries_imported)} compiled kernels ({len(self.binaries_skipped)} skipped) for "
+            f"{', '.join(self.manifest.kernels) or 'no kernel'}{failed}"
+        )
 
     def __str__(self) -> str:
         lines = [self.summary()]
@@ -127,29 +143,36 @@ class ImportReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"complete": self.complete, "records_imported": self.records_imported,
-                "records_skipped": self.records_skipped, "records_replaced": self.records_replaced,
-                "records_failed": self.records_failed, "binaries_imported": self.binaries_imported,
-                "binaries_skipped": self.binaries_skipped, "binaries_failed": self.binaries_failed,
-                "warnings": self.warnings, "manifest": codec.to_builtins(self.manifest)}
+        return {
+            "complete": self.complete,
+            "records_imported": self.records_imported,
+            "records_skipped": self.records_skipped,
+            "records_replaced": self.records_replaced,
+            "records_failed": self.records_failed,
+            "binaries_imported": self.binaries_imported,
+            "binaries_skipped": self.binaries_skipped,
+            "binaries_failed": self.binaries_failed,
+            "warnings": self.warnings,
+            "manifest": codec.to_builtins(self.manifest),
+        }
 
 
-def _kernel_names(kernels: Optional[Iterable[Any]]) -> Optional[dict[str, Optional[str]]]:
+def _kernel_names(kernels: Iterable[Any] | None) -> dict[str, str | None] | None:
     """The kernels asked for, as names ("module:qualname" for a kernel object), each with a kernel object's
     source file (None for a name given as text)."""
     if kernels is None:
         return None
     if isinstance(kernels, (str, bytes)) or not isinstance(kernels, Iterable):
         kernels = [kernels]
-    names: dict[str, Optional[str]] = {}
+    names: dict[str, str | None] = {}
     for k in kernels:
-        if isinstance(k, str):       # a short name (every module's kernel of it) or a module:qualname (that one)
+        if isinstance(k, str):  # a short name (every module's kernel of it) or a module:qualname (that one)
             names.setdefault(k, None)
             continue
         fn = python_function(k)
         if not inspect.isfunction(fn):
             raise ArchiveError(f"kernels=[...]: {k!r} is neither a kernel name nor an autotuned kernel")
-        ref = kernel_ref(fn)          # a kernel object is that one kernel: its module:qualname
+        ref = kernel_ref(fn)  # a kernel object is that one kernel: its module:qualname
         names[f"{ref.module}:{ref.qualname}"] = ref.file
     return names
 
@@ -158,11 +181,15 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any]] = None, *,
-                   cache_dir: Union[str, os.PathLike, None] = None,
-                   triton_cache_dir: Union[str, os.PathLike, None] = None,
-                   sign_key: Union[str, os.PathLike, bytes, None] = None,
-                   targets: Optional[Iterable[Any]] = None) -> ArchiveManifest:
+def export_archive(
+    path: str | os.PathLike,
+    kernels: Iterable[Any] | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    triton_cache_dir: str | os.PathLike | None = None,
+    sign_key: str | os.PathLike | bytes | None = None,
+    targets: Iterable[Any] | None = None,
+) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
     the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
     of that name) or a "module:qualname" (that kernel alone; `storage.entries.kernel_matches`); an `@autotune`
@@ -185,22 +212,23 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
 
     from .. import __version__ as autotune_version
     from ..storage import disk_entries
-    from ..storage.files import root as tuning_root
     from ..storage.entries import kernel_dirname, kernel_matches, record_json, short_name
+    from ..storage.files import root as tuning_root
 
     out = Path(path)
     _check_destination(out)
     names = _kernel_names(kernels)
     entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
-    cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]    # every cached kernel, for a misspelt name's hint
+    cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]  # every cached kernel, for a misspelt name's hint
     if names is not None:
         entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
     kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
     triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
     # Triton's cache names a binary by its function name alone: a module:qualname takes those of its name that
     # were compiled from its definition (`triton_cache`), a short name all of them
-    chosen = select(triton_entries(triton_dir, {short_name(n) for n in kernel_names}), kernel_names,
-                    names or {}, triton_dir)
+    chosen = select(
+        triton_entries(triton_dir, {short_name(n) for n in kernel_names}), kernel_names, names or {}, triton_dir
+    )
     _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     if targets is not None:
         from .targets import parse_target
@@ -208,35 +236,60 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
         found = {b.target for b in chosen.entries}
         absent = sorted(wanted_targets - found)
-        if absent:   # asked for by name: an archive without it would leave that fleet compiling on first launch
-            raise ArchiveError(f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
-                               f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
-                               f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
-                               "--target), or leave it out of targets=/--target")
+        if absent:  # asked for by name: an archive without it would leave that fleet compiling on first launch
+            raise ArchiveError(
+                f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
+                f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
+                f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
+                "--target), or leave it out of targets=/--target"
+            )
         chosen.by_name = {n: [b for b in taken if b.target in wanted_targets] for n, taken in chosen.by_name.items()}
         _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     binaries = chosen.entries
     for note in (note for notes in chosen.notes.values() for note in notes):
         warnings.warn(f"autotune export: {note}", stacklevel=2)
     if not entries and not binaries:
-        raise ArchiveError(f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
-                           f"{triton_dir} no compiled kernels")
+        raise ArchiveError(
+            f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
+            f"{triton_dir} no compiled kernels"
+        )
 
     members: dict[str, bytes] = {}
-    manifest = ArchiveManifest(autotune_version=str(autotune_version), triton_version=str(triton.__version__),
-                               torch_version=str(torch.__version__), python_version=sys.version.split()[0],
-                               kernels=list(kernel_names), targets=[])
+    manifest = ArchiveManifest(
+        autotune_version=str(autotune_version),
+        triton_version=str(triton.__version__),
+        torch_version=str(torch.__version__),
+        python_version=sys.version.split()[0],
+        kernels=list(kernel_names),
+        targets=[],
+    )
     for entry_path, rec in entries:
         member = f"{RECORDS_PREFIX}/{kernel_dirname(rec.kernel, rec.kernel_id)}/{entry_path.name}"
         members[member] = record_json(rec)
-        manifest.records.append(ArchiveRecord(path=member, kernel=rec.kernel, key=list(rec.key),
-                                              dtypes=list(rec.dtypes), device=rec.device, winner=dict(rec.winner),
-                                              timestamp=rec.timestamp, triton_version=rec.triton_version))
+        manifest.records.append(
+            ArchiveRecord(
+                path=member,
+                kernel=rec.kernel,
+                key=list(rec.key),
+                dtypes=list(rec.dtypes),
+                device=rec.device,
+                winner=dict(rec.winner),
+                timestamp=rec.timestamp,
+                triton_version=rec.triton_version,
+            )
+        )
     for b in binaries:
         for f in b.files:
             members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = (b.dir / f).read_bytes()
-        manifest.binaries.append(ArchiveBinary(kernel=b.kernel, dir=b.dir.name, target=b.target,
-                                               triton_version=b.metadata.get("triton_version"), files=list(b.files)))
+        manifest.binaries.append(
+            ArchiveBinary(
+                kernel=b.kernel,
+                dir=b.dir.name,
+                target=b.target,
+                triton_version=b.metadata.get("triton_version"),
+                files=list(b.files),
+            )
+        )
     manifest.targets = sorted({b.target for b in manifest.binaries})
     manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
 
@@ -246,7 +299,7 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
         out.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tmp, "w:gz") as tar:
             manifest_json = codec.to_json(manifest, indent=1)
-            first = [(MANIFEST, manifest_json)]            # the manifest first: an import reads it before the rest
+            first = [(MANIFEST, manifest_json)]  # the manifest first: an import reads it before the rest
             if sign_key is not None:
                 first.append((SIGNATURE, sign(manifest_json, read_key(sign_key))))
             for name, data in first + sorted(members.items()):
@@ -255,33 +308,50 @@ def export_archive(path: Union[str, os.PathLike], kernels: Optional[Iterable[Any
                 tar.addfile(info, io.BytesIO(data))
         os.replace(tmp, out)
     except OSError as exc:
-        raise ArchiveError(f"cannot write the archive {out} ({exc.__class__.__name__}: {exc.strerror or exc}); give "
-                           "a file path in a writable directory") from None
+        raise ArchiveError(
+            f"cannot write the archive {out} ({exc.__class__.__name__}: {exc.strerror or exc}); give "
+            "a file path in a writable directory"
+        ) from None
     finally:
         if tmp.is_file():
             tmp.unlink()
     return manifest
 
 
-def _check_found(names: Optional[Iterable[str]], chosen: Selection, records: list[Any],
-                 cached: list[tuple[str, Optional[str]]], triton_dir: Path) -> None:
+def _check_found(
+    names: Iterable[str] | None,
+    chosen: Selection,
+    records: list[Any],
+    cached: list[tuple[str, str | None]],
+    triton_dir: Path,
+) -> None:
     """Raise ArchiveError for a name asked for that has no record and took no binary (why, and the closest cached
     kernel), then for a tuned kernel whose binaries cannot be told from its twins' (not half an archive)."""
     from ..storage.entries import kernel_matches, kernel_suggestion
 
-    missing = [] if names is None else [n for n in names if not chosen.by_name.get(n)
-                                        and not any(kernel_matches(r.kernel, r.kernel_id, n) for r in records)]
+    missing = (
+        []
+        if names is None
+        else [
+            n
+            for n in names
+            if not chosen.by_name.get(n) and not any(kernel_matches(r.kernel, r.kernel_id, n) for r in records)
+        ]
+    )
     if missing:
         # each name that is close to a cached kernel (a record's, or a compiled binary's function name) ends
         # the message with it, in the form it was written: `mod:add_kernel` -> 'mod:_add_kernel'
         known = cached + [(b.kernel, None) for b in triton_entries(triton_dir, None)]
         hints = [h for h in (kernel_suggestion(n, known) for n in missing) if h]
-        hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]      # ". Did you mean 'a'? Did you mean 'b'?"
-        why = "".join(f" ({note})" for n in missing for note in chosen.notes.get(n, []) + [chosen.unfound.get(n, "")]
-                      if note)
-        raise ArchiveError(f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
-                           f"kernels of {'it' if len(missing) == 1 else 'them'} in {triton_dir}{why}; tune or "
-                           f"precompile first, or check the names{''.join(hints)}")
+        hints = hints[:1] + [h.removeprefix(".") for h in hints[1:]]  # ". Did you mean 'a'? Did you mean 'b'?"
+        why = "".join(
+            f" ({note})" for n in missing for note in chosen.notes.get(n, []) + [chosen.unfound.get(n, "")] if note
+        )
+        raise ArchiveError(
+            f"nothing to export for {missing}: no tuned records in the tuning cache and no compiled "
+            f"kernels of {'it' if len(missing) == 1 else 'them'} in {triton_dir}{why}; tune or "
+            f"precompile first, or check the names{''.join(hints)}"
+        )
     if chosen.unfound:
         raise ArchiveError(next(iter(chosen.unfound.values())))
 
@@ -292,27 +362,30 @@ def _check_destination(out: Path) -> None:
         raise ArchiveError(f"{out} is a directory; give the archive's file name, e.g. {out / 'deploy.tar.gz'}")
     parent = next((p for p in out.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
-        raise ArchiveError(f"cannot write the archive {out}: {parent} is a file, not a directory; give a path in a "
-                           "directory")
+        raise ArchiveError(
+            f"cannot write the archive {out}: {parent} is a file, not a directory; give a path in a directory"
+        )
 
 
 class _ManifestFormat(Struct):
     """The two fields every manifest version keeps, read leniently (unknown fields ignored) before the strict
     decode, so an archive from a newer autotune is told apart from a malformed one."""
 
-    format: str = ARCHIVE_FORMAT               # the defaults of ArchiveManifest
+    format: str = ARCHIVE_FORMAT  # the defaults of ArchiveManifest
     format_version: int = ARCHIVE_FORMAT_VERSION
 
 
 def _decode(data: bytes, kind: type) -> Any:
     try:
         return codec.from_json(data, kind)
-    except codec.DecodeError as exc:   # not JSON, or not a manifest (ValidationError is a DecodeError)
-        raise ArchiveError(f"invalid {MANIFEST} ({codec.error_text(exc)}); not an archive made by `autotune "
-                           "export`, or it was altered") from None
-    except RecursionError:             # arrays or objects nested thousands deep
-        raise ArchiveError(f"invalid {MANIFEST} (nested too deeply); not an archive made by `autotune export`, "
-                           "or it was altered") from None
+    except codec.DecodeError as exc:  # not JSON, or not a manifest (ValidationError is a DecodeError)
+        raise ArchiveError(
+            f"invalid {MANIFEST} ({codec.error_text(exc)}); not an archive made by `autotune export`, or it was altered"
+        ) from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise ArchiveError(
+            f"invalid {MANIFEST} (nested too deeply); not an archive made by `autotune export`, or it was altered"
+        ) from None
 
 
 def _parse_manifest(data: bytes) -> ArchiveManifest:
@@ -320,19 +393,26 @@ def _parse_manifest(data: bytes) -> ArchiveManifest:
     fields it adds), then the strict decode (unknown fields refused). Raises ArchiveError."""
     head = _decode(data, _ManifestFormat)
     if head.format != ARCHIVE_FORMAT:
-        raise ArchiveError(f"{MANIFEST} is of format {head.format!r}, not {ARCHIVE_FORMAT!r}: not an archive made by "
-                           "`autotune export`")
+        raise ArchiveError(
+            f"{MANIFEST} is of format {head.format!r}, not {ARCHIVE_FORMAT!r}: not an archive made by `autotune export`"
+        )
     if head.format_version > ARCHIVE_FORMAT_VERSION:
-        raise ArchiveError(f"the archive was written by a newer autotune (archive format v{head.format_version}; "
-                           f"this autotune reads up to v{ARCHIVE_FORMAT_VERSION}): upgrade autotune to import it")
+        raise ArchiveError(
+            f"the archive was written by a newer autotune (archive format v{head.format_version}; "
+            f"this autotune reads up to v{ARCHIVE_FORMAT_VERSION}): upgrade autotune to import it"
+        )
     return _decode(data, ArchiveManifest)
 
 
-def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
-                   cache_dir: Union[str, os.PathLike, None] = None,
-                   triton_cache_dir: Union[str, os.PathLike, None] = None,
-                   verify_key: Union[str, os.PathLike, bytes, None] = None,
-                   limits: ArchiveLimits = ArchiveLimits()) -> ImportReport:
+def import_archive(
+    path: str | os.PathLike,
+    *,
+    force: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    triton_cache_dir: str | os.PathLike | None = None,
+    verify_key: str | os.PathLike | bytes | None = None,
+    limits: ArchiveLimits | None = None,
+) -> ImportReport:
     """Install an archive made by `export_archive`: winners into the tuning cache, binaries into Triton's cache.
 
     An archive is code from whoever built it. Every member is checked before anything is written (see
@@ -348,22 +428,27 @@ def import_archive(path: Union[str, os.PathLike], *, force: bool = False,
     import triton
 
     key = read_key(verify_key) if verify_key is not None else None
-    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits, verify_key=key)
+    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits or ArchiveLimits(), verify_key=key)
     try:
         report = ImportReport(manifest=manifest)
-        if key is None and SIGNATURE in staged.names:   # installing is fine; trusting it unchecked should be a choice
-            report.warnings.append(f"{path} is signed but its signature was not checked: pass verify_key= (autotune "
-                                   "import --verify KEYFILE) to refuse it unless the deployment key signed it")
+        if key is None and SIGNATURE in staged.names:  # installing is fine; trusting it unchecked should be a choice
+            report.warnings.append(
+                f"{path} is signed but its signature was not checked: pass verify_key= (autotune "
+                "import --verify KEYFILE) to refuse it unless the deployment key signed it"
+            )
         local = str(triton.__version__)
         if manifest.triton_version != local:
-            message = (f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
-                       f"would be tuned again and its binaries never found (Triton's cache key includes its version)")
+            message = (
+                f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
+                f"would be tuned again and its binaries never found (Triton's cache key includes its version)"
+            )
             if not force:
-                raise ArchiveError(message + "; re-export with the same Triton, or pass force=True (--force) to "
-                                   "import anyway")
+                raise ArchiveError(
+                    message + "; re-export with the same Triton, or pass force=True (--force) to import anyway"
+                )
             report.warnings.append(message)
             warnings.warn(message, stacklevel=2)
-        records = checked_records(manifest, staged, report)        # everything validated before any write
+        records = checked_records(manifest, staged, report)  # everything validated before any write
         binaries = checked_binaries(manifest, staged, report)
         triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
         tuning_dir = Path(cache_dir) if cache_dir is not None else None

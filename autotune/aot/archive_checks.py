@@ -9,6 +9,7 @@ which tarfile reads whole before the member they describe, are capped as their 5
 before their data is read. With a key, the manifest must carry a valid
 HMAC-SHA256 signature (`manifest.sig`), so a deployment can trust what it installs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,10 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Optional, Union
+from typing import IO, Any
 
 from ..errors import ArchiveError
 
@@ -30,8 +32,10 @@ RECORDS_PREFIX = "records"
 TRITON_PREFIX = "triton"
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
 # What a Triton compile writes into its cache: binaries (cubin, hsaco), assembly and IR text, JSON metadata.
-ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,200}\.(cubin|ptx|hsaco|amdgcn|json|ttir|ttgir|llir|"
-                           r"source|ttsharedir)$")
+ARTIFACT_NAME = re.compile(
+    r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,200}\.(cubin|ptx|hsaco|amdgcn|json|ttir|ttgir|llir|"
+    r"source|ttsharedir)$"
+)
 
 MAX_MANIFEST_BYTES = 16 << 20
 DEFAULT_MAX_MEMBER_BYTES = 256 << 20
@@ -41,8 +45,13 @@ DEFAULT_MAX_MEMBERS = 100_000
 # extension headers, if any, are a few hundred bytes.
 DEFAULT_MAX_HEADER_BYTES = 64 << 10
 _CHUNK = 1 << 20
-_EXTENSION_HEADERS = {tarfile.GNUTYPE_LONGNAME: "GNU long-name", tarfile.GNUTYPE_LONGLINK: "GNU long-link",
-                      tarfile.XHDTYPE: "pax", tarfile.XGLTYPE: "pax global", tarfile.SOLARIS_XHDTYPE: "pax (Solaris)"}
+_EXTENSION_HEADERS = {
+    tarfile.GNUTYPE_LONGNAME: "GNU long-name",
+    tarfile.GNUTYPE_LONGLINK: "GNU long-link",
+    tarfile.XHDTYPE: "pax",
+    tarfile.XGLTYPE: "pax global",
+    tarfile.SOLARIS_XHDTYPE: "pax (Solaris)",
+}
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class StagedArchive:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def read_key(key: Union[str, os.PathLike, bytes]) -> bytes:
+def read_key(key: str | os.PathLike | bytes) -> bytes:
     """The shared secret: raw bytes, or the contents of a key file (surrounding whitespace dropped)."""
     if isinstance(key, bytes):
         secret = key
@@ -88,8 +97,10 @@ def read_key(key: Union[str, os.PathLike, bytes]) -> bytes:
         except OSError as exc:
             raise ArchiveError(f"cannot read the key file {key} ({exc.strerror or exc})") from None
     if len(secret) < 16:
-        raise ArchiveError("the signing key is shorter than 16 bytes; use a random secret, e.g. "
-                           "`python -c 'import secrets; print(secrets.token_hex(32))' > archive.key`")
+        raise ArchiveError(
+            "the signing key is shorter than 16 bytes; use a random secret, e.g. "
+            "`python -c 'import secrets; print(secrets.token_hex(32))' > archive.key`"
+        )
     return secret
 
 
@@ -107,16 +118,20 @@ def capped_tarinfo(max_header_bytes: int) -> type[tarfile.TarInfo]:
 
     class CappedTarInfo(tarfile.TarInfo):
         @classmethod
-        def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> "CappedTarInfo":
+        def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> CappedTarInfo:
             info = super().frombuf(buf, encoding, errors)
             kind = _EXTENSION_HEADERS.get(info.type)
             if kind is not None and info.size > max_header_bytes:
-                raise ArchiveError(f"unsafe archive: a {kind} extension header of {info.size} bytes, over the cap "
-                                   f"of {max_header_bytes} bytes (max_header_bytes); it would be read whole into "
-                                   "memory, and an autotune archive's names are short: refusing it before reading")
+                raise ArchiveError(
+                    f"unsafe archive: a {kind} extension header of {info.size} bytes, over the cap "
+                    f"of {max_header_bytes} bytes (max_header_bytes); it would be read whole into "
+                    "memory, and an autotune archive's names are short: refusing it before reading"
+                )
             if info.type == tarfile.GNUTYPE_SPARSE:
-                raise ArchiveError(f"unsafe archive: member {info.name!r} is a GNU sparse file; an autotune archive "
-                                   "holds only regular files")
+                raise ArchiveError(
+                    f"unsafe archive: member {info.name!r} is a GNU sparse file; an autotune archive "
+                    "holds only regular files"
+                )
             return info
 
     return CappedTarInfo
@@ -128,18 +143,28 @@ def check_member(member: tarfile.TarInfo, limits: ArchiveLimits) -> PurePosixPat
     name = member.name
     path = PurePosixPath(name)
     if member.isdir():
-        raise ArchiveError(f"not an autotune archive as made: member {name!r} is a directory entry; an archive from "
-                           "`autotune export` lists files only (repacking it with tar adds directories): use the "
-                           "archive as exported, or export it again")
+        raise ArchiveError(
+            f"not an autotune archive as made: member {name!r} is a directory entry; an archive from "
+            "`autotune export` lists files only (repacking it with tar adds directories): use the "
+            "archive as exported, or export it again"
+        )
     if not member.isreg() or member.sparse is not None:
-        raise ArchiveError(f"unsafe archive: member {name!r} is not a regular file (links, devices and sparse "
-                           "files are refused)")
-    if name.startswith(("/", "\\")) or path.is_absolute() or re.match(r"^[A-Za-z]:", name) or ".." in path.parts \
-            or "\\" in name:
+        raise ArchiveError(
+            f"unsafe archive: member {name!r} is not a regular file (links, devices and sparse files are refused)"
+        )
+    if (
+        name.startswith(("/", "\\"))
+        or path.is_absolute()
+        or re.match(r"^[A-Za-z]:", name)
+        or ".." in path.parts
+        or "\\" in name
+    ):
         raise ArchiveError(f"unsafe archive: member {name!r} has an absolute path or '..'")
     if member.size > limits.max_member_bytes:
-        raise ArchiveError(f"archive member {name!r} is {member.size} bytes, over the cap of "
-                           f"{limits.max_member_bytes} bytes per member (max_member_bytes)")
+        raise ArchiveError(
+            f"archive member {name!r} is {member.size} bytes, over the cap of "
+            f"{limits.max_member_bytes} bytes per member (max_member_bytes)"
+        )
     data_filter = getattr(tarfile, "data_filter", None)
     if data_filter is not None:  # Python's own 'data' extraction filter, as a second opinion
         try:
@@ -149,21 +174,34 @@ def check_member(member: tarfile.TarInfo, limits: ArchiveLimits) -> PurePosixPat
     parts = path.parts
     if name in (MANIFEST, SIGNATURE):
         return path
-    if len(parts) == 3 and parts[0] == RECORDS_PREFIX and all(SAFE_NAME.match(p) for p in parts[1:]) \
-            and parts[2].endswith(".json"):
+    if (
+        len(parts) == 3
+        and parts[0] == RECORDS_PREFIX
+        and all(SAFE_NAME.match(p) for p in parts[1:])
+        and parts[2].endswith(".json")
+    ):
         return path
     if len(parts) == 3 and parts[0] == TRITON_PREFIX and SAFE_NAME.match(parts[1]):
         if not ARTIFACT_NAME.match(parts[2]):
-            raise ArchiveError(f"refused archive member {name!r}: a compiled kernel's files are Triton compile "
-                               "artifacts (.cubin, .ptx, .hsaco, .amdgcn, .json, IR text); a shared library or any "
-                               "other file is never installed")
+            raise ArchiveError(
+                f"refused archive member {name!r}: a compiled kernel's files are Triton compile "
+                "artifacts (.cubin, .ptx, .hsaco, .amdgcn, .json, IR text); a shared library or any "
+                "other file is never installed"
+            )
         return path
-    raise ArchiveError(f"unexpected archive member {name!r}: an autotune archive holds {MANIFEST}, "
-                       f"{RECORDS_PREFIX}/<kernel>/<entry>.json and {TRITON_PREFIX}/<entry>/<file>")
+    raise ArchiveError(
+        f"unexpected archive member {name!r}: an autotune archive holds {MANIFEST}, "
+        f"{RECORDS_PREFIX}/<kernel>/<entry>.json and {TRITON_PREFIX}/<entry>/<file>"
+    )
 
 
-def stage(path: Union[str, os.PathLike], *, parse_manifest: Callable[[bytes], Any],
-          limits: ArchiveLimits = ArchiveLimits(), verify_key: Optional[bytes] = None) -> tuple[Any, StagedArchive]:
+def stage(
+    path: str | os.PathLike,
+    *,
+    parse_manifest: Callable[[bytes], Any],
+    limits: ArchiveLimits = ArchiveLimits(),
+    verify_key: bytes | None = None,
+) -> tuple[Any, StagedArchive]:
     """Stream the archive at `path` into a staging directory, checking everything; return (the manifest as
     `parse_manifest(bytes)` returns it, the staged members). Raises ArchiveError, with nothing staged left
     behind, at the first problem. The manifest must be the first member (as `export_archive` writes it)."""
@@ -177,8 +215,13 @@ def stage(path: Union[str, os.PathLike], *, parse_manifest: Callable[[bytes], An
     return manifest, staged
 
 
-def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key: Optional[bytes],
-            parse_manifest: Callable[[bytes], Any]) -> Any:
+def _stream(
+    path: Path,
+    staged: StagedArchive,
+    limits: ArchiveLimits,
+    verify_key: bytes | None,
+    parse_manifest: Callable[[bytes], Any],
+) -> Any:
     manifest = None
     listed: dict[str, tuple[int, str]] = {}
     total = 0
@@ -190,8 +233,10 @@ def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key
                 check_member(member, limits)
                 if count == 1:
                     if member.name != MANIFEST:
-                        raise ArchiveError(f"{path}: the first member is {member.name!r}, not {MANIFEST}; not an "
-                                           "autotune archive (make one with `autotune export`)")
+                        raise ArchiveError(
+                            f"{path}: the first member is {member.name!r}, not {MANIFEST}; not an "
+                            "autotune archive (make one with `autotune export`)"
+                        )
                     if member.size > MAX_MANIFEST_BYTES:
                         raise ArchiveError(f"{path}: {MANIFEST} is {member.size} bytes, over {MAX_MANIFEST_BYTES}")
                     staged.manifest_bytes = _reader(tar, member).read()
@@ -208,42 +253,51 @@ def _stream(path: Path, staged: StagedArchive, limits: ArchiveLimits, verify_key
                 if expected is None:
                     raise ArchiveError(f"{path}: member {member.name!r} is not listed in the manifest")
                 if member.size != expected[0]:
-                    raise ArchiveError(f"{path}: member {member.name!r} does not match its checksum ({member.size} "
-                                       f"bytes, the manifest says {expected[0]}); the archive is corrupt")
+                    raise ArchiveError(
+                        f"{path}: member {member.name!r} does not match its checksum ({member.size} "
+                        f"bytes, the manifest says {expected[0]}); the archive is corrupt"
+                    )
                 total += member.size
                 if total > limits.max_total_bytes:
-                    raise ArchiveError(f"{path}: its members add up to over {limits.max_total_bytes} bytes, the cap "
-                                       "on an archive's total size (max_total_bytes)")
+                    raise ArchiveError(
+                        f"{path}: its members add up to over {limits.max_total_bytes} bytes, the cap "
+                        "on an archive's total size (max_total_bytes)"
+                    )
                 _copy_checked(tar, member, staged.path(member.name), expected[1], path)
                 staged.names.add(member.name)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise ArchiveError(f"{path}: not a readable .tar.gz archive ({exc.__class__.__name__}: {exc})") from None
-    except RecursionError:   # tarfile recurses once per extension header in a row
+    except RecursionError:  # tarfile recurses once per extension header in a row
         raise ArchiveError(f"{path}: a chain of thousands of tar extension headers; not an autotune archive") from None
     if manifest is None:
         raise ArchiveError(f"{path}: no {MANIFEST}; not an autotune archive (make one with `autotune export`)")
     if verify_key is not None and SIGNATURE not in staged.names:
-        raise ArchiveError(f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
-                           "with `autotune export --sign KEYFILE`)")
+        raise ArchiveError(
+            f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
+            "with `autotune export --sign KEYFILE`)"
+        )
     missing = sorted(set(listed) - staged.names)
     if missing:
-        raise ArchiveError(f"{path}: the manifest lists members that are missing: {missing[:5]}; the archive is "
-                           "truncated or was altered; nothing was imported")
+        raise ArchiveError(
+            f"{path}: the manifest lists members that are missing: {missing[:5]}; the archive is "
+            "truncated or was altered; nothing was imported"
+        )
     return manifest
 
 
-def _check_signature(path: Path, signature: bytes, manifest_bytes: bytes, key: Optional[bytes]) -> None:
+def _check_signature(path: Path, signature: bytes, manifest_bytes: bytes, key: bytes | None) -> None:
     if key is None:
         return  # no key to check it with: the signature says nothing here
     if not hmac.compare_digest(signature.strip(), sign(manifest_bytes, key)):
-        raise ArchiveError(f"{path}: its signature does not match (a different key, or the manifest was altered); "
-                           "refusing it")
+        raise ArchiveError(
+            f"{path}: its signature does not match (a different key, or the manifest was altered); refusing it"
+        )
 
 
 def _reader(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
     """The data of a member `check_member` passed: a regular file, for which `extractfile` never returns None."""
     source = tar.extractfile(member)
-    assert source is not None, f"{member.name!r} is not a regular file"   # check_member refused it already
+    assert source is not None, f"{member.name!r} is not a regular file"  # check_member refused it already
     return source
 
 

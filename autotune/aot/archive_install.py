@@ -11,13 +11,15 @@ nothing either. A record that is invalid, or that the tuning cache still cannot 
 a reported failure (`ImportReport.records_failed`, and `autotune import` exits 1); a record the cache already
 holds, or holds something newer than, is a skip.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArchiveError
 from ..format import format_timestamp
@@ -41,9 +43,11 @@ def checked_records(manifest: ArchiveManifest, staged: StagedArchive, report: Im
     for rec_info in manifest.records:
         if not rec_info.path.startswith(f"{RECORDS_PREFIX}/") or rec_info.path not in staged.names:
             # Only a checked, staged member is read: never a path outside the archive (absolute, '..').
-            raise ArchiveError(f"refused: the manifest lists the record {rec_info.path!r}, which is not a member of "
-                               f"the archive under {RECORDS_PREFIX}/; nothing outside the archive is read, and "
-                               "nothing was imported")
+            raise ArchiveError(
+                f"refused: the manifest lists the record {rec_info.path!r}, which is not a member of "
+                f"the archive under {RECORDS_PREFIX}/; nothing outside the archive is read, and "
+                "nothing was imported"
+            )
         try:
             out.append((rec_info.path, load_record(staged.path(rec_info.path))))
         except (OSError, CacheEntryError) as exc:
@@ -62,11 +66,15 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
         for name in binary.files:
             member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
             if not ARTIFACT_NAME.match(name):
-                raise ArchiveError(f"refused: compiled kernel {binary.dir} lists {name!r}, which is not a Triton "
-                                   "compile artifact; nothing was imported")
+                raise ArchiveError(
+                    f"refused: compiled kernel {binary.dir} lists {name!r}, which is not a Triton "
+                    "compile artifact; nothing was imported"
+                )
             if member not in staged.names:
-                raise ArchiveError(f"the manifest lists {member!r} for {binary.kernel} but the archive does not hold "
-                                   "it; nothing was imported")
+                raise ArchiveError(
+                    f"the manifest lists {member!r} for {binary.kernel} but the archive does not hold "
+                    "it; nothing was imported"
+                )
         out.append(binary)
     return out
 
@@ -80,7 +88,7 @@ class _Written:
     def mkdir(self, path: Path) -> None:
         missing = [p for p in (path, *path.parents) if not p.exists()]
         path.mkdir(parents=True, exist_ok=True)
-        self.paths.extend(reversed(missing))           # outermost first; undone innermost first
+        self.paths.extend(reversed(missing))  # outermost first; undone innermost first
 
     def write(self, path: Path, data: bytes) -> None:
         existed = path.exists()
@@ -93,13 +101,15 @@ class _Written:
             try:
                 path.rmdir() if path.is_dir() else path.unlink()
             except OSError:
-                pass                                    # best effort: a directory someone else wrote into stays
+                pass  # best effort: a directory someone else wrote into stays
 
 
 def _cannot_write(what: str, exc: OSError) -> ArchiveError:
-    return ArchiveError(f"cannot {what} ({exc.__class__.__name__}: {exc.strerror or exc}); give a writable "
-                        "directory as Triton's cache (--triton-cache-dir, triton_cache_dir= or TRITON_CACHE_DIR); "
-                        "nothing was imported")
+    return ArchiveError(
+        f"cannot {what} ({exc.__class__.__name__}: {exc.strerror or exc}); give a writable "
+        "directory as Triton's cache (--triton-cache-dir, triton_cache_dir= or TRITON_CACHE_DIR); "
+        "nothing was imported"
+    )
 
 
 def _archived(exc: Exception, staged: StagedArchive) -> str:
@@ -109,8 +119,7 @@ def _archived(exc: Exception, staged: StagedArchive) -> str:
     return text.replace(str(staged.path(RECORDS_PREFIX)), RECORDS_PREFIX)
 
 
-def _probe_writable_dir(directory: Path, written: _Written,
-                        refused: Callable[[str, OSError], ArchiveError]) -> None:
+def _probe_writable_dir(directory: Path, written: _Written, refused: Callable[[str, OSError], ArchiveError]) -> None:
     """Create `directory` if absent and write and remove a file in it; when it cannot, undo what `written` holds
     and raise `refused(kind, exc)` (`kind`: ", a file," when a file was given as the directory)."""
     try:
@@ -123,26 +132,40 @@ def _probe_writable_dir(directory: Path, written: _Written,
         raise refused(", a file," if directory.is_file() else "", exc) from None
 
 
-def _check_writable_dirs(triton_dir: Optional[Path], tuning_dir: Optional[Path], written: _Written, *,
-                         records: bool) -> None:
+def _check_writable_dirs(triton_dir: Path | None, tuning_dir: Path | None, written: _Written, *, records: bool) -> None:
     """Triton's cache directory (None: no binary to install) and, when `records` go in, the tuning cache directory
     (`tuning_dir`, None: the configured one), each created if absent and probed for writing; ArchiveError naming
     the one that cannot be written, with what was created removed."""
     from ..storage.files import root
 
     if triton_dir is not None:
-        _probe_writable_dir(triton_dir, written, lambda kind, exc: _cannot_write(
-            f"use {triton_dir}{kind} as Triton's cache directory", exc))
+        _probe_writable_dir(
+            triton_dir,
+            written,
+            lambda kind, exc: _cannot_write(f"use {triton_dir}{kind} as Triton's cache directory", exc),
+        )
     if records:
         tuning = root(tuning_dir)
-        _probe_writable_dir(tuning, written, lambda kind, exc: ArchiveError(
-            f"cannot use {tuning}{kind} as the tuning cache directory ({exc.__class__.__name__}: "
-            f"{exc.strerror or exc}); give a writable directory (--cache-dir, cache_dir= or AUTOTUNE_CACHE_DIR); "
-            "nothing was imported"))
+        _probe_writable_dir(
+            tuning,
+            written,
+            lambda kind, exc: ArchiveError(
+                f"cannot use {tuning}{kind} as the tuning cache directory ({exc.__class__.__name__}: "
+                f"{exc.strerror or exc}); give a writable directory (--cache-dir, cache_dir= or AUTOTUNE_CACHE_DIR); "
+                "nothing was imported"
+            ),
+        )
 
 
-def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, triton_dir: Path,
-                     report: ImportReport, *, tuning_dir: Optional[Path] = None, records: bool = False) -> None:
+def install_binaries(
+    binaries: list[ArchiveBinary],
+    staged: StagedArchive,
+    triton_dir: Path,
+    report: ImportReport,
+    *,
+    tuning_dir: Path | None = None,
+    records: bool = False,
+) -> None:
     """Write each compiled kernel's files into `triton_dir` (its group file last, rewritten for this directory).
     Raises ArchiveError naming the path, with what it wrote removed, when `triton_dir` cannot take them or, when
     `records` follow, the tuning cache directory (`tuning_dir`, None: the configured one) cannot be written: both
@@ -155,8 +178,9 @@ def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, trito
         dest = triton_dir / binary.dir
         group = dest / f"__grp__{binary.kernel}.json"
         if group.is_file() and all((dest / f).is_file() for f in binary.files):
-            report.binaries_skipped.append((f"{binary.dir} ({binary.kernel}, {binary.target})",
-                                            "already in Triton's cache"))
+            report.binaries_skipped.append(
+                (f"{binary.dir} ({binary.kernel}, {binary.target})", "already in Triton's cache")
+            )
             continue
         target = dest
         try:
@@ -174,7 +198,7 @@ def install_binaries(binaries: list[ArchiveBinary], staged: StagedArchive, trito
         report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
 
 
-def install_records(records: list[tuple[str, Any]], root: Optional[Path], report: ImportReport) -> None:
+def install_records(records: list[tuple[str, Any]], root: Path | None, report: ImportReport) -> None:
     """Write each record through the disk store (under the entry's lock), unless the entry there is newer or
     was written by a newer autotune (a higher schema version, which this one never replaces)."""
     from ..errors import CacheEntryError
@@ -195,16 +219,22 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             try:
                 existing = load_record(dest)
             except CacheEntryError as exc:
-                if exc.kind == "schema" and is_newer_schema(exc.schema_version):   # never replaced (DiskCache.put)
-                    report.records_skipped.append((member, f"kept the entry at {dest}: written by a newer autotune "
-                                                           f"(schema {exc.schema_version})"))
+                if exc.kind == "schema" and is_newer_schema(exc.schema_version):  # never replaced (DiskCache.put)
+                    report.records_skipped.append(
+                        (member, f"kept the entry at {dest}: written by a newer autotune (schema {exc.schema_version})")
+                    )
                     continue
                 existing = None  # corrupt, or an older schema: replaced by a good record
             except OSError:
                 existing = None  # absent or unreadable: replaced by a good record
             if existing is not None and existing.timestamp > record.timestamp:
-                report.records_skipped.append((member, f"the entry at {dest} is newer "
-                                               f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}); kept it"))
+                report.records_skipped.append(
+                    (
+                        member,
+                        f"the entry at {dest} is newer "
+                        f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}); kept it",
+                    )
+                )
                 continue
             if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
@@ -213,7 +243,7 @@ def install_records(records: list[tuple[str, Any]], root: Optional[Path], report
             if store.put(entry, record):
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
-                if differs:   # newer wins, but say so: the older entry may be the one the code here matches
+                if differs:  # newer wins, but say so: the older entry may be the one the code here matches
                     report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
             else:
                 report.records_failed.append((member, _fault_reason(faults, f"could not write {dest}")))
@@ -232,7 +262,13 @@ def _made_for_another(existing: Any, record: Any) -> str:
     """What differs between a replaced entry and the record that replaces it ('' when nothing does)."""
     if existing is None:
         return ""
-    what = [name for name, attr in (("another kernel source", "source_hash"), ("another space", "space_checksum"),
-                                    ("another Triton", "triton_version"))
-            if getattr(existing, attr) != getattr(record, attr)]
+    what = [
+        name
+        for name, attr in (
+            ("another kernel source", "source_hash"),
+            ("another space", "space_checksum"),
+            ("another Triton", "triton_version"),
+        )
+        if getattr(existing, attr) != getattr(record, attr)
+    ]
     return ", ".join(what)

@@ -6,10 +6,12 @@ tuned field given there) would otherwise fail every (config, target) job with th
 Each check raises the error the decorator would (`SpaceError`, through `space_checks.validate_space`) or a
 `PrecompileError` naming the argument and the fix.
 """
+
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..compilers import compile_option_names
 from ..errors import PrecompileError
@@ -32,16 +34,23 @@ def check_space(tuned: Any, space: Any) -> None:
     Raises SpaceError / OptionError (the decorator's own errors)."""
     if space is None:
         return
-    validate_space(as_space(space), kernel_name=tuned.name, constexpr_names=tuned.constexpr_names,
-                   compile_options=compile_option_names(), static_options=tuned.static_options,
-                   derived_names=derived_names(tuned))
+    validate_space(
+        as_space(space),
+        kernel_name=tuned.name,
+        constexpr_names=tuned.constexpr_names,
+        compile_options=compile_option_names(),
+        static_options=tuned.static_options,
+        derived_names=derived_names(tuned),
+    )
 
 
-def check_timeout(timeout_s: Optional[float]) -> None:
+def check_timeout(timeout_s: float | None) -> None:
     """A per-compile timeout must be a positive number of seconds (None: no limit)."""
     if timeout_s is not None and not timeout_s > 0:
-        raise PrecompileError(f"timeout_s={timeout_s!r} (--timeout): give a positive number of seconds per compile, "
-                              "or leave it unset for no limit")
+        raise PrecompileError(
+            f"timeout_s={timeout_s!r} (--timeout): give a positive number of seconds per compile, "
+            "or leave it unset for no limit"
+        )
 
 
 def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
@@ -50,47 +59,64 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
     included)."""
     unknown = sorted(set(kwargs) - set(tuned.arg_names))
     if unknown:
-        raise PrecompileError(f"signature names {unknown}, which are not arguments of {tuned.name}; "
-                              f"arguments: {tuned.arg_names}")
+        raise PrecompileError(
+            f"signature names {unknown}, which are not arguments of {tuned.name}; arguments: {tuned.arg_names}"
+        )
     tuned_fields = (tuned.space.fields() | derived_names(tuned)) & set(tuned.arg_names)
     if len(args) > len(tuned.arg_names):
-        raise PrecompileError(f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); the example "
-                              f"arguments are {len(args)}")
-    by_position = [name for name in tuned.arg_names[:len(args)] if name in tuned_fields]
+        raise PrecompileError(
+            f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); the example "
+            f"arguments are {len(args)}"
+        )
+    by_position = [name for name in tuned.arg_names[: len(args)] if name in tuned_fields]
     if by_position:
-        raise PrecompileError(f"{tuned.name}: the example arguments give {', '.join(by_position)} by position, which "
-                              "the search space sets for each config: pass the arguments before it by position and any "
-                              f"after it by keyword (to compile one value of {by_position[0]}, precompile a narrower "
-                              "space, space=)")
+        raise PrecompileError(
+            f"{tuned.name}: the example arguments give {', '.join(by_position)} by position, which "
+            "the search space sets for each config: pass the arguments before it by position and any "
+            f"after it by keyword (to compile one value of {by_position[0]}, precompile a narrower "
+            "space, space=)"
+        )
     given_tuned = [name for name in kwargs if name in tuned_fields]
     if given_tuned:
         name = given_tuned[0]
-        raise PrecompileError(f"{tuned.name}: the signature gives {', '.join(given_tuned)}, which the search space "
-                              f"sets for each config: drop {name}={kwargs[name]!r} from the signature (--signature, "
-                              f"signature=); to compile only {name}={kwargs[name]!r}, precompile a narrower space "
-                              f"(space=)")
+        raise PrecompileError(
+            f"{tuned.name}: the signature gives {', '.join(given_tuned)}, which the search space "
+            f"sets for each config: drop {name}={kwargs[name]!r} from the signature (--signature, "
+            f"signature=); to compile only {name}={kwargs[name]!r}, precompile a narrower space "
+            f"(space=)"
+        )
     fields = as_space(space).fields() if space is not None else tuned.space.fields()
-    provided = set(fields) | derived_names(tuned) | {name for layer in heuristics_layers(tuned.fn, tuned.base_fn)
-                                                     for name in layer.values}
+    provided = (
+        set(fields)
+        | derived_names(tuned)
+        | {name for layer in heuristics_layers(tuned.fn, tuned.base_fn) for name in layer.values}
+    )
     params = inspect.signature(python_function(tuned.base_fn)).parameters
-    given = set(tuned.arg_names[:len(args)]) | set(kwargs)
-    missing = [name for name, p in params.items() if name not in given and name not in provided
-               and p.default is inspect.Parameter.empty]
+    given = set(tuned.arg_names[: len(args)]) | set(kwargs)
+    missing = [
+        name
+        for name, p in params.items()
+        if name not in given and name not in provided and p.default is inspect.Parameter.empty
+    ]
     constexprs = set(tuned.constexpr_names)
     plain = [name for name in missing if name not in constexprs]
     if plain:
-        raise PrecompileError(f"{tuned.name}: no value for {plain}; give every non-constexpr argument "
-                              f"(arguments: {tuned.arg_names})")
+        raise PrecompileError(
+            f"{tuned.name}: no value for {plain}; give every non-constexpr argument (arguments: {tuned.arg_names})"
+        )
     if missing:
         name = missing[0]
-        raise PrecompileError(f"{tuned.name}: no value for the constexpr {', '.join(missing)}, which neither the "
-                              f"search space, derive= nor triton.heuristics sets: add {name}=<value> to --signature "
-                              f"(signature={{'{name}': <value>}}) or to the space, or give it with the example "
-                              "arguments")
+        raise PrecompileError(
+            f"{tuned.name}: no value for the constexpr {', '.join(missing)}, which neither the "
+            f"search space, derive= nor triton.heuristics sets: add {name}=<value> to --signature "
+            f"(signature={{'{name}': <value>}}) or to the space, or give it with the example "
+            "arguments"
+        )
 
 
-def standin_notes(tuned: Any, kwargs: dict, scalars: Mapping[str, tuple[str, Any, tuple[Any, ...]]],
-                  configs: Sequence[Any]) -> list[str]:
+def standin_notes(
+    tuned: Any, kwargs: dict, scalars: Mapping[str, tuple[str, Any, tuple[Any, ...]]], configs: Sequence[Any]
+) -> list[str]:
     """A note for each argument that `signature=` gives only by type (`scalars`, from
     `standins.scalar_standins`) and from which a `triton.heuristics` or `derive=` value is computed: that
     value, so the variant compiled, comes from the stand-in, and a launch with another value of the argument
@@ -108,22 +134,32 @@ def standin_notes(tuned: Any, kwargs: dict, scalars: Mapping[str, tuple[str, Any
         field, value, alternative, other = change
         source = "derive=" if field in derived_names(tuned) else "triton.heuristics"
         example = f"{name}=1024" if type_name[0] in "iu" and type_name not in ("i1", "u1") else f"{name}=<value>"
-        notes.append(f"note: signature= gives {name} only as a type ('{type_name}'), and {field} ({source}) is "
-                     f"computed from its value: compiled with the stand-in {name}={standin!r} ({field}={value!r}); a "
-                     f"launch with {name}={alternative!r} needs {field}={other!r}, another variant, not precompiled. "
-                     f"Give {name} the value production launches with ({example} in signature= / --signature), or "
-                     "precompile from example arguments")
+        notes.append(
+            f"note: signature= gives {name} only as a type ('{type_name}'), and {field} ({source}) is "
+            f"computed from its value: compiled with the stand-in {name}={standin!r} ({field}={value!r}); a "
+            f"launch with {name}={alternative!r} needs {field}={other!r}, another variant, not precompiled. "
+            f"Give {name} the value production launches with ({example} in signature= / --signature), or "
+            "precompile from example arguments"
+        )
     return notes
 
 
-def _first_change(tuned: Any, layers: list[Any], kwargs: dict, computed: frozenset[str] | set[str], name: str,
-                  alternatives: tuple[Any, ...], configs: Sequence[Any]) -> Optional[tuple[str, Any, Any, Any]]:
+def _first_change(
+    tuned: Any,
+    layers: list[Any],
+    kwargs: dict,
+    computed: frozenset[str] | set[str],
+    name: str,
+    alternatives: tuple[Any, ...],
+    configs: Sequence[Any],
+) -> tuple[str, Any, Any, Any] | None:
     """(field, its value from the stand-in, the other argument value, the field's value from it) for the first
     config where changing argument `name` changes a computed field; None when none does."""
-    def values(call_kwargs: dict, config: Any) -> Optional[dict]:
+
+    def values(call_kwargs: dict, config: Any) -> dict | None:
         try:
             _, launch = launch_values(tuned, layers, tuned.bind((), call_kwargs), config)
-        except Exception:   # noqa: BLE001 - a heuristic that cannot run on stand-ins fails in the compile itself
+        except Exception:  # noqa: BLE001 - a heuristic that cannot run on stand-ins fails in the compile itself
             return None
         return {field: launch.get(field) for field in computed}
 

@@ -3,15 +3,15 @@
 Why: Triton reports registers (`n_regs`) only after loading the kernel on a GPU; an explicit-target
 precompile has only the cubin, whose `.nv.info` sections carry them.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Optional
 
 __all__ = ["cubin_resource_usage"]
 
 
-def cubin_resource_usage(cubin: bytes) -> dict[str, Optional[int]]:
+def cubin_resource_usage(cubin: bytes) -> dict[str, int | None]:
     """`{"n_regs", "frame_bytes"}` of the kernel in a CUDA cubin (an ELF), read without a GPU.
 
     From the `.nv.info` sections: EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11), each an
@@ -19,7 +19,7 @@ def cubin_resource_usage(cubin: bytes) -> dict[str, Optional[int]]:
     kernel plus any noinline device functions). A stack frame larger than 0 in a Triton kernel means
     register spills. Values are None when the cubin does not carry them.
     """
-    out: dict[str, Optional[int]] = {"n_regs": None, "frame_bytes": None}
+    out: dict[str, int | None] = {"n_regs": None, "frame_bytes": None}
     if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
         return out  # not a little-endian ELF64
     try:
@@ -33,7 +33,7 @@ def cubin_resource_usage(cubin: bytes) -> dict[str, Optional[int]]:
         wanted = {0x2F: "n_regs", 0x11: "frame_bytes"}
         for name_off, offset, size in sections:
             end_name = cubin.index(b"\0", strtab + name_off)
-            if not cubin[strtab + name_off:end_name].startswith(b".nv.info"):
+            if not cubin[strtab + name_off : end_name].startswith(b".nv.info"):
                 continue
             pos, end = offset, offset + size
             while pos + 4 <= end:

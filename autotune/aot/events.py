@@ -3,12 +3,15 @@
 Why: a precompile report counts cache hits (`CompiledConfig.cached`); Triton says so only through its
 compilation listener, which is called on the thread that compiles.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["CompileListener", "LISTENER"]
+
 
 class CompileListener:
     """Triton's compilation listener (`knobs.compilation.listener`), chained to any listener already set.
@@ -19,24 +22,26 @@ class CompileListener:
     """
 
     def __init__(self) -> None:
-        self.previous: Optional[Callable[..., Any]] = None
+        self.previous: Callable[..., Any] | None = None
         self.local = threading.local()
         self.sessions: list[dict[str, bool]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, *, src: Any, metadata: Any, metadata_group: Any, times: Any, cache_hit: bool,
-                 **extra: Any) -> None:
+    def __call__(
+        self, *, src: Any, metadata: Any, metadata_group: Any, times: Any, cache_hit: bool, **extra: Any
+    ) -> None:
         digest = metadata.get("hash") if isinstance(metadata, Mapping) else None
         events = getattr(self.local, "events", None)
         if events is not None:
             events.append((digest, bool(cache_hit)))
-        if digest is not None:   # a session is looked up by a compiled kernel's hash: one without is no answer
+        if digest is not None:  # a session is looked up by a compiled kernel's hash: one without is no answer
             with self.lock:
                 for session in self.sessions:
                     session[digest] = bool(cache_hit)
         if self.previous is not None:
-            self.previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
-                          cache_hit=cache_hit, **extra)
+            self.previous(
+                src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit, **extra
+            )
 
     def install(self) -> bool:
         """Make sure we are Triton's listener (keeping a user's as `previous`); False where Triton has none."""

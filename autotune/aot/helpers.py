@@ -13,6 +13,7 @@ encoded by their `KernelRef` fields, `encode_constant`), attrs, options and Trit
 `{"ok": True, "result": <compile_source's dict>}` or `{"ok": False, "error": text, "type": class name}`.
 The helper's print()s go to its stderr, a temporary file read back when it dies.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -23,15 +24,24 @@ import sys
 import tempfile
 import threading
 import warnings
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import PrecompileError
 from ..kernel_ref import KernelRef, base_kernel, import_object, kernel_ref
 from .targets import Target
 from .triton_compile import compile_source
 
-__all__ = ["HELPERS", "HelperPool", "RemoteCompileError", "compile_in_helper", "encode_constant",
-           "helper_main", "is_compilation_error", "unimportable_constant"]
+__all__ = [
+    "HELPERS",
+    "HelperPool",
+    "RemoteCompileError",
+    "compile_in_helper",
+    "encode_constant",
+    "helper_main",
+    "is_compilation_error",
+    "unimportable_constant",
+]
 
 _JIT_TAG = "__autotune_jit__"
 
@@ -60,7 +70,7 @@ def encode_constant(value: Any) -> Any:
     return value
 
 
-def unimportable_constant(named_values: Iterable[tuple[str, Any]]) -> Optional[str]:
+def unimportable_constant(named_values: Iterable[tuple[str, Any]]) -> str | None:
     """Why a compile helper process could not rebuild one of these constexpr values (a @jit function defined
     in a closure, or in a `__main__` without a source file), or None: said once, before any compile, rather
     than by each helper for each config."""
@@ -71,9 +81,11 @@ def unimportable_constant(named_values: Iterable[tuple[str, Any]]) -> Optional[s
             if reason is None and ref.module == "__main__" and not os.path.isfile(ref.file or ""):
                 reason = f"{ref.qualname} is defined in __main__, whose source {ref.file} is not a file"
             if reason is not None:
-                return (f"{reason}; it is passed as the constexpr {name}, and a compile helper process imports "
-                        "@jit functions by name: put it in a module, or precompile from a process without "
-                        "TRITON_INTERPRET=1")
+                return (
+                    f"{reason}; it is passed as the constexpr {name}, and a compile helper process imports "
+                    "@jit functions by name: put it in a module, or precompile from a process without "
+                    "TRITON_INTERPRET=1"
+                )
     return None
 
 
@@ -99,13 +111,17 @@ class _KernelResolver:
         if reason is None and ref.module == "__main__" and not os.path.exists(ref.file or ""):
             reason = f"{ref.qualname} is defined in __main__, whose file {ref.file} is gone"
         if reason is not None:
-            raise PrecompileError(f"{reason}; a compile helper process imports kernels by name: put it in a module, "
-                                  "or precompile from a process without TRITON_INTERPRET=1")
+            raise PrecompileError(
+                f"{reason}; a compile helper process imports kernels by name: put it in a module, "
+                "or precompile from a process without TRITON_INTERPRET=1"
+            )
         obj = base_kernel(import_object(ref))
         if not isinstance(obj, JITFunction):
-            raise PrecompileError(f"{ref.module}:{ref.qualname} is not a @triton.jit kernel in the compile helper "
-                                  f"(got {type(obj).__name__}); does its module set TRITON_INTERPRET=1 on import? "
-                                  f"Use os.environ.setdefault so the helper's TRITON_INTERPRET=0 wins")
+            raise PrecompileError(
+                f"{ref.module}:{ref.qualname} is not a @triton.jit kernel in the compile helper "
+                f"(got {type(obj).__name__}); does its module set TRITON_INTERPRET=1 on import? "
+                f"Use os.environ.setdefault so the helper's TRITON_INTERPRET=0 wins"
+            )
         self._found[key] = obj
         return obj
 
@@ -135,18 +151,31 @@ def helper_main() -> None:
             if request.get("cache_dir"):
                 os.environ["TRITON_CACHE_DIR"] = request["cache_dir"]
                 triton.knobs.cache.dir = request["cache_dir"]
-            ref = KernelRef(module=request["module"], qualname=request["qualname"], file=request.get("file"),
-                            line=request.get("line"))
+            ref = KernelRef(
+                module=request["module"],
+                qualname=request["qualname"],
+                file=request.get("file"),
+                line=request.get("line"),
+            )
             jit_fn = resolver.jit(ref)
             constexprs = {k: resolver.constant(v) for k, v in request["constexprs"].items()}
-            result = compile_source(jit_fn, Target(*request["target"]), request["signature"], constexprs,
-                                    request["attrs"], request["options"])
+            result = compile_source(
+                jit_fn,
+                Target(*request["target"]),
+                request["signature"],
+                constexprs,
+                request["attrs"],
+                request["options"],
+            )
             reply = {"ok": True, "result": result}
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            reply = {"ok": False, "error": f"{exc.__class__.__name__}: {exc}" if not is_compilation_error(exc)
-                     else str(exc), "type": exc.__class__.__name__}
+            reply = {
+                "ok": False,
+                "error": f"{exc.__class__.__name__}: {exc}" if not is_compilation_error(exc) else str(exc),
+                "type": exc.__class__.__name__,
+            }
         pickle.dump(reply, protocol_out, protocol=pickle.HIGHEST_PROTOCOL)
         protocol_out.flush()
 
@@ -161,19 +190,22 @@ class _Helper:
         self.fingerprint = fingerprint
         self.log = tempfile.TemporaryFile()
         command = [sys.executable, "-c", "from autotune.aot.helpers import helper_main; helper_main()"]
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     env=env, cwd=os.getcwd())
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=os.getcwd()
+        )
 
     def call(self, request: dict) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None   # Popen'd with both as PIPEs
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # Popen'd with both as PIPEs
         try:
             pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
             return pickle.load(self.proc.stdout)
         except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError) as exc:
             code = self.proc.poll()
-            raise RuntimeError(f"the compile helper process died (exit status {code}, {exc.__class__.__name__}); "
-                               f"its stderr ends with:\n{self.stderr_tail()}") from None
+            raise RuntimeError(
+                f"the compile helper process died (exit status {code}, {exc.__class__.__name__}); "
+                f"its stderr ends with:\n{self.stderr_tail()}"
+            ) from None
 
     def stderr_tail(self, limit: int = 2000) -> str:
         try:
@@ -204,8 +236,16 @@ def _helper_env() -> tuple[dict[str, str], tuple]:
     paths = [p if p else os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     # What a compile depends on; TRITON_CACHE_DIR travels with each request instead.
-    fingerprint = (tuple(sorted((k, v) for k, v in env.items() if k.startswith(("TRITON_", "MLIR_", "LLVM_"))
-                               and k not in ("TRITON_CACHE_DIR", "TRITON_INTERPRET"))), env["PYTHONPATH"])
+    fingerprint = (
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in env.items()
+                if k.startswith(("TRITON_", "MLIR_", "LLVM_")) and k not in ("TRITON_CACHE_DIR", "TRITON_INTERPRET")
+            )
+        ),
+        env["PYTHONPATH"],
+    )
     return env, fingerprint
 
 

@@ -1,16 +1,18 @@
 """What `precompile` did: per (config, target), compiled (`CompiledConfig`) or failed (`FailedConfig`), with
 the wall time and the throughput (`PrecompileReport`), as text, a table or a dict for JSON.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 from ..space import Config
 from .targets import Target, parse_target
 
 __all__ = ["CompiledConfig", "FailedConfig", "PrecompileReport"]
+
 
 @dataclass(frozen=True)
 class CompiledConfig:
@@ -18,15 +20,15 @@ class CompiledConfig:
 
     config: Config
     target: str
-    cached: Optional[bool]          # True: Triton's cache already had it; None: could not be told
+    cached: bool | None  # True: Triton's cache already had it; None: could not be told
     compile_s: float
-    hash: Optional[str] = None      # Triton's cache key (sha256 hex)
-    shared_bytes: Optional[int] = None
-    num_warps: Optional[int] = None
-    n_regs: Optional[int] = None
-    n_spills: Optional[int] = None  # from the loaded kernel, on a GPU only
-    frame_bytes: Optional[int] = None  # stack frame from the cubin: > 0 means register spills
-    path: Optional[str] = None      # the directory of Triton's cache holding it
+    hash: str | None = None  # Triton's cache key (sha256 hex)
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    n_regs: int | None = None
+    n_spills: int | None = None  # from the loaded kernel, on a GPU only
+    frame_bytes: int | None = None  # stack frame from the cubin: > 0 means register spills
+    path: str | None = None  # the directory of Triton's cache holding it
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -41,7 +43,7 @@ class FailedConfig:
     config: Config
     target: str
     error: str
-    kind: str = "compile_error"     # "compile_error" | "out_of_resources" | "timeout"
+    kind: str = "compile_error"  # "compile_error" | "out_of_resources" | "timeout"
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": dict(self.config), "target": self.target, "error": self.error, "kind": self.kind}
@@ -58,7 +60,7 @@ class PrecompileReport:
     wall_s: float = 0.0
     workers: int = 0
     processes: bool = False
-    triton_cache_dir: Optional[str] = None
+    triton_cache_dir: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -83,15 +85,17 @@ class PrecompileReport:
     def ok(self) -> bool:
         return not self.failed
 
-    def for_target(self, target: Union[str, Target]) -> tuple[list[CompiledConfig], list[FailedConfig]]:
+    def for_target(self, target: str | Target) -> tuple[list[CompiledConfig], list[FailedConfig]]:
         name = str(parse_target(target))
         return ([c for c in self.compiled if c.target == name], [f for f in self.failed if f.target == name])
 
     def summary(self) -> str:
-        return (f"precompile {self.kernel} for {', '.join(self.targets)}: {len(self.compiled)} compiled "
-                f"({self.fresh} now, {self.cache_hits} already in Triton's cache), {len(self.failed)} failed, "
-                f"{self.wall_s:.2f} s, {self.configs_per_s:.1f} configs/s, "
-                f"{self.workers} {'helper processes' if self.processes else 'workers'}")
+        return (
+            f"precompile {self.kernel} for {', '.join(self.targets)}: {len(self.compiled)} compiled "
+            f"({self.fresh} now, {self.cache_hits} already in Triton's cache), {len(self.failed)} failed, "
+            f"{self.wall_s:.2f} s, {self.configs_per_s:.1f} configs/s, "
+            f"{self.workers} {'helper processes' if self.processes else 'workers'}"
+        )
 
     def __str__(self) -> str:
         from ..format import format_config, format_table
@@ -99,18 +103,47 @@ class PrecompileReport:
         rows = []
         for c in sorted(self.compiled, key=lambda c: (c.target, c.compile_s)):
             regs = "-" if c.n_regs is None else str(c.n_regs)
-            rows.append([c.target, format_config(c.config, sep=" "), "cached" if c.cached else "compiled",
-                         f"{c.compile_s:.2f}", "-" if c.shared_bytes is None else c.shared_bytes, regs, ""])
+            rows.append(
+                [
+                    c.target,
+                    format_config(c.config, sep=" "),
+                    "cached" if c.cached else "compiled",
+                    f"{c.compile_s:.2f}",
+                    "-" if c.shared_bytes is None else c.shared_bytes,
+                    regs,
+                    "",
+                ]
+            )
         for f in self.failed:
             first = (f.error.strip().splitlines() or [""])[-1] if f.kind == "compile_error" else f.error
-            rows.append([f.target, format_config(f.config, sep=" "), f.kind, "-", "-", "-",
-                         first if len(first) <= 90 else first[:87] + "..."])
-        table = format_table(["TARGET", "CONFIG", "STATUS", "SECONDS", "SHARED_B", "REGS", "ERROR"], rows,
-                             right={3, 4, 5})
+            rows.append(
+                [
+                    f.target,
+                    format_config(f.config, sep=" "),
+                    f.kind,
+                    "-",
+                    "-",
+                    "-",
+                    first if len(first) <= 90 else first[:87] + "...",
+                ]
+            )
+        table = format_table(
+            ["TARGET", "CONFIG", "STATUS", "SECONDS", "SHARED_B", "REGS", "ERROR"], rows, right={3, 4, 5}
+        )
         return "\n".join([table, "", self.summary(), *self.notes])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "targets": self.targets, "wall_s": self.wall_s, "workers": self.workers,
-                "processes": self.processes, "configs_per_s": self.configs_per_s, "cache_hits": self.cache_hits,
-                "fresh": self.fresh, "triton_cache_dir": self.triton_cache_dir, "notes": self.notes,
-                "compiled": [c.to_dict() for c in self.compiled], "failed": [f.to_dict() for f in self.failed]}
+        return {
+            "kernel": self.kernel,
+            "targets": self.targets,
+            "wall_s": self.wall_s,
+            "workers": self.workers,
+            "processes": self.processes,
+            "configs_per_s": self.configs_per_s,
+            "cache_hits": self.cache_hits,
+            "fresh": self.fresh,
+            "triton_cache_dir": self.triton_cache_dir,
+            "notes": self.notes,
+            "compiled": [c.to_dict() for c in self.compiled],
+            "failed": [f.to_dict() for f in self.failed],
+        }

@@ -7,6 +7,7 @@ with the option defaults `JITFunction.run` adds (debug, instrumentation mode). T
 of that target, so `triton.compile(src, target=GPUTarget(...), options=...)` stores the result under the
 same key the launch looks up.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,10 +38,12 @@ class Plan:
         self.heuristics = heuristics_layers(kernel.fn, kernel.base_fn)
         # Where a helper process imports the kernel from: module, qualname, file, line.
         ref = kernel_ref(kernel.base_fn)
-        if processes and ref.importable_reason is not None:   # said once here, not once per config by each helper
-            raise PrecompileError(f"{ref.importable_reason}; compile helper processes import the kernel by name "
-                                  "(or precompile from a process without TRITON_INTERPRET=1, which compiles in "
-                                  "threads)")
+        if processes and ref.importable_reason is not None:  # said once here, not once per config by each helper
+            raise PrecompileError(
+                f"{ref.importable_reason}; compile helper processes import the kernel by name "
+                "(or precompile from a process without TRITON_INTERPRET=1, which compiles in "
+                "threads)"
+            )
         self.location = dataclasses.asdict(ref)
         self.cache_dir = triton_cache_dir()
         self._binders: dict[Target, tuple[Any, Any]] = {}
@@ -78,9 +81,11 @@ class Plan:
         try:
             bound, specialization, options = binder(*args, **kwargs)
         except TypeError as exc:
-            raise PrecompileError(f"{self.kernel.name}: cannot bind the arguments for config {dict(config)}: {exc}. "
-                                  f"Give every non-constexpr argument (example args or signature=) and a value for "
-                                  f"every constexpr (the space, derive=, or signature=)") from None
+            raise PrecompileError(
+                f"{self.kernel.name}: cannot bind the arguments for config {dict(config)}: {exc}. "
+                f"Give every non-constexpr argument (example args or signature=) and a value for "
+                f"every constexpr (the space, derive=, or signature=)"
+            ) from None
         options, signature, constexprs, attrs = self.jit_fn._pack_args(backend, kwargs, bound, specialization, options)
         return signature, constexprs, attrs, dict(options.__dict__)
 
@@ -126,5 +131,7 @@ def check_triton() -> None:
     if create_function_from_signature is None or not hasattr(JITFunction, "_pack_args"):
         import triton
 
-        raise PrecompileError(f"precompile needs Triton {SUPPORTED_TRITON} (the JIT's binder and _pack_args); "
-                              f"this is Triton {triton.__version__}")
+        raise PrecompileError(
+            f"precompile needs Triton {SUPPORTED_TRITON} (the JIT's binder and _pack_args); "
+            f"this is Triton {triton.__version__}"
+        )

@@ -4,10 +4,12 @@ signature describes (a 16-byte aligned pointer of a dtype, an i32 divisible by 1
 Why: a build machine may have no GPU and no real tensors; the specialization (and so Triton's cache key)
 is decided by the JIT's own binder from these values, as it would be from a launch's arguments.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Union
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import PrecompileError
 
@@ -15,24 +17,52 @@ __all__ = ["parse_signature", "scalar_standins", "StandInPointer", "wrap_dtype"]
 
 # Triton type name -> torch dtype name, for stand-in pointer arguments.
 _TORCH_DTYPES = {
-    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i8": "int8", "i16": "int16",
-    "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "u1": "bool", "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
-    "fp8e4b8": "float8_e4m3fnuz", "fp8e5b16": "float8_e5m2fnuz",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp64": "float64",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "u1": "bool",
+    "i1": "bool",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2",
+    "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e5b16": "float8_e5m2fnuz",
 }
 # Scalar type -> a Python value that Triton's JIT specializes to exactly that type (and no divisibility);
 # ":16" variants -> one divisible by 16.
 _SCALAR_STANDINS: dict[str, Any] = {
-    "i32": 3, "i32:16": 16, "i64": 2**31 + 3, "i64:16": 2**32, "u64": 2**63 + 3, "u64:16": 2**63 + 16,
-    "fp32": 1.5, "u1": True, "i1": True,
+    "i32": 3,
+    "i32:16": 16,
+    "i64": 2**31 + 3,
+    "i64:16": 2**32,
+    "u64": 2**63 + 3,
+    "u64:16": 2**63 + 16,
+    "fp32": 1.5,
+    "u1": True,
+    "i1": True,
 }
 
 # Other values the JIT specializes exactly like each stand-in (same type, same divisibility by 16, not 1): a
 # value computed from an argument (triton.heuristics, derive=) that differs between them depends on the value
 # a signature gave only by type.
 _SCALAR_ALTERNATIVES: dict[str, tuple[Any, ...]] = {
-    "i32": (1001, 2**20 + 3), "i32:16": (4096, 2**20), "i64": (2**40 + 3, 2**33 + 1001), "i64:16": (2**40, 2**36 * 3),
-    "u64": (2**63 + 1001,), "u64:16": (2**63 + 2**20,), "fp32": (0.25, 1000.5), "u1": (False,), "i1": (False,),
+    "i32": (1001, 2**20 + 3),
+    "i32:16": (4096, 2**20),
+    "i64": (2**40 + 3, 2**33 + 1001),
+    "i64:16": (2**40, 2**36 * 3),
+    "u64": (2**63 + 1001,),
+    "u64:16": (2**63 + 2**20,),
+    "fp32": (0.25, 1000.5),
+    "u1": (False,),
+    "i1": (False,),
 }
 
 
@@ -68,8 +98,9 @@ def _pointer_standin(type_name: str, aligned: bool) -> StandInPointer:
         try:
             dtype = tl.dtype(type_name)
         except Exception:
-            raise PrecompileError(f"signature type '*{type_name}': unknown element type; use one of "
-                                  f"{sorted(_TORCH_DTYPES)}") from None
+            raise PrecompileError(
+                f"signature type '*{type_name}': unknown element type; use one of {sorted(_TORCH_DTYPES)}"
+            ) from None
     return StandInPointer(dtype, type_name, aligned)
 
 
@@ -81,7 +112,7 @@ def wrap_dtype(arg: Any) -> Any:
     return arg
 
 
-def parse_signature(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
+def parse_signature(signature: Mapping[str, Any] | str) -> dict[str, Any]:
     """Turn a `signature=` into stand-in argument values by name, which Triton's JIT specializes as described.
 
     A dict `{name: entry}` or a string `"name=entry, name=entry"` (entries as below; a JSON object works too):
@@ -100,7 +131,7 @@ def parse_signature(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
     return {name: _standin(name, entry) for name, entry in _entries(signature).items()}
 
 
-def scalar_standins(signature: Union[Mapping[str, Any], str]) -> dict[str, tuple[str, Any, tuple[Any, ...]]]:
+def scalar_standins(signature: Mapping[str, Any] | str) -> dict[str, tuple[str, Any, tuple[Any, ...]]]:
     """The arguments `signature` gives only by a scalar type (`"i32:16"`): {name: (type, the stand-in value,
     other values the JIT specializes the same way)}. A value computed from such an argument is computed from
     the stand-in, not from what production launches with."""
@@ -112,7 +143,7 @@ def scalar_standins(signature: Union[Mapping[str, Any], str]) -> dict[str, tuple
     return out
 
 
-def _entries(signature: Union[Mapping[str, Any], str]) -> dict[str, Any]:
+def _entries(signature: Mapping[str, Any] | str) -> dict[str, Any]:
     """The signature's entries by argument name, as written (a type string or a literal value)."""
     if isinstance(signature, str):
         text = signature.strip()
@@ -154,7 +185,11 @@ def _standin(name: str, entry: Any) -> Any:
     if key in _SCALAR_STANDINS:
         return _SCALAR_STANDINS[key]
     if key in ("constexpr", "tl.constexpr"):
-        raise PrecompileError(f"signature {name}={entry!r}: give the constexpr's value (e.g. {name}=64), "
-                              "or leave it out when the space tunes it")
-    raise PrecompileError(f"signature {name}={entry!r}: unknown type; use a pointer ('*fp16', '*fp32', ...), "
-                          f"one of {sorted(_SCALAR_STANDINS)}, or a literal value")
+        raise PrecompileError(
+            f"signature {name}={entry!r}: give the constexpr's value (e.g. {name}=64), "
+            "or leave it out when the space tunes it"
+        )
+    raise PrecompileError(
+        f"signature {name}={entry!r}: unknown type; use a pointer ('*fp16', '*fp32', ...), "
+        f"one of {sorted(_SCALAR_STANDINS)}, or a literal value"
+    )

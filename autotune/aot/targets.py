@@ -3,11 +3,12 @@
 Why: an explicit-target compile needs no GPU, so Triton never checks that the kernel fits the GPU; the
 limits here let precompile report a config that cannot launch (`over_limits`) before any GPU sees it.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 from ..errors import PrecompileError
 
@@ -21,7 +22,7 @@ class Target:
     """A compilation target: `cuda:90` (compute capability 9.0), `hip:gfx942`. `str()` gives that spelling."""
 
     backend: str
-    arch: Union[int, str]
+    arch: int | str
     warp_size: int
 
     def __str__(self) -> str:
@@ -34,11 +35,11 @@ class Target:
         return GPUTarget(self.backend, self.arch, self.warp_size)
 
     @classmethod
-    def from_gpu_target(cls, target: Any) -> "Target":
+    def from_gpu_target(cls, target: Any) -> Target:
         return cls(str(target.backend), target.arch, int(target.warp_size))
 
 
-def parse_target(spec: Union[str, Target, Any]) -> Target:
+def parse_target(spec: str | Target | Any) -> Target:
     """`"cuda:90"`, `"cuda:sm_90a"`, `"sm_80"`, `"hip:gfx942"`, `"gfx942"`, a `Target` or a Triton `GPUTarget`."""
     if isinstance(spec, Target):
         return spec
@@ -53,8 +54,10 @@ def parse_target(spec: Union[str, Target, Any]) -> Target:
     if backend in ("cuda", "nvidia"):
         match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", arch)
         if not match:
-            raise PrecompileError(f"target {spec!r}: a CUDA target is 'cuda:<compute capability>' such as "
-                                  f"'cuda:80' (A100), 'cuda:90' (H100), 'cuda:100' (B200)")
+            raise PrecompileError(
+                f"target {spec!r}: a CUDA target is 'cuda:<compute capability>' such as "
+                f"'cuda:80' (A100), 'cuda:90' (H100), 'cuda:100' (B200)"
+            )
         return Target("cuda", int(match.group(1)), 32)
     if backend in ("hip", "rocm", "amd"):
         if not re.fullmatch(r"gfx[0-9a-f]{3,4}", arch):
@@ -72,9 +75,11 @@ def active_target() -> Target:
 
     problem = driver_problem()
     if problem is not None:
-        raise PrecompileError(f"no GPU here to precompile for ({problem}): name the targets instead, e.g. "
-                              "precompile(..., targets=['cuda:90']) or `autotune precompile ... --target cuda:90` "
-                              "(several: --target cuda:90 --target cuda:80); no GPU is needed for that")
+        raise PrecompileError(
+            f"no GPU here to precompile for ({problem}): name the targets instead, e.g. "
+            "precompile(..., targets=['cuda:90']) or `autotune precompile ... --target cuda:90` "
+            "(several: --target cuda:90 --target cuda:80); no GPU is needed for that"
+        )
     return Target.from_gpu_target(driver.active.get_current_target())
 
 
@@ -82,30 +87,48 @@ def active_target() -> Target:
 class ResourceLimits:
     """Per-block limits of a GPU architecture that a compiled kernel must fit to be launched at all."""
 
-    name: str                       # "sm_80", "gfx942"
-    shared_bytes: int               # shared memory (LDS) per block, with the opt-in carve-out
-    regs_per_block: Optional[int] = 65536
-    regs_per_thread: Optional[int] = 255
+    name: str  # "sm_80", "gfx942"
+    shared_bytes: int  # shared memory (LDS) per block, with the opt-in carve-out
+    regs_per_block: int | None = 65536
+    regs_per_thread: int | None = 255
     max_threads_per_block: int = 1024
-    reg_alloc_unit: int = 256       # registers are allocated per warp in units of this many
+    reg_alloc_unit: int = 256  # registers are allocated per warp in units of this many
 
 
 _KIB = 1024
 # CUDA C Programming Guide, "Technical Specifications per Compute Capability": maximum shared memory per
 # block (opt-in), 64K 32-bit registers per SM and per block, 255 per thread, 1024 threads per block.
 _CUDA_SHARED: dict[int, int] = {
-    70: 96 * _KIB, 72: 96 * _KIB, 75: 64 * _KIB, 80: 163 * _KIB, 86: 99 * _KIB, 87: 163 * _KIB, 89: 99 * _KIB,
-    90: 227 * _KIB, 100: 227 * _KIB, 103: 227 * _KIB, 120: 99 * _KIB, 121: 99 * _KIB,
+    70: 96 * _KIB,
+    72: 96 * _KIB,
+    75: 64 * _KIB,
+    80: 163 * _KIB,
+    86: 99 * _KIB,
+    87: 163 * _KIB,
+    89: 99 * _KIB,
+    90: 227 * _KIB,
+    100: 227 * _KIB,
+    103: 227 * _KIB,
+    120: 99 * _KIB,
+    121: 99 * _KIB,
 }
 # LDS per workgroup (AMD ISA guides / ROCm docs): 64 KiB on CDNA2/3 and RDNA, 160 KiB on gfx950 (MI350).
 _HIP_SHARED: dict[str, int] = {
-    "gfx908": 64 * _KIB, "gfx90a": 64 * _KIB, "gfx940": 64 * _KIB, "gfx941": 64 * _KIB, "gfx942": 64 * _KIB,
-    "gfx950": 160 * _KIB, "gfx1030": 64 * _KIB, "gfx1100": 64 * _KIB, "gfx1101": 64 * _KIB, "gfx1200": 64 * _KIB,
+    "gfx908": 64 * _KIB,
+    "gfx90a": 64 * _KIB,
+    "gfx940": 64 * _KIB,
+    "gfx941": 64 * _KIB,
+    "gfx942": 64 * _KIB,
+    "gfx950": 160 * _KIB,
+    "gfx1030": 64 * _KIB,
+    "gfx1100": 64 * _KIB,
+    "gfx1101": 64 * _KIB,
+    "gfx1200": 64 * _KIB,
     "gfx1201": 64 * _KIB,
 }
 
 
-def limits_for(target: Union[str, Target]) -> Optional[ResourceLimits]:
+def limits_for(target: str | Target) -> ResourceLimits | None:
     """The limits of `target` (an unknown CUDA arch takes those of the closest older one), or None if unknown.
 
     Register limits are checked for CUDA only: on AMD a kernel over its VGPR budget spills, it does not fail.
@@ -124,26 +147,33 @@ def limits_for(target: Union[str, Target]) -> Optional[ResourceLimits]:
     return None
 
 
-def over_limits(target: Target, *, shared: Optional[int], n_regs: Optional[int], num_warps: Optional[int],
-                warp_size: int) -> Optional[str]:
+def over_limits(
+    target: Target, *, shared: int | None, n_regs: int | None, num_warps: int | None, warp_size: int
+) -> str | None:
     """Why a compiled kernel cannot launch on `target`, or None when it fits (or the limits are unknown)."""
     limits = limits_for(target)
     if limits is None:
         return None
     if shared is not None and shared > limits.shared_bytes:
-        return (f"out of resources: needs {shared} bytes of shared memory per block, {limits.name} has "
-                f"{limits.shared_bytes} ({limits.shared_bytes // _KIB} KiB); use smaller blocks or fewer num_stages")
+        return (
+            f"out of resources: needs {shared} bytes of shared memory per block, {limits.name} has "
+            f"{limits.shared_bytes} ({limits.shared_bytes // _KIB} KiB); use smaller blocks or fewer num_stages"
+        )
     threads = (num_warps or 0) * warp_size
     if threads > limits.max_threads_per_block:
-        return (f"out of resources: {num_warps} warps x {warp_size} = {threads} threads per block, "
-                f"{limits.name} allows {limits.max_threads_per_block}; use fewer num_warps")
+        return (
+            f"out of resources: {num_warps} warps x {warp_size} = {threads} threads per block, "
+            f"{limits.name} allows {limits.max_threads_per_block}; use fewer num_warps"
+        )
     if n_regs is not None and limits.regs_per_thread is not None and n_regs > limits.regs_per_thread:
         return f"out of resources: {n_regs} registers per thread, {limits.name} allows {limits.regs_per_thread}"
     if n_regs is not None and limits.regs_per_block is not None and num_warps:
         unit = limits.reg_alloc_unit
         per_warp = -(-n_regs * warp_size // unit) * unit
         if per_warp * num_warps > limits.regs_per_block:
-            return (f"out of resources: {n_regs} registers per thread x {threads} threads = {per_warp * num_warps} "
-                    f"registers per block (allocated per warp in units of {unit}), {limits.name} has "
-                    f"{limits.regs_per_block}; use fewer num_warps or set maxnreg")
+            return (
+                f"out of resources: {n_regs} registers per thread x {threads} threads = {per_warp * num_warps} "
+                f"registers per block (allocated per warp in units of {unit}), {limits.name} has "
+                f"{limits.regs_per_block}; use fewer num_warps or set maxnreg"
+            )
     return None

@@ -18,6 +18,7 @@ out of the IR; the entry's metadata says so) or with no IR text is no kernel's i
 file, a kernel made by `exec`) matches every entry of the name compiled from that file. Nothing read is
 evaluated: the IR is matched as text, the source parsed with `ast`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,9 +26,10 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from ..errors import ArchiveError
 from ..storage.entries import is_kernel_id, short_name
@@ -35,11 +37,11 @@ from .archive_checks import ARTIFACT_NAME
 
 __all__ = ["CacheEntry", "Definition", "Selection", "compiled_from", "definition", "select", "triton_entries"]
 
-_IR_LIMIT = 64 * 1024 * 1024          # an IR text longer than this is not read (no kernel's is near it)
+_IR_LIMIT = 64 * 1024 * 1024  # an IR text longer than this is not read (no kernel's is near it)
 _ALIAS = re.compile(r"^(#loc\d*) = loc\((.*)\)[ \t]*$", re.MULTILINE)
 _STRING = r'"((?:[^"\\]|\\\\|\\[0-9A-Fa-f]{2})*)"'
-_FILE_LINE = re.compile(_STRING + r":(\d+):\d+")                 # "file":line:col (a range may follow)
-_NAMED = re.compile(_STRING + r"\((.*)\)$")                      # "name"(location)
+_FILE_LINE = re.compile(_STRING + r":(\d+):\d+")  # "file":line:col (a range may follow)
+_NAMED = re.compile(_STRING + r"\((.*)\)$")  # "name"(location)
 _ESCAPE = re.compile(r"\\(\\|[0-9A-Fa-f]{2})")
 
 
@@ -54,14 +56,14 @@ class CacheEntry:
 
     @property
     def target(self) -> str:
-        """"cuda:90", "hip:gfx942", or "unknown"."""
+        """ "cuda:90", "hip:gfx942", or "unknown"."""
         target = self.metadata.get("target") or {}
         if isinstance(target, Mapping) and "backend" in target:
             return f"{target['backend']}:{target.get('arch')}"
         return "unknown"
 
 
-def triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[CacheEntry]:
+def triton_entries(triton_dir: Path, names: set[str] | None) -> list[CacheEntry]:
     """Complete entries of Triton's cache directory whose kernel is in `names` (None: all), in directory order."""
     out: list[CacheEntry] = []
     try:
@@ -74,7 +76,7 @@ def triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[CacheEnt
         except OSError:
             continue
         for grp in groups:
-            kernel = grp.name[len("__grp__"):-len(".json")]
+            kernel = grp.name[len("__grp__") : -len(".json")]
             if names is not None and kernel not in names:
                 continue
             try:
@@ -83,8 +85,11 @@ def triton_entries(triton_dir: Path, names: Optional[set[str]]) -> list[CacheEnt
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
-            if (isinstance(metadata, dict) and all((d / f).is_file() for f in files)
-                    and all(ARTIFACT_NAME.match(f) for f in files)):
+            if (
+                isinstance(metadata, dict)
+                and all((d / f).is_file() for f in files)
+                and all(ARTIFACT_NAME.match(f) for f in files)
+            ):
                 out.append(CacheEntry(kernel, d, metadata, tuple(files)))
     return out
 
@@ -97,13 +102,16 @@ def _unescape(text: str) -> str:
     """An MLIR string's text: `\\\\` is a backslash, `\\XX` a byte in hex (a quote, or a byte of UTF-8)."""
     parts, pos = [], 0
     for match in _ESCAPE.finditer(text):
-        parts += [text[pos:match.start()].encode(), b"\\" if match.group(1) == "\\" else bytes.fromhex(match.group(1))]
+        parts += [
+            text[pos : match.start()].encode(),
+            b"\\" if match.group(1) == "\\" else bytes.fromhex(match.group(1)),
+        ]
         pos = match.end()
     parts.append(text[pos:].encode())
     return b"".join(parts).decode("utf-8", "surrogateescape")
 
 
-def _resolve(loc: str, aliases: Mapping[str, str], depth: int = 0) -> Optional[tuple[str, int]]:
+def _resolve(loc: str, aliases: Mapping[str, str], depth: int = 0) -> tuple[str, int] | None:
     """(file, line) of an MLIR location: an alias, a file:line:col, or a name around one; None otherwise."""
     loc = loc.strip()
     if depth > 8:
@@ -117,7 +125,7 @@ def _resolve(loc: str, aliases: Mapping[str, str], depth: int = 0) -> Optional[t
     return _resolve(match.group(2), aliases, depth + 1) if match else None
 
 
-def compiled_from(entry: CacheEntry) -> Optional[tuple[str, int]]:
+def compiled_from(entry: CacheEntry) -> tuple[str, int] | None:
     """(file, line of `def`) of the kernel `entry` was compiled from, as its Triton IR locates its public
     function; None when the IR holds no location (TRITON_DISABLE_LINE_INFO) or cannot be read."""
     ir = next((f for f in (f"{entry.kernel}.source", f"{entry.kernel}.ttir") if f in entry.files), None)
@@ -149,14 +157,14 @@ class Definition:
     file: str
     lines: frozenset[int]
 
-    def matches(self, origin: Optional[tuple[str, int]]) -> bool:
+    def matches(self, origin: tuple[str, int] | None) -> bool:
         return origin is not None and _normal(origin[0]) == self.file and (not self.lines or origin[1] in self.lines)
 
     def __str__(self) -> str:
         return f"{self.file}:{min(self.lines)}" if self.lines else self.file
 
 
-def _find_spec(name: str, path: Optional[list[str]]) -> Any:
+def _find_spec(name: str, path: list[str] | None) -> Any:
     """The import system's spec of `name` from its finders, as `import` finds it, without running anything."""
     for finder in sys.meta_path:
         find_spec = getattr(finder, "find_spec", None)
@@ -168,19 +176,19 @@ def _find_spec(name: str, path: Optional[list[str]]) -> Any:
     return None
 
 
-def _spec_origin(module: str) -> Optional[str]:
+def _spec_origin(module: str) -> str | None:
     """Where `import module` would load it from (the CLI's `import` included: the current directory first), found
     through the import system's finders without running it or its packages; None when it is not found."""
     parts, path, spec, cwd = module.split("."), None, None, os.getcwd()
     for i in range(len(parts)):
-        name, last = ".".join(parts[:i + 1]), i == len(parts) - 1
+        name, last = ".".join(parts[: i + 1]), i == len(parts) - 1
         package_path = getattr(sys.modules.get(name), "__path__", None)
         if not last and package_path is not None:
-            path = list(package_path)          # an imported package: its own search path
+            path = list(package_path)  # an imported package: its own search path
             continue
         spec = None
         if i == 0 and cwd not in sys.path and "" not in sys.path:
-            spec = _find_spec(name, [cwd])    # `autotune` run as a command: the directory it runs in first
+            spec = _find_spec(name, [cwd])  # `autotune` run as a command: the directory it runs in first
         spec = spec or _find_spec(name, path)
         if spec is None or (not last and spec.submodule_search_locations is None):
             return None
@@ -191,25 +199,34 @@ def _spec_origin(module: str) -> Optional[str]:
 def _module_file(kernel: str, module: str) -> str:
     """The source file of `module` (an imported module's `__file__`, else `_spec_origin`). Raises ArchiveError
     naming the fix."""
-    fix = (f"pass the kernel itself to export_archive(kernels=[...]), or export by its short name "
-           f"{short_name(kernel)!r} (every module's kernel of that name)")
+    fix = (
+        f"pass the kernel itself to export_archive(kernels=[...]), or export by its short name "
+        f"{short_name(kernel)!r} (every module's kernel of that name)"
+    )
     if module == "__main__":
-        raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: a script's kernel (__main__) has no "
-                           f"module name to find its file by; {fix} from that script")
+        raise ArchiveError(
+            f"cannot tell which compiled kernels are {kernel}'s: a script's kernel (__main__) has no "
+            f"module name to find its file by; {fix} from that script"
+        )
     origin = getattr(sys.modules.get(module), "__file__", None)
     if origin is None:
         try:
             origin = _spec_origin(module)
         except (ImportError, ValueError) as exc:
-            raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: finding the module {module} "
-                               f"failed ({exc}); {fix}") from None
+            raise ArchiveError(
+                f"cannot tell which compiled kernels are {kernel}'s: finding the module {module} failed ({exc}); {fix}"
+            ) from None
         if origin is None:
-            raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: no module {module} is found from "
-                               f"here ({os.getcwd()}); run the export where {module} imports (or set PYTHONPATH), "
-                               f"or {fix}")
+            raise ArchiveError(
+                f"cannot tell which compiled kernels are {kernel}'s: no module {module} is found from "
+                f"here ({os.getcwd()}); run the export where {module} imports (or set PYTHONPATH), "
+                f"or {fix}"
+            )
     if not isinstance(origin, str) or not origin.endswith(".py"):
-        raise ArchiveError(f"cannot tell which compiled kernels are {kernel}'s: the module {module} is {origin}, "
-                           f"not Python source; {fix}")
+        raise ArchiveError(
+            f"cannot tell which compiled kernels are {kernel}'s: the module {module} is {origin}, "
+            f"not Python source; {fix}"
+        )
     return origin
 
 
@@ -238,7 +255,7 @@ def _def_lines(file: str, qualname: str) -> frozenset[int]:
     return frozenset()
 
 
-def definition(kernel: str, file: Optional[str] = None) -> Definition:
+def definition(kernel: str, file: str | None = None) -> Definition:
     """Where the kernel `kernel` ("module:qualname") is defined; `file` (a kernel object's `co_filename`) saves
     finding its module. Raises ArchiveError when the module cannot be found without running it."""
     module, _, qualname = kernel.partition(":")
@@ -264,8 +281,9 @@ class Selection:
         return sorted(unique.values(), key=lambda e: (str(e.dir), e.kernel))
 
 
-def select(entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, Optional[str]],
-           triton_dir: Path) -> Selection:
+def select(
+    entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, str | None], triton_dir: Path
+) -> Selection:
     """The entries each name takes: a short name every entry of that function name, a "module:qualname" those
     compiled from its definition (`files[name]` is a kernel object's source file, if it was given as one)."""
     out = Selection()
@@ -284,18 +302,29 @@ def select(entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, 
         notes = out.notes.setdefault(name, [])
         unknown = [e for e, origin in origins if origin is None]
         if unknown:
-            stripped = sum(1 for e in unknown if str(e.metadata.get("TRITON_DISABLE_LINE_INFO", "")).lower()
-                           not in ("", "0", "false", "off", "no"))
-            why = ("compiled with TRITON_DISABLE_LINE_INFO set, which leaves the source location out"
-                   if stripped == len(unknown) else "their Triton IR holds no source location")
-            notes.append(f"{len(unknown)} compiled kernels named {short_name(name)} in {triton_dir} cannot be told "
-                         f"to be {name}'s ({why}) and were left out; export by the short name "
-                         f"{short_name(name)!r} to take every module's kernel of that name")
-        others = sorted({f"{origin[0]}:{origin[1]}" for _, origin in origins
-                         if origin is not None and not where.matches(origin)})
+            stripped = sum(
+                1
+                for e in unknown
+                if str(e.metadata.get("TRITON_DISABLE_LINE_INFO", "")).lower() not in ("", "0", "false", "off", "no")
+            )
+            why = (
+                "compiled with TRITON_DISABLE_LINE_INFO set, which leaves the source location out"
+                if stripped == len(unknown)
+                else "their Triton IR holds no source location"
+            )
+            notes.append(
+                f"{len(unknown)} compiled kernels named {short_name(name)} in {triton_dir} cannot be told "
+                f"to be {name}'s ({why}) and were left out; export by the short name "
+                f"{short_name(name)!r} to take every module's kernel of that name"
+            )
+        others = sorted(
+            {f"{origin[0]}:{origin[1]}" for _, origin in origins if origin is not None and not where.matches(origin)}
+        )
         if not out.by_name[name] and others:
-            notes.append(f"none of the compiled kernels named {short_name(name)} in {triton_dir} was compiled from "
-                         f"{name} ({where}); they were compiled from {', '.join(others)}: precompile {name}, or run "
-                         f"the export where {name.partition(':')[0]} imports from the file its kernels were "
-                         "compiled from")
+            notes.append(
+                f"none of the compiled kernels named {short_name(name)} in {triton_dir} was compiled from "
+                f"{name} ({where}); they were compiled from {', '.join(others)}: precompile {name}, or run "
+                f"the export where {name.partition(':')[0]} imports from the file its kernels were "
+                "compiled from"
+            )
     return out

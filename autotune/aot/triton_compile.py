@@ -5,11 +5,12 @@ Why its own module: the same compile runs in this process (a JIT kernel) and in 
 TRITON_INTERPRET=1, see `helpers`), and the JIT path (`targets=None`) describes its compiled kernels the
 same way.
 """
+
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 from .cubin import cubin_resource_usage
 from .events import LISTENER
@@ -18,8 +19,9 @@ from .targets import Target
 __all__ = ["compile_source", "describe_compiled", "triton_cache_dir"]
 
 
-def compile_source(jit_fn: Any, target: Target, signature: dict, constexprs: dict, attrs: dict,
-                   options: dict) -> dict[str, Any]:
+def compile_source(
+    jit_fn: Any, target: Target, signature: dict, constexprs: dict, attrs: dict, options: dict
+) -> dict[str, Any]:
     """`triton.compile` one specialization for `target`; returns what the report needs (plain data)."""
     import triton
     from triton.compiler import ASTSource
@@ -35,12 +37,12 @@ def compile_source(jit_fn: Any, target: Target, signature: dict, constexprs: dic
     return describe_compiled(compiled, target, seconds, events[-1][1] if events else None)
 
 
-def describe_compiled(compiled: Any, target: Target, seconds: float, cached: Optional[bool]) -> dict[str, Any]:
+def describe_compiled(compiled: Any, target: Target, seconds: float, cached: bool | None) -> dict[str, Any]:
     """A compiled kernel's hash, shared memory, warps, registers and frame (from the cubin) and cache directory."""
     metadata = compiled.metadata
     group = getattr(compiled, "metadata_group", None) or {}
     path = next((os.path.dirname(p) for name, p in group.items() if name.endswith(".json")), None)
-    usage: dict[str, Optional[int]] = {"n_regs": None, "frame_bytes": None}
+    usage: dict[str, int | None] = {"n_regs": None, "frame_bytes": None}
     if target.backend == "cuda":
         try:
             binary = compiled.asm.get("cubin")
@@ -48,9 +50,16 @@ def describe_compiled(compiled: Any, target: Target, seconds: float, cached: Opt
             binary = None
         if isinstance(binary, (bytes, bytearray)):
             usage = cubin_resource_usage(bytes(binary))
-    return {"hash": getattr(compiled, "hash", None), "cached": cached, "seconds": seconds,
-            "shared": getattr(metadata, "shared", None), "num_warps": getattr(metadata, "num_warps", None),
-            "warp_size": getattr(metadata, "warp_size", None) or target.warp_size, "path": path, **usage}
+    return {
+        "hash": getattr(compiled, "hash", None),
+        "cached": cached,
+        "seconds": seconds,
+        "shared": getattr(metadata, "shared", None),
+        "num_warps": getattr(metadata, "num_warps", None),
+        "warp_size": getattr(metadata, "warp_size", None) or target.warp_size,
+        "path": path,
+        **usage,
+    }
 
 
 def triton_cache_dir() -> str:

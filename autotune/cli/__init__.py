@@ -11,12 +11,13 @@ name, handler, help=..., description=...)` (handler(args) -> int exit status), t
 "module:function" (or just "module" for a function named `register_cli`) to `SUBCOMMAND_MODULES`:
 those are imported only when the CLI runs, and one that does not exist (yet) is skipped.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from ..keyspec import parse_key  # noqa: F401  (one key syntax for every subcommand; `cli.parse_key` too)
 from .arguments import PARSER_DEST, CliParser
@@ -27,8 +28,11 @@ __all__ = ["main", "build_parser", "register", "parse_key", "REGISTRARS", "SUBCO
 Registrar = Callable[["argparse._SubParsersAction"], None]
 
 # Registrars living in other modules: "module:function", or "module" for `module.register_cli`.
-SUBCOMMAND_MODULES: list[str] = ["autotune.cli.report:register", "autotune.cli.aot:register",
-                                   "autotune.cli.replay:register"]
+SUBCOMMAND_MODULES: list[str] = [
+    "autotune.cli.report:register",
+    "autotune.cli.aot:register",
+    "autotune.cli.replay:register",
+]
 
 
 REGISTRARS: list[Registrar] = [register_cache]
@@ -59,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _module_registrar(spec: str) -> Optional[Registrar]:
+def _module_registrar(spec: str) -> Registrar | None:
     import importlib
 
     name, _, attr = spec.partition(":")
@@ -71,8 +75,7 @@ def _module_registrar(spec: str) -> Optional[Registrar]:
         print(f"autotune: the subcommands of {name} are unavailable: {exc}", file=sys.stderr)
         return None
     except Exception as exc:  # a broken optional module must not take `autotune cache` down with it
-        print(f"autotune: the subcommands of {name} are unavailable: {exc.__class__.__name__}: {exc}",
-              file=sys.stderr)
+        print(f"autotune: the subcommands of {name} are unavailable: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return None
     return getattr(module, attr or "register_cli", None)
 
@@ -84,8 +87,9 @@ def _version() -> str:
     return __version__
 
 
-def _parser_of(top: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str],
-               argv: list[str]) -> argparse.ArgumentParser:
+def _parser_of(
+    top: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str], argv: list[str]
+) -> argparse.ArgumentParser:
     """The parser whose usage an unknown argument is reported with: the subcommand's that was parsed, or the top
     level's for one written before the subcommand's name (`autotune --bogus cache list`)."""
     command = getattr(args, "command", None)
@@ -94,7 +98,7 @@ def _parser_of(top: argparse.ArgumentParser, args: argparse.Namespace, unknown: 
     return getattr(args, PARSER_DEST, top)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (the console script exits with it)."""
     parser = build_parser()
     # parse_args would report an option the subcommand does not take with the top level's usage ("usage: autotune
@@ -102,7 +106,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _parser_of(parser, args, unknown, list(sys.argv[1:] if argv is None else argv)).error(
-            f"unrecognized arguments: {' '.join(unknown)}")
+            f"unrecognized arguments: {' '.join(unknown)}"
+        )
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `autotune cache list | head`

@@ -1,24 +1,38 @@
 """Options several subcommands take, declared once so they read and parse the same everywhere."""
+
 from __future__ import annotations
 
 import argparse
 import os
 import stat
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from ..format import safe_text
 
-__all__ = ["KEY_SYNTAX", "KERNEL_SYNTAX", "PARSER_DEST", "CliParser", "add_command", "add_kernel_filter",
-           "add_key_option", "checked_cache_dir", "option_parent", "output_file_problem"]
+__all__ = [
+    "KEY_SYNTAX",
+    "KERNEL_SYNTAX",
+    "PARSER_DEST",
+    "CliParser",
+    "add_command",
+    "add_kernel_filter",
+    "add_key_option",
+    "checked_cache_dir",
+    "option_parent",
+    "output_file_problem",
+]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
-KERNEL_SYNTAX = ("its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
-                 "(that kernel alone; `autotune cache list` shows it where two modules share a name)")
+KERNEL_SYNTAX = (
+    "its function name (every module's kernel of that name) or module:qualname, e.g. mypkg.ops:add_kernel "
+    "(that kernel alone; `autotune cache list` shows it where two modules share a name)"
+)
 
 
-PARSER_DEST = "_cli_parser"   # the namespace attribute naming the innermost (sub)command parser that was parsed
+PARSER_DEST = "_cli_parser"  # the namespace attribute naming the innermost (sub)command parser that was parsed
 
 
 class CliParser(argparse.ArgumentParser):
@@ -30,7 +44,7 @@ class CliParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
-        self.set_defaults(**{PARSER_DEST: self})     # after `parents`' defaults: a child names itself, not its parent
+        self.set_defaults(**{PARSER_DEST: self})  # after `parents`' defaults: a child names itself, not its parent
 
 
 def option_parent() -> CliParser:
@@ -48,9 +62,15 @@ def add_key_option(parser: argparse.ArgumentParser, of: str = "") -> None:
     parser.add_argument("--key", metavar="KEY", default=None, help=f"only this key{of}: {KEY_SYNTAX}")
 
 
-
-def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], *, help: str,
-                description: str, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+def add_command(
+    subparsers: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> argparse.ArgumentParser:
     """A subcommand `name` whose parsed namespace's `func` is `run` (args -> exit status): every subcommand is
     declared this one way, with a one-line `help` for the command list and a `description` for its own --help."""
     parser = subparsers.add_parser(name, parents=list(parents), help=help, description=description)
@@ -58,7 +78,7 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
     return parser
 
 
-def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> str | None:
     """The tuning cache directory `autotune <command>` works on (`args.cache_dir`, else AUTOTUNE_CACHE_DIR, else the
     platform default), after checking it can be read; None after printing why not, for an exit status of 2, so that
     a problem is never reported as an empty cache: a file given as the directory, a directory this user may not
@@ -69,21 +89,32 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
 
     explicit = getattr(args, "cache_dir", None)
     directory = os.path.expanduser(explicit) if explicit else cache_dir()
-    origin = ("--cache-dir" if explicit
-              else "AUTOTUNE_CACHE_DIR" if os.environ.get("AUTOTUNE_CACHE_DIR") else "the default cache directory")
+    origin = (
+        "--cache-dir"
+        if explicit
+        else "AUTOTUNE_CACHE_DIR"
+        if os.environ.get("AUTOTUNE_CACHE_DIR")
+        else "the default cache directory"
+    )
     fix = "pass --cache-dir DIR" if origin != "--cache-dir" else "pass --cache-dir a directory"
     where = f"the cache directory {safe_text(directory)} ({origin})"
     try:
         mode = os.stat(directory).st_mode
     except FileNotFoundError:
         if explicit and must_exist:
-            print(f"autotune {command}: no entries: {where} does not exist; pass --cache-dir an existing directory "
-                  "(`autotune cache path` prints the default one)", file=sys.stderr)
+            print(
+                f"autotune {command}: no entries: {where} does not exist; pass --cache-dir an existing directory "
+                "(`autotune cache path` prints the default one)",
+                file=sys.stderr,
+            )
             return None
         return directory
     except OSError as exc:
-        print(f"autotune {command}: cannot reach {where}: {exc.strerror or exc}; run as a user that can read it, or "
-              f"{fix}", file=sys.stderr)
+        print(
+            f"autotune {command}: cannot reach {where}: {exc.strerror or exc}; run as a user that can read it, or "
+            f"{fix}",
+            file=sys.stderr,
+        )
         return None
     if not stat.S_ISDIR(mode):
         print(f"autotune {command}: {where} is not a directory; {fix}", file=sys.stderr)
@@ -92,19 +123,23 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
         with os.scandir(directory):
             pass
     except OSError as exc:
-        print(f"autotune {command}: cannot read {where}: {exc.strerror or exc}; run as a user that can read it, or "
-              f"{fix}", file=sys.stderr)
+        print(
+            f"autotune {command}: cannot read {where}: {exc.strerror or exc}; run as a user that can read it, or {fix}",
+            file=sys.stderr,
+        )
         return None
     return directory
 
 
-def output_file_problem(option: str, value: str, example: str) -> Optional[str]:
+def output_file_problem(option: str, value: str, example: str) -> str | None:
     """Why `--option value` cannot be written as a file (a directory, or one in a directory that does not exist),
     checked before a command computes what it would write; None when it can. `example` is a file name to suggest."""
     path = Path(value)
     if path.is_dir():
         return f"--{option} {value} is a directory; give a file name, e.g. {path / example}"
     if not path.parent.is_dir():
-        return (f"--{option} {value} is in a directory that does not exist; create {path.parent} first, or give a "
-                "file in an existing directory")
+        return (
+            f"--{option} {value} is in a directory that does not exist; create {path.parent} first, or give a "
+            "file in an existing directory"
+        )
     return None

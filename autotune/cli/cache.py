@@ -10,6 +10,7 @@ Every subcommand takes `--cache-dir DIR` (default: AUTOTUNE_CACHE_DIR, else $XDG
 ~/.cache/autotune) and all but `path` `--remote-url URL` (default: AUTOTUNE_REMOTE_CACHE; `show`, which has no
 `--remote`, refuses it with what to run instead).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,16 +19,24 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from ..format import (format_config, format_dtypes, format_key, format_ms, format_table, format_timestamp,
-                      plural, safe_text)
+from ..format import (
+    format_config,
+    format_dtypes,
+    format_key,
+    format_ms,
+    format_table,
+    format_timestamp,
+    plural,
+    safe_text,
+)
 from ..keyspec import parse_key
-from .remote import clear_remote, list_remote
 from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option, option_parent
 from .arguments import checked_cache_dir as check_cache_dir
-from .rows import age_of, entries_table, kernel_labels
+from .remote import clear_remote, list_remote
 from .remote import register as register_remote
+from .rows import age_of, entries_table, kernel_labels
 
 __all__ = ["register", "use_checked_cache_dir"]
 
@@ -40,14 +49,14 @@ def _use_cache_dir(args: argparse.Namespace) -> str:
     return cache_dir()
 
 
-def use_checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> Optional[str]:
+def use_checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> str | None:
     """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
     --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
     _use_cache_dir(args)
     return check_cache_dir(args, f"cache {command}", must_exist=must_exist)
 
 
-def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple], bool]:
+def _key_or_none(args: argparse.Namespace, command: str) -> tuple[tuple | None, bool]:
     """(the parsed --key, or None when not given; False after printing why the given one is not a key)."""
     if args.key is None:
         return None, True
@@ -58,14 +67,22 @@ def _key_or_none(args: argparse.Namespace, command: str) -> tuple[Optional[tuple
         return None, False
 
 
-def _entries(kernel: Optional[str]):
+def _entries(kernel: str | None):
     from ..storage import disk_entries
 
-    entries = disk_entries(kernel)     # a short name or a module:qualname (storage.entries.kernel_matches)
-    return sorted(entries, key=lambda e: (e.kernel, e.record is None, e.record.kernel_id or "" if e.record else "",
-                                          _sortable(e.record.key if e.record else []),
-                                          e.record.dtypes if e.record else [], e.record.device if e.record else "",
-                                          str(e.path)))
+    entries = disk_entries(kernel)  # a short name or a module:qualname (storage.entries.kernel_matches)
+    return sorted(
+        entries,
+        key=lambda e: (
+            e.kernel,
+            e.record is None,
+            e.record.kernel_id or "" if e.record else "",
+            _sortable(e.record.key if e.record else []),
+            e.record.dtypes if e.record else [],
+            e.record.device if e.record else "",
+            str(e.path),
+        ),
+    )
 
 
 def _unknown_kernel_hint(kernel: str) -> str:
@@ -81,7 +98,7 @@ def _unknown_kernel_hint(kernel: str) -> str:
         name = short_name(kernel)
         ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
         hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
-    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])   # "" for a cached one
+    return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])  # "" for a cached one
 
 
 def _sortable(value: Any) -> tuple:
@@ -104,10 +121,16 @@ def _remote_url_ignored(args: argparse.Namespace, command: str) -> bool:
     shown as if they were the fleet's): said, and True, so the command exits 2."""
     if not getattr(args, "remote_url", None) or getattr(args, "remote", False):
         return False
-    fix = f"add --remote to {command} the Redis cache's entries" if command in ("list", "clear") else \
-        "`autotune cache list --remote` lists the Redis cache's entries"
-    print(f"autotune cache {command}: --remote-url is used with --remote (and by push and pull); {fix}, or drop "
-          "--remote-url to work on the disk", file=sys.stderr)
+    fix = (
+        f"add --remote to {command} the Redis cache's entries"
+        if command in ("list", "clear")
+        else "`autotune cache list --remote` lists the Redis cache's entries"
+    )
+    print(
+        f"autotune cache {command}: --remote-url is used with --remote (and by push and pull); {fix}, or drop "
+        "--remote-url to work on the disk",
+        file=sys.stderr,
+    )
     return True
 
 
@@ -122,16 +145,27 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 2
     entries = _entries(args.kernel)
     if args.json:
-        out = [{"path": str(e.path), "kernel": e.kernel, "kernel_id": e.record.kernel_id if e.record else None,
-                "error": e.error, "record": e.record.to_dict() if e.record else None} for e in entries]
+        out = [
+            {
+                "path": str(e.path),
+                "kernel": e.kernel,
+                "kernel_id": e.record.kernel_id if e.record else None,
+                "error": e.error,
+                "record": e.record.to_dict() if e.record else None,
+            }
+            for e in entries
+        ]
         print(json.dumps(out, indent=1))
         return 0
     good = [e for e in entries if e.record is not None]
     bad = [e for e in entries if e.record is None]
     if not entries:
-        if args.kernel is not None:   # a filter that matches nothing is likely a typo: said and exit 1, as show does
-            print(f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
-                  f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
+        if args.kernel is not None:  # a filter that matches nothing is likely a typo: said and exit 1, as show does
+            print(
+                f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
+                f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}",
+                file=sys.stderr,
+            )
             return 1
         print(f"no entries in {safe_text(directory)}")
         return 0
@@ -139,14 +173,21 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(entries_table(e.record for e in good))
     if bad:
         print()
-        print(format_table(["KERNEL", "UNUSABLE FILE", "PROBLEM"],
-                           [[e.kernel, e.path.name, _problem(e.error, e.path)] for e in bad]))
-    print(f"\n{plural(len(good), 'entry', 'entries')}" + (f", {len(bad)} unusable" if bad else "")
-          + f" in {safe_text(directory)}")
+        print(
+            format_table(
+                ["KERNEL", "UNUSABLE FILE", "PROBLEM"],
+                [[e.kernel, e.path.name, _problem(e.error, e.path)] for e in bad],
+            )
+        )
+    print(
+        f"\n{plural(len(good), 'entry', 'entries')}"
+        + (f", {len(bad)} unusable" if bad else "")
+        + f" in {safe_text(directory)}"
+    )
     return 0
 
 
-def _problem(error: Optional[str], path: Any) -> str:
+def _problem(error: str | None, path: Any) -> str:
     text = safe_text((error or "").replace(str(path), "").strip())
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -166,8 +207,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         entries = [e for e in entries if e.record is not None and key_text(e.record.key) == wanted]
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
-        print(f"no entries for {safe_text(what)} in {safe_text(directory)}"
-              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
+        print(
+            f"no entries for {safe_text(what)} in {safe_text(directory)}{safe_text(_unknown_kernel_hint(args.kernel))}",
+            file=sys.stderr,
+        )
         return 1
     now = time.time()
     blocks = []
@@ -191,9 +234,17 @@ def _cmd_show(args: argparse.Namespace) -> int:
         rows = []
         for t in trials:
             error = safe_text((t.error or "").strip().splitlines()[0]) if t.error and t.error.strip() else ""
-            rows.append(["*" if t.config == r.winner else "", format_config(t.config, sep=" "),
-                         t.status.value, format_ms(t.median_ms), format_ms(t.min_ms), len(t.samples_ms),
-                         error if len(error) <= 60 else error[:57] + "..."])
+            rows.append(
+                [
+                    "*" if t.config == r.winner else "",
+                    format_config(t.config, sep=" "),
+                    t.status.value,
+                    format_ms(t.median_ms),
+                    format_ms(t.min_ms),
+                    len(t.samples_ms),
+                    error if len(error) <= 60 else error[:57] + "...",
+                ]
+            )
         table = format_table(["", "CONFIG", "STATUS", "MEDIAN_MS", "MIN_MS", "N", "ERROR"], rows, right={3, 4, 5})
         blocks.append("\n".join(head) + "\n\n" + "\n".join("  " + line for line in table.splitlines()))
     print("\n\n".join(blocks))
@@ -217,14 +268,20 @@ def _cmd_clear(args: argparse.Namespace) -> int:
 
     failures: list[tuple[Path, OSError]] = []
     removed = len(DiskCache().remove(args.kernel, key, on_error=lambda path, exc: failures.append((path, exc))))
-    what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
-        f" key {format_key(list(key))}" if key is not None else "")
+    what = (
+        "all kernels"
+        if args.kernel is None
+        else f"kernel {args.kernel!r}" + (f" key {format_key(list(key))}" if key is not None else "")
+    )
     what, where = safe_text(what), safe_text(directory)
     if failures:
         reasons = ", ".join(dict.fromkeys(exc.strerror or exc.__class__.__name__ for _, exc in failures))
-        print(f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
-              f"{where}, removed {removed}, could not remove {len(failures)} ({reasons}); run as a user that may "
-              "write the cache directory:", file=sys.stderr)
+        print(
+            f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
+            f"{where}, removed {removed}, could not remove {len(failures)} ({reasons}); run as a user that may "
+            "write the cache directory:",
+            file=sys.stderr,
+        )
         for path, exc in failures[:10]:
             print(f"  {safe_text(path)}: {exc.strerror or exc}", file=sys.stderr)
         if len(failures) > 10:
@@ -233,14 +290,19 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     # what `cache list` flags as unusable stays (only what reads as an entry is removed): named, not left silent
     left = [e for e in _entries(args.kernel) if e.record is None] if key is None else []
     if removed == 0 and not left and args.kernel is not None:
-        print(f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
-              f"{safe_text(_unknown_kernel_hint(args.kernel))}", file=sys.stderr)
+        print(
+            f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
+            f"{safe_text(_unknown_kernel_hint(args.kernel))}",
+            file=sys.stderr,
+        )
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
     if left:
-        print(f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files that "
-              "read as entries of this autotune: remove a corrupt one by hand or let the next tuning of its key "
-              "replace it; a newer autotune's entry is kept for that autotune):")
+        print(
+            f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files that "
+            "read as entries of this autotune: remove a corrupt one by hand or let the next tuning of its key "
+            "replace it; a newer autotune's entry is kept for that autotune):"
+        )
         for e in left[:10]:
             print(f"  {safe_text(e.path)}: {_problem(e.error, e.path)}")
         if len(left) > 10:
@@ -253,49 +315,81 @@ def _cmd_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: "argparse._SubParsersAction") -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """`autotune cache {list,show,clear,path}`."""
-    cache = subparsers.add_parser("cache", help="inspect or clear the tuning cache on disk",
-                                  description="Inspect or clear the tuning cache on disk.", allow_abbrev=False)
+    cache = subparsers.add_parser(
+        "cache",
+        help="inspect or clear the tuning cache on disk",
+        description="Inspect or clear the tuning cache on disk.",
+        allow_abbrev=False,
+    )
     directory = option_parent()
-    directory.add_argument("--cache-dir", metavar="DIR",
-                           help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, "
-                                "else ~/.cache/autotune)")
-    remote = option_parent()      # not `path`'s: an option a command would ignore is not offered to it
-    remote.add_argument("--remote-url", metavar="URL",
-                        help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)")
+    directory.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune)",
+    )
+    remote = option_parent()  # not `path`'s: an option a command would ignore is not offered to it
+    remote.add_argument(
+        "--remote-url",
+        metavar="URL",
+        help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)",
+    )
     common = [directory, remote]
     sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
 
-    p = add_command(sub, "list", _cmd_list, parents=common, help="one line per cached entry",
-                    description="List every entry of the tuning cache on disk, one line each: kernel, key, "
-                                "dtypes, device, winner, its time and the entry's age; unusable files are listed "
-                                "with the reason.")
+    p = add_command(
+        sub,
+        "list",
+        _cmd_list,
+        parents=common,
+        help="one line per cached entry",
+        description="List every entry of the tuning cache on disk, one line each: kernel, key, "
+        "dtypes, device, winner, its time and the entry's age; unusable files are listed "
+        "with the reason.",
+    )
     add_kernel_filter(p)
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
 
-    p = add_command(sub, "show", _cmd_show, parents=common, help="a kernel's entries with every trial",
-                    description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
-                                "and every trial's status and timings. Exits 1 when nothing matches.")
+    p = add_command(
+        sub,
+        "show",
+        _cmd_show,
+        parents=common,
+        help="a kernel's entries with every trial",
+        description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
+        "and every trial's status and timings. Exits 1 when nothing matches.",
+    )
     p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
-    p = add_command(sub, "clear", _cmd_clear, parents=common, help="remove entries (all, a kernel's, or a key's)",
-                    description="Remove cache entries: all of them, a kernel's (--kernel: its short name clears "
-                                "every kernel of that name, module:qualname that one), or one key's (--kernel and "
-                                "--key, every dtype variant). Only files that read as entries of what was asked are "
-                                "removed. Exits 1 when a "
-                                "--kernel or --key matches nothing.")
+    p = add_command(
+        sub,
+        "clear",
+        _cmd_clear,
+        parents=common,
+        help="remove entries (all, a kernel's, or a key's)",
+        description="Remove cache entries: all of them, a kernel's (--kernel: its short name clears "
+        "every kernel of that name, module:qualname that one), or one key's (--kernel and "
+        "--key, every dtype variant). Only files that read as entries of what was asked are "
+        "removed. Exits 1 when a "
+        "--kernel or --key matches nothing.",
+    )
     add_kernel_filter(p)
     add_key_option(p, of=" of --kernel")
-    p.add_argument("--remote", action="store_true",
-                   help="clear the Redis cache's entries (every node's) instead of the disk's")
+    p.add_argument(
+        "--remote", action="store_true", help="clear the Redis cache's entries (every node's) instead of the disk's"
+    )
 
-    add_command(sub, "path", _cmd_path, parents=[directory], help="print the cache directory",
-                description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
-                            "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.")
+    add_command(
+        sub,
+        "path",
+        _cmd_path,
+        parents=[directory],
+        help="print the cache directory",
+        description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.",
+    )
 
     register_remote(sub, common)
-
-

@@ -3,6 +3,7 @@
 The tier is the one `AUTOTUNE_REMOTE_CACHE` names, or `--remote-url URL`. `push` copies the local disk's
 entries to Redis and `pull` Redis's entries to the local disk; neither replaces a newer entry.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,8 @@ import functools
 import json
 import sys
 import warnings
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..format import format_key, plural, safe_text
 from .arguments import add_command, add_kernel_filter
@@ -19,7 +21,7 @@ from .rows import entries_table
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 
 
-def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
+def remote_or_exit(args: argparse.Namespace, command: str) -> Any | None:
     """The remote tier this command works on, reachable; None after printing why not (exit status 2)."""
     from ..errors import OptionError
     from ..storage.remote import NO_REMOTE, remote_tier, remote_tier_at
@@ -41,7 +43,7 @@ def remote_or_exit(args: argparse.Namespace, command: str) -> Optional[Any]:
 
 
 def _suggestion(tier: Any, kernel: str) -> str:
-    """" Did you mean 'x'?" for a `kernel` none of whose entries `tier` (the remote tier, or the disk) holds,
+    """ " Did you mean 'x'?" for a `kernel` none of whose entries `tier` (the remote tier, or the disk) holds,
     naming its closest cached kernel (`storage.entries.kernel_suggestion`); "" when `tier` holds some of `kernel`
     (a key matched nothing) or none is close."""
     from ..storage.entries import kernel_suggestion
@@ -54,17 +56,39 @@ def list_remote(args: argparse.Namespace) -> int:
     tier = remote_or_exit(args, "list")
     if tier is None:
         return 2
-    entries = sorted(tier.entries(args.kernel), key=lambda e: (e.record.kernel, e.record.kernel_id or "",
-                                                               format_key(e.record.key), e.record.dtypes,
-                                                               e.record.device))
+    entries = sorted(
+        tier.entries(args.kernel),
+        key=lambda e: (
+            e.record.kernel,
+            e.record.kernel_id or "",
+            format_key(e.record.key),
+            e.record.dtypes,
+            e.record.device,
+        ),
+    )
     if args.json:
-        print(json.dumps([{"key": tier.key_of(e.location, e.entry_id), "kernel": e.record.kernel,
-                           "kernel_id": e.record.kernel_id, "record": e.record.to_dict()} for e in entries], indent=1))
+        print(
+            json.dumps(
+                [
+                    {
+                        "key": tier.key_of(e.location, e.entry_id),
+                        "kernel": e.record.kernel,
+                        "kernel_id": e.record.kernel_id,
+                        "record": e.record.to_dict(),
+                    }
+                    for e in entries
+                ],
+                indent=1,
+            )
+        )
         return 0
     if not entries:
-        if args.kernel is not None:   # as the disk's list: a filter that matches nothing is said, exit 1
-            print(f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
-                  f"--remote` lists every kernel){safe_text(_suggestion(tier, args.kernel))}", file=sys.stderr)
+        if args.kernel is not None:  # as the disk's list: a filter that matches nothing is said, exit 1
+            print(
+                f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
+                f"--remote` lists every kernel){safe_text(_suggestion(tier, args.kernel))}",
+                file=sys.stderr,
+            )
             return 1
         print(f"no entries in {tier.url}")
         return 0
@@ -73,21 +97,30 @@ def list_remote(args: argparse.Namespace) -> int:
     return 0
 
 
-def clear_remote(args: argparse.Namespace, key: Optional[tuple]) -> int:
+def clear_remote(args: argparse.Namespace, key: tuple | None) -> int:
     """`autotune cache clear --remote`: remove entries from Redis (the whole fleet's)."""
     tier = remote_or_exit(args, "clear")
     if tier is None:
         return 2
     removed, problem = tier.remove_now(args.kernel, key)
     if problem is not None:
-        print(f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({problem}); "
-              f"{plural(len(removed), 'entry was', 'entries were')} removed, others may remain", file=sys.stderr)
+        print(
+            f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({problem}); "
+            f"{plural(len(removed), 'entry was', 'entries were')} removed, others may remain",
+            file=sys.stderr,
+        )
         return 1
-    what = "all kernels" if args.kernel is None else f"kernel {args.kernel!r}" + (
-        f" key {format_key(list(key))}" if key is not None else "")
+    what = (
+        "all kernels"
+        if args.kernel is None
+        else f"kernel {args.kernel!r}" + (f" key {format_key(list(key))}" if key is not None else "")
+    )
     if not removed and args.kernel is not None:
-        print(f"autotune cache clear: nothing matched {safe_text(what)} in {tier.url}"
-              f"{safe_text(_suggestion(tier, args.kernel))}", file=sys.stderr)
+        print(
+            f"autotune cache clear: nothing matched {safe_text(what)} in {tier.url}"
+            f"{safe_text(_suggestion(tier, args.kernel))}",
+            file=sys.stderr,
+        )
         return 1
     print(f"removed {plural(len(removed), 'entry', 'entries')} ({what}) from {tier.url}")
     return 0
@@ -114,7 +147,6 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
     from ..storage.protocol import LOCK_TIMEOUT_ADVICE
-
     from .cache import use_checked_cache_dir
 
     # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
@@ -127,15 +159,18 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     disk = DiskCache()
     source, target = (disk, tier) if command == "push" else (tier, disk)
     copied = kept = failed = busy = 0
-    with warnings.catch_warnings(record=True) as caught:   # the tiers' warnings are this command's report
+    with warnings.catch_warnings(record=True) as caught:  # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
         found = source.entries(args.kernel)
-        if not found and args.kernel is not None:   # as `cache list --kernel`: a filter that matches nothing, exit 1
+        if not found and args.kernel is not None:  # as `cache list --kernel`: a filter that matches nothing, exit 1
             origin = tier.url if command == "pull" else safe_text(directory)
-            print(f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
-                  f"nothing copied (`autotune cache list{' --remote' if command == 'pull' else ''}` lists every "
-                  f"kernel){safe_text(_suggestion(source, args.kernel))}", file=sys.stderr)
-            for w in caught:     # what the listing warned (a read error may be why nothing matched): said too
+            print(
+                f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
+                f"nothing copied (`autotune cache list{' --remote' if command == 'pull' else ''}` lists every "
+                f"kernel){safe_text(_suggestion(source, args.kernel))}",
+                file=sys.stderr,
+            )
+            for w in caught:  # what the listing warned (a read error may be why nothing matched): said too
                 if issubclass(w.category, CacheWarning):
                     print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)
             return 1
@@ -144,7 +179,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
             # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
             # that wrote a newer winner between our read and our write) never has its entry replaced
             lease = target.lock(entry, timeout_s=args.lock_timeout)
-            if lease is None:       # held past --lock-timeout (the tier warned, naming the holder), or unreachable
+            if lease is None:  # held past --lock-timeout (the tier warned, naming the holder), or unreachable
                 busy += 1
                 continue
             try:
@@ -158,34 +193,60 @@ def _copy(args: argparse.Namespace, command: str) -> int:
             finally:
                 lease.release()
     # a lock timeout's advice is a tuning's (AUTOTUNE_LOCK_TIMEOUT_S): this command's own is --lock-timeout, below
-    reasons = list(dict.fromkeys(
-        safe_text(str(w.message).removeprefix("autotune cache: ").replace(LOCK_TIMEOUT_ADVICE, ""))
-        for w in caught if issubclass(w.category, CacheWarning)))
+    reasons = list(
+        dict.fromkeys(
+            safe_text(str(w.message).removeprefix("autotune cache: ").replace(LOCK_TIMEOUT_ADVICE, ""))
+            for w in caught
+            if issubclass(w.category, CacheWarning)
+        )
+    )
     where = f"{'to' if command == 'push' else 'from'} {tier.url}"
-    print(f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
-          + (f"; {kept} already there and as new or newer" if kept else ""))
+    print(
+        f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
+        + (f"; {kept} already there and as new or newer" if kept else "")
+    )
     if failed or busy:
         not_written = (["the target refused the write"] if failed and not reasons else []) + (
-            [f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} "
-             f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {args.lock_timeout:g} s "
-             "(--lock-timeout) or could not be taken; run the command again once the tuning is done"]
-            if busy else [])
-        print(f"autotune cache {command}: {plural(failed + busy, 'entry', 'entries')} could not be copied "
-              f"({'; '.join(reasons + not_written)})", file=sys.stderr)
+            [
+                f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} "
+                f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {args.lock_timeout:g} s "
+                "(--lock-timeout) or could not be taken; run the command again once the tuning is done"
+            ]
+            if busy
+            else []
+        )
+        print(
+            f"autotune cache {command}: {plural(failed + busy, 'entry', 'entries')} could not be copied "
+            f"({'; '.join(reasons + not_written)})",
+            file=sys.stderr,
+        )
         return 1
-    for reason in reasons:          # entries skipped on the way (unreadable, another schema): said, not fatal
+    for reason in reasons:  # entries skipped on the way (unreadable, another schema): said, not fatal
         print(f"autotune cache {command}: {reason}", file=sys.stderr)
     return 0
 
 
-def register(sub: "argparse._SubParsersAction", common: Sequence[argparse.ArgumentParser]) -> None:
+def register(sub: argparse._SubParsersAction, common: Sequence[argparse.ArgumentParser]) -> None:
     """Add `push` and `pull` to `autotune cache`."""
-    for command, text in (("push", "copy the local disk cache's entries to the Redis cache"),
-                          ("pull", "copy the Redis cache's entries to the local disk cache")):
-        p = add_command(sub, command, functools.partial(_copy, command=command), parents=common,
-                        help=text, description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
-                                                "--remote-url); an entry already there and as new is left alone.")
+    for command, text in (
+        ("push", "copy the local disk cache's entries to the Redis cache"),
+        ("pull", "copy the Redis cache's entries to the local disk cache"),
+    ):
+        p = add_command(
+            sub,
+            command,
+            functools.partial(_copy, command=command),
+            parents=common,
+            help=text,
+            description=text[0].upper() + text[1:] + " (AUTOTUNE_REMOTE_CACHE or "
+            "--remote-url); an entry already there and as new is left alone.",
+        )
         add_kernel_filter(p)
-        p.add_argument("--lock-timeout", type=_seconds, default=COPY_LOCK_TIMEOUT_S, metavar="SECONDS",
-                       help="wait this long for an entry another process is tuning, then leave it uncopied "
-                            f"(exit 1; default {COPY_LOCK_TIMEOUT_S:g})")
+        p.add_argument(
+            "--lock-timeout",
+            type=_seconds,
+            default=COPY_LOCK_TIMEOUT_S,
+            metavar="SECONDS",
+            help="wait this long for an entry another process is tuning, then leave it uncopied "
+            f"(exit 1; default {COPY_LOCK_TIMEOUT_S:g})",
+        )

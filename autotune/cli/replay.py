@@ -1,5 +1,6 @@
 """`autotune replay LANDSCAPE --strategy NAME (--budget N | --budget-fraction F) --seeds K [--workers W]
 [--json OUT]`: the real tuner and strategies over a brute-force GPU landscape, on a simulated clock."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,7 @@ from .arguments import add_command, output_file_problem
 
 __all__ = ["register"]
 
-MAX_WORKERS = 4096      # simulated compile workers: more than any build machine has, and each is a slot in a list
+MAX_WORKERS = 4096  # simulated compile workers: more than any build machine has, and each is a slot in a list
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -20,22 +21,34 @@ def _run(args: argparse.Namespace) -> int:
     from ..replay import load_landscape, replay
 
     problem = output_file_problem("json", args.json, "replay.json") if args.json else None
-    if problem:         # before the runs: a path that cannot be written would lose them all
+    if problem:  # before the runs: a path that cannot be written would lose them all
         print(f"autotune replay: {problem}", file=sys.stderr)
         return 2
     try:
         landscape = load_landscape(args.landscape)
-        budget = args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
+        budget = (
+            args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
+        )
         if args.strategy == "exhaustive":
-            budget = landscape.valid_configs   # every config, whatever the budget asked
+            budget = landscape.valid_configs  # every config, whatever the budget asked
         result = replay(landscape, args.strategy, budget, args.seeds, args.workers)
     except (AutotuneError, OptionError) as exc:
         print(f"autotune replay: {exc}", file=sys.stderr)
         return 1
-    rows = [[r["seed"], f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", r["evaluations"],
-             f"{r['tuning_s']:.1f}", json.dumps(r["chosen"], separators=(",", ":"))] for r in result["runs"]]
-    print(f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
-          f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers")
+    rows = [
+        [
+            r["seed"],
+            f"{r['ratio']:.3f}" if r["ratio"] is not None else "-",
+            r["evaluations"],
+            f"{r['tuning_s']:.1f}",
+            json.dumps(r["chosen"], separators=(",", ":")),
+        ]
+        for r in result["runs"]
+    ]
+    print(
+        f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
+        f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers"
+    )
     print(format_table(["SEED", "RATIO", "EVALS", "SIM_S", "CHOSEN"], rows, right={0, 1, 2, 3}))
     if result["median_ratio"] is not None:
         print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
@@ -70,21 +83,30 @@ def _fraction(text: str) -> float:
     return value
 
 
-def register(subparsers: "argparse._SubParsersAction") -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `autotune replay`."""
     from ..search import STRATEGIES
 
-    p = add_command(subparsers, "replay", _run, help="run a search strategy over a recorded GPU landscape",
-                    description="Run the real tuner and a real search strategy over a brute-force tuning "
-                                "landscape (kernel_tuner's cache format, gzip or plain JSON): compiles take "
-                                "their recorded time and measurements draw from the recorded repetitions, "
-                                "on a simulated clock. Prints each seed's chosen config over the best.")
+    p = add_command(
+        subparsers,
+        "replay",
+        _run,
+        help="run a search strategy over a recorded GPU landscape",
+        description="Run the real tuner and a real search strategy over a brute-force tuning "
+        "landscape (kernel_tuner's cache format, gzip or plain JSON): compiles take "
+        "their recorded time and measurements draw from the recorded repetitions, "
+        "on a simulated clock. Prints each seed's chosen config over the best.",
+    )
     p.add_argument("landscape", metavar="LANDSCAPE")
     p.add_argument("--strategy", choices=STRATEGIES, required=True)
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--budget", type=_positive, metavar="N", help="configs to try (exhaustive: all)")
-    budget.add_argument("--budget-fraction", type=_fraction, metavar="F", help="configs to try, as a fraction of "
-                                                                                 "the valid configs (0.02: 2%%)")
+    budget.add_argument(
+        "--budget-fraction",
+        type=_fraction,
+        metavar="F",
+        help="configs to try, as a fraction of the valid configs (0.02: 2%%)",
+    )
     p.add_argument("--seeds", type=_positive, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
     p.add_argument("--workers", type=_workers, default=8, metavar="W", help="simulated compile workers (default 8)")
     p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")

@@ -1,11 +1,12 @@
 """`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: a kernel's cached trials as a table and files."""
+
 from __future__ import annotations
 
 import argparse
 import hashlib
 import sys
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import TextIO
 
 from ..errors import AutotuneError
 from ..format import format_record_key, safe_text
@@ -33,9 +34,12 @@ def _tags(records: list[TuningRecord]) -> list[str]:
     seen: dict[str, int] = {}
     for tag in tags:
         seen[tag] = seen.get(tag, 0) + 1
-    return [tag if seen[tag] == 1 else
-            f"{tag}-{hashlib.sha256(repr((r.kernel_id, r.key, r.dtypes)).encode()).hexdigest()[:8]}"
-            for tag, r in zip(tags, records)]
+    return [
+        tag
+        if seen[tag] == 1
+        else f"{tag}-{hashlib.sha256(repr((r.kernel_id, r.key, r.dtypes)).encode()).hexdigest()[:8]}"
+        for tag, r in zip(tags, records)
+    ]
 
 
 def _path_for(path: str, tag: str, many: bool) -> Path:
@@ -46,21 +50,21 @@ def _path_for(path: str, tag: str, many: bool) -> Path:
     return target.with_name(f"{target.stem}-{tag}{target.suffix}")
 
 
-def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None) -> int:
+def run_report_command(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """`autotune report KERNEL [--key K] [--png F] [--csv F] [--json F]`: exit status 0, 1 if nothing matched,
     2 if the cache directory cannot be read (`arguments.checked_cache_dir`)."""
     out = out if out is not None else sys.stdout
-    root = checked_cache_dir(args, "report")    # a file, an unreadable or a missing --cache-dir: said, exit 2
+    root = checked_cache_dir(args, "report")  # a file, an unreadable or a missing --cache-dir: said, exit 2
     if root is None:
         return 2
-    for option in ("png", "csv", "json"):     # checked before anything is written
+    for option in ("png", "csv", "json"):  # checked before anything is written
         value = getattr(args, option)
         problem = output_file_problem(option, value, f"report.{option}") if value else None
         if problem:
             print(f"autotune report: {problem}", file=sys.stderr)
             return 2
     entries = cache_entries(root)
-    for entry in entries:   # an unreadable file has no record: its kernel is the directory it lies in
+    for entry in entries:  # an unreadable file has no record: its kernel is the directory it lies in
         if entry.record is None and is_dir_of(entry.path.parent.name, args.kernel):
             print(f"autotune report: skipping unreadable entry: {safe_text(entry.error)}", file=sys.stderr)
     records = select_records(entries, args.kernel, args.key)
@@ -74,13 +78,13 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
         if args.key and mine:
             keys = sorted({format_record_key(r).removeprefix("key=") for r in mine})
             hint = f"; its cached keys: {'; '.join(keys)}"
-        elif not mine:     # the kernel itself is unknown: end with the closest cached one, in the form written
+        elif not mine:  # the kernel itself is unknown: end with the closest cached one, in the form written
             hint += kernel_suggestion(args.kernel, [(r.kernel, r.kernel_id) for r in readable])
         print(f"autotune report: no cached tuning for {safe_text(what + hint)}", file=sys.stderr)
         return 1
     many = len(records) > 1
     tags = _tags(records)
-    names = kernel_labels(records)     # module:qualname where two modules' kernels of one name are reported
+    names = kernel_labels(records)  # module:qualname where two modules' kernels of one name are reported
     for i, (record, tag, name) in enumerate(zip(records, tags, names)):
         if i:
             out.write("\n")
@@ -104,22 +108,31 @@ def run_report_command(args: argparse.Namespace, *, out: Optional[TextIO] = None
     return 0
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add `report` to the CLI's subparsers; the parsed namespace's `func` runs it.
 
     `func(args) -> int` is `run_report_command` (the exit status).
     """
     parser = add_command(
-        subparsers, "report", run_report_command, help="show a kernel's cached trials as a table, optionally as PNG/CSV/JSON",
+        subparsers,
+        "report",
+        run_report_command,
+        help="show a kernel's cached trials as a table, optionally as PNG/CSV/JSON",
         description="Print every trial of a kernel's cached tunings (one table per key) from the disk cache "
-                    "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
-                    "With several keys and a file option, each file name gets the key appended.")
+        "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
+        "With several keys and a file option, each file name gets the key appended.",
+    )
     parser.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(parser, of=" (every dtype variant of it)")
-    parser.add_argument("--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])")
+    parser.add_argument(
+        "--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])"
+    )
     parser.add_argument("--csv", metavar="FILE", default=None, help="write the trials as CSV")
     parser.add_argument("--json", metavar="FILE", default=None, help="write the whole tuning record as JSON")
-    parser.add_argument("--cache-dir", metavar="DIR", default=None,
-                        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else "
-                             "~/.cache/autotune)")
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        default=None,
+        help="cache directory (default: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/autotune, else ~/.cache/autotune)",
+    )
     return parser

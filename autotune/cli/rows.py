@@ -2,10 +2,11 @@
 goes through `format.safe_text` (control characters escaped; `format_table` applies it to every cell) and
 `format.format_timestamp` (no crash on an out-of-range time): an entry is a file anyone may have written, and its
 text must not drive the terminal."""
+
 from __future__ import annotations
 
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table
 from ..record import TuningRecord
@@ -40,6 +41,15 @@ def entries_table(records: Iterable[TuningRecord]) -> str:
     rows = []
     for r, kernel in zip(records, kernel_labels(records)):
         wt = r.winner_trial
-        rows.append([kernel, format_key(r.key), format_dtypes(r.dtypes), r.device, format_config(r.winner, sep=" "),
-                     format_ms(wt.median_ms if wt else None), age_of(r.timestamp, now)])   # format_table escapes
+        rows.append(
+            [
+                kernel,
+                format_key(r.key),
+                format_dtypes(r.dtypes),
+                r.device,
+                format_config(r.winner, sep=" "),
+                format_ms(wt.median_ms if wt else None),
+                age_of(r.timestamp, now),
+            ]
+        )  # format_table escapes
     return format_table(["KERNEL", "KEY", "DTYPES", "DEVICE", "WINNER", "MEDIAN_MS", "AGE"], rows, right={5, 6})

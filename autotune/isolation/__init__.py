@@ -9,6 +9,7 @@ always isolates (refusing a kernel it cannot); `"off"` never isolates.
 Modules: `worker` (the worker process and how arguments travel), `trial` (a trial inside a worker), `pool`
 (the parent's worker processes), `runner` (the parent's side of one tuning).
 """
+
 from __future__ import annotations
 
 from .pool import shutdown

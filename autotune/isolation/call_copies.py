@@ -2,6 +2,7 @@
 both sides of `Tuning(isolate="process")` share (the runner encodes, the worker decodes). Tensors travel as
 (shape, dtype, strides, the bytes of the storage span the view covers, device, address mod 16) and come back as
 copies, so the caller's tensors are never written by a worker."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -39,8 +40,15 @@ def encode_args(named: dict, data: bool = True) -> dict:
                 span = _span(tuple(value.shape), tuple(value.stride()))
                 flat = value.detach().as_strided((span,), (1,)).to("cpu").contiguous()
                 payload = flat.view(_byte_dtype()).numpy().tobytes() if span else b""
-            out[name] = ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), payload,
-                         str(value.device), value.data_ptr() % 16)
+            out[name] = (
+                "tensor",
+                tuple(value.shape),
+                str(value.dtype),
+                tuple(value.stride()),
+                payload,
+                str(value.device),
+                value.data_ptr() % 16,
+            )
         else:
             out[name] = ("value", value)
     return out
@@ -67,7 +75,7 @@ def decode_args(encoded: dict) -> dict:
         dt = getattr(torch, dtype.removeprefix("torch."))
         itemsize = torch.empty(0, dtype=dt).element_size()
         span = _span(shape, strides)
-        offset = align // itemsize if align % itemsize == 0 else 0     # a fresh allocation is 16-byte aligned
+        offset = align // itemsize if align % itemsize == 0 else 0  # a fresh allocation is 16-byte aligned
         storage = torch.empty(span + offset, dtype=dt, device=device)
         if data and span:
             storage[offset:].copy_(torch.frombuffer(bytearray(data), dtype=dt))

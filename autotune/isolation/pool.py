@@ -3,6 +3,7 @@ while this process lives; killed (its whole process group) and started again whe
 
 One measuring worker (`shared_worker`: trials are measured one at a time, as in-process) and, with
 `compile_workers=N`, up to N compile workers (`compile_workers`) that compile the next configs meanwhile."""
+
 from __future__ import annotations
 
 import atexit
@@ -14,11 +15,12 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import Any, Iterator, Optional
+from typing import Any
 
-from ..fork_safety import reset_in_forked_child
 from ..errors import WorkerShutdownError
+from ..fork_safety import reset_in_forked_child
 
 __all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
 
@@ -33,26 +35,28 @@ class WorkerTimedOut(Exception):
     """The worker did not answer in time; it was killed."""
 
 
-STOPPED = ("autotune's worker processes were stopped (autotune.isolation.shutdown(), or this process exiting) while "
-           "a tuning was using them; nothing was stored for it, and no config is to blame: call the kernel again to "
-           "tune it")
+STOPPED = (
+    "autotune's worker processes were stopped (autotune.isolation.shutdown(), or this process exiting) while "
+    "a tuning was using them; nothing was stored for it, and no config is to blame: call the kernel again to "
+    "tune it"
+)
 
 
 class Worker:
     """A `python -m autotune.isolation` worker process and the socket to it."""
 
     def __init__(self) -> None:
-        self.proc: Optional[subprocess.Popen] = None
-        self.conn: Optional[Connection] = None
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
         self.loaded: set[tuple[str, str, str]] = set()
-        self.call_token: Optional[str] = None     # whose call arguments the worker holds (see `send_call`)
+        self.call_token: str | None = None  # whose call arguments the worker holds (see `send_call`)
         self.starts = 0
-        self.stopped = False     # closed by shutdown(): never started again (a runner still holding it gets an error)
-        self.aborted = False     # killed by `abort` from another thread: never started again; the pool drops it
-        self._guard = threading.Lock()     # `proc` as `abort` (another thread) sees it: started, or killed and reaped
+        self.stopped = False  # closed by shutdown(): never started again (a runner still holding it gets an error)
+        self.aborted = False  # killed by `abort` from another thread: never started again; the pool drops it
+        self._guard = threading.Lock()  # `proc` as `abort` (another thread) sees it: started, or killed and reaped
 
     def start(self) -> None:
-        with self._guard:        # `abort` kills a process started before it; one after it is never started
+        with self._guard:  # `abort` kills a process started before it; one after it is never started
             if self.stopped:
                 raise WorkerShutdownError(STOPPED)
             if self.aborted:
@@ -62,11 +66,15 @@ class Worker:
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)     # what this process can import
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process can import
         main_thread = "1" if threading.current_thread() is threading.main_thread() else "0"
-        self.proc = subprocess.Popen([sys.executable, "-m", "autotune.isolation", str(theirs.fileno()),
-                                      str(os.getpid()), main_thread], pass_fds=[theirs.fileno()],
-                                     start_new_session=True, env=env, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune.isolation", str(theirs.fileno()), str(os.getpid()), main_thread],
+            pass_fds=[theirs.fileno()],
+            start_new_session=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         theirs.close()
         self.conn = Connection(ours.detach())
         self.loaded, self.call_token = set(), None
@@ -76,7 +84,7 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def request(self, message: tuple, timeout_s: Optional[float]) -> Any:
+    def request(self, message: tuple, timeout_s: float | None) -> Any:
         """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). The worker
         must be running (`load` starts it): one started here would hold no kernel and no call."""
         if self.stopped:
@@ -90,31 +98,31 @@ class Worker:
                 raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
             return self.conn.recv()
         except (EOFError, ConnectionError, OSError) as exc:
-            proc = self.proc     # read once: shutdown() on another thread may kill() it and set None meanwhile
-            try:   # the broken socket usually means it died: its status says how
+            proc = self.proc  # read once: shutdown() on another thread may kill() it and set None meanwhile
+            try:  # the broken socket usually means it died: its status says how
                 code = proc.wait(timeout=10) if proc is not None else None
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
-            if self.stopped:     # shutdown() closed it under this request: not the config's doing
+            if self.stopped:  # shutdown() closed it under this request: not the config's doing
                 raise WorkerShutdownError(STOPPED) from None
             raise WorkerCrashed(_death(code, exc)) from None
-        except BaseException:   # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
+        except BaseException:  # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
             self.kill()
             raise
 
-    def load(self, ref: tuple[str, str, str], recipe: Optional[bytes], timeout_s: Optional[float]) -> None:
+    def load(self, ref: tuple[str, str, str], recipe: bytes | None, timeout_s: float | None) -> None:
         """Import the kernel `ref` names in the worker (rebuilt from `recipe` when given), once per worker life."""
         if ref in self.loaded and self.alive:
             return
         if not self.alive:
             self.start()
-        reply = self.request(("load", ref, recipe, list(sys.path)), timeout_s)   # sys.path as it is now
+        reply = self.request(("load", ref, recipe, list(sys.path)), timeout_s)  # sys.path as it is now
         if reply[0] != "ok":
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)
 
-    def send_call(self, token: str, encoded: Any, cuda_device: Optional[int], timeout_s: Optional[float]) -> None:
+    def send_call(self, token: str, encoded: Any, cuda_device: int | None, timeout_s: float | None) -> None:
         """Give the worker a tuning's arguments once (it keeps one call) and the caller's current GPU; requests
         then name them by `token`."""
         if self.call_token == token and self.alive:
@@ -148,7 +156,7 @@ class Worker:
     def close(self) -> None:
         """Ask the worker to exit; kill it if it does not. A closed worker is not started again."""
         self.stopped = True
-        proc = self.proc     # read once: abort() or kill() on another thread may set None meanwhile
+        proc = self.proc  # read once: abort() or kill() on another thread may set None meanwhile
         if self.alive and proc is not None and self.conn is not None:
             try:
                 self.conn.send(("exit",))
@@ -166,7 +174,7 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _death(code: Optional[int], exc: BaseException) -> str:
+def _death(code: int | None, exc: BaseException) -> str:
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
@@ -205,7 +213,7 @@ class WorkerPool:
             with self._available:
                 if not worker.aborted:
                     self._idle.append(worker)
-                elif worker in self.workers:      # a fresh one takes its place when one is needed
+                elif worker in self.workers:  # a fresh one takes its place when one is needed
                     self.workers.remove(worker)
                 self._available.notify()
 
@@ -225,8 +233,8 @@ class WorkerPool:
 # and it keeps every kernel it loaded, so later keys and kernels tune without paying that again. They are
 # stopped at exit and by shutdown(), and die with this process (PR_SET_PDEATHSIG and a watchdog).
 _LOCK = threading.Lock()
-_WORKER: Optional[Worker] = None
-_COMPILE_POOL: Optional[WorkerPool] = None
+_WORKER: Worker | None = None
+_COMPILE_POOL: WorkerPool | None = None
 
 
 def shared_worker() -> tuple[Worker, threading.Lock]:

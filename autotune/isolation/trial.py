@@ -1,6 +1,7 @@
 """One config's trial inside a worker: the real tuner (`tune`) on the worker's copies of the call's arguments, with
 the decorated kernel as the worker imported it (its own verify=, setup=, restore_value, grid and compile path);
 or, in a compile worker, that config's compile alone."""
+
 from __future__ import annotations
 
 import functools
@@ -29,16 +30,31 @@ def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any
 
     # Precompiled: a compile worker compiled it; the first launch loads it from Triton's on-disk cache.
     compiler = InterpreterCompiler() if precompiled else kernel.compiler_for(prepare)
-    return TuneJob(configs=configs, run_config=run_config, compiler=compiler,
-                   timer=make_timer(on_gpu=not kernel.interpreted, do_bench=kernel.do_bench,
-                                    flush_l2=tuning.flush_l2, cuda_graph=tuning.cuda_graph),
-                   tuning=tuning, named_args=bound.named, restore_value=kernel.restore_value,
-                   reset_to_zero=kernel.reset_to_zero, setup=kernel.setup, verify=kernel.verify,
-                   synchronize=kernel.synchronize, kernel_name=kernel.name, measure_single=True)
+    return TuneJob(
+        configs=configs,
+        run_config=run_config,
+        compiler=compiler,
+        timer=make_timer(
+            on_gpu=not kernel.interpreted,
+            do_bench=kernel.do_bench,
+            flush_l2=tuning.flush_l2,
+            cuda_graph=tuning.cuda_graph,
+        ),
+        tuning=tuning,
+        named_args=bound.named,
+        restore_value=kernel.restore_value,
+        reset_to_zero=kernel.reset_to_zero,
+        setup=kernel.setup,
+        verify=kernel.verify,
+        synchronize=kernel.synchronize,
+        kernel_name=kernel.name,
+        measure_single=True,
+    )
 
 
-def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any,
-                        precompiled: bool = False) -> tuple:
+def run_trial_in_worker(
+    kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any, precompiled: bool = False
+) -> tuple:
     """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
     one = tuning.replace(refine_topk=0, compile_workers=0, strategy="exhaustive")
     try:
@@ -46,9 +62,9 @@ def run_trial_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tun
         trial = outcome.trials[0]
     except NoValidConfigError as exc:
         trial = exc.trials[0]
-    except DeviceError as exc:            # the device error itself, not the in-process advice wrapped around it
-        cause = exc.__cause__ or exc      # (any other sticky error, e.g. restoring arguments afterwards, is
-        return ("sticky", f"{type(cause).__name__}: {cause}")   # answered "sticky" by serve())
+    except DeviceError as exc:  # the device error itself, not the in-process advice wrapped around it
+        cause = exc.__cause__ or exc  # (any other sticky error, e.g. restoring arguments afterwards, is
+        return ("sticky", f"{type(cause).__name__}: {cause}")  # answered "sticky" by serve())
     return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
 
 
@@ -63,7 +79,7 @@ def compile_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tunin
         with compiler.session(executor):
             compiler.finalize(config, compiler.submit(config, executor).result())
     except Exception as exc:
-        outcome = compile_failure(config, exc)      # re-raises what is not the config's own fault
+        outcome = compile_failure(config, exc)  # re-raises what is not the config's own fault
         return ("failed", outcome.status.value, f"{type(exc).__name__}: {exc}")
     return ("ok", time.perf_counter() - started)
 
@@ -75,6 +91,7 @@ def refine_in_worker(kernel: Any, configs: list[Config], call: tuple, grid: Any,
     out: dict[str, list[float]] = {c.canonical(): [] for c in configs}
     for _ in range(reps):
         for config in configs:
-            out[config.canonical()] += job.timer.measure(functools.partial(job.run_config, config), warmup=0,
-                                                         reps=1, before=guard.before_run)
+            out[config.canonical()] += job.timer.measure(
+                functools.partial(job.run_config, config), warmup=0, reps=1, before=guard.before_run
+            )
     return out

@@ -18,6 +18,7 @@ the failure's status and text); ("compile", ref, config, token, grid, tuning) on
 worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
 grid, tuning, reps) re-measures the best few interleaved; ("exit",).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ def _die_with_parent(parent: int, pdeathsig: bool) -> None:
         try:
             import ctypes
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except Exception:
             pass
 
@@ -61,8 +62,8 @@ def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
 
     options = pickle.loads(recipe)
     factory = options.pop("compiler_factory", None)
-    jit_kernel = getattr(jit_kernel, "tuner", jit_kernel)       # the name holds another autotuning of it:
-    if isinstance(jit_kernel, Autotuned):                        # decorate its kernel, not it
+    jit_kernel = getattr(jit_kernel, "tuner", jit_kernel)  # the name holds another autotuning of it:
+    if isinstance(jit_kernel, Autotuned):  # decorate its kernel, not it
         jit_kernel = jit_kernel.fn
     kernel = Autotuned(jit_kernel, **options)
     kernel.compiler_factory = factory
@@ -72,7 +73,7 @@ def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
 def _follow_path(parent_path: list) -> None:
     """Put the parent's sys.path as it is at this load first (the worker's PYTHONPATH is the parent's sys.path at
     the worker's start: an entry added since would be missing, and a module found there not importable)."""
-    if parent_path and sys.path[:len(parent_path)] != parent_path:
+    if parent_path and sys.path[: len(parent_path)] != parent_path:
         import importlib
 
         sys.path[:] = list(parent_path) + [p for p in sys.path if p not in parent_path]
@@ -86,7 +87,7 @@ def serve(conn: Any) -> None:
     from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
 
     kernels: dict[tuple[str, str], Any] = {}
-    calls: dict[str, tuple] = {}      # the current tuning's arguments, rebuilt once: {token: (args, kwargs)}
+    calls: dict[str, tuple] = {}  # the current tuning's arguments, rebuilt once: {token: (args, kwargs)}
     while True:
         try:
             request = conn.recv()
@@ -99,22 +100,27 @@ def serve(conn: Any) -> None:
             if kind == "load":
                 ref, recipe = request[1], request[2]
                 _follow_path(request[3] if len(request) > 3 else [])
-                with warnings.catch_warnings():     # what decorating warns of, the parent already said
+                with warnings.catch_warnings():  # what decorating warns of, the parent already said
                     warnings.simplefilter("ignore")
                     obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
                     if recipe is not None:
                         obj = rebuild(obj, recipe)
-                obj = getattr(obj, "tuner", obj)             # a compat Autotuner wraps the native one
+                obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
                 if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
-                    conn.send(("error", f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
-                                        "kernel where it is defined, @autotune above @triton.jit, so that its name "
-                                        "holds the autotuned object)"))
+                    conn.send(
+                        (
+                            "error",
+                            f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
+                            "kernel where it is defined, @autotune above @triton.jit, so that its name "
+                            "holds the autotuned object)",
+                        )
+                    )
                     continue
                 kernels[ref] = obj
                 conn.send(("ok",))
             elif kind == "call":
-                calls.clear()                 # one tuning at a time: the previous arguments are freed
-                if request[3] is not None:    # the caller's current GPU: Triton launches on the current device
+                calls.clear()  # one tuning at a time: the previous arguments are freed
+                if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
                     import torch
 
                     torch.cuda.set_device(request[3])
@@ -132,14 +138,20 @@ def serve(conn: Any) -> None:
                     conn.send(("ok", refine_in_worker(kernel, request[2], call, *request[4:])))
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
-        except Exception as exc:   # a request that failed as a whole (an import, a refine): say why, go on
-            if classify(exc, "run") is FailureKind.STICKY_DEVICE:   # the context is poisoned: replace this worker
+        except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
+            if classify(exc, "run") is FailureKind.STICKY_DEVICE:  # the context is poisoned: replace this worker
                 conn.send(("sticky", f"{type(exc).__name__}: {exc}"))
             else:
                 # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds
                 # an autotune or built-in error as itself (runner.worker_error), anything else as AutotuneError
-                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=-6),
-                           (type(exc).__module__, type(exc).__qualname__, raised_message(exc))))
+                conn.send(
+                    (
+                        "error",
+                        f"{type(exc).__name__}: {exc}",
+                        traceback.format_exc(limit=-6),
+                        (type(exc).__module__, type(exc).__qualname__, raised_message(exc)),
+                    )
+                )
 
 
 def raised_message(exc: BaseException) -> str:
@@ -152,7 +164,7 @@ def main() -> None:
     from multiprocessing.connection import Connection
 
     fd, parent, pdeathsig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:4] == ["1"]
-    _die_with_parent(parent, pdeathsig)    # started in a session (process group) of its own: a timeout kills the group
+    _die_with_parent(parent, pdeathsig)  # started in a session (process group) of its own: a timeout kills the group
     # A worker never tunes on its own: an autotuned kernel called here outside a trial (a module that warms its
     # kernel up at import, a verify= that calls another autotuned kernel) launches its fallback config untuned.
     # Tuning there would take the key's file lock that the parent holds while it waits for this worker: a deadlock.

@@ -13,11 +13,12 @@ Print formats (stable: users grep them, tests pin them):
     autotune:   #1 ok            median 0.01200 ms  min 0.01100 ms  x1.00  Config(BLOCK=64, num_warps=4)
     autotune:   -- compile_error Config(BLOCK=256, num_warps=8)  error: CompilationError: at 3:8: ... ValueError(...)
 """
+
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Optional, TextIO
+from typing import TextIO
 
 from ..format import format_config, format_ms, format_record_key, one_line
 from ..options import env_print_level
@@ -58,13 +59,20 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     winner = record.winner_trial
     winner_ms = winner.median_ms if winner is not None else None
     ranked = [t for rank, t in ranking.ranked(record) if rank is not None]
-    top = "; ".join(f"{format_config(t.config)} {format_ms(t.median_ms)} ms (x{format_ratio(ratio(t, reference))})"
-                    for t in ranked[:3]) or "-"
+    top = (
+        "; ".join(
+            f"{format_config(t.config)} {format_ms(t.median_ms)} ms (x{format_ratio(ratio(t, reference))})"
+            for t in ranked[:3]
+        )
+        or "-"
+    )
     n_ok, n_failed, n_skipped = ranking.outcome_counts(record)
     skipped = f", {n_skipped} skipped" if n_skipped else ""
-    return (f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
-            f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
-            f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})")
+    return (
+        f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
+        f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
+        f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})"
+    )
 
 
 def _searched(record: TuningRecord) -> str:
@@ -98,8 +106,10 @@ def format_trials(record: TuningRecord) -> str:
         tag = f"#{rank}" if rank is not None else "--"
         line = f"autotune:   {tag:>{rank_width}} {trial.status.value:<13} "
         if rank is not None:
-            line += (f"median {format_ms(trial.median_ms)} ms  min {format_ms(trial.min_ms)} ms"
-                     f"  x{format_ratio(ratio(trial, reference))}  ")
+            line += (
+                f"median {format_ms(trial.median_ms)} ms  min {format_ms(trial.min_ms)} ms"
+                f"  x{format_ratio(ratio(trial, reference))}  "
+            )
         line += repr(trial.config)
         if trial.error:
             line += f"  error: {one_line(trial.error, 200)}"
@@ -107,8 +117,7 @@ def format_trials(record: TuningRecord) -> str:
     return "\n".join(lines)
 
 
-def emit(record: TuningRecord, *, cache_hit: bool, level: Optional[int] = None,
-         stream: Optional[TextIO] = None) -> None:
+def emit(record: TuningRecord, *, cache_hit: bool, level: int | None = None, stream: TextIO | None = None) -> None:
     """Report one finished tuning: print per `AUTOTUNE_PRINT` and always log to `autotune`.
 
     Prints to `stream` (default: `sys.stderr` at call time) the summary when `level` (default:
@@ -122,7 +131,7 @@ def emit(record: TuningRecord, *, cache_hit: bool, level: Optional[int] = None,
     if level is None:
         level = env_print_level()
     summary = format_summary(record, cache_hit=cache_hit)
-    trials: Optional[str] = None
+    trials: str | None = None
     if level >= 1:
         out = stream if stream is not None else sys.stderr
         text = summary + "\n"
@@ -141,4 +150,3 @@ def emit(record: TuningRecord, *, cache_hit: bool, level: Optional[int] = None,
             trials = format_trials(record)
         if trials:
             logger.debug("%s", trials)
-

@@ -1,8 +1,10 @@
 """Finding cached records for a report: by kernel (its short name, or module:qualname) and by key, as typed on a
 command line."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from ..format import format_record_key
 from ..record import TuningRecord
@@ -21,8 +23,8 @@ def normalise(value: Any) -> Any:
 def key_matches(record: TuningRecord, text: str) -> bool:
     """Does `--key TEXT` select this record? TEXT is read by `autotune.keyspec.parse_key`, as by every
     subcommand; the printed key (`(1024,) float32`, spaces ignored) matches too. Every dtype variant matches."""
-    from ..storage.entries import key_text
     from ..keyspec import parse_key
+    from ..storage.entries import key_text
 
     try:
         if key_text(parse_key(text)) == key_text(record.key):
@@ -34,15 +36,14 @@ def key_matches(record: TuningRecord, text: str) -> bool:
     return squeeze(text) in (squeeze(printed), squeeze(repr(normalise(record.key))))
 
 
-def cache_entries(cache_root: Optional[PathLike] = None) -> list[Any]:
+def cache_entries(cache_root: PathLike | None = None) -> list[Any]:
     """Every entry file of the disk cache (`autotune.storage.disk_entries`), readable or not."""
     from ..storage import disk_entries
 
     return disk_entries(None, cache_root)
 
 
-def find_records(kernel: str, key: Optional[str] = None, *,
-                 cache_root: Optional[PathLike] = None) -> list[TuningRecord]:
+def find_records(kernel: str, key: str | None = None, *, cache_root: PathLike | None = None) -> list[TuningRecord]:
     """The disk cache's records of `kernel` (its short name: every module's kernel of that name; or module:qualname,
     that kernel alone: `storage.entries.kernel_matches`), optionally of one key; oldest first.
 
@@ -52,12 +53,15 @@ def find_records(kernel: str, key: Optional[str] = None, *,
     return select_records(cache_entries(cache_root), kernel, key)
 
 
-def select_records(entries: Iterable[Any], kernel: str, key: Optional[str]) -> list[TuningRecord]:
+def select_records(entries: Iterable[Any], kernel: str, key: str | None) -> list[TuningRecord]:
     """The readable records among `entries` of `kernel` (and `key`), oldest first."""
     from ..storage.entries import kernel_matches
 
-    records = [e.record for e in entries
-               if e.record is not None and kernel_matches(e.record.kernel, e.record.kernel_id, kernel)]
+    records = [
+        e.record
+        for e in entries
+        if e.record is not None and kernel_matches(e.record.kernel, e.record.kernel_id, kernel)
+    ]
     if key is not None:
         records = [r for r in records if key_matches(r, key)]
     return sorted(records, key=lambda r: r.timestamp)

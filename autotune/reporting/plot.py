@@ -1,4 +1,5 @@
 """The PNG bar chart of a record's trials (matplotlib, the `plot` extra; imported only when drawing)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,16 +8,16 @@ from typing import Any
 from ..errors import AutotuneError
 from ..format import format_config, format_ms, format_record_key
 from ..record import TuningRecord
-from .export import PathLike
 from . import ranking
+from .export import PathLike
 from .ranking import format_ratio, outcome_counts, reference_ms
 
 __all__ = ["plot_trials", "trial_figure"]
 
-_BAR_IN = 0.22          # inches of figure height per trial bar
-_MAX_HEIGHT_IN = 60.0   # 6000 px at 100 dpi: beyond this bars get thinner, labels sparser
-_LABEL_MIN_IN = 0.14    # below this much height per bar, tick labels would overlap
-_LABEL_TOP = 40         # when labels cannot all fit: the fastest N and every failure are labelled
+_BAR_IN = 0.22  # inches of figure height per trial bar
+_MAX_HEIGHT_IN = 60.0  # 6000 px at 100 dpi: beyond this bars get thinner, labels sparser
+_LABEL_MIN_IN = 0.14  # below this much height per bar, tick labels would overlap
+_LABEL_TOP = 40  # when labels cannot all fit: the fastest N and every failure are labelled
 
 
 def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path:
@@ -71,22 +72,42 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     y = list(range(len(ranked)))
-    fail_len = span_max * (1.05 if not log_axis else 1.5)   # where the axis ends: room for the value labels
+    fail_len = span_max * (1.05 if not log_axis else 1.5)  # where the axis ends: room for the value labels
     # Only measured configs get a bar: a failed config has no time, so it is a marked label at the bottom
     # (a red cross and its status), never a bar that would read as a time on the axis.
     measured = [(i, t) for i, (r, t) in enumerate(ranked) if r is not None]
     if measured:
-        ax.barh([i for i, _ in measured], [ranking.median_of(t) for _, t in measured], height=0.8, linewidth=0,
-                color=["#2ca02c" if t.config == record.winner else "#4c72b0" for _, t in measured])
+        ax.barh(
+            [i for i, _ in measured],
+            [ranking.median_of(t) for _, t in measured],
+            height=0.8,
+            linewidth=0,
+            color=["#2ca02c" if t.config == record.winner else "#4c72b0" for _, t in measured],
+        )
     for i, (rank, trial) in enumerate(ranked):
         if rank is None:
-            ax.text(0.005, i, f"\u2717 {trial.status.value}", transform=ax.get_yaxis_transform(), va="center",
-                    ha="left", fontsize=7, color="#cc0000")
+            ax.text(
+                0.005,
+                i,
+                f"\u2717 {trial.status.value}",
+                transform=ax.get_yaxis_transform(),
+                va="center",
+                ha="left",
+                fontsize=7,
+                color="#cc0000",
+            )
     if ranked:
         mins = [(i, t.min_ms) for i, (r, t) in enumerate(ranked) if r is not None and t.min_ms is not None]
         if mins:
-            ax.plot([m for _, m in mins], [i for i, _ in mins], linestyle="none", marker="|", color="black",
-                    markersize=max(2.0, min(8.0, 72 * (height - 1.6) / n * 0.6)), label="min")
+            ax.plot(
+                [m for _, m in mins],
+                [i for i, _ in mins],
+                linestyle="none",
+                marker="|",
+                color="black",
+                markersize=max(2.0, min(8.0, 72 * (height - 1.6) / n * 0.6)),
+                label="min",
+            )
     reference = reference_ms(record)
     if reference:
         ax.axvline(reference, color="#2ca02c", linestyle="--", linewidth=0.8, label="winner median")
@@ -98,8 +119,15 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
         for i, (rank, trial) in enumerate(ranked):
             if rank is not None and labels[i]:
                 ratio = ranking.ratio(trial, reference)
-                ax.text(ranking.median_of(trial), i, f" {format_ms(trial.median_ms)} ms (x{format_ratio(ratio)})",
-                        va="center", ha="left", fontsize=value_font, clip_on=True)
+                ax.text(
+                    ranking.median_of(trial),
+                    i,
+                    f" {format_ms(trial.median_ms)} ms (x{format_ratio(ratio)})",
+                    va="center",
+                    ha="left",
+                    fontsize=value_font,
+                    clip_on=True,
+                )
         if log_axis:
             ax.set_xlim(span_min / 1.5, fail_len * 4)
         else:

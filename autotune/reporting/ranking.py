@@ -1,8 +1,8 @@
 """How a record's trials rank: fastest first by median, failures last, and each one's time over the winner's."""
+
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from ..record import Trial, TrialStatus, TuningRecord
 
@@ -31,10 +31,10 @@ def outcome_counts(record: TuningRecord) -> tuple[int, int, int]:
 def format_counts(record: TuningRecord) -> str:
     """`4 trials, 2 ok, 0 failed, 2 skipped` (the skipped part only when there are some)."""
     ok, failed, skipped = outcome_counts(record)
-    return (f"{len(record.trials)} trials, {ok} ok, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    return f"{len(record.trials)} trials, {ok} ok, {failed} failed" + (f", {skipped} skipped" if skipped else "")
 
 
-def ranked(record: TuningRecord) -> list[tuple[Optional[int], Trial]]:
+def ranked(record: TuningRecord) -> list[tuple[int | None, Trial]]:
     """Trials sorted fastest first by median, failures (and OK trials without a median) last.
 
     Returns `(rank, trial)` pairs; rank is 1-based for measured trials and None for failures.
@@ -45,7 +45,7 @@ def ranked(record: TuningRecord) -> list[tuple[Optional[int], Trial]]:
     return [(i + 1, t) for i, t in enumerate(ok)] + [(None, t) for t in bad]
 
 
-def reference_ms(record: TuningRecord) -> Optional[float]:
+def reference_ms(record: TuningRecord) -> float | None:
     """The median every ratio is taken against: the winner's, else the fastest OK trial's."""
     winner = record.winner_trial
     if winner is not None and is_ok(winner):
@@ -54,14 +54,14 @@ def reference_ms(record: TuningRecord) -> Optional[float]:
     return min(medians) if medians else None  # type: ignore[type-var]
 
 
-def ratio(trial: Trial, reference: Optional[float]) -> Optional[float]:
+def ratio(trial: Trial, reference: float | None) -> float | None:
     """The trial's median over `reference` (the winner's), or None without a time."""
     if not is_ok(trial) or not reference:
         return None
     return trial.median_ms / reference  # type: ignore[operator]
 
 
-def format_ratio(ratio: Optional[float]) -> str:
+def format_ratio(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}"
 
 

@@ -1,7 +1,6 @@
 """The trial table of `kernel.report()` and `autotune report`, and `render_report` (the table plus files)."""
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 from ..format import format_config, format_ms, format_record_key, format_table, one_line
 from ..record import TuningRecord
@@ -12,7 +11,7 @@ from .ranking import format_counts, format_ratio, ranked, ratio, reference_ms
 __all__ = ["report_table", "render_report"]
 
 
-def report_table(record: TuningRecord, *, name: Optional[str] = None) -> str:
+def report_table(record: TuningRecord, *, name: str | None = None) -> str:
     """Every trial as a text table, fastest first, failures last, under a one-line header.
 
     Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
@@ -27,28 +26,37 @@ def report_table(record: TuningRecord, *, name: Optional[str] = None) -> str:
     rows = []
     for rank, trial in ranked(record):
         is_winner = trial.config == record.winner
-        rows.append([
-            f"{rank}{'*' if is_winner else ''}" if rank is not None else ("*" if is_winner else "-"),
-            format_config(trial.config, sep=", "),
-            format_ms(trial.median_ms),
-            format_ms(trial.min_ms),
-            trial.status.value,
-            format_ratio(ratio(trial, reference)),
-            one_line(trial.error, 80),
-        ])
+        rows.append(
+            [
+                f"{rank}{'*' if is_winner else ''}" if rank is not None else ("*" if is_winner else "-"),
+                format_config(trial.config, sep=", "),
+                format_ms(trial.median_ms),
+                format_ms(trial.min_ms),
+                trial.status.value,
+                format_ratio(ratio(trial, reference)),
+                one_line(trial.error, 80),
+            ]
+        )
     winner = record.winner_trial
-    header = (f"{name or record.kernel} {format_record_key(record)} on {record.device}: {format_counts(record)}; "
-              f"winner {record.winner!r} "
-              f"{format_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s")
-    lines = format_table(["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows,
-                         right={0, 2, 3, 5})
+    header = (
+        f"{name or record.kernel} {format_record_key(record)} on {record.device}: {format_counts(record)}; "
+        f"winner {record.winner!r} "
+        f"{format_ms(winner.median_ms if winner else None)} ms; tuned in {record.tuning_s:.2f} s"
+    )
+    lines = format_table(
+        ["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows, right={0, 2, 3, 5}
+    )
     return "\n".join([header, lines])
 
 
-
-
-def render_report(record: TuningRecord, *, png: Optional[PathLike] = None, csv: Optional[PathLike] = None,
-                  json: Optional[PathLike] = None, name: Optional[str] = None) -> str:
+def render_report(
+    record: TuningRecord,
+    *,
+    png: PathLike | None = None,
+    csv: PathLike | None = None,
+    json: PathLike | None = None,
+    name: str | None = None,
+) -> str:
     """`report_table(record, name=name)`, and each given file written: what `kernel.report()` returns."""
     if png is not None:
         plot_trials(record, png)

@@ -5,12 +5,14 @@ in its pipeline, and tells it each result (`tell`: a median in ms, or None for a
 A strategy never proposes a config twice, nor one outside the space; `seeds` (a warm start: the winners of
 the kernel's nearest other keys) are proposed first.
 """
+
 from __future__ import annotations
 
 import math
 import random
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from ..space import Config, SearchSpace
 
@@ -23,13 +25,14 @@ class SearchStrategy(ABC):
 
     name = "base"
 
-    def __init__(self, space: SearchSpace, *, seed: Optional[int] = None, seeds: Iterable[Config] = (),
-                 budget: int = 256) -> None:
+    def __init__(
+        self, space: SearchSpace, *, seed: int | None = None, seeds: Iterable[Config] = (), budget: int = 256
+    ) -> None:
         self.space = space
         self.rng = random.Random(seed)
         self.budget = budget
         self.tried: set[Config] = set()
-        self.results: dict[Config, Optional[float]] = {}
+        self.results: dict[Config, float | None] = {}
         self._seeds = [c for c in dict.fromkeys(seeds) if space.contains(c)]
 
     @property
@@ -38,7 +41,7 @@ class SearchStrategy(ABC):
         return len(self.tried) - len(self.results)
 
     @property
-    def best(self) -> Optional[tuple[Config, float]]:
+    def best(self) -> tuple[Config, float] | None:
         """The fastest config told so far and its median."""
         ok = [(c, ms) for c, ms in self.results.items() if ms is not None]
         return min(ok, key=lambda item: item[1]) if ok else None
@@ -57,7 +60,7 @@ class SearchStrategy(ABC):
                 self.tried.add(config)
         return out
 
-    def tell(self, config: Config, median_ms: Optional[float]) -> None:
+    def tell(self, config: Config, median_ms: float | None) -> None:
         """The result of `config`: its median time, or None when it failed (it is not proposed again)."""
         self.tried.add(config)
         self.results[config] = median_ms if median_ms is not None and math.isfinite(median_ms) else None
@@ -106,19 +109,19 @@ class LocalSearch(SearchStrategy):
         super().__init__(*args, **kwargs)
         self.start = start
         self.restarts_early = restarts_early
-        self._climb: dict[Config, Optional[float]] = {}     # results since the last restart
-        self._neighbours: dict[Config, list[Config]] = {}    # a centre's neighbours (a FixedSpace's are a scan)
-        self._exhausted: set[Config] = set()                 # centres with no untried neighbour left, for good
+        self._climb: dict[Config, float | None] = {}  # results since the last restart
+        self._neighbours: dict[Config, list[Config]] = {}  # a centre's neighbours (a FixedSpace's are a scan)
+        self._exhausted: set[Config] = set()  # centres with no untried neighbour left, for good
 
-    def tell(self, config: Config, median_ms: Optional[float]) -> None:
+    def tell(self, config: Config, median_ms: float | None) -> None:
         super().tell(config, median_ms)
         self._climb[config] = self.results[config]
 
-    def start_climb(self, results: dict[Config, Optional[float]]) -> None:
+    def start_climb(self, results: dict[Config, float | None]) -> None:
         """Climb from these results (another strategy's, handing over the end of its budget)."""
         self._climb = dict(results)
 
-    def note(self, config: Config, value: Optional[float]) -> None:
+    def note(self, config: Config, value: float | None) -> None:
         """A result told to the strategy that handed over (it keeps the shared results up to date)."""
         self._climb[config] = value
 
@@ -127,12 +130,13 @@ class LocalSearch(SearchStrategy):
             return []
         ok = sorted(((ms, c) for c, ms in self._climb.items() if ms is not None), key=lambda item: item[0])
         if not ok:
-            return self._random_untried(n) if len(self.tried) < self.start or not self._climb else \
-                self._random_untried(1)
+            return (
+                self._random_untried(n) if len(self.tried) < self.start or not self._climb else self._random_untried(1)
+            )
         frontier = self._untried_neighbours(ok[0][1], n)
         if frontier:
             return frontier
-        if self.in_flight and not self.restarts_early:   # its neighbours measure: work around the next best
+        if self.in_flight and not self.restarts_early:  # its neighbours measure: work around the next best
             for _, centre in ok[1:]:
                 if centre in self._exhausted:
                     continue
@@ -140,7 +144,7 @@ class LocalSearch(SearchStrategy):
                 if len(frontier) >= n:
                     break
             return frontier or self._random_untried(n)
-        self._climb = {}                                     # a local optimum: restart elsewhere
+        self._climb = {}  # a local optimum: restart elsewhere
         return self._random_untried(1)
 
     def _untried_neighbours(self, centre: Config, n: int, besides: Iterable[Config] = ()) -> list[Config]:
@@ -155,8 +159,9 @@ class LocalSearch(SearchStrategy):
         return frontier[:n]
 
 
-def make_strategy(name: str, space: SearchSpace, *, seed: Optional[int], seeds: Iterable[Config],
-                  budget: int) -> SearchStrategy:
+def make_strategy(
+    name: str, space: SearchSpace, *, seed: int | None, seeds: Iterable[Config], budget: int
+) -> SearchStrategy:
     """The strategy called `name` ("random", "local" or "model") over `space`."""
     if name == "model":
         from .model import ModelSearch

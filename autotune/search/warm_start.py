@@ -6,10 +6,12 @@ another length are not compared. The call's dtypes count too: each tensor argume
 steps, so the same key with other dtypes (n=64 in fp16 for n=64 in fp32) is a near neighbour, not skipped;
 only the record of the very same key and dtypes (the one being tuned) is left out.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..record import TuningRecord
 from ..space import Config
@@ -25,7 +27,12 @@ def key_distance(a: Sequence[Any], b: Sequence[Any]) -> float:
         return math.inf
     total = 0.0
     for x, y in zip(a, b):
-        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+        if (
+            isinstance(x, bool)
+            or isinstance(y, bool)
+            or not isinstance(x, (int, float))
+            or not isinstance(y, (int, float))
+        ):
             total += 0.0 if x == y else _OTHER
         elif x == y:
             continue
@@ -42,8 +49,9 @@ def dtypes_distance(a: Sequence[Any], b: Sequence[Any]) -> float:
     return _OTHER * (sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)))
 
 
-def nearest_winners(key: Sequence[Any], records: Iterable[TuningRecord], limit: int = 8,
-                    dtypes: Optional[Sequence[Any]] = None) -> list[Config]:
+def nearest_winners(
+    key: Sequence[Any], records: Iterable[TuningRecord], limit: int = 8, dtypes: Sequence[Any] | None = None
+) -> list[Config]:
     """The winners of `records` other than (key, dtypes) itself, nearest first, each once, at most `limit`.
 
     With `dtypes` (the call's), a record of the same key and other dtypes is kept and ranked by its dtype
@@ -54,8 +62,11 @@ def nearest_winners(key: Sequence[Any], records: Iterable[TuningRecord], limit: 
     def distance(r: TuningRecord) -> float:
         return key_distance(key, r.key) + (0.0 if want is None else dtypes_distance(want, r.dtypes))
 
-    ranked = sorted((distance(r), i, r.winner) for i, r in enumerate(records)
-                    if list(r.key) != key or (want is not None and [str(d) for d in r.dtypes] != want))
+    ranked = sorted(
+        (distance(r), i, r.winner)
+        for i, r in enumerate(records)
+        if list(r.key) != key or (want is not None and [str(d) for d in r.dtypes] != want)
+    )
     out: list[Config] = []
     for d, _, winner in ranked:
         if math.isfinite(d) and winner not in out:

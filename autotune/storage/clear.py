@@ -1,9 +1,10 @@
 """`clear_autotune_cache`: remove tuned winners from memory (every kernel loaded in this process) and from the
 persistent tiers, by kernel and key."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import CallError, warn_at_caller
 from .disk import DiskCache
@@ -29,7 +30,7 @@ class _Target:
     kernel stands for: its entries by identity, whatever wrapper tuned it)."""
 
     name: str
-    own: Optional[KernelCache] = None
+    own: KernelCache | None = None
 
 
 def _layers(kernel: Any) -> list[Any]:
@@ -46,20 +47,22 @@ def _target(kernel: Any) -> _Target:
 
     for layer in _layers(kernel):
         own = getattr(layer, "cache", None)
-        if not isinstance(own, KernelCache):      # autotune.compat: `cache` is Triton's dict, the engine is `tuner`
+        if not isinstance(own, KernelCache):  # autotune.compat: `cache` is Triton's dict, the engine is `tuner`
             own = getattr(getattr(layer, "tuner", None), "cache", None)
         if isinstance(own, KernelCache):
             return _Target(own.kernel_name, own)
     base = base_kernel(kernel)
-    if hasattr(base, "arg_names"):   # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
+    if hasattr(base, "arg_names"):  # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
         ref = kernel_ref(base)
         return _Target(f"{ref.module}:{ref.qualname}")
     name = getattr(kernel, "name", None)
     if isinstance(name, str):
         return _Target(name)
-    raise CallError(f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
-                    f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name "
-                    f"('add_kernel', or 'module:qualname' for one module's); got {type(kernel).__name__}")
+    raise CallError(
+        f"clear_autotune_cache(kernel=...) takes an autotuned kernel (also under triton.heuristics, or "
+        f"an autotune.compat one), the @triton.jit kernel given to autotune_launch, or a kernel name "
+        f"('add_kernel', or 'module:qualname' for one module's); got {type(kernel).__name__}"
+    )
 
 
 def _warn_if_misspelt(name: str) -> None:
@@ -70,8 +73,11 @@ def _warn_if_misspelt(name: str) -> None:
     known += [(e.record.kernel, e.record.kernel_id) for e in DiskCache().entries()]
     suggestion = kernel_suggestion(name, known)
     if suggestion:
-        warn_at_caller(f"clear_autotune_cache(kernel={name!r}) matched no kernel loaded in this process or stored "
-                       f"on disk, so nothing was cleared{suggestion}", UserWarning)
+        warn_at_caller(
+            f"clear_autotune_cache(kernel={name!r}) matched no kernel loaded in this process or stored "
+            f"on disk, so nothing was cleared{suggestion}",
+            UserWarning,
+        )
 
 
 def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
@@ -80,9 +86,12 @@ def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
     text = tuple(map(str, key))
     for record in cache.tuned_records():
         if tuple(map(str, record.key)) == text:
-            warn_at_caller(f"clear_autotune_cache(key={key!r}) matched no entry of {cache.kernel_name}, so nothing was "
-                           f"cleared; its cached key {tuple(record.key)!r} reads the same with other types: pass the "
-                           f"values the key= spec computes, e.g. key={tuple(record.key)!r}", UserWarning)
+            warn_at_caller(
+                f"clear_autotune_cache(key={key!r}) matched no entry of {cache.kernel_name}, so nothing was "
+                f"cleared; its cached key {tuple(record.key)!r} reads the same with other types: pass the "
+                f"values the key= spec computes, e.g. key={tuple(record.key)!r}",
+                UserWarning,
+            )
             return
 
 
@@ -110,7 +119,7 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
     if key is not None and kernel is None:
         raise ValueError("clear_autotune_cache(key=...) needs kernel= as well: keys are per kernel")
     if key is not None:
-        wanted_key_text(key)          # a value that cannot be a key is an error before anything is cleared
+        wanted_key_text(key)  # a value that cannot be a key is an error before anything is cleared
         key = as_key_tuple(key)
     if kernel is None:
         persistent = _persistent(remote)
@@ -138,9 +147,11 @@ def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = 
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
     if isinstance(kernel, str) and not removed:
-        _warn_if_misspelt(name)      # a name typed by hand: an object given cannot be misspelt
+        _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
     if len(kernels) > 1:
-        warn_at_caller(f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
-                       f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "
-                       "one of them")
+        warn_at_caller(
+            f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
+            f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "
+            "one of them"
+        )
     return len(removed)

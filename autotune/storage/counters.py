@@ -1,4 +1,5 @@
 """This process's tuning counters, per kernel name: what `autotune.stats()` and `kernel.cache_info()` show."""
+
 from __future__ import annotations
 
 import threading
@@ -6,8 +7,7 @@ import threading
 from ..fork_safety import reset_in_forked_child
 from ..record import TrialStatus, TuningRecord
 
-__all__ = ["STAT_FIELDS", "count", "count_hit", "count_tuning", "failed_configs", "stats", "reset_stats",
-           "register"]
+__all__ = ["STAT_FIELDS", "count", "count_hit", "count_tuning", "failed_configs", "stats", "reset_stats", "register"]
 
 STAT_FIELDS = ("hits", "disk_hits", "remote_hits", "misses", "tunings", "failed_tunings", "failed_configs", "tuning_s")
 _LOCK = threading.Lock()
@@ -17,7 +17,7 @@ _STATS: dict[str, dict[str, float]] = {}
 @reset_in_forked_child
 def _after_fork_in_child() -> None:
     global _LOCK
-    _LOCK = threading.Lock()      # a thread counting at the fork does not exist in the child
+    _LOCK = threading.Lock()  # a thread counting at the fork does not exist in the child
 
 
 def _new_stats() -> dict[str, float]:

@@ -5,6 +5,7 @@ Faults (a corrupt, truncated or unreadable entry, an entry of another schema ver
 directory, a full disk) are warned about once per state of the file and answered as a miss; an entry
 written by a newer autotune is never replaced.
 """
+
 from __future__ import annotations
 
 import errno
@@ -12,16 +13,29 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ..errors import CacheEntryError
 from ..record import TuningRecord
-from .entries import (as_key_tuple, is_newer_schema, kernel_matches, key_text, parse_record, record_json,
-                      wanted_key_text)
-from .files import (ENTRY_SUFFIX, OnError, acquire_entry_lock, atomic_write, disk_entries, entry_files, kernel_dirs,
-                    load_record, lock_holder, lock_path, read_entry_bytes, remove_file, root, sweep_tmp,
-                    warn_unlistable)
+from .entries import as_key_tuple, is_newer_schema, kernel_matches, key_text, parse_record, record_json, wanted_key_text
+from .files import (
+    ENTRY_SUFFIX,
+    OnError,
+    acquire_entry_lock,
+    atomic_write,
+    disk_entries,
+    entry_files,
+    kernel_dirs,
+    load_record,
+    lock_holder,
+    lock_path,
+    read_entry_bytes,
+    remove_file,
+    root,
+    sweep_tmp,
+    warn_unlistable,
+)
 from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, HeldLock, StoredEntry, warn
 
 __all__ = ["DiskCache"]
@@ -33,7 +47,7 @@ logger = logging.getLogger("autotune")
 # Refused by permissions, or a cache directory that cannot be made (a path through a file, under /proc): the
 # directory's fault, said once per directory with the fix, not once per entry.
 _NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.ENOENT})
-_dir_warned: set[tuple[str, Optional[int]]] = set()
+_dir_warned: set[tuple[str, int | None]] = set()
 _dir_warned_lock = threading.Lock()
 
 
@@ -43,10 +57,11 @@ class DiskCache:
     name = "disk"
     persistent = True
 
-    def __init__(self, directory: str | os.PathLike | None = None, *,
-                 on_fault: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike | None = None, *, on_fault: Callable[[str], None] | None = None
+    ) -> None:
         self.directory = directory
-        self.on_fault = on_fault    # given: each fault's message goes there, every time, instead of a warning
+        self.on_fault = on_fault  # given: each fault's message goes there, every time, instead of a warning
         self._warned: set[tuple] = set()
         self._guard = threading.Lock()
 
@@ -70,18 +85,22 @@ class DiskCache:
         (nothing said) for any other error."""
         base = root(self.directory)
         if exc.errno not in _NOT_WRITABLE or (exc.errno == errno.ENOENT and base.is_dir()):
-            return False     # (ENOENT with the cache directory there: an entry's folder removed meanwhile)
+            return False  # (ENOENT with the cache directory there: an entry's folder removed meanwhile)
         if self.on_fault is not None:
-            self.on_fault(f"autotune cache: cannot lock or write {exc.filename or path} ({exc.__class__.__name__}: "
-                          f"{exc.strerror or exc})")
+            self.on_fault(
+                f"autotune cache: cannot lock or write {exc.filename or path} ({exc.__class__.__name__}: "
+                f"{exc.strerror or exc})"
+            )
             return True
         with _dir_warned_lock:
             if (str(base), exc.errno) in _dir_warned:
                 return True
             _dir_warned.add((str(base), exc.errno))
-        warn(f"autotune cache: cannot lock or write entries in the cache directory {base} ({exc.__class__.__name__}: "
-             f"{exc.strerror or exc}: {exc.filename or path}); tuning goes on without cross-process single flight "
-             "and winners are kept in memory only. Point AUTOTUNE_CACHE_DIR at a writable directory")
+        warn(
+            f"autotune cache: cannot lock or write entries in the cache directory {base} ({exc.__class__.__name__}: "
+            f"{exc.strerror or exc}: {exc.filename or path}); tuning goes on without cross-process single flight "
+            "and winners are kept in memory only. Point AUTOTUNE_CACHE_DIR at a writable directory"
+        )
         return True
 
     def warn_once(self, path: Path, message: str) -> None:
@@ -92,7 +111,7 @@ class DiskCache:
             return
         try:
             st = path.stat()
-            sig: tuple[str, Optional[int], Optional[int], str] = (str(path), st.st_mtime_ns, st.st_size, message)
+            sig: tuple[str, int | None, int | None, str] = (str(path), st.st_mtime_ns, st.st_size, message)
         except OSError:
             sig = (str(path), None, None, message)
         with self._guard:
@@ -101,7 +120,7 @@ class DiskCache:
             self._warned.add(sig)
         warn(message)
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         path, what = self.path(entry), entry.what
         try:
             data = read_entry_bytes(path)
@@ -111,17 +130,23 @@ class DiskCache:
             self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it and tuning {what}")
             return None
         except OSError as exc:
-            if exc.errno == errno.ENOTDIR and self.warn_not_writable(exc, path):   # the cache directory's fault
+            if exc.errno == errno.ENOTDIR and self.warn_not_writable(exc, path):  # the cache directory's fault
                 return None
-            self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
-                                 f"{exc.strerror or exc}); ignoring it and tuning {what}")
+            self.warn_once(
+                path,
+                f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
+                f"{exc.strerror or exc}); ignoring it and tuning {what}",
+            )
             return None
         try:
             return parse_record(data, path)
         except CacheEntryError as exc:
             if exc.kind == "schema" and is_newer_schema(exc.schema_version):
-                self.warn_once(path, f"autotune cache: {exc}; it was written by a newer autotune and is left in "
-                                     f"place; tuning {what} with the winner kept in memory only")
+                self.warn_once(
+                    path,
+                    f"autotune cache: {exc}; it was written by a newer autotune and is left in "
+                    f"place; tuning {what} with the winner kept in memory only",
+                )
             else:
                 self.warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
             return None
@@ -136,47 +161,66 @@ class DiskCache:
         try:
             data = record_json(record)
         except Exception as exc:  # a key value the encoder cannot serialise, say
-            self._fault(f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only")
+            self._fault(
+                f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only"
+            )
             return False
         try:
             atomic_write(path, data)
         except OSError as exc:
             if self.warn_not_writable(exc, path):
                 return False
-            reason = ("the disk is full" if exc.errno == errno.ENOSPC
-                      else f"{exc.__class__.__name__}: {exc.strerror or exc}")
-            self._fault(f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
-                 "only and any previous entry is unchanged")
+            reason = (
+                "the disk is full" if exc.errno == errno.ENOSPC else f"{exc.__class__.__name__}: {exc.strerror or exc}"
+            )
+            self._fault(
+                f"autotune cache: could not write {path} ({reason}); the winner of {what} is kept in memory "
+                "only and any previous entry is unchanged"
+            )
             return False
         logger.debug("autotune cache: wrote %s", path)
         return True
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[HeldLock]:
+    def lock(self, entry: EntryRef, *, timeout_s: float | None) -> HeldLock | None:
         path, what = self.path(entry), entry.what
         try:
             held = acquire_entry_lock(path, what, timeout_s)
         except OSError as exc:
             if self.warn_not_writable(exc, lock_path(path)):
                 return None
-            self.warn_once(lock_path(path), f"autotune cache: cannot lock {lock_path(path)} ({exc.__class__.__name__}: "
-                                            f"{exc.strerror or exc}); tuning {what} without cross-process single "
-                                            "flight, the winner is kept in memory only")
+            self.warn_once(
+                lock_path(path),
+                f"autotune cache: cannot lock {lock_path(path)} ({exc.__class__.__name__}: "
+                f"{exc.strerror or exc}); tuning {what} without cross-process single "
+                "flight, the winner is kept in memory only",
+            )
             return None
         if held is None:
-            self._fault(f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
-                 f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
-                 f"Not writing {what} to disk this time (a tuning keeps its winner in memory){LOCK_TIMEOUT_ADVICE}")
+            self._fault(
+                f"autotune cache: another process has held the tuning lock of {what} for over {timeout_s:g} s "
+                f"({lock_holder(path) or 'holder unknown'}; lock {lock_path(path)}): it may be stopped or hung. "
+                f"Not writing {what} to disk this time (a tuning keeps its winner in memory){LOCK_TIMEOUT_ADVICE}"
+            )
             return None
         return HeldLock(held)
 
     # -- listing and removing -----------------------------------------------------------------------
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
-        return [StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record)
-                for e in disk_entries(kernel, self.directory) if e.record is not None]
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
+        return [
+            StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record)
+            for e in disk_entries(kernel, self.directory)
+            if e.record is not None
+        ]
 
-    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None, identity: object = ANY, *,
-               on_error: Optional[OnError] = None) -> list[StoredEntry]:
+    def remove(
+        self,
+        kernel: str | None = None,
+        key: tuple | None = None,
+        identity: object = ANY,
+        *,
+        on_error: OnError | None = None,
+    ) -> list[StoredEntry]:
         """Remove entry files; only a file that reads as an entry of what was asked is removed, anything else
         stays. Lock files stay too: removing a lock file another process holds would break its exclusion. A
         directory that cannot be listed, an entry that cannot be read or removed goes to `on_error` (default: a
@@ -193,8 +237,11 @@ class DiskCache:
                     if on_error is not None:
                         on_error(path, exc)
                     else:
-                        self.warn_once(path, f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
-                                             f"{exc.strerror or exc}); it stays")
+                        self.warn_once(
+                            path,
+                            f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
+                            f"{exc.strerror or exc}); it stays",
+                        )
                     continue
                 if kernel is not None and not kernel_matches(record.kernel, record.kernel_id, kernel):
                     continue

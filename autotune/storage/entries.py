@@ -2,24 +2,41 @@
 (JSON written by `record_json`, read back by `parse_record`, bounded and validated; never unpickled or
 evaluated). The disk store and any remote store name and encode entries the same way.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 import re
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from .. import codec
 from ..errors import CacheEntryError, did_you_mean
 from ..keys import normalise_key
 from ..record import SCHEMA_VERSION, TuningRecord
 
-__all__ = ["MAX_ENTRY_BYTES", "key_text", "as_key_tuple", "wanted_key_text", "kernel_dirname", "is_dir_of", "entry_id",
-           "is_kernel_id", "kernel_matches", "kernel_suggestion", "location_pattern", "short_name", "record_json", "parse_record",
-           "no_constant", "is_newer_schema"]
+__all__ = [
+    "MAX_ENTRY_BYTES",
+    "key_text",
+    "as_key_tuple",
+    "wanted_key_text",
+    "kernel_dirname",
+    "is_dir_of",
+    "entry_id",
+    "is_kernel_id",
+    "kernel_matches",
+    "kernel_suggestion",
+    "location_pattern",
+    "short_name",
+    "record_json",
+    "parse_record",
+    "no_constant",
+    "is_newer_schema",
+]
 
-MAX_ENTRY_BYTES = 16 << 20   # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
+MAX_ENTRY_BYTES = 16 << 20  # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
 
 
 def _jsonable(value: Any) -> Any:
@@ -46,7 +63,6 @@ def key_text(key: Iterable[Any]) -> str:
     return json.dumps(_jsonable(list(key)), sort_keys=True, separators=(",", ":"))
 
 
-
 def as_key_tuple(key: Any) -> tuple:
     """A key given by a user (`clear_autotune_cache(kernel, key=...)`): a tuple/list as is, else `(key,)`."""
     if isinstance(key, (tuple, list)):
@@ -54,7 +70,7 @@ def as_key_tuple(key: Any) -> tuple:
     return (key,)
 
 
-def wanted_key_text(key: Any) -> Optional[str]:
+def wanted_key_text(key: Any) -> str | None:
     """The `key_text` of the stored entries that a key given to a clear matches (None: `key` is None, every key).
     `key` is the tuple the `key=` spec computes (`(1024,)`), or one value; it is normalised as a call's key is
     (`keys.normalise_key`: a `tl.float32` or an IntEnum reads as it was stored), so every tier's clear matches
@@ -69,7 +85,7 @@ def _identity_tag(identity: str) -> str:
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
 
 
-def kernel_dirname(kernel_name: str, identity: Optional[str] = None) -> str:
+def kernel_dirname(kernel_name: str, identity: str | None = None) -> str:
     """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
     (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
     different names never share a directory. With the kernel's `identity` ("module:qualname"), a dot and 8 hex
@@ -95,7 +111,7 @@ def short_name(kernel: str) -> str:
     return kernel.rpartition(":")[2].rpartition(".")[2] if is_kernel_id(kernel) else kernel
 
 
-def kernel_matches(kernel: str, kernel_id: Optional[str], wanted: str) -> bool:
+def kernel_matches(kernel: str, kernel_id: str | None, wanted: str) -> bool:
     """Whether the kernel of short name `kernel` and identity `kernel_id` ("module:qualname", None for an entry
     written before identities were recorded) is what `wanted` names: a short name names every module's kernel of
     that name, a "module:qualname" the one kernel whose `kernel_id` it is. The one rule every tier's listing and
@@ -103,7 +119,7 @@ def kernel_matches(kernel: str, kernel_id: Optional[str], wanted: str) -> bool:
     return kernel_id == wanted if is_kernel_id(wanted) else kernel == wanted
 
 
-def kernel_suggestion(wanted: str, known: Iterable[tuple[str, Optional[str]]]) -> str:
+def kernel_suggestion(wanted: str, known: Iterable[tuple[str, str | None]]) -> str:
     """`errors.did_you_mean` for a kernel name `wanted` that matched nothing, over the `known` kernels ((short name,
     kernel_id or None) pairs, e.g. of the cached records), in the form `wanted` is written in: the closest
     "module:qualname" for a module:qualname, the closest short name for a short name. It ends a message that does
@@ -138,8 +154,9 @@ def location_pattern(kernel: str) -> str:
 
 def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
     """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256."""
-    text = json.dumps([device, json.loads(key_text(key)), [str(d) for d in dtypes]],
-                      sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        [device, json.loads(key_text(key)), [str(d) for d in dtypes]], sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -171,8 +188,11 @@ def parse_record(data: bytes, origin: object) -> TuningRecord:
         raise CacheEntryError(f"{origin} is not a JSON object")
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise CacheEntryError(f"{origin} has schema version {version!r}, this autotune reads {SCHEMA_VERSION}",
-                              kind="schema", schema_version=version)
+        raise CacheEntryError(
+            f"{origin} has schema version {version!r}, this autotune reads {SCHEMA_VERSION}",
+            kind="schema",
+            schema_version=version,
+        )
     try:
         return codec.from_builtins(obj, TuningRecord)
     except RecursionError:

@@ -13,6 +13,7 @@ Layout (under `options.cache_dir()`: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/au
 Reads never follow a link, read only regular files and at most `MAX_ENTRY_BYTES`; writes go to a temporary
 file that is `os.replace`d onto the entry once fully written, so a good entry is never half-overwritten.
 """
+
 from __future__ import annotations
 
 import errno
@@ -26,39 +27,58 @@ import socket
 import stat
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import filelock
 
 from ..errors import CacheEntryError
 from ..options import cache_dir
 from ..record import TuningRecord
-from .entries import (MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, kernel_matches, no_constant,
-                      parse_record)
+from .entries import MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, kernel_matches, no_constant, parse_record
 from .protocol import warn
 
-__all__ = ["ENTRY_SUFFIX", "DiskEntry", "root", "entry_path", "record_path", "lock_path", "read_entry_bytes",
-           "load_record", "atomic_write", "acquire_entry_lock", "lock_holder", "disk_entries",
-           "kernel_dirs", "entry_files", "remove_file", "sweep_tmp", "OnError", "warn_unlistable"]
+__all__ = [
+    "ENTRY_SUFFIX",
+    "DiskEntry",
+    "root",
+    "entry_path",
+    "record_path",
+    "lock_path",
+    "read_entry_bytes",
+    "load_record",
+    "atomic_write",
+    "acquire_entry_lock",
+    "lock_holder",
+    "disk_entries",
+    "kernel_dirs",
+    "entry_files",
+    "remove_file",
+    "sweep_tmp",
+    "OnError",
+    "warn_unlistable",
+]
 
 logger = logging.getLogger("autotune")
 
 ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
-_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")               # only files named like ours are ever listed or removed
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")  # only files named like ours are ever listed or removed
 # `.<entry>[.holder].<host tag>.<pid>.<random>.tmp` (an entry's write, or its holder file's); names without the host tag
 # (older writers) are swept by age only
-_TMP_NAME = re.compile(r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+_TMP_NAME = re.compile(
+    r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$"
+)
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-_STALE_TMP_S = 600.0          # temporary files older than this are debris of a killed writer
-_LOCK_NOTICE_S = 2.0          # after this long waiting for a key's lock, say so in the log
+_STALE_TMP_S = 600.0  # temporary files older than this are debris of a killed writer
+_LOCK_NOTICE_S = 2.0  # after this long waiting for a key's lock, say so in the log
 
 OnError = Callable[[Path, OSError], None]
 """What to do with a directory that cannot be listed or an entry that cannot be read or removed: warn (the
 library: a tier never raises) or collect it (the CLI, which reports it and exits non-zero)."""
-_unlistable_warned: set[tuple[str, Optional[int]]] = set()
+_unlistable_warned: set[tuple[str, int | None]] = set()
 _unlistable_lock = threading.Lock()
 
 
@@ -68,8 +88,10 @@ def warn_unlistable(path: Path, exc: OSError) -> None:
         if (str(path), exc.errno) in _unlistable_warned:
             return
         _unlistable_warned.add((str(path), exc.errno))
-    warn(f"autotune cache: cannot list {path} ({exc.__class__.__name__}: {exc.strerror or exc}); its entries are "
-         "left out. Point AUTOTUNE_CACHE_DIR at a directory this user can read and write")
+    warn(
+        f"autotune cache: cannot list {path} ({exc.__class__.__name__}: {exc.strerror or exc}); its entries are "
+        "left out. Point AUTOTUNE_CACHE_DIR at a directory this user can read and write"
+    )
 
 
 def root(directory: str | os.PathLike | None = None) -> Path:
@@ -77,11 +99,16 @@ def root(directory: str | os.PathLike | None = None) -> Path:
     return Path(directory) if directory is not None else Path(cache_dir())
 
 
-def entry_path(kernel_name: str, device: str, key: Iterable[Any], dtypes: Iterable[str],
-               directory: str | os.PathLike | None = None, identity: Optional[str] = None) -> Path:
+def entry_path(
+    kernel_name: str,
+    device: str,
+    key: Iterable[Any],
+    dtypes: Iterable[str],
+    directory: str | os.PathLike | None = None,
+    identity: str | None = None,
+) -> Path:
     """Where the entry of (kernel, device, key, dtypes) lives (the file may not exist)."""
-    return (root(directory) / kernel_dirname(kernel_name, identity)
-            / (entry_id(device, key, dtypes) + ENTRY_SUFFIX))
+    return root(directory) / kernel_dirname(kernel_name, identity) / (entry_id(device, key, dtypes) + ENTRY_SUFFIX)
 
 
 def record_path(record: TuningRecord, directory: str | os.PathLike | None = None) -> Path:
@@ -94,8 +121,6 @@ def lock_path(path: Path) -> Path:
     return path.with_suffix(_LOCK_SUFFIX)
 
 
-
-
 def read_entry_bytes(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
     """The bytes of an entry file, read safely: a symbolic link is not followed, only a regular file is read
     (a FIFO would block, a device such as /dev/zero never ends), and at most `limit` bytes. Raises
@@ -104,14 +129,16 @@ def read_entry_bytes(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise CacheEntryError(f"{path} is a symbolic link; cache entries are regular files and links are "
-                                  "never followed") from None
+            raise CacheEntryError(
+                f"{path} is a symbolic link; cache entries are regular files and links are never followed"
+            ) from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise CacheEntryError(f"{path} is not a regular file (a FIFO, device or directory); cache entries are "
-                                  "regular files")
+            raise CacheEntryError(
+                f"{path} is not a regular file (a FIFO, device or directory); cache entries are regular files"
+            )
         if st.st_size > limit:
             raise CacheEntryError(f"{path} is {st.st_size} bytes, over the {limit}-byte limit of a cache entry")
         chunks, total = [], 0
@@ -143,7 +170,6 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file next to `path`, fsync it, then os.replace it onto `path`.
     A reader sees the old file or the new one, never half of one; on any error the temporary file is
@@ -167,8 +193,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def acquire_entry_lock(path: Path, what: str,
-                       timeout_s: Optional[float] = None) -> Optional[filelock.BaseFileLock]:
+def acquire_entry_lock(path: Path, what: str, timeout_s: float | None = None) -> filelock.BaseFileLock | None:
     """Take the entry's file lock and write who holds it beside it; log when another process holds it for a
     while. Returns None when `timeout_s` passes first (the holder is stopped or hung). Raises OSError when the
     lock file cannot be created (read-only or missing directory)."""
@@ -178,15 +203,21 @@ def acquire_entry_lock(path: Path, what: str,
     try:
         lock.acquire(timeout=notice)
     except filelock.Timeout:
-        logger.info("waiting for another process tuning %s (lock %s; holder %s)", what, lock_path(path),
-                    lock_holder(path) or "unknown")
+        logger.info(
+            "waiting for another process tuning %s (lock %s; holder %s)",
+            what,
+            lock_path(path),
+            lock_holder(path) or "unknown",
+        )
         try:
             lock.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s - notice))
         except filelock.Timeout:
             return None
     try:
-        atomic_write(holder_path(path), json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                      "since": time.time()}).encode())
+        atomic_write(
+            holder_path(path),
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode(),
+        )
     except OSError:
         pass  # who holds the lock is a courtesy for waiters' messages; the lock itself is what counts
     return lock
@@ -197,7 +228,7 @@ def holder_path(path: Path) -> Path:
     return path.with_name(path.name + ".holder")
 
 
-def lock_holder(path: Path) -> Optional[str]:
+def lock_holder(path: Path) -> str | None:
     """Who holds (or last held) the tuning lock of the entry at `path`: "pid 123 on host h since <time>"."""
     try:
         info = json.loads(read_entry_bytes(holder_path(path), limit=4096), parse_constant=no_constant)
@@ -212,12 +243,12 @@ class DiskEntry:
     """One file of the disk cache as found by `disk_entries`: its record, or why it could not be read."""
 
     path: Path
-    kernel: str                       # the record's kernel name; the directory name when unreadable
-    record: Optional[TuningRecord]
-    error: Optional[str]
+    kernel: str  # the record's kernel name; the directory name when unreadable
+    record: TuningRecord | None
+    error: str | None
 
 
-def kernel_dirs(base: Path, kernel: Optional[str], on_error: OnError = warn_unlistable) -> list[Path]:
+def kernel_dirs(base: Path, kernel: str | None, on_error: OnError = warn_unlistable) -> list[Path]:
     """The kernel directories under `base` (of kernels of one short name, of one "module:qualname", or all; see
     `entries.is_dir_of`); links are not followed. A
     missing `base` has none; one that cannot be listed (no permission, not a directory) goes to `on_error`."""
@@ -228,8 +259,11 @@ def kernel_dirs(base: Path, kernel: Optional[str], on_error: OnError = warn_unli
     except OSError as exc:
         on_error(base, exc)
         return []
-    return sorted(p for p in found if is_real_dir(p) and not p.name.startswith(".")
-                  and (kernel is None or is_dir_of(p.name, kernel)))
+    return sorted(
+        p
+        for p in found
+        if is_real_dir(p) and not p.name.startswith(".") and (kernel is None or is_dir_of(p.name, kernel))
+    )
 
 
 def is_real_dir(p: Path) -> bool:
@@ -260,8 +294,9 @@ def entry_files(d: Path, on_error: OnError = warn_unlistable) -> list[Path]:
     return sorted(p for p in found if _ENTRY_NAME.match(p.name) and is_regular_file(p))
 
 
-def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | None = None,
-                 on_error: OnError = warn_unlistable) -> list[DiskEntry]:
+def disk_entries(
+    kernel: str | None = None, directory: str | os.PathLike | None = None, on_error: OnError = warn_unlistable
+) -> list[DiskEntry]:
     """Every entry file under the cache directory (or of `kernel`: a short name, every module's kernel of that
     name, or one "module:qualname"; `entries.kernel_matches`), parsed but not validated against any kernel: for
     the CLI and for export. Unreadable files, and kernel directories that cannot be
@@ -269,10 +304,16 @@ def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | No
     out: list[DiskEntry] = []
     for d in kernel_dirs(root(directory), kernel, on_error):
         problems: list[tuple[Path, OSError]] = []
-        paths = entry_files(d, lambda path, exc: problems.append((path, exc)))
-        out.extend(DiskEntry(path, kernel or d.name, None, f"cannot list the directory {path} "
-                                                          f"({exc.__class__.__name__}: {exc.strerror or exc})")
-                   for path, exc in problems)
+        paths = entry_files(d, lambda path, exc, problems=problems: problems.append((path, exc)))
+        out.extend(
+            DiskEntry(
+                path,
+                kernel or d.name,
+                None,
+                f"cannot list the directory {path} ({exc.__class__.__name__}: {exc.strerror or exc})",
+            )
+            for path, exc in problems
+        )
         for path in paths:
             try:
                 record = load_record(path)
@@ -289,7 +330,7 @@ def disk_entries(kernel: Optional[str] = None, directory: str | os.PathLike | No
 # Process-wide state: live caches (for clear_autotune_cache) and stats
 
 
-def remove_file(path: Path, on_error: Optional[OnError] = None) -> bool:
+def remove_file(path: Path, on_error: OnError | None = None) -> bool:
     """Remove one file; False when it was already gone, or could not be removed (then `on_error`, else a
     warning)."""
     try:
@@ -301,8 +342,7 @@ def remove_file(path: Path, on_error: Optional[OnError] = None) -> bool:
         if on_error is not None:
             on_error(path, exc)
         else:
-            warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); "
-                 "it stays")
+            warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); it stays")
         return False
 
 

@@ -4,6 +4,7 @@ reads), the Triton and torch versions.
 An entry is used only where all of them match: timings and even which configs compile depend on the GPU
 model, a changed kernel body may need another winner, and a Triton upgrade changes the generated code.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,7 +21,7 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_fingerprint(index: int) -> str:
     import torch
 
@@ -63,7 +64,6 @@ def runtime_versions() -> tuple[str, str]:
     import triton
 
     return str(triton.__version__), str(torch.__version__)
-
 
 
 def triton_version() -> str:

@@ -3,10 +3,10 @@
 It is the first tier every lookup reads (the launch hot path reads it through `lookup`, a dict get) and
 the only one of `autotune.compat`'s `cache_results=False`. It is not persistent: nothing outlives the process.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 from ..record import TuningRecord
 from . import fingerprint
@@ -24,7 +24,7 @@ class MemoryCache:
     name = "memory"
     persistent = False
 
-    def __init__(self, kernel: str, identity: Optional[str] = None, location: str = "") -> None:
+    def __init__(self, kernel: str, identity: str | None = None, location: str = "") -> None:
         self.kernel = kernel
         self.identity = identity
         self.location = location
@@ -35,11 +35,11 @@ class MemoryCache:
     def __len__(self) -> int:
         return len(self._records)
 
-    def lookup(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+    def lookup(self, key: tuple, dtypes: tuple[str, ...]) -> TuningRecord | None:
         """The record of (key, dtypes), or None: the launch hot path, one dict get."""
         return self._records.get((key, dtypes))
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         return self._records.get((entry.key, entry.dtypes))
 
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
@@ -56,28 +56,28 @@ class MemoryCache:
         self._guard = threading.Lock()
         self._key_locks = {}
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float] = None) -> HeldLock:
+    def lock(self, entry: EntryRef, *, timeout_s: float | None = None) -> HeldLock:
         """The entry's thread lock. `timeout_s` is not applied: the holder is a thread of this process, tuning."""
         ident = (entry.key, entry.dtypes)
         with self._guard:
             lock = self._key_locks.setdefault(ident, threading.Lock())
         lock.acquire()
-        return HeldLock(lock)   # other threads of this process wait for this one's tuning
+        return HeldLock(lock)  # other threads of this process wait for this one's tuning
 
     def records(self) -> dict[Ident, TuningRecord]:
         """A copy of every record: {(key, dtypes): record}."""
         with self._guard:
             return dict(self._records)
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         if kernel is not None and not kernel_matches(self.kernel, self.identity, kernel):
             return []
         return [StoredEntry(self.name, self.location, _entry_id(r), r) for r in self.records().values()]
 
-    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
-               identity: object = ANY) -> list[StoredEntry]:
-        if ((kernel is not None and not kernel_matches(self.kernel, self.identity, kernel))
-                or (identity is not ANY and identity != self.identity)):
+    def remove(self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY) -> list[StoredEntry]:
+        if (kernel is not None and not kernel_matches(self.kernel, self.identity, kernel)) or (
+            identity is not ANY and identity != self.identity
+        ):
             return []
         wanted = wanted_key_text(key)
         removed = []

@@ -6,11 +6,12 @@ kernel source, space, device, Triton version) is decided by the tiers in front o
 not by a backend. A backend never raises on an I/O fault (unreadable file, full disk, server down): it
 warns once with `CacheWarning` and answers as a miss, so a cache fault never fails a launch.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import CacheWarning, warn_at_caller
 from ..record import TuningRecord
@@ -42,7 +43,7 @@ class EntryRef:
     dtypes of the call's tensor arguments."""
 
     kernel: str
-    identity: Optional[str]
+    identity: str | None
     device: str
     key: tuple
     dtypes: tuple[str, ...]
@@ -52,10 +53,11 @@ class EntryRef:
         object.__setattr__(self, "entry_id", entry_id(self.device, self.key, self.dtypes))
 
     @classmethod
-    def of(cls, record: TuningRecord) -> "EntryRef":
+    def of(cls, record: TuningRecord) -> EntryRef:
         """The entry `record` is filed as: its kernel, device, key and dtypes."""
-        return cls(record.kernel, record.kernel_id, record.device, tuple(record.key),
-                   tuple(str(d) for d in record.dtypes))
+        return cls(
+            record.kernel, record.kernel_id, record.device, tuple(record.key), tuple(str(d) for d in record.dtypes)
+        )
 
     @property
     def location(self) -> str:
@@ -109,25 +111,24 @@ class Cache(Protocol):
     """One tier of the tuning cache: memory, the local disk, or a remote store."""
 
     name: str
-    persistent: bool       # outlives the process: a winner tuned here is written to it
+    persistent: bool  # outlives the process: a winner tuned here is written to it
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         """The schema-valid record of `entry`, or None (absent, unreadable or not a record: warned)."""
 
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         """Store `record` as `entry`, replacing an older one; False when it could not (warned). An entry of a
         newer schema than this autotune's is left in place."""
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[Lease]:
+    def lock(self, entry: EntryRef, *, timeout_s: float | None) -> Lease | None:
         """Block until this caller holds `entry`'s single-flight lease (None: no limit), or until `timeout_s`
         passes (warns naming the holder, returns None: the caller does not write this tier). Returns None, after
         one warning, when the tier cannot lock at all (a read-only directory, a server down)."""
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         """Every readable entry (of `kernel`: a short name, every module's kernel of it, or one "module:qualname",
         as `entries.kernel_matches` reads it; or all)."""
 
-    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
-               identity: object = ANY) -> list[StoredEntry]:
+    def remove(self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY) -> list[StoredEntry]:
         """Remove entries (of `kernel`, a short name or a "module:qualname" as `entries.kernel_matches` reads it;
         of one kernel by `identity`; of one key; or all) and return what was removed."""

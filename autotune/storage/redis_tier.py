@@ -14,23 +14,35 @@ failure the tier answers every call as a miss without touching the network for `
 `CacheWarning` per outage. Nothing read from Redis is unpickled or evaluated: records are bounded JSON,
 validated like a disk entry, and one that fails is ignored with a warning.
 """
+
 from __future__ import annotations
 
 import json
 import logging
-import re
 import os
+import re
 import secrets
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import CacheEntryError, OptionError, did_you_mean
 from ..record import TuningRecord
-from .entries import (MAX_ENTRY_BYTES, as_key_tuple, is_dir_of, is_newer_schema, kernel_matches, key_text,
-                      location_pattern, parse_record, record_json, wanted_key_text)
+from .entries import (
+    MAX_ENTRY_BYTES,
+    as_key_tuple,
+    is_dir_of,
+    is_newer_schema,
+    kernel_matches,
+    key_text,
+    location_pattern,
+    parse_record,
+    record_json,
+    wanted_key_text,
+)
 from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, StoredEntry, warn
 
 __all__ = ["RedisCache", "RedisLease", "safe_url"]
@@ -41,8 +53,10 @@ T = TypeVar("T")
 _RENEW = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"""
 _RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"""
 _NOTICE_S = 2.0
-_AUTH_FIX = ("set AUTOTUNE_REMOTE_CACHE_PASSWORD (or the password in the URL, redis://:PASSWORD@host:6379/0) to the "
-             "one this Redis expects")
+_AUTH_FIX = (
+    "set AUTOTUNE_REMOTE_CACHE_PASSWORD (or the password in the URL, redis://:PASSWORD@host:6379/0) to the "
+    "one this Redis expects"
+)
 
 
 class _Unavailable(Exception):
@@ -62,7 +76,7 @@ class _Refused(_Unavailable):
 class RedisLease:
     """A held Redis lease, renewed in the background until released (or lost to an expiry)."""
 
-    def __init__(self, tier: "RedisCache", key: str, value: str) -> None:
+    def __init__(self, tier: RedisCache, key: str, value: str) -> None:
         self._tier, self._key, self._value = tier, key, value
         self._stop = threading.Event()
         self._lost = False
@@ -79,14 +93,18 @@ class RedisLease:
         if self._lost or self._stop.is_set():
             return not self._lost
         try:
-            kept = self._tier.call(lambda c: c.eval(_RENEW, 1, self._key, self._value, int(self._tier.lease_s * 1000)),
-                                   always=True)
+            kept = self._tier.call(
+                lambda c: c.eval(_RENEW, 1, self._key, self._value, int(self._tier.lease_s * 1000)), always=True
+            )
         except _Unavailable:
             return True  # cannot tell: keep tuning; a takeover at worst costs one duplicate tuning
         if not kept:
             self._lost = True
-            logger.warning("autotune cache: the Redis lease %s expired while this process tuned; another node "
-                           "may be tuning the same key", self._key)
+            logger.warning(
+                "autotune cache: the Redis lease %s expired while this process tuned; another node "
+                "may be tuning the same key",
+                self._key,
+            )
         return bool(kept)
 
     def release(self) -> None:
@@ -106,8 +124,17 @@ class RedisCache:
     name = "remote"
     persistent = True
 
-    def __init__(self, url: str, *, password: Optional[str] = None, ttl_s: Optional[float] = None,
-                 timeout_s: float = 1.0, lease_s: float = 30.0, retry_s: float = 30.0, prefix: str = "autotune") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        ttl_s: float | None = None,
+        timeout_s: float = 1.0,
+        lease_s: float = 30.0,
+        retry_s: float = 30.0,
+        prefix: str = "autotune",
+    ) -> None:
         try:
             import redis
             from redis.backoff import NoBackoff
@@ -115,19 +142,25 @@ class RedisCache:
         except ImportError:
             raise OptionError("a Redis cache needs the redis client: pip install 'autotune[redis]'") from None
         try:
-            self.client = redis.Redis.from_url(url, password=password, socket_timeout=timeout_s,
-                                               socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0),
-                                               health_check_interval=0)
+            self.client = redis.Redis.from_url(
+                url,
+                password=password,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=0,
+            )
         except ValueError as exc:
-            raise OptionError(f"{safe_url(url)!r} is not a Redis URL ({exc}); use "
-                              "redis://host:6379/0 or rediss://host:6380/0 (TLS)") from None
+            raise OptionError(
+                f"{safe_url(url)!r} is not a Redis URL ({exc}); use redis://host:6379/0 or rediss://host:6380/0 (TLS)"
+            ) from None
         _check_connection_options(self.client, url, redis.exceptions.RedisError)
         self.url = safe_url(url)
         self.ttl_s, self.timeout_s, self.lease_s, self.retry_s, self.prefix = ttl_s, timeout_s, lease_s, retry_s, prefix
         self._errors = redis.exceptions
         self._down_until = 0.0
-        self._down_reason = ""       # why Redis is being left alone (for an explicit clear's message)
-        self._in_outage = False      # warned about the current outage; cleared by a command that works
+        self._down_reason = ""  # why Redis is being left alone (for an explicit clear's message)
+        self._in_outage = False  # warned about the current outage; cleared by a command that works
         self._warned: set[str] = set()
         self._guard = threading.Lock()
 
@@ -146,20 +179,29 @@ class RedisCache:
             raise _Unavailable(self._down_reason or None)
         try:
             result = command(self.client)
-        except self._errors.AuthenticationError as exc:   # a ConnectionError, but the password is what to fix
-            self._outage(_auth_text(self.url, exc), report,
-                         f"{_AUTH_FIX}; using the local cache only, trying Redis again every {self.retry_s:g} s")
+        except self._errors.AuthenticationError as exc:  # a ConnectionError, but the password is what to fix
+            self._outage(
+                _auth_text(self.url, exc),
+                report,
+                f"{_AUTH_FIX}; using the local cache only, trying Redis again every {self.retry_s:g} s",
+            )
         except (self._errors.ConnectionError, self._errors.TimeoutError) as exc:
-            self._outage(f"the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc})", report,
-                         f"using the local cache only, trying Redis again every {self.retry_s:g} s")
-        except self._errors.RedisError as exc:   # OOM (full), READONLY, NOPERM, WRONGTYPE, ...
+            self._outage(
+                f"the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc})",
+                report,
+                f"using the local cache only, trying Redis again every {self.retry_s:g} s",
+            )
+        except self._errors.RedisError as exc:  # OOM (full), READONLY, NOPERM, WRONGTYPE, ...
             text = f"the Redis cache at {self.url} refused a command ({exc.__class__.__name__}: {exc})"
             if report:
                 self.warn_once(f"autotune cache: {text}; the local cache goes on without it")
             raise _Refused(text) from None
-        except Exception as exc:   # anything else out of the client (a bug, a setting it rejects late): a fault too
-            self._outage(f"the Redis client failed talking to {self.url} ({exc.__class__.__name__}: {exc})", report,
-                         f"using the local cache only, trying Redis again every {self.retry_s:g} s")
+        except Exception as exc:  # anything else out of the client (a bug, a setting it rejects late): a fault too
+            self._outage(
+                f"the Redis client failed talking to {self.url} ({exc.__class__.__name__}: {exc})",
+                report,
+                f"using the local cache only, trying Redis again every {self.retry_s:g} s",
+            )
         self._in_outage = False
         return result
 
@@ -181,7 +223,7 @@ class RedisCache:
             self._warned.add(message)
         warn(message)
 
-    def ping(self) -> Optional[str]:
+    def ping(self) -> str | None:
         """None when Redis answers now (whatever the back-off after an earlier failure, which then ends), else why
         not, as a sentence naming the URL and what to fix (for the CLI, which reports it instead of listing
         nothing)."""
@@ -189,7 +231,7 @@ class RedisCache:
             self.client.ping()
         except self._errors.AuthenticationError as exc:
             return f"{_auth_text(self.url, exc)}; {_AUTH_FIX}"
-        except Exception as exc:   # whatever the client raises: an answer, never an exception
+        except Exception as exc:  # whatever the client raises: an answer, never an exception
             return f"cannot reach the Redis cache at {self.url} ({exc.__class__.__name__}: {exc})"
         with self._guard:
             self._down_until, self._in_outage = 0.0, False
@@ -201,13 +243,15 @@ class RedisCache:
         """The Redis key of an entry (or of its lease)."""
         return f"{self.prefix}:{kind}:{location}:{entry_id}"
 
-    def _read(self, key: str, *, always: bool = False, report: bool = True) -> Optional[TuningRecord]:
-        size = self.call(lambda c: c.strlen(key), always=always, report=report)   # never download an oversized value
+    def _read(self, key: str, *, always: bool = False, report: bool = True) -> TuningRecord | None:
+        size = self.call(lambda c: c.strlen(key), always=always, report=report)  # never download an oversized value
         if not size:
             return None
         if size > MAX_ENTRY_BYTES:
-            self.warn_once(f"autotune cache: refused Redis key {key}: {size} bytes, over the "
-                           f"{MAX_ENTRY_BYTES}-byte limit of an entry")
+            self.warn_once(
+                f"autotune cache: refused Redis key {key}: {size} bytes, over the "
+                f"{MAX_ENTRY_BYTES}-byte limit of an entry"
+            )
             return None
         data = self.call(lambda c: c.get(key), always=always, report=report)
         if data is None or len(data) > MAX_ENTRY_BYTES:
@@ -221,7 +265,7 @@ class RedisCache:
                 self.warn_once(f"autotune cache: refused a record from Redis ({exc}); ignoring it")
             return None
 
-    def get(self, entry: EntryRef) -> Optional[TuningRecord]:
+    def get(self, entry: EntryRef) -> TuningRecord | None:
         try:
             return self._read(self.key_of(entry.location, entry.entry_id))
         except _Unavailable:
@@ -230,7 +274,7 @@ class RedisCache:
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         key = self.key_of(entry.location, entry.entry_id)
         try:
-            head = self.call(lambda c: c.getrange(key, 0, 63))   # a record's JSON starts with its schema_version
+            head = self.call(lambda c: c.getrange(key, 0, 63))  # a record's JSON starts with its schema_version
             if head and _newer_schema(head):
                 return False
             data = record_json(record)
@@ -241,10 +285,11 @@ class RedisCache:
         logger.debug("autotune cache: wrote Redis key %s", key)
         return True
 
-    def lock(self, entry: EntryRef, *, timeout_s: Optional[float]) -> Optional[RedisLease]:
+    def lock(self, entry: EntryRef, *, timeout_s: float | None) -> RedisLease | None:
         key = self.key_of(entry.location, entry.entry_id, "lease")
-        value = json.dumps({"token": secrets.token_hex(8), "pid": os.getpid(), "host": socket.gethostname(),
-                            "since": time.time()})
+        value = json.dumps(
+            {"token": secrets.token_hex(8), "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        )
         start = time.monotonic()
         pause, noticed = 0.02, False
         while True:
@@ -253,14 +298,17 @@ class RedisCache:
                     return RedisLease(self, key, value)
                 waited = time.monotonic() - start
                 if timeout_s is not None and waited >= timeout_s:
-                    warn(f"autotune cache: another node has held the Redis lease of {entry.what} for over "
-                         f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Not writing "
-                         f"{entry.what} to Redis this time (a tuning still uses its winner){LOCK_TIMEOUT_ADVICE}")
+                    warn(
+                        f"autotune cache: another node has held the Redis lease of {entry.what} for over "
+                        f"{timeout_s:g} s ({self.holder(key)}): it may be stopped or hung. Not writing "
+                        f"{entry.what} to Redis this time (a tuning still uses its winner){LOCK_TIMEOUT_ADVICE}"
+                    )
                     return None
                 if waited >= _NOTICE_S and not noticed:
                     noticed = True
-                    logger.info("waiting for another node tuning %s (Redis lease %s; %s)", entry.what, key,
-                                self.holder(key))
+                    logger.info(
+                        "waiting for another node tuning %s (Redis lease %s; %s)", entry.what, key, self.holder(key)
+                    )
             except _Unavailable:
                 return None
             time.sleep(pause if timeout_s is None else max(0.0, min(pause, timeout_s - waited)))
@@ -276,8 +324,7 @@ class RedisCache:
 
     # -- listing and removing -----------------------------------------------------------------------
 
-    def _scan(self, kernel: Optional[str], *, always: bool = False,
-              report: bool = True) -> list[tuple[str, str, str]]:
+    def _scan(self, kernel: str | None, *, always: bool = False, report: bool = True) -> list[tuple[str, str, str]]:
         """(redis key, location, entry id) of every entry key (of `kernel`: a short name or a "module:qualname",
         see `entries.is_dir_of`; or all)."""
         pattern = self.key_of(location_pattern(kernel) if kernel else "*", "*")
@@ -285,13 +332,14 @@ class RedisCache:
         out = []
         for raw in keys:
             key = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            location, _, entry_id = key[len(self.prefix) + len(":entry:"):].rpartition(":")
+            location, _, entry_id = key[len(self.prefix) + len(":entry:") :].rpartition(":")
             if kernel is None or is_dir_of(location, kernel):
                 out.append((key, location, entry_id))
         return sorted(out)
 
-    def _listing(self, kernel: Optional[str], *, always: bool = False,
-                 report: bool = True) -> tuple[list[StoredEntry], Optional[str]]:
+    def _listing(
+        self, kernel: str | None, *, always: bool = False, report: bool = True
+    ) -> tuple[list[StoredEntry], str | None]:
         """(every readable entry, of `kernel` (`entries.kernel_matches`) or all; why the listing stopped early, or
         None). A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped
         with a warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it."""
@@ -301,14 +349,18 @@ class RedisCache:
                 try:
                     record = self._read(key, always=always, report=False)
                 except _Refused as exc:
-                    self.warn_once(f"autotune cache: skipped Redis key {key}: {exc.reason}; it is not an entry "
-                                   "autotune wrote (delete it, or clear everything with `autotune cache clear "
-                                   "--remote`)")
+                    self.warn_once(
+                        f"autotune cache: skipped Redis key {key}: {exc.reason}; it is not an entry "
+                        "autotune wrote (delete it, or clear everything with `autotune cache clear "
+                        "--remote`)"
+                    )
                     continue
-                except _Unavailable as exc:   # read unreported (a refusal is said above): said here, or never
+                except _Unavailable as exc:  # read unreported (a refusal is said above): said here, or never
                     if report:
-                        warn(f"autotune cache: {exc.reason}; the listing of {self.url} stopped after "
-                             f"{len(out)} of its entries, the others were not read")
+                        warn(
+                            f"autotune cache: {exc.reason}; the listing of {self.url} stopped after "
+                            f"{len(out)} of its entries, the others were not read"
+                        )
                     raise
                 if record is not None and (kernel is None or kernel_matches(record.kernel, record.kernel_id, kernel)):
                     out.append(StoredEntry(self.name, location, entry_id, record))
@@ -316,21 +368,23 @@ class RedisCache:
             return out, exc.reason
         return out, None
 
-    def entries(self, kernel: Optional[str] = None) -> list[StoredEntry]:
+    def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         return self._listing(kernel)[0]
 
-    def remove(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
-               identity: object = ANY) -> list[StoredEntry]:
+    def remove(self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY) -> list[StoredEntry]:
         """Remove entries (see `remove_now`); when Redis cannot be reached or fails during it, warn naming why and
         that the others stay (they would be read back by the next process that misses)."""
         removed, problem = self.remove_now(kernel, key, identity)
         if problem is not None:
-            warn(f"autotune cache: could not clear the Redis cache at {self.url} ({problem}); "
-                 f"{len(removed)} removed, the others stay there (the next process that misses reads them back)")
+            warn(
+                f"autotune cache: could not clear the Redis cache at {self.url} ({problem}); "
+                f"{len(removed)} removed, the others stay there (the next process that misses reads them back)"
+            )
         return removed
 
-    def remove_now(self, kernel: Optional[str] = None, key: Optional[tuple] = None,
-                   identity: object = ANY) -> tuple[list[StoredEntry], Optional[str]]:
+    def remove_now(
+        self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY
+    ) -> tuple[list[StoredEntry], str | None]:
         """An explicit clear: remove entries (of `kernel`, a short name or a "module:qualname"; of one kernel by
         `identity`; of one key; or all, with every unreadable key under the prefix) trying Redis now, whatever the
         back-off after an earlier failure. Returns (what was removed, why the rest could not be, or None); it warns
@@ -344,16 +398,16 @@ class RedisCache:
             if wanted is not None and key_text(as_key_tuple(e.record.key)) != wanted:
                 continue
             try:
-                if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):
+                if self.call(lambda c, e=e: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):
                     removed.append(e)
             except _Refused as exc:
                 problem = exc.reason
             except _Unavailable as exc:
                 return removed, exc.reason
-        if problem is None and kernel is None and key is None and identity is ANY:   # everything: unreadable too
+        if problem is None and kernel is None and key is None and identity is ANY:  # everything: unreadable too
             try:
                 for stale, _, _ in self._scan(None, always=True, report=False):
-                    self.call(lambda c: c.delete(stale), always=True, report=False)
+                    self.call(lambda c, stale=stale: c.delete(stale), always=True, report=False)
             except _Unavailable as exc:
                 problem = exc.reason
         return removed, problem
@@ -395,10 +449,13 @@ def _check_connection_options(client: Any, url: str, redis_error: type[BaseExcep
         name = match.group(1) if match else None
         if name is None:
             raise OptionError(f"{safe_url(url)!r}: the Redis client refused its options ({exc})") from None
-        known = {p for cls in pool.connection_class.__mro__ if "__init__" in vars(cls)
-                 for p in _parameters(cls.__init__)}
-        raise OptionError(f"{safe_url(url)!r} has a query parameter the Redis client does not know: {name!r}; remove "
-                          f"it or correct its spelling.{did_you_mean(name, known)}") from None
+        known = {
+            p for cls in pool.connection_class.__mro__ if "__init__" in vars(cls) for p in _parameters(cls.__init__)
+        }
+        raise OptionError(
+            f"{safe_url(url)!r} has a query parameter the Redis client does not know: {name!r}; remove "
+            f"it or correct its spelling.{did_you_mean(name, known)}"
+        ) from None
     except (ValueError, redis_error) as exc:
         raise OptionError(f"{safe_url(url)!r}: the Redis client refused its options ({exc})") from None
 

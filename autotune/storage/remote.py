@@ -7,30 +7,44 @@
     AUTOTUNE_REMOTE_CACHE_TIMEOUT_S  connect and command timeout (default 1 s)
     AUTOTUNE_REMOTE_CACHE_LEASE_S    a tuning node's lease, renewed every third of it (default 30 s)
 """
+
 from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError
 from .protocol import Cache
 
-if TYPE_CHECKING:   # imported when a tier is made: it needs the optional `redis` client
+if TYPE_CHECKING:  # imported when a tier is made: it needs the optional `redis` client
     from .redis_tier import RedisCache
 
-__all__ = ["set_remote_cache", "clear_remote_settings", "remote_tiers", "remote_tier", "remote_tier_at",
-           "required_remote_tier", "NO_REMOTE"]
+__all__ = [
+    "set_remote_cache",
+    "clear_remote_settings",
+    "remote_tiers",
+    "remote_tier",
+    "remote_tier_at",
+    "required_remote_tier",
+    "NO_REMOTE",
+]
 
 _SCHEMES = ("redis://", "rediss://", "unix://")
 NO_REMOTE = "no remote cache: set AUTOTUNE_REMOTE_CACHE=redis://host:6379/0"
 _lock = threading.Lock()
-_in_code: Optional[dict[str, Any]] = None       # set_remote_cache's settings; None: read the environment
-_tiers: dict[tuple, RedisCache] = {}            # one client (and its connection pool) per settings
+_in_code: dict[str, Any] | None = None  # set_remote_cache's settings; None: read the environment
+_tiers: dict[tuple, RedisCache] = {}  # one client (and its connection pool) per settings
 
 
-def set_remote_cache(url: Optional[str], *, password: Optional[str] = None, ttl_s: Optional[float] = None,
-                     timeout_s: Optional[float] = None, lease_s: Optional[float] = None) -> None:
+def set_remote_cache(
+    url: str | None,
+    *,
+    password: str | None = None,
+    ttl_s: float | None = None,
+    timeout_s: float | None = None,
+    lease_s: float | None = None,
+) -> None:
     """Use the Redis at `url` as the shared tier behind the local disk cache (None: none, whatever the
     environment says). Checked now: a malformed URL or a missing `redis` client raises OptionError."""
     global _in_code
@@ -46,7 +60,7 @@ def clear_remote_settings() -> None:
     _in_code = None
 
 
-def _float_env(name: str) -> Optional[float]:
+def _float_env(name: str) -> float | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
@@ -59,7 +73,7 @@ def _float_env(name: str) -> Optional[float]:
     return value
 
 
-def _settings() -> Optional[tuple[dict[str, Any], str]]:
+def _settings() -> tuple[dict[str, Any], str] | None:
     """(the remote cache's settings, where they came from: set_remote_cache or the environment), or None."""
     in_code = _in_code
     if in_code is not None:
@@ -73,20 +87,24 @@ def _settings() -> Optional[tuple[dict[str, Any], str]]:
 
 def _env_options() -> dict[str, Any]:
     """The remote cache's settings other than its URL, from the environment."""
-    return {"password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
-            "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
-            "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
-            "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S")}
+    return {
+        "password": os.environ.get("AUTOTUNE_REMOTE_CACHE_PASSWORD") or None,
+        "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
+        "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
+        "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S"),
+    }
 
 
 def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:
     url = settings["url"]
     if not isinstance(url, str) or not url.startswith(_SCHEMES):
-        from .redis_tier import safe_url   # no credentials in messages, a password= query parameter's included
+        from .redis_tier import safe_url  # no credentials in messages, a password= query parameter's included
 
         shown = safe_url(url) if isinstance(url, str) else url
-        raise OptionError(f"{where}: {shown!r} is not a Redis URL; use redis://host:6379/0, rediss://host:6380/0 "
-                          "(TLS) or unix:///path/to/redis.sock")
+        raise OptionError(
+            f"{where}: {shown!r} is not a Redis URL; use redis://host:6379/0, rediss://host:6380/0 "
+            "(TLS) or unix:///path/to/redis.sock"
+        )
     for name in ("ttl_s", "timeout_s", "lease_s"):
         value = settings[name]
         if value is not None and not (isinstance(value, (int, float)) and 0.001 <= value < float("inf")):
@@ -110,7 +128,7 @@ def _tier(settings: dict[str, Any], where: str) -> RedisCache:
         return tier
 
 
-def remote_tier() -> Optional[RedisCache]:
+def remote_tier() -> RedisCache | None:
     """The configured remote tier, or None. Raises OptionError when the configuration is wrong."""
     found = _settings()
     return _tier(*found) if found is not None else None

@@ -6,38 +6,39 @@ Triton version, winner still in the space) and where single flight is kept: one 
 memory tier's per-entry lock) and one holder per persistent tier (its lease) tunes a key at a time; the
 others wait and take its winner.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
 import weakref
-from typing import Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
 
+from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
-from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import TrialStatus, TuningRecord
 from ..space import Config
 from . import fingerprint
+from .counters import count, count_hit, count_tuning, register
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote import remote_tiers, required_remote_tier
-from .counters import count, count_hit, count_tuning, register
 
-_OTHER_SPACE = "the search space changed"   # stale_reason's reason for an entry tuned for another space
+_OTHER_SPACE = "the search space changed"  # stale_reason's reason for an entry tuned for another space
 
 __all__ = ["KernelCache", "live_caches"]
 
 logger = logging.getLogger("autotune")
 
-_LIVE: "weakref.WeakSet[KernelCache]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 _TLS = threading.local()
-_PEEK_AGAIN_S = 5.0            # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+_PEEK_AGAIN_S = 5.0  # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
 
 
 @reset_in_forked_child
@@ -51,7 +52,7 @@ def _after_fork_in_child() -> None:
         cache.after_fork()
 
 
-def live_caches() -> list["KernelCache"]:
+def live_caches() -> list[KernelCache]:
     """Every KernelCache alive in this process (for `clear_autotune_cache`)."""
     with _LIVE_LOCK:
         return list(_LIVE)
@@ -65,31 +66,38 @@ class KernelCache:
     (`autotune.compat`'s `cache_results=False`).
     """
 
-    def __init__(self, kernel_name: str, source_hash: Union[str, Callable[[], str]], space_checksum: str,
-                 space_contains: Callable[[Config], bool], identity: Optional[str] = None,
-                 tiers: Optional[Sequence[Cache]] = None, key_fields: Optional[tuple[str, ...]] = None) -> None:
+    def __init__(
+        self,
+        kernel_name: str,
+        source_hash: str | Callable[[], str],
+        space_checksum: str,
+        space_contains: Callable[[Config], bool],
+        identity: str | None = None,
+        tiers: Sequence[Cache] | None = None,
+        key_fields: tuple[str, ...] | None = None,
+    ) -> None:
         self.kernel_name = kernel_name
-        self.key_fields = key_fields    # the text of each key value (KeyBuilder.fields); None: not known
-        self.identity = identity        # "module:qualname" of the kernel; None: the short name alone
-        self._source_hash: Optional[str] = source_hash if isinstance(source_hash, str) else None
-        self._source_hash_of: Optional[Callable[[], str]] = None if isinstance(source_hash, str) else source_hash
+        self.key_fields = key_fields  # the text of each key value (KeyBuilder.fields); None: not known
+        self.identity = identity  # "module:qualname" of the kernel; None: the short name alone
+        self._source_hash: str | None = source_hash if isinstance(source_hash, str) else None
+        self._source_hash_of: Callable[[], str] | None = None if isinstance(source_hash, str) else source_hash
         self._source_hash_lock = threading.Lock()
         self.space_checksum = space_checksum
         self.space_contains = space_contains
         self.memory = MemoryCache(kernel_name, identity, self.dirname)
-        self._tiers: Optional[list[Cache]] = list(tiers) if tiers is not None else None
+        self._tiers: list[Cache] | None = list(tiers) if tiers is not None else None
         self._disk = DiskCache()
         if tiers is None:
-            remote_tiers()   # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
+            remote_tiers()  # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()
         self._offline_missed: set[Ident] = set()
-        self._peek_missed: dict[Ident, float] = {}     # (key, dtypes) -> when peek may ask the tiers again
+        self._peek_missed: dict[Ident, float] = {}  # (key, dtypes) -> when peek may ask the tiers again
         self._forget_listeners: list[weakref.WeakMethod] = []
         # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
-        self._store_lock = threading.Lock()      # a check of the clears and the stores it allows, against `forget`
-        self._clears = 0                         # clears of this cache so far
-        self._said_other_space = False           # whether a tuning has said it replaced another space's entry
-        self._cleared_all = 0                    # `_clears` at the last clear of every key
+        self._store_lock = threading.Lock()  # a check of the clears and the stores it allows, against `forget`
+        self._clears = 0  # clears of this cache so far
+        self._said_other_space = False  # whether a tuning has said it replaced another space's entry
+        self._cleared_all = 0  # `_clears` at the last clear of every key
         self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -118,7 +126,7 @@ class KernelCache:
         if self._source_hash is None:
             with self._source_hash_lock:
                 if self._source_hash is None:
-                    assert self._source_hash_of is not None   # __init__ sets it whenever no hash string was given
+                    assert self._source_hash_of is not None  # __init__ sets it whenever no hash string was given
                     self._source_hash = self._source_hash_of()
         return self._source_hash
 
@@ -131,17 +139,38 @@ class KernelCache:
         """The entry of `key` and `dtypes` on this device."""
         return EntryRef(self.kernel_name, self.identity, fingerprint.device_fingerprint(), key, tuple(dtypes))
 
-    def new_record(self, key: tuple, dtypes: tuple[str, ...], *, winner: Config, trials: list, tuning_s: float,
-                   candidates: Optional[str], strategy: Optional[str] = None,
-                   space_size: Optional[int] = None) -> TuningRecord:
+    def new_record(
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        *,
+        winner: Config,
+        trials: list,
+        tuning_s: float,
+        candidates: str | None,
+        strategy: str | None = None,
+        space_size: int | None = None,
+    ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
         triton_version, torch_version = fingerprint.runtime_versions()
-        return TuningRecord(kernel=self.kernel_name, kernel_id=self.identity, source_hash=self.source_hash,
-                            device=fingerprint.device_fingerprint(), triton_version=triton_version,
-                            torch_version=torch_version, space_checksum=self.space_checksum, key=list(key),
-                            dtypes=list(dtypes), winner=winner, trials=trials, tuning_s=tuning_s,
-                            candidates=candidates, strategy=strategy, space_size=space_size)
+        return TuningRecord(
+            kernel=self.kernel_name,
+            kernel_id=self.identity,
+            source_hash=self.source_hash,
+            device=fingerprint.device_fingerprint(),
+            triton_version=triton_version,
+            torch_version=torch_version,
+            space_checksum=self.space_checksum,
+            key=list(key),
+            dtypes=list(dtypes),
+            winner=winner,
+            trials=trials,
+            tuning_s=tuning_s,
+            candidates=candidates,
+            strategy=strategy,
+            space_size=space_size,
+        )
 
     def clears(self) -> int:
         """How many clears this cache has had: the `since=` of `store_tuned` for a tuning that begins now."""
@@ -153,16 +182,18 @@ class KernelCache:
         stored under the lock `forget` takes, so a clear that returned never sees such a record stored after it."""
         with self._store_lock:
             if max(self._cleared_all, self._cleared_keys.get(key_text(entry.key), 0)) > since:
-                logger.info("autotune cache: %s was cleared while it was being looked up or tuned; its winner is "
-                            "used by that call only", entry.what)
+                logger.info(
+                    "autotune cache: %s was cleared while it was being looked up or tuned; its winner is "
+                    "used by that call only",
+                    entry.what,
+                )
                 return False
             self.memory.store(entry.key, entry.dtypes, record)
             for tier in tiers:
                 tier.put(entry, record)
             return True
 
-    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord,
-                    since: Optional[int] = None) -> None:
+    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
         """Keep a winner decided outside `get_or_tune` (online tuning, across calls): in memory and in every
         persistent tier (atomic writes, no single flight: two processes tuning online may both write). `since`
         (`clears()` when the tuning began): not kept when its key was cleared after that."""
@@ -177,7 +208,7 @@ class KernelCache:
         for record in self.memory.records().values():
             found[(key_text(record.key), tuple(record.dtypes))] = record
         for tier in self.tiers:
-            if tier.name == "remote":   # a scan of the fleet's store: never on a launch's path
+            if tier.name == "remote":  # a scan of the fleet's store: never on a launch's path
                 continue
             for e in tier.entries(self.kernel_name):
                 r = e.record
@@ -187,8 +218,9 @@ class KernelCache:
 
     # -- validity ---------------------------------------------------------------------------------
 
-    def stale_reason(self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...],
-                     candidates: Optional[str] = None) -> Optional[str]:
+    def stale_reason(
+        self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None
+    ) -> str | None:
         """Why `record` may not be used for `key` here, or None when it may. `candidates` is the checksum of
         the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
         if record.candidates != candidates:
@@ -217,8 +249,9 @@ class KernelCache:
             return f"its winner {record.winner!r} is not in the search space"
         return None
 
-    def _usable(self, tier: Cache, entry: EntryRef, candidates: Optional[str],
-                stale: Optional[list[tuple[str, str]]] = None) -> Optional[TuningRecord]:
+    def _usable(
+        self, tier: Cache, entry: EntryRef, candidates: str | None, stale: list[tuple[str, str]] | None = None
+    ) -> TuningRecord | None:
         """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
         and why its record is not usable appended to `stale`)."""
         record = tier.get(entry)
@@ -226,15 +259,17 @@ class KernelCache:
             return None
         reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
         if reason is not None:
-            logger.info("autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what,
-                        reason)
+            logger.info(
+                "autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what, reason
+            )
             if stale is not None:
                 stale.append((tier.name, reason))
             return None
         return record
 
-    def _found(self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord,
-               since: int) -> tuple[TuningRecord, str]:
+    def _found(
+        self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
+    ) -> tuple[TuningRecord, str]:
         """Use `record`, found in `tier` by a lookup begun at `since` (`clears()`): keep it in memory and copy it
         into the tiers read before `tier` (a remote hit lands on the local disk, so the next process on this
         machine reads it there), unless its key was cleared meanwhile."""
@@ -250,7 +285,7 @@ class KernelCache:
         agreed on with other ranks, say)."""
         self.memory.store(key, tuple(dtypes), record)
 
-    def in_memory(self, key: tuple, dtypes: tuple[str, ...]) -> Optional[TuningRecord]:
+    def in_memory(self, key: tuple, dtypes: tuple[str, ...]) -> TuningRecord | None:
         """The record in memory for (key, dtypes), or None; reads no other tier, counts nothing."""
         return self.memory.lookup(key, tuple(dtypes))
 
@@ -260,9 +295,16 @@ class KernelCache:
 
     # -- the main entry point ---------------------------------------------------------------------
 
-    def get_or_tune(self, key: tuple, dtypes: tuple[str, ...], tune: Callable[[], TuningRecord], *,
-                    force: bool = False, lock_timeout_s: Optional[float] = None,
-                    candidates: Optional[str] = None) -> tuple[TuningRecord, str]:
+    def get_or_tune(
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        tune: Callable[[], TuningRecord],
+        *,
+        force: bool = False,
+        lock_timeout_s: float | None = None,
+        candidates: str | None = None,
+    ) -> tuple[TuningRecord, str]:
         """The record for (key, dtypes), and where it was found: "memory", "disk", "remote" or "tuned".
 
         Single flight: at most one thread per process and one holder per persistent tier tunes a key at a
@@ -271,8 +313,8 @@ class KernelCache:
         nothing is stored, the leases are released and the exception propagates.
         """
         entry = self.entry(key, dtypes)
-        tiers = self.tiers      # read once: the whole call works with one list (a remote set meanwhile waits)
-        since = self._clears    # a clear after this: what this lookup finds is used by this call only
+        tiers = self.tiers  # read once: the whole call works with one list (a remote set meanwhile waits)
+        since = self._clears  # a clear after this: what this lookup finds is used by this call only
         if not force:
             record = self.memory.lookup(entry.key, entry.dtypes)
             if record is not None:
@@ -286,16 +328,18 @@ class KernelCache:
         tuning_now: set = getattr(_TLS, "tuning", None) or set()
         _TLS.tuning = tuning_now
         if (id(self), entry) in tuning_now:
-            raise AutotuneError(f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
-                                "setup=, verify=, prune= or do_bench= launched the autotuned kernel; launch the plain "
-                                "@triton.jit kernel there (kernel.fn) or compute the reference another way")
+            raise AutotuneError(
+                f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
+                "setup=, verify=, prune= or do_bench= launched the autotuned kernel; launch the plain "
+                "@triton.jit kernel there (kernel.fn) or compute the reference another way"
+            )
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
         seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
-        since = self._clears    # a clear while this thread waited for the lease came before what it reads now
+        since = self._clears  # a clear while this thread waited for the lease came before what it reads now
         leases: list[tuple[Cache, Lease]] = []
         try:
             record = self.memory.lookup(entry.key, entry.dtypes)
@@ -304,11 +348,13 @@ class KernelCache:
                 return record, "memory"
             shared_mark = (entry.location, entry.entry_id)
             if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
-                raise AutotuneError(f"{entry.what} is already being tuned by this thread: a hook of that tuning "
-                                    "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
-                                    "@triton.jit kernel there (kernel.fn)")
+                raise AutotuneError(
+                    f"{entry.what} is already being tuned by this thread: a hook of that tuning "
+                    "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
+                    "@triton.jit kernel there (kernel.fn)"
+                )
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
-            outdated: list[tuple[str, str]] = []    # (tier, why its entry is not usable): what the tuning replaces
+            outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
             for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
                 if lease is None:
@@ -332,17 +378,21 @@ class KernelCache:
             count_tuning(self.kernel_name, record)
             mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
             if mismatch is not None:
-                warn(f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
-                     f"({mismatch}); it is used now but will be tuned again by the next process")
+                warn(
+                    f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
+                    f"({mismatch}); it is used now but will be tuned again by the next process"
+                )
             kept = self._keep(entry, record, since, [tier for tier, _ in leases])
             other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
-            if kept and other_space and not self._said_other_space:   # said once per kernel, not only logged
+            if kept and other_space and not self._said_other_space:  # said once per kernel, not only logged
                 self._said_other_space = True
-                warn(f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
-                     "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
-                     "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
-                     "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
-                     "that run")
+                warn(
+                    f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
+                    "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
+                    "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
+                    "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
+                    "that run"
+                )
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
@@ -351,8 +401,9 @@ class KernelCache:
 
     # -- offline mode, clearing ---------------------------------------------------------------------
 
-    def peek(self, key: tuple, dtypes: tuple[str, ...], candidates: Optional[str] = None,
-             stale: Optional[list[str]] = None) -> Optional[TuningRecord]:
+    def peek(
+        self, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None, stale: list[str] | None = None
+    ) -> TuningRecord | None:
         """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
         never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
         tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)")."""
@@ -398,14 +449,14 @@ class KernelCache:
         listener's object is not kept alive by its cache."""
         self._forget_listeners.append(weakref.WeakMethod(method))
 
-    def forget(self, key: Optional[tuple] = None) -> list[StoredEntry]:
+    def forget(self, key: tuple | None = None) -> list[StoredEntry]:
         """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs.
         A lookup or tuning of a key begun before this keeps nothing it finds (`_keep`). The `on_forget` listeners
         are told afterwards."""
         wanted = wanted_key_text(key)
         with self._lock:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
-        with self._store_lock:    # counted before the tiers are cleared: a lookup or tuning begun earlier keeps nothing
+        with self._store_lock:  # counted before the tiers are cleared: a lookup or tuning begun earlier keeps nothing
             self._clears += 1
             if wanted is None:
                 self._cleared_all = self._clears
@@ -426,19 +477,23 @@ class KernelCache:
             return
         name, got = self.kernel_name, plural(len(key), "value", "values")
         if not fields:
-            raise CallError(f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name} was decorated with "
-                            f"key=None, one entry for every call; pass key=() or leave key= out")
-        raise CallError(f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name}'s key={list(fields)!r} "
-                        f"has {len(fields)}; pass key= as the tuple that key computes, in that order (or leave key= "
-                        "out to clear every key of the kernel)")
+            raise CallError(
+                f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name} was decorated with "
+                f"key=None, one entry for every call; pass key=() or leave key= out"
+            )
+        raise CallError(
+            f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name}'s key={list(fields)!r} "
+            f"has {len(fields)}; pass key= as the tuple that key computes, in that order (or leave key= "
+            "out to clear every key of the kernel)"
+        )
 
-    def clear(self, key: Optional[tuple] = None, *, remote: bool = False) -> int:
+    def clear(self, key: tuple | None = None, *, remote: bool = False) -> int:
         """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
         `key`, every dtype variant and device, or all); return how many distinct entries were removed (one in
         memory and on disk counts once). `remote=True` tries the remote tier now, whatever the pause after an
         outage, and with no remote tier configured raises OptionError before clearing anything."""
         if key is not None:
-            wanted_key_text(key)      # a value that cannot be a key is an error before anything is cleared
+            wanted_key_text(key)  # a value that cannot be a key is an error before anything is cleared
             key = as_key_tuple(key)
             self._check_key_arity(key)
         tiers = [tier for tier in self.tiers if remote or tier.name != "remote"]
