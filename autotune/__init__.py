@@ -8,7 +8,8 @@ the fastest and caches it on disk.
 from __future__ import annotations
 
 from . import keys
-from .decorator import Autotuned, autotune
+from .decorator.autotuned import Autotuned, autotune
+from .decorator.functional import TuningResult, autotune_launch
 from .errors import (
     ArchiveError,
     AutotuneError,
@@ -32,18 +33,22 @@ from .errors import (
     WorkerShutdownError,
     classify,
 )
-from .functional import TuningResult, autotune_launch
 from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
 from .reference import Reference
-from .space import CartesianSpace, Config, FixedSpace, SearchSpace
+from .space.spaces import CartesianSpace, Config, FixedSpace, SearchSpace
 from .storage import clear_autotune_cache, stats
-from .storage.remote import set_remote_cache
+from .storage.remote_config import set_remote_cache
 
 __version__ = "0.1.0"
 
 # Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API).
-_LAZY = {"precompile": ("autotune.aot", "precompile")}
+_LAZY = {
+    "precompile": ("autotune.aot", "precompile"),
+    # modules documented at their old top-level path (`from autotune import distributed`)
+    "distributed": ("autotune.modes.distributed", None),
+    "isolation": ("autotune.engine.isolation", None),
+}
 
 
 def __getattr__(name: str) -> object:
@@ -52,7 +57,8 @@ def __getattr__(name: str) -> object:
         import importlib
 
         module, attribute = _LAZY[name]
-        value = getattr(importlib.import_module(module), attribute)
+        imported = importlib.import_module(module)
+        value = imported if attribute is None else getattr(imported, attribute)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")

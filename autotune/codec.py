@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .space import Config
+from .space.spaces import Config
 
 __all__ = ["ValidationError", "DecodeError", "to_json", "from_json", "to_builtins", "from_builtins", "error_text"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import ExpressionError, KeyValueError
-from .template import Expression, anchor, pow2_bucket
+from .space.expressions import Expression, anchor, pow2_bucket
 
 __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 

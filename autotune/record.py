@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from msgspec import Meta, Struct, field, structs
 
 from . import codec
-from .space import Config
+from .space.spaces import Config
 
 SCHEMA_VERSION = 1
 

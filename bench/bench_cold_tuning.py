@@ -74,7 +74,7 @@ class TimingExecutor(Executor):
 
 
 class TimedCompiler:
-    """A Compiler (autotune.pipeline protocol) around another that records each compile's own duration."""
+    """A Compiler (autotune.engine.pipeline protocol) around another that records each compile's own duration."""
 
     def __init__(self, inner: Any, durations: list[float]) -> None:
         self.inner = inner
@@ -98,8 +98,8 @@ class TimedCompiler:
 
 
 def instrument_measurement(durations: list[float]) -> bool:
-    """Time autotune.tuner's per-config measurement and the refinement on the calling thread (True if hooked)."""
-    import autotune.tuner as tuner
+    """Time autotune.engine.tuner's per-config measurement and the refinement on the calling thread (True if hooked)."""
+    import autotune.engine.tuner as tuner
 
     hooked = False
     for name in ("_measure", "_refine"):
@@ -152,7 +152,7 @@ def child(variant: str, n_configs: int, size: int) -> None:
         out["bench_time_s"] = getattr(kernel, "bench_time", None)
     else:
         from autotune import FixedSpace, Tuning
-        from autotune.compilers import JitCompiler
+        from autotune.engine.compilers import JitCompiler
 
         # In-process, as triton.autotune (the isolation overhead is bench_isolation.py's subject).
         tuning = Tuning(isolate="off") if variant == "pipeline" else Tuning(compile_workers=0, isolate="off")

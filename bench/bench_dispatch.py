@@ -44,7 +44,7 @@ from triton.runtime.autotuner import Autotuner  # noqa: E402
 from triton.runtime.jit import KernelInterface  # noqa: E402
 
 from autotune import autotune, compat  # noqa: E402
-from autotune.compilers import InterpreterCompiler  # noqa: E402
+from autotune.engine.compilers import InterpreterCompiler  # noqa: E402
 
 BLOCKS = (64, 128, 256, 512)
 N = 4096

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 def main() -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    from autotune.isolation.pool import shared_worker
+    from autotune.engine.isolation.pool import shared_worker
 
     device = "cuda" if GPU else "cpu"
     worker, _ = shared_worker()

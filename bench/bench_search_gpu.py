@@ -133,7 +133,7 @@ def main() -> int:
     common.skip_without_gpu("bench_search_gpu")
     common.prepare()
     from autotune import Config, Tuning
-    from autotune.replay import load_landscape, replay
+    from autotune.reporting.replay import load_landscape, replay
 
     path = args.landscape or default_landscape()
     if path is None:

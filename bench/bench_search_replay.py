@@ -26,7 +26,7 @@ import common  # noqa: E402
 
 common.prepare()
 
-from autotune.replay import load_landscape, replay_once  # noqa: E402
+from autotune.reporting.replay import load_landscape, replay_once  # noqa: E402
 
 LANDSCAPES = Path(__file__).resolve().parent / "landscapes"
 

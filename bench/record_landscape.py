@@ -13,7 +13,7 @@ many resources; our tuner meets it at the first run too); an exception inside Tr
                  processes (spawned, niced, each warmed by a throwaway compile first, so no process start or
                  LLVM/CUDA initialisation is counted); several compile at once, as in the tuner's pool.
                  Interpreter: no compile exists; the first launch's wall time stands in.
-  times          per-repetition ms, timed by the tuner's own timer (autotune.timing.CudaEventTimer): CUDA events
+  times          per-repetition ms, timed by the tuner's own timer (autotune.engine.timing.CudaEventTimer): CUDA events
                  around each launch, after `--warmup` untimed launches, with an untimed write of twice the L2
                  before each rep to flush it; reps are queued behind a GPU-side sleep so CPU work never shows
                  in them. `time` is their mean.
@@ -21,7 +21,7 @@ many resources; our tuner meets it at the first run too); an exception inside Tr
                  a load over 250 ms means it compiled again and is reported.
 Each result is checked against torch (fp32 reference) before timing; a wrong one is "RuntimeFailedConfig".
 The file is rewritten every 30 s and at the end (atomically), so a run killed at a time limit keeps its data;
-`--max-minutes` stops it early on purpose. `autotune.replay.load_landscape` reads it.
+`--max-minutes` stops it early on purpose. `autotune.reporting.replay.load_landscape` reads it.
 
     python bench/record_landscape.py [--out PATH] [--size 4096] [--max-minutes 8] [--workers N] [--interpret]
 
@@ -343,7 +343,7 @@ def main() -> int:
     os.environ["TRITON_CACHE_DIR"] = common.scratch_dir("landscape-triton-")  # before triton is imported
     import torch
 
-    from autotune.timing import make_timer
+    from autotune.engine.timing import make_timer
     from kernels.matmul import matmul_reference
 
     interpret = not gpu
@@ -391,7 +391,7 @@ def main() -> int:
         "processes at once",
         "times": "wall ms per rep"
         if interpret
-        else "CUDA-event ms per rep (autotune.timing.CudaEventTimer): L2 "
+        else "CUDA-event ms per rep (autotune.engine.timing.CudaEventTimer): L2 "
         "flushed before each, reps queued behind a GPU-side sleep",
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -37,7 +37,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from autotune import CartesianSpace, Tuning, autotune  # noqa: E402
-from autotune import distributed as autotune_distributed  # noqa: E402
+from autotune.modes import distributed as autotune_distributed  # noqa: E402
 
 SPACE = CartesianSpace(BLOCK=(64, 128, 256, 512), num_warps=(2, 4))
 

@@ -37,7 +37,7 @@ def _isolated_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "autotune-cache"))
     for name in [n for n in os.environ if n.startswith("AUTOTUNE_") and n != "AUTOTUNE_CACHE_DIR"]:
         monkeypatch.delenv(name)  # AUTOTUNE_MODE=online, AUTOTUNE_ISOLATE, AUTOTUNE_FORCE ... in the shell
-    from autotune.storage.remote import clear_remote_settings
+    from autotune.storage.remote_config import clear_remote_settings
 
     clear_remote_settings()
     import gc

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from autotune import Tuning, autotune
-from autotune.compilers import FunctionCompiler
+from autotune.engine.compilers import FunctionCompiler
 
 SPACE = [
     {"BLOCK": 64, "MODE": 0},

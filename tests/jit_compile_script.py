@@ -31,8 +31,8 @@ from kernels_for_tests import accumulate_kernel, add_kernel  # noqa: E402
 from triton.runtime import _async_compile  # noqa: E402
 
 from autotune import Config  # noqa: E402
-from autotune.compilers import JitCompiler  # noqa: E402
-from autotune.pipeline import compile_in_order_of_completion  # noqa: E402
+from autotune.engine.compilers import JitCompiler  # noqa: E402
+from autotune.engine.pipeline import compile_in_order_of_completion  # noqa: E402
 
 X = torch.randn(1000)
 GATE = threading.Event()  # the hanging compile waits for this (at most a minute)
@@ -140,7 +140,7 @@ def nested() -> dict:
     """An outer tuning whose first measured config runs a verify= that tunes another kernel, whose first compile
     hangs past its timeout: the outer tuning's mode is back afterwards, its next config (proposed after the
     inner tuning) compiles, and it ends without waiting for the inner tuning's hung compile."""
-    from autotune.pipeline import compile_as_proposed
+    from autotune.engine.pipeline import compile_as_proposed
 
     hang_first_compile(accumulate_kernel)
     queue = [Config(BLOCK=64), Config(BLOCK=128)]

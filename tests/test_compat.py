@@ -861,7 +861,7 @@ def test_configs_timings_rank_the_configs_as_the_refinement_decided(monkeypatch)
     """Without do_bench the drop-in times with autotune's timer and refines the best few: TAG=1 measures slow in
     its first pass (2.0 against 1.5) and faster in every interleaved round (1.0 against 1.1). best_config is TAG=1,
     and configs_timings agrees (its median is the rounds'), as Triton's best_config is configs_timings' argmin."""
-    from autotune import timing
+    from autotune.engine import timing
 
     out = torch.zeros(1, dtype=torch.int32)
     calls: dict = {}

@@ -27,7 +27,7 @@ from kernels_for_tests import add_kernel
 
 from autotune import TrialStatus, Tuning
 from autotune.compat import autotune
-from autotune.compat_options import ConfigChangedInPlace
+from autotune.compat.options import ConfigChangedInPlace
 
 FAST = dict(preset="fast", reps=2, warmup=0, compile_workers=0)
 WAIT_S = 30.0  # an Event not set by then is a deadlock: the test fails instead of hanging
@@ -359,7 +359,7 @@ def test_threads_racing_into_the_same_change_all_launch_right_and_keep_their_key
 
 
 def _rank_result(kernel, n: int, rank: int) -> dict:
-    from autotune import distributed as adist
+    from autotune.modes import distributed as adist
 
     correct = launch(kernel, n, seed=rank)
     agreed = [a for a in adist.agreements(kernel.name) if a.key == (n,)]

@@ -14,7 +14,7 @@ import triton.language as tl
 from kernels_for_tests import add_kernel
 
 import autotune.compat as compat
-import autotune.compat_options as compat_options
+import autotune.compat.options as compat_options
 from autotune.errors import OptionError, SpaceError
 
 TIMES = {16: 3.0, 32: 1.0, 64: 2.0}  # ms per BLOCK: 32 wins

@@ -39,7 +39,7 @@ from side_by_side import DECORATORS, both, scripted_times
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autotune import compat
-from autotune.compat_options import ConfigChangedInPlace
+from autotune.compat.options import ConfigChangedInPlace
 
 
 def _config_id(config_kwargs):

@@ -217,7 +217,7 @@ def test_triton_36s_interpreter_with_numpy_24_is_named_once_at_the_decorator_lin
     import numpy
     import triton
 
-    from autotune import kernel_ref
+    from autotune.kernel import identity as kernel_ref
 
     monkeypatch.setattr(triton, "__version__", triton_version)
     monkeypatch.setattr(numpy, "__version__", numpy_version)

@@ -23,10 +23,10 @@ import torch
 from kernels_for_tests import add_kernel
 
 from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
-from autotune import distributed as adist
-from autotune.compilers import InterpreterCompiler
+from autotune.engine.compilers import InterpreterCompiler
+from autotune.engine.shards import merge_shards, shard_winner
+from autotune.modes import distributed as adist
 from autotune.record import Trial
-from autotune.shards import merge_shards, shard_winner
 
 FAST = dict(preset="fast", reps=2, warmup=0, refine_topk=0, compile_workers=0)
 SPACE = {"BLOCK": (16, 32, 64, 128)}
@@ -305,7 +305,7 @@ def _scenario_different_keys_and_a_prune_error(rank: int, world: int, out: Path)
 def _scenario_isolated_shard(rank: int, world: int, out: Path) -> dict:
     from isolation_kernels import shard_crashy_add
 
-    from autotune.isolation import shutdown
+    from autotune.engine.isolation import shutdown
 
     try:
         result = _launch(shard_crashy_add, 210, rank)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from autotune.errors import ExpressionError
 from autotune.keys import KeyBuilder
 from autotune.space import CartesianSpace, Config, FixedSpace
-from autotune.template import Expression, anchor, compile_predicate
+from autotune.space.expressions import Expression, anchor, compile_predicate
 
 FIELDS = ("BLOCK", "num_warps")
 ARGS = ("d", "M", "N")
@@ -62,7 +62,7 @@ def test_a_where_string_predicate_returns_a_bool() -> None:
 def test_derive_that_is_not_a_mapping_is_refused_by_name() -> None:
     """derive= given as a list (a common slip for a dict) is an ExpressionError saying derive must be a mapping,
     not an AttributeError from inside the compiler."""
-    from autotune.template import compile_derive
+    from autotune.space.expressions import compile_derive
 
     for bad in (["$BLOCK * 2"], ("HALF", "$BLOCK // 2"), "$BLOCK"):
         with pytest.raises(ExpressionError, match="derive must be a mapping of name -> expression"):
@@ -394,7 +394,7 @@ def test_compile_option_values_a_gpu_accepts_and_refuses(name: str, good: tuple,
     refuses: each boundary (0 warps, 0 stages, 0 CTAs, maxnreg None) and bools (an int subclass) pinned."""
     import numpy as np
 
-    from autotune.space_checks import compile_option_problem
+    from autotune.space.checks import compile_option_problem
 
     for value in good + (np.int32(good[-1]) if good[-1] is not None else None,):
         assert compile_option_problem(name, value) is None, value
@@ -407,7 +407,7 @@ def test_a_lazy_space_s_bad_compile_option_value_is_found_on_its_axis_not_only_i
     """A lazy space is checked from one sample, but every value of its axes is a config of it: a num_stages=-1
     that the sample did not draw is still refused when decorating."""
     from autotune.errors import SpaceError
-    from autotune.space_checks import validate_space
+    from autotune.space.checks import validate_space
 
     space = CartesianSpace(BLOCK=range(200_000), num_stages=(2, 3, -1, 4))
     assert space.lazy and space.sample(random.Random(0))["num_stages"] != -1

@@ -17,7 +17,7 @@ from kernels_for_tests import add_and_check, add_kernel, calling_thread
 import autotune
 from autotune import Tuning
 from autotune import autotune as autotune_decorator
-from autotune.compilers import FunctionCompiler
+from autotune.engine.compilers import FunctionCompiler
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
 

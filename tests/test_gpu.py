@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_cuda_event_timer_scales_with_gpu_work():
-    from autotune.timing import CudaEventTimer
+    from autotune.engine.timing import CudaEventTimer
 
     timer = CudaEventTimer(flush_l2=False)
     short = timer.measure(lambda: torch.cuda._sleep(200_000), warmup=1, reps=10)
@@ -29,7 +29,7 @@ def test_cuda_event_timer_scales_with_gpu_work():
 
 
 def test_l2_flush_is_not_timed():
-    from autotune.timing import CudaEventTimer
+    from autotune.engine.timing import CudaEventTimer
 
     timer = CudaEventTimer(flush_l2=True)
     flush_only = CudaEventTimer(flush_l2=False).measure(timer.flush, warmup=1, reps=5)
@@ -40,7 +40,7 @@ def test_l2_flush_is_not_timed():
 
 
 def test_cuda_graph_timing():
-    from autotune.timing import CudaEventTimer
+    from autotune.engine.timing import CudaEventTimer
 
     x = torch.zeros(1 << 20, device="cuda")
     samples = CudaEventTimer(cuda_graph=True).measure(lambda: x.mul_(1.0001), warmup=2, reps=10)

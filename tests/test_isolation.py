@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from autotune import IsolationWarning, OptionError, Tuning, VerificationWarning, WorkerShutdownError, autotune
-from autotune.isolation import shutdown
-from autotune.isolation.pool import shared_worker
+from autotune.engine.isolation import shutdown
+from autotune.engine.isolation.pool import shared_worker
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -124,7 +124,7 @@ def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path):
         sys.path.insert(0, {str(TESTS)!r})
         import torch
         from isolation_kernels import crashy_add
-        from autotune.isolation.pool import shared_worker
+        from autotune.engine.isolation.pool import shared_worker
         worker, _ = shared_worker()
         worker.start()
         print(worker.proc.pid, flush=True)
@@ -414,7 +414,7 @@ def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish():
 
 
 def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
-    from autotune.isolation.call_copies import decode_args, encode_args
+    from autotune.engine.isolation.call_copies import decode_args, encode_args
 
     base = torch.arange(40, dtype=torch.float32)
     originals = {
@@ -478,7 +478,7 @@ def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_oth
     """Only a class name comes back from the worker: an autotune error or a built-in one is rebuilt as itself, any
     other class (the user's own, which the worker may not share) as an AutotuneError that names the worker."""
     from autotune import AutotuneError, KeyValueError
-    from autotune.isolation.runner import worker_error
+    from autotune.engine.isolation.runner import worker_error
 
     own = worker_error(
         ("error", "KeyValueError: bad key", "tb", ("autotune.errors", "KeyValueError", "bad key")),
@@ -494,7 +494,7 @@ def test_a_worker_error_keeps_an_autotune_class_and_names_the_worker_for_any_oth
         ("os", "system", "x"),
     ):
         assert type(worker_error(("error", "x", "", spoof), "w")) is AutotuneError
-    from autotune.isolation.worker import raised_message
+    from autotune.engine.isolation.worker import raised_message
 
     missing = KeyError("BLOCK")  # str() is the repr "'BLOCK'": rebuilt, it is quoted once
     rebuilt = worker_error(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hash_seeds import printed_under_hash_seeds
 
-from autotune.kernel_source import kernel_source_text
+from autotune.kernel.source import kernel_source_text
 from autotune.storage import source_hash
 
 _counter = itertools.count()
@@ -191,7 +191,7 @@ def test_an_object_without_a_stable_text_is_named_by_its_type_so_the_identity_ho
     )
     code = (
         f"import sys, hashlib; sys.path.insert(0, {str(tmp_path)!r}); import stable_mod;"
-        "from autotune.kernel_source import kernel_source_text as t;"
+        "from autotune.kernel.source import kernel_source_text as t;"
         "print(hashlib.sha256(t(stable_mod.kernel).encode()).hexdigest())"
     )
     outs = printed_under_hash_seeds(code, ("1", "2", "3"), TRITON_INTERPRET="1")
@@ -268,7 +268,7 @@ def test_a_helper_defined_below_the_decorated_kernel_counts_and_redecorating_agr
 def test_each_helper_is_read_once_however_many_paths_reach_it(tmp_path, monkeypatch):
     """A helper library where each helper calls every earlier one has 2^n call paths: hashing must not walk them
     (18 levels took 6 s to 15 s before helpers were remembered within one computation)."""
-    from autotune import kernel_source
+    from autotune.kernel import source as kernel_source
 
     levels = 18
     text = "@triton.jit\ndef h0(v):\n    return v + 1\n"
@@ -315,7 +315,7 @@ def test_an_aggregate_class_counts_by_its_source_and_what_its_methods_read_alike
     aggregate classes list other methods)."""
     code = (
         f"import sys, hashlib; sys.path.insert(0, {str(tmp_path)!r}); import agg_mod;"
-        "from autotune.kernel_source import kernel_source_text as t;"
+        "from autotune.kernel.source import kernel_source_text as t;"
         "print(hashlib.sha256(t(agg_mod.kernel).encode()).hexdigest())"
     )
     seen = []

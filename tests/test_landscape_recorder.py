@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from autotune import Config
-from autotune.replay import load_landscape, replay_once
+from autotune.reporting.replay import load_landscape, replay_once
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,49 +16,54 @@ DATA, ENGINE, STORAGE, TOOLING, FRONT = "data", "engine", "storage", "tooling", 
 LAYERS: dict[str, str] = {
     # data: what a tuning is about, no side effects
     **dict.fromkeys(
+        ["errors", "config", "keys", "codec", "options", "record", "reference", "format", "keyspec", "fork_safety"],
+        DATA,
+    ),
+    **dict.fromkeys(
         [
-            "errors",
-            "config",
             "space",
-            "space_checksum",
-            "space_input",
-            "space_checks",
-            "space_sampling",
-            "option_checks",
-            "template",
-            "keys",
-            "codec",
-            "options",
-            "record",
-            "kernel_ref",
-            "fork_safety",
-            "kernel_source",
-            "pruning",
-            "reference",
-            "format",
-            "keyspec",
+            "space.spaces",
+            "space.checksum",
+            "space.inputs",
+            "space.checks",
+            "space.sampling",
+            "space.expressions",
+        ],
+        DATA,
+    ),
+    **dict.fromkeys(
+        [
+            "kernel",
+            "kernel.compile_options",
+            "kernel.identity",
+            "kernel.source",
+            "kernel.call",
+            "kernel.option_checks",
+            "kernel.pruning",
         ],
         DATA,
     ),
     # engine: compile and measure
     **dict.fromkeys(
         [
-            "compilers",
-            "pipeline",
-            "thread_pool",
-            "timing",
-            "tuner",
-            "shards",
-            "process_group",
-            "search",
-            "search.strategies",
-            "search.model",
-            "search.warm_start",
-            "isolation",
-            "isolation.pool",
-            "isolation.runner",
-            "isolation.trial",
-            "isolation.call_copies",
+            "engine",
+            "engine.compilers",
+            "engine.pipeline",
+            "engine.thread_pool",
+            "engine.timing",
+            "engine.tuner",
+            "engine.progress",
+            "engine.shards",
+            "engine.process_group",
+            "engine.search",
+            "engine.search.strategies",
+            "engine.search.model",
+            "engine.search.warm_start",
+            "engine.isolation",
+            "engine.isolation.pool",
+            "engine.isolation.runner",
+            "engine.isolation.trial",
+            "engine.isolation.call_copies",
         ],
         ENGINE,
     ),
@@ -72,10 +77,10 @@ LAYERS: dict[str, str] = {
             "storage.protocol",
             "storage.memory",
             "storage.disk",
-            "storage.tiers",
+            "storage.kernel_cache",
             "storage.counters",
             "storage.clear",
-            "storage.remote",
+            "storage.remote_config",
             "storage.redis_tier",
         ],
         STORAGE,
@@ -83,8 +88,6 @@ LAYERS: dict[str, str] = {
     # tooling: reads records, never tunes on its own
     **dict.fromkeys(
         [
-            "progress",
-            "replay",
             "reporting",
             "reporting.export",
             "reporting.lines",
@@ -92,6 +95,7 @@ LAYERS: dict[str, str] = {
             "reporting.plot",
             "reporting.ranking",
             "reporting.table",
+            "reporting.replay",
             "cli",
             "cli.aot",
             "cli.arguments",
@@ -108,7 +112,7 @@ LAYERS: dict[str, str] = {
             "aot.call_checks",
             "aot.cubin",
             "aot.events",
-            "aot.helpers",
+            "aot.subprocess_compilers",
             "aot.report",
             "aot.specialize",
             "aot.standins",
@@ -124,16 +128,17 @@ LAYERS: dict[str, str] = {
             "",
             "__main__",
             "decorator",
-            "call_arguments",
-            "functional",
-            "inspection",
-            "online",
-            "distributed",
+            "decorator.autotuned",
+            "decorator.functional",
+            "decorator.inspection",
+            "modes",
+            "modes.online",
+            "modes.distributed",
             "compat",
-            "compat_options",
-            "compat_timing",
-            "isolation.worker",
-            "isolation.__main__",
+            "compat.options",
+            "compat.timing",
+            "engine.isolation.worker",
+            "engine.isolation.__main__",
         ],
         FRONT,
     ),
@@ -148,7 +153,7 @@ MAY_IMPORT = {
 }
 
 # The one documented exception (DESIGN section 9): precompile's load_kernel accepts an `Autotuned`.
-EXCEPTIONS = {("aot.api", "decorator")}
+EXCEPTIONS = {("aot.api", "decorator.autotuned")}
 
 
 def _module_name(path: Path) -> str:
@@ -250,8 +255,8 @@ def test_the_front_door_loads_reporting_only_lazily():
 def test_the_checker_sees_a_wrong_way_import(tmp_path):
     """The checker itself: an engine module importing the front door, eagerly and lazily, is found."""
     source = tmp_path / "tuner.py"
-    source.write_text("from .decorator import autotune\n\ndef f():\n    from .storage import tiers\n")
+    source.write_text("from ..decorator import autotune\n\ndef f():\n    from ..storage import kernel_cache\n")
     known = set(_modules())
-    assert _imports("tuner", source, known) == [("decorator", False), ("storage.tiers", True)]
-    assert LAYERS["decorator"] not in MAY_IMPORT[LAYERS["tuner"]]
-    assert LAYERS["storage.tiers"] not in MAY_IMPORT[LAYERS["tuner"]]
+    assert _imports("engine.tuner", source, known) == [("decorator", False), ("storage.kernel_cache", True)]
+    assert LAYERS["decorator"] not in MAY_IMPORT[LAYERS["engine.tuner"]]
+    assert LAYERS["storage.kernel_cache"] not in MAY_IMPORT[LAYERS["engine.tuner"]]

@@ -239,7 +239,7 @@ add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
 def test_many_new_keys_share_one_bounded_compile_pool():
     """However many keys are new, one kernel's background compiles run on one pool of compile_workers threads
     driven by one thread, not a session thread and a pool per key."""
-    from autotune.compilers import FunctionCompiler
+    from autotune.engine.compilers import FunctionCompiler
 
     gate, lock = threading.Event(), threading.Lock()
     running = [0, 0]  # compiles running now, most ever at once
@@ -277,7 +277,7 @@ def test_many_new_keys_share_one_bounded_compile_pool():
 
 
 def test_threads_racing_to_the_first_online_call_share_one_tuner(monkeypatch):
-    from autotune.online import OnlineTuner
+    from autotune.modes.online import OnlineTuner
 
     kernel = online()
     start, constructing = threading.Barrier(8), threading.Barrier(8)

@@ -11,11 +11,11 @@ import torch
 from kernels_for_tests import add_kernel
 
 from autotune import Config, Tuning, autotune
-from autotune.compilers import FunctionCompiler
-from autotune.pipeline import compile_in_order_of_completion
+from autotune.engine.compilers import FunctionCompiler
+from autotune.engine.pipeline import compile_in_order_of_completion
+from autotune.engine.timing import WallClockTimer
+from autotune.engine.tuner import TuneJob, tune
 from autotune.record import TrialStatus
-from autotune.timing import WallClockTimer
-from autotune.tuner import TuneJob, tune
 
 
 def pool_threads() -> list[threading.Thread]:
@@ -163,7 +163,7 @@ def test_outcomes_iterator_directly_reports_errors_in_completion_order():
 
 
 def test_ctrl_c_mid_tune_cancels_the_pool_leaves_no_thread_and_no_record(monkeypatch):
-    from autotune.thread_pool import DaemonThreadPool
+    from autotune.engine.thread_pool import DaemonThreadPool
 
     events: list = []
     calls = []
@@ -221,7 +221,7 @@ def test_proposals_compile_while_earlier_ones_are_measured(workers):
     """`compile_as_proposed`: one more config is asked for as soon as one is handed to the caller, so compiling
     the next proposals overlaps measuring the current ones (parallel) and a strategy hears each result before
     its next proposal (both modes); an empty proposal ends the stream."""
-    from autotune.pipeline import compile_as_proposed
+    from autotune.engine.pipeline import compile_as_proposed
 
     configs = [Config(BLOCK=i) for i in range(10)]
     consumed: list = []
@@ -250,7 +250,7 @@ HANGING_COMPILE_CHILD = """
 import sys, threading
 sys.path.insert(0, {tests!r})
 from autotune import Tuning, autotune
-from autotune.compilers import FunctionCompiler
+from autotune.engine.compilers import FunctionCompiler
 from kernels_for_tests import add_kernel
 import torch
 

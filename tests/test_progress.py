@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from autotune.progress import TuningProgress
+from autotune.engine.progress import TuningProgress
 from autotune.record import TrialStatus
 from autotune.space import Config
 
@@ -172,7 +172,7 @@ def test_real_tuning_on_a_terminal_draws_the_bar(monkeypatch):
     _tune_on(stream, monkeypatch)
     text = stream.getvalue()
     if not text:
-        pytest.fail("no progress bar: the tuner does not report to autotune.progress.TuningProgress")
+        pytest.fail("no progress bar: the tuner does not report to autotune.engine.progress.TuningProgress")
     assert "autotune progress_add key=(100,)" in text
     assert "measured 2 | failed 1 | best" in text and "3/3" in text
 

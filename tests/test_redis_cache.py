@@ -24,7 +24,7 @@ import autotune  # noqa: E402
 from autotune import CacheWarning, OptionError, clear_autotune_cache, set_remote_cache, stats  # noqa: E402
 from autotune.record import SCHEMA_VERSION  # noqa: E402
 from autotune.storage import KernelCache, disk_entries  # noqa: E402
-from autotune.storage.remote import clear_remote_settings, remote_tier  # noqa: E402
+from autotune.storage.remote_config import clear_remote_settings, remote_tier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

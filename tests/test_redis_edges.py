@@ -36,7 +36,7 @@ from autotune.record import SCHEMA_VERSION  # noqa: E402
 from autotune.storage import EntryRef, KernelCache, disk_entries  # noqa: E402
 from autotune.storage.entries import MAX_ENTRY_BYTES, record_json  # noqa: E402
 from autotune.storage.redis_tier import RedisCache  # noqa: E402
-from autotune.storage.remote import clear_remote_settings, remote_tier  # noqa: E402
+from autotune.storage.remote_config import clear_remote_settings, remote_tier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ from test_cache import DT, Tuner, make_record  # noqa: E402
 
 from autotune import CacheWarning, OptionError, clear_autotune_cache, set_remote_cache  # noqa: E402
 from autotune.storage import KernelCache, disk_entries  # noqa: E402
-from autotune.storage.remote import remote_tier  # noqa: E402
+from autotune.storage.remote_config import remote_tier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,9 @@ import triton
 import triton.language as tl
 
 from autotune import AutotuneError, CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
-from autotune.replay import load_landscape, replay, replay_once
-from autotune.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
-from autotune.space_input import as_space
+from autotune.engine.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
+from autotune.reporting.replay import load_landscape, replay, replay_once
+from autotune.space.inputs import as_space
 
 REPO = Path(__file__).resolve().parents[1]
 LANDSCAPE = Path(__file__).parent / "data" / "pnpoly_small.json"
@@ -231,7 +231,7 @@ def test_key_distance_of_equal_zero_negative_boolean_and_non_numeric_values():
 
 
 def test_dtypes_distance_counts_each_differing_or_missing_position_whatever_the_dtype_s_spelling():
-    from autotune.search.warm_start import dtypes_distance
+    from autotune.engine.search.warm_start import dtypes_distance
 
     assert dtypes_distance([torch.float16, torch.float32], ["torch.float16", "torch.float32"]) == 0
     assert dtypes_distance([torch.float16, torch.float32], ["torch.float16", "torch.float16"]) == 8
@@ -456,7 +456,7 @@ def test_the_model_search_of_a_union_with_a_huge_part_lists_nothing(strategy):
         tracemalloc.stop()
     record = kernel.record()
     assert len(record.trials) == 4 and union.contains(record.winner)
-    from autotune.search.model import _axes_of
+    from autotune.engine.search.model import _axes_of
 
     axes = _axes_of(union)
     assert axes["BLOCK"] == (16, 32, 64, 128, 256, 8) and 1001 in axes["A"] and len(axes["A"]) == 1001

@@ -11,11 +11,11 @@ from hash_seeds import printed_under_hash_seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autotune.engine.search import RandomSearch
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from autotune.search import RandomSearch
 from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
-from autotune.space_checks import validate_space
-from autotune.space_input import as_space
+from autotune.space.checks import validate_space
+from autotune.space.inputs import as_space
 
 
 # ---------------------------------------------------------------------------------------------- Config

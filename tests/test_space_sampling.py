@@ -14,7 +14,7 @@ import triton.language as tl
 
 from autotune import CartesianSpace, SpaceError, Tuning, autotune
 from autotune.space import Config
-from autotune.template import WhereString
+from autotune.space.expressions import WhereString
 
 
 @triton.jit

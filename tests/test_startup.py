@@ -24,9 +24,9 @@ CHILD = textwrap.dedent("""
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     add(x, y, out, 100)
     info = add.cache_info()   # asking what the kernel holds loads nothing either
-    heavy = ["autotune.tuner", "autotune.online", "autotune.isolation", "autotune.pipeline", "autotune.timing",
-             "autotune.aot", "autotune.reporting", "autotune.cli", "autotune.distributed", "autotune.replay",
-             "autotune.search.model", "optuna", "matplotlib", "redis", "pydantic"]
+    heavy = ["autotune.engine.tuner", "autotune.modes.online", "autotune.engine.isolation", "autotune.engine.pipeline", "autotune.engine.timing",
+             "autotune.aot", "autotune.reporting", "autotune.cli", "autotune.modes.distributed", "autotune.reporting.replay",
+             "autotune.engine.search.model", "optuna", "matplotlib", "redis", "pydantic"]
     print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "stats": autotune_stats()[add.name],
                       "loaded": [m for m in heavy if m in sys.modules],
                       "entries": info["entries"]}}))
@@ -45,7 +45,7 @@ def run_child(cache: Path) -> dict:
 def test_a_cache_hit_loads_no_tuning_search_or_tooling_module(tmp_path):
     first = run_child(tmp_path)  # tunes: the tuner and the pipeline load
     assert first["ok"] and first["stats"]["tunings"] == 1
-    assert "autotune.tuner" in first["loaded"] and "autotune.pipeline" in first["loaded"]
+    assert "autotune.engine.tuner" in first["loaded"] and "autotune.engine.pipeline" in first["loaded"]
     second = run_child(tmp_path)  # a new process: the winner comes from the disk cache
     assert second["ok"] and second["stats"]["disk_hits"] == 1 and second["stats"]["tunings"] == 0
     assert second["loaded"] == [] and second["entries"] == 1

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from autotune.errors import ExpressionError, SpaceError
 from autotune.space import Config
-from autotune.template import Expression, cdiv, compile_derive, compile_grid, compile_predicate, next_power_of_2
+from autotune.space.expressions import (
+    Expression,
+    cdiv,
+    compile_derive,
+    compile_grid,
+    compile_predicate,
+    next_power_of_2,
+)
 
 FIELDS = ("BLOCK_M", "BLOCK_N", "num_warps")
 ARGS = ("a", "b", "M", "N")

@@ -13,7 +13,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from autotune import CartesianSpace, FixedSpace  # noqa: E402
-from autotune.isolation.runner import _how_to_load  # noqa: E402
+from autotune.engine.isolation.runner import _how_to_load  # noqa: E402
 from kernels import vector_add as add_mod  # noqa: E402
 
 V = (16, 32, 64, 128, 256, 512, 1024)

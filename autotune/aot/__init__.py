@@ -5,7 +5,7 @@ What
 `precompile(kernel, *example_args | signature=..., targets=["cuda:90", "cuda:80"])` compiles every config
 of an `@autotune` kernel's space (or only its cached winners) for each target into Triton's own compile
 cache (`triton.knobs.cache.dir`, i.e. TRITON_CACHE_DIR, else ~/.triton/cache), in the compile thread pool
-of `autotune.pipeline`, and returns a `PrecompileReport` (compiled with cache hits counted, failed with
+of `autotune.engine.pipeline`, and returns a `PrecompileReport` (compiled with cache hits counted, failed with
 their errors, wall time, configs/s). An explicit target needs no GPU. `targets=None` compiles for the
 active GPU through the kernel's own JIT (`triton.AsyncCompileMode`), so the JIT's in-memory kernel cache
 is filled and later launches compile nothing at all.

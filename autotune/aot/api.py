@@ -1,6 +1,6 @@
 """The entry point: `precompile(kernel, *example_args | signature=, targets=[...])`, and `load_kernel`.
 
-Each (config, target) is a job on the compile thread pool of `autotune.pipeline`: specialized in this
+Each (config, target) is a job on the compile thread pool of `autotune.engine.pipeline`: specialized in this
 process (`specialize.Plan`), compiled here or in a helper process (`helpers`), checked against the
 target's limits (`targets.over_limits`) and reported (`report`). `targets=None` compiles for the active GPU
 through the kernel's own JIT instead, so this process's later launches compile nothing.
@@ -20,15 +20,21 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
-from ..kernel_ref import base_kernel, is_interpreted
-from ..space import Config
-from ..space_input import as_space
+from ..kernel.identity import base_kernel, is_interpreted
+from ..space.inputs import as_space
+from ..space.spaces import Config
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
 from .events import LISTENER
-from .helpers import RemoteCompileError, compile_in_helper, encode_constant, is_compilation_error, unimportable_constant
 from .report import CompiledConfig, FailedConfig, PrecompileReport
 from .specialize import Plan, check_triton
 from .standins import parse_signature, scalar_standins, wrap_dtype
+from .subprocess_compilers import (
+    RemoteCompileError,
+    compile_in_helper,
+    encode_constant,
+    is_compilation_error,
+    unimportable_constant,
+)
 from .targets import Target, active_target, over_limits, parse_target
 from .triton_compile import compile_source, describe_compiled, triton_cache_dir
 
@@ -109,8 +115,8 @@ def _failure(job: _Job, status: Any, error: BaseException | None) -> FailedConfi
 def _resolve_kernel(kernel: Any, space: Any) -> Any:
     from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
-    from ..decorator import Autotuned
-    from ..option_checks import inner_autotuner
+    from ..decorator.autotuned import Autotuned
+    from ..kernel.option_checks import inner_autotuner
 
     named = kernel if isinstance(kernel, str) else None
     if named is not None:
@@ -245,9 +251,9 @@ def precompile(
     thread limits, is reported in `.failed` with its error; it does not stop the others. Returns a
     `PrecompileReport`.
     """
-    from ..compilers import FunctionCompiler
+    from ..engine.compilers import FunctionCompiler
+    from ..engine.pipeline import compile_in_order_of_completion
     from ..options import Tuning
-    from ..pipeline import compile_in_order_of_completion
 
     check_triton()
     tuned = _resolve_kernel(kernel, space)
@@ -358,8 +364,8 @@ def _precompile_jit(
     timeout_s: float | None,
 ) -> PrecompileReport:
     """targets=None: compile through the kernel's JIT for the active GPU (fills the JIT's in-memory cache)."""
-    from ..compilers import JitCompiler
-    from ..pipeline import compile_in_order_of_completion
+    from ..engine.compilers import JitCompiler
+    from ..engine.pipeline import compile_in_order_of_completion
 
     target = active_target()
     bound = tuned.bind(args, kwargs)

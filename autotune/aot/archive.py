@@ -29,7 +29,7 @@ from msgspec import field as struct_field
 
 from .. import codec
 from ..errors import ArchiveError
-from ..kernel_ref import kernel_ref, python_function
+from ..kernel.identity import kernel_ref, python_function
 from . import triton_compile
 from .archive_checks import MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits, read_key, sign, stage
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records

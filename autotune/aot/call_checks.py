@@ -13,11 +13,11 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..compilers import compile_option_names
 from ..errors import PrecompileError
-from ..kernel_ref import heuristics_layers, python_function
-from ..space_checks import validate_space
-from ..space_input import as_space
+from ..kernel.compile_options import compile_option_names
+from ..kernel.identity import heuristics_layers, python_function
+from ..space.checks import validate_space
+from ..space.inputs import as_space
 from .specialize import launch_values
 
 __all__ = ["check_space", "check_arguments", "check_timeout", "derived_names", "standin_notes"]

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..space import Config
+from ..space.spaces import Config
 from .targets import Target, parse_target
 
 __all__ = ["CompiledConfig", "FailedConfig", "PrecompileReport"]

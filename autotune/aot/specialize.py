@@ -15,8 +15,8 @@ import threading
 from typing import Any
 
 from ..errors import PrecompileError
-from ..kernel_ref import heuristics_layers, kernel_ref
-from ..space import Config
+from ..kernel.identity import heuristics_layers, kernel_ref
+from ..space.spaces import Config
 from .targets import Target
 from .triton_compile import triton_cache_dir
 

@@ -71,7 +71,7 @@ def active_target() -> Target:
     name the targets."""
     from triton.runtime.driver import driver
 
-    from ..compilers import driver_problem
+    from ..engine.compilers import driver_problem
 
     problem = driver_problem()
     if problem is not None:

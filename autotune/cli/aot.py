@@ -66,7 +66,7 @@ def _cmd_precompile(args: Any) -> int:
 def _runtime_arg_names(kernel: Any) -> str:
     """The arguments `--signature` types for `kernel` ("a, b, c, M, N, K"): its parameters less the constexprs;
     "" when the object says neither."""
-    from ..kernel_ref import base_kernel, constexpr_names
+    from ..kernel.identity import base_kernel, constexpr_names
 
     base = base_kernel(getattr(kernel, "tuner", kernel))
     names = getattr(base, "arg_names", None)

@@ -24,7 +24,7 @@ __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 def remote_or_exit(args: argparse.Namespace, command: str) -> Any | None:
     """The remote tier this command works on, reachable; None after printing why not (exit status 2)."""
     from ..errors import OptionError
-    from ..storage.remote import NO_REMOTE, remote_tier, remote_tier_at
+    from ..storage.remote_config import NO_REMOTE, remote_tier, remote_tier_at
 
     try:
         url = getattr(args, "remote_url", None)

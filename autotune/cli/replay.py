@@ -18,7 +18,7 @@ MAX_WORKERS = 4096  # simulated compile workers: more than any build machine has
 
 def _run(args: argparse.Namespace) -> int:
     from ..errors import AutotuneError, OptionError
-    from ..replay import load_landscape, replay
+    from ..reporting.replay import load_landscape, replay
 
     problem = output_file_problem("json", args.json, "replay.json") if args.json else None
     if problem:  # before the runs: a path that cannot be written would lose them all
@@ -85,7 +85,7 @@ def _fraction(text: str) -> float:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `autotune replay`."""
-    from ..search import STRATEGIES
+    from ..engine.search import STRATEGIES
 
     p = add_command(
         subparsers,

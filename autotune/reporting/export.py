@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from ..errors import AutotuneError
 from ..record import Trial, TrialStatus, TuningRecord
-from ..space import Config
+from ..space.spaces import Config
 from . import ranking
 from .ranking import ranked, reference_ms
 

@@ -10,9 +10,9 @@ from .counters import reset_stats, stats
 from .disk import DiskCache
 from .files import DiskEntry, disk_entries, load_record
 from .fingerprint import device_fingerprint, runtime_versions, source_hash
+from .kernel_cache import KernelCache
 from .memory import MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry
-from .tiers import KernelCache
 
 __all__ = [
     "Cache",

@@ -9,9 +9,9 @@ from typing import Any
 from ..errors import CallError, warn_at_caller
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_matches, kernel_suggestion, wanted_key_text
+from .kernel_cache import KernelCache, live_caches
 from .protocol import Cache
-from .remote import required_remote_tier
-from .tiers import KernelCache, live_caches
+from .remote_config import required_remote_tier
 
 __all__ = ["clear_autotune_cache"]
 
@@ -35,7 +35,7 @@ class _Target:
 
 def _layers(kernel: Any) -> list[Any]:
     """`kernel` and what each `triton.heuristics` layer above the autotuner wraps (`kernel_ref` finds the layers)."""
-    from ..kernel_ref import base_kernel, heuristics_layers
+    from ..kernel.identity import base_kernel, heuristics_layers
 
     return [kernel, *(layer.fn for layer in heuristics_layers(kernel, base_kernel(kernel)))]
 
@@ -43,7 +43,7 @@ def _layers(kernel: Any) -> list[Any]:
 def _target(kernel: Any) -> _Target:
     if isinstance(kernel, str):
         return _Target(kernel)
-    from ..kernel_ref import base_kernel, kernel_ref
+    from ..kernel.identity import base_kernel, kernel_ref
 
     for layer in _layers(kernel):
         own = getattr(layer, "cache", None)

@@ -304,7 +304,7 @@ def disk_entries(
     out: list[DiskEntry] = []
     for d in kernel_dirs(root(directory), kernel, on_error):
         problems: list[tuple[Path, OSError]] = []
-        paths = entry_files(d, lambda path, exc, problems=problems: problems.append((path, exc)))
+        paths = entry_files(d, lambda path, exc: problems.append((path, exc)))  # noqa: B023 (called at once)
         out.extend(
             DiskEntry(
                 path,

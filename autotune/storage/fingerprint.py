@@ -12,7 +12,7 @@ import hashlib
 import os
 from typing import Any
 
-from ..kernel_source import kernel_source_text
+from ..kernel.source import kernel_source_text
 
 __all__ = ["device_fingerprint", "source_hash", "runtime_versions", "triton_version"]
 

@@ -398,7 +398,7 @@ class RedisCache:
             if wanted is not None and key_text(as_key_tuple(e.record.key)) != wanted:
                 continue
             try:
-                if self.call(lambda c, e=e: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):
+                if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):  # noqa: B023 (called at once)
                     removed.append(e)
             except _Refused as exc:
                 problem = exc.reason
@@ -407,7 +407,7 @@ class RedisCache:
         if problem is None and kernel is None and key is None and identity is ANY:  # everything: unreadable too
             try:
                 for stale, _, _ in self._scan(None, always=True, report=False):
-                    self.call(lambda c, stale=stale: c.delete(stale), always=True, report=False)
+                    self.call(lambda c: c.delete(stale), always=True, report=False)  # noqa: B023 (called at once)
             except _Unavailable as exc:
                 problem = exc.reason
         return removed, problem

@@ -1,0 +1,312 @@
+"""Helper processes that compile for explicit targets when this process's Triton is the interpreter.
+
+Why: under TRITON_INTERPRET=1 (tests, CPU examples) the kernel and triton.language's own @jit helpers are
+`InterpretedFunction`s that cannot generate code. A helper is a Python process started with
+TRITON_INTERPRET=0; it imports the kernel's module by name (a script's `__main__` by file path, without
+running its `if __name__ == "__main__":` block), so such a kernel must be defined at module level.
+`processes=True` uses helpers for a JIT kernel too (they escape the GIL part of Triton's compile holds).
+
+Pipe protocol: one request, then one reply, each a pickle on the helper's stdin / stdout (only between this
+process and the child it started; nothing read from disk is unpickled). A request is the kernel's
+`KernelRef` fields (module, qualname, file, line) plus target, signature, constexprs (@jit functions
+encoded by their `KernelRef` fields, `encode_constant`), attrs, options and Triton's cache dir; the reply is
+`{"ok": True, "result": <compile_source's dict>}` or `{"ok": False, "error": text, "type": class name}`.
+The helper's print()s go to its stderr, a temporary file read back when it dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import PrecompileError
+from ..kernel.identity import KernelRef, base_kernel, import_object, kernel_ref
+from .targets import Target
+from .triton_compile import compile_source
+
+__all__ = [
+    "HELPERS",
+    "HelperPool",
+    "RemoteCompileError",
+    "compile_in_helper",
+    "encode_constant",
+    "helper_main",
+    "is_compilation_error",
+    "unimportable_constant",
+]
+
+_JIT_TAG = "__autotune_jit__"
+
+
+class RemoteCompileError(Exception):
+    """A compile error raised in a helper process (its message as the helper formatted it)."""
+
+
+def is_compilation_error(exc: BaseException) -> bool:
+    """Whether `exc` is Triton's CompilationError (whose message is already the compiler's report)."""
+    return type(exc).__name__ == "CompilationError"
+
+
+def _is_jit(value: Any) -> bool:
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(value, JITFunction) or type(value).__name__ == "InterpretedFunction"
+
+
+def encode_constant(value: Any) -> Any:
+    """Constexpr values cross to a helper process by pickle; @jit functions go by where they are defined
+    (module, qualname, file, line: a script's `__main__` is imported from its file)."""
+    if _is_jit(value):
+        ref = kernel_ref(value)
+        return (_JIT_TAG, ref.module, ref.qualname, ref.file, ref.line)
+    return value
+
+
+def unimportable_constant(named_values: Iterable[tuple[str, Any]]) -> str | None:
+    """Why a compile helper process could not rebuild one of these constexpr values (a @jit function defined
+    in a closure, or in a `__main__` without a source file), or None: said once, before any compile, rather
+    than by each helper for each config."""
+    for name, value in named_values:
+        if _is_jit(value):
+            ref = kernel_ref(value)
+            reason = ref.importable_reason
+            if reason is None and ref.module == "__main__" and not os.path.isfile(ref.file or ""):
+                reason = f"{ref.qualname} is defined in __main__, whose source {ref.file} is not a file"
+            if reason is not None:
+                return (
+                    f"{reason}; it is passed as the constexpr {name}, and a compile helper process imports "
+                    "@jit functions by name: put it in a module, or precompile from a process without "
+                    "TRITON_INTERPRET=1"
+                )
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ in the helper
+
+
+class _KernelResolver:
+    """The helper's kernels by name: each imported once for the life of its serve loop (importing a module
+    again would run it again and make new JITFunctions); the pool restarts a helper whose environment changed."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], Any] = {}
+
+    def jit(self, ref: KernelRef) -> Any:
+        """The JITFunction `ref` names, imported in this (non-interpreted) process."""
+        from triton.runtime.jit import JITFunction
+
+        key = (ref.module, ref.qualname)
+        if key in self._found:
+            return self._found[key]
+        # Plan refuses these in the parent already (once, before any job); a file that vanished since is not
+        reason = ref.importable_reason
+        if reason is None and ref.module == "__main__" and not os.path.exists(ref.file or ""):
+            reason = f"{ref.qualname} is defined in __main__, whose file {ref.file} is gone"
+        if reason is not None:
+            raise PrecompileError(
+                f"{reason}; a compile helper process imports kernels by name: put it in a module, "
+                "or precompile from a process without TRITON_INTERPRET=1"
+            )
+        obj = base_kernel(import_object(ref))
+        if not isinstance(obj, JITFunction):
+            raise PrecompileError(
+                f"{ref.module}:{ref.qualname} is not a @triton.jit kernel in the compile helper "
+                f"(got {type(obj).__name__}); does its module set TRITON_INTERPRET=1 on import? "
+                f"Use os.environ.setdefault so the helper's TRITON_INTERPRET=0 wins"
+            )
+        self._found[key] = obj
+        return obj
+
+    def constant(self, value: Any) -> Any:
+        """A constexpr value as `encode_constant` sent it, with @jit functions imported here."""
+        if isinstance(value, tuple) and len(value) == 5 and value[0] == _JIT_TAG:
+            return self.jit(KernelRef(module=value[1], qualname=value[2], file=value[3], line=value[4]))
+        return value
+
+
+def helper_main() -> None:
+    """The helper process: read compile requests from stdin, answer on stdout (print()s go to stderr)."""
+    os.environ["TRITON_INTERPRET"] = "0"
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    protocol_in = sys.stdin.buffer
+    warnings.simplefilter("ignore")
+    import triton
+
+    resolver = _KernelResolver()
+    while True:
+        try:
+            request = pickle.load(protocol_in)
+        except EOFError:
+            return
+        try:
+            if request.get("cache_dir"):
+                os.environ["TRITON_CACHE_DIR"] = request["cache_dir"]
+                triton.knobs.cache.dir = request["cache_dir"]
+            ref = KernelRef(
+                module=request["module"],
+                qualname=request["qualname"],
+                file=request.get("file"),
+                line=request.get("line"),
+            )
+            jit_fn = resolver.jit(ref)
+            constexprs = {k: resolver.constant(v) for k, v in request["constexprs"].items()}
+            result = compile_source(
+                jit_fn,
+                Target(*request["target"]),
+                request["signature"],
+                constexprs,
+                request["attrs"],
+                request["options"],
+            )
+            reply = {"ok": True, "result": result}
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            reply = {
+                "ok": False,
+                "error": f"{exc.__class__.__name__}: {exc}" if not is_compilation_error(exc) else str(exc),
+                "type": exc.__class__.__name__,
+            }
+        pickle.dump(reply, protocol_out, protocol=pickle.HIGHEST_PROTOCOL)
+        protocol_out.flush()
+
+
+# ------------------------------------------------------------------------------------------------ in this process
+
+
+class _Helper:
+    """A Python process without the interpreter that compiles for us (requests and replies pickled on its pipes)."""
+
+    def __init__(self, env: dict[str, str], fingerprint: tuple) -> None:
+        self.fingerprint = fingerprint
+        self.log = tempfile.TemporaryFile()
+        command = [sys.executable, "-c", "from autotune.aot.subprocess_compilers import helper_main; helper_main()"]
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=os.getcwd()
+        )
+
+    def call(self, request: dict) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # Popen'd with both as PIPEs
+        try:
+            pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+            return pickle.load(self.proc.stdout)
+        except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError) as exc:
+            code = self.proc.poll()
+            raise RuntimeError(
+                f"the compile helper process died (exit status {code}, {exc.__class__.__name__}); "
+                f"its stderr ends with:\n{self.stderr_tail()}"
+            ) from None
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            self.log.seek(0, os.SEEK_END)
+            size = self.log.tell()
+            self.log.seek(max(0, size - limit))
+            return self.log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+        finally:
+            self.log.close()
+
+
+def _helper_env() -> tuple[dict[str, str], tuple]:
+    env = dict(os.environ)
+    env["TRITON_INTERPRET"] = "0"
+    paths = [p if p else os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    # What a compile depends on; TRITON_CACHE_DIR travels with each request instead.
+    fingerprint = (
+        tuple(
+            sorted(
+                (k, v)
+                for k, v in env.items()
+                if k.startswith(("TRITON_", "MLIR_", "LLVM_")) and k not in ("TRITON_CACHE_DIR", "TRITON_INTERPRET")
+            )
+        ),
+        env["PYTHONPATH"],
+    )
+    return env, fingerprint
+
+
+class HelperPool:
+    """Helper processes kept across precompile calls (starting one costs the imports of torch and triton).
+
+    An idle helper is reused only while this process's environment (Triton's variables, PYTHONPATH) still
+    matches the one it was started with; otherwise it is closed and a fresh one started.
+    """
+
+    def __init__(self) -> None:
+        self._idle: list[_Helper] = []
+        self._all: list[_Helper] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> _Helper:
+        env, fingerprint = _helper_env()
+        with self._lock:
+            while self._idle:
+                helper = self._idle.pop()
+                if helper.alive() and helper.fingerprint == fingerprint:
+                    return helper
+                self._discard(helper)
+        helper = _Helper(env, fingerprint)
+        with self._lock:
+            self._all.append(helper)
+        return helper
+
+    def release(self, helper: _Helper) -> None:
+        with self._lock:
+            if helper.alive():
+                self._idle.append(helper)
+            else:
+                self._discard(helper)
+
+    def _discard(self, helper: _Helper) -> None:
+        if helper in self._all:
+            self._all.remove(helper)
+        helper.close()
+
+    def close(self) -> None:
+        with self._lock:
+            helpers, self._all, self._idle = self._all, [], []
+        for helper in helpers:
+            helper.close()
+
+
+# The process's helpers outlive one precompile call on purpose: each costs the imports of torch and Triton
+# (seconds) to start, and a service or test session precompiles several kernels. At most one per compile
+# thread is busy at a time; they are closed at exit (and when their environment no longer matches).
+HELPERS = HelperPool()
+atexit.register(HELPERS.close)
+
+
+def compile_in_helper(request: dict) -> dict[str, Any]:
+    """Send one compile request to an idle helper (started if none); its result, or RemoteCompileError."""
+    helper = HELPERS.acquire()
+    try:
+        reply = helper.call(request)
+    finally:
+        HELPERS.release(helper)
+    if not reply["ok"]:
+        raise RemoteCompileError(reply["error"])
+    return reply["result"]

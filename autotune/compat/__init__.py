@@ -1,0 +1,598 @@
+"""Drop-in for `triton.autotune`: change one import, keep every decorator argument, get autotune's pipeline.
+
+```python
+from autotune.compat import autotune          # was: triton.autotune
+
+@autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4), ...], key=["n"])
+@triton.jit
+def kernel(x, n, BLOCK: tl.constexpr): ...
+
+kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+```
+
+`autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None, pre_hook=None,
+post_hook=None, warmup=None, rep=None, use_cuda_graph=False, do_bench=None, cache_results=None)` takes
+Triton's arguments with Triton's meaning (where Triton 3.6 and 3.9 differ, 3.9's: a `key` name that is not an
+argument is a ValueError, a single config left after pruning is launched without benchmarking, and `top_k`
+keeps at least one config) and returns an `Autotuner` that exposes Triton's attributes
+(`configs`, `keys`, `cache`, `best_config`, `configs_timings`, `bench_time`, `pre_hook`, `post_hook`, ...).
+Underneath, the native `Autotuned` (its `tuner` attribute) does the work, so a migrated kernel gets the
+thread-pool compile -> measure pipeline, the file-locked disk cache shared by processes, failed configs
+recorded and skipped instead of crashing, and benchmarking in Triton's CPU interpreter.
+
+How Triton's pieces map onto the native ones, and the differences kept on purpose: docs/DESIGN.md section 11.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import triton
+from triton.runtime.jit import KernelInterface
+
+from ..decorator.autotuned import Autotuned
+from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
+from ..kernel.pruning import check_top_k
+from ..options import Tuning
+from ..record import TuningRecord
+from ..space.spaces import Config as _NativeConfig
+from ..storage.kernel_cache import KernelCache
+from .options import (
+    ConfigChangedInPlace,
+    ConfigIndex,
+    ConfigsChanged,
+    PruneFunction,
+    check_callables,
+    checked_prune_options,
+    passed_key,
+    shape_key,
+    to_native,
+    triton_print_enabled,
+    triton_prune,
+    warn_listener_once,
+)
+from .timing import QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench, timings_of
+
+__all__ = ["autotune", "Autotuner", "Config", "heuristics"]
+
+# Re-exported so that `from autotune.compat import autotune, Config, heuristics` reads as Triton's names.
+Config = triton.Config
+heuristics = triton.heuristics
+
+_MAX_RUNS = 8  # runs of one call whose configs keep changing under it (a prune that never settles): then raise
+
+
+# ------------------------------------------------------------------------------------------------ engine
+class _Engine(Autotuned):
+    """The native autotuner under an `Autotuner`, over one `ConfigIndex` of its configs, with what the owner filed
+    in `cache` through it: a call reads all of it from the engine it started on, so a re-index (a new engine) by
+    another thread never changes a call in flight. Each trial run goes through the owner's Triton hooks."""
+
+    owner: Autotuner
+    index: ConfigIndex
+    key_names: list[str]
+    key_positions: dict[str, int]
+    filed: dict[tuple, tuple[Any, _NativeConfig, tuple]]  # what the owner put in `cache` (config, native, key)
+    key_at: tuple[bool, ...]  # per parameter, whether it is one of key_names
+    keys_of_shape: dict[tuple, tuple]  # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
+    options_of: dict[_NativeConfig, dict[str, Any]]  # launch_options, memoised
+    default_isolate = "off"  # as triton.autotune: in this process, Triton's hooks around each run
+
+    def launch_options(self, config: _NativeConfig) -> dict[str, Any]:
+        """The keywords `launch_args` adds for `config` (compile options, meta-parameters; no derive=), made once."""
+        options = self.options_of.get(config)
+        if options is None:
+            meta, compile_options = self._split(config)
+            options = self.options_of[config] = {**compile_options, **meta}
+        return options
+
+    def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
+        return self.owner._run_trial(self.index, config, args, kwargs, grid)
+
+
+# ------------------------------------------------------------------------------------------------ Autotuner
+class Autotuner(KernelInterface):
+    """`triton.runtime.autotuner.Autotuner`'s interface on top of the native `Autotuned` (`self.tuner`).
+
+    Launch it as Triton's: `kernel[grid](*args, **kwargs)`. Attributes as in Triton: `fn`, `base_fn` (the
+    Python function), `arg_names`, `configs` (the `triton.Config` list), `keys`, `cache` ({key tuple:
+    triton.Config}, read before tuning as in Triton: an entry set there is launched, one deleted is looked up
+    again), `best_config`, `configs_timings` ({triton.Config: timing} of the last tuning in this process, or of
+    the disk entry it loaded), `bench_time` (seconds the last tuning took), `reset_to_zero`, `restore_value`,
+    `pre_hook`, `post_hook`, `perf_model`, `configs_top_k`, `early_config_prune`, `num_warmups`, `num_reps`,
+    `use_cuda_graph`, `do_bench`, `cache_results`, `nargs` (the running call's positional arguments, per thread).
+    Assigning `configs`, `early_config_prune` or `perf_model` later rebuilds the engine, as Triton reads them at
+    each tuning. Extensions: `tuner`, `name`, `record()`, `report()`, `cache_info()`.
+    """
+
+    def __init__(
+        self,
+        fn: Any,
+        arg_names: Sequence[str],
+        configs: Sequence[Any] | None,
+        key: Sequence[str],
+        reset_to_zero: Sequence[str] | None,
+        restore_value: Sequence[str] | None,
+        pre_hook: Callable[..., Any] | None = None,
+        post_hook: Callable[..., Any] | None = None,
+        prune_configs_by: Mapping[str, Any] | None = None,
+        warmup: int | None = None,
+        rep: int | None = None,
+        use_cuda_graph: bool = False,
+        do_bench: Callable[..., Any] | None = None,
+        cache_results: bool | None = None,
+        *,
+        tuning: Tuning | str | dict | None = None,
+    ) -> None:
+        self.fn = fn
+        self.arg_names: list[str] = list(arg_names)
+        self.keys: list[str] = [key] if isinstance(key, str) else list(key or [])
+        self.reset_to_zero: list[str] = list(reset_to_zero or [])
+        self.restore_value: list[str] = list(restore_value or [])
+        for param, names in (
+            ("key", self.keys),
+            ("reset_to_zero", self.reset_to_zero),
+            ("restore_value", self.restore_value),
+        ):
+            unknown = [name for name in names if name not in self.arg_names]
+            if unknown:
+                raise ValueError(
+                    f"{param} contains names that are not kernel arguments: {', '.join(unknown)}. "
+                    f"Valid argument names are: {', '.join(self.arg_names)}."
+                )
+        prune_configs_by = checked_prune_options(prune_configs_by)
+        check_callables(
+            python_function(fn).__name__,
+            pre_hook=pre_hook,
+            post_hook=post_hook,
+            do_bench=do_bench,
+            **{f"prune_configs_by['{k}']": v for k, v in prune_configs_by.items() if k != "top_k"},
+        )
+
+        # Hooks, as Triton stores them (no-ops when not given; reset/restore are done by the native guard).
+        self.user_defined_pre_hook = pre_hook is not None
+        self.user_defined_post_hook = post_hook is not None
+        self.pre_hook: Callable[..., Any] = pre_hook if pre_hook is not None else (lambda kwargs, reset_only=False: 0)
+        self.post_hook: Callable[..., Any] = post_hook if post_hook is not None else (lambda kwargs, exception: 0)
+
+        # Pruning, as Triton reads prune_configs_by.
+        self._perf_model: Callable[..., Any] | None = prune_configs_by.get("perf_model")
+        self.configs_top_k: int | float = prune_configs_by.get("top_k", 1.0)
+        self._early_config_prune: Callable[..., Any] | None = prune_configs_by.get("early_config_prune")
+        check_top_k(self.configs_top_k, "prune_configs_by['top_k']", perf_model=self._perf_model)
+
+        # Benchmarking.
+        self.base_fn = python_function(fn)
+        self.num_warmups = warmup
+        self.num_reps = rep
+        self.use_cuda_graph = use_cuda_graph
+        self.do_bench = choose_do_bench(
+            do_bench, warmup, rep, use_cuda_graph, interpreted=is_interpreted(base_kernel(fn))
+        )
+        self.cache_results: bool = cache_results is not False
+        self._tuning = Tuning.coerce(tuning)
+        self._local = threading.local()
+        self._index_lock = threading.RLock()  # one re-index at a time (a new engine replaces the current one)
+        self._prune_lock = threading.RLock()  # one early_config_prune at a time: it may change configs in place
+
+        # Triton's public state.
+        self.cache: dict[tuple, Any] = {}
+        self.best_config: Any | None = None
+        self.configs_timings: dict[Any, TimingValue] = {}
+        self.bench_time: float | None = None
+        self._configs: Any = []
+        self.configs = configs if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
+
+    # ---------------------------------------------------------------------------------------- setup helpers
+    @property
+    def configs(self) -> Any:
+        return self._configs
+
+    @configs.setter
+    def configs(self, configs: Sequence[Any]) -> None:
+        """As Triton reads `configs` at each tuning: a new list is indexed and the engine rebuilt over it (keys in
+        `cache` keep their configs, as in Triton). The list is kept as given, so a change made to it in place is
+        seen (and indexed) at the next tuning, as in Triton."""
+        index = ConfigIndex(configs)
+        with self._index_lock:
+            self._configs = configs
+            self.rebuild_engine(index)
+
+    early_config_prune = PruneFunction()
+    perf_model = PruneFunction()
+
+    def rebuild_engine(self, index: ConfigIndex | None = None) -> None:
+        """The native engine over `index` (else the current engine's), pruning and timing, made whole and then
+        published as `self.tuner`. Entries in `cache` from an earlier engine stay, and count as the user's own
+        (launched without tuning, as in Triton)."""
+        index = index or self.tuner.index
+        tuning = self._tuning
+        if self.do_bench is not None:
+            # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
+            tuning = tuning.replace(refine_topk=0)
+        use_prune = self._early_config_prune is not None or self._perf_model is not None
+        # Triton skips a key name the call does not pass (a config's meta-parameter, a triton.heuristics value);
+        # so does the engine's key.
+        unpassed = index.meta_names.union(*(layer.values for layer in heuristics_layers(self.fn, base_kernel(self.fn))))
+        bench = (
+            QuantileBench(self.do_bench, self._record_raw, self.base_fn.__name__, self._is_run_error)
+            if self.do_bench is not None
+            else None
+        )
+        key_names = [k for k in self.keys if k not in unpassed]
+        tuner = _Engine(
+            self.fn,
+            space=list(index.natives),
+            key=key_names,
+            tuning=tuning,
+            restore_value=self.restore_value,
+            reset_to_zero=self.reset_to_zero,
+            do_bench=bench,
+            prune=partial(self._prune_for_tuner, index) if use_prune else None,
+        )
+        tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
+        tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
+        tuner.key_at = tuple(name in tuner.key_positions for name in self.arg_names)
+        tuner.keys_of_shape, tuner.options_of = {}, {}
+        if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
+            native = tuner.cache
+            tuner.cache = KernelCache(
+                native.kernel_name,
+                lambda: native.source_hash,
+                native.space_checksum,
+                native.space_contains,
+                identity=native.identity,
+                tiers=[],
+                key_fields=native.key_fields,
+            )
+        tuner.cache.on_forget(self.forget_cleared)  # a clear of any kind: `cache` drops what it cleared
+        self.name: str = tuner.name
+        self.tuner: _Engine = tuner
+
+    @property
+    def nargs(self) -> dict[str, Any] | None:
+        """Triton's `nargs`: the positional arguments by name of the call running in this thread (a do_bench or a
+        hook may read it off the kernel), None between calls. Per thread, as compat kernels are shared by threads."""
+        return getattr(self._local, "nargs", None)
+
+    @nargs.setter
+    def nargs(self, nargs: dict[str, Any] | None) -> None:
+        self._local.nargs = nargs
+
+    # ---------------------------------------------------------------------------------------- launching
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Triton's launch protocol: `kernel[grid](...)` calls `run(*args, grid=grid, warmup=False, **kwargs)`."""
+        local = self._local  # the `nargs` property's storage, set directly on this hot path
+        local.nargs = nargs = dict(zip(self.arg_names, args))
+        try:
+            try:
+                return self._run(nargs, args, kwargs)
+            except ConfigsChanged as exc:  # early_config_prune changed a config in place (or found one changed)
+                return self._rerun(nargs, args, kwargs, exc)
+        finally:
+            local.nargs = None
+
+    def _rerun(self, nargs: dict[str, Any], args: tuple, kwargs: dict[str, Any], exc: ConfigsChanged) -> Any:
+        """Run the call again on configs indexed anew (by this thread, or by the one that saw the change first),
+        until its prune finds them as indexed. The call's own prune may change them once: a second change is
+        ConfigChangedInPlace, raised by the prune; a change made before its prune ran (another thread's prune, the
+        caller) costs it nothing."""
+        changed = exc.own
+        for _ in range(_MAX_RUNS):
+            self._reindex()
+            try:
+                return self._run(nargs, args, kwargs, changed=changed)
+            except ConfigsChanged as again:
+                exc, changed = again, changed or again.own
+        raise ConfigChangedInPlace(self.name, exc.index, exc.config) from exc
+
+    def _reindex(self) -> None:
+        """Index `configs` anew if they changed since the current engine indexed them; threads that saw one change
+        rebuild the engine once, so that none discards what another tuned on the engine it built."""
+        with self._index_lock:
+            if self.tuner.index.changed_at() is not None:
+                self.configs = self._configs
+
+    def _run(self, nargs: dict[str, Any], args: tuple, kwargs: dict[str, Any], changed: bool = False) -> Any:
+        call_kwargs = kwargs.copy()
+        grid, warmup = call_kwargs.pop("grid", None), call_kwargs.pop("warmup", False)
+        tuner = self.tuner  # this call's engine and index, whatever other threads re-index meanwhile
+        index = tuner.index
+        if call_kwargs and call_kwargs.keys() & index.meta_names:
+            conflicts = sorted(call_kwargs.keys() & index.meta_names)
+            raise ValueError(
+                f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
+                "re-define auto-tuned symbols."
+            )
+        benchmarked, how, record, bound = False, "memory", None, None
+        if len(index.natives) == 1 and not index.list_changed():
+            config, native, bound = index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs)
+        else:
+            # the keys of a call shaped as one seen before, memoised (bind and key_of run on a call first seen)
+            shape = shape_key(tuner.key_at, tuner.key_positions, args, call_kwargs) if grid is not None else None
+            keys = tuner.keys_of_shape.get(shape) if shape is not None else None
+            if keys is None:
+                bound = tuner.bind(args, call_kwargs)
+                key_values, dtypes = ident = tuner.key_of(bound)
+                passed = tuple(bound.named[name] for name in tuner.key_names)  # as called (a tl.dtype as itself)
+                key = passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs)
+            else:
+                key, ident, key_values, dtypes = keys
+            config, filed = self.cache.get(key), tuner.filed.get(key)
+            hot = (
+                filed is not None
+                and config is filed[0]
+                and filed[2] == ident
+                and (hit := tuner.memory_hit(key_values, dtypes)) is not None
+                and ((winner := hit.winner) is filed[1] or winner == filed[1])
+            )
+            if bound is None and not hot:
+                bound = tuner.bind(args, call_kwargs)
+            if hot and filed is not None:
+                native = filed[1]  # the hot path: what this module filed for the key, still in memory
+                if keys is None and shape is not None:
+                    tuner.keys_of_shape[shape] = (key, filed[2], *filed[2])
+            elif config is not None and (filed is None or filed[0] is not config):  # the user's own entry
+                native = to_native(config, -1)
+            elif warmup and config is None:
+                return self._warm(tuner, args, call_kwargs, grid, nargs, key_values, dtypes, bound, changed)
+            elif config is None and index.changed_at() is not None:  # as Triton reads the list at each tuning
+                self._reindex()
+                return self._run(nargs, args, kwargs, changed)
+            else:
+                if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
+                    tuner.filed.pop(key, None)
+                    tuner.cache.forget(key_values)
+                    filed = None
+                native, record, how = self._select(tuner, bound, grid, nargs, kwargs, changed)
+                # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
+                config = (
+                    self._local.pruned_as.get(native)
+                    or (filed[0] if filed and filed[1] == native else None)
+                    or index.triton_of[native]
+                )
+                # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
+                if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
+                    self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
+                if record is not None and how != "memory":
+                    benchmarked = self._absorb(index, record, how)
+        self.best_config = config
+        tuner.best_config = native
+        if benchmarked and triton_print_enabled():
+            print(
+                f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key},\n"
+                f"finished after {self.bench_time:.2f}s,\nbest config selected: {self.best_config};"
+            )
+        # the dict Triton's hooks see, made only for a hook to see it (a cache hit without hooks skips it)
+        full_nargs = {**nargs, **kwargs, **config.all_kwargs()} if benchmarked or config.pre_hook is not None else {}
+        if benchmarked:
+            warn_listener_once()
+            # As Triton after benchmarking: reset the reset_to_zero arguments before the real launch.
+            for name in self.reset_to_zero:
+                if full_nargs.get(name) is not None:
+                    full_nargs[name].zero_()
+            if self.user_defined_pre_hook:
+                self.pre_hook(full_nargs, reset_only=True)
+
+        if how == "online" and not warmup and bound is not None:  # AUTOTUNE_MODE=online: may time a candidate
+
+            def launch(chosen: _NativeConfig) -> Any:
+                triton_config = index.triton_of[chosen]
+                if triton_config.pre_hook is not None:
+                    triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
+                launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
+                with tuner.launch_lock:
+                    return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+
+            return tuner.online.launch(*tuner.key_of(bound), bound, launch)
+        if config.pre_hook is not None:
+            config.pre_hook(full_nargs)
+        if bound is None:  # a memoised hit: launched as launch_args would (no derive=, a grid given)
+            launch_kwargs = tuner.launch_options(native)  # read only: fn.run(**launch_kwargs) copies it
+            launch_kwargs = {**call_kwargs, **launch_kwargs} if call_kwargs else launch_kwargs
+            with tuner.launch_lock:
+                return self.fn.run(*args, grid=grid, warmup=warmup, **launch_kwargs)
+        launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
+        with tuner.launch_lock:
+            return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+    def _select(
+        self, tuner: _Engine, bound: Any, grid: Any, nargs: dict[str, Any], kwargs: dict[str, Any], changed: bool
+    ) -> tuple[_NativeConfig, TuningRecord | None, str]:
+        """The engine's choice for this call (tuning on a miss, with Triton's hooks around each run). A user hook
+        or do_bench that raised is raised as itself, as triton.autotune does. `changed`: this call's prune already
+        changed a config in place."""
+        self._local.call = (nargs, kwargs, changed)
+        self._local.raw, self._local.announced, self._local.pruned_as = {}, set(), {}
+        self._local.run_error = None
+        try:
+            return tuner.select(bound, grid)
+        except UserCodeError as exc:
+            raise exc.original from None
+        finally:
+            self._local.call = None
+
+    def _warm(
+        self,
+        tuner: _Engine,
+        args: tuple,
+        kwargs: dict[str, Any],
+        grid: Any,
+        nargs: dict[str, Any],
+        key_values: tuple,
+        dtypes: tuple,
+        bound: Any,
+        changed: bool,
+    ) -> Any:
+        """`run(..., warmup=True)` on a key not in `cache` (KernelInterface.warmup, triton.heuristics' warmup):
+        compile the stored winner if there is one, else every config pruning keeps; launch and tune nothing (the
+        arguments may be dtypes, not tensors). Returns the first compiled kernel, as Triton's run returns one."""
+        self._local.call, self._local.pruned_as = (nargs, kwargs, changed), {}
+        try:  # pruned once, with this call's arguments: the kept configs name the stored entry and are compiled
+            kept, checksum = tuner.candidates(bound)
+            pruned_as = self._local.pruned_as
+        finally:
+            self._local.call = None
+        record, triton_of = tuner.cache.peek(key_values, dtypes, checksum), tuner.index.triton_of
+        if record is not None and record.winner in triton_of:
+            configs = [triton_of[record.winner]]
+        else:
+            configs = [pruned_as.get(native) or triton_of[native] for native in kept]
+        compiled = [self.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs()) for config in configs]
+        return compiled[0]
+
+    def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """As Triton: compile every config that pruning keeps for these arguments, without launching."""
+        self.nargs = nargs = dict(zip(self.arg_names, args))
+        try:
+            return [
+                self.fn.warmup(*args, **kwargs, **config.all_kwargs())
+                for config in self.prune_configs(kwargs, nargs=nargs)
+            ]
+        finally:
+            self.nargs = None
+
+    def prune_configs(self, kwargs: dict[str, Any], nargs: dict[str, Any] | None = None) -> list[Any]:
+        """Triton's pruning of `configs`: early_config_prune, then the perf model's top_k (never empty)."""
+        return triton_prune(self, kwargs, dict(self.nargs or {}) if nargs is None else nargs)
+
+    # ---------------------------------------------------------------------------------------- tuner callbacks
+    def _prune_for_tuner(
+        self, index: ConfigIndex, configs: list[_NativeConfig], named: dict[str, Any]
+    ) -> list[_NativeConfig]:
+        """The native `prune=` of the engine over `index`: Triton's pruning with the caller's triton.Configs,
+        positional args and kwargs. A returned config equal to one of `configs` but for its pre_hook keeps its own
+        hook for this call's runs. One at a time, so that a config changed in place is known to be this call's
+        change (ConfigsChanged(own=True)) or one made before it ran (own=False); see `_rerun`."""
+        call = getattr(self._local, "call", None)
+        nargs, kwargs, changed = call if call is not None else (dict(named), {}, False)
+        with self._prune_lock:
+            index.raise_if_changed(self.name)
+            pruned = self.prune_configs(kwargs, nargs=nargs)
+        return index.natives_of(pruned, self.name, changed, getattr(self._local, "pruned_as", None))
+
+    def _run_trial(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
+        """One kernel run while tuning, wrapped as Triton's `kernel_call`: config.pre_hook, pre_hook, run,
+        post_hook (told the exception, which is then re-raised). An exception of a hook is the user's
+        (UserCodeError, raised by `run` as itself); one of the run is the config's."""
+        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
+        self._local.current = native
+        announced = getattr(self._local, "announced", None)
+        if announced is not None and native not in announced and triton_print_enabled():
+            announced.add(native)  # as Triton's _bench: one line per config, before it is benchmarked
+            print(f"Autotuning kernel {self.base_fn.__name__} with config {config}")
+        full_nargs = {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}
+        name = self.base_fn.__name__
+        if config.pre_hook is not None:
+            call_user(f"pre_hook of config {config}", name, config.pre_hook, full_nargs)
+        call_user("pre_hook", name, self.pre_hook, full_nargs)
+        try:
+            with self.tuner.launch_lock:
+                ret = self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+        except Exception as exc:
+            self._local.run_error = exc
+            call_user("post_hook", name, self.post_hook, full_nargs, exception=exc)
+            raise
+        call_user("post_hook", name, self.post_hook, full_nargs, exception=None)
+        return ret
+
+    def _is_run_error(self, exc: BaseException) -> bool:
+        """Whether `exc`, out of do_bench, is the kernel run's own failure (the config's), not do_bench's."""
+        return exc is getattr(self._local, "run_error", None)
+
+    def _record_raw(self, result: Any) -> None:
+        raw = getattr(self._local, "raw", None)
+        current = getattr(self._local, "current", None)
+        if raw is not None and current is not None:
+            raw[current] = list(result) if isinstance(result, tuple) else result
+
+    def _absorb(self, index: ConfigIndex, record: TuningRecord, how: str) -> bool:
+        """Take Triton's view of a record just tuned or loaded from disk; True when configs were benchmarked."""
+        timings = timings_of(record, index.triton_of, getattr(self._local, "raw", None) or {})
+        benchmarked = how == "tuned" and bool(timings)
+        if timings:
+            self.configs_timings = timings
+        if how == "tuned":
+            self.bench_time = float(record.tuning_s)
+        return benchmarked
+
+    # ---------------------------------------------------------------------------------------- native extras
+    def record(self, key: Sequence[Any] | None = None) -> TuningRecord:
+        """The native tuning record (every config's trial) of `key`, or of the last call's key."""
+        return self.tuner.record(key)
+
+    def report(self, key: Sequence[Any] | None = None, png: str | None = None) -> str:
+        """The native trial table of `key` as text (and a PNG chart with `png=`)."""
+        return self.tuner.report(key, png=png)
+
+    def forget_cleared(self) -> int:
+        """Drop from `cache` the entries this module put there whose winner is no longer in the engine's memory
+        (`clear_autotune_cache` removed it), so that `cache` shows what the next launch uses; entries you put
+        there yourself stay. Returns how many were dropped. Called by the engine's cache after every clear."""
+        tuner = self.tuner
+        live = set(tuner.cache.records())
+        gone = [(key, filed) for key, filed in list(tuner.filed.items()) if filed[2] not in live]
+        for key, (config, _, _) in gone:
+            tuner.filed.pop(key, None)
+            if self.cache.get(key) is config:
+                self.cache.pop(key, None)
+        return len(gone)
+
+    def cache_info(self) -> dict[str, Any]:
+        """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
+        return self.tuner.cache_info()
+
+    def __repr__(self) -> str:
+        return f"<autotune.compat.Autotuner {self.name}: {len(self.configs)} configs>"
+
+
+def autotune(
+    configs: Sequence[Any] | None,
+    key: Sequence[str],
+    prune_configs_by: Mapping[str, Any] | None = None,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    pre_hook: Callable[..., Any] | None = None,
+    post_hook: Callable[..., Any] | None = None,
+    warmup: int | None = None,
+    rep: int | None = None,
+    use_cuda_graph: bool = False,
+    do_bench: Callable[..., Any] | None = None,
+    cache_results: bool | None = None,
+    *,
+    tuning: Tuning | str | dict | None = None,
+) -> Callable[[Any], Autotuner]:
+    """`triton.autotune` with the same arguments and meaning, running on autotune's pipeline and disk cache.
+
+    See the module docstring for how each argument maps. `tuning=` (keyword only, not in Triton) sets the
+    native `Tuning` (repetitions, compile workers, ...) used when no `do_bench` is in play.
+    """
+    Tuning.coerce(tuning)
+    prune_options = checked_prune_options(prune_configs_by)
+    check_top_k(
+        prune_options.get("top_k", 1.0), "prune_configs_by['top_k']", perf_model=prune_options.get("perf_model")
+    )
+
+    def decorator(fn: Any) -> Autotuner:
+        return Autotuner(
+            fn,
+            fn.arg_names,
+            configs,
+            key,
+            reset_to_zero,
+            restore_value,
+            pre_hook=pre_hook,
+            post_hook=post_hook,
+            prune_configs_by=prune_configs_by,
+            warmup=warmup,
+            rep=rep,
+            use_cuda_graph=use_cuda_graph,
+            do_bench=do_bench,
+            cache_results=cache_results,
+            tuning=tuning,
+        )
+
+    return decorator

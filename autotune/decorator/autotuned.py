@@ -1,0 +1,685 @@
+"""`@autotune`: the decorated-kernel object, from a call to the launch of the winning config.
+
+A call binds the arguments, builds the key, asks the kernel's cache for the winner (which tunes on a miss,
+once, whatever the number of threads and processes asking) and launches it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from triton.runtime.jit import KernelInterface
+
+from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
+from ..engine.process_group import active_mode
+from ..engine.search import check_strategy, make_strategy, nearest_winners
+from ..errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
+from ..kernel.call import BoundCall, CallSignature, Launch
+from ..kernel.compile_options import compile_option_names
+from ..kernel.identity import (
+    base_kernel,
+    constexpr_names,
+    has_dtype_stand_ins,
+    heuristics_layers,
+    is_interpreted,
+    kernel_ref,
+    launch_lock,
+    python_function,
+    warn_if_interpreter_breaks,
+)
+from ..kernel.option_checks import (
+    as_derive,
+    as_names,
+    check_argument_lists,
+    check_derive_names,
+    check_fallback,
+    check_guarded_values,
+    check_heuristic_overlap,
+    check_hook_signatures,
+    check_hooks,
+    check_key,
+    check_launch_grid,
+    check_not_autotuned,
+    check_static_options,
+    check_timeouts,
+    fallback_config,
+)
+from ..kernel.pruning import PruneSpec, RerunCall, as_pruner, kept_configs
+from ..kernel.source import check_kernel_source
+from ..keys import KeyBuilder, check_finite_key
+from ..options import (
+    Tuning,
+    env_disable,
+    env_force,
+    env_offline,
+    env_print_level,
+    isolate_setting,
+    online_mode,
+    warn_misspelt_env,
+)
+from ..record import TuningRecord
+from ..reference import Reference
+from ..space.checks import check_required_fields, validate_space
+from ..space.checksum import tuned_under
+from ..space.expressions import compile_derive, compile_grid
+from ..space.inputs import as_space
+from ..space.spaces import Config, SearchSpace
+from ..storage.counters import count_hit
+from ..storage.fingerprint import source_hash
+from ..storage.kernel_cache import KernelCache
+from .inspection import KernelInspection
+
+__all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
+
+logger = logging.getLogger("autotune")
+
+
+class Autotuned(KernelInspection, KernelInterface):
+    """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
+
+    default_isolate = "auto"  # where untried configs run when neither Tuning nor AUTOTUNE_ISOLATE says
+
+    def __init__(
+        self,
+        fn: Any,
+        *,
+        space: Any,
+        key: Any = None,
+        grid: Any = None,
+        derive: Mapping[str, Any] | None = None,
+        tuning: Tuning | str | dict | None = None,
+        restore_value: Sequence[str] = (),
+        reset_to_zero: Sequence[str] = (),
+        verify: Callable[..., bool] | Reference | None = None,
+        setup: Callable[..., Any] | None = None,
+        do_bench: Callable[..., Any] | None = None,
+        prune: PruneSpec = None,
+        fallback: Mapping[str, Any] | None = None,
+        **static_options: Any,
+    ) -> None:
+        self.fn = fn
+        # The arguments it was decorated with: a worker decorates the kernel anew from them (isolation/) when no
+        # module-level name holds this object (a kernel autotuned away from its definition, autotune_launch).
+        self.recipe: dict[str, Any] = dict(
+            space=space,
+            key=key,
+            grid=grid,
+            derive=derive,
+            tuning=tuning,
+            restore_value=restore_value,
+            reset_to_zero=reset_to_zero,
+            verify=verify,
+            setup=setup,
+            do_bench=do_bench,
+            prune=prune,
+            fallback=fallback,
+            **static_options,
+        )
+        self.base_fn = base_kernel(fn)
+        if not hasattr(self.base_fn, "arg_names"):
+            raise AutotuneError(
+                f"@autotune decorates a @triton.jit kernel; got {fn!r}. Put @autotune above @triton.jit."
+            )
+        python_fn = python_function(self.base_fn)
+        self.name: str = python_fn.__name__
+        check_not_autotuned(self.name, fn, self.base_fn, Autotuned)
+        self.arg_names: list[str] = list(self.base_fn.arg_names)
+        self._arg_name_set = frozenset(self.arg_names)
+        self.constexpr_names = constexpr_names(self.base_fn)
+        self._defaults = {
+            p.name: p.default
+            for p in inspect.signature(python_fn).parameters.values()
+            if p.default is not inspect.Parameter.empty
+        }
+        self.tuning = Tuning.coerce(tuning)
+        warn_misspelt_env()
+        self.space: SearchSpace = as_space(space)
+        self._compile_options = compile_option_names()
+        check_static_options(
+            self.name,
+            static_options,
+            self._compile_options,
+            set(inspect.signature(autotune).parameters) - {"static_compile_options"},
+        )
+        self.static_options = dict(static_options)
+        derive = as_derive(self.name, derive)
+        check_derive_names(self.name, derive, self.constexpr_names)
+        validate_space(
+            self.space,
+            kernel_name=self.name,
+            constexpr_names=self.constexpr_names,
+            compile_options=self._compile_options,
+            static_options=self.static_options,
+            derived_names=derive,
+        )
+        restore_value = as_names(self.name, "restore_value", restore_value)
+        reset_to_zero = as_names(self.name, "reset_to_zero", reset_to_zero)
+        guarded = {"restore_value": restore_value, "reset_to_zero": reset_to_zero}
+        check_argument_lists(self.name, self.arg_names, guarded, tuned_names={*self.space.fields(), *derive})
+        check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
+        # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
+        self.configs: list[Config] | None = None if self.space.lazy else self.space.configs()
+        self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
+        self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
+        check_timeouts(self.name, self.tuning, self.default_isolate)
+        if isolate_setting(self.tuning, self.default_isolate)[0] == "process":  # refused now if no worker could
+            # import it (isolation/); AUTOTUNE_ISOLATE=process is read again at each tuning
+            from ..engine.isolation import check_isolation
+
+            check_isolation(self)
+        fields = self.space.fields()
+        self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
+        self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
+        self._key = KeyBuilder(key, arg_names=self.arg_names)
+        # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
+        # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
+        # the check.
+        heuristic = check_heuristic_overlap(self.name, fields, derive, heuristics_layers(fn, self.base_fn))
+        provided = set(fields) | set(derive) | heuristic
+        self._call_signature = CallSignature(
+            self.name, self.arg_names, frozenset(fields) | frozenset(derive), self.static_options
+        )
+        check_key(self.name, self._key, provided)
+        check_fallback(self.name, fallback, set(fields) - self._compile_options, self._defaults, derive)
+        check_required_fields(
+            self.space,
+            kernel_name=self.name,
+            required=[n for n in self.constexpr_names if n not in self._defaults and n not in heuristic],
+        )
+        self._required = [n for n in self.arg_names if n not in self._defaults and n not in provided]
+        self._required_upto = max((self.arg_names.index(n) + 1 for n in self._required), default=0)
+        check_hook_signatures(
+            self.name,
+            [n for n in self.arg_names if n in self._defaults or n in self._required],
+            provided,
+            verify=verify,
+            setup=setup,
+            key=key,
+        )
+        self.restore_value, self.reset_to_zero = restore_value, reset_to_zero
+        self._guarded = {
+            "restore_value": restore_value,
+            "reset_to_zero": reset_to_zero,
+            "verify=Reference(...) outputs": verify.outputs if isinstance(verify, Reference) else (),
+        }
+        self.verify, self.setup, self.do_bench = verify, setup, do_bench
+        self.prune = as_pruner(prune, self.name)
+        self.fallback = (
+            None
+            if fallback is None
+            else fallback_config(
+                self.name,
+                fallback,
+                constexpr_names=self.constexpr_names,
+                compile_options=self._compile_options,
+                static_options=self.static_options,
+                derived_names=derive,
+            )
+        )
+        self.interpreted = is_interpreted(self.base_fn)
+        if self.interpreted:
+            warn_if_interpreter_breaks()
+        self.launch_lock = launch_lock(self.interpreted)  # serialises interpreted launches across threads
+        ref = kernel_ref(self.base_fn)
+        self.identity = f"{ref.module}:{ref.qualname}"  # two kernels of one short name keep separate entries
+        check_kernel_source(self.base_fn)  # unidentifiable: an error now; the hash itself at the first use
+        self.cache = KernelCache(
+            self.name,
+            functools.partial(source_hash, self.base_fn),
+            tuned_under(self.space.checksum(), self.static_options),
+            self.space.contains,
+            identity=self.identity,
+            key_fields=self._key.fields,
+        )
+        self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None
+        self.best_config: Config | None = None
+        self._last_key: tuple | None = None
+        self._split_cache: dict[Config, tuple[dict, dict]] = {}
+        self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
+        # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
+        self._first: Config | None = None
+
+    @property
+    def online(self) -> Any:
+        """The kernel's online sessions (`mode="online"`), one per key in progress."""
+        tuner = self.__dict__.get("_online")
+        if tuner is None:
+            from ..modes.online import OnlineTuner
+
+            # No lock (one held by another thread at a fork would hang the child): threads racing here each make
+            # one, dict.setdefault keeps the first, and the others are dropped before they start any thread.
+            tuner = self.__dict__.setdefault("_online", OnlineTuner(self))
+        return tuner
+
+    # ------------------------------------------------------------------------------------------ calling
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Launch with the decorator's `grid=`; tunes first on a new key."""
+        if self._grid is None:
+            raise AutotuneError(
+                f"{self.name} was decorated without grid=; launch it as {self.name}[grid](...) "
+                f"or give @autotune(grid=...)"
+            )
+        if "grid" in kwargs or "warmup" in kwargs:
+            given = "grid" if "grid" in kwargs else "warmup"
+            raise CallError(
+                f"{self.name}(..., {given}=...): {given} is not an argument of {self.name}; launch it as "
+                f"{self.name}[grid](...) (Triton's form), or {self.name}.warmup(...) to compile without "
+                "launching"
+            )
+        return self.run(*args, grid=None, warmup=False, **kwargs)
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        return self.select_and_launch(args, kwargs, grid, warmup).result
+
+    def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
+        """Pick the config for these arguments (tuning on a miss) and launch it; returns the `Launch` it made."""
+        bound = self.bind(args, kwargs, strict=True)
+        if warmup and has_dtype_stand_ins(bound.named.values()):  # KernelInterface.warmup(dtypes): tune nothing
+            config, record, how = self._stored_winner(bound), None, "cache"
+        else:
+            config, record, how = self.select(bound, grid)
+        self.best_config = config
+        if how == "online" and not warmup:  # a key tuned across calls: this call may time a candidate
+            return self._launch_online(bound, grid, record)
+        launch_args, launch_kwargs, launch_grid = self.launch_args(config, bound, grid)
+        with self.launch_lock:
+            result = self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+        return Launch(result, config, record, how, bound, launch_grid, launch_kwargs)
+
+    def _launch_online(self, bound: BoundCall, grid: Any, record: TuningRecord | None) -> Launch:
+        """Run a call of a key tuned online: the session picks the config (kept off the cache-hit path)."""
+        launched: list = []
+
+        def launch(chosen: Config) -> Any:
+            launch_args, launch_kwargs, launch_grid = self.launch_args(chosen, bound, grid)
+            launched[:] = [chosen, launch_grid, launch_kwargs]
+            with self.launch_lock:
+                return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+
+        result = self.online.launch(*self.key_of(bound), bound, launch)
+        chosen, launch_grid, launch_kwargs = launched
+        return Launch(result, chosen, record, "online", bound, launch_grid, launch_kwargs)
+
+    def _stored_winner(self, bound: BoundCall) -> Config:
+        """The cached winner of a call made of dtypes (Triton's warmup), which cannot be tuned on: no tensors."""
+        key, dtypes = self._key(bound.named)
+        record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
+        if record is None:
+            raise AutotuneError(
+                f"{self.name}: a warmup with dtypes instead of tensors (Triton's KernelInterface.warmup, "
+                f"as triton.heuristics' .warmup calls it) found no tuned winner for key={key} "
+                f"{list(dtypes)}, and tuning needs real tensors: call {self.name}.warmup(...) with "
+                "tensors, or precompile(...) the space ahead of time"
+            )
+        return record.winner
+
+    def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
+        """Tune (if needed) and compile the winner for these arguments without launching it."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, strict: bool = False) -> BoundCall:
+        """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning. `strict`
+        (the native call path) also refuses what the triton.autotune drop-in passes through (call_arguments.py)."""
+        args, kwargs = tuple(args), dict(kwargs)
+        if len(args) > len(self.arg_names):
+            raise CallError(
+                f"{self.name} takes {len(self.arg_names)} arguments ({self.arg_names}); got {len(args)} positional"
+            )
+        if kwargs or (strict and len(args) > self._call_signature.first_tuned):
+            self._call_signature.check(args, kwargs, strict=strict)
+        named = dict(self._defaults)
+        named.update(zip(self.arg_names, args))
+        named.update((k, v) for k, v in kwargs.items() if k in self._arg_name_set)  # not launch options (num_warps=)
+        if len(args) < self._required_upto:  # the fast path: every required argument was passed by position
+            missing = [n for n in self._required if n not in named]
+            if missing:
+                untuned = [n for n in missing if n in self.constexpr_names]
+                hint = (
+                    f"; not set by the search space, a tl.constexpr ({', '.join(untuned)}) is passed at each call "
+                    "or added to the space"
+                    if untuned
+                    else ""
+                )
+                raise CallError(
+                    f"{self.name}() missing {len(missing)} required argument"
+                    f"{'s' if len(missing) > 1 else ''}: {', '.join(map(repr, missing))} (the kernel's "
+                    f"arguments: {', '.join(self.arg_names)}; tuned and derived ones come from the "
+                    f"search space){hint}"
+                )
+        return BoundCall(args, kwargs, named)
+
+    def key_of(self, bound: BoundCall) -> tuple[tuple, tuple[str, ...]]:
+        """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""
+        return self._key(bound.named)
+
+    def select(self, bound: BoundCall, grid: Any) -> tuple[Config, TuningRecord | None, str]:
+        """The config to launch for these arguments, the key's record, and how it was found.
+
+        The hot path is a memory hit: key, one dict lookup, one counter. The AUTOTUNE_* switches are read only
+        when a key is not in memory yet, i.e. when a process first meets it.
+        """
+        key, dtypes = self._key(bound.named)
+        record = self.memory_hit(key, dtypes)
+        return (
+            (record.winner, record, "memory") if record is not None else self._select_on_miss(key, dtypes, bound, grid)
+        )
+
+    def memory_hit(self, key: tuple, dtypes: tuple[str, ...]) -> TuningRecord | None:
+        """The record this process's memory holds for (key, dtypes), counted as a hit and made the last call's
+        key (`record()`); None when a launch must go past memory (not there, or force= not yet applied to it)."""
+        ident = (key, dtypes)
+        self._last_key = ident
+        record = self.cache.memory.lookup(key, dtypes)  # the memory tier: one dict get
+        if record is not None and (not self.tuning.force or ident in self._forced):
+            count_hit(self.name)
+            return record
+        return None
+
+    def _select_on_miss(
+        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
+    ) -> tuple[Config, TuningRecord | None, str]:
+        check_finite_key(key, self.name)
+        if env_disable():
+            return self.fallback_config(), None, "disabled"
+        if env_offline():
+            return self._select_offline(key, dtypes, bound)
+        check_launch_grid(self.name, grid)  # known before tuning: a bad one would fail every config alike
+        check_guarded_values(self.name, bound.named, self._guarded)
+        if not self.interpreted and self.compiler_factory is None:
+            problem = driver_problem()
+            if problem is not None:
+                raise NoDeviceError(
+                    f"{self.name} cannot be tuned here: no GPU driver is active ({problem}). To run "
+                    "on the CPU, set TRITON_INTERPRET=1 before triton is imported; for a GPU, check "
+                    "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
+                    "CUDA_VISIBLE_DEVICES)."
+                )
+        force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
+        dist_mode = active_mode(self.tuning.distributed)
+        if dist_mode is None and not force and online_mode(self.tuning):
+            return self.online.select(key, dtypes, bound, grid)  # never waits: tunes across calls (online.py)
+        # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
+        # kept for this call (`candidates`), so a winner this prune excluded is never launched.
+        if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
+            try:
+                kept, candidates, prune_error = *self.candidates(bound), None
+            except RerunCall:  # not an error: this rank runs its call again, then agrees
+                raise
+            except Exception as exc:  # raised inside the agreement, so every rank learns of it together
+                kept, candidates, prune_error = list(self.configs or ()), None, exc
+
+            def tune_shard(select: Any) -> TuningRecord:
+                return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
+
+            from ..modes import distributed as _distributed
+
+            record, how = _distributed.agree(
+                self.cache,
+                key,
+                dtypes,
+                dist_mode,
+                tune_shard,
+                force=force,
+                candidates=candidates,
+                lock_timeout_s=self.tuning.lock_timeout_s,
+                prune_error=prune_error,
+            )  # raised on every rank at the handshake
+        else:
+            kept, candidates = self.candidates(bound)
+            record, how = self.cache.get_or_tune(
+                key,
+                dtypes,
+                lambda: self._tune(key, dtypes, bound, grid, kept, candidates),
+                force=force,
+                lock_timeout_s=self.tuning.lock_timeout_s,
+                candidates=candidates,
+            )
+        if force and how == "tuned":
+            self._forced.add((key, dtypes))
+        if how in ("disk", "remote") and (env_print_level() >= 1 or logger.isEnabledFor(logging.INFO)):
+            from ..reporting.lines import emit  # only when it prints or logs: a hit loads no reporting
+
+            emit(record, cache_hit=True)
+        return record.winner, record, how
+
+    def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, str]:
+        """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
+        (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
+        candidates, mode = self.candidates(bound)[1], active_mode(self.tuning.distributed)
+        stale: list[str] = []  # why a stored entry was not used: the warning's diagnosis
+        if mode is not None:
+            from ..modes import distributed as _distributed
+
+            record = _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates)
+        else:
+            record = self.cache.peek(key, dtypes, candidates, stale)
+        if record is not None:
+            return record.winner, record, "cache"
+        if self.cache.count_offline_miss(key, dtypes):
+            why = f" ({'; '.join(stale)})" if stale else ""
+            warn_at_caller(
+                f"autotune: AUTOTUNE_OFFLINE=1 and no {'usable ' if why else ''}cached winner for "
+                f"{self.name} key={key} {list(dtypes)}{why}; launching {dict(self.fallback_config())} "
+                "untuned",
+                CacheWarning,
+            )
+        return self.fallback_config(), None, "offline"
+
+    def fallback_config(self) -> Config:
+        """What launches untuned (AUTOTUNE_OFFLINE/DISABLE): `fallback=`, else the space's first config."""
+        if self.fallback is not None:
+            return self.fallback
+        if self._first is None:  # found once: walking a huge filtered space to its first config would be slow
+            self._first = self.configs[0] if self.configs is not None else self.space.sample(random.Random(0))
+        return self._first
+
+    def _split(self, config: Config) -> tuple[dict, dict]:
+        """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
+        split = self._split_cache.get(config)
+        if split is None:
+            meta = {k: v for k, v in config.items() if k not in self._compile_options}
+            options = {**self.static_options, **{k: v for k, v in config.items() if k in self._compile_options}}
+            split = self._split_cache[config] = (meta, options)
+        return split
+
+    def launch_args(self, config: Config, bound: BoundCall, grid: Any) -> tuple[tuple, dict, Any]:
+        """(positional args, keyword args, grid) that launch `config` for a bound call through `fn.run`.
+        `grid=None` evaluates the decorator's `grid=`."""
+        args, kwargs, named = bound.args, bound.kwargs, bound.named  # bind() refused tuned fields in kwargs
+        meta, options = self._split(config)
+        launch_kwargs = {**kwargs, **options, **meta}
+        values: Mapping[str, Any] = config
+        if self._derive is not None:
+            derived = self._derive(config, named)
+            launch_kwargs.update(derived)
+            values = {**config, **derived}
+        if grid is None:
+            if self._grid is None:
+                raise AutotuneError(
+                    f"{self.name} needs a grid: give @autotune(grid=...) or launch {self.name}[grid](...)"
+                )
+            grid = self._grid(values, named)
+        return args, launch_kwargs, grid
+
+    # ------------------------------------------------------------------------------------------ tuning
+    def _tune(
+        self,
+        key: tuple,
+        dtypes: tuple,
+        bound: BoundCall,
+        grid: Any,
+        kept: Sequence[Config],
+        candidates: str | None,
+        select: Callable[[list[Config]], Sequence[Config]] | None = None,
+    ) -> TuningRecord:
+        """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
+        others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
+        from ..engine.isolation import isolation_for
+        from ..engine.timing import make_timer
+        from ..engine.tuner import TuneJob, tune
+        from ..reporting.lines import emit
+
+        named = bound.named
+
+        def prepare(config: Config) -> tuple:
+            return self.launch_args(config, bound, grid)
+
+        def run_config(config: Config) -> Any:
+            launch_args, launch_kwargs, launch_grid = prepare(config)
+            return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
+
+        configs, strategy = self.configs or [], None
+        if self.strategy != "exhaustive":
+            configs, strategy = [], self.search_strategy(key, kept, dtypes)
+        kept_set = set(kept)
+        skip = frozenset(c for c in configs if c not in kept_set)
+        if select is not None:
+            mine = set(select([c for c in configs if c not in skip]))
+            skip = frozenset(c for c in configs if c not in mine)
+        total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
+        isolated = isolation_for(self, bound, grid)  # None: tune in this process (a shard too: its subset is `skip`)
+        job = TuneJob(
+            configs=configs,
+            run_config=run_config,
+            strategy=strategy,
+            isolated=isolated,
+            compiler=self.compiler_for(prepare) if isolated is None else isolated.compiler(),
+            timer=make_timer(
+                on_gpu=not self.interpreted,
+                do_bench=self.do_bench,
+                flush_l2=self.tuning.flush_l2,
+                cuda_graph=self.tuning.cuda_graph,
+            ),
+            tuning=self.tuning,
+            named_args=named,
+            skip=skip,
+            restore_value=self.restore_value,
+            reset_to_zero=self.reset_to_zero,
+            setup=self.setup,
+            verify=self.verify,
+            synchronize=self.synchronize,
+            progress=self._progress(key, total, strategy),
+            kernel_name=self.name,
+            measure_single=select is not None,
+            whole_space=select is None,
+            preference=kept,
+        )
+        try:
+            outcome = tune(job)
+        finally:
+            close = getattr(job.progress, "close", None)
+            if close is not None:
+                close()
+        record = self.cache.new_record(
+            key,
+            dtypes,
+            winner=outcome.winner,
+            trials=outcome.trials,
+            tuning_s=outcome.tuning_s,
+            candidates=candidates,
+            strategy=None if strategy is None else self.strategy,
+            space_size=None if strategy is None else self.space_size,
+        )
+        if select is None:
+            emit(record, cache_hit=False)
+        return record
+
+    def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
+        """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
+        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included)."""
+        space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
+        seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
+        return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
+
+    def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
+        """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
+        drop-in (`autotune.compat`) overrides it to call Triton's pre/post hooks around each run."""
+        with self.launch_lock:
+            return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def candidates(self, bound: BoundCall) -> tuple[list[Config], str | None]:
+        """(the configs prune= keeps for this call, in its order, or every config without prune=; the checksum
+        of the kept ones, or None without prune=). Ties between equal timings go to the earlier one here, as in
+        triton.autotune (the order after early_config_prune and perf_model)."""
+        if self.prune is None or self.configs is None:  # a lazy space has no prune= (refused at decoration)
+            return list(self.configs or ()), None
+        return kept_configs(self.prune, self.configs, bound.named, self.name)
+
+    def compiler_for(self, prepare: Callable[[Config], tuple]) -> Any:
+        """The compiler of the tuning pipeline: the JIT on a GPU, nothing under the interpreter."""
+        if self.compiler_factory is not None:
+            return self.compiler_factory(self, prepare)
+        if self.interpreted:
+            return InterpreterCompiler()
+        return JitCompiler(self.fn, prepare)
+
+    def synchronize(self) -> None:
+        if not self.interpreted:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _progress(self, key: tuple, total: int, strategy: Any = None) -> Any:
+        from ..engine.progress import TuningProgress
+
+        if strategy is None:
+            return TuningProgress(self.name, key, total)
+        return TuningProgress(self.name, key, total, strategy=self.strategy, space_size=self.space_size)
+
+    # ------------------------------------------------------------------------------------------ inspection
+    def __repr__(self) -> str:
+        return f"<autotuned {self.name}: {self.space_size} configs>"
+
+
+def autotune(
+    space: Any,
+    *,
+    key: Any = None,
+    grid: Any = None,
+    derive: Mapping[str, Any] | None = None,
+    tuning: Tuning | str | dict | None = None,
+    restore_value: Sequence[str] = (),
+    reset_to_zero: Sequence[str] = (),
+    verify: Callable[..., bool] | Reference | None = None,
+    setup: Callable[..., Any] | None = None,
+    do_bench: Callable[..., Any] | None = None,
+    prune: PruneSpec = None,
+    fallback: Mapping[str, Any] | None = None,
+    **static_compile_options: Any,
+) -> Callable[[Any], Autotuned]:
+    """Decorate a `@triton.jit` kernel with a search space; see DESIGN.md section 1 for the full story."""
+    # Validate what can be validated without the kernel now, so a bad option fails at the decorator line.
+    if hasattr(space, "arg_names"):
+        raise SpaceError(
+            "@autotune takes arguments: write @autotune(space=..., key=..., grid=...) above @triton.jit, "
+            "not a bare @autotune"
+        )
+    Tuning.coerce(tuning)
+    as_space(space)
+    as_pruner(prune, "this @autotune")  # the kernel is not known yet
+
+    def decorate(fn: Any) -> Autotuned:
+        return Autotuned(
+            fn,
+            space=space,
+            key=key,
+            grid=grid,
+            derive=derive,
+            tuning=tuning,
+            restore_value=restore_value,
+            reset_to_zero=reset_to_zero,
+            verify=verify,
+            setup=setup,
+            do_bench=do_bench,
+            prune=prune,
+            fallback=fallback,
+            **static_compile_options,
+        )
+
+    return decorate

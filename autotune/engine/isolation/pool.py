@@ -1,0 +1,280 @@
+"""The parent's side of isolation: worker processes, started once and reused across configs, keys and kernels
+while this process lives; killed (its whole process group) and started again when a config hangs or kills it.
+
+One measuring worker (`shared_worker`: trials are measured one at a time, as in-process) and, with
+`compile_workers=N`, up to N compile workers (`compile_workers`) that compile the next configs meanwhile."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ...errors import WorkerShutdownError
+from ...fork_safety import reset_in_forked_child
+
+__all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
+
+logger = logging.getLogger("autotune")
+
+
+class WorkerCrashed(Exception):
+    """The worker died while answering (a signal, os._exit, a poisoned device)."""
+
+
+class WorkerTimedOut(Exception):
+    """The worker did not answer in time; it was killed."""
+
+
+STOPPED = (
+    "autotune's worker processes were stopped (autotune.isolation.shutdown(), or this process exiting) while "
+    "a tuning was using them; nothing was stored for it, and no config is to blame: call the kernel again to "
+    "tune it"
+)
+
+
+class Worker:
+    """A `python -m autotune.engine.isolation` worker process and the socket to it."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.loaded: set[tuple[str, str, str]] = set()
+        self.call_token: str | None = None  # whose call arguments the worker holds (see `send_call`)
+        self.starts = 0
+        self.stopped = False  # closed by shutdown(): never started again (a runner still holding it gets an error)
+        self.aborted = False  # killed by `abort` from another thread: never started again; the pool drops it
+        self._guard = threading.Lock()  # `proc` as `abort` (another thread) sees it: started, or killed and reaped
+
+    def start(self) -> None:
+        with self._guard:  # `abort` kills a process started before it; one after it is never started
+            if self.stopped:
+                raise WorkerShutdownError(STOPPED)
+            if self.aborted:
+                raise WorkerCrashed("the worker was stopped: the tuning that used it ended")
+            self._start()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process can import
+        main_thread = "1" if threading.current_thread() is threading.main_thread() else "0"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune.engine.isolation", str(theirs.fileno()), str(os.getpid()), main_thread],
+            pass_fds=[theirs.fileno()],
+            start_new_session=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.loaded, self.call_token = set(), None
+        self.starts += 1
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def request(self, message: tuple, timeout_s: float | None) -> Any:
+        """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). The worker
+        must be running (`load` starts it): one started here would hold no kernel and no call."""
+        if self.stopped:
+            raise WorkerShutdownError(STOPPED)
+        if not self.alive or self.conn is None:
+            raise WorkerCrashed("the worker is not running (it died before the request)")
+        try:
+            self.conn.send(message)
+            if not self.conn.poll(timeout_s):
+                self.kill()
+                raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
+            return self.conn.recv()
+        except (EOFError, ConnectionError, OSError) as exc:
+            proc = self.proc  # read once: shutdown() on another thread may kill() it and set None meanwhile
+            try:  # the broken socket usually means it died: its status says how
+                code = proc.wait(timeout=10) if proc is not None else None
+            except subprocess.TimeoutExpired:
+                code = None
+            self.kill()
+            if self.stopped:  # shutdown() closed it under this request: not the config's doing
+                raise WorkerShutdownError(STOPPED) from None
+            raise WorkerCrashed(_death(code, exc)) from None
+        except BaseException:  # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
+            self.kill()
+            raise
+
+    def load(self, ref: tuple[str, str, str], recipe: bytes | None, timeout_s: float | None) -> None:
+        """Import the kernel `ref` names in the worker (rebuilt from `recipe` when given), once per worker life."""
+        if ref in self.loaded and self.alive:
+            return
+        if not self.alive:
+            self.start()
+        reply = self.request(("load", ref, recipe, list(sys.path)), timeout_s)  # sys.path as it is now
+        if reply[0] != "ok":
+            raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
+        self.loaded.add(ref)
+
+    def send_call(self, token: str, encoded: Any, cuda_device: int | None, timeout_s: float | None) -> None:
+        """Give the worker a tuning's arguments once (it keeps one call) and the caller's current GPU; requests
+        then name them by `token`."""
+        if self.call_token == token and self.alive:
+            return
+        reply = self.request(("call", token, encoded, cuda_device), timeout_s)
+        if reply[0] != "ok":
+            raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
+        self.call_token = token
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and reap it."""
+        with self._guard:
+            if self.proc is not None and self.proc.poll() is None:
+                _kill_group(self.proc.pid)
+                self.proc.wait()
+            if self.conn is not None:
+                self.conn.close()
+            self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
+
+    def abort(self) -> None:
+        """Kill the worker's process group from another thread than the one using it, which may be waiting in
+        `request`: the socket stays open under that thread, which gets end-of-file at once (a `WorkerCrashed`)
+        and reaps the process itself. The worker is never started again and its pool drops it when it is
+        given back. Why: Ctrl-C (or any error) ends a tuning while a compile worker hangs, and the pipeline
+        waits for its pool threads (`WorkerCompiler.session`)."""
+        with self._guard:
+            self.aborted = True
+            if self.proc is not None and self.proc.poll() is None:
+                _kill_group(self.proc.pid)
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill it if it does not. A closed worker is not started again."""
+        self.stopped = True
+        proc = self.proc  # read once: abort() or kill() on another thread may set None meanwhile
+        if self.alive and proc is not None and self.conn is not None:
+            try:
+                self.conn.send(("exit",))
+                proc.wait(timeout=5)
+            except Exception:
+                pass
+        self.kill()
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL a worker's process group (its pid: the worker leads a session of its own)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _death(code: int | None, exc: BaseException) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the worker was killed by {name}"
+    if code is not None:
+        return f"the worker exited with status {code}"
+    return f"the worker's connection broke ({type(exc).__name__}: {exc})"
+
+
+class WorkerPool:
+    """Workers lent one at a time, started as needed up to the size asked (the compile workers)."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+        self._idle: list[Worker] = []
+        self._available = threading.Condition()
+
+    @contextlib.contextmanager
+    def borrow(self, size: int) -> Iterator[Worker]:
+        """An idle worker, or a new one while fewer than `size` exist, else wait for one to be given back."""
+        with self._available:
+            self._drop_aborted()
+            while not self._idle and len(self.workers) >= max(1, size):
+                self._available.wait()
+                self._drop_aborted()
+            if self._idle:
+                worker = self._idle.pop()
+            else:
+                worker = Worker()
+                self.workers.append(worker)
+        try:
+            yield worker
+        finally:
+            with self._available:
+                if not worker.aborted:
+                    self._idle.append(worker)
+                elif worker in self.workers:  # a fresh one takes its place when one is needed
+                    self.workers.remove(worker)
+                self._available.notify()
+
+    def _drop_aborted(self) -> None:
+        """Forget the workers `Worker.abort` killed (never started again); the caller holds `_available`."""
+        self.workers = [w for w in self.workers if not w.aborted]
+        self._idle = [w for w in self._idle if not w.aborted]
+
+    def close(self) -> None:
+        with self._available:
+            workers, self.workers, self._idle = self.workers, [], []
+        for worker in workers:
+            worker.close()
+
+
+# The process's workers outlive one tuning on purpose: a worker's start costs the imports of torch and Triton,
+# and it keeps every kernel it loaded, so later keys and kernels tune without paying that again. They are
+# stopped at exit and by shutdown(), and die with this process (PR_SET_PDEATHSIG and a watchdog).
+_LOCK = threading.Lock()
+_WORKER: Worker | None = None
+_COMPILE_POOL: WorkerPool | None = None
+
+
+def shared_worker() -> tuple[Worker, threading.Lock]:
+    """The process's measuring worker (started on first use) and the lock that serialises its requests."""
+    global _WORKER
+    with _LOCK:
+        if _WORKER is None:
+            _WORKER = Worker()
+        return _WORKER, _REQUESTS
+
+
+def compile_workers() -> WorkerPool:
+    """The process's compile workers (started as the tunings ask for them)."""
+    global _COMPILE_POOL
+    with _LOCK:
+        if _COMPILE_POOL is None:
+            _COMPILE_POOL = WorkerPool()
+        return _COMPILE_POOL
+
+
+_REQUESTS = threading.Lock()
+
+
+@reset_in_forked_child
+def _after_fork_in_child() -> None:
+    """A forked child shares nothing with its parent's workers: their sockets answer the parent, and a parent thread
+    waiting on one held `_REQUESTS` forever in the child. The child starts its own workers when it tunes, and never
+    stops the parent's (the objects are dropped, their processes left alone)."""
+    global _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL
+    _LOCK, _REQUESTS, _WORKER, _COMPILE_POOL = threading.Lock(), threading.Lock(), None, None
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every worker (at exit, and for tests that check nothing is left behind)."""
+    global _WORKER, _COMPILE_POOL
+    with _LOCK:
+        worker, _WORKER = _WORKER, None
+        pool, _COMPILE_POOL = _COMPILE_POOL, None
+    if worker is not None:
+        worker.close()
+    if pool is not None:
+        pool.close()

@@ -1,0 +1,366 @@
+"""The parent's side of one isolated tuning: whether to isolate (`isolation_for`), the trials and the final
+re-measurement in the measuring worker (`IsolatedRunner`), and the compile stage in the compile workers
+(`WorkerCompiler`, the pipeline's `Compiler` for isolated tunings)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import logging
+import pickle
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from ... import codec, errors
+from ...errors import (
+    AutotuneError,
+    IsolationWarning,
+    OptionError,
+    WorkerShutdownError,
+    warn_at_caller,
+    warn_verification_failed,
+)
+from ...kernel.identity import imported_object, kernel_ref
+from ...options import isolate_setting
+from ...record import Trial, TrialStatus
+from ...space.spaces import Config
+from ..compilers import InterpreterCompiler
+from ..pipeline import CompileFailed
+from .call_copies import encode_call
+from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
+
+__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
+
+logger = logging.getLogger("autotune")
+_LOAD_TIMEOUT_S = 300.0  # importing torch, Triton and the kernel's module in a fresh worker
+_noted: set[str] = set()
+_noted_lock = threading.Lock()
+
+
+def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[bytes | None, str | None]:
+    """How a worker gets this kernel: (None, None) by its module and qualified name; (recipe, None) as the
+    `@triton.jit` kernel there decorated anew from the pickled `@autotune` arguments (a kernel autotuned away
+    from its definition, or by `autotune_launch`); (None, reason) when it cannot. `bound_by_name`: at a call
+    (while decorating, the name is not bound yet, so only the module and the qualified name are checked)."""
+    ref = kernel_ref(kernel.base_fn)
+    if ref.module == "__main__":
+        return None, (
+            f"{kernel.name} is defined in __main__ (a script or a notebook cell), which a worker cannot import"
+        )
+    if ref.importable_reason is not None:
+        return None, ref.importable_reason
+    if not bound_by_name or ref.module not in sys.modules:  # the worker's import will tell
+        return None, None
+    named = imported_object(ref)
+    if named is kernel or getattr(named, "tuner", None) is kernel:
+        return None, None
+    if named is not kernel.fn:
+        return None, (
+            f"{ref.module}.{ref.qualname} holds neither this autotuned kernel nor the kernel it decorates "
+            "(another wrapper, such as triton.heuristics, was applied away from the definition): apply "
+            "the decorators where the kernel is defined"
+        )
+    try:
+        return pickle.dumps(
+            {
+                **kernel.recipe,
+                "verify": kernel.verify,
+                "setup": kernel.setup,  # as they are now
+                "do_bench": kernel.do_bench,
+                "compiler_factory": kernel.compiler_factory,
+            }
+        ), None
+    except Exception as exc:
+        return None, (
+            f"{ref.module}.{ref.qualname} holds the plain @triton.jit kernel, not this autotuned one, and "
+            f"its @autotune arguments cannot be sent to a worker to decorate it there ({exc}): apply "
+            "@autotune where the kernel is defined, or pass module-level functions instead of lambdas"
+        )
+
+
+_PROCESS_ELSE = ", or use isolate='auto' (tunes it in-process) or 'off'"
+_PROCESS_FIX = "Define the kernel at the top level of an importable module" + _PROCESS_ELSE
+
+
+def check_isolation(kernel: Any) -> None:
+    """At decoration: `isolate="process"` (or AUTOTUNE_ISOLATE=process) on a kernel no worker can import is an
+    error now, not at a call; the message names what asked for it."""
+    mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
+    if mode == "process":
+        _, reason = _how_to_load(kernel, bound_by_name=False)
+        if reason is not None:
+            raise OptionError(f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX}")
+
+
+class IsolatedRunner:
+    """Runs one tuning's trials in the measuring worker, on copies of the call's arguments (sent once)."""
+
+    def __init__(self, kernel: Any, bound: Any, grid: Any, recipe: bytes | None, encoded: Any) -> None:
+        ref = kernel_ref(kernel.base_fn)
+        self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
+        self.recipe = recipe
+        self.encoded = encoded  # the measuring worker's copy, with the data
+        self.token = uuid.uuid4().hex
+        self.cuda_device = _current_cuda_device(bound)
+        self.grid = grid
+        self.tuning = kernel.tuning
+        self.kernel_name = kernel.name
+        # Compile workers only where there is something to compile (not the interpreter) and workers to do it.
+        self.precompiles = self.tuning.compile_workers > 0 and not (
+            kernel.interpreted and kernel.compiler_factory is None
+        )
+        # What a compile worker gets: the layout without the bytes.
+        self.shapes = encode_call(bound.args, bound.kwargs, data=False) if self.precompiles else None
+        self.worker, self.lock = shared_worker()
+        with self.lock:
+            self.prepare(self.worker)
+
+    def prepare(self, worker: Worker, measuring: bool = True) -> None:
+        """(Re)load the kernel and this tuning's arguments in `worker` (a restarted worker has neither); its
+        failure is not a config's, so it ends the tuning."""
+        try:
+            worker.load(self.ref, self.recipe, _LOAD_TIMEOUT_S)
+            if measuring:
+                worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S)
+            else:
+                worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S)
+        except WorkerShutdownError:
+            raise
+        except (ImportError, RuntimeError, OSError, WorkerCrashed, WorkerTimedOut) as exc:  # OSError: no start
+            raise AutotuneError(
+                f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
+            ) from None
+
+    def compiler(self) -> Any:
+        """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
+        compiles each config as part of its trial)."""
+        return WorkerCompiler(self) if self.precompiles else InterpreterCompiler()
+
+    def trial(self, config: Config) -> Trial:
+        """Check and measure `config` in the worker (compiling it first unless a compile worker did); a crash
+        or a hang is this config's result."""
+        message = ("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles)
+        with self.lock:
+            self.prepare(self.worker)
+            try:
+                reply = self.worker.request(message, self.tuning.trial_timeout_s)
+            except WorkerTimedOut as exc:
+                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
+            except WorkerCrashed as exc:
+                return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
+            if reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
+                self.worker.kill()
+                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        if reply[0] in ("ok", "failed"):
+            trial = codec.from_builtins(reply[1], Trial)
+            if trial.status is TrialStatus.VERIFY_FAILED:  # warned here, as in-process (the worker's is silenced)
+                reason = (trial.error or "").split(": ", 1)[-1]  # "VerificationError: why" -> "why"
+                warn_verification_failed(self.kernel_name, config, reason)
+            return trial
+        raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
+
+    def compile(self, config: Config, worker: Worker) -> float:
+        """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
+        status. The worker is killed past `compile_timeout_s` or `trial_timeout_s` (the smaller)."""
+        self.prepare(worker, measuring=False)
+        limits = [t for t in (self.tuning.compile_timeout_s, self.tuning.trial_timeout_s) if t is not None]
+        try:
+            reply = worker.request(
+                ("compile", self.ref, config, self.token + "-shapes", self.grid, self.tuning),
+                min(limits) if limits else None,
+            )
+        except WorkerTimedOut as exc:
+            raise CompileFailed(
+                TrialStatus.TIMEOUT, f"compiling it took longer than {min(limits):g} s: {exc}"
+            ) from None
+        except WorkerCrashed as exc:
+            raise CompileFailed(TrialStatus.CRASHED, f"compiling it: {exc}") from None
+        if reply[0] == "ok":
+            return reply[1]
+        if reply[0] == "failed":
+            raise CompileFailed(TrialStatus(reply[1]), reply[2])
+        if reply[0] == "sticky":
+            worker.kill()
+            raise CompileFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
+        # Always an AutotuneError: the pipeline would read a rebuilt TypeError or RuntimeError as this config's
+        # compile error, and what a compile worker answers "error" (not "failed") is never the config's doing.
+        raise worker_error(reply, f"the compile worker of {self.kernel_name}", own_class=False)
+
+    def refine(self, configs: list[Config], reps: int) -> dict[Config, list[float]]:
+        """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
+        with self.lock:
+            try:
+                self.prepare(self.worker)
+                reply = self.worker.request(
+                    ("refine", self.ref, configs, self.token, self.grid, self.tuning, reps),
+                    None if self.tuning.trial_timeout_s is None else self.tuning.trial_timeout_s * len(configs),
+                )
+            except WorkerShutdownError:
+                raise
+            except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
+                reply = ("error", exc)
+            if reply[0] == "sticky":
+                self.worker.kill()
+        if reply[0] != "ok":
+            logger.warning(
+                "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, reply[1]
+            )
+            return {}
+        by_text = {c.canonical(): c for c in configs}
+        return {by_text[text]: samples for text, samples in reply[1].items()}
+
+    def _timeout_text(self, exc: Exception) -> str:
+        return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
+
+
+def worker_error(reply: tuple, where: str, own_class: bool = True) -> Exception:
+    """The error a request raised in a worker, as the caller would have got it in process: its own class when that
+    is an autotune error or a Python built-in one (so `except TypeError` works under isolation too), else (or
+    with `own_class=False`) an AutotuneError saying where; the worker's traceback is attached as a note (in the
+    message before Python 3.11). Only a class *name* is looked up, in those two modules: nothing is evaluated."""
+    error: Exception | None = None
+    try:
+        module, name, message = reply[3]
+        home = {"autotune.errors": errors, "builtins": builtins}.get(module) if own_class else None
+        cls = getattr(home, name, None) if home is not None and isinstance(name, str) and "." not in name else None
+        if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, Warning):
+            error = cls(f"{message} (raised in {where})")
+    except Exception:  # an older or odd reply, or a class whose constructor takes more than a message
+        error = None
+    if error is None:
+        error = AutotuneError(f"{where} failed: {reply[1] if len(reply) > 1 else reply}")
+    trace = reply[2] if len(reply) > 2 and isinstance(reply[2], str) else ""
+    if trace:
+        note = f"The worker's traceback:\n{trace.rstrip()}"
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        else:  # Python 3.10: no notes; the message carries it
+            error.args = (f"{error.args[0] if error.args else ''}\n{note}",) + tuple(error.args[1:])
+    return error
+
+
+def _current_cuda_device(bound: Any) -> int | None:
+    """The caller's current GPU when the call has CUDA tensors (a worker makes it current too), else None."""
+    if not any(getattr(getattr(v, "device", None), "type", None) == "cuda" for v in bound.named.values()):
+        return None
+    import torch
+
+    return torch.cuda.current_device()
+
+
+class WorkerCompiler:
+    """The pipeline's `Compiler` under isolation: each pool thread lends a compile worker a config, so N
+    compiles run in N processes while the measuring worker measures (a crash there costs that config)."""
+
+    def __init__(self, runner: IsolatedRunner) -> None:
+        self.runner = runner
+        self.pool = compile_workers()
+        self._current = _CompileSession()
+
+    @contextlib.contextmanager
+    def session(self, executor: Executor) -> Iterator[None]:
+        """Held by the pipeline around the whole drain, and left before it waits for its pool threads. Left by
+        an exception (Ctrl-C, a worker's error), it kills the compile workers this session's threads are using
+        and starts no more compiles: a compile that hangs (no timeout under isolation, or a long one) would
+        otherwise keep the pipeline waiting for its thread, and the exception from reaching the caller."""
+        self._current = session = _CompileSession()
+        try:
+            yield
+        except BaseException:
+            session.end()
+            raise
+
+    def submit(self, config: Config, executor: Executor) -> Future:
+        return executor.submit(self._compile, config, self._current)
+
+    def _compile(self, config: Config, session: _CompileSession) -> float:
+        with self.pool.borrow(self.runner.tuning.compile_workers) as worker:  # waits while all N are busy
+            with session.using(worker):
+                return self.runner.compile(config, worker)
+
+    def finalize(self, config: Config, result: Any) -> Any:
+        return result  # the seconds the compile took in the worker (the tuner records them as compile_s)
+
+
+class _CompileSession:
+    """The compile workers one pipeline session's threads are using, so that `end` can kill them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._using: set[Worker] = set()
+        self._ended = False
+
+    @contextlib.contextmanager
+    def using(self, worker: Worker) -> Iterator[None]:
+        """Note that the calling thread compiles in `worker`; after `end`, refuse (no new compile starts)."""
+        with self._lock:
+            if self._ended:
+                raise AutotuneError("the tuning ended before this config's compile started")
+            self._using.add(worker)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._using.discard(worker)
+
+    def end(self) -> None:
+        """Kill the process groups of the workers in use (`Worker.abort`: their threads get end-of-file at once
+        and return; the pool replaces those workers later) and let no compile start from now on."""
+        with self._lock:  # held while aborting: a thread cannot give a worker back to the pool meanwhile
+            self._ended = True
+            for worker in self._using:
+                worker.abort()
+
+
+def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
+    """The runner for this tuning, or None to tune in-process (isolation off, or `"auto"` when a worker could
+    not run this kernel: said once per kernel)."""
+    mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
+    if mode == "off":
+        return None
+    recipe, reason = _how_to_load(kernel)
+    load_problem = reason is not None
+    encoded, fix = None, "To isolate it, decorate it at the top level of an importable module"
+    if reason is None:
+        try:
+            pickle.dumps(grid)
+        except Exception:
+            reason = f"its launch grid {grid!r} cannot be sent to a worker"
+            fix = (
+                "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
+                "sent), or give the decorator a $X grid= string"
+            )
+    if reason is None:
+        try:
+            encoded = encode_call(bound.args, bound.kwargs)
+            pickle.dumps(encoded)
+        except Exception as exc:
+            reason = f"an argument of the call cannot be sent to a worker ({type(exc).__name__}: {exc})"
+            fix = "To isolate it, pass tensors and plain values (ints, floats, strings, dtypes)"
+    if reason is None:
+        try:
+            return IsolatedRunner(kernel, bound, grid, recipe, encoded)
+        except WorkerShutdownError:  # not a reason to tune in-process: the process is stopping its workers
+            raise
+        except AutotuneError as exc:
+            reason, fix = str(exc), "To isolate it, fix what kept the worker from loading it"
+    if mode == "process":
+        raise OptionError(
+            f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX if load_problem else fix + _PROCESS_ELSE}"
+        )
+    with _noted_lock:
+        first = kernel.identity not in _noted
+        _noted.add(kernel.identity)
+    if first:
+        warn_at_caller(
+            f"autotune: {kernel.name} is tuned in this process, not in a worker, so a config that crashes "
+            f"would end the process: {reason}. {fix}; isolate='off' (or AUTOTUNE_ISOLATE=off) tunes "
+            "in-process without this note",
+            IsolationWarning,
+        )
+    return None

@@ -1,0 +1,176 @@
+"""The worker process of `Tuning(isolate="process")`: runs untried configs so that a crash or a hang costs that
+config, never the caller's process.
+
+Started as `python -m autotune.engine.isolation FD PARENT_PID` (a fresh interpreter, as `spawn` gives, without
+re-running the caller's `__main__`) with one end of a socket pair. It puts itself in a process group of its own
+(so that a timeout kills it and anything it started), and exits when its parent is gone (PR_SET_PDEATHSIG on
+Linux, and a watchdog thread everywhere). Messages are pickled tuples over the private socket pair between a
+process and the worker it started; tensors travel as (shape, dtype, strides, the bytes of the storage span the
+view covers) and are rebuilt as copies, so the caller's tensors are never written by a worker.
+
+Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe, sys_path) imports it
+with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
+kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
+args, cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
+and tuning, not per config). ("trial", ref, config, token, grid, tuning, precompiled) compiles (unless a
+compile worker already did), checks (verify=) and measures one config and answers with the trial (samples, or
+the failure's status and text); ("compile", ref, config, token, grid, tuning) only compiles it (a compile
+worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
+grid, tuning, reps) re-measures the best few interleaved; ("exit",).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import Any
+
+from .call_copies import decode_call
+
+
+def _die_with_parent(parent: int, pdeathsig: bool) -> None:
+    # Linux: SIGKILL when the parent dies, even SIGKILLed. It fires when the *thread* that started the worker
+    # exits, so the parent asks for it only from its main thread; the watchdog covers every case.
+    if pdeathsig:
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(0)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="autotune-worker-watchdog", daemon=True).start()
+
+
+def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
+    """The autotuned kernel its parent built with `autotune(**recipe)(jit_kernel)` (the parent pickled the
+    recipe itself, over the private socket to this worker), with the parent's compiler_factory if it had one."""
+    import pickle
+
+    from ...decorator.autotuned import Autotuned
+
+    options = pickle.loads(recipe)
+    factory = options.pop("compiler_factory", None)
+    jit_kernel = getattr(jit_kernel, "tuner", jit_kernel)  # the name holds another autotuning of it:
+    if isinstance(jit_kernel, Autotuned):  # decorate its kernel, not it
+        jit_kernel = jit_kernel.fn
+    kernel = Autotuned(jit_kernel, **options)
+    kernel.compiler_factory = factory
+    return kernel
+
+
+def _follow_path(parent_path: list) -> None:
+    """Put the parent's sys.path as it is at this load first (the worker's PYTHONPATH is the parent's sys.path at
+    the worker's start: an entry added since would be missing, and a module found there not importable)."""
+    if parent_path and sys.path[: len(parent_path)] != parent_path:
+        import importlib
+
+        sys.path[:] = list(parent_path) + [p for p in sys.path if p not in parent_path]
+        importlib.invalidate_caches()
+
+
+def serve(conn: Any) -> None:
+    """Answer requests until ("exit",) or the parent closes the socket."""
+    from ...errors import FailureKind, classify
+    from ...kernel.identity import KernelRef, import_object
+    from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
+
+    kernels: dict[tuple[str, str], Any] = {}
+    calls: dict[str, tuple] = {}  # the current tuning's arguments, rebuilt once: {token: (args, kwargs)}
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind = request[0]
+        try:
+            if kind == "exit":
+                return
+            if kind == "load":
+                ref, recipe = request[1], request[2]
+                _follow_path(request[3] if len(request) > 3 else [])
+                with warnings.catch_warnings():  # what decorating warns of, the parent already said
+                    warnings.simplefilter("ignore")
+                    obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
+                    if recipe is not None:
+                        obj = rebuild(obj, recipe)
+                obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
+                if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
+                    conn.send(
+                        (
+                            "error",
+                            f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
+                            "kernel where it is defined, @autotune above @triton.jit, so that its name "
+                            "holds the autotuned object)",
+                        )
+                    )
+                    continue
+                kernels[ref] = obj
+                conn.send(("ok",))
+            elif kind == "call":
+                calls.clear()  # one tuning at a time: the previous arguments are freed
+                if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
+                    import torch
+
+                    torch.cuda.set_device(request[3])
+                calls[request[1]] = decode_call(request[2])
+                conn.send(("ok",))
+            elif kind in ("trial", "compile", "refine"):
+                kernel, call = kernels.get(request[1]), calls.get(request[3])
+                if kernel is None or call is None:
+                    conn.send(("error", "the kernel or the call's arguments are not loaded in the worker"))
+                elif kind == "trial":
+                    conn.send(run_trial_in_worker(kernel, request[2], call, *request[4:]))
+                elif kind == "compile":
+                    conn.send(compile_in_worker(kernel, request[2], call, *request[4:]))
+                else:
+                    conn.send(("ok", refine_in_worker(kernel, request[2], call, *request[4:])))
+            else:
+                conn.send(("error", f"unknown request {kind!r}"))
+        except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
+            if classify(exc, "run") is FailureKind.STICKY_DEVICE:  # the context is poisoned: replace this worker
+                conn.send(("sticky", f"{type(exc).__name__}: {exc}"))
+            else:
+                # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds
+                # an autotune or built-in error as itself (runner.worker_error), anything else as AutotuneError
+                conn.send(
+                    (
+                        "error",
+                        f"{type(exc).__name__}: {exc}",
+                        traceback.format_exc(limit=-6),
+                        (type(exc).__module__, type(exc).__qualname__, raised_message(exc)),
+                    )
+                )
+
+
+def raised_message(exc: BaseException) -> str:
+    """The text an error was raised with: its one string argument where it has one (str(KeyError("k")) is the
+    repr "'k'", which the parent would quote a second time when it rebuilds the KeyError), else str(exc)."""
+    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+
+
+def main() -> None:
+    from multiprocessing.connection import Connection
+
+    fd, parent, pdeathsig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:4] == ["1"]
+    _die_with_parent(parent, pdeathsig)  # started in a session (process group) of its own: a timeout kills the group
+    # A worker never tunes on its own: an autotuned kernel called here outside a trial (a module that warms its
+    # kernel up at import, a verify= that calls another autotuned kernel) launches its fallback config untuned.
+    # Tuning there would take the key's file lock that the parent holds while it waits for this worker: a deadlock.
+    os.environ["AUTOTUNE_DISABLE"] = "1"
+    # The parent warns of a config that failed verify= where the caller sees it (runner.IsolatedRunner.trial).
+    from ...errors import VerificationWarning
+
+    warnings.filterwarnings("ignore", category=VerificationWarning)
+    serve(Connection(fd))

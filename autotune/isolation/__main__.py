@@ -1,5 +1,0 @@
-"""`python -m autotune.isolation FD PARENT_PID`: the worker process (see worker.py)."""
-
-from .worker import main
-
-main()

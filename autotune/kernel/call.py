@@ -1,0 +1,131 @@
+"""One call's arguments (`BoundCall`), what it launched (`Launch`), and the checks `Autotuned.bind` runs before
+any tuning: a mistake in the call is the caller's, and no config can fix it, so it is raised at once with the fix
+instead of failing inside every trial (or, under the interpreter, being silently dropped)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..errors import CallError, OptionError, did_you_mean
+from ..kernel.compile_options import backend_option_fields, compile_option_names
+from ..space.checks import CHECKED_OPTIONS, compile_option_problem
+
+if TYPE_CHECKING:
+    from ..record import TuningRecord
+    from ..space.spaces import Config
+
+__all__ = ["BoundCall", "CallSignature", "Launch", "launch_option_names"]
+
+
+def launch_option_names() -> frozenset[str]:
+    """Every keyword Triton's `JITFunction.run` accepts besides the kernel's arguments: the fields of the installed
+    backends' options dataclasses (including those that are no tuning knob, such as `debug`), as Triton checks a
+    launch's keywords against them."""
+    return backend_option_fields()
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundCall:
+    """One call's arguments: as passed (`args`, `kwargs`) and by parameter name with defaults filled in
+    (`named`: the kernel's parameters only; launch options such as num_warps= stay in `kwargs`). Made by
+    `Autotuned.bind`; the key, the grid, the hooks and every launch read it."""
+
+    args: tuple
+    kwargs: dict
+    named: dict
+
+
+class Launch(NamedTuple):
+    """What one call launched: Triton's return value, the config, its record, how the config was found, and
+    the call's arguments and the grid and keyword arguments `fn.run` was given (a callable grid, as given)."""
+
+    result: Any
+    config: Config
+    record: TuningRecord | None
+    how: str
+    bound: BoundCall
+    grid: Any
+    launch_kwargs: dict
+
+
+class CallSignature:
+    """What a call of one autotuned kernel may pass: its arguments (`arg_names`), the names each config sets
+    (`tuned`: the space's fields and derive='s) and the decorator's static compile options (`static`)."""
+
+    __slots__ = ("kernel", "arg_names", "tuned", "static", "first_tuned")
+
+    def __init__(
+        self, kernel: str, arg_names: Sequence[str], tuned: Collection[str], static: Mapping[str, Any]
+    ) -> None:
+        self.kernel = kernel
+        self.arg_names = tuple(arg_names)
+        self.tuned = frozenset(tuned)
+        self.static = dict(static)
+        # A call with no keywords and at most this many positional arguments has nothing to check (the hot path).
+        self.first_tuned = min((i for i, n in enumerate(self.arg_names) if n in self.tuned), default=len(arg_names))
+
+    def check(self, args: tuple, kwargs: Mapping[str, Any], *, strict: bool) -> None:
+        """Raise for a call's mistakes. Always: an argument given by position and by keyword, a tuned field given
+        by keyword. With `strict` (the native call path; the triton.autotune drop-in passes unknown keywords
+        through, as Triton's Autotuner does): a tuned field given by position, a keyword that is also a static
+        option of the decorator (which would silently win), a keyword that is neither a kernel argument nor a
+        Triton launch option (a typo: the interpreter drops it, a GPU launch fails in every trial)."""
+        if kwargs:
+            twice = [n for n in self.arg_names[: len(args)] if n in kwargs]
+            if twice:
+                raise CallError(
+                    f"{self.kernel}() got multiple values for argument {twice[0]!r}: it was given by "
+                    "position and by keyword"
+                )
+            tuned = sorted(kwargs.keys() & self.tuned)
+            if tuned:
+                self._refuse_tuned(
+                    tuned,
+                    kwargs[tuned[0]],
+                    "",
+                    f"{tuned[0]}=",
+                    ", or from a triton.heuristics above @autotune that sets it",
+                )
+        if not strict:
+            return
+        positional = [(n, v) for n, v in zip(self.arg_names, args) if n in self.tuned]
+        if positional:
+            self._refuse_tuned(
+                [n for n, _ in positional], positional[0][1], " by position", f"the argument {positional[0][0]}"
+            )
+        if not kwargs:
+            return
+        static = sorted(kwargs.keys() & self.static.keys())
+        if static:
+            name = static[0]
+            raise OptionError(
+                f"{name}={kwargs[name]!r} passed to {self.kernel}, whose @autotune({name}="
+                f"{self.static[name]!r}) sets it for every config and would override the call: drop "
+                f"{name}= from the call or from @autotune"
+            )
+        launch = launch_option_names()
+        unknown = sorted(k for k in kwargs if k not in self.arg_names and k not in launch)
+        if unknown:
+            valid: Collection[str] = set(self.arg_names) | compile_option_names()
+            raise CallError(
+                f"{self.kernel}() got an unexpected keyword argument {unknown[0]!r}: neither an argument "
+                f"of the kernel ({', '.join(self.arg_names)}) nor a Triton launch option (num_warps, "
+                f"num_stages, ...).{did_you_mean(unknown[0], valid)}"
+            )
+        for name in sorted(kwargs.keys() & CHECKED_OPTIONS):  # checked as the space's (the interpreter ignores it)
+            problem = None if kwargs[name] is None else compile_option_problem(name, kwargs[name])  # None: unset
+            if problem:
+                raise CallError(
+                    f"{name}={kwargs[name]!r} passed to {self.kernel}: {problem}; fix the call (the "
+                    "interpreter ignores it, a GPU compile would refuse it in every config)"
+                )
+
+    def _refuse_tuned(self, tuned: list[str], value: Any, how: str, drop: str, also: str = "") -> None:
+        example = f"{tuned[0]} == {value!r}"
+        raise OptionError(
+            f"Conflicting meta-parameters: {', '.join(tuned)} passed{how} to {self.kernel} and set by "
+            f"its search space for each config: drop {drop} from the call{also} (to fix its value, "
+            f"narrow the space instead, e.g. .where('${example}'))"
+        )

@@ -1,0 +1,452 @@
+"""Online tuning: a key with no winner never makes a call wait. Each call is a real, useful launch: the first
+ones run the best config known without measuring (the nearest tuned key's winner, else `fallback=`, else the
+space's first config) while the candidates compile in the background; later calls each launch one compiled
+candidate once on the real arguments and time it; when every candidate has its samples, the winner is decided,
+stored like any winner, and launched from then on at the ordinary hot-path cost.
+
+How a winner is decided (inputs vary between calls, so noise is real): candidates are sampled round-robin, one
+launch per call, so every candidate sees the same mix of inputs over the same stretch of time; each gets
+`Tuning.reps` samples; the winner has the lowest median. On a GPU a launch is timed with CUDA events that are
+read on a later call (`Event.query()`), never with a synchronize; in the interpreter with the wall clock.
+
+With `verify=`, a candidate's first launch is checked before its output is trusted; a failing config is dropped
+and the call is run again with the current best config (after restoring `restore_value` arguments), so the
+caller never sees a wrong result. During CUDA-graph capture the current best config is launched, untimed.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import statistics
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..engine.pipeline import compile_in_order_of_completion
+from ..engine.thread_pool import DaemonThreadPool, exiting
+from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
+from ..fork_safety import reset_in_forked_child
+from ..record import Trial, TrialStatus
+from ..reference import Reference, check_verified
+from ..space.spaces import Config
+
+__all__ = ["OnlineSession", "OnlineTuner"]
+
+logger = logging.getLogger("autotune")
+
+Launch = Callable[[Config], Any]  # launches one config once on the call's arguments, returns Triton's result
+_TUNERS: weakref.WeakSet[OnlineTuner] = weakref.WeakSet()
+
+
+class OnlineSession:
+    """One key being tuned across real calls. Thread-safe; owned by the decorated kernel until decided."""
+
+    def __init__(
+        self,
+        *,
+        kernel_name: str,
+        candidates: Sequence[Config],
+        start: Config,
+        samples: int,
+        on_gpu: bool,
+        verify: Any,
+        restore_value: Sequence[str],
+        reset_to_zero: Sequence[str] = (),
+        decide: Callable[[Config, list[Trial], float], None],
+    ) -> None:
+        self.kernel_name = kernel_name
+        self.candidates = list(dict.fromkeys(candidates))
+        self.best = start
+        self.samples_wanted = max(1, samples)
+        self.verify = verify
+        self.guarded = tuple(dict.fromkeys((*restore_value, *reset_to_zero)))  # put back before a re-run
+        self.on_gpu = on_gpu
+        self._decide = decide
+        self._lock = threading.Lock()
+        self._ready: list[Config] = []  # compiled, in compile order
+        self._failed: dict[Config, tuple[TrialStatus, str]] = {}
+        self._samples: dict[Config, list[float]] = {c: [] for c in self.candidates}
+        self._compile_s: dict[Config, float | None] = {}
+        self._checked: set[Config] = set()
+        self._pending: list[tuple[Config, Any, Any]] = []  # (config, start event, end event) not read yet
+        self._turn = 0
+        self._first = True
+        self.launches = 0
+        self.decided = False
+        self._started = time.perf_counter()
+        self._compiled = threading.Event()  # set once every candidate compiled or failed
+
+    # -- background compile ---------------------------------------------------------------------------
+
+    def compile_all(
+        self, compiler: Any, workers: int, pool: DaemonThreadPool | None, timeout_s: float | None = None
+    ) -> None:
+        """Compile every candidate (on the kernel's shared `pool`, or inline with `workers=0`); called by the
+        kernel's driver thread (`OnlineTuner`). `compile_timeout_s` applies, so a hung compile does not keep the
+        kernel's later keys from compiling."""
+        try:
+            with compile_in_order_of_completion(
+                self.candidates, compiler, workers=workers, pool=pool, timeout_s=timeout_s
+            ) as outcomes:
+                for outcome in outcomes:
+                    with self._lock:
+                        self._compile_s[outcome.config] = outcome.compile_s
+                        if outcome.status is TrialStatus.OK:
+                            self._ready.append(outcome.config)
+                        else:
+                            self._failed[outcome.config] = (outcome.status, f"{outcome.error}")
+        except Exception as exc:  # a broken pool: the calls go on with the best known config
+            if not exiting():  # at exit the queued compiles are cancelled on purpose
+                logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
+        finally:
+            self._compiled.set()
+
+    # -- progress -------------------------------------------------------------------------------------
+
+    @property
+    def measured(self) -> int:
+        """Candidates with all their samples (or dropped as failed)."""
+        return sum(1 for c in self.candidates if len(self._samples[c]) >= self.samples_wanted or c in self._failed)
+
+    def progress(self) -> str:
+        return f"{self.measured} of {len(self.candidates)} candidates measured"
+
+    # -- a call ---------------------------------------------------------------------------------------
+
+    def launch(self, named: dict, launch: Launch, capturing: bool) -> Any:
+        """Run this call: a candidate that still needs samples (timed), else the best known config."""
+        if capturing:  # CUDA-graph capture: the best known, untimed, and no event is queried
+            return launch(self.best)
+        self._read_events()
+        with self._lock:
+            first, self._first = self._first, False
+        if first:  # the call that met the key: the best known, untimed (checked first under verify=)
+            return self._trusted(self.best, named, launch, timed=False)
+        config = self._next()
+        if config is None:
+            self._maybe_decide()
+            return self._trusted(self.best, named, launch, timed=False)
+        return self._trusted(config, named, launch, timed=True)
+
+    def _next(self) -> Config | None:
+        with self._lock:
+            waiting = [
+                c
+                for c in self._ready
+                if c not in self._failed and len(self._samples[c]) + self._in_flight(c) < self.samples_wanted
+            ]
+            if not waiting:
+                return None
+            self._turn += 1
+            return waiting[self._turn % len(waiting)]
+
+    def _in_flight(self, config: Config) -> int:
+        return sum(1 for c, _, _ in self._pending if c == config)
+
+    def _trusted(self, config: Config, named: dict, launch: Launch, *, timed: bool) -> Any:
+        """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), drop
+        it, put the arguments back and run the call with the next config that works, so the caller only ever
+        gets a correct result. Errors of the call itself are raised."""
+        tried: set[Config] = set()
+        while True:
+            needs_check = self.verify is not None and config not in self._checked
+            snapshot = (
+                {n: named[n].clone() for n in self.guarded if named.get(n) is not None}
+                if (needs_check or config not in self._checked)
+                else {}
+            )
+            try:
+                if needs_check:
+                    result = self._checked_launch(config, named, launch)
+                elif timed:
+                    result = self._timed(config, launch)
+                else:
+                    result = launch(config)
+                with self._lock:
+                    self._checked.add(config)
+                return result
+            except Exception as exc:
+                kind = classify(exc, "run")
+                if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
+                    raise
+                status = (
+                    TrialStatus.VERIFY_FAILED
+                    if isinstance(exc, VerificationError)
+                    else (
+                        TrialStatus.OUT_OF_RESOURCES
+                        if kind is FailureKind.OUT_OF_RESOURCES
+                        else TrialStatus.RUNTIME_ERROR
+                    )
+                )
+                tried.add(config)
+                with self._lock:
+                    self._failed[config] = (status, f"{type(exc).__name__}: {exc}")
+                    if self.best == config:
+                        self.best = next(
+                            (c for c in self.candidates if c in self._checked and c not in self._failed), self.best
+                        )
+                for name, value in snapshot.items():
+                    named[name].copy_(value)
+                config = self._replacement(tried)
+                logger.warning(
+                    "autotune: %s config %s failed during online tuning (%s); the call is run with %s",
+                    self.kernel_name,
+                    dict(next(iter(tried))) if len(tried) == 1 else "several",
+                    status.value,
+                    dict(config),
+                )
+                timed = False
+
+    def _replacement(self, tried: set[Config]) -> Config:
+        """The config a failed launch is re-run with: the best known that works, else the next candidate."""
+        with self._lock:
+            if self.best not in self._failed and self.best not in tried:
+                return self.best
+            for config in self.candidates:
+                if config in self._checked and config not in self._failed:
+                    return config
+            for config in self.candidates:
+                if config not in self._failed and config not in tried:
+                    return config
+        raise NoValidConfigError(
+            f"every config of {self.kernel_name} failed during online tuning: "
+            + "; ".join(f"{dict(c)}: {e}" for c, (_, e) in self._failed.items()),
+            [self._trial(c) for c in self.candidates],
+        )
+
+    def _timed(self, config: Config, launch: Launch) -> Any:
+        if self.on_gpu:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = launch(config)
+            end.record()
+            with self._lock:
+                self._pending.append((config, start, end))
+                self.launches += 1
+            return result
+        began = time.perf_counter()
+        result = launch(config)
+        self._add(config, (time.perf_counter() - began) * 1e3)
+        return result
+
+    def _checked_launch(self, config: Config, named: dict, launch: Launch) -> Any:
+        """The first launch of a config under verify=: its output is checked before the caller gets it; raises
+        VerificationError when it is wrong."""
+        expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
+        result = launch(config)
+        if self.on_gpu:
+            import torch
+
+            torch.cuda.synchronize()
+        check_verified(self.verify, named, expected)
+        self._maybe_decide()
+        return result
+
+    def _add(self, config: Config, ms: float) -> None:
+        with self._lock:
+            self._samples[config].append(ms)
+            self.launches += 1
+            enough = min(3, self.samples_wanted)  # the best so far, launched while candidates compile or fail
+            timed = [c for c in self.candidates if c not in self._failed and len(self._samples[c]) >= enough]
+            if timed:
+                self.best = min(timed, key=lambda c: statistics.median(self._samples[c]))
+        self._maybe_decide()
+
+    def _read_events(self) -> None:
+        """Read the CUDA events of earlier launches that have finished (never waits)."""
+        if not self._pending:
+            return
+        with self._lock:
+            finished = [p[2].query() for p in self._pending]  # one query per event: none is lost
+            done = [p for p, ok in zip(self._pending, finished) if ok]
+            self._pending = [p for p, ok in zip(self._pending, finished) if not ok]
+        for config, start, end in done:
+            self._add(config, float(start.elapsed_time(end)))
+
+    # -- the decision ---------------------------------------------------------------------------------
+
+    def _maybe_decide(self) -> None:
+        with self._lock:
+            if self.decided or not self._compiled.is_set() or self._pending:
+                return
+            if any(c not in self._failed and len(self._samples[c]) < self.samples_wanted for c in self.candidates):
+                return
+            ok = [c for c in self.candidates if c not in self._failed and self._samples[c]]
+            if not ok:
+                return  # every candidate failed: keep launching the start config
+            self.decided = True
+            winner = min(ok, key=lambda c: (statistics.median(self._samples[c]), self.candidates.index(c)))
+            self.best = winner
+            trials = [self._trial(c) for c in self.candidates]
+        self._decide(winner, trials, time.perf_counter() - self._started)
+
+    def _trial(self, config: Config) -> Trial:
+        compile_s = self._compile_s.get(config)
+        if config in self._failed:
+            status, error = self._failed[config]
+            return Trial(config=config, status=status, error=error, compile_s=compile_s)
+        samples = self._samples[config]
+        return Trial(
+            config=config,
+            status=TrialStatus.OK,
+            samples_ms=samples,
+            median_ms=statistics.median(samples),
+            min_ms=min(samples),
+            compile_s=compile_s,
+        )
+
+
+class OnlineTuner:
+    """The online sessions of one decorated kernel, one per key in progress.
+
+    Their compiles are bounded per kernel, however many keys are new: one driver thread (started while sessions
+    wait to compile, gone when none does) takes the sessions in the order their keys were met and compiles each
+    one's candidates through the pipeline on one pool of `compile_workers` daemon threads shared by all of them
+    (idle threads end; queued compiles are cancelled at exit)."""
+
+    IDLE_TIMEOUT_S = 5.0  # a shared pool thread with nothing to compile for this long ends
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self._sessions: dict[tuple, OnlineSession] = {}
+        self._lock = threading.Lock()
+        self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
+        self._driver: threading.Thread | None = None
+        self._pool: DaemonThreadPool | None = None
+        _TUNERS.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the driver and pool threads did not survive the fork, so the sessions in progress
+        would never compile there. The child starts afresh: no session, a new driver and pool when a key needs one."""
+        self._lock = threading.Lock()
+        self._sessions, self._to_compile = {}, collections.deque()
+        self._driver, self._pool = None, None
+
+    def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
+        """A stored winner when there is one, else the session's best config known (how = "online")."""
+        kernel = self.kernel
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+        if session is not None:
+            return session.best, None, "online"
+        kept, checksum = kernel.candidates(bound)
+        since = kernel.cache.clears()  # a clear of the key before the decision: the winner is not kept
+        record = kernel.cache.peek(key, dtypes, checksum)
+        if record is not None:
+            return record.winner, record, "cache"
+        if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
+            kept = kernel.search_strategy(key, kept, dtypes).ask(kernel.tuning.max_configs)
+        from ..engine.search import nearest_winners
+
+        start = next((c for c in nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes) if c in kept), None)
+        start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
+
+        def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
+            self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
+
+        def prepare(config: Config) -> tuple:
+            return kernel.launch_args(config, bound, grid)
+
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+            if session is None:
+                session = self._sessions[(key, dtypes)] = OnlineSession(
+                    kernel_name=kernel.name,
+                    candidates=kept,
+                    start=start,
+                    samples=kernel.tuning.reps,
+                    on_gpu=not kernel.interpreted,
+                    verify=kernel.verify,
+                    restore_value=kernel.restore_value,
+                    reset_to_zero=kernel.reset_to_zero,
+                    decide=decide,
+                )
+                self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
+                if self._driver is None:
+                    self._driver = threading.Thread(
+                        target=self._drive, name=f"autotune-online-{kernel.name}", daemon=True
+                    )
+                    self._driver.start()
+        return session.best, None, "online"
+
+    def _drive(self) -> None:
+        """The driver thread: compile the waiting sessions' candidates one session after another (each on the
+        shared pool, so that pool is what bounds the compiles), then end."""
+        while True:
+            with self._lock:
+                if not self._to_compile or exiting():
+                    self._driver = None
+                    return
+                session, compiler, workers = self._to_compile.popleft()
+                if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
+                    self._pool = DaemonThreadPool(
+                        workers,
+                        f"autotune-compile-online-{self.kernel.name}",
+                        idle_timeout_s=self.IDLE_TIMEOUT_S,
+                        cancel_at_exit=True,
+                    )
+                pool = self._pool if workers > 0 else None
+            session.compile_all(compiler, workers, pool, self.kernel.tuning.compile_timeout_s)
+
+    def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:
+        """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+        if session is None:  # decided by another thread meanwhile
+            record = self.kernel.cache.in_memory(key, dtypes)
+            return launch(record.winner if record is not None else self.kernel.fallback_config())
+        return session.launch(bound.named, launch, capturing=_capturing(self.kernel.interpreted))
+
+    def progress(self) -> dict[str, str]:
+        """Keys in progress: "[1024] float32,float32" -> "3 of 8 candidates measured"."""
+        from ..format import format_dtypes, format_key
+
+        with self._lock:
+            return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
+
+    def _decided(
+        self,
+        key: tuple,
+        dtypes: tuple,
+        checksum: str | None,
+        winner: Config,
+        trials: list[Trial],
+        tuning_s: float,
+        since: int,
+    ) -> None:
+        from ..reporting.lines import emit
+
+        kernel = self.kernel
+        record = kernel.cache.new_record(
+            key,
+            dtypes,
+            winner=winner,
+            trials=trials,
+            tuning_s=tuning_s,
+            candidates=checksum,
+            strategy="online",
+            space_size=kernel.space_size,
+        )
+        kernel.cache.store_tuned(key, dtypes, record, since=since)
+        with self._lock:
+            self._sessions.pop((key, dtypes), None)
+        emit(record, cache_hit=False)
+
+
+@reset_in_forked_child
+def _after_fork_in_child() -> None:
+    for tuner in list(_TUNERS):
+        tuner.after_fork()
+
+
+def _capturing(interpreted: bool) -> bool:
+    if interpreted:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_current_stream_capturing())

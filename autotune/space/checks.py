@@ -1,0 +1,174 @@
+"""Checking a search space against its kernel when decorating: fields, static options, emptiness."""
+
+from __future__ import annotations
+
+import numbers
+import random
+import re
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean
+from .spaces import CartesianSpace, SearchSpace, UnionSpace
+
+__all__ = ["validate_space", "compile_option_problem", "CHECKED_OPTIONS"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.int32(4) too
+
+
+# Triton's common compile options checked here: what a valid value is, and what to say of any other.
+_OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "num_warps": (
+        lambda v: _is_int(v) and v >= 1 and v & (v - 1) == 0,
+        "num_warps must be a power of two (1, 2, 4, 8, 16 or 32), as Triton requires",
+    ),
+    "num_stages": (
+        lambda v: _is_int(v) and v >= 0,
+        "num_stages must be an int >= 0 (pipelining depth; 2 to 5 is usual)",
+    ),
+    "num_ctas": (
+        lambda v: _is_int(v) and v >= 1,
+        "num_ctas must be an int >= 1 (CTAs per cluster; 1 unless you use clusters on sm_90+)",
+    ),
+    "maxnreg": (
+        lambda v: v is None or (_is_int(v) and v >= 1),
+        "maxnreg must be None or an int >= 1 (registers per thread)",
+    ),
+}
+
+
+CHECKED_OPTIONS = frozenset(_OPTION_RULES)  # the compile options whose values compile_option_problem checks
+
+
+def compile_option_problem(name: str, value: Any) -> str | None:
+    """What is wrong with a value of one of Triton's common compile options (None: nothing, or an option not
+    checked here). The interpreter ignores these options, so without this check a space developed on a CPU
+    fails config by config on the GPU."""
+    rule = _OPTION_RULES.get(name)
+    return None if rule is None or rule[0](value) else rule[1]
+
+
+def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
+    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the
+    sample; only the options compile_option_problem checks, each pair once (by repr: 1 and True are two)."""
+    if space.lazy and isinstance(space, CartesianSpace):
+        pairs = [(name, value) for name, values in space.axes.items() if name in _OPTION_RULES for value in values]
+    else:
+        names = _OPTION_RULES.keys() & space.fields()
+        pairs = [(name, config[name]) for config in configs for name in names if name in config]
+    return list({(name, repr(value)): (name, value) for name, value in pairs}.values())
+
+
+def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
+    for name, value in sorted(static_options.items()):
+        problem = compile_option_problem(name, value)
+        if problem:
+            raise OptionError(f"static option {name}={value!r} of {kernel}: {problem}")
+    for name, value in _option_values(space, configs):
+        problem = compile_option_problem(name, value)
+        if problem:
+            raise SpaceError(
+                f"the search space of {kernel} has {name}={value!r}: {problem}; fix or remove that "
+                "value (the interpreter ignores it, a GPU compile refuses it)"
+            )
+
+
+def validate_space(
+    space: SearchSpace,
+    *,
+    kernel_name: str,
+    constexpr_names: Collection[str],
+    compile_options: Collection[str],
+    static_options: Mapping[str, Any],
+    derived_names: Collection[str] = (),
+) -> None:
+    """Check a space against its kernel when decorating; raise SpaceError/OptionError naming problem and fix."""
+    # A lazy space is not listed: one sampled config shows it is not empty (sampling raises when it cannot tell).
+    try:
+        configs = [space.sample(random.Random(0))] if space.lazy else space.configs()
+    except AutotuneError:
+        raise
+    except Exception as exc:  # a callable filter that raised: its own error, said to be the filter's
+        if not _has_filters(space):
+            raise
+        field = _missing_name(exc)
+        hint = did_you_mean(field, space.fields()) if field is not None and field not in space.fields() else ""
+        raise SpaceError(
+            f"a where() filter of the search space of {kernel_name} raised {type(exc).__name__} "
+            f"({exc}) while checking the space at decoration: a filter must answer True or False for "
+            f"every config of the product (the traceback above shows where it failed).{hint}"
+        ) from exc
+    if not configs:
+        if space.is_filtered and space.unfiltered_len() > 0:
+            raise SpaceError(
+                f"the search space of {kernel_name} is empty: its where() filters removed all "
+                f"{space.unfiltered_len()} configs of {space!r}; loosen the predicates"
+            )
+        raise SpaceError(f"the search space of {kernel_name} is empty; give it at least one config")
+    fields = space.fields()
+    for name in sorted(static_options):
+        if name in fields:
+            raise OptionError(
+                f"{name!r} is both a static option and a space field of {kernel_name}; pick one: "
+                f"drop {name}= from @autotune(...) or remove the {name!r} field from the space"
+            )
+    options = frozenset(compile_options)
+    for name in sorted(static_options):
+        if name not in options:
+            hint = did_you_mean(name, options)
+            raise OptionError(
+                f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
+                f"num_warps, num_stages, num_ctas, maxnreg).{hint}"
+            )
+    _check_option_values(space, configs, static_options, kernel_name)
+    derived = frozenset(derived_names)
+    constexprs = frozenset(constexpr_names)
+    for name in sorted(fields):
+        if name in derived:
+            raise SpaceError(
+                f"{name!r} is both a space field and a derive= name of {kernel_name}; remove it from one of them"
+            )
+        if name not in constexprs and name not in options:
+            hint = did_you_mean(name, constexprs | options)
+            listed = ", ".join(sorted(constexprs)) if constexprs else "(none)"
+            raise SpaceError(
+                f"space field {name!r} is neither a tl.constexpr parameter of {kernel_name} nor a "
+                f"compile option.{hint} The kernel's constexpr parameters: {listed}; compile options "
+                "are e.g. num_warps, num_stages. Rename the field or add it to the kernel as "
+                f"`{name}: tl.constexpr`"
+            )
+
+
+def _missing_name(exc: Exception) -> str | None:
+    """The field a filter's KeyError or AttributeError names (c["BLOK"], c.BLOK), else None."""
+    if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    if isinstance(exc, AttributeError):
+        if isinstance(getattr(exc, "name", None), str):
+            return exc.name
+        quoted = re.search(r"no field '([A-Za-z_][A-Za-z0-9_]*)'", str(exc))  # Config's own message
+        return quoted.group(1) if quoted else None
+    return None
+
+
+def _has_filters(space: SearchSpace) -> bool:
+    """Whether a where() filter applies anywhere in the space (itself, or a part of a union)."""
+    return space.is_filtered or (isinstance(space, UnionSpace) and any(_has_filters(p) for p in space.parts))
+
+
+def check_required_fields(space: SearchSpace, *, kernel_name: str, required: Collection[str]) -> None:
+    """Refuse a space where some configs set a kernel parameter that has no default and others do not: the
+    call cannot pass a tuned field, so the configs without it could never launch."""
+    missing = sorted((space.fields() - space.common_fields()) & frozenset(required))
+    if not missing:
+        return
+    name = missing[0]
+    example = "" if space.lazy else next((f" (e.g. {dict(c)})" for c in space if name not in c), "")
+    raise SpaceError(
+        f"some configs of the search space of {kernel_name} set {name!r} and others do not{example}; "
+        f"{name} has no default in {kernel_name} and a call cannot pass a field the space tunes, so those "
+        f"configs could never launch: give every config a {name} value, or give the parameter a default "
+        f"(`{name}: tl.constexpr = ...`)"
+    )

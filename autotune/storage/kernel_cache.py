@@ -1,0 +1,505 @@
+"""The tuning cache of one decorated kernel: memory in front of the persistent tiers (the local disk, and a
+remote store when one is configured), read through in that order and written through on a tuning.
+
+This is where a stored record is judged usable here (`stale_reason`: same kernel, source, space, device,
+Triton version, winner still in the space) and where single flight is kept: one thread per process (the
+memory tier's per-entry lock) and one holder per persistent tier (its lease) tunes a key at a time; the
+others wait and take its winner.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+
+from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..fork_safety import reset_in_forked_child
+from ..format import plural
+from ..options import lock_timeout_s as configured_lock_timeout_s
+from ..record import TrialStatus, TuningRecord
+from ..space.spaces import Config
+from . import fingerprint
+from .counters import count, count_hit, count_tuning, register
+from .disk import DiskCache
+from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
+from .memory import Ident, MemoryCache
+from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
+from .remote_config import remote_tiers, required_remote_tier
+
+_OTHER_SPACE = "the search space changed"  # stale_reason's reason for an entry tuned for another space
+
+__all__ = ["KernelCache", "live_caches"]
+
+logger = logging.getLogger("autotune")
+
+_LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+_TLS = threading.local()
+_PEEK_AGAIN_S = 5.0  # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+
+
+@reset_in_forked_child
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: a lock another thread held (a key it was tuning) would be
+    held forever there. Every cache's locks start free; a key a parent thread was tuning is tuned (or read from
+    disk, after the parent's entry lock is released) by the child's own call."""
+    global _LIVE_LOCK
+    _LIVE_LOCK = threading.Lock()
+    for cache in list(_LIVE):
+        cache.after_fork()
+
+
+def live_caches() -> list[KernelCache]:
+    """Every KernelCache alive in this process (for `clear_autotune_cache`)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+class KernelCache:
+    """Memory + persistent tiers of one decorated kernel. Thread-safe.
+
+    `tiers` are the persistent tiers behind memory, first read first: by default the disk cache, then the
+    remote tier when one is configured (`storage/remote.py`); `[]` keeps winners in memory only
+    (`autotune.compat`'s `cache_results=False`).
+    """
+
+    def __init__(
+        self,
+        kernel_name: str,
+        source_hash: str | Callable[[], str],
+        space_checksum: str,
+        space_contains: Callable[[Config], bool],
+        identity: str | None = None,
+        tiers: Sequence[Cache] | None = None,
+        key_fields: tuple[str, ...] | None = None,
+    ) -> None:
+        self.kernel_name = kernel_name
+        self.key_fields = key_fields  # the text of each key value (KeyBuilder.fields); None: not known
+        self.identity = identity  # "module:qualname" of the kernel; None: the short name alone
+        self._source_hash: str | None = source_hash if isinstance(source_hash, str) else None
+        self._source_hash_of: Callable[[], str] | None = None if isinstance(source_hash, str) else source_hash
+        self._source_hash_lock = threading.Lock()
+        self.space_checksum = space_checksum
+        self.space_contains = space_contains
+        self.memory = MemoryCache(kernel_name, identity, self.dirname)
+        self._tiers: list[Cache] | None = list(tiers) if tiers is not None else None
+        self._disk = DiskCache()
+        if tiers is None:
+            remote_tiers()  # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
+        self._lock = threading.Lock()
+        self._offline_missed: set[Ident] = set()
+        self._peek_missed: dict[Ident, float] = {}  # (key, dtypes) -> when peek may ask the tiers again
+        self._forget_listeners: list[weakref.WeakMethod] = []
+        # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
+        self._store_lock = threading.Lock()  # a check of the clears and the stores it allows, against `forget`
+        self._clears = 0  # clears of this cache so far
+        self._said_other_space = False  # whether a tuning has said it replaced another space's entry
+        self._cleared_all = 0  # `_clears` at the last clear of every key
+        self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        register(kernel_name)
+
+    def after_fork(self) -> None:
+        """In a forked child: every lock free (their holders were the parent's other threads)."""
+        self._lock, self._store_lock, self._source_hash_lock = threading.Lock(), threading.Lock(), threading.Lock()
+        self.memory.after_fork()
+
+    def __repr__(self) -> str:
+        return f"KernelCache({self.kernel_name!r}, entries={len(self.memory)}, tiers={[t.name for t in self.tiers]})"
+
+    @property
+    def tiers(self) -> list[Cache]:
+        """The persistent tiers behind memory, first read first: the given ones, else the local disk and the
+        remote tier when one is configured (read at each miss, so a cache configured later is used)."""
+        if self._tiers is not None:
+            return self._tiers
+        return [self._disk, *remote_tiers()]
+
+    @property
+    def source_hash(self) -> str:
+        """The kernel's source hash. Given as a function, it is computed at its first use (a tuning or a lookup of
+        a stored entry), when the kernel's module is fully imported: a helper defined below the kernel counts."""
+        if self._source_hash is None:
+            with self._source_hash_lock:
+                if self._source_hash is None:
+                    assert self._source_hash_of is not None  # __init__ sets it whenever no hash string was given
+                    self._source_hash = self._source_hash_of()
+        return self._source_hash
+
+    @property
+    def dirname(self) -> str:
+        """Where this kernel's entries are grouped: its cache sub-directory, its remote key prefix."""
+        return kernel_dirname(self.kernel_name, self.identity)
+
+    def entry(self, key: tuple, dtypes: tuple[str, ...]) -> EntryRef:
+        """The entry of `key` and `dtypes` on this device."""
+        return EntryRef(self.kernel_name, self.identity, fingerprint.device_fingerprint(), key, tuple(dtypes))
+
+    def new_record(
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        *,
+        winner: Config,
+        trials: list,
+        tuning_s: float,
+        candidates: str | None,
+        strategy: str | None = None,
+        space_size: int | None = None,
+    ) -> TuningRecord:
+        """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
+        fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
+        triton_version, torch_version = fingerprint.runtime_versions()
+        return TuningRecord(
+            kernel=self.kernel_name,
+            kernel_id=self.identity,
+            source_hash=self.source_hash,
+            device=fingerprint.device_fingerprint(),
+            triton_version=triton_version,
+            torch_version=torch_version,
+            space_checksum=self.space_checksum,
+            key=list(key),
+            dtypes=list(dtypes),
+            winner=winner,
+            trials=trials,
+            tuning_s=tuning_s,
+            candidates=candidates,
+            strategy=strategy,
+            space_size=space_size,
+        )
+
+    def clears(self) -> int:
+        """How many clears this cache has had: the `since=` of `store_tuned` for a tuning that begins now."""
+        return self._clears
+
+    def _keep(self, entry: EntryRef, record: TuningRecord, since: int, tiers: Sequence[Cache]) -> bool:
+        """Keep `record` in memory and write it to `tiers`, unless its key was cleared after `since` (a clear is a
+        barrier: a winner found or tuned by a lookup begun before it is used by that call only). Checked and
+        stored under the lock `forget` takes, so a clear that returned never sees such a record stored after it."""
+        with self._store_lock:
+            if max(self._cleared_all, self._cleared_keys.get(key_text(entry.key), 0)) > since:
+                logger.info(
+                    "autotune cache: %s was cleared while it was being looked up or tuned; its winner is "
+                    "used by that call only",
+                    entry.what,
+                )
+                return False
+            self.memory.store(entry.key, entry.dtypes, record)
+            for tier in tiers:
+                tier.put(entry, record)
+            return True
+
+    def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
+        """Keep a winner decided outside `get_or_tune` (online tuning, across calls): in memory and in every
+        persistent tier (atomic writes, no single flight: two processes tuning online may both write). `since`
+        (`clears()` when the tuning began): not kept when its key was cleared after that."""
+        count_tuning(self.kernel_name, record)
+        self._keep(self.entry(key, dtypes), record, self._clears if since is None else since, self.tiers)
+
+    def tuned_records(self) -> list[TuningRecord]:
+        """Every record of this kernel usable on this machine, whatever its key: memory first, then the local
+        persistent tiers (not the remote one, whose listing scans the whole store). What a warm start seeds a
+        new key's search with."""
+        found: dict[tuple, TuningRecord] = {}
+        for record in self.memory.records().values():
+            found[(key_text(record.key), tuple(record.dtypes))] = record
+        for tier in self.tiers:
+            if tier.name == "remote":  # a scan of the fleet's store: never on a launch's path
+                continue
+            for e in tier.entries(self.kernel_name):
+                r = e.record
+                if self.stale_reason(r, tuple(r.key), tuple(r.dtypes), r.candidates) is None:
+                    found.setdefault((key_text(r.key), tuple(r.dtypes)), r)
+        return list(found.values())
+
+    # -- validity ---------------------------------------------------------------------------------
+
+    def stale_reason(
+        self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None
+    ) -> str | None:
+        """Why `record` may not be used for `key` here, or None when it may. `candidates` is the checksum of
+        the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
+        if record.candidates != candidates:
+            return "prune= kept other configs for it"
+        if record.kernel != self.kernel_name:
+            return f"it belongs to kernel {record.kernel!r}"
+        if record.kernel_id != self.identity:
+            return f"it belongs to another kernel named {record.kernel!r} ({record.kernel_id or 'unknown module'})"
+        if record.source_hash != self.source_hash:
+            return "the kernel source changed"
+        device = fingerprint.device_fingerprint()
+        if record.device != device:
+            return f"it was tuned on {record.device!r}, this is {device!r}"
+        triton_version = fingerprint.triton_version()
+        if record.triton_version != triton_version:
+            return f"it was tuned with Triton {record.triton_version}, this is {triton_version}"
+        if record.space_checksum != self.space_checksum:
+            return _OTHER_SPACE
+        if key_text(record.key) != key_text(key) or [str(d) for d in record.dtypes] != [str(d) for d in dtypes]:
+            return "its key differs"
+        try:
+            contained = bool(self.space_contains(record.winner))
+        except Exception as exc:  # a predicate that chokes on the stored config: not usable
+            return f"checking its winner against the space failed ({exc})"
+        if not contained:
+            return f"its winner {record.winner!r} is not in the search space"
+        return None
+
+    def _usable(
+        self, tier: Cache, entry: EntryRef, candidates: str | None, stale: list[tuple[str, str]] | None = None
+    ) -> TuningRecord | None:
+        """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
+        and why its record is not usable appended to `stale`)."""
+        record = tier.get(entry)
+        if record is None:
+            return None
+        reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+        if reason is not None:
+            logger.info(
+                "autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what, reason
+            )
+            if stale is not None:
+                stale.append((tier.name, reason))
+            return None
+        return record
+
+    def _found(
+        self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
+    ) -> tuple[TuningRecord, str]:
+        """Use `record`, found in `tier` by a lookup begun at `since` (`clears()`): keep it in memory and copy it
+        into the tiers read before `tier` (a remote hit lands on the local disk, so the next process on this
+        machine reads it there), unless its key was cleared meanwhile."""
+        self._keep(entry, record, since, tiers[: tiers.index(tier)])
+        how = "disk" if tier.name == "disk" else "remote"
+        count(self.kernel_name, **{f"{how}_hits": 1})
+        return record, how
+
+    # -- memory -----------------------------------------------------------------------------------
+
+    def remember(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord) -> None:
+        """Put `record` in memory for (key, dtypes), without touching other tiers or the counters (a record
+        agreed on with other ranks, say)."""
+        self.memory.store(key, tuple(dtypes), record)
+
+    def in_memory(self, key: tuple, dtypes: tuple[str, ...]) -> TuningRecord | None:
+        """The record in memory for (key, dtypes), or None; reads no other tier, counts nothing."""
+        return self.memory.lookup(key, tuple(dtypes))
+
+    def records(self) -> dict[Ident, TuningRecord]:
+        """A copy of what is in memory: {(key, dtypes): record}."""
+        return self.memory.records()
+
+    # -- the main entry point ---------------------------------------------------------------------
+
+    def get_or_tune(
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        tune: Callable[[], TuningRecord],
+        *,
+        force: bool = False,
+        lock_timeout_s: float | None = None,
+        candidates: str | None = None,
+    ) -> tuple[TuningRecord, str]:
+        """The record for (key, dtypes), and where it was found: "memory", "disk", "remote" or "tuned".
+
+        Single flight: at most one thread per process and one holder per persistent tier tunes a key at a
+        time; the others wait and use its winner. `force=True` ignores records that existed before this call
+        (but takes a winner another thread or process produced while this call waited). If `tune()` raises,
+        nothing is stored, the leases are released and the exception propagates.
+        """
+        entry = self.entry(key, dtypes)
+        tiers = self.tiers  # read once: the whole call works with one list (a remote set meanwhile waits)
+        since = self._clears  # a clear after this: what this lookup finds is used by this call only
+        if not force:
+            record = self.memory.lookup(entry.key, entry.dtypes)
+            if record is not None:
+                count_hit(self.kernel_name)
+                return record, "memory"
+            for tier in tiers:
+                record = self._usable(tier, entry, candidates)
+                if record is not None:
+                    return self._found(tiers, tier, entry, record, since)
+
+        tuning_now: set = getattr(_TLS, "tuning", None) or set()
+        _TLS.tuning = tuning_now
+        if (id(self), entry) in tuning_now:
+            raise AutotuneError(
+                f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
+                "setup=, verify=, prune= or do_bench= launched the autotuned kernel; launch the plain "
+                "@triton.jit kernel there (kernel.fn) or compute the reference another way"
+            )
+        # With force, only a winner produced while this call waited counts: one other than what each tier held
+        # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
+        seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
+        seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
+
+        memory_lease = self.memory.lock(entry)
+        since = self._clears  # a clear while this thread waited for the lease came before what it reads now
+        leases: list[tuple[Cache, Lease]] = []
+        try:
+            record = self.memory.lookup(entry.key, entry.dtypes)
+            if record is not None and (not force or record is not seen_in_memory):
+                count_hit(self.kernel_name)
+                return record, "memory"
+            shared_mark = (entry.location, entry.entry_id)
+            if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
+                raise AutotuneError(
+                    f"{entry.what} is already being tuned by this thread: a hook of that tuning "
+                    "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
+                    "@triton.jit kernel there (kernel.fn)"
+                )
+            timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
+            outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
+            for tier in tiers:
+                lease = tier.lock(entry, timeout_s=timeout_s)
+                if lease is None:
+                    continue  # warned by the tier: tune without writing to it
+                leases.append((tier, lease))
+                record = self._usable(tier, entry, candidates, outdated)
+                if record is not None and (not force or record != seen.get(id(tier))):
+                    return self._found(tiers, tier, entry, record, since)
+            marks = ((id(self), entry), shared_mark)
+            tuning_now.update(marks)
+            try:
+                record = tune()
+            except NoValidConfigError as exc:  # a tuning that found nothing is still a miss and a tuning
+                failed = sum(1 for t in exc.trials if t.status is not TrialStatus.SKIPPED)
+                count(self.kernel_name, misses=1, failed_tunings=1, failed_configs=failed)
+                raise
+            finally:
+                tuning_now.difference_update(marks)
+            if not isinstance(record, TuningRecord):
+                raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
+            count_tuning(self.kernel_name, record)
+            mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            if mismatch is not None:
+                warn(
+                    f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
+                    f"({mismatch}); it is used now but will be tuned again by the next process"
+                )
+            kept = self._keep(entry, record, since, [tier for tier, _ in leases])
+            other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
+            if kept and other_space and not self._said_other_space:  # said once per kernel, not only logged
+                self._said_other_space = True
+                warn(
+                    f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
+                    "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
+                    "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
+                    "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
+                    "that run"
+                )
+            return record, "tuned"
+        finally:
+            for _, lease in reversed(leases):
+                lease.release()
+            memory_lease.release()
+
+    # -- offline mode, clearing ---------------------------------------------------------------------
+
+    def peek(
+        self, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None, stale: list[str] | None = None
+    ) -> TuningRecord | None:
+        """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
+        never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
+        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)")."""
+        record = self.memory.lookup(key, tuple(dtypes))
+        if record is not None:
+            count_hit(self.kernel_name)
+            return record
+        entry = self.entry(key, dtypes)
+        since = self._clears
+        now = time.monotonic()
+        # The remote tier was asked a moment ago: an offline launch does not pay its round trip again at once.
+        skip_remote = now < self._peek_missed.get((entry.key, entry.dtypes), 0.0)
+        tiers = self.tiers
+        outdated: list[tuple[str, str]] = []
+        try:
+            for tier in tiers:
+                if skip_remote and tier.name == "remote":
+                    continue
+                record = self._usable(tier, entry, candidates, outdated)
+                if record is not None:
+                    return self._found(tiers, tier, entry, record, since)[0]
+        finally:
+            if stale is not None:
+                stale.extend(f"the {tier_name} entry is out of date ({reason})" for tier_name, reason in outdated)
+        if not skip_remote:
+            with self._lock:
+                self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
+        return None
+
+    def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
+        """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns
+        once per key."""
+        ident: Ident = (key, tuple(dtypes))
+        count(self.kernel_name, misses=1)
+        with self._lock:
+            first = ident not in self._offline_missed
+            self._offline_missed.add(ident)
+        return first
+
+    def on_forget(self, method: Callable[[], object]) -> None:
+        """Call the bound `method` after every `forget` (a clear by object, by name or of everything): for a view
+        that mirrors this memory, such as `autotune.compat`'s Triton-style `cache` dict. Held weakly, so the
+        listener's object is not kept alive by its cache."""
+        self._forget_listeners.append(weakref.WeakMethod(method))
+
+    def forget(self, key: tuple | None = None) -> list[StoredEntry]:
+        """Drop memory records (of `key`, every dtype variant, or all) and return them; other tiers keep theirs.
+        A lookup or tuning of a key begun before this keeps nothing it finds (`_keep`). The `on_forget` listeners
+        are told afterwards."""
+        wanted = wanted_key_text(key)
+        with self._lock:
+            self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
+        with self._store_lock:  # counted before the tiers are cleared: a lookup or tuning begun earlier keeps nothing
+            self._clears += 1
+            if wanted is None:
+                self._cleared_all = self._clears
+            else:
+                self._cleared_keys[wanted] = self._clears
+            removed = self.memory.remove(key=key)
+        for ref in list(self._forget_listeners):
+            listener = ref()
+            if listener is not None:
+                listener()
+        return removed
+
+    def _check_key_arity(self, key: tuple) -> None:
+        """A clear's `key` with another number of values than the kernel's keys have matches nothing: a CallError
+        naming the key's fields, not a silent 0."""
+        fields = self.key_fields
+        if fields is None or len(key) == len(fields):
+            return
+        name, got = self.kernel_name, plural(len(key), "value", "values")
+        if not fields:
+            raise CallError(
+                f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name} was decorated with "
+                f"key=None, one entry for every call; pass key=() or leave key= out"
+            )
+        raise CallError(
+            f"clear_autotune_cache(kernel={name}, key={key!r}): {got}, but {name}'s key={list(fields)!r} "
+            f"has {len(fields)}; pass key= as the tuple that key computes, in that order (or leave key= "
+            "out to clear every key of the kernel)"
+        )
+
+    def clear(self, key: tuple | None = None, *, remote: bool = False) -> int:
+        """Remove this kernel's entries from memory and disk, and from the remote tier with `remote=True` (of
+        `key`, every dtype variant and device, or all); return how many distinct entries were removed (one in
+        memory and on disk counts once). `remote=True` tries the remote tier now, whatever the pause after an
+        outage, and with no remote tier configured raises OptionError before clearing anything."""
+        if key is not None:
+            wanted_key_text(key)  # a value that cannot be a key is an error before anything is cleared
+            key = as_key_tuple(key)
+            self._check_key_arity(key)
+        tiers = [tier for tier in self.tiers if remote or tier.name != "remote"]
+        if remote and not any(tier.name == "remote" for tier in tiers):
+            tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
+        removed = {(e.location, e.entry_id) for e in self.forget(key)}
+        for tier in tiers:
+            removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
+        return len(removed)
