@@ -22,6 +22,16 @@ class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
 
 
+class UserCodeError(AutotuneError):
+    """A compat user's hook or `do_bench` raised while tuning. Not a config's failure: triton.autotune raises
+    it as is, and so does the drop-in (`Autotuner.run` re-raises `original`). Only escapes to a thread that
+    waited on another thread's tuning of the same key."""
+
+    def __init__(self, message: str, original: BaseException) -> None:
+        super().__init__(message)
+        self.original = original
+
+
 class SpaceError(AutotuneError, ValueError):
     """A search space or config is malformed (raised when decorating where possible)."""
 

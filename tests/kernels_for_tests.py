@@ -65,16 +65,16 @@ def record_launches(kernel, *fields: str) -> list:
 
 
 def count_trials(kernel) -> list:
-    """Wrap an autotuned kernel's `_run_trial` to record each config it tries (what a test asserts was, or was not,
+    """Wrap an autotuned kernel's `run_trial` to record each config it tries (what a test asserts was, or was not,
     run before an error)."""
     tried = []
-    run_trial = kernel._run_trial
+    run_trial = kernel.run_trial
 
     def counted(config, *args, **kwargs):
         tried.append(config)
         return run_trial(config, *args, **kwargs)
 
-    kernel._run_trial = counted
+    kernel.run_trial = counted
     return tried
 
 

@@ -119,8 +119,8 @@ def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_s
         tuning={"warmup": 0, "reps": 1, "isolate": "off"},
     )(add_kernel)
     launches = []
-    run_trial = tuned._run_trial
-    tuned._run_trial = lambda config, *args, **kwargs: launches.append(config) or run_trial(config, *args, **kwargs)
+    run_trial = tuned.run_trial
+    tuned.run_trial = lambda config, *args, **kwargs: launches.append(config) or run_trial(config, *args, **kwargs)
     wrapped = triton.heuristics({"n": lambda args: 100})(tuned)  # a heuristic value must be a kernel argument
     grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
     with pytest.raises(AutotuneError, match="warmup with dtypes instead of tensors.*call add_kernel.warmup"):

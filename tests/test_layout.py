@@ -24,7 +24,7 @@ LAYERS: dict[str, str] = {
             "space",
             "space.spaces",
             "space.checksum",
-            "space.inputs",
+            "space.triton_config",
             "space.checks",
             "space.sampling",
             "space.expressions",

@@ -12,6 +12,7 @@ from kernels_for_tests import add_kernel
 
 from autotune import Config, Tuning, autotune
 from autotune.engine.compilers import FunctionCompiler
+from autotune.engine.in_process import InProcessRunner
 from autotune.engine.pipeline import compile_in_order_of_completion
 from autotune.engine.timing import WallClockTimer
 from autotune.engine.tuner import TuneJob, tune
@@ -51,15 +52,9 @@ def job(configs, compiler, events, workers=2, on_run=None, **kwargs):
         if on_run is not None:
             on_run(config["BLOCK"])
 
-    return TuneJob(
-        configs=configs,
-        run_config=run_config,
-        compiler=compiler,
-        timer=WallClockTimer(),
-        tuning=Tuning(preset="fast", warmup=0, reps=1, compile_workers=workers),
-        named_args={},
-        **kwargs,
-    )
+    tuning = Tuning(preset="fast", warmup=0, reps=1, compile_workers=workers)
+    runner = InProcessRunner(run_config=run_config, compiler=compiler, timer=WallClockTimer(), tuning=tuning)
+    return TuneJob(configs=configs, tuning=tuning, runner=runner, **kwargs)
 
 
 def _order(events: list, kind: str) -> list:
@@ -120,11 +115,13 @@ def test_compile_timeout_is_recorded_and_the_rest_tune():
         result = tune(
             TuneJob(
                 configs=configs,
-                run_config=lambda c: None,
-                timer=WallClockTimer(),
                 tuning=tuning,
-                compiler=GatedCompiler({1: never}, events),
-                named_args={},
+                runner=InProcessRunner(
+                    run_config=lambda c: None,
+                    compiler=GatedCompiler({1: never}, events),
+                    timer=WallClockTimer(),
+                    tuning=tuning,
+                ),
             )
         )
     finally:

@@ -20,7 +20,7 @@ import triton.language as tl
 from autotune import AutotuneError, CartesianSpace, Config, OptionError, SpaceError, TrialStatus, Tuning, autotune
 from autotune.engine.search import LocalSearch, RandomSearch, key_distance, make_strategy, nearest_winners
 from autotune.reporting.replay import load_landscape, replay, replay_once
-from autotune.space.inputs import as_space
+from autotune.space import as_space
 
 REPO = Path(__file__).resolve().parents[1]
 LANDSCAPE = Path(__file__).parent / "data" / "pnpoly_small.json"

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from autotune.engine.search import RandomSearch
 from autotune.errors import ExpressionError, OptionError, SpaceError
-from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace
+from autotune.space import CartesianSpace, Config, FixedSpace, SearchSpace, as_space
 from autotune.space.checks import validate_space
-from autotune.space.inputs import as_space
 
 
 # ---------------------------------------------------------------------------------------------- Config

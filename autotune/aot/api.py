@@ -17,12 +17,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
 from ..kernel.identity import base_kernel, is_interpreted
-from ..space.inputs import as_space
-from ..space.spaces import Config
+from ..space.spaces import Config, as_space
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
 from .events import LISTENER
 from .report import CompiledConfig, FailedConfig, PrecompileReport
@@ -37,6 +36,9 @@ from .subprocess_compilers import (
 )
 from .targets import Target, active_target, over_limits, parse_target
 from .triton_compile import compile_source, describe_compiled, triton_cache_dir
+
+if TYPE_CHECKING:
+    from ..decorator.autotuned import Autotuned
 
 __all__ = ["precompile", "load_kernel"]
 
@@ -112,7 +114,7 @@ def _failure(job: _Job, status: Any, error: BaseException | None) -> FailedConfi
     )
 
 
-def _resolve_kernel(kernel: Any, space: Any) -> Any:
+def _resolve_kernel(kernel: object, space: Any) -> Autotuned:
     from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
     from ..decorator.autotuned import Autotuned
@@ -121,8 +123,9 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
     named = kernel if isinstance(kernel, str) else None
     if named is not None:
         kernel = load_kernel(named)
-    if isinstance(getattr(kernel, "tuner", None), Autotuned):  # autotune.compat's Autotuner: its native engine
-        kernel = kernel.tuner
+    engine = getattr(kernel, "tuner", None)
+    if isinstance(engine, Autotuned):  # autotune.compat's Autotuner: its native engine
+        kernel = engine
     if isinstance(kernel, Autotuned):
         return kernel
     if space is not None and hasattr(base_kernel(kernel), "arg_names"):
@@ -149,7 +152,7 @@ def _resolve_kernel(kernel: Any, space: Any) -> Any:
     )
 
 
-def _listed_configs(kernel: Any, space: Any) -> list[Config]:
+def _listed_configs(kernel: Autotuned, space: Any) -> list[Config]:
     """Every config to compile: `space=`'s, else the kernel's; refused for a space too large to list."""
     if space is None and kernel.configs is not None:  # listed when the kernel was decorated
         return list(kernel.configs)
@@ -164,7 +167,7 @@ def _listed_configs(kernel: Any, space: Any) -> list[Config]:
     return chosen.configs()
 
 
-def _winner_configs(kernel: Any, target: Target | None) -> tuple[list[Config], str | None]:
+def _winner_configs(kernel: Autotuned, target: Target | None) -> tuple[list[Config], str | None]:
     """The kernel's cached winners valid for its current source and space, preferring those tuned on `target`'s
     architecture; and a note when none was tuned on it."""
     from ..options import cache_dir
@@ -222,7 +225,7 @@ def _refuse_custom_pipeline() -> None:
 
 
 def precompile(
-    kernel: Any,
+    kernel: object,
     *example_args: Any,
     signature: Mapping[str, Any] | str | None = None,
     targets: Sequence[str | Target | Any] | None = None,

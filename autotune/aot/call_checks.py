@@ -17,7 +17,7 @@ from ..errors import PrecompileError
 from ..kernel.compile_options import compile_option_names
 from ..kernel.identity import heuristics_layers, python_function
 from ..space.checks import validate_space
-from ..space.inputs import as_space
+from ..space.spaces import as_space
 from .specialize import launch_values
 
 __all__ = ["check_space", "check_arguments", "check_timeout", "derived_names", "standin_notes"]

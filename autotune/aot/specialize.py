@@ -14,7 +14,9 @@ import dataclasses
 import threading
 from typing import Any
 
+from ..engine.tunable_kernel import TunableKernel
 from ..errors import PrecompileError
+from ..kernel.call import BoundCall
 from ..kernel.identity import heuristics_layers, kernel_ref
 from ..space.spaces import Config
 from .targets import Target
@@ -28,7 +30,7 @@ SUPPORTED_TRITON = "3.6 to 3.9"
 class Plan:
     """Everything the pool threads share for one precompile call (lives as long as that call)."""
 
-    def __init__(self, kernel: Any, args: tuple, kwargs: dict, processes: bool) -> None:
+    def __init__(self, kernel: TunableKernel, args: tuple, kwargs: dict, processes: bool) -> None:
         self.kernel = kernel
         self.args = args
         self.kwargs = kwargs
@@ -90,7 +92,7 @@ class Plan:
         return signature, constexprs, attrs, dict(options.__dict__)
 
 
-def launch_values(kernel: Any, heuristics: list[Any], bound: Any, config: Config) -> tuple[tuple, dict]:
+def launch_values(kernel: TunableKernel, heuristics: list[Any], bound: BoundCall, config: Config) -> tuple[tuple, dict]:
     """(positional args, keywords) a launch of `config` passes to the JIT for a bound call: the config, the
     `derive=` values, then each `triton.heuristics` layer (`heuristics`, outermost first) as Triton applies it."""
     args, kwargs, _ = kernel.launch_args(config, bound, (1,))

@@ -63,7 +63,7 @@ def _cmd_precompile(args: Any) -> int:
     return 0 if all(t in compiled_targets for t in report.targets) else 1
 
 
-def _runtime_arg_names(kernel: Any) -> str:
+def _runtime_arg_names(kernel: object) -> str:
     """The arguments `--signature` types for `kernel` ("a, b, c, M, N, K"): its parameters less the constexprs;
     "" when the object says neither."""
     from ..kernel.identity import base_kernel, constexpr_names

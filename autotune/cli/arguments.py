@@ -143,3 +143,19 @@ def output_file_problem(option: str, value: str, example: str) -> str | None:
             "file in an existing directory"
         )
     return None
+
+
+def use_cache_dir(args: argparse.Namespace) -> str:
+    """Point AUTOTUNE_CACHE_DIR at --cache-dir when given (so the tiers a command opens use it): the directory."""
+    from ..options import cache_dir
+
+    if getattr(args, "cache_dir", None):
+        os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
+    return cache_dir()
+
+
+def use_checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> str | None:
+    """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
+    --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
+    use_cache_dir(args)
+    return checked_cache_dir(args, f"cache {command}", must_exist=must_exist)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,28 +31,20 @@ from ..format import (
     safe_text,
 )
 from ..keyspec import parse_key
-from .arguments import KERNEL_SYNTAX, add_command, add_kernel_filter, add_key_option, option_parent
-from .arguments import checked_cache_dir as check_cache_dir
+from .arguments import (
+    KERNEL_SYNTAX,
+    add_command,
+    add_kernel_filter,
+    add_key_option,
+    option_parent,
+    use_cache_dir,
+    use_checked_cache_dir,
+)
 from .remote import clear_remote, list_remote
 from .remote import register as register_remote
 from .rows import age_of, entries_table, kernel_labels
 
-__all__ = ["register", "use_checked_cache_dir"]
-
-
-def _use_cache_dir(args: argparse.Namespace) -> str:
-    from ..options import cache_dir
-
-    if getattr(args, "cache_dir", None):
-        os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
-    return cache_dir()
-
-
-def use_checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: bool = True) -> str | None:
-    """`arguments.checked_cache_dir` for `autotune cache <command>`, after pointing AUTOTUNE_CACHE_DIR at
-    --cache-dir (so the tiers this command opens use it): the directory, or None after printing why not (exit 2)."""
-    _use_cache_dir(args)
-    return check_cache_dir(args, f"cache {command}", must_exist=must_exist)
+__all__ = ["register"]
 
 
 def _key_or_none(args: argparse.Namespace, command: str) -> tuple[tuple | None, bool]:
@@ -136,7 +127,7 @@ def _remote_url_ignored(args: argparse.Namespace, command: str) -> bool:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.remote:
-        _use_cache_dir(args)
+        use_cache_dir(args)
         return list_remote(args)
     if _remote_url_ignored(args, "list"):
         return 2
@@ -259,7 +250,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     if not ok or _remote_url_ignored(args, "clear"):
         return 2
     if args.remote:
-        _use_cache_dir(args)
+        use_cache_dir(args)
         return clear_remote(args, key)
     directory = use_checked_cache_dir(args, "clear")
     if directory is None:
@@ -311,7 +302,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
 
 
 def _cmd_path(args: argparse.Namespace) -> int:
-    print(_use_cache_dir(args))
+    print(use_cache_dir(args))
     return 0
 
 

@@ -147,7 +147,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
     from ..storage.protocol import LOCK_TIMEOUT_ADVICE
-    from .cache import use_checked_cache_dir
+    from .arguments import use_checked_cache_dir
 
     # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
     directory = use_checked_cache_dir(args, command, must_exist=command == "push")

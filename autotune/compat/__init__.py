@@ -28,12 +28,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import triton
 from triton.runtime.jit import KernelInterface
 
 from ..decorator.autotuned import Autotuned
+from ..errors import UserCodeError
 from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
 from ..kernel.pruning import check_top_k
 from ..options import Tuning
@@ -54,7 +55,10 @@ from .options import (
     triton_prune,
     warn_listener_once,
 )
-from .timing import QuantileBench, TimingValue, UserCodeError, call_user, choose_do_bench, timings_of
+from .timing import QuantileBench, TimingValue, call_user, choose_do_bench, timings_of
+
+if TYPE_CHECKING:
+    from ..engine.tunable_kernel import TunableKernel
 
 __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
 
@@ -89,7 +93,7 @@ class _Engine(Autotuned):
             options = self.options_of[config] = {**compile_options, **meta}
         return options
 
-    def _run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
+    def run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
 
 
@@ -596,3 +600,9 @@ def autotune(
         )
 
     return decorator
+
+
+if TYPE_CHECKING:  # mypy: the drop-in's engine is what the engine tunes, as the native kernel is
+
+    def _is_tunable(engine: _Engine) -> TunableKernel:
+        return engine

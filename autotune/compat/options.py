@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import triton
 from triton.runtime.errors import AutotunerError
@@ -16,8 +16,11 @@ from triton.runtime.errors import AutotunerError
 from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
 from ..kernel.pruning import RerunCall, fastest_by_model
 from ..keys import DTYPE_TEXTS  # the dtype texts KeyBuilder.dtypes already made
-from ..space.inputs import config_from_triton
 from ..space.spaces import Config as NativeConfig
+from ..space.triton_config import config_from_triton
+
+if TYPE_CHECKING:
+    from . import Autotuner
 
 __all__ = [
     "ConfigChangedInPlace",
@@ -172,7 +175,7 @@ class PruneFunction:
         obj.rebuild_engine()
 
 
-def triton_prune(kernel: Any, kwargs: dict[str, Any], nargs: dict[str, Any]) -> list[Any]:
+def triton_prune(kernel: Autotuner, kwargs: dict[str, Any], nargs: dict[str, Any]) -> list[Any]:
     """Triton's pruning of an Autotuner's `configs`: its early_config_prune, then its perf model's top_k (never
     empty), read off the kernel's public attributes as Triton reads its own."""
     pruned = list(kernel.configs)

@@ -9,23 +9,13 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import AutotuneError
+from ..errors import AutotuneError, UserCodeError
 from ..record import TrialStatus, TuningRecord
 
-__all__ = ["QUANTILES", "QuantileBench", "UserCodeError", "choose_do_bench", "timing_from_samples", "timings_of"]
+__all__ = ["QUANTILES", "QuantileBench", "choose_do_bench", "timing_from_samples", "timings_of"]
 
 QUANTILES = (0.5, 0.2, 0.8)  # what Triton's Autotuner asks do_bench for
 TimingValue = float | list[float]
-
-
-class UserCodeError(AutotuneError):
-    """A compat user's hook or `do_bench` raised while tuning. Not a config's failure: triton.autotune raises
-    it as is, and so does the drop-in (`Autotuner.run` re-raises `original`). Only escapes to a thread that
-    waited on another thread's tuning of the same key."""
-
-    def __init__(self, message: str, original: BaseException) -> None:
-        super().__init__(message)
-        self.original = original
 
 
 def call_user(what: str, kernel: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -11,7 +11,7 @@ import inspect
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triton.runtime.jit import KernelInterface
 
@@ -67,12 +67,14 @@ from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import tuned_under
 from ..space.expressions import compile_derive, compile_grid
-from ..space.inputs import as_space
-from ..space.spaces import Config, SearchSpace
+from ..space.spaces import Config, SearchSpace, as_space
 from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
 from ..storage.kernel_cache import KernelCache
 from .inspection import KernelInspection
+
+if TYPE_CHECKING:
+    from ..engine.tunable_kernel import TunableKernel
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
@@ -520,19 +522,9 @@ class Autotuned(KernelInspection, KernelInterface):
     ) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
-        from ..engine.isolation import isolation_for
-        from ..engine.timing import make_timer
+        from ..engine.runners import runner_for
         from ..engine.tuner import TuneJob, tune
         from ..reporting.lines import emit
-
-        named = bound.named
-
-        def prepare(config: Config) -> tuple:
-            return self.launch_args(config, bound, grid)
-
-        def run_config(config: Config) -> Any:
-            launch_args, launch_kwargs, launch_grid = prepare(config)
-            return self._run_trial(config, launch_args, launch_kwargs, launch_grid)
 
         configs, strategy = self.configs or [], None
         if self.strategy != "exhaustive":
@@ -543,32 +535,17 @@ class Autotuned(KernelInspection, KernelInterface):
             mine = set(select([c for c in configs if c not in skip]))
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
-        isolated = isolation_for(self, bound, grid)  # None: tune in this process (a shard too: its subset is `skip`)
         job = TuneJob(
             configs=configs,
-            run_config=run_config,
-            strategy=strategy,
-            isolated=isolated,
-            compiler=self.compiler_for(prepare) if isolated is None else isolated.compiler(),
-            timer=make_timer(
-                on_gpu=not self.interpreted,
-                do_bench=self.do_bench,
-                flush_l2=self.tuning.flush_l2,
-                cuda_graph=self.tuning.cuda_graph,
-            ),
             tuning=self.tuning,
-            named_args=named,
-            skip=skip,
-            restore_value=self.restore_value,
-            reset_to_zero=self.reset_to_zero,
-            setup=self.setup,
-            verify=self.verify,
-            synchronize=self.synchronize,
-            progress=self._progress(key, total, strategy),
+            runner=runner_for(self, bound, grid),  # a shard too: its subset is `skip`
             kernel_name=self.name,
-            measure_single=select is not None,
-            whole_space=select is None,
+            skip=skip,
+            strategy=strategy,
             preference=kept,
+            progress=self._progress(key, total, strategy),
+            measure_single=select is not None or self.verify is not None,
+            whole_space=select is None,
         )
         try:
             outcome = tune(job)
@@ -597,7 +574,7 @@ class Autotuned(KernelInspection, KernelInterface):
         seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
         return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
 
-    def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
+    def run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
         drop-in (`autotune.compat`) overrides it to call Triton's pre/post hooks around each run."""
         with self.launch_lock:
@@ -683,3 +660,9 @@ def autotune(
         )
 
     return decorate
+
+
+if TYPE_CHECKING:  # mypy: an Autotuned is what the engine tunes
+
+    def _is_tunable(kernel: Autotuned) -> TunableKernel:
+        return kernel

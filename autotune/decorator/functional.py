@@ -127,7 +127,7 @@ def _identity(value: Any, what: str) -> Any:
 
 
 def autotune_launch(
-    kernel: Any,
+    kernel: object,
     *,
     space: Any,
     args: Sequence[Any],

@@ -6,12 +6,20 @@ import contextlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 from ..space.spaces import Config
 
 # (positional args, keyword args incl. meta-parameters and compile options, grid) for one config's launch
 LaunchArgs = tuple[tuple, dict, Any]
+
+
+class JitKernel(Protocol):
+    """A `@triton.jit` kernel (Triton's JITFunction, or the interpreter's), or a heuristics layer over one."""
+
+    def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any: ...
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> Any: ...
 
 
 def _done(value: Any) -> Future:
@@ -64,7 +72,7 @@ class JitCompiler:
     once resolved on the calling thread, sits in the JIT's kernel cache: the winner's launch compiles nothing.
     """
 
-    def __init__(self, kernel: Any, prepare: Callable[[Config], LaunchArgs]) -> None:
+    def __init__(self, kernel: JitKernel, prepare: Callable[[Config], LaunchArgs]) -> None:
         self.kernel = kernel
         self.prepare = prepare
         self._future_kernels: dict[Config, Any] = {}  # submitted and not finalized (or abandoned) yet

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..fork_safety import reset_in_forked_child
 
@@ -103,7 +103,7 @@ def launch_lock(interpreted: bool) -> AbstractContextManager:
     return INTERPRETER_LOCK if interpreted else _NO_LOCK
 
 
-def python_function(kernel: Any) -> Callable:
+def python_function(kernel: object) -> Callable:
     """The plain Python function the kernel was written as, under every wrapper and the JIT."""
     obj = kernel
     for _ in range(_MAX_LAYERS):
@@ -113,7 +113,7 @@ def python_function(kernel: Any) -> Callable:
         if nxt is None or nxt is obj:
             break
         obj = nxt
-    return obj
+    return cast(Callable, obj)  # a callable object with no `fn` (Triton's JIT always has one)
 
 
 def constexpr_names(base: Any) -> list[str]:
@@ -175,7 +175,7 @@ class KernelRef:
         return None
 
 
-def kernel_ref(kernel: Any) -> KernelRef:
+def kernel_ref(kernel: object) -> KernelRef:
     """The `KernelRef` of a kernel or any wrapper of it (read from its Python function, since under the
     interpreter the kernel object's own `__module__` is Triton's)."""
     fn = python_function(kernel)

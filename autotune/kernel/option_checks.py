@@ -272,7 +272,7 @@ def fallback_config(
     """`fallback=` as a Config, its fields checked as a space's are (validate_space); a problem is reported as
     fallback='s, not as the search space's, which may be fine."""
     from ..space.checks import validate_space
-    from ..space.inputs import as_space
+    from ..space.spaces import as_space
 
     try:
         config = Config(fallback)

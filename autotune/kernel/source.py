@@ -29,7 +29,7 @@ _SKIPPED_MODULES = ("triton", "math", "copy", "builtins")  # versioned elsewhere
 _NOTHING = object()
 
 
-def kernel_source_text(kernel: Any) -> str:
+def kernel_source_text(kernel: object) -> str:
     """The kernel's identity as text: the source Triton compiles (`JITFunction.src`, else the function's source
     without its decorators, so the JIT and the interpreter agree), followed by one line per dependency it reads.
 
@@ -40,7 +40,7 @@ def kernel_source_text(kernel: Any) -> str:
     return _Walk().function_identity(fn, text, depth=0)
 
 
-def check_kernel_source(kernel: Any) -> tuple[Callable, str | None]:
+def check_kernel_source(kernel: object) -> tuple[Callable, str | None]:
     """At decoration: raise OptionError when the kernel can be identified neither by its source nor by its
     bytecode. Returns its Python function and source (None when there is only bytecode).
 
@@ -55,7 +55,7 @@ def check_kernel_source(kernel: Any) -> tuple[Callable, str | None]:
     return fn, text
 
 
-def _own_text(kernel: Any) -> tuple[Callable, str | None]:
+def _own_text(kernel: object) -> tuple[Callable, str | None]:
     """The Python function under the wrappers, and its source (the Triton function's `src`, else read back from its
     file, decorators dropped); None when there is no readable source."""
     fn, base = python_function(kernel), base_kernel(kernel)

@@ -129,7 +129,7 @@ _AGREEMENTS_LOCK = threading.Lock()
 _warned_device = False
 
 
-def agreements(kernel: Any = None) -> list[Agreement]:
+def agreements(kernel: object = None) -> list[Agreement]:
     """The latest agreement of each (kernel, key, dtypes) made by this process, oldest first;
     `kernel` (a decorated kernel or its name) keeps that kernel's."""
     name = kernel if isinstance(kernel, str) or kernel is None else getattr(kernel, "name", kernel)

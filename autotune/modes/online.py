@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
@@ -32,6 +32,9 @@ from ..fork_safety import reset_in_forked_child
 from ..record import Trial, TrialStatus
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
+
+if TYPE_CHECKING:
+    from ..decorator.autotuned import Autotuned
 
 __all__ = ["OnlineSession", "OnlineTuner"]
 
@@ -311,7 +314,7 @@ class OnlineTuner:
 
     IDLE_TIMEOUT_S = 5.0  # a shared pool thread with nothing to compile for this long ends
 
-    def __init__(self, kernel: Any) -> None:
+    def __init__(self, kernel: Autotuned) -> None:
         self.kernel = kernel
         self._sessions: dict[tuple, OnlineSession] = {}
         self._lock = threading.Lock()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..config import value_identity
+from ..engine.in_process import InProcessRunner
 from ..engine.tuner import TuneJob, tune
 from ..errors import AutotuneError
 from ..options import Strategy, Tuning
@@ -224,13 +225,17 @@ def replay_once(
         max_configs=budget,
     )
     searcher = None if strategy == "exhaustive" else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget)
-    job = TuneJob(
-        configs=space.configs() if searcher is None else [],
+    trials = InProcessRunner(
         run_config=runner.run_config,
         compiler=_ReplayCompiler(landscape, clock),
         timer=runner,
         tuning=tuning,
-        named_args={},
+        kernel_name=landscape.kernel,
+    )
+    job = TuneJob(
+        configs=space.configs() if searcher is None else [],
+        tuning=tuning,
+        runner=trials,
         kernel_name=landscape.kernel,
         strategy=searcher,
         clock=lambda: clock.now,

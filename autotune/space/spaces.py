@@ -12,8 +12,18 @@ from typing import Any
 from ..config import Config, check_json_value, value_identity
 from ..errors import SpaceError
 from .checksum import configs_checksum, filter_identity
+from .triton_config import config_from_triton, is_triton_config
 
-__all__ = ["Config", "SearchSpace", "CartesianSpace", "FixedSpace", "UnionSpace", "configs_checksum", "LIST_LIMIT"]
+__all__ = [
+    "Config",
+    "SearchSpace",
+    "CartesianSpace",
+    "FixedSpace",
+    "UnionSpace",
+    "as_space",
+    "configs_checksum",
+    "LIST_LIMIT",
+]
 
 LIST_LIMIT = 100_000  # a space with more configs than this (before filtering) is never listed: it is searched
 _CACHE_LIMIT = LIST_LIMIT  # a space keeps its configs once listed (decorating reads them three times)
@@ -147,8 +157,6 @@ class SearchSpace(ABC):
         return self._union(other, self_first=False)
 
     def _union(self, other: Any, *, self_first: bool) -> SearchSpace:
-        from .inputs import as_space  # it builds spaces of this module's classes
-
         if not isinstance(other, (SearchSpace, Mapping, list, tuple)):
             return NotImplemented  # Python then tries the other operand, else raises its TypeError
         other_space = as_space(other)  # a list with a bad item: its SpaceError names the item
@@ -490,3 +498,28 @@ class UnionSpace(SearchSpace):
 
     def _structure(self) -> str:
         return f"union {self._parts[0].checksum()} {self._parts[1].checksum()}"  # a part's repr misses its filters
+
+
+def as_space(obj: Any) -> SearchSpace:
+    """Turn what `space=` accepts into a SearchSpace: a space, a dict of axes, or a list of mappings/triton.Configs."""
+    if isinstance(obj, SearchSpace):
+        return obj
+    if isinstance(obj, Mapping) and not isinstance(obj, Config):
+        return CartesianSpace(**obj)
+    if isinstance(obj, (list, tuple)):
+        items: list[Any] = []
+        for i, item in enumerate(obj):
+            if is_triton_config(item):
+                items.append(config_from_triton(item, f"triton.Config {i}"))
+            elif isinstance(item, Mapping):
+                items.append(item)
+            else:
+                raise SpaceError(
+                    f"space item {i} is {type(item).__name__} {item!r}; a list space holds mappings, "
+                    "autotune.Configs or triton.Configs"
+                )
+        return FixedSpace(items)
+    raise SpaceError(
+        f"space must be a SearchSpace, a dict of axes (CartesianSpace), or a list of configs "
+        f"(FixedSpace); got {type(obj).__name__}: {obj!r}"
+    )

@@ -33,14 +33,14 @@ class _Target:
     own: KernelCache | None = None
 
 
-def _layers(kernel: Any) -> list[Any]:
+def _layers(kernel: object) -> list[Any]:
     """`kernel` and what each `triton.heuristics` layer above the autotuner wraps (`kernel_ref` finds the layers)."""
     from ..kernel.identity import base_kernel, heuristics_layers
 
     return [kernel, *(layer.fn for layer in heuristics_layers(kernel, base_kernel(kernel)))]
 
 
-def _target(kernel: Any) -> _Target:
+def _target(kernel: object) -> _Target:
     if isinstance(kernel, str):
         return _Target(kernel)
     from ..kernel.identity import base_kernel, kernel_ref
@@ -95,7 +95,7 @@ def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
             return
 
 
-def clear_autotune_cache(kernel: Any = None, key: Any = None, *, remote: bool = False) -> int:
+def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool = False) -> int:
     """Remove tuned winners from memory (every kernel loaded in this process) and disk, and with `remote=True`
     from the shared remote tier too (every node's winners: a node's local clear leaves the fleet's alone).
 

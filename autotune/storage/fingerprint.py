@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from typing import Any
 
 from ..kernel.source import kernel_source_text
 
@@ -48,7 +47,7 @@ def device_fingerprint() -> str:
         return "interpreter"
 
 
-def source_hash(kernel: Any) -> str:
+def source_hash(kernel: object) -> str:
     """sha256 (hex) of a Triton kernel's identity text (`kernel_source.kernel_source_text`): its source, the
     `@triton.jit` helpers it calls and the global and closed-over values it reads.
 

@@ -13,6 +13,6 @@ Modules: `worker` (the worker process and how arguments travel), `trial` (a tria
 from __future__ import annotations
 
 from .pool import shutdown
-from .runner import IsolatedRunner, WorkerCompiler, check_isolation, isolation_for
+from .runner import WorkerCompiler, WorkerRunner, check_isolation, isolation_for
 
-__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "shutdown"]
+__all__ = ["WorkerRunner", "WorkerCompiler", "isolation_for", "check_isolation", "shutdown"]

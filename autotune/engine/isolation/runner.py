@@ -1,6 +1,6 @@
-"""The parent's side of one isolated tuning: whether to isolate (`isolation_for`), the trials and the final
-re-measurement in the measuring worker (`IsolatedRunner`), and the compile stage in the compile workers
-(`WorkerCompiler`, the pipeline's `Compiler` for isolated tunings)."""
+"""The parent's side of one isolated tuning: whether to isolate (`isolation_for`), the `TrialRunner` whose trials
+and final re-measurement run in the measuring worker (`WorkerRunner`), and the compile stage in the compile
+workers (`WorkerCompiler`, the pipeline's `Compiler` for isolated tunings)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pickle
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
@@ -25,16 +25,18 @@ from ...errors import (
     warn_at_caller,
     warn_verification_failed,
 )
+from ...kernel.call import BoundCall
 from ...kernel.identity import imported_object, kernel_ref
 from ...options import isolate_setting
 from ...record import Trial, TrialStatus
 from ...space.spaces import Config
 from ..compilers import InterpreterCompiler
-from ..pipeline import CompileFailed
+from ..pipeline import CompileFailed, Compiler
+from ..tunable_kernel import TunableKernel
 from .call_copies import encode_call
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
 
-__all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
+__all__ = ["WorkerRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
 
 logger = logging.getLogger("autotune")
 _LOAD_TIMEOUT_S = 300.0  # importing torch, Triton and the kernel's module in a fresh worker
@@ -42,7 +44,7 @@ _noted: set[str] = set()
 _noted_lock = threading.Lock()
 
 
-def _how_to_load(kernel: Any, bound_by_name: bool = True) -> tuple[bytes | None, str | None]:
+def _how_to_load(kernel: TunableKernel, bound_by_name: bool = True) -> tuple[bytes | None, str | None]:
     """How a worker gets this kernel: (None, None) by its module and qualified name; (recipe, None) as the
     `@triton.jit` kernel there decorated anew from the pickled `@autotune` arguments (a kernel autotuned away
     from its definition, or by `autotune_launch`); (None, reason) when it cannot. `bound_by_name`: at a call
@@ -87,7 +89,7 @@ _PROCESS_ELSE = ", or use isolate='auto' (tunes it in-process) or 'off'"
 _PROCESS_FIX = "Define the kernel at the top level of an importable module" + _PROCESS_ELSE
 
 
-def check_isolation(kernel: Any) -> None:
+def check_isolation(kernel: TunableKernel) -> None:
     """At decoration: `isolate="process"` (or AUTOTUNE_ISOLATE=process) on a kernel no worker can import is an
     error now, not at a call; the message names what asked for it."""
     mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
@@ -97,10 +99,14 @@ def check_isolation(kernel: Any) -> None:
             raise OptionError(f"{source} on {kernel.name}: {reason}. {_PROCESS_FIX}")
 
 
-class IsolatedRunner:
-    """Runs one tuning's trials in the measuring worker, on copies of the call's arguments (sent once)."""
+class WorkerRunner:
+    """A `TrialRunner` whose trials run in the measuring worker, on copies of the call's arguments (sent once).
+    A crash or a hang there is the config's result (`crashed`, `timeout`); the pipeline's compile limit is the
+    compile workers' own (they are killed past it), so `compile_timeout_s` is None."""
 
-    def __init__(self, kernel: Any, bound: Any, grid: Any, recipe: bytes | None, encoded: Any) -> None:
+    compile_timeout_s: float | None = None
+
+    def __init__(self, kernel: TunableKernel, bound: BoundCall, grid: Any, recipe: bytes | None, encoded: Any) -> None:
         ref = kernel_ref(kernel.base_fn)
         self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
         self.recipe = recipe
@@ -116,6 +122,8 @@ class IsolatedRunner:
         )
         # What a compile worker gets: the layout without the bytes.
         self.shapes = encode_call(bound.args, bound.kwargs, data=False) if self.precompiles else None
+        self.errors: dict[Config, BaseException] = {}  # only text comes back from a worker
+        self.compile_seconds: dict[Config, float] = {}  # in a compile worker, not the thread waiting for it
         self.worker, self.lock = shared_worker()
         with self.lock:
             self.prepare(self.worker)
@@ -136,14 +144,22 @@ class IsolatedRunner:
                 f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
             ) from None
 
-    def compiler(self) -> Any:
+    def compiler(self) -> Compiler:
         """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
         compiles each config as part of its trial)."""
         return WorkerCompiler(self) if self.precompiles else InterpreterCompiler()
 
-    def trial(self, config: Config) -> Trial:
+    def measure(self, config: Config) -> Trial:
         """Check and measure `config` in the worker (compiling it first unless a compile worker did); a crash
         or a hang is this config's result."""
+        trial = self._trial(config)
+        trial.compile_s = self.compile_seconds.get(config, trial.compile_s)
+        return trial
+
+    def close(self) -> None:
+        """Nothing to put back: the worker ran on copies, and keeps them only until the next tuning's call."""
+
+    def _trial(self, config: Config) -> Trial:
         message = ("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles)
         with self.lock:
             self.prepare(self.worker)
@@ -191,13 +207,13 @@ class IsolatedRunner:
         # compile error, and what a compile worker answers "error" (not "failed") is never the config's doing.
         raise worker_error(reply, f"the compile worker of {self.kernel_name}", own_class=False)
 
-    def refine(self, configs: list[Config], reps: int) -> dict[Config, list[float]]:
+    def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
         with self.lock:
             try:
                 self.prepare(self.worker)
                 reply = self.worker.request(
-                    ("refine", self.ref, configs, self.token, self.grid, self.tuning, reps),
+                    ("refine", self.ref, list(configs), self.token, self.grid, self.tuning, reps),
                     None if self.tuning.trial_timeout_s is None else self.tuning.trial_timeout_s * len(configs),
                 )
             except WorkerShutdownError:
@@ -244,7 +260,7 @@ def worker_error(reply: tuple, where: str, own_class: bool = True) -> Exception:
     return error
 
 
-def _current_cuda_device(bound: Any) -> int | None:
+def _current_cuda_device(bound: BoundCall) -> int | None:
     """The caller's current GPU when the call has CUDA tensors (a worker makes it current too), else None."""
     if not any(getattr(getattr(v, "device", None), "type", None) == "cuda" for v in bound.named.values()):
         return None
@@ -257,7 +273,7 @@ class WorkerCompiler:
     """The pipeline's `Compiler` under isolation: each pool thread lends a compile worker a config, so N
     compiles run in N processes while the measuring worker measures (a crash there costs that config)."""
 
-    def __init__(self, runner: IsolatedRunner) -> None:
+    def __init__(self, runner: WorkerRunner) -> None:
         self.runner = runner
         self.pool = compile_workers()
         self._current = _CompileSession()
@@ -284,7 +300,8 @@ class WorkerCompiler:
                 return self.runner.compile(config, worker)
 
     def finalize(self, config: Config, result: Any) -> Any:
-        return result  # the seconds the compile took in the worker (the tuner records them as compile_s)
+        self.runner.compile_seconds[config] = result  # the seconds the compile took in the worker
+        return result
 
 
 class _CompileSession:
@@ -317,7 +334,7 @@ class _CompileSession:
                 worker.abort()
 
 
-def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
+def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerRunner | None:
     """The runner for this tuning, or None to tune in-process (isolation off, or `"auto"` when a worker could
     not run this kernel: said once per kernel)."""
     mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
@@ -344,7 +361,7 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
             fix = "To isolate it, pass tensors and plain values (ints, floats, strings, dtypes)"
     if reason is None:
         try:
-            return IsolatedRunner(kernel, bound, grid, recipe, encoded)
+            return WorkerRunner(kernel, bound, grid, recipe, encoded)
         except WorkerShutdownError:  # not a reason to tune in-process: the process is stopping its workers
             raise
         except AutotuneError as exc:

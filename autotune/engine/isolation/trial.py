@@ -1,23 +1,27 @@
-"""One config's trial inside a worker: the real tuner (`tune`) on the worker's copies of the call's arguments, with
-the decorated kernel as the worker imported it (its own verify=, setup=, restore_value, grid and compile path);
-or, in a compile worker, that config's compile alone."""
+"""A worker's side of the `WorkerRunner`'s requests: compile one config, measure one config, re-measure a few,
+each with an `InProcessRunner` over the worker's copies of the call's arguments and the decorated kernel as the
+worker imported it (its own verify=, setup=, restore_value, grid and compile path). A worker never tunes."""
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
 from ... import codec
-from ...errors import DeviceError, NoValidConfigError
+from ...errors import DeviceError
+from ...options import Tuning
+from ...record import Trial, TrialStatus
 from ...space.spaces import Config
 from ..compilers import InterpreterCompiler
-from ..pipeline import InlineExecutor, compile_failure
+from ..in_process import CallGuards, InProcessRunner
+from ..pipeline import Compiler, InlineExecutor, compile_failure
 from ..timing import make_timer
-from ..tuner import ArgumentGuard, TuneJob, tune
+from ..tunable_kernel import TunableKernel
 
 
-def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any, precompiled: bool = False) -> TuneJob:
+def _runner(
+    kernel: TunableKernel, call: tuple, grid: Any, tuning: Tuning, precompiled: bool = False, verify: bool = True
+) -> InProcessRunner:
     bound = kernel.bind(*call)
 
     def prepare(config: Config) -> tuple:
@@ -30,49 +34,25 @@ def _job(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any
 
     # Precompiled: a compile worker compiled it; the first launch loads it from Triton's on-disk cache.
     compiler = InterpreterCompiler() if precompiled else kernel.compiler_for(prepare)
-    return TuneJob(
-        configs=configs,
+    timer = make_timer(
+        on_gpu=not kernel.interpreted, do_bench=kernel.do_bench, flush_l2=tuning.flush_l2, cuda_graph=tuning.cuda_graph
+    )
+    guards = CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify if verify else None)
+    return InProcessRunner(
         run_config=run_config,
         compiler=compiler,
-        timer=make_timer(
-            on_gpu=not kernel.interpreted,
-            do_bench=kernel.do_bench,
-            flush_l2=tuning.flush_l2,
-            cuda_graph=tuning.cuda_graph,
-        ),
+        timer=timer,
         tuning=tuning,
         named_args=bound.named,
-        restore_value=kernel.restore_value,
-        reset_to_zero=kernel.reset_to_zero,
-        setup=kernel.setup,
-        verify=kernel.verify,
+        guards=guards,
         synchronize=kernel.synchronize,
         kernel_name=kernel.name,
-        measure_single=True,
     )
 
 
-def run_trial_in_worker(
-    kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any, precompiled: bool = False
-) -> tuple:
-    """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
-    one = tuning.replace(refine_topk=0, compile_workers=0, strategy="exhaustive")
-    try:
-        outcome = tune(_job(kernel, [config], call, grid, one, precompiled))
-        trial = outcome.trials[0]
-    except NoValidConfigError as exc:
-        trial = exc.trials[0]
-    except DeviceError as exc:  # the device error itself, not the in-process advice wrapped around it
-        cause = exc.__cause__ or exc  # (any other sticky error, e.g. restoring arguments afterwards, is
-        return ("sticky", f"{type(cause).__name__}: {cause}")  # answered "sticky" by serve())
-    return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
-
-
-def compile_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tuning: Any) -> tuple:
-    """Compile `config` only: ("ok", seconds), or ("failed", status, error text) for the config's own compile
-    error; an error that is not the config's (the call, the environment) propagates to the request."""
-    bound = kernel.bind(*call)
-    compiler = kernel.compiler_for(lambda c: kernel.launch_args(c, bound, grid))
+def _compile(compiler: Compiler, config: Config) -> tuple[TrialStatus, str | None, float]:
+    """(ok, None, seconds), or the config's own compile failure; an error that is not the config's (the call,
+    the environment) propagates to the request."""
     executor = InlineExecutor()
     started = time.perf_counter()
     try:
@@ -80,18 +60,48 @@ def compile_in_worker(kernel: Any, config: Config, call: tuple, grid: Any, tunin
             compiler.finalize(config, compiler.submit(config, executor).result())
     except Exception as exc:
         outcome = compile_failure(config, exc)  # re-raises what is not the config's own fault
-        return ("failed", outcome.status.value, f"{type(exc).__name__}: {exc}")
-    return ("ok", time.perf_counter() - started)
+        return outcome.status, f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+    return TrialStatus.OK, None, time.perf_counter() - started
 
 
-def refine_in_worker(kernel: Any, configs: list[Config], call: tuple, grid: Any, tuning: Any, reps: int) -> dict:
+def run_trial_in_worker(
+    kernel: TunableKernel, config: Config, call: tuple, grid: Any, tuning: Tuning, precompiled: bool = False
+) -> tuple:
+    """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
+    runner = _runner(kernel, call, grid, tuning, precompiled)
+    try:
+        status, error, compile_s = _compile(runner.compiler(), config)
+        if status is not TrialStatus.OK:
+            trial = Trial(config=config, status=status, error=error)
+        else:
+            trial = runner.measure(config)
+        trial.compile_s = compile_s
+    except DeviceError as exc:  # the device error itself, not the in-process advice wrapped around it (any
+        cause = exc.__cause__ or exc  # other sticky error, e.g. restoring arguments afterwards, is answered
+        return ("sticky", f"{type(cause).__name__}: {cause}")  # "sticky" by serve())
+    finally:
+        runner.close()
+    return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
+
+
+def compile_in_worker(kernel: TunableKernel, config: Config, call: tuple, grid: Any, tuning: Tuning) -> tuple:
+    """Compile `config` only: ("ok", seconds), or ("failed", status, error text) for the config's own compile
+    error; an error that is not the config's (the call, the environment) propagates to the request."""
+    bound = kernel.bind(*call)
+    compiler = kernel.compiler_for(lambda c: kernel.launch_args(c, bound, grid))
+    status, error, seconds = _compile(compiler, config)
+    if status is not TrialStatus.OK:
+        return ("failed", status.value, error)
+    return ("ok", seconds)
+
+
+def refine_in_worker(
+    kernel: TunableKernel, configs: list[Config], call: tuple, grid: Any, tuning: Tuning, reps: int
+) -> dict:
     """Interleaved re-measurement of the best few: {config canonical JSON: [samples]}."""
-    job = _job(kernel, configs, call, grid, tuning)
-    guard = ArgumentGuard(job.named_args, job.restore_value, job.reset_to_zero)
-    out: dict[str, list[float]] = {c.canonical(): [] for c in configs}
-    for _ in range(reps):
-        for config in configs:
-            out[config.canonical()] += job.timer.measure(
-                functools.partial(job.run_config, config), warmup=0, reps=1, before=guard.before_run
-            )
-    return out
+    runner = _runner(kernel, call, grid, tuning, precompiled=True, verify=False)
+    try:
+        rounds = runner.refine(configs, reps)
+    finally:
+        runner.close()
+    return {config.canonical(): samples for config, samples in rounds.items()}

@@ -30,6 +30,7 @@ import traceback
 import warnings
 from typing import Any
 
+from ..tunable_kernel import TunableKernel
 from .call_copies import decode_call
 
 
@@ -53,7 +54,7 @@ def _die_with_parent(parent: int, pdeathsig: bool) -> None:
     threading.Thread(target=watch, name="autotune-worker-watchdog", daemon=True).start()
 
 
-def rebuild(jit_kernel: Any, recipe: bytes) -> Any:
+def rebuild(jit_kernel: object, recipe: bytes) -> TunableKernel:
     """The autotuned kernel its parent built with `autotune(**recipe)(jit_kernel)` (the parent pickled the
     recipe itself, over the private socket to this worker), with the parent's compiler_factory if it had one."""
     import pickle
@@ -169,7 +170,7 @@ def main() -> None:
     # kernel up at import, a verify= that calls another autotuned kernel) launches its fallback config untuned.
     # Tuning there would take the key's file lock that the parent holds while it waits for this worker: a deadlock.
     os.environ["AUTOTUNE_DISABLE"] = "1"
-    # The parent warns of a config that failed verify= where the caller sees it (runner.IsolatedRunner.trial).
+    # The parent warns of a config that failed verify= where the caller sees it (runner.WorkerRunner.measure).
     from ...errors import VerificationWarning
 
     warnings.filterwarnings("ignore", category=VerificationWarning)

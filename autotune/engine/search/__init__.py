@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy, make_strategy
+from ...space.spaces import Config, SearchSpace
+from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
 from .warm_start import key_distance, nearest_winners
 
 __all__ = [
@@ -77,3 +79,15 @@ def resolve_strategy(name: str, space_size: int, max_configs: int, *, lazy: bool
     from .model import optuna_available
 
     return "model" if optuna_available() else "local"
+
+
+def make_strategy(
+    name: str, space: SearchSpace, *, seed: int | None, seeds: Iterable[Config], budget: int
+) -> SearchStrategy:
+    """The strategy called `name` ("random", "local" or "model") over `space`; the model loads optuna on first use."""
+    if name == "model":
+        from .model import ModelSearch
+
+        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget)
+    cls = {"random": RandomSearch, "local": LocalSearch}[name]
+    return cls(space, seed=seed, seeds=seeds, budget=budget)

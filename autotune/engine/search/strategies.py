@@ -16,7 +16,7 @@ from typing import Any
 
 from ...space.spaces import Config, SearchSpace
 
-__all__ = ["SearchStrategy", "RandomSearch", "LocalSearch", "make_strategy", "STRATEGIES"]
+__all__ = ["SearchStrategy", "RandomSearch", "LocalSearch", "STRATEGIES"]
 
 
 class SearchStrategy(ABC):
@@ -157,18 +157,6 @@ class LocalSearch(SearchStrategy):
             self._exhausted.add(centre)
         self.rng.shuffle(frontier)
         return frontier[:n]
-
-
-def make_strategy(
-    name: str, space: SearchSpace, *, seed: int | None, seeds: Iterable[Config], budget: int
-) -> SearchStrategy:
-    """The strategy called `name` ("random", "local" or "model") over `space`."""
-    if name == "model":
-        from .model import ModelSearch
-
-        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget)
-    cls = {"random": RandomSearch, "local": LocalSearch}[name]
-    return cls(space, seed=seed, seeds=seeds, budget=budget)
 
 
 STRATEGIES = ("exhaustive", "random", "local", "model")

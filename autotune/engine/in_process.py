@@ -1,0 +1,187 @@
+"""Trials in this process, on the caller's thread and CUDA stream: the default `TrialRunner`, and what a worker
+process runs for each trial it is sent.
+
+Argument safety lives here because it wraps every run: `restore_value` and `reset_to_zero` arguments are put
+back before each run, `setup=` runs before each, and `verify=` checks the first run of each config.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DeviceError, FailureKind, VerificationError, classify, warn_verification_failed
+from ..options import Tuning
+from ..record import Trial, TrialStatus
+from ..reference import Reference, check_verified
+from ..space.spaces import Config
+from .pipeline import Compiler
+from .timing import Timer, summarize
+
+_FAILED_STATUS = {
+    FailureKind.CONFIG: TrialStatus.RUNTIME_ERROR,
+    FailureKind.OUT_OF_RESOURCES: TrialStatus.OUT_OF_RESOURCES,
+}
+
+
+class ArgumentGuard:
+    """Snapshots the `restore_value` and `reset_to_zero` tensors so every trial, and the final launch,
+    sees the caller's arguments exactly as passed."""
+
+    def __init__(
+        self,
+        named_args: Mapping[str, Any],
+        restore_value: Sequence[str],
+        reset_to_zero: Sequence[str],
+        poisoned_outputs: Sequence[str] = (),
+    ) -> None:
+        self.named_args = named_args
+        self.restore_value = [n for n in restore_value if named_args.get(n) is not None]
+        self.reset_to_zero = [n for n in reset_to_zero if named_args.get(n) is not None]
+        guarded = {*self.restore_value, *self.reset_to_zero}
+        # Outputs checked by a Reference are filled with a sentinel before each checked run, so a config that
+        # leaves part of an output unwritten cannot pass on the previous trial's values; restored at the end.
+        self.poisoned = [n for n in poisoned_outputs if named_args.get(n) is not None and n not in guarded]
+        self._snapshots = {n: named_args[n].clone() for n in {*guarded, *self.poisoned}}
+
+    def poison_outputs(self) -> None:
+        """Fill the checked outputs with NaN (floats) or the dtype's largest value (integers)."""
+        import torch
+
+        for name in self.poisoned:
+            tensor = self.named_args[name]
+            if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+                tensor.fill_(float("nan"))
+            elif tensor.dtype != torch.bool:
+                tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+    def before_run(self) -> None:
+        """Restore `restore_value` arguments and zero `reset_to_zero` ones, before each trial run."""
+        for name in self.restore_value:
+            self.named_args[name].copy_(self._snapshots[name])
+        for name in self.reset_to_zero:
+            self.named_args[name].zero_()
+
+    def restore_all(self) -> None:
+        """Put every guarded argument back as the caller passed it."""
+        for name, snapshot in self._snapshots.items():
+            self.named_args[name].copy_(snapshot)
+
+
+@dataclass(frozen=True)
+class CallGuards:
+    """What wraps each run of a call's trials: the arguments to put back, the setup= hook and the verify= check."""
+
+    restore_value: Sequence[str] = ()
+    reset_to_zero: Sequence[str] = ()
+    setup: Callable[..., Any] | None = None
+    verify: Callable[..., Any] | Reference | None = None
+
+
+class InProcessRunner:
+    """Measures each config on the calling thread: `run_config(config)` launches it once on the caller's stream."""
+
+    compile_timeout_s: float | None
+
+    def __init__(
+        self,
+        *,
+        run_config: Callable[[Config], Any],
+        compiler: Compiler,
+        timer: Timer,
+        tuning: Tuning,
+        named_args: Mapping[str, Any] | None = None,
+        guards: CallGuards = CallGuards(),
+        synchronize: Callable[[], None] = lambda: None,
+        kernel_name: str = "kernel",
+    ) -> None:
+        self.run_config = run_config
+        self._compiler = compiler
+        self.timer = timer
+        self.tuning = tuning
+        self.named_args = named_args if named_args is not None else {}
+        self.guards = guards
+        self.synchronize = synchronize
+        self.kernel_name = kernel_name
+        self.compile_timeout_s = tuning.compile_timeout_s
+        self.errors: dict[Config, BaseException] = {}
+        checked = guards.verify.outputs if isinstance(guards.verify, Reference) else ()
+        self.guard = ArgumentGuard(self.named_args, guards.restore_value, guards.reset_to_zero, checked)
+        try:
+            self.expected = guards.verify.expected(self.named_args) if isinstance(guards.verify, Reference) else None
+        except BaseException:
+            self.guard.restore_all()
+            raise
+
+    def compiler(self) -> Compiler:
+        return self._compiler
+
+    def measure(self, config: Config) -> Trial:
+        trial = Trial(config=config)
+        try:
+            self._checked_run(config)
+        except VerificationError as exc:
+            warn_verification_failed(self.kernel_name, config, exc)
+            return self._failed(trial, TrialStatus.VERIFY_FAILED, exc)
+        except Exception as exc:
+            return self._failed(trial, self._status_of(config, exc, "run"), exc)
+        try:
+            samples = self.timer.measure(
+                lambda: self.run_config(config), warmup=self.tuning.warmup, reps=self.tuning.reps, before=self._before
+            )
+        except Exception as exc:
+            return self._failed(trial, self._status_of(config, exc, "measure"), exc)
+        trial.samples_ms = samples
+        trial.median_ms, trial.min_ms = summarize(samples)
+        trial.status = TrialStatus.OK
+        return trial
+
+    def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
+        rounds: dict[Config, list[float]] = {c: [] for c in configs}
+        for _ in range(reps):
+            for config in configs:
+                run = functools.partial(self.run_config, config)
+                rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self.guard.before_run)
+        return rounds
+
+    def close(self) -> None:
+        self.guard.restore_all()
+
+    def _before(self) -> None:
+        self.guard.before_run()
+        if self.guards.setup is not None:
+            self.guards.setup(**self.named_args)
+
+    def _checked_run(self, config: Config) -> None:
+        """One run whose output is as one untuned launch would leave it, checked by verify= when given."""
+        self._before()
+        verify = self.guards.verify
+        if verify is not None:
+            self.guard.poison_outputs()
+        self.run_config(config)
+        if verify is not None:
+            self.synchronize()
+            check_verified(verify, self.named_args, self.expected)
+
+    def _status_of(self, config: Config, exc: Exception, stage: str) -> TrialStatus:
+        """The config's own failure as a status; a poisoned device ends the tuning; a mistake of the call is raised."""
+        kind = classify(exc, stage)
+        if kind in _FAILED_STATUS:
+            return _FAILED_STATUS[kind]
+        if kind is FailureKind.STICKY_DEVICE:
+            raise DeviceError(
+                f"{self.kernel_name} config {dict(config)} left the GPU unusable ({type(exc).__name__}: {exc}); "
+                "every later launch in this process would fail, so the tuning stops here. Tune with "
+                "Tuning(isolate='process') (the kernel defined at the top level of an importable module), where "
+                "such a config costs only itself; or fix that config or prune= it away, then tune again in a "
+                "fresh process."
+            ) from exc
+        raise exc
+
+    def _failed(self, trial: Trial, status: TrialStatus, exc: BaseException) -> Trial:
+        self.errors[trial.config] = exc
+        trial.status = status
+        trial.error = f"{type(exc).__name__}: {exc}"
+        return trial

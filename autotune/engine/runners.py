@@ -1,0 +1,47 @@
+"""The one place that chooses where a tuning's trials run: in a worker process when isolation applies to this
+call (`isolation.isolation_for`), else in this process on the caller's stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kernel.call import BoundCall
+from .in_process import CallGuards, InProcessRunner
+from .isolation import isolation_for
+from .timing import make_timer
+from .trial_runner import TrialRunner
+from .tunable_kernel import TunableKernel
+
+
+def in_process_runner(kernel: TunableKernel, bound: BoundCall, grid: Any) -> InProcessRunner:
+    """Trials launched by `kernel.run_trial` on the calling thread, guarded as the kernel was decorated."""
+
+    def prepare(config: Any) -> tuple:
+        return kernel.launch_args(config, bound, grid)
+
+    def run_config(config: Any) -> Any:
+        args, kwargs, launch_grid = prepare(config)
+        return kernel.run_trial(config, args, kwargs, launch_grid)
+
+    tuning = kernel.tuning
+    return InProcessRunner(
+        run_config=run_config,
+        compiler=kernel.compiler_for(prepare),
+        timer=make_timer(
+            on_gpu=not kernel.interpreted,
+            do_bench=kernel.do_bench,
+            flush_l2=tuning.flush_l2,
+            cuda_graph=tuning.cuda_graph,
+        ),
+        tuning=tuning,
+        named_args=bound.named,
+        guards=CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify),
+        synchronize=kernel.synchronize,
+        kernel_name=kernel.name,
+    )
+
+
+def runner_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> TrialRunner:
+    """The runner for one tuning of `kernel` on this call."""
+    isolated = isolation_for(kernel, bound, grid)  # None: this process (isolation off, or "auto" could not)
+    return isolated if isolated is not None else in_process_runner(kernel, bound, grid)
