@@ -15,6 +15,7 @@ from .errors import (
     CacheEntryError,
     CacheWarning,
     CallError,
+    CaptureWarning,
     DeviceError,
     DistributedTuningError,
     ExpressionError,
@@ -39,11 +40,13 @@ from .reference import Reference
 from .space import CartesianSpace, Config, FixedSpace, SearchSpace
 from .storage import clear_autotune_cache, stats
 from .storage.remote import set_remote_cache
+from .warm_up import WarmupReport, warmup
 
 __version__ = "0.1.0"
 
-# Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API).
-_LAZY = {"precompile": ("autotune.aot", "precompile")}
+# Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API), and
+# torch_op imports torch.
+_LAZY = {"precompile": ("autotune.aot", "precompile"), "torch_op": ("autotune.torch_ops", "torch_op")}
 
 
 def __getattr__(name: str) -> object:
@@ -98,4 +101,8 @@ __all__ = [
     "CallError",
     "VerificationWarning",
     "NoRecordError",
+    "CaptureWarning",
+    "warmup",
+    "WarmupReport",
+    "torch_op",
 ]

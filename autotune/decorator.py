@@ -16,6 +16,7 @@ from typing import Any
 from triton.runtime.jit import KernelInterface
 
 from .call_arguments import BoundCall, CallSignature, Launch
+from .capture import capturing, select_in_capture
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
 from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
 from .inspection import KernelInspection
@@ -72,6 +73,7 @@ from .storage.counters import count_hit
 from .storage.fingerprint import source_hash
 from .storage.tiers import KernelCache
 from .template import compile_derive, compile_grid
+from .tracing import shapes_only
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
@@ -274,6 +276,8 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        if shapes_only():  # torch_op's fake implementation: the wrapper gives shapes, nothing launches
+            return None
         return self.select_and_launch(args, kwargs, grid, warmup).result
 
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
@@ -386,6 +390,9 @@ class Autotuned(KernelInspection, KernelInterface):
         check_finite_key(key, self.name)
         if env_disable():
             return self.fallback_config(), None, "disabled"
+        if capturing():  # CUDA-graph capture: nothing tunes, waits or synchronizes there (capture.py)
+            online = self.__dict__.get("_online")
+            return select_in_capture(self, key, dtypes, bound, online and online.best_in_progress(key, dtypes))
         if env_offline():
             return self._select_offline(key, dtypes, bound)
         check_launch_grid(self.name, grid)  # known before tuning: a bad one would fail every config alike
