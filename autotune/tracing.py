@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 __all__ = ["shapes_only", "tracing_shapes"]
 
 _SHAPES_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("autotune_shapes_only", default=False)
 
 
-def shapes_only() -> bool:
-    """Whether this thread is inside `tracing_shapes()`: an autotuned kernel's launch returns None at once."""
-    return _SHAPES_ONLY.get()
+# Whether this thread is inside `tracing_shapes()`: an autotuned kernel's launch then returns None at once. The
+# context variable's own bound `get` (no Python frame): it is asked on every launch.
+shapes_only: Callable[[], bool] = _SHAPES_ONLY.get
 
 
 @contextlib.contextmanager

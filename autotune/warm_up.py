@@ -17,6 +17,7 @@ from typing import Any
 
 from .decorator import Autotuned
 from .errors import CallError, OptionError
+from .kernel_ref import wrapper_layers
 from .options import Tuning, env_disable, env_force, env_offline, online_mode
 from .record import TuningRecord
 
@@ -54,14 +55,14 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
     """Tune `kernel` (an `@autotune` or `autotune.compat` kernel) for the key of each call that `calls` makes,
     skipping keys already cached; `tuning=` tunes under other settings than the kernel's (native kernels), always
     on the blocking path. Returns a `WarmupReport`."""
-    engine = _engine_of(kernel)
+    launcher, engine, layers = _engine_of(kernel)
     if env_offline() or env_disable():
         switch = "AUTOTUNE_OFFLINE" if env_offline() else "AUTOTUNE_DISABLE"
         raise OptionError(
             f"autotune.warmup({engine.name}, ...) tunes, and {switch}=1 forbids tuning in this process: run the "
             f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
         )
-    tune = _tuner_for(kernel, engine, tuning)
+    tune = _tuner_for(launcher, engine, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
     began, seen = time.perf_counter(), set()
     tuned: list[WarmedKey] = []
@@ -69,6 +70,7 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
     for maker in calls:
         args, kwargs = _made(maker, engine.name)
         grid = kwargs.pop("grid", None)
+        kwargs = _with_heuristics(layers, args, kwargs)
         bound = engine.bind(args, kwargs)
         key, dtypes = engine.key_of(bound)
         if (key, dtypes) in seen:
@@ -82,15 +84,27 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
 
 
-def _engine_of(kernel: Any) -> Autotuned:
-    """The native kernel that tunes: the kernel itself, or an `autotune.compat` kernel's `tuner`."""
-    engine = kernel if isinstance(kernel, Autotuned) else getattr(kernel, "tuner", None)
-    if not isinstance(engine, Autotuned):
-        raise CallError(
-            f"autotune.warmup(kernel, calls) takes an @autotune or autotune.compat kernel; got {kernel!r} (for a "
-            "torch_op wrapper, warm up each kernel it launches)"
-        )
-    return engine
+def _engine_of(kernel: Any) -> tuple[Any, Autotuned, list[Any]]:
+    """(the autotuner to launch, the native kernel that tunes, the `triton.heuristics` layers above them, outermost
+    first): an `@autotune` kernel is its own engine, an `autotune.compat` kernel's is its `tuner`."""
+    layers: list[Any] = []
+    for layer in wrapper_layers(kernel):
+        engine = layer if isinstance(layer, Autotuned) else getattr(layer, "tuner", None)
+        if isinstance(engine, Autotuned):
+            return layer, engine, layers
+        layers.append(layer)
+    raise CallError(
+        f"autotune.warmup(kernel, calls) takes an @autotune or autotune.compat kernel; got {kernel!r} (for a "
+        "torch_op wrapper, warm up each kernel it launches)"
+    )
+
+
+def _with_heuristics(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords the `triton.heuristics` layers above the autotuner add to a call, as their `run` adds them."""
+    for layer in layers:
+        named = {**dict(zip(layer.arg_names, args)), **kwargs}
+        kwargs = {**kwargs, **{name: rule(named) for name, rule in layer.values.items()}}
+    return kwargs
 
 
 def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
@@ -106,7 +120,7 @@ def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
 Tune = Callable[[tuple, dict, Any, tuple, tuple], None]
 
 
-def _tuner_for(kernel: Any, engine: Autotuned, tuning: Tuning | str | dict | None) -> Tune:
+def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | None) -> Tune:
     """How one missing key is tuned: the kernel's own blocking path (compiling the winner without launching it
     where the kernel is native), or, for `tuning=` or an online kernel, a copy of the kernel decorated with that
     Tuning on the blocking path, whose winner the kernel then keeps in memory."""
@@ -115,7 +129,7 @@ def _tuner_for(kernel: Any, engine: Autotuned, tuning: Tuning | str | dict | Non
 
         def own_path(args: tuple, kwargs: dict, grid: Any, key: tuple, dtypes: tuple) -> None:
             _need_grid(engine, grid)
-            kernel.run(*args, grid=grid, warmup=native, **kwargs)
+            launcher.run(*args, grid=grid, warmup=native, **kwargs)
 
         return own_path
     if not native:

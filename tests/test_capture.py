@@ -79,6 +79,7 @@ def test_the_nearest_tuned_keys_winner_beats_the_fallback_during_capture():
     other = next(c for c in map(Config, [{"BLOCK": 32}, {"BLOCK": 64}]) if c != winner)
     later = tuned_add(fallback=dict(other))  # a new process's kernel: reads the disk
     assert captured_calls(later, 900)[0] == [winner]
+    assert later.cache_info()["tunings"] == 1  # `first`'s (the counters are per name): n=900 was not tuned
 
 
 def test_a_stored_winner_is_read_once_during_capture_and_kept(monkeypatch):

@@ -10,6 +10,7 @@ import warnings
 import pytest
 import torch
 import triton
+import triton.language as tl
 from kernels_for_tests import add_kernel
 
 from autotune import CallError, OptionError, Tuning, WarmupReport, autotune, warmup
@@ -97,3 +98,20 @@ def test_a_maker_that_returns_something_else_is_named():
         warmup(tuned_add(), [lambda: (torch.randn(4), 4)])
     with pytest.raises(CallError, match="takes an @autotune or autotune.compat kernel"):
         warmup(add_kernel, makers(4))
+
+
+@triton.heuristics({"SCALE": lambda args: 2})
+@autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST)
+@triton.jit
+def scaled_add(x, y, out, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) * SCALE + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_a_kernel_under_triton_heuristics_is_warmed_up_through_them():
+    report = warmup(scaled_add, makers(100))  # the heuristics layer adds SCALE to the warm-up's calls
+    assert [k.key for k in report.tuned] == [(100,)]
+    args, _ = add_args(100)
+    scaled_add.run(*args, grid=None, warmup=False)  # grid=None: @autotune's own grid=
+    assert torch.equal(args[2], 2 * args[0] + args[1]) and scaled_add.fn.cache_info()["hits"] == 1
