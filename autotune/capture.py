@@ -25,6 +25,7 @@ from .errors import CaptureWarning, warn_at_caller
 from .record import TuningRecord
 from .search import nearest_winners
 from .space import Config
+from .storage.tiers import KernelCache
 
 __all__ = ["CapturedKernel", "assume_capturing", "capturing", "select_in_capture"]
 
@@ -58,7 +59,7 @@ class CapturedKernel(Protocol):
 
     name: str
     fallback: Config | None
-    cache: Any  # storage.tiers.KernelCache
+    cache: KernelCache
 
     def candidates(self, bound: Any) -> tuple[list[Config], str | None]: ...
 
