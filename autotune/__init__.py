@@ -8,6 +8,7 @@ the fastest and caches it on disk.
 from __future__ import annotations
 
 from . import keys
+from .compiled.warm_up import WarmupReport, warmup
 from .decorator.autotuned import Autotuned, autotune
 from .decorator.functional import TuningResult, autotune_launch
 from .errors import (
@@ -16,6 +17,7 @@ from .errors import (
     CacheEntryError,
     CacheWarning,
     CallError,
+    CaptureWarning,
     DeviceError,
     DistributedTuningError,
     ExpressionError,
@@ -43,8 +45,10 @@ from .storage.remote_config import set_remote_cache
 __version__ = "0.1.0"
 
 # Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API).
+# torch_op imports torch.
 _LAZY = {
     "precompile": ("autotune.aot", "precompile"),
+    "torch_op": ("autotune.compiled.torch_ops", "torch_op"),
     # modules documented at their old top-level path (`from autotune import distributed`)
     "distributed": ("autotune.modes.distributed", None),
     "isolation": ("autotune.engine.isolation", None),
@@ -104,4 +108,8 @@ __all__ = [
     "CallError",
     "VerificationWarning",
     "NoRecordError",
+    "CaptureWarning",
+    "warmup",
+    "WarmupReport",
+    "torch_op",
 ]

@@ -98,6 +98,11 @@ class IsolationWarning(UserWarning):
     per kernel. Filter this category to silence it, or pass `isolate="off"`."""
 
 
+class CaptureWarning(UserWarning):
+    """A kernel met a key with no tuned winner during CUDA-graph capture and launched an untuned config (capture.py):
+    said once per kernel. Warm the keys up before capturing (`autotune.warmup`, or one eager call per shape)."""
+
+
 class VerificationWarning(UserWarning):
     """A config failed `verify=` and was skipped (its trial keeps the reason): said where the kernel was called.
     Filter this category to silence it."""

@@ -55,6 +55,12 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "[deploy] stats: disk_hits=2 tunings=0",
         "deployed: tuned and precompiled on one machine, served on another with no tuning",
     ),
+    "compiled_model.py": (
+        "warm-up: add_kernel: 2 keys tuned, 0 already cached",
+        "warm-up: scaled_relu_kernel: 2 keys tuned, 0 already cached",
+        "compiled with fullgraph=True: 0 graph breaks",
+        "served 2 shapes from one compiled graph; tunings while serving: 0; output equals eager: True",
+    ),
     "distributed_tuning.py": ("second call with the same key: memory hit (1), no communication",),
 }
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from triton.runtime.jit import KernelInterface
 
+from ..compiled.capture import capturing, select_in_capture
+from ..compiled.tracing import shapes_only
 from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
 from ..engine.process_group import active_mode
 from ..engine.search import check_strategy, make_strategy, nearest_winners
@@ -277,6 +279,8 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        if shapes_only():  # torch_op's fake implementation: the wrapper gives shapes, nothing launches
+            return None
         return self.select_and_launch(args, kwargs, grid, warmup).result
 
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
@@ -389,6 +393,9 @@ class Autotuned(KernelInspection, KernelInterface):
         check_finite_key(key, self.name)
         if env_disable():
             return self.fallback_config(), None, "disabled"
+        if capturing():  # CUDA-graph capture: nothing tunes, waits or synchronizes there (capture.py)
+            online = self.__dict__.get("_online")
+            return select_in_capture(self, key, dtypes, bound, online and online.best_in_progress(key, dtypes))
         if env_offline():
             return self._select_offline(key, dtypes, bound)
         check_launch_grid(self.name, grid)  # known before tuning: a bad one would fail every config alike

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..compiled.capture import capturing
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
 from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
@@ -403,7 +404,13 @@ class OnlineTuner:
         if session is None:  # decided by another thread meanwhile
             record = self.kernel.cache.in_memory(key, dtypes)
             return launch(record.winner if record is not None else self.kernel.fallback_config())
-        return session.launch(bound.named, launch, capturing=_capturing(self.kernel.interpreted))
+        return session.launch(bound.named, launch, capturing=capturing())
+
+    def best_in_progress(self, key: tuple, dtypes: tuple) -> Config | None:
+        """The best config known of the key's session, None when no session is in progress."""
+        with self._lock:
+            session = self._sessions.get((key, dtypes))
+        return None if session is None else session.best
 
     def progress(self) -> dict[str, str]:
         """Keys in progress: "[1024] float32,float32" -> "3 of 8 candidates measured"."""
@@ -445,11 +452,3 @@ class OnlineTuner:
 def _after_fork_in_child() -> None:
     for tuner in list(_TUNERS):
         tuner.after_fork()
-
-
-def _capturing(interpreted: bool) -> bool:
-    if interpreted:
-        return False
-    import torch
-
-    return bool(torch.cuda.is_current_stream_capturing())

@@ -1,0 +1,158 @@
+"""`autotune.warmup(kernel, calls)`: tune the keys a model will meet, before it serves or is captured into a CUDA
+graph, so that no request pays for tuning (and a serving process may run with `AUTOTUNE_OFFLINE=1`).
+
+Each of `calls` is an argument maker: a picklable callable returning `(args, kwargs)` for one call of the kernel
+(`kwargs` holds `grid=` for a kernel decorated without one, such as an `autotune.compat` kernel). A key already
+stored in a tier (memory, disk, Redis) is read into memory and skipped; any other is tuned in this process on the
+blocking path, as a first call would tune it (isolation, distributed agreement and the cache tiers as usual).
+`autotune.sweep` (issue 41) will take the same makers to other executors; this is its in-process form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..decorator.autotuned import Autotuned
+from ..errors import CallError, OptionError
+from ..kernel.identity import wrapper_layers
+from ..options import Tuning, env_disable, env_force, env_offline, online_mode
+from ..record import TuningRecord
+
+__all__ = ["ArgumentMaker", "WarmedKey", "WarmupReport", "warmup"]
+
+ArgumentMaker = Callable[[], tuple[tuple, dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmedKey:
+    """One key a warm-up met: its values, the dtypes of its tensor arguments, and the seconds it took."""
+
+    key: tuple
+    dtypes: tuple[str, ...]
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupReport:
+    """What `warmup` did: the keys it tuned and those already cached (each distinct key once, in call order)."""
+
+    kernel: str
+    tuned: tuple[WarmedKey, ...]
+    cached: tuple[WarmedKey, ...]
+    seconds: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kernel}: {len(self.tuned)} key{'s' * (len(self.tuned) != 1)} tuned, {len(self.cached)} "
+            f"already cached ({self.seconds:.3g} s)"
+        )
+
+
+def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str | dict | None = None) -> WarmupReport:
+    """Tune `kernel` (an `@autotune` or `autotune.compat` kernel) for the key of each call that `calls` makes,
+    skipping keys already cached; `tuning=` tunes under other settings than the kernel's (native kernels), always
+    on the blocking path. Returns a `WarmupReport`."""
+    launcher, engine, layers = _engine_of(kernel)
+    if env_offline() or env_disable():
+        switch = "AUTOTUNE_OFFLINE" if env_offline() else "AUTOTUNE_DISABLE"
+        raise OptionError(
+            f"autotune.warmup({engine.name}, ...) tunes, and {switch}=1 forbids tuning in this process: run the "
+            f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
+        )
+    tune = _tuner_for(launcher, engine, tuning)
+    force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
+    began, seen = time.perf_counter(), set()
+    tuned: list[WarmedKey] = []
+    cached: list[WarmedKey] = []
+    for maker in calls:
+        args, kwargs = _made(maker, engine.name)
+        grid = kwargs.pop("grid", None)
+        kwargs = _with_heuristics(layers, args, kwargs)
+        bound = engine.bind(args, kwargs)
+        key, dtypes = engine.key_of(bound)
+        if (key, dtypes) in seen:
+            continue
+        seen.add((key, dtypes))
+        start = time.perf_counter()
+        stored = None if force else engine.cache.peek(key, dtypes, engine.candidates(bound)[1])
+        if stored is None:
+            tune(args, kwargs, grid, key, dtypes)
+        (tuned if stored is None else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
+    return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
+
+
+def _engine_of(kernel: Any) -> tuple[Any, Autotuned, list[Any]]:
+    """(the autotuner to launch, the native kernel that tunes, the `triton.heuristics` layers above them, outermost
+    first): an `@autotune` kernel is its own engine, an `autotune.compat` kernel's is its `tuner`."""
+    layers: list[Any] = []
+    for layer in wrapper_layers(kernel):
+        engine = layer if isinstance(layer, Autotuned) else getattr(layer, "tuner", None)
+        if isinstance(engine, Autotuned):
+            return layer, engine, layers
+        layers.append(layer)
+    raise CallError(
+        f"autotune.warmup(kernel, calls) takes an @autotune or autotune.compat kernel; got {kernel!r} (for a "
+        "torch_op wrapper, warm up each kernel it launches)"
+    )
+
+
+def _with_heuristics(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords the `triton.heuristics` layers above the autotuner add to a call, as their `run` adds them."""
+    for layer in layers:
+        named = {**dict(zip(layer.arg_names, args)), **kwargs}
+        kwargs = {**kwargs, **{name: rule(named) for name, rule in layer.values.items()}}
+    return kwargs
+
+
+def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
+    made = maker() if callable(maker) else None
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
+        raise CallError(
+            f"autotune.warmup({name}, calls): each item of calls must be a callable returning (args, kwargs), "
+            f"e.g. lambda: ((x, y, out, n), {{}}); got {maker!r}" + ("" if made is None else f" returning {made!r}")
+        )
+    return tuple(made[0]), dict(made[1])
+
+
+Tune = Callable[[tuple, dict, Any, tuple, tuple], None]
+
+
+def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | None) -> Tune:
+    """How one missing key is tuned: the kernel's own blocking path (compiling the winner without launching it
+    where the kernel is native), or, for `tuning=` or an online kernel, a copy of the kernel decorated with that
+    Tuning on the blocking path, whose winner the kernel then keeps in memory."""
+    native = type(engine) is Autotuned
+    if tuning is None and not online_mode(engine.tuning):
+
+        def own_path(args: tuple, kwargs: dict, grid: Any, key: tuple, dtypes: tuple) -> None:
+            _need_grid(engine, grid)
+            launcher.run(*args, grid=grid, warmup=native, **kwargs)
+
+        return own_path
+    if not native:
+        raise OptionError(
+            f"autotune.warmup({engine.name}, ..., tuning=...) or online mode: an autotune.compat kernel is warmed "
+            "up with its own Tuning on the blocking path; give tuning= to autotune.compat.autotune(...) and unset "
+            "AUTOTUNE_MODE for the warm-up"
+        )
+    blocking = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
+    copy = Autotuned(engine.fn, **{**engine.recipe, "tuning": blocking})
+
+    def copy_path(args: tuple, kwargs: dict, grid: Any, key: tuple, dtypes: tuple) -> None:
+        _need_grid(engine, grid)
+        record: TuningRecord | None = copy.select_and_launch(args, kwargs, grid, True).record
+        if record is not None:
+            engine.cache.remember(key, dtypes, record)
+
+    return copy_path
+
+
+def _need_grid(engine: Autotuned, grid: Any) -> None:
+    if grid is None and engine.recipe.get("grid") is None:
+        raise CallError(
+            f"autotune.warmup({engine.name}, calls): {engine.name} has no grid= of its own; return it in the "
+            "maker's kwargs: lambda: ((x, n), {'grid': lambda meta: (triton.cdiv(n, meta['BLOCK']),)})"
+        )
