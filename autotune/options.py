@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
-from typing import Annotated, Any, Literal, cast, get_args, get_type_hints
+from typing import Annotated, Any, Literal, cast, get_args, get_origin, get_type_hints
 
+import msgspec
 from msgspec import Meta, Struct, field, structs
 
-from . import codec
 from .errors import OptionError, did_you_mean
 
 Preset = Literal["fast", "default", "thorough"]
@@ -33,48 +34,6 @@ def _default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
 
-class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The fields of `Tuning` and their constraints (a preset's fields are None until the preset fills them)."""
-
-    preset: Preset = "default"
-    warmup: AtLeast0 | None = None
-    reps: AtLeast1 | None = None
-    refine_topk: AtLeast0 | None = None
-    refine_reps: AtLeast0 | None = None
-    seed: int | None = None
-    force: bool = False
-    compile_workers: AtLeast0 = field(default_factory=_default_workers)
-    compile_timeout_s: Seconds | None = None
-    flush_l2: bool = True
-    cuda_graph: bool = False
-    distributed: Literal["shard", "rank0", "off"] | None = None
-    lock_timeout_s: Seconds | None = None  # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
-    strategy: Strategy = "auto"
-    max_configs: AtLeast1 | None = None
-    max_seconds: Seconds | None = None  # stop proposing configs after this long
-    mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
-    trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
-
-
-def _literal_values(name: str) -> list[Any]:
-    """The values a Literal field of Tuning takes (for a message naming them)."""
-    hint = get_type_hints(TuningFields)[name]
-    args = get_args(hint)
-    return [v for a in args for v in (get_args(a) or [a]) if v is not type(None)] if args else []
-
-
-def _check_field_names(names: Any) -> None:
-    """Each name is a field of Tuning, else an OptionError naming the closest one (not msgspec's bare TypeError)."""
-    known = TuningFields.__struct_fields__
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise OptionError(
-            f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
-            f"{did_you_mean(str(unknown[0]), known)} The fields: {', '.join(known)}"
-        )
-
-
 class _TuningMeta(type(Struct)):  # type: ignore[misc]
     """Checks the arguments of `Tuning(...)` before msgspec does: a Struct may not define `__init__`."""
 
@@ -88,36 +47,39 @@ class _TuningMeta(type(Struct)):  # type: ignore[misc]
         return super().__call__(**kwargs)
 
 
-class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True, dict=True, metaclass=_TuningMeta):
+class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict=True, metaclass=_TuningMeta):
     """How to tune a key. Frozen; unknown fields are rejected; explicit fields win over the preset.
 
-    Checked when made: a value of the wrong type or range raises OptionError naming the field. Which preset
-    fields were given explicitly is remembered, so `replace(preset=...)` refills the others from the new
-    preset instead of keeping the old preset's numbers."""
+    Checked when made, against the constraints declared here: a value of the wrong type or range raises
+    OptionError naming the field. Which preset fields were given explicitly is remembered, so
+    `replace(preset=...)` refills the others from the new preset instead of keeping the old preset's numbers."""
 
-    warmup: AtLeast0 = None  # type: ignore[assignment]  # set from the preset when not given
+    preset: Preset = "default"
+    # None until filled from the preset (the annotation is the filled value's)
+    warmup: AtLeast0 = None  # type: ignore[assignment]
     reps: AtLeast1 = None  # type: ignore[assignment]
     refine_topk: AtLeast0 = None  # type: ignore[assignment]
     refine_reps: AtLeast0 = None  # type: ignore[assignment]
-    max_configs: AtLeast1 = None  # type: ignore[assignment]
+    seed: int | None = None
+    force: bool = False
+    compile_workers: AtLeast0 = field(default_factory=_default_workers)
+    compile_timeout_s: Seconds | None = None
+    flush_l2: bool = True
+    cuda_graph: bool = False
+    distributed: Literal["shard", "rank0", "off"] | None = None
+    lock_timeout_s: Seconds | None = None  # None: AUTOTUNE_LOCK_TIMEOUT_S, else 600 s
+    strategy: Strategy = "auto"
+    max_configs: AtLeast1 = None  # type: ignore[assignment]  # filled from the preset
+    max_seconds: Seconds | None = None  # stop proposing configs after this long
+    mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
+    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
+    trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
 
     def __post_init__(self) -> None:
-        given = structs.asdict(self)
-        try:
-            codec.from_builtins(given, TuningFields)  # types, ranges and literals
-        except codec.ValidationError as exc:
-            text = codec.error_text(exc)
-            name = text.partition(":")[0]
-            hint = "" if name not in given or "enum value" in text else f" (got {given[name]!r})"
-            if "enum value" in text:
-                hint = f"; use one of: {', '.join(map(repr, _literal_values(name)))}"
-            elif f"<= {MAX_SECONDS}" in text:
-                unset = "the default" if name == "lock_timeout_s" else "no limit"
-                hint += (
-                    f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
-                    f"{name} unset (None) for {unset}"
-                )
-            raise OptionError(f"invalid tuning options: {text}{hint}") from None
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if value is not None or name not in PRESETS[self.preset]:
+                _check_field(name, value)
         # not a field (never encoded, not compared): the instance's own __dict__ (`dict=True`)
         self.__dict__["_explicit"] = frozenset(name for name in PRESETS[self.preset] if getattr(self, name) is not None)
         for name, value in PRESETS[self.preset].items():
@@ -161,6 +123,42 @@ class Tuning(TuningFields, frozen=True, kw_only=True, forbid_unknown_fields=True
             return cls(**value)
         raise OptionError(
             f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; got {type(value).__name__}"
+        )
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    return get_type_hints(Tuning, include_extras=True)
+
+
+def _check_field(name: str, value: Any) -> None:
+    """`value` against the field's declared type and constraints, else an OptionError naming the field."""
+    hint = _field_types()[name]
+    try:
+        msgspec.convert(value, hint)
+    except msgspec.ValidationError as exc:
+        choices = [v for a in get_args(hint) for v in (get_args(a) or [a]) if v is not type(None)]
+        if get_origin(hint) is Literal or any(get_origin(a) is Literal for a in get_args(hint)):
+            hint_text = f"; use one of: {', '.join(map(repr, choices))}"
+        else:
+            hint_text = f" (got {value!r})"
+        if Seconds in (hint, *get_args(hint)) and isinstance(value, (int, float)) and value > MAX_SECONDS:
+            unset = "the default" if name == "lock_timeout_s" else "no limit"
+            hint_text += (
+                f"; the most is {MAX_SECONDS:g} s (a day): give a finite number of seconds, or leave "
+                f"{name} unset (None) for {unset}"
+            )
+        raise OptionError(f"invalid tuning options: {name}: {exc}{hint_text}") from None
+
+
+def _check_field_names(names: Any) -> None:
+    """Each name is a field of Tuning, else an OptionError naming the closest one (not msgspec's bare TypeError)."""
+    known = Tuning.__struct_fields__
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise OptionError(
+            f"invalid tuning options: {unknown[0]!r} is not a Tuning field."
+            f"{did_you_mean(str(unknown[0]), known)} The fields: {', '.join(known)}"
         )
 
 
