@@ -399,7 +399,7 @@ def test_autotune_over_an_already_autotuned_kernel_is_refused():
     from autotune import compat
 
     inner_kinds = {
-        "autotune.decorator.Autotuned": autotune(space={"BLOCK": (16, 32)}, key=["n"])(add_kernel),
+        "autotune.decorator.autotuned.Autotuned": autotune(space={"BLOCK": (16, 32)}, key=["n"])(add_kernel),
         "triton.runtime.autotuner.Autotuner": triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])(
             add_kernel
         ),
