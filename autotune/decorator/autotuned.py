@@ -124,6 +124,19 @@ class Autotuned(KernelInspection, KernelInterface):
             fallback=fallback,
             **static_options,
         )
+        self._read_kernel(fn)
+        self.tuning = Tuning.coerce(tuning)
+        warn_misspelt_env()
+        self.space: SearchSpace = as_space(space)
+        derive = self._check_space(static_options, derive)
+        restore_value, reset_to_zero = self._check_argument_names(restore_value, reset_to_zero, derive)
+        check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
+        self._list_space(prune)
+        self._compile_call(fn, grid, derive, key, fallback, verify, setup)
+        self._keep_hooks(restore_value, reset_to_zero, verify, setup, do_bench, prune, fallback, derive)
+        self._prepare_launches()
+
+    def _read_kernel(self, fn: Any) -> None:
         self.base_fn = base_kernel(fn)
         if not hasattr(self.base_fn, "arg_names"):
             raise AutotuneError(
@@ -140,9 +153,9 @@ class Autotuned(KernelInspection, KernelInterface):
             for p in inspect.signature(python_fn).parameters.values()
             if p.default is not inspect.Parameter.empty
         }
-        self.tuning = Tuning.coerce(tuning)
-        warn_misspelt_env()
-        self.space: SearchSpace = as_space(space)
+
+    def _check_space(self, static_options: dict[str, Any], derive: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The static options, derive= and the space against the kernel; derive= as a checked dict."""
         self._compile_options = compile_option_names()
         check_static_options(
             self.name,
@@ -161,11 +174,18 @@ class Autotuned(KernelInspection, KernelInterface):
             static_options=self.static_options,
             derived_names=derive,
         )
+        return derive
+
+    def _check_argument_names(
+        self, restore_value: Sequence[str], reset_to_zero: Sequence[str], derive: Mapping[str, Any]
+    ) -> tuple[Sequence[str], Sequence[str]]:
         restore_value = as_names(self.name, "restore_value", restore_value)
         reset_to_zero = as_names(self.name, "reset_to_zero", reset_to_zero)
         guarded = {"restore_value": restore_value, "reset_to_zero": reset_to_zero}
         check_argument_lists(self.name, self.arg_names, guarded, tuned_names={*self.space.fields(), *derive})
-        check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
+        return restore_value, reset_to_zero
+
+    def _list_space(self, prune: PruneSpec) -> None:
         # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
         self.configs: list[Config] | None = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
@@ -176,6 +196,18 @@ class Autotuned(KernelInspection, KernelInterface):
             from ..engine.isolation import check_isolation
 
             check_isolation(self)
+
+    def _compile_call(
+        self,
+        fn: Any,
+        grid: Any,
+        derive: Mapping[str, Any],
+        key: Any,
+        fallback: Mapping[str, Any] | None,
+        verify: Callable[..., bool] | Reference | None,
+        setup: Callable[..., Any] | None,
+    ) -> None:
+        """The grid, derive= and key expressions, and what a call must pass (checked against the hooks)."""
         fields = self.space.fields()
         self._grid = compile_grid(grid, config_fields=fields | set(derive), arg_names=self.arg_names)
         self._derive = compile_derive(derive, config_fields=fields, arg_names=self.arg_names) if derive else None
@@ -205,6 +237,18 @@ class Autotuned(KernelInspection, KernelInterface):
             setup=setup,
             key=key,
         )
+
+    def _keep_hooks(
+        self,
+        restore_value: Sequence[str],
+        reset_to_zero: Sequence[str],
+        verify: Callable[..., bool] | Reference | None,
+        setup: Callable[..., Any] | None,
+        do_bench: Callable[..., Any] | None,
+        prune: PruneSpec,
+        fallback: Mapping[str, Any] | None,
+        derive: Mapping[str, Any],
+    ) -> None:
         self.restore_value, self.reset_to_zero = restore_value, reset_to_zero
         self._guarded = {
             "restore_value": restore_value,
@@ -225,6 +269,9 @@ class Autotuned(KernelInspection, KernelInterface):
                 derived_names=derive,
             )
         )
+
+    def _prepare_launches(self) -> None:
+        """How this kernel launches (interpreter or GPU), its identity and its cache; the per-call memos."""
         self.interpreted = is_interpreted(self.base_fn)
         if self.interpreted:
             warn_if_interpreter_breaks()
