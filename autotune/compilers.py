@@ -10,6 +10,7 @@ from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .occupancy import FIELD as OCCUPANCY
 from .space import Config
 
 # Options every Triton backend understands, named even where a backend's dataclass is not importable.
@@ -54,10 +55,10 @@ def backend_option_fields() -> frozenset[str]:
 
 @functools.cache
 def compile_option_names() -> frozenset[str]:
-    """Config fields that are Triton compile options rather than kernel meta-parameters: the backends' option
-    fields without Triton's internals, so that a space written for one vendor (`waves_per_eu` on AMD) validates on
-    a machine without that GPU."""
-    return backend_option_fields() - _INTERNAL_OPTION_FIELDS
+    """Config fields that are compile options rather than kernel meta-parameters: the backends' option fields
+    without Triton's internals, so that a space written for one vendor (`waves_per_eu` on AMD) validates on a
+    machine without that GPU; and autotune's `occupancy`, lowered to one of them when compiled (occupancy.py)."""
+    return (backend_option_fields() - _INTERNAL_OPTION_FIELDS) | {OCCUPANCY}
 
 
 # ---------------------------------------------------------------------------------------------- compilers

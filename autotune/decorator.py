@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from msgspec import structs
 from triton.runtime.jit import KernelInterface
 
 from .call_arguments import BoundCall, CallSignature, Launch
@@ -32,6 +33,8 @@ from .kernel_ref import (
 )
 from .kernel_source import check_kernel_source
 from .keys import KeyBuilder, check_finite_key
+from .occupancy import DEFAULT_NUM_WARPS, GpuTarget, OccupancyUnreachable, lower, lowered_options
+from .occupancy import FIELD as OCCUPANCY
 from .option_checks import (
     as_derive,
     as_names,
@@ -61,7 +64,7 @@ from .options import (
 )
 from .process_group import active_mode
 from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
-from .record import TuningRecord
+from .record import Trial, TuningRecord
 from .reference import Reference
 from .search import check_strategy, make_strategy, nearest_winners
 from .space import Config, SearchSpace
@@ -478,20 +481,48 @@ class Autotuned(KernelInspection, KernelInterface):
             self._first = self.configs[0] if self.configs is not None else self.space.sample(random.Random(0))
         return self._first
 
-    def _split(self, config: Config) -> tuple[dict, dict]:
-        """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
-        split = self._split_cache.get(config)
+    def _split(self, config: Config, target: GpuTarget | None = None) -> tuple[dict, dict]:
+        """(meta-parameters, compile options) of a config, `occupancy` lowered for `target` (None: where this process
+        launches, memoised: this runs on every launch)."""
+        split = self._split_cache.get(config) if target is None else None
         if split is None:
             meta = {k: v for k, v in config.items() if k not in self._compile_options}
             options = {**self.static_options, **{k: v for k, v in config.items() if k in self._compile_options}}
-            split = self._split_cache[config] = (meta, options)
+            if OCCUPANCY in options:
+                options = lowered_options(options, target if target is not None else self.launch_target())
+            split = (meta, options)
+            if target is None:
+                self._split_cache[config] = split
         return split
 
-    def launch_args(self, config: Config, bound: BoundCall, grid: Any) -> tuple[tuple, dict, Any]:
+    def launch_target(self) -> GpuTarget | None:
+        """The target this process compiles for: the active GPU's (Triton's driver), None under the interpreter."""
+        if self.interpreted:
+            return None
+        from triton.runtime.driver import driver
+
+        return driver.active.get_current_target()
+
+    def lowered(self, config: Config, target: GpuTarget | None = None) -> dict[str, int | None] | None:
+        """What `config`'s occupancy becomes on `target` (None: where this process launches); None without one,
+        or where it cannot be reached (that config's failure says why)."""
+        occupancy = config.get(OCCUPANCY, self.static_options.get(OCCUPANCY))
+        if occupancy is None:
+            return None
+        num_warps = config.get("num_warps", self.static_options.get("num_warps")) or DEFAULT_NUM_WARPS
+        try:
+            return lower(occupancy, num_warps, target if target is not None else self.launch_target())
+        except OccupancyUnreachable:
+            return None
+
+    def launch_args(
+        self, config: Config, bound: BoundCall, grid: Any, target: GpuTarget | None = None
+    ) -> tuple[tuple, dict, Any]:
         """(positional args, keyword args, grid) that launch `config` for a bound call through `fn.run`.
-        `grid=None` evaluates the decorator's `grid=`."""
+        `grid=None` evaluates the decorator's `grid=`; `target` (precompile's) defaults to where this process
+        launches."""
         args, kwargs, named = bound.args, bound.kwargs, bound.named  # bind() refused tuned fields in kwargs
-        meta, options = self._split(config)
+        meta, options = self._split(config, target)
         launch_kwargs = {**kwargs, **options, **meta}
         values: Mapping[str, Any] = config
         if self._derive is not None:
@@ -579,7 +610,7 @@ class Autotuned(KernelInspection, KernelInterface):
             key,
             dtypes,
             winner=outcome.winner,
-            trials=outcome.trials,
+            trials=self.with_lowering(outcome.trials),
             tuning_s=outcome.tuning_s,
             candidates=candidates,
             strategy=None if strategy is None else self.strategy,
@@ -588,6 +619,12 @@ class Autotuned(KernelInspection, KernelInterface):
         if select is None:
             emit(record, cache_hit=False)
         return record
+
+    def with_lowering(self, trials: list[Trial]) -> list[Trial]:
+        """The trials with what each config's occupancy became on this process's target (`Trial.lowered`)."""
+        if OCCUPANCY not in self.static_options and OCCUPANCY not in self.space.fields():
+            return trials
+        return [structs.replace(t, lowered=self.lowered(t.config)) for t in trials]
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the

@@ -45,6 +45,9 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
     samples_ms: list[Ms] = field(default_factory=list)
     error: str | None = None
     compile_s: Ms | None = None
+    # What the config's occupancy became when compiled ({"maxnreg": 128} on NVIDIA, {"waves_per_eu": 2} on AMD, the
+    # knob None where it is met unconstrained, {} under the interpreter); None without occupancy (occupancy.py).
+    lowered: dict[str, int | None] | None = None
 
     @property
     def ok(self) -> bool:
