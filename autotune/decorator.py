@@ -624,7 +624,8 @@ class Autotuned(KernelInspection, KernelInterface):
         """The trials with what each config's occupancy became on this process's target (`Trial.lowered`)."""
         if OCCUPANCY not in self.static_options and OCCUPANCY not in self.space.fields():
             return trials
-        return [structs.replace(t, lowered=self.lowered(t.config)) for t in trials]
+        lowered = [self.lowered(t.config) for t in trials]
+        return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the

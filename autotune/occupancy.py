@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from msgspec import UNSET, UnsetType
+
 from .errors import AutotuneError
 
 __all__ = [
@@ -158,9 +160,9 @@ def lowered_options(options: Mapping[str, Any], target: GpuTarget | None) -> dic
     return out
 
 
-def describe(lowered: Mapping[str, int | None] | None) -> str:
+def describe(lowered: Mapping[str, int | None] | UnsetType | None) -> str:
     """` [occupancy -> maxnreg=128]`: what a config's occupancy became, for the reports; "" without one."""
-    if lowered is None:
+    if lowered is None or lowered is UNSET:
         return ""
     if not lowered:
         return " [occupancy: no effect in the interpreter]"

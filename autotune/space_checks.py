@@ -155,6 +155,11 @@ def validate_space(
     _check_occupancy_knobs(space, configs, static_options, kernel_name)
     derived = frozenset(derived_names)
     constexprs = frozenset(constexpr_names)
+    if OCCUPANCY in constexprs and (OCCUPANCY in fields or OCCUPANCY in static_options):
+        raise SpaceError(
+            f"{kernel_name} has a tl.constexpr parameter named occupancy, and autotune's occupancy (blocks per SM, "
+            "lowered to a compile option) takes that name in a config: rename the kernel's parameter"
+        )
     for name in sorted(fields):
         if name in derived:
             raise SpaceError(

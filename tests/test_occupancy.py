@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 from kernels_for_tests import add_kernel
+from msgspec import UNSET
 
 import autotune.compat as autotune_compat
 from autotune import FixedSpace, autotune, precompile
@@ -147,6 +148,16 @@ def test_occupancy_none_beside_maxnreg_is_no_conflict():
     assert len(kernel.configs) == 2
 
 
+@triton.jit
+def occupancy_param_kernel(out, occupancy: tl.constexpr):
+    tl.store(out, occupancy)
+
+
+def test_a_kernel_parameter_named_occupancy_is_refused_when_a_config_sets_it():
+    with pytest.raises(SpaceError, match="a tl.constexpr parameter named occupancy.*rename the kernel's parameter"):
+        autotune(space={"occupancy": (1, 2)}, grid=(1,))(occupancy_param_kernel)
+
+
 @pytest.mark.parametrize("bad", [0, -1, 2.0, "2"])
 def test_an_occupancy_that_is_no_positive_int_is_refused(bad):
     with pytest.raises(SpaceError, match="occupancy must be None .no hint. or an int >= 1"):
@@ -172,7 +183,8 @@ def test_the_interpreter_tunes_occupancy_and_records_that_it_had_no_effect():
     kernel(x, x, out, 200)
     torch.testing.assert_close(out, 2 * x)
     record = kernel.record()
-    assert {(t.config["occupancy"], repr(t.lowered)) for t in record} == {(None, "None"), (2, "{}")}
+    assert {(t.config["occupancy"], repr(t.lowered)) for t in record} == {(None, "UNSET"), (2, "{}")}
+    assert all(("lowered" in t) == (t["config"]["occupancy"] == 2) for t in record.to_dict()["trials"])
     text = io.StringIO()
     emit(record, cache_hit=False, level=2, stream=text)
     lines = text.getvalue().splitlines()
@@ -193,7 +205,7 @@ def test_on_a_cuda_target_occupancy_becomes_maxnreg_and_an_unreachable_one_is_sk
     record = launch.record
     ok, failed = record.trial_for(kernel.configs[0]), record.trial_for(kernel.configs[1])
     assert ok.status is TrialStatus.OK and ok.lowered == {"maxnreg": 128}
-    assert failed.status is TrialStatus.OUT_OF_RESOURCES and failed.lowered is None
+    assert failed.status is TrialStatus.OUT_OF_RESOURCES and failed.lowered is UNSET
     assert "16 blocks x 8 warps = 128 warps, sm_90 holds at most 64" in failed.error
     text = io.StringIO()
     emit(record, cache_hit=False, level=1, stream=text)
@@ -222,6 +234,10 @@ def test_the_drop_in_lowers_an_occupancy_in_a_triton_configs_kwargs(monkeypatch)
     torch.testing.assert_close(out, 2 * x)
     record = kernel.tuner.record()
     assert [t.lowered for t in record] == [{"maxnreg": 128}, {"maxnreg": 128}]
+    warmed: list[dict] = []
+    monkeypatch.setattr(kernel.fn, "warmup", lambda *args, **kwargs: warmed.append(kwargs))
+    kernel.warmup(x, x, out, 100, grid=(1,))  # Triton's protocol: compiles each config, tunes nothing
+    assert [(w["BLOCK"], w["maxnreg"], "occupancy" in w) for w in warmed] == [(64, 128, False), (128, 128, False)]
 
 
 # ---------------------------------------------------------------------------------------------- real compiles
