@@ -33,8 +33,8 @@ from .kernel_ref import (
 )
 from .kernel_source import check_kernel_source
 from .keys import KeyBuilder, check_finite_key
-from .occupancy import DEFAULT_NUM_WARPS, GpuTarget, OccupancyUnreachable, lower, lowered_options
 from .occupancy import FIELD as OCCUPANCY
+from .occupancy import GpuTarget, OccupancyUnreachable, lowered_options, lowering
 from .option_checks import (
     as_derive,
     as_names,
@@ -506,12 +506,11 @@ class Autotuned(KernelInspection, KernelInterface):
     def lowered(self, config: Config, target: GpuTarget | None = None) -> dict[str, int | None] | None:
         """What `config`'s occupancy becomes on `target` (None: where this process launches); None without one,
         or where it cannot be reached (that config's failure says why)."""
-        occupancy = config.get(OCCUPANCY, self.static_options.get(OCCUPANCY))
-        if occupancy is None:
+        options = {**self.static_options, **config}
+        if options.get(OCCUPANCY) is None:
             return None
-        num_warps = config.get("num_warps", self.static_options.get("num_warps")) or DEFAULT_NUM_WARPS
         try:
-            return lower(occupancy, num_warps, target if target is not None else self.launch_target())
+            return lowering(options, target if target is not None else self.launch_target())
         except OccupancyUnreachable:
             return None
 

@@ -24,6 +24,7 @@ __all__ = [
     "GpuTarget",
     "OccupancyUnreachable",
     "lower",
+    "lowering",
     "lowered_options",
     "describe",
 ]
@@ -152,12 +153,16 @@ def _waves_per_eu(occupancy: int, num_warps: int, arch: str) -> int | None:
     return waves if waves > 1 else None
 
 
+def lowering(options: Mapping[str, Any], target: GpuTarget | None) -> dict[str, int | None]:
+    """What the `occupancy` among a config's compile options (static ones included) lowers to on `target`, at
+    their num_warps (Triton's default without one)."""
+    return lower(options.get(FIELD), options.get("num_warps") or DEFAULT_NUM_WARPS, target)
+
+
 def lowered_options(options: Mapping[str, Any], target: GpuTarget | None) -> dict[str, Any]:
     """A config's compile options (static ones included) with `occupancy` replaced by what it lowers to on
     `target` (None: the interpreter, where it has no effect)."""
-    out = {k: v for k, v in options.items() if k != FIELD}
-    out.update(lower(options.get(FIELD), options.get("num_warps") or DEFAULT_NUM_WARPS, target))
-    return out
+    return {**{k: v for k, v in options.items() if k != FIELD}, **lowering(options, target)}
 
 
 def describe(lowered: Mapping[str, int | None] | UnsetType | None) -> str:

@@ -210,6 +210,7 @@ def test_on_a_cuda_target_occupancy_becomes_maxnreg_and_an_unreachable_one_is_sk
     text = io.StringIO()
     emit(record, cache_hit=False, level=1, stream=text)
     assert "occupancy=4) [occupancy -> maxnreg=128] " in text.getvalue()
+    assert "BLOCK=64, occupancy=4 [occupancy -> maxnreg=128]" in kernel.report()  # the trial table
 
 
 def test_a_static_occupancy_hint_is_lowered_for_every_config(monkeypatch):
