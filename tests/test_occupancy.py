@@ -2,18 +2,23 @@
 a (stand-in) cuda:90 target, and real compiles for cuda:90 and hip:gfx942 whose registers show the cap.
 
 Real compiles are few: one register-hungry tile precompiled for cuda:90 and for hip:gfx942, in a module fixture
-(two distinct compiles each: occupancy=1 needs no cap, so it is the uncapped kernel).
+(two distinct compiles each: occupancy=1 needs no cap, so it is the uncapped kernel), and compiled twice through
+Triton's JIT on a stand-in sm_90 driver in a process without the interpreter.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 import triton
 import triton.language as tl
-from kernels_for_tests import add_kernel
+from kernels_for_tests import acc_tile_kernel, add_kernel
 from msgspec import UNSET
 
 import autotune.compat as autotune_compat
@@ -24,16 +29,7 @@ from autotune.occupancy import OccupancyUnreachable, lower
 from autotune.record import TrialStatus
 from autotune.reporting.lines import emit
 
-
-@triton.jit
-def acc_tile_kernel(x, out, n, BM: tl.constexpr, BN: tl.constexpr):
-    """A BM x BN fp32 accumulator: at 128 x 128 with 4 warps, about 168 registers per thread uncapped on sm_90."""
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for i in range(n):
-        acc = acc * 0.5 + tl.load(x + i * BM * BN + rm[:, None] * BN + rn[None, :])
-    tl.store(out + rm[:, None] * BN + rn[None, :], acc)
+HERE = os.path.dirname(__file__)
 
 
 def _tile_space(rows: int) -> FixedSpace:
@@ -267,3 +263,21 @@ def test_hip_gfx942_occupancy_sets_waves_per_eu_and_caps_the_vgprs(tile_report):
     assert one.lowered == {"waves_per_eu": None} and one.hash == uncapped.hash
     assert [f.kind for f in failed] == ["out_of_resources"]
     assert "16 x 8 waves / 4 SIMDs = 32 waves per SIMD, gfx942 runs at most 8" in failed[0].error
+
+
+def test_the_jit_compile_path_lowers_for_the_active_gpu():
+    """Tuning's compile step on a GPU (Triton's JIT, a stand-in sm_90 driver, a process without the interpreter):
+    the config compiles capped at what its occupancy became, and one out of reach fails out of resources."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = os.path.join(os.environ["AUTOTUNE_CACHE_DIR"], "triton")
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    env["PYTHONPATH"] = os.path.dirname(HERE)  # this checkout's autotune, whatever is installed
+    script = os.path.join(HERE, "occupancy_jit_script.py")
+    proc = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["compiler"] == "JitCompiler" and "cuda" in out["target"]
+    rows = {occupancy: (status, lowered, regs, error) for occupancy, status, lowered, regs, error in out["rows"]}
+    assert rows[None][0] == "ok" and rows[None][2] > 128
+    assert rows[4][:2] == ("ok", {"maxnreg": 128}) and rows[4][2] <= 128
+    assert rows[16][0] == "out_of_resources" and "16 blocks x 8 warps = 128 warps" in rows[16][3]
