@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Annotated, Any
 
-from msgspec import Meta, Struct, field, structs
+from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 
 from . import codec
 from .space.spaces import Config
@@ -45,6 +45,10 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
     samples_ms: list[Ms] = field(default_factory=list)
     error: str | None = None
     compile_s: Ms | None = None
+    # What the config's occupancy became when compiled ({"maxnreg": 128} on NVIDIA, {"waves_per_eu": 2} on AMD, the
+    # knob None where it is met unconstrained, {} under the interpreter; occupancy.py). UNSET (falsy, and not
+    # written, so entries without occupancy are stored as before) for a config without one.
+    lowered: dict[str, int | None] | UnsetType = UNSET
 
     @property
     def ok(self) -> bool:

@@ -35,6 +35,7 @@ LAYERS: dict[str, str] = {
         [
             "kernel",
             "kernel.compile_options",
+            "kernel.occupancy",
             "kernel.identity",
             "kernel.source",
             "kernel.call",
@@ -115,6 +116,7 @@ LAYERS: dict[str, str] = {
             "aot.archive_install",
             "aot.call_checks",
             "aot.cubin",
+            "aot.amdgcn",
             "aot.events",
             "aot.subprocess_compilers",
             "aot.report",

@@ -39,7 +39,10 @@ After each compile, the kernel's shared memory (`metadata.shared`), its register
 from the cubin's EIATTR_REGCOUNT, or `CompiledKernel.n_regs` after a load on a GPU) and its threads
 per block are compared with the target's limits (`limits_for`); a config over them is reported as
 failed (`kind="out_of_resources"`). Register spills (`n_spills` on a GPU, the stack frame size from the
-cubin otherwise) are reported, not failed.
+cubin otherwise) are reported, not failed. For a `hip:` target the VGPRs and scratch bytes come from the
+AMDGCN's metadata (`amdgcn.py`); AMD limits are not checked (over its VGPR budget a kernel spills). A config's
+`occupancy` is lowered with each target's figures before its compile (`autotune/kernel/occupancy.py`); one the target
+cannot reach fails as `out_of_resources` without compiling.
 
 Reuse of explicit-target compiles on a GPU (what Triton's code says; 3.6 and 3.9 agree)
 -----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
 from ..kernel.identity import base_kernel, is_interpreted
+from ..kernel.occupancy import OccupancyUnreachable
 from ..space.spaces import Config, as_space
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
 from .events import LISTENER
@@ -94,11 +95,12 @@ def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
         n_regs=result["n_regs"],
         frame_bytes=result["frame_bytes"],
         path=result["path"],
+        lowered=plan.kernel.lowered(job.config, job.target),
     )
 
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, (RemoteCompileError, _OutOfResources)) or is_compilation_error(exc):
+    if isinstance(exc, (RemoteCompileError, _OutOfResources, OccupancyUnreachable)) or is_compilation_error(exc):
         return str(exc)
     return f"{exc.__class__.__name__}: {exc}"
 
@@ -107,7 +109,7 @@ def _failure(job: _Job, status: Any, error: BaseException | None) -> FailedConfi
     kind = (
         "timeout"
         if getattr(status, "value", status) == "timeout"
-        else ("out_of_resources" if isinstance(error, _OutOfResources) else "compile_error")
+        else ("out_of_resources" if isinstance(error, (_OutOfResources, OccupancyUnreachable)) else "compile_error")
     )
     return FailedConfig(
         config=job.config, target=str(job.target), error=_error_text(error) if error else kind, kind=kind
@@ -430,6 +432,7 @@ def _precompile_jit(
                         n_spills=getattr(compiled, "n_spills", None),
                         frame_bytes=info["frame_bytes"],
                         path=info["path"],
+                        lowered=tuned.lowered(outcome.config, target),
                     )
                 )
     finally:

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kernel.occupancy import describe
 from ..space.spaces import Config
 from .targets import Target, parse_target
 
@@ -29,6 +30,8 @@ class CompiledConfig:
     n_spills: int | None = None  # from the loaded kernel, on a GPU only
     frame_bytes: int | None = None  # stack frame from the cubin: > 0 means register spills
     path: str | None = None  # the directory of Triton's cache holding it
+    # what the config's occupancy became ({"maxnreg": 128}; {"maxnreg": None}: met uncapped); None: no occupancy
+    lowered: dict[str, int | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -106,7 +109,7 @@ class PrecompileReport:
             rows.append(
                 [
                     c.target,
-                    format_config(c.config, sep=" "),
+                    format_config(c.config, sep=" ") + describe(c.lowered),
                     "cached" if c.cached else "compiled",
                     f"{c.compile_s:.2f}",
                     "-" if c.shared_bytes is None else c.shared_bytes,

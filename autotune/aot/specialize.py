@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.tunable_kernel import TunableKernel
 from ..errors import PrecompileError
 from ..kernel.call import BoundCall
 from ..kernel.identity import heuristics_layers, kernel_ref
 from ..space.spaces import Config
 from .targets import Target
 from .triton_compile import triton_cache_dir
+
+if TYPE_CHECKING:
+    from ..decorator.autotuned import Autotuned
 
 __all__ = ["Plan", "jit_function", "launch_values", "check_triton", "SUPPORTED_TRITON"]
 
@@ -30,7 +32,7 @@ SUPPORTED_TRITON = "3.6 to 3.9"
 class Plan:
     """Everything the pool threads share for one precompile call (lives as long as that call)."""
 
-    def __init__(self, kernel: TunableKernel, args: tuple, kwargs: dict, processes: bool) -> None:
+    def __init__(self, kernel: Autotuned, args: tuple, kwargs: dict, processes: bool) -> None:
         self.kernel = kernel
         self.args = args
         self.kwargs = kwargs
@@ -63,17 +65,17 @@ class Plan:
                 found = self._binders[target] = (backend, binder)
             return found
 
-    def launch_kwargs(self, config: Config) -> tuple[tuple, dict]:
-        """The positional arguments and keywords a launch of `config` passes to the JIT (derived values and
-        `triton.heuristics` included)."""
-        return launch_values(self.kernel, self.heuristics, self.bound, config)
+    def launch_kwargs(self, config: Config, target: Target) -> tuple[tuple, dict]:
+        """The positional arguments and keywords a launch of `config` on `target` passes to the JIT (derived values,
+        `triton.heuristics` and occupancy lowered for `target` included)."""
+        return launch_values(self.kernel, self.heuristics, self.bound, config, target)
 
     def specialize(self, config: Config, target: Target) -> tuple[dict, dict, dict, dict]:
         """(signature, constexprs, attrs, options) as JITFunction.run builds them for this launch on `target`."""
         from triton import knobs
 
         backend, binder = self.binder(target)
-        args, kwargs = self.launch_kwargs(config)
+        args, kwargs = self.launch_kwargs(config, target)
         # The option defaults JITFunction.run adds before binding (3.6: debug, instrumentation_mode; 3.9 also
         # fpsan_homomorphic_casts): they are part of the options' hash.
         kwargs["debug"] = kwargs.get("debug", getattr(self.jit_fn, "debug", None)) or knobs.runtime.debug
@@ -92,10 +94,13 @@ class Plan:
         return signature, constexprs, attrs, dict(options.__dict__)
 
 
-def launch_values(kernel: TunableKernel, heuristics: list[Any], bound: BoundCall, config: Config) -> tuple[tuple, dict]:
-    """(positional args, keywords) a launch of `config` passes to the JIT for a bound call: the config, the
-    `derive=` values, then each `triton.heuristics` layer (`heuristics`, outermost first) as Triton applies it."""
-    args, kwargs, _ = kernel.launch_args(config, bound, (1,))
+def launch_values(
+    kernel: Autotuned, heuristics: list[Any], bound: BoundCall, config: Config, target: Target | None = None
+) -> tuple[tuple, dict]:
+    """(positional args, keywords) a launch of `config` passes to the JIT for a bound call: the config (its
+    occupancy lowered for `target`, by default where this process launches), the `derive=` values, then each
+    `triton.heuristics` layer (`heuristics`, outermost first) as Triton applies it."""
+    args, kwargs, _ = kernel.launch_args(config, bound, (1,), target)
     for layer in heuristics:
         for name, heuristic in layer.values.items():
             kwargs[name] = heuristic({**dict(zip(layer.arg_names, args)), **kwargs})

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any
 
+from .amdgcn import amdgcn_resource_usage
 from .cubin import cubin_resource_usage
 from .events import LISTENER
 from .targets import Target
@@ -38,7 +39,8 @@ def compile_source(
 
 
 def describe_compiled(compiled: Any, target: Target, seconds: float, cached: bool | None) -> dict[str, Any]:
-    """A compiled kernel's hash, shared memory, warps, registers and frame (from the cubin) and cache directory."""
+    """A compiled kernel's hash, shared memory, warps, registers and frame (from the cubin or the AMDGCN) and cache
+    directory."""
     metadata = compiled.metadata
     group = getattr(compiled, "metadata_group", None) or {}
     path = next((os.path.dirname(p) for name, p in group.items() if name.endswith(".json")), None)
@@ -50,6 +52,10 @@ def describe_compiled(compiled: Any, target: Target, seconds: float, cached: boo
             binary = None
         if isinstance(binary, (bytes, bytearray)):
             usage = cubin_resource_usage(bytes(binary))
+    elif target.backend == "hip":
+        text = getattr(compiled, "asm", {}).get("amdgcn")
+        if isinstance(text, str):
+            usage = amdgcn_resource_usage(text)
     return {
         "hash": getattr(compiled, "hash", None),
         "cached": cached,

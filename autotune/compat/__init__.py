@@ -37,6 +37,8 @@ from ..compiled.tracing import shapes_only
 from ..decorator.autotuned import Autotuned
 from ..errors import UserCodeError
 from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
+from ..kernel.occupancy import FIELD as OCCUPANCY
+from ..kernel.occupancy import lowered_options
 from ..kernel.pruning import check_top_k
 from ..options import Tuning
 from ..record import TuningRecord
@@ -448,15 +450,22 @@ class Autotuner(KernelInterface):
             configs = [triton_of[record.winner]]
         else:
             configs = [pruned_as.get(native) or triton_of[native] for native in kept]
-        compiled = [self.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs()) for config in configs]
+        compiled = [
+            self.fn.run(*args, grid=grid, warmup=True, **kwargs, **self._compiled_as(config)) for config in configs
+        ]
         return compiled[0]
+
+    def _compiled_as(self, config: Any) -> dict[str, Any]:
+        """A triton.Config's launch keywords, an `occupancy` in its kwargs lowered as the native engine lowers it."""
+        kwargs = config.all_kwargs()
+        return lowered_options(kwargs, self.tuner.launch_target()) if OCCUPANCY in kwargs else kwargs
 
     def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
         """As Triton: compile every config that pruning keeps for these arguments, without launching."""
         self.nargs = nargs = dict(zip(self.arg_names, args))
         try:
             return [
-                self.fn.warmup(*args, **kwargs, **config.all_kwargs())
+                self.fn.warmup(*args, **kwargs, **self._compiled_as(config))
                 for config in self.prune_configs(kwargs, nargs=nargs)
             ]
         finally:

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from msgspec import structs
 from triton.runtime.jit import KernelInterface
 
 from ..compiled.capture import capturing, select_in_capture
@@ -34,6 +35,8 @@ from ..kernel.identity import (
     python_function,
     warn_if_interpreter_breaks,
 )
+from ..kernel.occupancy import FIELD as OCCUPANCY
+from ..kernel.occupancy import GpuTarget, OccupancyUnreachable, lowered_options, lowering
 from ..kernel.option_checks import (
     as_derive,
     as_names,
@@ -64,7 +67,7 @@ from ..options import (
     online_mode,
     warn_misspelt_env,
 )
-from ..record import TuningRecord
+from ..record import Trial, TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import tuned_under
@@ -535,20 +538,47 @@ class Autotuned(KernelInspection, KernelInterface):
             self._first = self.configs[0] if self.configs is not None else self.space.sample(random.Random(0))
         return self._first
 
-    def _split(self, config: Config) -> tuple[dict, dict]:
-        """(meta-parameters, compile options) of a config, memoised: this runs on every launch."""
-        split = self._split_cache.get(config)
+    def _split(self, config: Config, target: GpuTarget | None = None) -> tuple[dict, dict]:
+        """(meta-parameters, compile options) of a config, `occupancy` lowered for `target` (None: where this process
+        launches, memoised: this runs on every launch)."""
+        split = self._split_cache.get(config) if target is None else None
         if split is None:
             meta = {k: v for k, v in config.items() if k not in self._compile_options}
             options = {**self.static_options, **{k: v for k, v in config.items() if k in self._compile_options}}
-            split = self._split_cache[config] = (meta, options)
+            if OCCUPANCY in options:
+                options = lowered_options(options, target if target is not None else self.launch_target())
+            split = (meta, options)
+            if target is None:
+                self._split_cache[config] = split
         return split
 
-    def launch_args(self, config: Config, bound: BoundCall, grid: Any) -> tuple[tuple, dict, Any]:
+    def launch_target(self) -> GpuTarget | None:
+        """The target this process compiles for: the active GPU's (Triton's driver), None under the interpreter."""
+        if self.interpreted:
+            return None
+        from triton.runtime.driver import driver
+
+        return driver.active.get_current_target()
+
+    def lowered(self, config: Config, target: GpuTarget | None = None) -> dict[str, int | None] | None:
+        """What `config`'s occupancy becomes on `target` (None: where this process launches); None without one,
+        or where it cannot be reached (that config's failure says why)."""
+        options = {**self.static_options, **config}
+        if options.get(OCCUPANCY) is None:
+            return None
+        try:
+            return lowering(options, target if target is not None else self.launch_target())
+        except OccupancyUnreachable:
+            return None
+
+    def launch_args(
+        self, config: Config, bound: BoundCall, grid: Any, target: GpuTarget | None = None
+    ) -> tuple[tuple, dict, Any]:
         """(positional args, keyword args, grid) that launch `config` for a bound call through `fn.run`.
-        `grid=None` evaluates the decorator's `grid=`."""
+        `grid=None` evaluates the decorator's `grid=`; `target` (precompile's) defaults to where this process
+        launches."""
         args, kwargs, named = bound.args, bound.kwargs, bound.named  # bind() refused tuned fields in kwargs
-        meta, options = self._split(config)
+        meta, options = self._split(config, target)
         launch_kwargs = {**kwargs, **options, **meta}
         values: Mapping[str, Any] = config
         if self._derive is not None:
@@ -611,7 +641,7 @@ class Autotuned(KernelInspection, KernelInterface):
             key,
             dtypes,
             winner=outcome.winner,
-            trials=outcome.trials,
+            trials=self.with_lowering(outcome.trials),
             tuning_s=outcome.tuning_s,
             candidates=candidates,
             strategy=None if strategy is None else self.strategy,
@@ -620,6 +650,13 @@ class Autotuned(KernelInspection, KernelInterface):
         if select is None:
             emit(record, cache_hit=False)
         return record
+
+    def with_lowering(self, trials: list[Trial]) -> list[Trial]:
+        """The trials with what each config's occupancy became on this process's target (`Trial.lowered`)."""
+        if OCCUPANCY not in self.static_options and OCCUPANCY not in self.space.fields():
+            return trials
+        lowered = [self.lowered(t.config) for t in trials]
+        return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the

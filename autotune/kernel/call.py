@@ -9,8 +9,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import CallError, OptionError, did_you_mean
-from ..kernel.compile_options import backend_option_fields, compile_option_names
 from ..space.checks import CHECKED_OPTIONS, compile_option_problem
+from .compile_options import backend_option_fields, compile_option_names
+from .occupancy import FIELD as OCCUPANCY
 
 if TYPE_CHECKING:
     from ..record import TuningRecord
@@ -107,6 +108,11 @@ class CallSignature:
             )
         launch = launch_option_names()
         unknown = sorted(k for k in kwargs if k not in self.arg_names and k not in launch)
+        if OCCUPANCY in unknown:
+            raise CallError(
+                f"occupancy={kwargs[OCCUPANCY]!r} passed to {self.kernel}: occupancy is lowered per config when "
+                f"compiled, not a launch option; set it in the search space or as @autotune(occupancy=...)"
+            )
         if unknown:
             valid: Collection[str] = set(self.arg_names) | compile_option_names()
             raise CallError(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from .occupancy import FIELD as OCCUPANCY
+
 # Options every Triton backend understands, named even where a backend's dataclass is not importable.
 _BASE_COMPILE_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 # Fields of backends' option dataclasses that are Triton internals, not per-config tuning knobs.
@@ -48,7 +50,7 @@ def backend_option_fields() -> frozenset[str]:
 
 @functools.cache
 def compile_option_names() -> frozenset[str]:
-    """Config fields that are Triton compile options rather than kernel meta-parameters: the backends' option
-    fields without Triton's internals, so that a space written for one vendor (`waves_per_eu` on AMD) validates on
-    a machine without that GPU."""
-    return backend_option_fields() - _INTERNAL_OPTION_FIELDS
+    """Config fields that are compile options rather than kernel meta-parameters: the backends' option fields
+    without Triton's internals, so that a space written for one vendor (`waves_per_eu` on AMD) validates on a
+    machine without that GPU; and autotune's `occupancy`, lowered to one of them when compiled (occupancy.py)."""
+    return (backend_option_fields() - _INTERNAL_OPTION_FIELDS) | {OCCUPANCY}

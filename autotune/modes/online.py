@@ -436,7 +436,7 @@ class OnlineTuner:
             key,
             dtypes,
             winner=winner,
-            trials=trials,
+            trials=kernel.with_lowering(trials),
             tuning_s=tuning_s,
             candidates=checksum,
             strategy="online",

@@ -21,6 +21,7 @@ import sys
 from typing import TextIO
 
 from ..format import format_config, format_ms, format_record_key, one_line
+from ..kernel.occupancy import describe
 from ..options import env_print_level
 from ..record import TuningRecord
 from . import ranking
@@ -48,6 +49,8 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
         with two decimals;
       - milliseconds have 4 significant digits (`0.01200`, `1.234`, `123.4`, `1234`), `-` if unknown;
       - the `{strategy}` part appears when a search strategy tried part of the space (not exhaustive);
+      - a winner with `occupancy` is followed by what it became when compiled, as `[occupancy -> maxnreg=128]`
+        (`occupancy.describe`);
       - `{hit}` is `cache hit` when the record came from the cache, `miss` when it was just tuned
         (`tuned in` is then the original tuning's wall time as stored in the record).
     Example::
@@ -69,7 +72,8 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     n_ok, n_failed, n_skipped = ranking.outcome_counts(record)
     skipped = f", {n_skipped} skipped" if n_skipped else ""
     return (
-        f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r} {format_ms(winner_ms)} ms"
+        f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r}"
+        f"{describe(winner.lowered if winner is not None else None)} {format_ms(winner_ms)} ms"
         f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
         f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})"
     )
@@ -88,8 +92,8 @@ def format_trials(record: TuningRecord) -> str:
 
     Exact format of each line, for a measured trial and for one that produced no time::
 
-        autotune:   {rank} {status:<13} median {median} ms  min {min} ms  x{ratio}  {Config repr}[  error: {error}]
-        autotune:   -- {status:<13} {Config repr}[  error: {error}]
+        autotune:   {rank} {status:<13} median {median} ms  min {min} ms  x{ratio}  {Config repr}[ [occupancy -> ...]][  error: {error}]
+        autotune:   -- {status:<13} {Config repr}[ [occupancy -> ...]][  error: {error}]
 
     `{rank}` is `#1`, `#2`, ... right-aligned to the widest rank (at least 2 characters), or `--`
     (aligned likewise) for a trial without a time; `{status}` is the `TrialStatus` value (`ok`, `compile_error`,
@@ -110,7 +114,7 @@ def format_trials(record: TuningRecord) -> str:
                 f"median {format_ms(trial.median_ms)} ms  min {format_ms(trial.min_ms)} ms"
                 f"  x{format_ratio(ratio(trial, reference))}  "
             )
-        line += repr(trial.config)
+        line += repr(trial.config) + describe(trial.lowered)
         if trial.error:
             line += f"  error: {one_line(trial.error, 200)}"
         lines.append(line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..format import format_config, format_ms, format_record_key, format_table, one_line
+from ..kernel.occupancy import describe
 from ..record import TuningRecord
 from .export import PathLike, record_to_csv, record_to_json
 from .plot import plot_trials
@@ -17,7 +18,7 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
     Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
     {Config} {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `*` alone a winner launched
     without a time, `-` for the other unranked),
-    `config` (`BLOCK=64, num_warps=4`), `median ms`, `min ms`, `status`, `x-winner` (median over
+    `config` (`BLOCK=64, num_warps=4`, then `[occupancy -> maxnreg=128]` for one with occupancy), `median ms`, `min ms`, `status`, `x-winner` (median over
     the winner's median), `error` (one line, at most 80 characters). `{kernel}` is `name` when given (`autotune
     report` names a kernel by its `kernel_id` where two modules' kernels of one name are reported), else the
     record's kernel name.
@@ -29,7 +30,7 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
         rows.append(
             [
                 f"{rank}{'*' if is_winner else ''}" if rank is not None else ("*" if is_winner else "-"),
-                format_config(trial.config, sep=", "),
+                format_config(trial.config, sep=", ") + describe(trial.lowered),
                 format_ms(trial.median_ms),
                 format_ms(trial.min_ms),
                 trial.status.value,

@@ -9,6 +9,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean
+from ..kernel.occupancy import FIELD as OCCUPANCY
+from ..kernel.occupancy import LOWERED_KNOBS
 from .spaces import CartesianSpace, SearchSpace, UnionSpace
 
 __all__ = ["validate_space", "compile_option_problem", "CHECKED_OPTIONS"]
@@ -35,6 +37,10 @@ _OPTION_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "maxnreg": (
         lambda v: v is None or (_is_int(v) and v >= 1),
         "maxnreg must be None or an int >= 1 (registers per thread)",
+    ),
+    OCCUPANCY: (
+        lambda v: v is None or (_is_int(v) and v >= 1),
+        "occupancy must be None (no hint) or an int >= 1 (resident blocks per SM, per CU on AMD)",
     ),
 }
 
@@ -73,6 +79,29 @@ def _check_option_values(space: SearchSpace, configs: list, static_options: Mapp
                 f"the search space of {kernel} has {name}={value!r}: {problem}; fix or remove that "
                 "value (the interpreter ignores it, a GPU compile refuses it)"
             )
+
+
+def _sets(values: Collection[Any], name: str) -> bool:
+    """Whether one of these values of `name` sets it (occupancy=None is no hint, waves_per_eu=0 Triton's unset)."""
+    return any(v is not None and not (name == "waves_per_eu" and v == 0) for v in values)
+
+
+def _check_occupancy_knobs(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
+    """Refuse a config that sets occupancy and a knob occupancy lowers to: one would override the other."""
+    static = {name: (value,) for name, value in static_options.items()}
+    if space.lazy and isinstance(space, CartesianSpace):  # the product's axes: every pair of values is a config
+        candidates = [(None, {**static, **space.axes})]
+    else:
+        candidates = [(c, {**static, **{name: (value,) for name, value in c.items()}}) for c in configs]
+    for config, values in candidates:
+        knob = next((k for k in LOWERED_KNOBS if _sets(values.get(k, ()), k)), None)
+        if knob is None or not _sets(values.get(OCCUPANCY, ()), OCCUPANCY):
+            continue
+        which = f"the config {dict(config)}" if config is not None else "the search space"
+        raise SpaceError(
+            f"{which} of {kernel} sets both occupancy and {knob}: occupancy is lowered to {knob} when "
+            f"compiled, so one would override the other; keep occupancy or {knob}, not both"
+        )
 
 
 def validate_space(
@@ -123,8 +152,14 @@ def validate_space(
                 f"num_warps, num_stages, num_ctas, maxnreg).{hint}"
             )
     _check_option_values(space, configs, static_options, kernel_name)
+    _check_occupancy_knobs(space, configs, static_options, kernel_name)
     derived = frozenset(derived_names)
     constexprs = frozenset(constexpr_names)
+    if OCCUPANCY in constexprs and (OCCUPANCY in fields or OCCUPANCY in static_options):
+        raise SpaceError(
+            f"{kernel_name} has a tl.constexpr parameter named occupancy, and autotune's occupancy (blocks per SM, "
+            "lowered to a compile option) takes that name in a config: rename the kernel's parameter"
+        )
     for name in sorted(fields):
         if name in derived:
             raise SpaceError(
