@@ -43,7 +43,12 @@ from .storage.remote import set_remote_cache
 __version__ = "0.1.0"
 
 # Loaded on first use, not by `import autotune`: a cache hit needs none of them (start-up is part of the API).
-_LAZY = {"precompile": ("autotune.aot", "precompile")}
+_LAZY = {
+    "precompile": ("autotune.aot", "precompile"),
+    "sweep": ("autotune.sweep", "sweep"),
+    "warmup": ("autotune.sweep", "warmup"),
+    "SweepReport": ("autotune.sweep", "SweepReport"),
+}
 
 
 def __getattr__(name: str) -> object:
@@ -69,6 +74,9 @@ __all__ = [
     "TuningResult",
     "clear_autotune_cache",
     "precompile",
+    "sweep",
+    "warmup",
+    "SweepReport",
     "AutotuneError",
     "NoValidConfigError",
     "VerificationError",
