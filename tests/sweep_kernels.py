@@ -65,11 +65,6 @@ def calls(sizes: list[int]) -> list:
     return [functools.partial(add_call, n) for n in sizes]
 
 
-def cli_calls() -> list:
-    """What `autotune sweep tests.sweep_kernels:sweep_add --calls tests.sweep_kernels:cli_calls` tunes."""
-    return calls([100, 300, 700])
-
-
 @autotune(space={"BLOCK": [32, 64, 128]}, key=["N"], grid="(1,)", tuning=TUNING)
 @triton.jit
 def sweep_pick(x, out, N: tl.constexpr, BLOCK: tl.constexpr):
@@ -86,3 +81,14 @@ def pick_call(n: int) -> tuple[tuple, dict]:
 
 def pick_calls(sizes: list[int]) -> list:
     return [functools.partial(pick_call, n) for n in sizes]
+
+
+def gated_pick(n: int, gate: str) -> tuple[tuple, dict]:
+    """`pick_call(n)`, held at `gate` as `gated_call` is."""
+    gated_call(n, gate)
+    return pick_call(n)
+
+
+def cli_pick_calls() -> list:
+    """What `autotune sweep sweep_kernels:sweep_pick --calls sweep_kernels:cli_pick_calls` tunes."""
+    return pick_calls([32, 64])
