@@ -23,7 +23,7 @@ from ..errors import AutotuneError, OptionError
 from ..options import Tuning, env_print_level
 from ..record import TrialStatus, TuningRecord
 from ..storage.tiers import KernelCache
-from .report import KeyOutcome, SweepReport, WorkerStats
+from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .worker import Maker, WorkerSpec
 
@@ -240,23 +240,32 @@ class _Run:
             try:
                 outcome = self._run(slot, job)
             except WorkerLost as exc:
-                retry = job.attempts < 2 and not self.stopping.is_set()
-                if not retry:
-                    status = "interrupted" if self.stopping.is_set() else "failed"
-                    self._record(job, KeyOutcome(job=job.index, device=slot.kind, status=status, worker=slot.index,
-                                                 attempts=job.attempts, error=str(exc)))  # fmt: skip
-                job.lost_on = slot.index
-                queue.finish(job, again=retry)
                 self._busy(-1)
-                if self.stopping.is_set() or not self._replace(slot):
-                    for left in queue.leave():
-                        self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed",
-                                                      error=f"no worker of this kind is left ({exc})"))  # fmt: skip
+                if not self._lost(slot, job, queue, exc):
                     return
                 continue
             self._record(job, outcome)
             queue.finish(job)
             self._busy(-1)
+
+    def _lost(self, slot: Slot, job: _Job, queue: _Queue, exc: WorkerLost) -> bool:
+        """`slot`'s worker died under `job`: the job goes back for another worker (once), the worker is replaced.
+        False when this slot is given up (interrupted, or no new worker would start)."""
+        stopping = self.stopping.is_set()
+        retry = job.attempts < 2 and not stopping
+        if not retry:
+            status: Status = "interrupted" if stopping else "failed"
+            outcome = KeyOutcome(job=job.index, device=slot.kind, status=status, worker=slot.index, error=str(exc))
+            outcome.attempts = job.attempts
+            self._record(job, outcome)
+        job.lost_on = slot.index
+        queue.finish(job, again=retry)
+        if not stopping and self._replace(slot):
+            return True
+        for left in queue.leave():
+            error = f"no worker of this kind is left ({exc})"
+            self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed", error=error))
+        return False
 
     def _run(self, slot: Slot, job: _Job) -> KeyOutcome:
         started = time.perf_counter()
