@@ -65,12 +65,13 @@ def sweep(
             slots = pool.start()
         except (WorkerLost, JobFailed) as exc:
             raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
+        start_s = time.perf_counter() - started
         kinds = _kinds(slots, device_kinds)
         run = _Run(tuned, makers, kinds, slots, force, progress)
         run.drive()
     finally:
         pool.stop()
-    report = run.report(tuned.name, pool.name, time.perf_counter() - started)
+    report = run.report(tuned.name, pool.name, time.perf_counter() - started, start_s)
     if env_print_level() >= 1:
         print(report, file=sys.stderr)
     return report
@@ -218,13 +219,18 @@ class _Run:
             if self.bar is not None:
                 self.bar.close()
 
-    def report(self, kernel: str, executor: str, wall_s: float) -> SweepReport:
+    def report(self, kernel: str, executor: str, wall_s: float, start_s: float) -> SweepReport:
         for kind, queue in self.queues.items():  # never run: interrupted, or no worker of the kind left
             for job in list(queue.jobs):
                 self._record(job, KeyOutcome(job=job.index, device=kind, status="interrupted", attempts=job.attempts))
         keys = [self.outcomes[k] for k in sorted(self.outcomes)]
         return SweepReport(
-            kernel=kernel, executor=executor, wall_s=wall_s, keys=keys, workers=list(self.stats.values())
+            kernel=kernel,
+            executor=executor,
+            wall_s=wall_s,
+            start_s=start_s,
+            keys=keys,
+            workers=list(self.stats.values()),
         )
 
     # -- one worker's thread ------------------------------------------------------------------------

@@ -51,7 +51,8 @@ class SweepReport(msgspec.Struct, kw_only=True):
 
     kernel: str
     executor: str
-    wall_s: float
+    wall_s: float  # the whole sweep, the workers' start included
+    start_s: float  # starting the workers (a fresh interpreter each, importing torch, Triton and the kernel)
     keys: list[KeyOutcome]
     workers: list[WorkerStats]
 
@@ -88,7 +89,10 @@ class SweepReport(msgspec.Struct, kw_only=True):
         return msgspec.json.encode(data)
 
     def __str__(self) -> str:
-        lines = [f"autotune sweep {self.kernel} ({self.executor}, {len(self.workers)} workers): {self.wall_s:.1f} s"]
+        lines = [
+            f"autotune sweep {self.kernel} ({self.executor}, {len(self.workers)} workers): {self.wall_s:.1f} s "
+            f"(workers started in {self.start_s:.1f} s)"
+        ]
         devices = self.by_device()
         lines.append(
             format_table(
