@@ -14,6 +14,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 import sweep_kernels as sk
@@ -21,6 +22,7 @@ import sweep_kernels as sk
 import autotune
 from autotune.aot.archive import import_archive
 from autotune.record import TrialStatus
+from autotune.storage.disk import DiskCache
 from autotune.storage.files import disk_entries
 
 TESTS = str(Path(__file__).parent)
@@ -63,8 +65,22 @@ def test_two_workers_give_the_winners_of_tuning_alone_and_skip_a_key_another_pro
     assert [t.status for t in record.trials].count(TrialStatus.OK) == 1
     assert sum(w.configs_measured for w in report.workers) == 6
 
-    again = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 128]), workers=1)
-    assert [k.status for k in again.keys] == ["cached"] * 3 and not again.tuned
+    # a live process holds the lease of key 256 (as a process tuning it does): skipped, not waited for
+    bound = sk.sweep_pick.bind(*sk.pick_call(256))
+    entry = sk.sweep_pick.cache.entry(*sk.sweep_pick.key_of(bound))
+    hold = (
+        "import sys, time; from pathlib import Path; from autotune.storage.files import acquire_entry_lock; "
+        "lock = acquire_entry_lock(Path(sys.argv[1]), 'k'); print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(DiskCache().path(entry))], env=_env(), stdout=PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        again = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 256]), workers=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [k.status for k in again.keys] == ["cached", "cached", "leased"] and not again.tuned
+    assert f"pid {holder.pid}" in str(again.keys[2].error)
     assert "interpreter" in str(again) and json.loads(again.to_json())["by_device"]["interpreter"]["skipped"] == 3
 
 
