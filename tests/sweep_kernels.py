@@ -27,6 +27,14 @@ def sweep_add(x, y, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=TUNING)
+@triton.jit
+def sweep_pair(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
 @autotune(space={"BLOCK": [32, 64], "MODE": [0, 1]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=ISOLATED)
 @triton.jit
 def sweep_crashy(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):

@@ -142,6 +142,7 @@ LAYERS: dict[str, str] = {
             "sweep.local",
             "sweep.ray_executor",
             "sweep.report",
+            "sweep.split",
         ],
         FRONT,
     ),

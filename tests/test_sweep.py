@@ -220,3 +220,16 @@ def test_a_ray_actor_killed_from_outside_is_replaced_and_its_key_retried(ray_clu
     killer.join()
     assert [(k.status, k.attempts, k.winner) for k in report.keys] == [("tuned", 2, {"BLOCK": 64})]
     assert report.workers[0].restarts == 1
+
+
+def test_one_key_over_two_workers_is_split_and_refined_on_one():
+    report = autotune.sweep(sk.sweep_pair, sk.calls([300]), workers=2)
+    (outcome,) = report.keys
+    assert outcome.status == "tuned" and outcome.split_over == [0, 1] and outcome.refined_on == 0
+    assert [w.configs_measured for w in report.workers] == [1, 1]  # BLOCK 32 on worker 0, 64 on worker 1
+    (entry,) = [e.record for e in disk_entries("sweep_pair") if e.record]
+    assert [t.status for t in entry.trials] == [TrialStatus.OK] * 2
+    # both were then measured again side by side on worker 0 (TUNING: reps=2 in a share, then one refine round
+    # each), and the winner is the faster of them by those rounds
+    assert [len(t.samples_ms) for t in entry.trials] == [1, 1]
+    assert entry.winner == min(entry.trials, key=lambda t: t.median_ms).config

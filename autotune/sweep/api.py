@@ -25,6 +25,7 @@ from ..record import TrialStatus, TuningRecord
 from ..storage.tiers import KernelCache
 from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
+from .split import SplitTuning, groups, split_tune
 from .worker import Maker, WorkerSpec
 
 __all__ = ["sweep", "warmup"]
@@ -53,7 +54,7 @@ def sweep(
     `progress`: a tqdm bar on stderr (default: when stderr is a terminal).
     """
     tuned = _autotuned(kernel)
-    force = Tuning.coerce(tuning).force if tuning is not None else tuned.tuning.force
+    effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
     spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
     makers = list(calls)
     if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -67,7 +68,7 @@ def sweep(
             raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, device_kinds)
-        run = _Run(tuned, makers, kinds, slots, force, progress)
+        run = _Run(tuned, makers, kinds, slots, effective.force, progress, _split_topk(tuned, effective))
         run.drive()
     finally:
         pool.stop()
@@ -112,6 +113,16 @@ def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequenc
 
     address = None if executor == "ray" else executor  # "ray": the running runtime, else RAY_ADDRESS, else local
     return RayExecutor(spec, workers, env, address)
+
+
+def _split_topk(tuned: Any, tuning: Tuning) -> int | None:
+    """How many finalists a split key refines on one worker, or None when its keys cannot be split (a searched
+    space: a strategy proposes its configs one batch at a time, in one process)."""
+    from ..search import check_strategy
+
+    prune = tuned.prune is not None
+    exhaustive = check_strategy(tuning, tuned.space, tuned.space_size, tuned.name, prune=prune) == "exhaustive"
+    return tuning.refine_topk if exhaustive and tuned.configs is not None else None
 
 
 def _kinds(slots: Sequence[Slot], wanted: Sequence[str] | None) -> list[str]:
@@ -163,6 +174,12 @@ class _Queue:
                 self.jobs.append(job)
             self.cond.notify_all()
 
+    def claim_all(self) -> list[_Job]:
+        """Every pending job, taken out of the queue (a split kind runs one job per group of workers)."""
+        with self.cond:
+            jobs, self.jobs = list(self.jobs), deque()
+            return jobs
+
     def leave(self) -> list[_Job]:
         """A worker of this kind is gone for good; the jobs nobody is left to run."""
         with self.cond:
@@ -178,9 +195,17 @@ class _Run:
     """One sweep's driver: a thread per worker, the outcomes, the progress bar."""
 
     def __init__(
-        self, tuned: Any, makers: list[Maker], kinds: list[str], slots: list[Slot], force: bool, progress: bool | None
+        self,
+        tuned: Any,
+        makers: list[Maker],
+        kinds: list[str],
+        slots: list[Slot],
+        force: bool,
+        progress: bool | None,
+        split_topk: int | None,
     ) -> None:
         self.tuned, self.slots, self.force = tuned, [s for s in slots if s.kind in kinds], force
+        self.split_topk = split_topk
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.outcomes: dict[tuple[int, str], KeyOutcome] = {}
@@ -198,10 +223,14 @@ class _Run:
         self.busy = 0
 
     def drive(self) -> None:
-        threads = [
-            threading.Thread(target=self._work, args=(slot,), name=f"autotune-sweep-{slot.index}", daemon=True)
-            for slot in self.slots
-        ]
+        threads = []
+        for kind, queue in self.queues.items():
+            slots = [s for s in self.slots if s.kind == kind]
+            if self.split_topk is not None and 0 < len(queue.jobs) < len(slots):  # fewer keys than workers: split
+                for group, job in zip(groups(slots, len(queue.jobs)), queue.claim_all()):
+                    threads.append(threading.Thread(target=self._work_group, args=(group, job), daemon=True))
+            else:
+                threads += [threading.Thread(target=self._work, args=(slot,), daemon=True) for slot in slots]
         for thread in threads:
             thread.start()
         try:
@@ -254,6 +283,28 @@ class _Run:
             queue.finish(job)
             self._busy(-1)
 
+    def _work_group(self, group: list[Slot], job: _Job) -> None:
+        """One key split over `group`. A worker lost meanwhile: the group's workers are replaced and the key is
+        tuned once more, unsplit, on the first of them."""
+        job.attempts += 1
+        self._busy(+len(group))
+        try:
+            outcome = self._run(group[0], job, group)
+        except WorkerLost as exc:
+            if self.stopping.is_set() or not all(self._replace(slot) for slot in group):
+                status: Status = "interrupted" if self.stopping.is_set() else "failed"
+                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, attempts=1, error=str(exc))
+            else:
+                job.attempts += 1
+                try:
+                    outcome = self._run(group[0], job)
+                except WorkerLost as again:
+                    outcome = KeyOutcome(job=job.index, device=job.kind, status="failed", error=str(again))
+                    outcome.attempts = job.attempts
+        finally:
+            self._busy(-len(group))
+        self._record(job, outcome)
+
     def _lost(self, slot: Slot, job: _Job, queue: _Queue, exc: WorkerLost) -> bool:
         """`slot`'s worker died under `job`: the job goes back for another worker (once), the worker is replaced.
         False when this slot is given up (interrupted, or no new worker would start)."""
@@ -273,9 +324,11 @@ class _Run:
             self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed", error=error))
         return False
 
-    def _run(self, slot: Slot, job: _Job) -> KeyOutcome:
+    def _run(self, slot: Slot, job: _Job, group: Sequence[Slot] = ()) -> KeyOutcome:
+        """Tune `job`'s key on `slot` (split over `group` when it has several workers) through the kind's cache."""
         started = time.perf_counter()
         outcome = KeyOutcome(job=job.index, device=slot.kind, status="failed", worker=slot.index, attempts=job.attempts)
+        split = SplitTuning()
         try:
             key, dtypes, candidates = slot.prepare(job.maker)
             outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
@@ -284,9 +337,15 @@ class _Run:
             if holder is not None:
                 outcome.status, outcome.error = "leased", f"being tuned by {holder}"
                 return outcome
-            record, how = cache.get_or_tune(
-                key, dtypes, lambda: _record_of(slot.tune()), force=self.force, candidates=candidates
-            )
+            for other in group[1:]:
+                other.prepare(job.maker)
+
+            def tune() -> TuningRecord:
+                if len(group) < 2:
+                    return _record_of(slot.tune())
+                return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
+
+            record, how = cache.get_or_tune(key, dtypes, tune, force=self.force, candidates=candidates)
         except JobFailed as exc:
             outcome.error = str(exc)
             return outcome
@@ -296,11 +355,14 @@ class _Run:
         if how == "tuned":
             outcome.status = "tuned"
             outcome.configs_measured = sum(1 for t in record.trials if t.status is not TrialStatus.SKIPPED)
+            measured = split.measured or {slot.index: outcome.configs_measured}
+            if split.measured:
+                outcome.split_over, outcome.refined_on = sorted(split.measured), split.refined_on
             with self.lock:
-                stats = self.stats[slot.index]
-                stats.jobs += 1
-                stats.configs_measured += outcome.configs_measured
-                stats.busy_s += outcome.seconds
+                self.stats[slot.index].jobs += 1
+                for index, count in measured.items():
+                    self.stats[index].configs_measured += count
+                    self.stats[index].busy_s += outcome.seconds
         else:
             outcome.status, outcome.error = "cached", f"a usable {how} entry exists"
         return outcome

@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .slots import JobFailed, Slot, WorkerLost
-from .worker import KeyInfo, Maker, SweepWorker, WorkerSpec
+from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
 
 __all__ = ["LocalExecutor", "LocalWorker", "visible_gpus"]
 
@@ -106,6 +106,9 @@ class LocalWorker:
     def tune(self) -> bytes:
         return self._call(("tune",))
 
+    def tune_share(self, share: Share) -> bytes:
+        return self._call(("share", share))
+
     def stop(self) -> None:
         if self.process is not None and self.process.is_alive():
             self.process.kill()
@@ -184,7 +187,12 @@ def serve(conn: Connection, spec: WorkerSpec, env: dict[str, str], parent: int, 
             conn.send(("error", f"the argument maker could not be loaded in the worker: {type(exc).__name__}: {exc}"))
             continue
         try:
-            result = worker.prepare(request[1]) if request[0] == "prepare" else worker.tune()
+            if request[0] == "prepare":
+                result: Any = worker.prepare(request[1])
+            elif request[0] == "share":
+                result = worker.tune_share(request[1])
+            else:
+                result = worker.tune()
         except Exception as exc:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
         else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import OptionError
 from .slots import JobFailed, Slot, WorkerLost
-from .worker import KeyInfo, Maker, SweepWorker, WorkerSpec
+from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
 
@@ -43,6 +43,9 @@ class SweepActor:
 
     def tune(self) -> bytes:
         return self.worker.tune()
+
+    def tune_share(self, share: Share) -> bytes:
+        return self.worker.tune_share(share)
 
 
 class RayExecutor:
@@ -117,6 +120,9 @@ class RayWorker:
 
     def tune(self) -> bytes:
         return self._get(self.actor.tune.remote())
+
+    def tune_share(self, share: Share) -> bytes:
+        return self._get(self.actor.tune_share.remote(share))
 
     def stop(self) -> None:
         if self.actor is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..errors import AutotuneError
-from .worker import KeyInfo, Maker
+from .worker import KeyInfo, Maker, Share
 
 __all__ = ["Slot", "Executor", "WorkerLost", "JobFailed"]
 
@@ -28,6 +28,7 @@ class Slot(Protocol):
 
     def prepare(self, maker: Maker) -> KeyInfo: ...
     def tune(self) -> bytes: ...
+    def tune_share(self, share: Share) -> bytes: ...
     def restart(self) -> None: ...
     def stop(self) -> None: ...
 

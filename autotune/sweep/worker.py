@@ -19,16 +19,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AutotuneError, CallError
-from ..options import Tuning
+import msgspec
 
-__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "WORKER_ENV"]
+from ..config import Config
+from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..options import Tuning
+from ..record import Trial
+
+__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "Share", "ShareResult", "WORKER_ENV"]
 
 Maker = Callable[[], tuple[Sequence[Any], dict[str, Any]]]
 """An argument maker: a picklable callable returning (args, kwargs) for one shape, built on the current device."""
 
 KeyInfo = tuple[tuple, tuple[str, ...], str | None]
 """(key, dtypes, candidates): what the cache files one call under, as `Autotuned.key_of` and `candidates` say."""
+
+Share = tuple[int, int] | list[dict[str, Any]]
+"""One worker's share of a key split over several: (index, count), the candidates index, index + count, ...
+(`shards.shard`), or the finalists (configs as dicts) to measure and refine side by side on this one device."""
+
+
+class ShareResult(msgspec.Struct, kw_only=True):
+    """What a share's tuning found: its trials (the configs of other shares `skipped`), and its own winner (None
+    when every config of the share failed)."""
+
+    trials: list[Trial]
+    winner: Config | None = None
+
 
 # What a worker's own environment must say whatever the driver's does: no progress bar of its own (the driver
 # draws one for the sweep), no remote tier and no shared disk cache (the driver writes every winner).
@@ -92,6 +109,27 @@ class SweepWorker:
                 "path; give tuning=Tuning(mode='blocking') if the kernel's Tuning says mode='online'"
             )
         return record_json(record)
+
+    def tune_share(self, share: Share) -> bytes:
+        """Tune only this worker's `share` of the prepared key (a within-key split), writing no cache; its
+        `ShareResult` as JSON. The prepared arguments stay, for the refinement of the finalists that may follow."""
+        from .. import codec
+        from ..shards import shard
+
+        if self._bound is None:
+            raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
+        if isinstance(share, tuple):
+            index, count = share
+            select: Callable[[list[Config]], Sequence[Config]] = lambda c: shard(c, index, count)  # noqa: E731
+        else:
+            finalists = [Config(c) for c in share]
+            select = lambda c: [x for x in c if x in finalists]  # noqa: E731
+        try:
+            record = self.kernel.tune_selected(self._bound, select)
+            result = ShareResult(trials=list(record.trials), winner=record.winner)
+        except NoValidConfigError as exc:
+            result = ShareResult(trials=list(exc.trials))
+        return codec.to_json(result)
 
 
 def _follow_path(parent_path: list[str]) -> None:
