@@ -143,6 +143,7 @@ LAYERS: dict[str, str] = {
             "sweep.ray_executor",
             "sweep.report",
             "sweep.split",
+            "sweep.jobs",
         ],
         FRONT,
     ),

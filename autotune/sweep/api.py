@@ -10,19 +10,17 @@ job whose worker died is retried once on another worker (the worker is replaced)
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AutotuneError, OptionError
-from ..options import Tuning, env_print_level
+from ..options import Tuning, env_print_level, env_progress
 from ..record import TrialStatus, TuningRecord
 from ..storage.tiers import KernelCache
+from .jobs import Job, JobQueue
 from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
@@ -138,59 +136,6 @@ def _kinds(slots: Sequence[Slot], wanted: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-@dataclass
-class _Job:
-    index: int
-    maker: Maker
-    kind: str
-    lost_on: int | None = None  # the worker that died under it: retried elsewhere when another can
-    attempts: int = 0
-
-
-class _Queue:
-    """The pending jobs of one device kind. A worker waits while another of its kind may still hand a job back."""
-
-    def __init__(self, jobs: list[_Job], workers: int, stopping: threading.Event) -> None:
-        self.jobs, self.workers, self.running, self.stopping = deque(jobs), workers, 0, stopping
-        self.cond = threading.Condition()
-
-    def take(self, worker: int) -> _Job | None:
-        with self.cond:
-            while not self.stopping.is_set():
-                job = next((j for j in self.jobs if j.lost_on != worker or self.workers == 1), None)
-                if job is not None:
-                    self.jobs.remove(job)
-                    self.running += 1
-                    return job
-                if not self.jobs and self.running == 0:
-                    return None
-                self.cond.wait(0.2)
-            return None
-
-    def finish(self, job: _Job, again: bool = False) -> None:
-        with self.cond:
-            self.running -= 1
-            if again:
-                self.jobs.append(job)
-            self.cond.notify_all()
-
-    def claim_all(self) -> list[_Job]:
-        """Every pending job, taken out of the queue (a split kind runs one job per group of workers)."""
-        with self.cond:
-            jobs, self.jobs = list(self.jobs), deque()
-            return jobs
-
-    def leave(self) -> list[_Job]:
-        """A worker of this kind is gone for good; the jobs nobody is left to run."""
-        with self.cond:
-            self.workers -= 1
-            self.cond.notify_all()
-            left = list(self.jobs) if self.workers == 0 else []
-            if left:
-                self.jobs.clear()
-            return left
-
-
 class _Run:
     """One sweep's driver: a thread per worker, the outcomes, the progress bar."""
 
@@ -212,8 +157,8 @@ class _Run:
         self.stats = {s.index: WorkerStats(index=s.index, device=s.kind) for s in self.slots}
         self.caches = {kind: _cache_for(tuned, kind) for kind in kinds}
         self.queues = {
-            kind: _Queue(
-                [_Job(i, m, kind) for i, m in enumerate(makers)],
+            kind: JobQueue(
+                [Job(i, m, kind) for i, m in enumerate(makers)],
                 sum(1 for s in self.slots if s.kind == kind),
                 self.stopping,
             )
@@ -283,7 +228,7 @@ class _Run:
             queue.finish(job)
             self._busy(-1)
 
-    def _work_group(self, group: list[Slot], job: _Job) -> None:
+    def _work_group(self, group: list[Slot], job: Job) -> None:
         """One key split over `group`. A worker lost meanwhile: the group's workers are replaced and the key is
         tuned once more, unsplit, on the first of them."""
         job.attempts += 1
@@ -305,7 +250,7 @@ class _Run:
             self._busy(-len(group))
         self._record(job, outcome)
 
-    def _lost(self, slot: Slot, job: _Job, queue: _Queue, exc: WorkerLost) -> bool:
+    def _lost(self, slot: Slot, job: Job, queue: JobQueue, exc: WorkerLost) -> bool:
         """`slot`'s worker died under `job`: the job goes back for another worker (once), the worker is replaced.
         False when this slot is given up (interrupted, or no new worker would start)."""
         stopping = self.stopping.is_set()
@@ -324,7 +269,7 @@ class _Run:
             self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed", error=error))
         return False
 
-    def _run(self, slot: Slot, job: _Job, group: Sequence[Slot] = ()) -> KeyOutcome:
+    def _run(self, slot: Slot, job: Job, group: Sequence[Slot] = ()) -> KeyOutcome:
         """Tune `job`'s key on `slot` (split over `group` when it has several workers) through the kind's cache."""
         started = time.perf_counter()
         outcome = KeyOutcome(job=job.index, device=slot.kind, status="failed", worker=slot.index, attempts=job.attempts)
@@ -368,16 +313,21 @@ class _Run:
         return outcome
 
     def _replace(self, slot: Slot) -> bool:
-        """Start a new worker in place of `slot`'s dead one; False when it cannot be (the slot is given up)."""
+        """Start a new worker in place of `slot`'s dead one; False when it cannot be (the slot is given up), or when
+        the new one is of another device kind (a Ray actor placed on another node): its thread serves one kind."""
+        kind = slot.kind
         try:
             slot.restart()
         except (WorkerLost, JobFailed):
+            return False
+        if slot.kind != kind:
+            slot.stop()
             return False
         with self.lock:
             self.stats[slot.index].restarts += 1
         return True
 
-    def _record(self, job: _Job, outcome: KeyOutcome) -> None:
+    def _record(self, job: Job, outcome: KeyOutcome) -> None:
         with self.lock:
             self.outcomes[(job.index, job.kind)] = outcome
             if self.bar is not None:
@@ -438,7 +388,7 @@ def _jsonable_key(key: tuple) -> list[Any]:
 
 def _progress_bar(total: int, wanted: bool | None) -> Any:
     if wanted is None:
-        wanted = sys.stderr.isatty() and os.environ.get("AUTOTUNE_PROGRESS", "1") != "0"
+        wanted = sys.stderr.isatty() and env_progress()
     if not wanted:
         return None
     from tqdm import tqdm

@@ -17,6 +17,8 @@ from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
 
+_START_TIMEOUT_S = 300.0  # placing an actor and importing torch, Triton and the kernel's module in it
+
 
 def _ray() -> Any:
     try:
@@ -108,7 +110,15 @@ class RayWorker:
         self._ready = self.actor.fingerprint.remote()
 
     def wait_ready(self) -> None:
-        self.kind = self._get(self._ready)
+        try:
+            self.kind = self._get(self._ready, timeout_s=_START_TIMEOUT_S)
+        except self.ray.exceptions.GetTimeoutError:
+            self.stop()
+            resources = self.ray.available_resources()
+            raise WorkerLost(
+                f"sweep actor {self.index} was not placed within {_START_TIMEOUT_S:g} s: the cluster has "
+                f"{resources.get('GPU', 0):g} GPUs and {resources.get('CPU', 0):g} CPUs free; ask for fewer workers"
+            ) from None
 
     def restart(self) -> None:
         self.stop()
@@ -132,10 +142,10 @@ class RayWorker:
                 pass
         self.actor = None
 
-    def _get(self, ref: Any) -> Any:
+    def _get(self, ref: Any, timeout_s: float | None = None) -> Any:
         exceptions = self.ray.exceptions
         try:
-            return self.ray.get(ref)
+            return self.ray.get(ref, timeout=timeout_s)
         except exceptions.RayTaskError as exc:  # raised by the worker's own code: the job's failure
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             raise JobFailed(f"{type(cause).__name__}: {cause}") from None

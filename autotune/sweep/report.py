@@ -122,8 +122,13 @@ class SweepReport(msgspec.Struct, kw_only=True):
             )
         )
         for outcome in self.keys:
-            if outcome.status != "tuned":
-                what = f"key {outcome.key}" if outcome.key is not None else f"call {outcome.job}"
+            what = f"key {outcome.key}" if outcome.key is not None else f"call {outcome.job}"
+            if outcome.split_over:
+                workers = ", ".join(map(str, outcome.split_over))
+                lines.append(
+                    f"  {what} on {outcome.device}: split over workers {workers}, refined on {outcome.refined_on}"
+                )
+            elif outcome.status != "tuned":
                 why = f": {one_line(outcome.error, 160)}" if outcome.error else ""
                 lines.append(f"  {what} on {outcome.device}: {outcome.status}{why}")
         return "\n".join(lines)
