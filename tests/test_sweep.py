@@ -233,3 +233,35 @@ def test_one_key_over_two_workers_is_split_and_refined_on_one():
     # each), and the winner is the faster of them by those rounds
     assert [len(t.samples_ms) for t in entry.trials] == [1, 1]
     assert entry.winner == min(entry.trials, key=lambda t: t.median_ms).config
+
+
+INTERRUPTED = """
+import functools, sys
+import autotune, sweep_kernels as sk
+if __name__ == "__main__":
+    try:
+        autotune.sweep(sk.sweep_pick, [sk.pick_calls([32])[0], functools.partial(sk.gated_pick, 64, sys.argv[1])])
+    except KeyboardInterrupt:
+        sys.exit(3)
+"""
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_what_finished(tmp_path):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(INTERRUPTED)
+    driver = subprocess.Popen([sys.executable, str(script), str(gate)], env=_env())
+    try:
+        _wait_for(gate / "pid-64", "the second key's maker")
+        driver.send_signal(signal.SIGINT)
+        assert driver.wait(120) == 3  # the sweep raised KeyboardInterrupt in the driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    worker = int((gate / "pid-64").read_text())
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:  # killed, then reaped by the driver
+        time.sleep(0.05)
+    assert not Path(f"/proc/{worker}").exists()
+    assert _stored("sweep_pick") == {(32, "interpreter"): {"BLOCK": 32}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -155,8 +156,6 @@ def _exit_text(process: Any) -> str:
     process.join(1)
     code = process.exitcode
     if code is not None and code < 0:
-        import signal
-
         return f"killed by {signal.Signals(-code).name}"
     return f"exit status {code}"
 
@@ -166,6 +165,7 @@ def _exit_text(process: Any) -> str:
 
 def serve(conn: Connection, spec: WorkerSpec, env: dict[str, str], parent: int, cuda_device: int | None) -> None:
     """The worker process: start a SweepWorker, then answer the driver's requests until its pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it stops every worker
     os.environ.update(env)
     _exit_with(parent)
     try:
