@@ -43,6 +43,7 @@ def main() -> int:
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # started once, outside the timings
+    load_before = os.getloadavg()[0]
     times: dict[str, dict[int, tuple[float, float]]] = {}
     for executor in executors:
         for workers in (1, 2):
@@ -53,7 +54,11 @@ def main() -> int:
             eff = "" if workers == 1 else f"{by_workers[1][0] / (2 * wall):.2f}"
             eff_tuning = "" if workers == 1 else f"{by_workers[1][1] / (2 * tuning):.2f}"
             rows.append([executor, workers, f"{wall:.1f}", f"{tuning:.1f}", eff, eff_tuning])
-    print(f"a sweep of {args.keys} keys x {len(kmod.SPACE)} configs ({'GPU' if GPU else 'CPU interpreter'})")
+    print(
+        f"a sweep of {args.keys} keys x {len(kmod.SPACE)} configs ({'GPU' if GPU else 'CPU interpreter'}) on "
+        f"{os.cpu_count()} cores; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (efficiency "
+        "needs a free core per worker)"
+    )
     print(common.table(["executor", "workers", "wall s", "tuning s", "efficiency", "efficiency (tuning)"], rows))
     if "ray" in times:
         for workers in (1, 2):

@@ -238,7 +238,8 @@ class _Run:
         except WorkerLost as exc:
             if self.stopping.is_set() or not all(self._replace(slot) for slot in group):
                 status: Status = "interrupted" if self.stopping.is_set() else "failed"
-                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, attempts=1, error=str(exc))
+                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=str(exc))
+                outcome.attempts = job.attempts
             else:
                 job.attempts += 1
                 try:
