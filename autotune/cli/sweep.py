@@ -33,6 +33,9 @@ def _load(spec: str, option: str) -> Any:
 
 
 def _cmd_sweep(args: Any) -> int:
+    if args.sign and not args.export:
+        print("autotune sweep: --sign KEYFILE signs the --export archive; give --export ARCHIVE too", file=sys.stderr)
+        return 2
     for option, value, example in (("json", args.json, "sweep.json"), ("export", args.export, "sweep.tar.gz")):
         problem = value and output_file_problem(option, value, example)
         if problem:
@@ -55,7 +58,11 @@ def _cmd_sweep(args: Any) -> int:
     if args.export:
         from ..aot.archive import export_archive
 
-        manifest = export_archive(args.export, [kernel], sign_key=args.sign)
+        try:
+            manifest = export_archive(args.export, [kernel], sign_key=args.sign)
+        except (AutotuneError, OSError) as exc:  # ArchiveError, a key file that cannot be read
+            print(f"autotune sweep: the sweep finished, but --export failed: {exc}", file=sys.stderr)
+            return 1
         print(f"wrote {args.export}: {len(manifest.records)} records of {', '.join(manifest.kernels)}")
     return 1 if report.failed else 0
 
