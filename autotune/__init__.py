@@ -52,6 +52,8 @@ _LAZY = {
     # modules documented at their old top-level path (`from autotune import distributed`)
     "distributed": ("autotune.modes.distributed", None),
     "isolation": ("autotune.engine.isolation", None),
+    "sweep": ("autotune.sweep", "sweep"),
+    "SweepReport": ("autotune.sweep", "SweepReport"),
 }
 
 
@@ -79,6 +81,9 @@ __all__ = [
     "TuningResult",
     "clear_autotune_cache",
     "precompile",
+    "sweep",
+    "warmup",
+    "SweepReport",
     "AutotuneError",
     "NoValidConfigError",
     "VerificationError",

@@ -323,6 +323,7 @@ def cache_dir() -> str:
 ENV_NAMES = frozenset(
     {
         "AUTOTUNE_CACHE_DIR",
+        "AUTOTUNE_DEVICE_KIND",
         "AUTOTUNE_DISABLE",
         "AUTOTUNE_FORCE",
         "AUTOTUNE_ISOLATE",

@@ -4,6 +4,7 @@
     autotune report KERNEL                            a kernel's cached trials              (cli/report.py)
     autotune precompile|export|import                 ahead-of-time compiles, archives      (cli/aot.py)
     autotune replay LANDSCAPE                         a strategy over a recorded landscape  (cli/replay.py)
+    autotune sweep MODULE:KERNEL --calls M:F          tune many keys on workers or Ray      (cli/sweep.py)
 
 Adding a subcommand: write `register(subparsers)` that declares it with `arguments.add_command(subparsers,
 name, handler, help=..., description=...)` (handler(args) -> int exit status), then either append it to
@@ -32,6 +33,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "autotune.cli.report:register",
     "autotune.cli.aot:register",
     "autotune.cli.replay:register",
+    "autotune.cli.sweep:register",
 ]
 
 

@@ -658,6 +658,13 @@ class Autotuned(KernelInspection, KernelInterface):
         lowered = [self.lowered(t.config) for t in trials]
         return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
 
+    def tune_selected(self, bound: BoundCall, select: Callable[[list[Config]], Sequence[Config]]) -> TuningRecord:
+        """Tune only the candidates `select` keeps for this call (the others recorded skipped; a lone one measured
+        too), reading and writing no cache: one share of a key that several processes tune (a sweep's split)."""
+        key, dtypes = self.key_of(bound)
+        kept, candidates = self.candidates(bound)
+        return self._tune(key, dtypes, bound, None, kept, candidates, select=select)
+
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
         winners of this kernel's nearest tuned keys (the same key with other `dtypes` included)."""

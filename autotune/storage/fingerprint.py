@@ -16,7 +16,8 @@ from ..kernel.source import kernel_source_text
 __all__ = ["device_fingerprint", "source_hash", "runtime_versions", "triton_version"]
 
 
-def _interpreting() -> bool:
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
 
 
@@ -29,13 +30,17 @@ def _cuda_fingerprint(index: int) -> str:
 
 
 def device_fingerprint() -> str:
-    """The device a winner is valid for: "interpreter" under TRITON_INTERPRET=1 or without CUDA,
-    else "<device name> sm<major><minor>" of the current CUDA device.
+    """The device a winner is valid for: AUTOTUNE_DEVICE_KIND when set (a name given to this process's device:
+    a pool whose machines should file entries apart, or a simulated mixed pool), else "interpreter" under
+    TRITON_INTERPRET=1 or without CUDA, else "<device name> sm<major><minor>" of the current CUDA device.
 
     Why: timings (and which configs compile at all) depend on the GPU model, so entries are kept per
     device and an entry tuned on another device is never used.
     """
-    if _interpreting():
+    named = os.environ.get("AUTOTUNE_DEVICE_KIND", "").strip()
+    if named:
+        return named
+    if interpreting():
         return "interpreter"
     try:
         import torch

@@ -75,8 +75,11 @@ class KernelCache:
         identity: str | None = None,
         tiers: Sequence[Cache] | None = None,
         key_fields: tuple[str, ...] | None = None,
+        device: str | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.device = device  # the device fingerprint entries are filed under; None: this process's (a sweep's driver
+        # writes each worker's winners under that worker's)
         self.key_fields = key_fields  # the text of each key value (KeyBuilder.fields); None: not known
         self.identity = identity  # "module:qualname" of the kernel; None: the short name alone
         self._source_hash: str | None = source_hash if isinstance(source_hash, str) else None
@@ -137,7 +140,11 @@ class KernelCache:
 
     def entry(self, key: tuple, dtypes: tuple[str, ...]) -> EntryRef:
         """The entry of `key` and `dtypes` on this device."""
-        return EntryRef(self.kernel_name, self.identity, fingerprint.device_fingerprint(), key, tuple(dtypes))
+        return EntryRef(self.kernel_name, self.identity, self.device_fingerprint(), key, tuple(dtypes))
+
+    def device_fingerprint(self) -> str:
+        """The device this cache's entries are for: the one it was made for, else this process's."""
+        return self.device or fingerprint.device_fingerprint()
 
     def new_record(
         self,
@@ -158,7 +165,7 @@ class KernelCache:
             kernel=self.kernel_name,
             kernel_id=self.identity,
             source_hash=self.source_hash,
-            device=fingerprint.device_fingerprint(),
+            device=self.device_fingerprint(),
             triton_version=triton_version,
             torch_version=torch_version,
             space_checksum=self.space_checksum,
@@ -231,7 +238,7 @@ class KernelCache:
             return f"it belongs to another kernel named {record.kernel!r} ({record.kernel_id or 'unknown module'})"
         if record.source_hash != self.source_hash:
             return "the kernel source changed"
-        device = fingerprint.device_fingerprint()
+        device = self.device_fingerprint()
         if record.device != device:
             return f"it was tuned on {record.device!r}, this is {device!r}"
         triton_version = fingerprint.triton_version()

@@ -1,0 +1,392 @@
+"""`autotune.sweep`: tune every key a list of argument makers produces, on a pool of workers (local processes or
+Ray actors), once per device kind in the pool, with every winner written through the driver's cache tiers.
+
+One job is one key on one device kind; a driver thread per worker takes the next job of its worker's kind,
+asks the worker for the key (`prepare`), and tunes it inside the driver's `KernelCache.get_or_tune` for that
+kind (the same single flight and tiers, disk and Redis, as a tuning in a serving process), the worker doing the
+measuring (`tune`). A key whose entry would be reused, or whose disk lease a live process holds, is skipped; a
+job whose worker died is retried once on another worker (the worker is replaced); Ctrl-C stops every worker.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import AutotuneError, OptionError
+from ..options import Tuning, env_print_level, env_progress
+from ..record import TrialStatus, TuningRecord
+from ..storage.kernel_cache import KernelCache
+from .jobs import Job, JobQueue
+from .report import KeyOutcome, Status, SweepReport, WorkerStats
+from .slots import Executor, JobFailed, Slot, WorkerLost
+from .split import SplitTuning, groups, split_tune
+from .worker import Maker, WorkerSpec
+
+__all__ = ["sweep"]
+
+
+def sweep(
+    kernel: Any,
+    calls: Iterable[Maker],
+    *,
+    executor: str = "local",
+    workers: int | None = None,
+    tuning: Tuning | str | dict | None = None,
+    device_kinds: Sequence[str] | None = None,
+    worker_env: Sequence[Mapping[str, str]] = (),
+    progress: bool | None = None,
+) -> SweepReport:
+    """Tune every key `calls` produces on a pool of workers and return what happened (`SweepReport`).
+
+    `calls`: argument makers, each a picklable callable returning `(args, kwargs)` for one shape, building its
+    tensors on the worker's current device (tensors are never shipped). `executor`: "local" (worker processes,
+    one per visible GPU), "ray" (one actor per GPU of the running Ray cluster, or of `RAY_ADDRESS`), or a Ray
+    address ("ray://head:10001", "auto"). `workers`: how many (default one per GPU; 1 without one). `tuning`:
+    the Tuning to tune with (default the kernel's). `device_kinds`: tune only for these device fingerprints
+    (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
+    (`[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]` simulates a pool of two kinds).
+    `progress`: a tqdm bar on stderr (default: when stderr is a terminal).
+    """
+    tuned = _autotuned(kernel)
+    effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
+    spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
+    makers = list(calls)
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
+    pool = _executor(executor, spec, workers, worker_env)
+    started = time.perf_counter()
+    try:
+        try:
+            slots = pool.start()
+        except (WorkerLost, JobFailed) as exc:
+            raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
+        start_s = time.perf_counter() - started
+        kinds = _kinds(slots, device_kinds)
+        run = _Run(tuned, makers, kinds, slots, effective.force, progress, _split_topk(tuned, effective))
+        run.drive()
+    finally:
+        pool.stop()
+    report = run.report(tuned.name, pool.name, time.perf_counter() - started, start_s)
+    if env_print_level() >= 1:
+        print(report, file=sys.stderr)
+    return report
+
+
+def _autotuned(kernel: Any) -> Any:
+    tuned = getattr(kernel, "tuner", kernel)  # a compat Autotuner wraps the native one
+    if not (hasattr(tuned, "cache") and hasattr(tuned, "base_fn")):
+        raise OptionError(f"sweep() tunes an @autotune kernel; got {kernel!r}")
+    return tuned
+
+
+def _spec(tuned: Any, tuning: Tuning | None) -> WorkerSpec:
+    from ..kernel.identity import kernel_ref
+
+    ref = kernel_ref(tuned.base_fn)
+    if ref.importable_reason is not None:
+        raise OptionError(
+            f"sweep({tuned.name}): a worker cannot import the kernel ({ref.importable_reason}); define it at the "
+            "top level of a module"
+        )
+    return WorkerSpec(ref.module, ref.qualname, ref.file, tuning, tuple(sys.path))
+
+
+def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequence[Mapping[str, str]]) -> Executor:
+    if executor == "local":
+        from .local import LocalExecutor
+
+        return LocalExecutor(spec, workers, env)
+    if not isinstance(executor, str) or not executor:
+        raise OptionError(f"sweep(executor={executor!r}): give 'local', 'ray' or a Ray address")
+    from .ray_executor import RayExecutor
+
+    address = None if executor == "ray" else executor  # "ray": the running runtime, else RAY_ADDRESS, else local
+    return RayExecutor(spec, workers, env, address)
+
+
+def _split_topk(tuned: Any, tuning: Tuning) -> int | None:
+    """How many finalists a split key refines on one worker, or None when its keys cannot be split (a searched
+    space: a strategy proposes its configs one batch at a time, in one process)."""
+    from ..engine.search import check_strategy
+
+    prune = tuned.prune is not None
+    exhaustive = check_strategy(tuning, tuned.space, tuned.space_size, tuned.name, prune=prune) == "exhaustive"
+    return tuning.refine_topk if exhaustive and tuned.configs is not None else None
+
+
+def _kinds(slots: Sequence[Slot], wanted: Sequence[str] | None) -> list[str]:
+    present = sorted({slot.kind for slot in slots})
+    if wanted is None:
+        return present
+    missing = [k for k in wanted if k not in present]
+    if missing:
+        raise OptionError(
+            f"sweep(device_kinds={list(wanted)!r}): no worker has {', '.join(map(repr, missing))}; the pool's "
+            f"workers are {', '.join(map(repr, present))}"
+        )
+    return list(dict.fromkeys(wanted))
+
+
+class _Run:
+    """One sweep's driver: a thread per worker, the outcomes, the progress bar."""
+
+    def __init__(
+        self,
+        tuned: Any,
+        makers: list[Maker],
+        kinds: list[str],
+        slots: list[Slot],
+        force: bool,
+        progress: bool | None,
+        split_topk: int | None,
+    ) -> None:
+        self.tuned, self.slots, self.force = tuned, [s for s in slots if s.kind in kinds], force
+        self.split_topk = split_topk
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.outcomes: dict[tuple[int, str], KeyOutcome] = {}
+        self.stats = {s.index: WorkerStats(index=s.index, device=s.kind) for s in self.slots}
+        self.caches = {kind: _cache_for(tuned, kind) for kind in kinds}
+        self.queues = {
+            kind: JobQueue(
+                [Job(i, m, kind) for i, m in enumerate(makers)],
+                sum(1 for s in self.slots if s.kind == kind),
+                self.stopping,
+            )
+            for kind in kinds
+        }
+        self.bar = _progress_bar(len(makers) * len(kinds), progress)
+        self.busy = 0
+
+    def drive(self) -> None:
+        threads = []
+        for kind, queue in self.queues.items():
+            slots = [s for s in self.slots if s.kind == kind]
+            if self.split_topk is not None and 0 < len(queue.jobs) < len(slots):  # fewer keys than workers: split
+                for group, job in zip(groups(slots, len(queue.jobs)), queue.claim_all()):
+                    threads.append(threading.Thread(target=self._work_group, args=(group, job), daemon=True))
+            else:
+                threads += [threading.Thread(target=self._work, args=(slot,), daemon=True) for slot in slots]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:  # stop every worker; what finished is stored already
+            self.stopping.set()
+            for slot in self.slots:
+                slot.stop()
+            for thread in threads:
+                thread.join(10)
+            raise
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+
+    def report(self, kernel: str, executor: str, wall_s: float, start_s: float) -> SweepReport:
+        for kind, queue in self.queues.items():  # never run: interrupted, or no worker of the kind left
+            for job in list(queue.jobs):
+                self._record(job, KeyOutcome(job=job.index, device=kind, status="interrupted", attempts=job.attempts))
+        keys = [self.outcomes[k] for k in sorted(self.outcomes)]
+        return SweepReport(
+            kernel=kernel,
+            executor=executor,
+            wall_s=wall_s,
+            start_s=start_s,
+            keys=keys,
+            workers=list(self.stats.values()),
+        )
+
+    # -- one worker's thread ------------------------------------------------------------------------
+
+    def _work(self, slot: Slot) -> None:
+        queue = self.queues[slot.kind]
+        while True:
+            job = queue.take(slot.index)
+            if job is None:
+                return
+            job.attempts += 1
+            self._busy(+1)
+            try:
+                outcome = self._run(slot, job)
+            except WorkerLost as exc:
+                self._busy(-1)
+                if not self._lost(slot, job, queue, exc):
+                    return
+                continue
+            self._record(job, outcome)
+            queue.finish(job)
+            self._busy(-1)
+
+    def _work_group(self, group: list[Slot], job: Job) -> None:
+        """One key split over `group`. A worker lost meanwhile: the group's workers are replaced and the key is
+        tuned once more, unsplit, on the first of them."""
+        job.attempts += 1
+        self._busy(+len(group))
+        try:
+            outcome = self._run(group[0], job, group)
+        except WorkerLost as exc:
+            if self.stopping.is_set() or not all(self._replace(slot) for slot in group):
+                status: Status = "interrupted" if self.stopping.is_set() else "failed"
+                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=str(exc))
+                outcome.attempts = job.attempts
+            else:
+                job.attempts += 1
+                try:
+                    outcome = self._run(group[0], job)
+                except WorkerLost as again:
+                    outcome = KeyOutcome(job=job.index, device=job.kind, status="failed", error=str(again))
+                    outcome.attempts = job.attempts
+        finally:
+            self._busy(-len(group))
+        self._record(job, outcome)
+
+    def _lost(self, slot: Slot, job: Job, queue: JobQueue, exc: WorkerLost) -> bool:
+        """`slot`'s worker died under `job`: the job goes back for another worker (once), the worker is replaced.
+        False when this slot is given up (interrupted, or no new worker would start)."""
+        stopping = self.stopping.is_set()
+        retry = job.attempts < 2 and not stopping
+        if not retry:
+            status: Status = "interrupted" if stopping else "failed"
+            outcome = KeyOutcome(job=job.index, device=slot.kind, status=status, worker=slot.index, error=str(exc))
+            outcome.attempts = job.attempts
+            self._record(job, outcome)
+        job.lost_on = slot.index
+        queue.finish(job, again=retry)
+        if not stopping and self._replace(slot):
+            return True
+        for left in queue.leave():
+            error = f"no worker of this kind is left ({exc})"
+            self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed", error=error))
+        return False
+
+    def _run(self, slot: Slot, job: Job, group: Sequence[Slot] = ()) -> KeyOutcome:
+        """Tune `job`'s key on `slot` (split over `group` when it has several workers) through the kind's cache."""
+        started = time.perf_counter()
+        outcome = KeyOutcome(job=job.index, device=slot.kind, status="failed", worker=slot.index, attempts=job.attempts)
+        split = SplitTuning()
+        try:
+            key, dtypes, candidates = slot.prepare(job.maker)
+            outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
+            cache = self.caches[slot.kind]
+            holder = _disk_lease_holder(cache, key, dtypes)
+            if holder is not None:
+                outcome.status, outcome.error = "leased", f"being tuned by {holder}"
+                return outcome
+            for other in group[1:]:
+                other.prepare(job.maker)
+
+            def tune() -> TuningRecord:
+                if len(group) < 2:
+                    return _record_of(slot.tune())
+                return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
+
+            record, how = cache.get_or_tune(key, dtypes, tune, force=self.force, candidates=candidates)
+        except JobFailed as exc:
+            outcome.error = str(exc)
+            return outcome
+        finally:
+            outcome.seconds = time.perf_counter() - started
+        outcome.winner = dict(record.winner)
+        if how == "tuned":
+            outcome.status = "tuned"
+            outcome.configs_measured = sum(1 for t in record.trials if t.status is not TrialStatus.SKIPPED)
+            measured = split.measured or {slot.index: outcome.configs_measured}
+            if split.measured:
+                outcome.split_over, outcome.refined_on = sorted(split.measured), split.refined_on
+            with self.lock:
+                self.stats[slot.index].jobs += 1
+                for index, count in measured.items():
+                    self.stats[index].configs_measured += count
+                    self.stats[index].busy_s += outcome.seconds
+        else:
+            outcome.status, outcome.error = "cached", f"a usable {how} entry exists"
+        return outcome
+
+    def _replace(self, slot: Slot) -> bool:
+        """Start a new worker in place of `slot`'s dead one; False when it cannot be (the slot is given up), or when
+        the new one is of another device kind (a Ray actor placed on another node): its thread serves one kind."""
+        kind = slot.kind
+        try:
+            slot.restart()
+        except (WorkerLost, JobFailed):
+            return False
+        if slot.kind != kind:
+            slot.stop()
+            return False
+        with self.lock:
+            self.stats[slot.index].restarts += 1
+        return True
+
+    def _record(self, job: Job, outcome: KeyOutcome) -> None:
+        with self.lock:
+            self.outcomes[(job.index, job.kind)] = outcome
+            if self.bar is not None:
+                self.bar.update(1)
+                done = {k: sum(1 for (_, kind) in self.outcomes if kind == k) for k in self.queues}
+                counts = " | ".join(f"{k}: {n}" for k, n in done.items())
+                self.bar.set_postfix_str(f"{counts} | busy {self.busy}/{len(self.slots)}")
+
+    def _busy(self, change: int) -> None:
+        with self.lock:
+            self.busy += change
+
+
+def _cache_for(tuned: Any, kind: str) -> KernelCache:
+    """A KernelCache of the kernel whose entries are filed under the device `kind` (the driver's tiers)."""
+    source = tuned.cache
+    return KernelCache(
+        tuned.name,
+        lambda: source.source_hash,
+        source.space_checksum,
+        source.space_contains,
+        identity=source.identity,
+        key_fields=source.key_fields,
+        device=kind,
+    )
+
+
+def _record_of(data: bytes) -> TuningRecord:
+    from ..storage.entries import parse_record
+
+    return parse_record(data, "the sweep worker's record")
+
+
+def _disk_lease_holder(cache: KernelCache, key: tuple, dtypes: tuple[str, ...]) -> str | None:
+    """Who holds the disk lease of this entry now (a live process tuning it), or None when it is free. A lease
+    of a killed process is free: the OS released its lock."""
+    from ..storage.disk import DiskCache
+    from ..storage.files import acquire_entry_lock, lock_holder
+
+    path = DiskCache().path(cache.entry(key, dtypes))
+    try:
+        held = acquire_entry_lock(path, "", 0.0)
+    except OSError:
+        return None  # the tuning's own lock attempt warns of it
+    if held is None:
+        return lock_holder(path) or "another process"
+    held.release()
+    return None
+
+
+def _jsonable_key(key: tuple) -> list[Any]:
+    import json
+
+    from ..storage.entries import key_text
+
+    return json.loads(key_text(key))
+
+
+def _progress_bar(total: int, wanted: bool | None) -> Any:
+    if wanted is None:
+        wanted = sys.stderr.isatty() and env_progress()
+    if not wanted:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="autotune sweep", unit="key", file=sys.stderr)

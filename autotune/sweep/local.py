@@ -1,0 +1,210 @@
+"""The local executor: one worker process per visible GPU (or per requested slot on the CPU), started with
+multiprocessing's `spawn`, each pinned to its device and spoken to over a private pipe.
+
+Requests are ("prepare", maker) and ("tune",); answers ("ok", value) or ("error", text). A worker that dies
+(killed from outside, a crash outside the kernel's isolation) is noticed by the driver at once (the process is
+gone) and raises `WorkerLost` there; a worker exits when its driver is gone.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .slots import JobFailed, Slot, WorkerLost
+from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
+
+__all__ = ["LocalExecutor", "LocalWorker", "visible_gpus"]
+
+_START_TIMEOUT_S = 300.0  # a fresh interpreter importing torch, Triton and the kernel's module
+
+
+def visible_gpus() -> int:
+    """GPUs this process can use: none under TRITON_INTERPRET=1 or without CUDA."""
+    from ..storage.fingerprint import interpreting
+
+    if interpreting():
+        return 0
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+class LocalExecutor:
+    """`workers` processes (default: one per visible GPU, else 1); worker i gets `worker_env[i % len]` added to
+    its environment and, on a GPU machine, GPU i % count as its current device."""
+
+    name = "local"
+
+    def __init__(self, spec: WorkerSpec, workers: int | None, worker_env: Sequence[Mapping[str, str]] = ()) -> None:
+        self.spec, self.gpus = spec, visible_gpus()
+        self.count = workers or max(1, self.gpus)
+        self.worker_env = list(worker_env)
+        self.slots: list[LocalWorker] = []
+
+    def start(self) -> list[Slot]:
+        for i in range(self.count):
+            env = dict(self.worker_env[i % len(self.worker_env)]) if self.worker_env else {}
+            self.slots.append(LocalWorker(i, self.spec, env, i % self.gpus if self.gpus else None))
+        for slot in self.slots:  # started together: each imports torch and Triton in parallel
+            slot.launch()
+        for slot in self.slots:
+            slot.wait_ready()
+        return list(self.slots)
+
+    def stop(self) -> None:
+        for slot in self.slots:
+            slot.stop()
+
+
+class LocalWorker:
+    """The driver's handle on one worker process (`Slot`)."""
+
+    def __init__(self, index: int, spec: WorkerSpec, env: dict[str, str], cuda_device: int | None) -> None:
+        self.index, self.spec, self.env, self.cuda_device = index, spec, env, cuda_device
+        self.kind = ""
+        self.process: Any = None
+        self.conn: Connection | None = None
+
+    def launch(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self.process = context.Process(
+            target=serve,
+            args=(child, self.spec, self.env, os.getpid(), self.cuda_device),
+            name=f"autotune-sweep-worker-{self.index}",
+        )
+        self.process.start()
+        child.close()
+        self.conn = parent
+
+    def wait_ready(self) -> None:
+        try:
+            self.kind = self._reply(_START_TIMEOUT_S)
+        except WorkerLost as exc:
+            raise WorkerLost(
+                f"{exc}. A script that calls sweep() must call it under `if __name__ == '__main__':` (a worker "
+                "process imports the script's module again, as multiprocessing's spawn does)"
+            ) from None
+
+    def restart(self) -> None:
+        self.stop()
+        self.launch()
+        self.wait_ready()
+
+    def prepare(self, maker: Maker) -> KeyInfo:
+        return self._call(("prepare", maker))
+
+    def tune(self) -> bytes:
+        return self._call(("tune",))
+
+    def tune_share(self, share: Share) -> bytes:
+        return self._call(("share", share))
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+        if self.process is not None and self.process.pid is not None:
+            self.process.join(10)
+        if self.conn is not None:
+            self.conn.close()
+        self.process = self.conn = None
+
+    def _call(self, request: tuple) -> Any:
+        if self.conn is None:
+            raise WorkerLost(f"sweep worker {self.index} is stopped")
+        try:
+            self.conn.send(request)
+        except (BrokenPipeError, ConnectionError, EOFError) as exc:
+            raise WorkerLost(f"sweep worker {self.index} ({self.kind}) is gone ({exc})") from exc
+        except Exception as exc:  # pickling the maker: the job's own problem
+            raise JobFailed(
+                f"the argument maker cannot be sent to a worker process ({type(exc).__name__}: {exc}): makers must "
+                "be picklable (a module-level function, or functools.partial of one)"
+            ) from exc
+        return self._reply(None)
+
+    def _reply(self, timeout_s: float | None) -> Any:
+        assert self.conn is not None and self.process is not None
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.conn.poll(0.1):
+            if not self.process.is_alive():
+                raise WorkerLost(
+                    f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(self.process)}"
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise WorkerLost(f"sweep worker {self.index} did not start within {timeout_s:g} s")
+        try:
+            status, value = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerLost(f"sweep worker {self.index} ({self.kind}) closed its pipe ({exc})") from exc
+        if status == "error":
+            raise JobFailed(value)
+        return value
+
+
+def _exit_text(process: Any) -> str:
+    process.join(1)
+    code = process.exitcode
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
+# ------------------------------------------------------------------------------------------ the worker process
+
+
+def serve(conn: Connection, spec: WorkerSpec, env: dict[str, str], parent: int, cuda_device: int | None) -> None:
+    """The worker process: start a SweepWorker, then answer the driver's requests until its pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it stops every worker
+    os.environ.update(env)
+    _exit_with(parent)
+    try:
+        if cuda_device is not None:
+            import torch
+
+            torch.cuda.set_device(cuda_device)
+        worker = SweepWorker(spec)
+        conn.send(("ok", worker.fingerprint()))
+    except Exception as exc:
+        conn.send(("error", f"the sweep worker could not start: {type(exc).__name__}: {exc}"))
+        return
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        except Exception as exc:  # the maker could not be unpickled here (its module is not importable)
+            conn.send(("error", f"the argument maker could not be loaded in the worker: {type(exc).__name__}: {exc}"))
+            continue
+        try:
+            if request[0] == "prepare":
+                result: Any = worker.prepare(request[1])
+            elif request[0] == "share":
+                result = worker.tune_share(request[1])
+            else:
+                result = worker.tune()
+        except Exception as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        else:
+            conn.send(("ok", result))
+
+
+def _exit_with(parent: int) -> None:
+    """Exit when the driver is gone (killed included): a worker never outlives its sweep."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="autotune-sweep-watchdog", daemon=True).start()

@@ -1,0 +1,164 @@
+"""One worker's side of a sweep (a local worker process or a Ray actor): it imports the kernel by module and
+qualified name, builds one key's arguments from its maker on its own device, and tunes that key there with the
+ordinary blocking path. Configs are measured under the kernel's isolation (`Tuning.isolate`, "auto" by default):
+a config that crashes or hangs costs itself (`crashed` / `timeout` in the record), not this worker.
+
+The worker keeps no winner: its cache is a private temporary directory and the remote tier is off, so single
+flight and every write happen in the driver (`api.py`), which files the record this worker returns (msgspec
+JSON bytes) under this worker's device fingerprint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..config import Config
+from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..options import Tuning
+from ..record import Trial
+
+__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "Share", "ShareResult", "WORKER_ENV"]
+
+Maker = Callable[[], tuple[Sequence[Any], dict[str, Any]]]
+"""An argument maker: a picklable callable returning (args, kwargs) for one shape, built on the current device."""
+
+KeyInfo = tuple[tuple, tuple[str, ...], str | None]
+"""(key, dtypes, candidates): what the cache files one call under, as `Autotuned.key_of` and `candidates` say."""
+
+Share = tuple[int, int] | list[dict[str, Any]]
+"""One worker's share of a key split over several: (index, count), the candidates index, index + count, ...
+(`shards.shard`), or the finalists (configs as dicts) to measure and refine side by side on this one device."""
+
+
+class ShareResult(msgspec.Struct, kw_only=True):
+    """What a share's tuning found: its trials (the configs of other shares `skipped`), and its own winner (None
+    when every config of the share failed)."""
+
+    trials: list[Trial]
+    winner: Config | None = None
+
+
+# What a worker's own environment must say whatever the driver's does: no progress bar of its own (the driver
+# draws one for the sweep), no remote tier and no shared disk cache (the driver writes every winner).
+WORKER_ENV = {"AUTOTUNE_PROGRESS": "0"}
+_DROPPED_ENV = ("AUTOTUNE_REMOTE_CACHE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_FORCE")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every worker of one sweep is given: the kernel by name, the sweep's Tuning, the driver's sys.path."""
+
+    module: str
+    qualname: str
+    file: str | None  # the kernel's source file: how a script's `__main__` is imported (`kernel_ref.import_object`)
+    tuning: Tuning | None
+    sys_path: tuple[str, ...]
+
+
+class SweepWorker:
+    """Tunes the keys a driver hands it, one at a time: `prepare(maker)` then `tune()`."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        for name in _DROPPED_ENV:
+            os.environ.pop(name, None)
+        os.environ.update(WORKER_ENV)
+        os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-sweep-worker-")
+        _follow_path(list(spec.sys_path))
+        self.kernel = _import_kernel(spec.module, spec.qualname, spec.file)
+        if spec.tuning is not None:
+            _retune(self.kernel, spec.tuning)
+        self._bound: Any = None
+
+    def fingerprint(self) -> str:
+        """The device fingerprint this worker's winners are filed under (`storage.fingerprint`)."""
+        from ..storage.fingerprint import device_fingerprint
+
+        return device_fingerprint()
+
+    def prepare(self, maker: Maker) -> KeyInfo:
+        """Build one call's arguments from `maker` on this worker's device; its key, dtypes and candidates."""
+        try:
+            made = maker()
+            args, kwargs = made
+        except Exception as exc:
+            raise CallError(f"the argument maker {maker!r} failed: {type(exc).__name__}: {exc}") from exc
+        self._bound = self.kernel.bind(tuple(args), dict(kwargs), strict=True)
+        key, dtypes = self.kernel.key_of(self._bound)
+        return tuple(key), tuple(dtypes), self.kernel.candidates(self._bound)[1]
+
+    def tune(self) -> bytes:
+        """Tune the prepared key here; its TuningRecord as the JSON bytes of a cache entry."""
+        from ..storage.entries import record_json
+
+        if self._bound is None:
+            raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
+        bound, self._bound = self._bound, None
+        _, record, how = self.kernel.select(bound, None)
+        if record is None:
+            raise AutotuneError(
+                f"{self.kernel.name} was not tuned in the sweep worker ({how}): a sweep tunes with the blocking "
+                "path; give tuning=Tuning(mode='blocking') if the kernel's Tuning says mode='online'"
+            )
+        return record_json(record)
+
+    def tune_share(self, share: Share) -> bytes:
+        """Tune only this worker's `share` of the prepared key (a within-key split), writing no cache; its
+        `ShareResult` as JSON. The prepared arguments stay, for the refinement of the finalists that may follow."""
+        from .. import codec
+        from ..engine.shards import shard
+
+        if self._bound is None:
+            raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
+        if isinstance(share, tuple):
+            index, count = share
+            select: Callable[[list[Config]], Sequence[Config]] = lambda c: shard(c, index, count)  # noqa: E731
+        else:
+            finalists = [Config(c) for c in share]
+            select = lambda c: [x for x in c if x in finalists]  # noqa: E731
+        try:
+            record = self.kernel.tune_selected(self._bound, select)
+            result = ShareResult(trials=list(record.trials), winner=record.winner)
+        except NoValidConfigError as exc:
+            result = ShareResult(trials=list(exc.trials))
+        return codec.to_json(result)
+
+
+def _follow_path(parent_path: list[str]) -> None:
+    """The driver's sys.path first, so the kernel's module and the makers import as they do in the driver."""
+    if parent_path and sys.path[: len(parent_path)] != parent_path:
+        sys.path[:] = parent_path + [p for p in sys.path if p not in parent_path]
+        importlib.invalidate_caches()
+
+
+def _import_kernel(module: str, qualname: str, file: str | None) -> Any:
+    from ..kernel.identity import KernelRef, import_object
+
+    with warnings.catch_warnings():  # what decorating warns of, the driver already said
+        warnings.simplefilter("ignore")
+        obj = import_object(KernelRef(module=module, qualname=qualname, file=file, line=None))
+    obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
+    if not (hasattr(obj, "bind") and hasattr(obj, "select")):
+        raise AutotuneError(
+            f"{module}.{qualname} is not an @autotune kernel: decorate the kernel where it is defined "
+            "(@autotune above @triton.jit) so that its name holds the autotuned object"
+        )
+    return obj
+
+
+def _retune(kernel: Any, tuning: Tuning) -> None:
+    """Tune with the sweep's `tuning` instead of the kernel's own, checked as decorating checks it."""
+    from ..engine.search import check_strategy
+
+    kernel.strategy = check_strategy(
+        tuning, kernel.space, kernel.space_size, kernel.name, prune=kernel.prune is not None
+    )
+    kernel.tuning = tuning

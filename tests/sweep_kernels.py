@@ -1,0 +1,102 @@
+"""Kernels and argument makers for the sweep tests, importable by module and name as sweep workers need them.
+A maker builds its tensors where it runs (the worker's device); `gated_call` lets a test hold a worker inside a
+maker (it writes the worker's pid, then waits for a file) to kill it or its driver from outside."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from autotune import Tuning, autotune
+
+TUNING = Tuning(isolate="off", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=1)
+ISOLATED = TUNING.replace(isolate="process", trial_timeout_s=60.0)
+
+
+@autotune(space={"BLOCK": [32, 64, 128]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=TUNING)
+@triton.jit
+def sweep_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=TUNING)
+@triton.jit
+def sweep_pair(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(space={"BLOCK": [32, 64], "MODE": [0, 1]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=ISOLATED)
+@triton.jit
+def sweep_crashy(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 1:  # a wild pointer: the interpreter dies with SIGSEGV
+        value = tl.load(x + offs + (1 << 40))
+    else:
+        value = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _device() -> str:
+    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
+def add_call(n: int) -> tuple[tuple, dict]:
+    """One shape's arguments, made on this process's device."""
+    x = torch.rand(n, device=_device())
+    return (x, torch.rand_like(x), torch.empty_like(x), n), {}
+
+
+def gated_call(n: int, gate: str) -> tuple[tuple, dict]:
+    """`add_call(n)`, but the first time (no `gate`/released yet) write this worker's pid to `gate`/pid-<n>
+    and wait for `gate`/released: a test kills this worker, or its driver, while it waits."""
+    released = Path(gate) / "released"
+    if not released.exists():
+        (Path(gate) / f"pid-{n}").write_text(str(os.getpid()))
+        deadline = time.monotonic() + 120
+        while not released.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return add_call(n)
+
+
+def calls(sizes: list[int]) -> list:
+    return [functools.partial(add_call, n) for n in sizes]
+
+
+@autotune(space={"BLOCK": [32, 64, 128]}, key=["N"], grid="(1,)", tuning=TUNING)
+@triton.jit
+def sweep_pick(x, out, N: tl.constexpr, BLOCK: tl.constexpr):
+    """One config runs for each key (BLOCK == N; the others fail their static assert): a winner timing can't change."""
+    tl.static_assert(BLOCK == N)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs) * 2)
+
+
+def pick_call(n: int) -> tuple[tuple, dict]:
+    x = torch.rand(n, device=_device())
+    return (x, torch.empty_like(x)), {"N": n}
+
+
+def pick_calls(sizes: list[int]) -> list:
+    return [functools.partial(pick_call, n) for n in sizes]
+
+
+def gated_pick(n: int, gate: str) -> tuple[tuple, dict]:
+    """`pick_call(n)`, held at `gate` as `gated_call` is."""
+    gated_call(n, gate)
+    return pick_call(n)
+
+
+def cli_pick_calls() -> list:
+    """What `autotune sweep sweep_kernels:sweep_pick --calls sweep_kernels:cli_pick_calls` tunes."""
+    return pick_calls([32, 64])

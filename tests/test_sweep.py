@@ -1,0 +1,267 @@
+"""autotune.sweep with real worker processes (and a real local Ray cluster): winners as tuning alone gives,
+skip-if-cached, resumption after the driver is killed, crashes and killed workers, two device kinds, Redis
+visibility during the sweep, the CLI's JSON and archive. Kernels and makers: tests/sweep_kernels.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from subprocess import PIPE
+
+import pytest
+import sweep_kernels as sk
+
+import autotune
+from autotune.aot.archive import import_archive
+from autotune.record import TrialStatus
+from autotune.storage.disk import DiskCache
+from autotune.storage.files import disk_entries
+
+TESTS = str(Path(__file__).parent)
+REPO = str(Path(__file__).parent.parent)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join([TESTS, REPO, os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def _stored(kernel: str) -> dict[tuple, dict]:
+    """{(key..., device): winner} of the disk cache."""
+    return {(*e.record.key, e.record.device): dict(e.record.winner) for e in disk_entries(kernel) if e.record}
+
+
+def _wait_for(path: Path, what: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def test_two_workers_give_the_winners_of_tuning_alone_and_skip_a_key_another_process_tuned(tmp_path):
+    # key N=64 tuned first by a separate process, the ordinary way (a call of the kernel)
+    script = "import sweep_kernels as sk; x, o = sk.pick_call(64)[0]; sk.sweep_pick(x, o, N=64)"
+    subprocess.run([sys.executable, "-c", script], env=_env(), check=True, timeout=300)
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 128]), workers=2)
+
+    assert [k.status for k in report.keys] == ["tuned", "cached", "tuned"]
+    assert {k.worker for k in report.keys if k.status == "tuned"} <= {0, 1}
+    assert report.by_device() == {"interpreter": {"tuned": 2, "skipped": 1, "failed": 0}}
+    # each winner is what tuning that key alone picks (the one config whose static assert holds)
+    for n in (32, 128):
+        x, out = sk.pick_call(n)[0]
+        sk.sweep_pick(x, out, N=n)  # a hit of the entry the sweep wrote: no tuning here
+        assert sk.sweep_pick.best_config == {"BLOCK": n}
+    assert _stored("sweep_pick") == {(n, "interpreter"): {"BLOCK": n} for n in (32, 64, 128)}
+    record = sk.sweep_pick.record()
+    assert [t.status for t in record.trials].count(TrialStatus.OK) == 1
+    assert sum(w.configs_measured for w in report.workers) == 6
+
+    # a live process holds the lease of key 256 (as a process tuning it does): skipped, not waited for
+    bound = sk.sweep_pick.bind(*sk.pick_call(256))
+    entry = sk.sweep_pick.cache.entry(*sk.sweep_pick.key_of(bound))
+    hold = (
+        "import sys, time; from pathlib import Path; from autotune.storage.files import acquire_entry_lock; "
+        "lock = acquire_entry_lock(Path(sys.argv[1]), 'k'); print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(DiskCache().path(entry))], env=_env(), stdout=PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        again = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 256]), workers=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [k.status for k in again.keys] == ["cached", "cached", "leased"] and not again.tuned
+    assert f"pid {holder.pid}" in str(again.keys[2].error)
+    assert "interpreter" in str(again) and json.loads(again.to_json())["by_device"]["interpreter"]["skipped"] == 3
+
+
+def test_two_device_kinds_each_tune_every_key_filed_under_their_own_fingerprint():
+    kinds = [{"AUTOTUNE_DEVICE_KIND": "kind-a"}, {"AUTOTUNE_DEVICE_KIND": "kind-b"}]
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64]), workers=2, worker_env=kinds)
+    assert report.by_device() == {k: {"tuned": 2, "skipped": 0, "failed": 0} for k in ("kind-a", "kind-b")}
+    assert {(k.device, k.worker) for k in report.keys} == {("kind-a", 0), ("kind-b", 1)}
+    assert _stored("sweep_pick") == {(n, k): {"BLOCK": n} for n in (32, 64) for k in ("kind-a", "kind-b")}
+
+    only_b = autotune.sweep(
+        sk.sweep_pick, sk.pick_calls([32, 128]), workers=2, worker_env=kinds, device_kinds=["kind-b"]
+    )
+    assert [(k.key, k.device, k.status) for k in only_b.keys] == [
+        ([32], "kind-b", "cached"),
+        ([128], "kind-b", "tuned"),
+    ]
+    assert (128, "kind-a") not in _stored("sweep_pick")
+    with pytest.raises(autotune.OptionError, match="no worker has 'kind-c'"):
+        autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=1, worker_env=kinds[:1], device_kinds=["kind-c"])
+
+
+def test_a_segfaulting_config_and_a_worker_killed_from_outside_cost_only_themselves(tmp_path):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def kill_the_waiting_worker() -> None:
+        _wait_for(gate / "pid-100", "the worker waiting in the maker")
+        os.kill(int((gate / "pid-100").read_text()), signal.SIGKILL)
+        (gate / "released").touch()
+
+    killer = threading.Thread(target=kill_the_waiting_worker)
+    killer.start()
+    makers = [functools.partial(sk.gated_call, 100, str(gate)), functools.partial(sk.add_call, 200)]
+    report = autotune.sweep(sk.sweep_crashy, makers, workers=2)
+    killer.join()
+
+    assert [k.status for k in report.keys] == ["tuned", "tuned"]
+    retried = report.keys[0]
+    assert retried.attempts == 2  # its first worker was killed: once more, on the other
+    assert sum(w.restarts for w in report.workers) == 1  # and the killed worker was replaced
+    for n in (100, 200):
+        record = next(e.record for e in disk_entries("sweep_crashy") if e.record and e.record.key == [n])
+        statuses = {dict(t.config)["MODE"]: t.status for t in record.trials}
+        assert statuses == {0: TrialStatus.OK, 1: TrialStatus.CRASHED}
+        assert record.winner["MODE"] == 0
+
+
+DRIVER = """
+import functools, sys
+import autotune, sweep_kernels as sk
+if __name__ == "__main__":
+    makers = sk.pick_calls([32, 64]) + [functools.partial(sk.gated_pick, 128, sys.argv[1])]
+    autotune.sweep(sk.sweep_pick, makers, workers=1)
+"""
+
+
+def test_a_sweep_resumes_after_its_driver_is_killed_and_winners_reach_redis_while_it_runs(
+    tmp_path, redis_server, monkeypatch
+):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = _env(AUTOTUNE_REMOTE_CACHE=redis_server.url)
+    driver = subprocess.Popen([sys.executable, str(script), str(gate)], env=env)
+    try:
+        _wait_for(gate / "pid-128", "the third key's maker")
+        # the first two winners are in Redis while the sweep is still running
+        assert len(redis_server.client().keys("autotune:entry:*")) == 2
+        driver.kill()
+        driver.wait(60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert _stored("sweep_pick") == {(n, "interpreter"): {"BLOCK": n} for n in (32, 64)}
+    (gate / "released").touch()
+
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", redis_server.url)
+    makers = sk.pick_calls([32, 64]) + [functools.partial(sk.gated_pick, 128, str(gate))]
+    report = autotune.sweep(sk.sweep_pick, makers, workers=1)
+    assert [k.status for k in report.keys] == ["cached", "cached", "tuned"]
+    assert len(redis_server.client().keys("autotune:entry:*")) == 3
+
+
+def test_the_cli_writes_the_summary_json_and_a_signed_archive(tmp_path):
+    key = tmp_path / "key"
+    key.write_bytes(os.urandom(32))
+    out, archive = tmp_path / "sweep.json", tmp_path / "sweep.tar.gz"
+    command = [
+        sys.executable, "-m", "autotune", "sweep", "sweep_kernels:sweep_pick", "--calls",
+        "sweep_kernels:cli_pick_calls", "--workers", "1", "--json", str(out), "--export", str(archive),
+        "--sign", str(key),
+    ]  # fmt: skip
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "interpreter" in done.stdout and "wrote" in done.stdout
+    summary = json.loads(out.read_text())
+    assert summary["by_device"] == {"interpreter": {"tuned": 2, "skipped": 0, "failed": 0}}
+    assert [k["winner"] for k in summary["keys"]] == [{"BLOCK": 32}, {"BLOCK": 64}]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert sum(1 for n in names if n.endswith(".json") and "sweep_pick" in n) == 2
+    installed = import_archive(archive, cache_dir=tmp_path / "elsewhere", verify_key=key)
+    assert installed.complete and len(installed.records_imported) == 2
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_actors_give_the_winners_of_tuning_alone(ray_cluster, tmp_path):
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 128]), executor="ray", workers=2)
+    assert report.executor == "ray" and [k.status for k in report.keys] == ["tuned"] * 3
+    assert len(report.workers) == 2 and sum(w.configs_measured for w in report.workers) == 9
+    assert _stored("sweep_pick") == {(n, "interpreter"): {"BLOCK": n} for n in (32, 64, 128)}
+    assert ray_cluster.is_initialized()  # the caller's runtime is left running
+
+
+def test_a_ray_actor_killed_from_outside_is_replaced_and_its_key_retried(ray_cluster, tmp_path):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def kill_the_waiting_actor() -> None:
+        _wait_for(gate / "pid-64", "the actor waiting in the maker")
+        os.kill(int((gate / "pid-64").read_text()), signal.SIGKILL)
+        (gate / "released").touch()
+
+    killer = threading.Thread(target=kill_the_waiting_actor)
+    killer.start()
+    makers = [functools.partial(sk.gated_pick, 64, str(gate))]
+    report = autotune.sweep(sk.sweep_pick, makers, executor="ray", workers=1)
+    killer.join()
+    assert [(k.status, k.attempts, k.winner) for k in report.keys] == [("tuned", 2, {"BLOCK": 64})]
+    assert report.workers[0].restarts == 1
+
+
+def test_one_key_over_two_workers_is_split_and_refined_on_one():
+    report = autotune.sweep(sk.sweep_pair, sk.calls([300]), workers=2)
+    (outcome,) = report.keys
+    assert outcome.status == "tuned" and outcome.split_over == [0, 1] and outcome.refined_on == 0
+    assert [w.configs_measured for w in report.workers] == [1, 1]  # BLOCK 32 on worker 0, 64 on worker 1
+    (entry,) = [e.record for e in disk_entries("sweep_pair") if e.record]
+    assert [t.status for t in entry.trials] == [TrialStatus.OK] * 2
+    # both were then measured again side by side on worker 0 (TUNING: reps=2 in a share, then one refine round
+    # each), and the winner is the faster of them by those rounds
+    assert [len(t.samples_ms) for t in entry.trials] == [1, 1]
+    assert entry.winner == min(entry.trials, key=lambda t: t.median_ms).config
+
+
+INTERRUPTED = """
+import functools, sys
+import autotune, sweep_kernels as sk
+if __name__ == "__main__":
+    try:
+        autotune.sweep(sk.sweep_pick, [sk.pick_calls([32])[0], functools.partial(sk.gated_pick, 64, sys.argv[1])])
+    except KeyboardInterrupt:
+        sys.exit(3)
+"""
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_what_finished(tmp_path):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(INTERRUPTED)
+    driver = subprocess.Popen([sys.executable, str(script), str(gate)], env=_env())
+    try:
+        _wait_for(gate / "pid-64", "the second key's maker")
+        driver.send_signal(signal.SIGINT)
+        assert driver.wait(120) == 3  # the sweep raised KeyboardInterrupt in the driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    worker = int((gate / "pid-64").read_text())
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:  # killed, then reaped by the driver
+        time.sleep(0.05)
+    assert not Path(f"/proc/{worker}").exists()
+    assert _stored("sweep_pick") == {(32, "interpreter"): {"BLOCK": 32}}
