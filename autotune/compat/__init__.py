@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +102,18 @@ class _Engine(Autotuned):
 
 
 # ------------------------------------------------------------------------------------------------ Autotuner
+@dataclass(slots=True)
+class _Picked:
+    """The config a call launches, and how it was chosen."""
+
+    config: Any  # the triton.Config
+    native: _NativeConfig
+    bound: Any  # the bound call, or None on a memoised hit
+    how: str = "memory"
+    benchmarked: bool = False
+    key: Any = None
+
+
 class Autotuner(KernelInterface):
     """`triton.runtime.autotuner.Autotuner`'s interface on top of the native `Autotuned` (`self.tuner`).
 
@@ -316,89 +329,21 @@ class Autotuner(KernelInterface):
                 f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                 "re-define auto-tuned symbols."
             )
-        benchmarked, how, record, bound = False, "memory", None, None
         if len(index.natives) == 1 and not index.list_changed():
-            config, native, bound = index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs)
+            picked = _Picked(index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs))
         else:
-            # the keys of a call shaped as one seen before, memoised (bind and key_of run on a call first seen)
-            shape = shape_key(tuner.key_at, tuner.key_positions, args, call_kwargs) if grid is not None else None
-            keys = tuner.keys_of_shape.get(shape) if shape is not None else None
-            if keys is None:
-                bound = tuner.bind(args, call_kwargs)
-                key_values, dtypes = ident = tuner.key_of(bound)
-                passed = tuple(bound.named[name] for name in tuner.key_names)  # as called (a tl.dtype as itself)
-                key = passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs)
-            else:
-                key, ident, key_values, dtypes = keys
-            config, filed = self.cache.get(key), tuner.filed.get(key)
-            hot = (
-                filed is not None
-                and config is filed[0]
-                and filed[2] == ident
-                and (hit := tuner.memory_hit(key_values, dtypes)) is not None
-                and ((winner := hit.winner) is filed[1] or winner == filed[1])
-            )
-            if bound is None and not hot:
-                bound = tuner.bind(args, call_kwargs)
-            if hot and filed is not None:
-                native = filed[1]  # the hot path: what this module filed for the key, still in memory
-                if keys is None and shape is not None:
-                    tuner.keys_of_shape[shape] = (key, filed[2], *filed[2])
-            elif config is not None and (filed is None or filed[0] is not config):  # the user's own entry
-                native = to_native(config, -1)
-            elif warmup and config is None:
-                return self._warm(tuner, args, call_kwargs, grid, nargs, key_values, dtypes, bound, changed)
-            elif config is None and index.changed_at() is not None:  # as Triton reads the list at each tuning
-                self._reindex()
-                return self._run(nargs, args, kwargs, changed)
-            else:
-                if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
-                    tuner.filed.pop(key, None)
-                    tuner.cache.forget(key_values)
-                    filed = None
-                native, record, how = self._select(tuner, bound, grid, nargs, kwargs, changed)
-                # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
-                config = (
-                    self._local.pruned_as.get(native)
-                    or (filed[0] if filed and filed[1] == native else None)
-                    or index.triton_of[native]
-                )
-                # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
-                if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
-                    self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
-                if record is not None and how != "memory":
-                    benchmarked = self._absorb(index, record, how)
+            chosen = self._pick(tuner, nargs, args, kwargs, call_kwargs, grid, warmup, changed)
+            if not isinstance(chosen, _Picked):
+                return chosen  # a warm-up's result, or the call re-run after the list was re-read
+            picked = chosen
+        config, native, bound = picked.config, picked.native, picked.bound
         self.best_config = config
         tuner.best_config = native
-        if benchmarked and triton_print_enabled():
-            print(
-                f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key},\n"
-                f"finished after {self.bench_time:.2f}s,\nbest config selected: {self.best_config};"
-            )
-        # the dict Triton's hooks see, made only for a hook to see it (a cache hit without hooks skips it)
-        full_nargs = {**nargs, **kwargs, **config.all_kwargs()} if benchmarked or config.pre_hook is not None else {}
-        if benchmarked:
-            warn_listener_once()
-            # As Triton after benchmarking: reset the reset_to_zero arguments before the real launch.
-            for name in self.reset_to_zero:
-                if full_nargs.get(name) is not None:
-                    full_nargs[name].zero_()
-            if self.user_defined_pre_hook:
-                self.pre_hook(full_nargs, reset_only=True)
-
-        if how == "online" and not warmup and bound is not None:  # AUTOTUNE_MODE=online: may time a candidate
-
-            def launch(chosen: _NativeConfig) -> Any:
-                triton_config = index.triton_of[chosen]
-                if triton_config.pre_hook is not None:
-                    triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
-                launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
-                with tuner.launch_lock:
-                    return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
-
-            return tuner.online.launch(*tuner.key_of(bound), bound, launch)
+        full_nargs = self._after_benchmark(picked, nargs, kwargs) if picked.benchmarked else {}
+        if picked.how == "online" and not warmup and bound is not None:  # AUTOTUNE_MODE=online: may time one
+            return self._launch_online(tuner, bound, grid, nargs, kwargs)
         if config.pre_hook is not None:
-            config.pre_hook(full_nargs)
+            config.pre_hook(full_nargs or {**nargs, **kwargs, **config.all_kwargs()})
         if bound is None:  # a memoised hit: launched as launch_args would (no derive=, a grid given)
             launch_kwargs = tuner.launch_options(native)  # read only: fn.run(**launch_kwargs) copies it
             launch_kwargs = {**call_kwargs, **launch_kwargs} if call_kwargs else launch_kwargs
@@ -407,6 +352,100 @@ class Autotuner(KernelInterface):
         launch_args, launch_kwargs, launch_grid = tuner.launch_args(native, bound, grid)
         with tuner.launch_lock:
             return self.fn.run(*launch_args, grid=launch_grid, warmup=warmup, **launch_kwargs)
+
+    def _pick(
+        self,
+        tuner: _Engine,
+        nargs: dict[str, Any],
+        args: tuple,
+        kwargs: dict[str, Any],
+        call_kwargs: dict[str, Any],
+        grid: Any,
+        warmup: bool,
+        changed: bool,
+    ) -> Any:
+        """The config for this call's key (`_Picked`): the hot path's memo, the user's own `cache` entry, or the
+        engine's choice; or, for a warm-up or a list that changed, the result of that call instead."""
+        index, bound = tuner.index, None
+        # the keys of a call shaped as one seen before, memoised (bind and key_of run on a call first seen)
+        shape = shape_key(tuner.key_at, tuner.key_positions, args, call_kwargs) if grid is not None else None
+        keys = tuner.keys_of_shape.get(shape) if shape is not None else None
+        if keys is None:
+            bound = tuner.bind(args, call_kwargs)
+            key_values, dtypes = ident = tuner.key_of(bound)
+            passed = tuple(bound.named[name] for name in tuner.key_names)  # as called (a tl.dtype as itself)
+            key = passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs)
+        else:
+            key, ident, key_values, dtypes = keys
+        config, filed = self.cache.get(key), tuner.filed.get(key)
+        hot = (
+            filed is not None
+            and config is filed[0]
+            and filed[2] == ident
+            and (hit := tuner.memory_hit(key_values, dtypes)) is not None
+            and ((winner := hit.winner) is filed[1] or winner == filed[1])
+        )
+        if bound is None and not hot:
+            bound = tuner.bind(args, call_kwargs)
+        if hot and filed is not None:
+            if keys is None and shape is not None:
+                tuner.keys_of_shape[shape] = (key, filed[2], *filed[2])
+            return _Picked(config, filed[1], bound)  # the hot path: what this module filed, still in memory
+        if config is not None and (filed is None or filed[0] is not config):  # the user's own entry
+            return _Picked(config, to_native(config, -1), bound)
+        if warmup and config is None:
+            return self._warm(tuner, args, call_kwargs, grid, nargs, key_values, dtypes, bound, changed)
+        if config is None and index.changed_at() is not None:  # as Triton reads the list at each tuning
+            self._reindex()
+            return self._run(nargs, args, kwargs, changed)
+        if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
+            tuner.filed.pop(key, None)
+            tuner.cache.forget(key_values)
+            filed = None
+        native, record, how = self._select(tuner, bound, grid, nargs, kwargs, changed)
+        # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
+        config = (
+            self._local.pruned_as.get(native)
+            or (filed[0] if filed and filed[1] == native else None)
+            or index.triton_of[native]
+        )
+        # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
+        if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
+            self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
+        benchmarked = record is not None and how != "memory" and self._absorb(index, record, how)
+        return _Picked(config, native, bound, how, benchmarked, key)
+
+    def _after_benchmark(self, picked: _Picked, nargs: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What Triton does after benchmarking a key: print (TRITON_PRINT_AUTOTUNING), reset the reset_to_zero
+        arguments and run the user's pre_hook before the real launch. The dict Triton's hooks see."""
+        if triton_print_enabled():
+            print(
+                f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {picked.key},\n"
+                f"finished after {self.bench_time:.2f}s,\nbest config selected: {self.best_config};"
+            )
+        full_nargs = {**nargs, **kwargs, **picked.config.all_kwargs()}
+        warn_listener_once()
+        for name in self.reset_to_zero:
+            if full_nargs.get(name) is not None:
+                full_nargs[name].zero_()
+        if self.user_defined_pre_hook:
+            self.pre_hook(full_nargs, reset_only=True)
+        return full_nargs
+
+    def _launch_online(
+        self, tuner: _Engine, bound: Any, grid: Any, nargs: dict[str, Any], kwargs: dict[str, Any]
+    ) -> Any:
+        index = tuner.index
+
+        def launch(chosen: _NativeConfig) -> Any:
+            triton_config = index.triton_of[chosen]
+            if triton_config.pre_hook is not None:
+                triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
+            launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
+            with tuner.launch_lock:
+                return self.fn.run(*launch_args, grid=launch_grid, warmup=False, **launch_kwargs)
+
+        return tuner.online.launch(*tuner.key_of(bound), bound, launch)
 
     def _select(
         self, tuner: _Engine, bound: Any, grid: Any, nargs: dict[str, Any], kwargs: dict[str, Any], changed: bool
