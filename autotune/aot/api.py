@@ -256,30 +256,11 @@ def precompile(
     thread limits, is reported in `.failed` with its error; it does not stop the others. Returns a
     `PrecompileReport`.
     """
-    from ..engine.compilers import FunctionCompiler
-    from ..engine.pipeline import compile_in_order_of_completion
     from ..options import Tuning
 
     check_triton()
     tuned = _resolve_kernel(kernel, space)
-    if signature is not None and example_args:
-        raise PrecompileError("precompile(): give example arguments or signature=, not both")
-    if signature is None and not example_args:
-        raise PrecompileError(
-            f"precompile({tuned.name}): give example arguments (as for a launch) or signature= "
-            f"(e.g. {{'x': '*fp32', 'n': 'i32'}}); the arguments decide the specialization"
-        )
-    if signature is not None:
-        args: tuple = ()
-        kwargs = parse_signature(signature)
-        scalars = scalar_standins(signature)
-    else:
-        args, kwargs, scalars = tuple(wrap_dtype(a) for a in example_args), {}, {}
-    if len(args) > len(tuned.arg_names):
-        raise PrecompileError(
-            f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
-            f"got {len(args)} example arguments"
-        )
+    args, kwargs, scalars = _example_call(tuned, example_args, signature)
     check_space(tuned, space)
     check_arguments(tuned, args, kwargs, space)
     workers = Tuning().compile_workers if workers is None else int(workers)
@@ -287,7 +268,6 @@ def precompile(
         raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
     check_timeout(timeout_s)
     interpreted = is_interpreted(tuned.base_fn)
-
     if targets is None:
         if interpreted:
             raise PrecompileError(
@@ -296,12 +276,7 @@ def precompile(
                 "targets=['cuda:90']"
             )
         return _precompile_jit(tuned, args, kwargs, scalars, space, winners_only, workers, timeout_s)
-
-    if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
-        targets = [targets]  # one target given bare
-    target_list = list(dict.fromkeys(parse_target(t) for t in targets))
-    if not target_list:
-        raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
+    target_list = _target_list(targets)
     _refuse_custom_pipeline()
     if processes is False and interpreted:
         raise PrecompileError(
@@ -317,15 +292,7 @@ def precompile(
         processes=use_processes,
         triton_cache_dir=plan.cache_dir,
     )
-    jobs: list[_Job] = []
-    for target in target_list:
-        if winners_only:
-            configs, note = _winner_configs(tuned, target)
-            if note:
-                report.notes.append(note)
-        else:
-            configs = _listed_configs(tuned, space)
-        jobs.extend(_Job(c, target) for c in configs)
+    jobs = _jobs(tuned, target_list, space, winners_only, report)
     if use_processes:  # a @jit function passed as a constexpr: can the helpers import it? Said once, here
         problem = unimportable_constant(
             [*zip(tuned.arg_names, args), *kwargs.items(), *((k, v) for job in jobs for k, v in job.config.items())]
@@ -333,6 +300,61 @@ def precompile(
         if problem is not None:
             raise PrecompileError(problem)
     _note_standins(report, standin_notes(tuned, kwargs, scalars, list(dict.fromkeys(job.config for job in jobs))))
+    _compile_jobs(plan, jobs, report, workers, timeout_s)
+    logger.info("%s", report.summary())
+    return report
+
+
+def _example_call(tuned: Autotuned, example_args: tuple, signature: Mapping[str, Any] | str | None) -> tuple:
+    """(args, kwargs, scalar stand-ins) of the call to specialize for: the example arguments, or the signature's."""
+    if signature is not None and example_args:
+        raise PrecompileError("precompile(): give example arguments or signature=, not both")
+    if signature is None and not example_args:
+        raise PrecompileError(
+            f"precompile({tuned.name}): give example arguments (as for a launch) or signature= "
+            f"(e.g. {{'x': '*fp32', 'n': 'i32'}}); the arguments decide the specialization"
+        )
+    if signature is not None:
+        return (), parse_signature(signature), scalar_standins(signature)
+    args = tuple(wrap_dtype(a) for a in example_args)
+    if len(args) > len(tuned.arg_names):
+        raise PrecompileError(
+            f"{tuned.name} takes {len(tuned.arg_names)} arguments ({tuned.arg_names}); "
+            f"got {len(args)} example arguments"
+        )
+    return args, {}, {}
+
+
+def _target_list(targets: Any) -> list[Target]:
+    if isinstance(targets, (str, Target)) or hasattr(targets, "warp_size"):
+        targets = [targets]  # one target given bare
+    target_list = list(dict.fromkeys(parse_target(t) for t in targets))
+    if not target_list:
+        raise PrecompileError("targets=[] names no target; give e.g. ['cuda:90'], or None for the active GPU")
+    return target_list
+
+
+def _jobs(
+    tuned: Autotuned, targets: list[Target], space: Any, winners_only: bool, report: PrecompileReport
+) -> list[_Job]:
+    """One job per (config, target): every config of the space, or the winners tuned for each target."""
+    jobs: list[_Job] = []
+    for target in targets:
+        if winners_only:
+            configs, note = _winner_configs(tuned, target)
+            if note:
+                report.notes.append(note)
+        else:
+            configs = _listed_configs(tuned, space)
+        jobs.extend(_Job(c, target) for c in configs)
+    return jobs
+
+
+def _compile_jobs(
+    plan: Plan, jobs: list[_Job], report: PrecompileReport, workers: int, timeout_s: float | None
+) -> None:
+    from ..engine.compilers import FunctionCompiler
+    from ..engine.pipeline import compile_in_order_of_completion
 
     started = time.perf_counter()
     # the pipeline only hashes its items and hands them back: a _Job goes through it in place of a Config
@@ -347,8 +369,6 @@ def precompile(
             else:
                 report.failed.append(_failure(job, outcome.status, outcome.error))
     report.wall_s = time.perf_counter() - started
-    logger.info("%s", report.summary())
-    return report
 
 
 def _note_standins(report: PrecompileReport, notes: list[str]) -> None:
