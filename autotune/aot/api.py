@@ -379,7 +379,7 @@ def _note_standins(report: PrecompileReport, notes: list[str]) -> None:
 
 
 def _precompile_jit(
-    tuned: Any,
+    tuned: Autotuned,
     args: tuple,
     kwargs: dict,
     scalars: dict,
@@ -418,48 +418,57 @@ def _precompile_jit(
             configs, JitCompiler(tuned.fn, prepare), workers=workers, timeout_s=timeout_s
         ) as outcomes:
             for outcome in outcomes:
-                job = _Job(outcome.config, target)
                 if outcome.status.value != "ok":
-                    report.failed.append(_failure(job, outcome.status, outcome.error))
-                    continue
-                compiled = outcome.result
-                try:
-                    compiled._init_handles()  # loads it: Triton's own shared memory / threads checks
-                except Exception as exc:  # noqa: BLE001 - OutOfResources and load errors are per config
-                    kind = "out_of_resources" if type(exc).__name__ == "OutOfResources" else "compile_error"
-                    report.failed.append(FailedConfig(outcome.config, str(target), _error_text(exc), kind))
+                    report.failed.append(_failure(_Job(outcome.config, target), outcome.status, outcome.error))
                     continue
                 # No compile event for its hash: triton.compile was not called, the JIT's memory had it.
-                cached = session.get(compiled.hash, True) if listening else None
-                info = describe_compiled(compiled, target, outcome.compile_s or 0.0, cached)
-                n_regs = getattr(compiled, "n_regs", None)
-                problem = over_limits(
-                    target, shared=None, n_regs=n_regs, num_warps=info["num_warps"], warp_size=info["warp_size"]
-                )
-                if problem is not None:
-                    report.failed.append(FailedConfig(outcome.config, str(target), problem, "out_of_resources"))
-                    continue
-                report.compiled.append(
-                    CompiledConfig(
-                        config=outcome.config,
-                        target=str(target),
-                        cached=info["cached"],
-                        compile_s=info["seconds"],
-                        hash=info["hash"],
-                        shared_bytes=info["shared"],
-                        num_warps=info["num_warps"],
-                        n_regs=n_regs if n_regs is not None else info["n_regs"],
-                        n_spills=getattr(compiled, "n_spills", None),
-                        frame_bytes=info["frame_bytes"],
-                        path=info["path"],
-                        lowered=tuned.lowered(outcome.config, target),
-                    )
-                )
+                cached = session.get(outcome.result.hash, True) if listening else None
+                _add_loaded(report, tuned, outcome.config, target, outcome.result, outcome.compile_s or 0.0, cached)
     finally:
         LISTENER.close(session)
     report.wall_s = time.perf_counter() - started
     logger.info("%s", report.summary())
     return report
+
+
+def _add_loaded(
+    report: PrecompileReport,
+    tuned: Autotuned,
+    config: Config,
+    target: Target,
+    compiled: Any,
+    seconds: float,
+    cached: bool | None,
+) -> None:
+    """Load a kernel the JIT compiled (Triton's own shared memory and thread checks) and report it, or its failure."""
+    try:
+        compiled._init_handles()
+    except Exception as exc:  # noqa: BLE001 - OutOfResources and load errors are per config
+        kind = "out_of_resources" if type(exc).__name__ == "OutOfResources" else "compile_error"
+        report.failed.append(FailedConfig(config, str(target), _error_text(exc), kind))
+        return
+    info = describe_compiled(compiled, target, seconds, cached)
+    n_regs = getattr(compiled, "n_regs", None)
+    problem = over_limits(target, shared=None, n_regs=n_regs, num_warps=info["num_warps"], warp_size=info["warp_size"])
+    if problem is not None:
+        report.failed.append(FailedConfig(config, str(target), problem, "out_of_resources"))
+        return
+    report.compiled.append(
+        CompiledConfig(
+            config=config,
+            target=str(target),
+            cached=info["cached"],
+            compile_s=info["seconds"],
+            hash=info["hash"],
+            shared_bytes=info["shared"],
+            num_warps=info["num_warps"],
+            n_regs=n_regs if n_regs is not None else info["n_regs"],
+            n_spills=getattr(compiled, "n_spills", None),
+            frame_bytes=info["frame_bytes"],
+            path=info["path"],
+            lowered=tuned.lowered(config, target),
+        )
+    )
 
 
 def load_kernel(spec: str) -> Any:
