@@ -52,8 +52,8 @@ _LAZY = {
     # modules documented at their old top-level path (`from autotune import distributed`)
     "distributed": ("autotune.modes.distributed", None),
     "isolation": ("autotune.engine.isolation", None),
-    "sweep": ("autotune.sweep", "sweep"),
-    "SweepReport": ("autotune.sweep", "SweepReport"),
+    "sweep": ("autotune.sweeps", "sweep"),
+    "SweepReport": ("autotune.sweeps", "SweepReport"),
 }
 
 

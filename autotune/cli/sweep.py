@@ -41,7 +41,7 @@ def _cmd_sweep(args: Any) -> int:
         if problem:
             print(f"autotune sweep: {problem}", file=sys.stderr)
             return 2
-    from ..sweep import sweep
+    from ..sweeps import sweep
 
     try:
         kernel = _load(args.kernel, "KERNEL")

@@ -5,7 +5,7 @@ Each of `calls` is an argument maker: a picklable callable returning `(args, kwa
 (`kwargs` holds `grid=` for a kernel decorated without one, such as an `autotune.compat` kernel). A key already
 stored in a tier (memory, disk, Redis) is read into memory and skipped; any other is tuned in this process on the
 blocking path, as a first call would tune it (isolation, distributed agreement and the cache tiers as usual).
-`autotune.sweep` (issue 41) will take the same makers to other executors; this is its in-process form.
+`autotune.sweep` takes the same makers to worker processes and Ray actors; this is its in-process form.
 """
 
 from __future__ import annotations
