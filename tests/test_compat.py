@@ -878,3 +878,52 @@ def test_configs_timings_rank_the_configs_as_the_refinement_decided(monkeypatch)
     assert kernel.best_config.kwargs == {"TAG": 1}
     fastest = min(kernel.configs_timings, key=lambda c: kernel.configs_timings[c])
     assert fastest.kwargs == {"TAG": 1} and kernel.configs_timings[fastest][0] == 1.0
+
+
+# --- the statistic that picks the winner -------------------------------------------------------------------------
+def test_the_first_quantile_do_bench_returns_picks_the_winner_not_the_others():
+    """Triton asks do_bench for [median, p20, p80] and ranks configs by the first: TAG=1's median is the lowest,
+    TAG=2's p80, TAG=3's p20."""
+    out = torch.zeros(1, dtype=torch.int32)
+    times = {1: [1.0, 0.9, 100.0], 2: [2.0, 1.9, 2.1], 3: [3.0, 0.1, 3.5]}
+
+    def do_bench(kernel_call, quantiles):
+        kernel_call()
+        return times[int(out[0])]
+
+    configs = [triton.Config({"TAG": t}) for t in (1, 2, 3)]
+    kernel = autotune(configs=configs, key=[], do_bench=do_bench)(compat_tag_kernel)
+    kernel[(1,)](out)
+    assert kernel.best_config is configs[0] and int(out[0]) == 1
+    assert kernel.configs_timings == {c: times[c.kwargs["TAG"]] for c in configs}
+
+
+def test_without_do_bench_the_median_of_the_samples_picks_the_winner_and_timings_are_torch_quantiles(monkeypatch):
+    """autotune's own timer (the interpreter's wall clock) reports TAG=1 [1, 1, 100] (median 1, max 100, mean 34),
+    TAG=2 [2, 2, 2] and TAG=3 [0.5, 5, 5] (min 0.5): the median picks TAG=1. configs_timings holds the
+    [median, p20, p80] of each config's samples as Triton's do_bench computes them (torch.quantile)."""
+    from autotune import timing
+
+    out = torch.zeros(1, dtype=torch.int32)
+    samples = {1: [1.0, 1.0, 100.0], 2: [2.0, 2.0, 2.0], 3: [0.5, 5.0, 5.0]}
+
+    def measure(self, fn, *, warmup, reps, before=None):
+        fn()
+        assert reps == 3
+        return samples[int(out[0])]
+
+    monkeypatch.setattr(timing.WallClockTimer, "measure", measure)
+    configs = [triton.Config({"TAG": t}) for t in (1, 2, 3)]
+    kernel = autotune(configs=configs, key=[], tuning=Tuning(warmup=0, reps=3, refine_topk=0, compile_workers=0))(
+        compat_tag_kernel
+    )
+    kernel[(1,)](out)
+    assert kernel.best_config is configs[0] and int(out[0]) == 1
+    quantiles = torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)
+    expected = {
+        c: torch.quantile(torch.tensor(samples[c.kwargs["TAG"]], dtype=torch.float64), quantiles) for c in configs
+    }
+    assert kernel.configs_timings.keys() == expected.keys()
+    for config, timing_value in kernel.configs_timings.items():
+        assert timing_value == pytest.approx(expected[config].tolist(), rel=1e-12), config
+    assert kernel.configs_timings[configs[0]] == pytest.approx([1.0, 1.0, 60.4])
