@@ -792,6 +792,55 @@ def test_compat_prune_runs_before_the_disk_cache_and_its_winner_is_never_one_it_
     assert calls  # the perf model ran for this key
 
 
+PRUNING_PROCESS = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, triton
+from kernels_for_tests import add_kernel
+from autotune import stats
+from autotune.compat import autotune
+keep = int(sys.argv[1])
+kernel = autotune(
+    configs=[triton.Config({{"BLOCK": 16}}), triton.Config({{"BLOCK": 64}})],
+    key=["n"],
+    prune_configs_by={{"early_config_prune": lambda configs, nargs, **kw: [c for c in configs if c.kwargs["BLOCK"] == keep]}},
+)(add_kernel)
+x = torch.arange(64, dtype=torch.float32)
+out = torch.empty_like(x)
+kernel[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, x, out, 64)
+assert torch.equal(out, 2 * x)
+print(json.dumps({{"launched": kernel.best_config.kwargs["BLOCK"], "stats": stats()["add_kernel"]}}))
+"""
+
+
+def test_a_new_process_prunes_before_reading_the_entry_another_prune_left_and_the_cli_shows_the_replacement():
+    """Process 1 prunes to BLOCK=16 and stores that winner; process 2, same kernel and configs, prunes to BLOCK=64:
+    it launches 64, never the stored 16, and its winner replaces the entry (the CLI lists that one entry), which a
+    third process pruning as the second reads."""
+    import json
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=str(tests.parent), TRITON_INTERPRET="1")
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    def process(keep: int) -> dict:
+        return json.loads(run("-c", PRUNING_PROCESS.format(tests=str(tests)), str(keep)).strip().splitlines()[-1])
+
+    assert process(16)["launched"] == 16
+    second = process(64)
+    assert second["launched"] == 64 and second["stats"]["disk_hits"] == 0
+    listed = json.loads(run("-m", "autotune", "cache", "list", "--json", "--kernel", "add_kernel"))
+    assert [(e["record"]["key"], e["record"]["winner"]["BLOCK"]) for e in listed] == [([64], 64)]
+    third = process(64)  # the same prune again: its entry is read, nothing tuned
+    assert third["launched"] == 64 and (third["stats"]["disk_hits"], third["stats"]["tunings"]) == (1, 0)
+
+
 def test_compat_early_prune_returning_nothing_raises_even_with_a_cached_winner():
     from kernels_for_tests import add_kernel
 
