@@ -792,6 +792,55 @@ def test_compat_prune_runs_before_the_disk_cache_and_its_winner_is_never_one_it_
     assert calls  # the perf model ran for this key
 
 
+PRUNING_PROCESS = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch, triton
+from kernels_for_tests import add_kernel
+from autotune import stats
+from autotune.compat import autotune
+keep = int(sys.argv[1])
+kernel = autotune(
+    configs=[triton.Config({{"BLOCK": 16}}), triton.Config({{"BLOCK": 64}})],
+    key=["n"],
+    prune_configs_by={{"early_config_prune": lambda configs, nargs, **kw: [c for c in configs if c.kwargs["BLOCK"] == keep]}},
+)(add_kernel)
+x = torch.arange(64, dtype=torch.float32)
+out = torch.empty_like(x)
+kernel[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, x, out, 64)
+assert torch.equal(out, 2 * x)
+print(json.dumps({{"launched": kernel.best_config.kwargs["BLOCK"], "stats": stats()["add_kernel"]}}))
+"""
+
+
+def test_a_new_process_prunes_before_reading_the_entry_another_prune_left_and_the_cli_shows_the_replacement():
+    """Process 1 prunes to BLOCK=16 and stores that winner; process 2, same kernel and configs, prunes to BLOCK=64:
+    it launches 64, never the stored 16, and its winner replaces the entry (the CLI lists that one entry), which a
+    third process pruning as the second reads."""
+    import json
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=str(tests.parent), TRITON_INTERPRET="1")
+
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    def process(keep: int) -> dict:
+        return json.loads(run("-c", PRUNING_PROCESS.format(tests=str(tests)), str(keep)).strip().splitlines()[-1])
+
+    assert process(16)["launched"] == 16
+    second = process(64)
+    assert second["launched"] == 64 and second["stats"]["disk_hits"] == 0
+    listed = json.loads(run("-m", "autotune", "cache", "list", "--json", "--kernel", "add_kernel"))
+    assert [(e["record"]["key"], e["record"]["winner"]["BLOCK"]) for e in listed] == [([64], 64)]
+    third = process(64)  # the same prune again: its entry is read, nothing tuned
+    assert third["launched"] == 64 and (third["stats"]["disk_hits"], third["stats"]["tunings"]) == (1, 0)
+
+
 def test_compat_early_prune_returning_nothing_raises_even_with_a_cached_winner():
     from kernels_for_tests import add_kernel
 
@@ -878,3 +927,52 @@ def test_configs_timings_rank_the_configs_as_the_refinement_decided(monkeypatch)
     assert kernel.best_config.kwargs == {"TAG": 1}
     fastest = min(kernel.configs_timings, key=lambda c: kernel.configs_timings[c])
     assert fastest.kwargs == {"TAG": 1} and kernel.configs_timings[fastest][0] == 1.0
+
+
+# --- the statistic that picks the winner -------------------------------------------------------------------------
+def test_the_first_quantile_do_bench_returns_picks_the_winner_not_the_others():
+    """Triton asks do_bench for [median, p20, p80] and ranks configs by the first: TAG=1's median is the lowest,
+    TAG=2's p80, TAG=3's p20."""
+    out = torch.zeros(1, dtype=torch.int32)
+    times = {1: [1.0, 0.9, 100.0], 2: [2.0, 1.9, 2.1], 3: [3.0, 0.1, 3.5]}
+
+    def do_bench(kernel_call, quantiles):
+        kernel_call()
+        return times[int(out[0])]
+
+    configs = [triton.Config({"TAG": t}) for t in (1, 2, 3)]
+    kernel = autotune(configs=configs, key=[], do_bench=do_bench)(compat_tag_kernel)
+    kernel[(1,)](out)
+    assert kernel.best_config is configs[0] and int(out[0]) == 1
+    assert kernel.configs_timings == {c: times[c.kwargs["TAG"]] for c in configs}
+
+
+def test_without_do_bench_the_median_of_the_samples_picks_the_winner_and_timings_are_torch_quantiles(monkeypatch):
+    """autotune's own timer (the interpreter's wall clock) reports TAG=1 [1, 1, 100] (median 1, max 100, mean 34),
+    TAG=2 [2, 2, 2] and TAG=3 [0.5, 5, 5] (min 0.5): the median picks TAG=1. configs_timings holds the
+    [median, p20, p80] of each config's samples as Triton's do_bench computes them (torch.quantile)."""
+    from autotune import timing
+
+    out = torch.zeros(1, dtype=torch.int32)
+    samples = {1: [1.0, 1.0, 100.0], 2: [2.0, 2.0, 2.0], 3: [0.5, 5.0, 5.0]}
+
+    def measure(self, fn, *, warmup, reps, before=None):
+        fn()
+        assert reps == 3
+        return samples[int(out[0])]
+
+    monkeypatch.setattr(timing.WallClockTimer, "measure", measure)
+    configs = [triton.Config({"TAG": t}) for t in (1, 2, 3)]
+    kernel = autotune(configs=configs, key=[], tuning=Tuning(warmup=0, reps=3, refine_topk=0, compile_workers=0))(
+        compat_tag_kernel
+    )
+    kernel[(1,)](out)
+    assert kernel.best_config is configs[0] and int(out[0]) == 1
+    quantiles = torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)
+    expected = {
+        c: torch.quantile(torch.tensor(samples[c.kwargs["TAG"]], dtype=torch.float64), quantiles) for c in configs
+    }
+    assert kernel.configs_timings.keys() == expected.keys()
+    for config, timing_value in kernel.configs_timings.items():
+        assert timing_value == pytest.approx(expected[config].tolist(), rel=1e-12), config
+    assert kernel.configs_timings[configs[0]] == pytest.approx([1.0, 1.0, 60.4])

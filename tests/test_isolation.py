@@ -42,8 +42,28 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_child(kernel: str) -> subprocess.Popen:
+_MEASURED: dict[str, float] = {}
+
+
+@pytest.fixture
+def worker_start_s() -> float:
+    """How long a fresh worker takes, here and now, to start and tune a small kernel (measured once per session):
+    the timeout of the tests whose config hangs. Under any load, an ok trial or compile in a running worker takes
+    a small part of it (a start imports torch and triton), and a hang costs no more than a worker start."""
+    if "start" not in _MEASURED:
+        from isolation_kernels import plain_mul
+
+        shutdown()  # a worker left by an earlier test would not start
+        x = torch.randn(333)
+        started = time.monotonic()
+        plain_mul(x, x, torch.empty(333), 333)  # a key no other test tunes
+        _MEASURED["start"] = time.monotonic() - started
+    return _MEASURED["start"]
+
+
+def run_child(kernel: str, trial_timeout_s: float) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), TRITON_INTERPRET="1")
+    env["AUTOTUNE_TEST_TRIAL_TIMEOUT_S"] = repr(trial_timeout_s)  # read by isolation_kernels
     return subprocess.Popen(
         [sys.executable, "-c", CHILD.format(tests=str(TESTS), kernel=kernel)],
         stdout=subprocess.PIPE,
@@ -60,8 +80,8 @@ def result(proc: subprocess.Popen) -> dict:
 
 
 @pytest.mark.parametrize("kernel", ["crashy_add", "crashy_add_auto"])
-def test_a_segfault_and_a_hang_cost_their_configs_and_a_waiting_process_gets_the_winner(kernel):
-    procs = [run_child(kernel), run_child(kernel)]
+def test_a_segfault_and_a_hang_cost_their_configs_and_a_waiting_process_gets_the_winner(kernel, worker_start_s):
+    procs = [run_child(kernel, worker_start_s), run_child(kernel, worker_start_s)]
     first, second = (result(p) for p in procs)
     for r in (first, second):
         assert r["ok"] and r["x_untouched"]
@@ -107,9 +127,10 @@ def test_process_isolation_refuses_a_kernel_no_worker_can_import():
     assert torch.equal(out, x)
 
 
-def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path):
+def test_the_worker_is_reused_and_stopped_and_dies_with_its_parent(tmp_path, worker_start_s, monkeypatch):
     from isolation_kernels import crashy_add
 
+    monkeypatch.setattr(crashy_add, "tuning", crashy_add.tuning.replace(trial_timeout_s=worker_start_s))
     shutdown()  # whatever an earlier test left running: this one starts from no worker
     worker, _ = shared_worker()
     x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
@@ -401,16 +422,24 @@ def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_s
     torch.testing.assert_close(out, -(x + y))
 
 
-def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish():
+def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish(worker_start_s, monkeypatch, tmp_path):
     from isolation_kernels import slow_compile_add
 
-    x, y, out = torch.randn(80), torch.randn(80), torch.empty(80)
-    slow_compile_add(x, y, out, 80)  # BLOCK=64 would compile for an hour
+    limit = round(worker_start_s, 1)
+    monkeypatch.setattr(slow_compile_add, "tuning", slow_compile_add.tuning.replace(compile_timeout_s=limit))
+    monkeypatch.setenv("AUTOTUNE_TEST_GATE_DIR", str(tmp_path))  # where the compiles note their worker's life
+    shutdown()  # compile workers started now, with the variable
+    try:
+        x, y, out = torch.randn(80), torch.randn(80), torch.empty(80)
+        slow_compile_add(x, y, out, 80)  # BLOCK=64 would compile forever
+    finally:
+        shutdown()
     torch.testing.assert_close(out, x + y)
     trials = {t.config["BLOCK"]: t for t in slow_compile_add.record().trials}
     assert {b: t.status.value for b, t in trials.items()} == {32: "ok", 64: "timeout", 128: "ok"}
-    assert "longer than 3 s" in trials[64].error
-    assert trials[32].compile_s < 3 and trials[128].compile_s < 3  # the worker's own compile, not its start
+    assert f"longer than {limit:g} s" in trials[64].error
+    for block in (32, 128):  # the worker's own compile, not its start: less than the worker had lived by its end
+        assert trials[block].compile_s < float((tmp_path / f"compiled-{block}").read_text()), trials[block]
 
 
 def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():

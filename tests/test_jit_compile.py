@@ -47,8 +47,7 @@ def test_a_compile_past_its_timeout_is_not_waited_for():
     """Triton's AsyncCompileMode waits for every compile it started when the session closes; the timed-out one
     is dropped from it, so compile_timeout_s bounds the tuning (the hung compile waits a minute)."""
     out = run_script("timeout")
-    assert out["statuses"] == ["ok", "timeout"]
-    assert out["left_after_s"] < 30
+    assert out == {"statuses": ["ok", "timeout"], "hung_still_waiting": True}
 
 
 def test_ctrl_c_while_the_session_closes_leaves_the_thread_able_to_tune_again():
@@ -65,4 +64,4 @@ def test_a_tuning_inside_another_tunings_session_keeps_its_own_pool_and_timeout(
     out = run_script("nested")
     assert out["inner"] == ["ok", "timeout"] and out["outer"] == ["ok", "ok"]
     assert out["outer_restored"] and not out["mode_after"]
-    assert out["left_after_s"] < 30  # the hung compile waits a minute
+    assert out["hung_still_waiting"]  # the hung compile waits a minute, or until the script lets it go

@@ -330,3 +330,32 @@ def test_isolation_asked_of_an_online_tuning_is_warned_where_it_would_not_apply(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         autotune(**plain, tuning=Tuning(isolate="process", compile_workers=0))(slow_add)
+
+
+def test_the_median_of_a_candidates_timed_launches_decides_not_one_stalled_launch():
+    """SLOW=1 (the start config) takes 0.2 s more on every launch; SLOW=0 stalls 0.6 s on one of its three timed
+    launches. SLOW=0 has the lower median, SLOW=1 the lower max and mean: the session decides SLOW=0."""
+    kernel = online(space={"BLOCK": [128], "SLOW": [1, 0], "BAD": [0]})
+    real, fast_launches = kernel.fn.run, []
+
+    def stalling(*args, **kwargs):
+        if kwargs["SLOW"] == 1:
+            time.sleep(0.2)
+        else:
+            fast_launches.append(1)
+            if len(fast_launches) == 3:  # its third timed launch (it is never launched untimed before the decision)
+                time.sleep(0.6)
+        return real(*args, **kwargs)
+
+    kernel.fn.run = stalling
+    calls = 0
+    while kernel.cache.in_memory((512,), ("torch.float32",) * 3) is None:
+        call(kernel)
+        calls += 1
+        assert calls < 100
+    record = kernel.record()
+    assert record.strategy == "online" and record.winner["SLOW"] == 0
+    assert [len(t.samples_ms) for t in record.trials] == [3, 3]
+    stalled, steady = sorted(record.trials, key=lambda t: t.config["SLOW"])
+    assert max(stalled.samples_ms) >= 600.0 and min(steady.samples_ms) >= 200.0  # what the sleeps guarantee
+    assert stalled.median_ms < steady.median_ms < max(stalled.samples_ms)

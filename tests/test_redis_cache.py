@@ -32,7 +32,7 @@ WORKER = textwrap.dedent("""
     import json, os, random, sys, time
     from pathlib import Path
 
-    work, tag, delay = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    work, tag, delay = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     from autotune.storage import KernelCache, device_fingerprint, runtime_versions, stats
     from autotune.record import Trial, TuningRecord
     from autotune.space import Config
@@ -47,21 +47,27 @@ WORKER = textwrap.dedent("""
         with open(work / "tunings.log", "a") as f:
             f.write(f"{tag}\\n")
         (work / f"tuning-{tag}").write_text(repr(time.time()))   # when this node began tuning
-        time.sleep(delay)
+        if delay == "gate":  # tune until the test says so
+            deadline = time.monotonic() + 300
+            while not (work / "finish").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            time.sleep(float(delay))
         winner = random.Random(os.getpid()).choice(SPACE)
         tv, pv = runtime_versions()
         trials = [Trial(config=Config(BLOCK=b), status="ok", median_ms=1.0 if b == winner else 2.0, min_ms=1.0,
                         samples_ms=[1.0]) for b in SPACE]
         return TuningRecord(kernel="vadd", source_hash="src-hash", device=device_fingerprint(), triton_version=tv,
                             torch_version=pv, space_checksum="space-sum", key=[1024], dtypes=list(DT),
-                            winner=Config(BLOCK=winner), trials=trials, tuning_s=delay)
+                            winner=Config(BLOCK=winner), trials=trials, tuning_s=1.0)
 
     rec, how = kc.get_or_tune((1024,), DT, tune)
     print(json.dumps({"tag": tag, "how": how, "winner": rec.winner["BLOCK"], "stats": stats()["vadd"]}))
 """)
 
 
-def spawn(work: Path, tag: str, url: str, delay: float, **env_extra: str) -> subprocess.Popen:
+def spawn(work: Path, tag: str, url: str, delay: float | str, **env_extra: str) -> subprocess.Popen:
+    """A node tuning the key for `delay` seconds, or with delay="gate" until the file work/finish exists."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(
@@ -80,6 +86,20 @@ def finish(proc: subprocess.Popen, timeout: float = 180) -> dict:
     out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{err}"
     return json.loads(out.strip().splitlines()[-1])
+
+
+def commands(server, name: str) -> int:
+    """How many `name` commands (lowercase, e.g. "set") the Redis server has run since it started."""
+    return int(server.client().info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def wait_until(what: str, ready, proc: subprocess.Popen | None = None) -> None:
+    """Poll `ready()` (a gate, not a timing: the bound is only there so a broken run fails instead of hanging)."""
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert proc is None or proc.poll() is None, proc.stderr.read() if proc.stderr else proc.returncode
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -111,26 +131,31 @@ def test_two_nodes_with_their_own_disks_tune_a_key_once(work, redis_server):
 
 
 def test_a_lease_is_renewed_while_its_holder_tunes_longer_than_the_lease(work, redis_server):
-    # A 3 s lease renewed every second, held for 8 s: only a renewal late by 2 s on a loaded machine could fail.
+    """The holder tunes until its 3 s lease was renewed three times (every 1 s: past the lease's first expiry) and
+    the waiter asked for the lease again after that; the waiter never took it over, and reads the holder's
+    record."""
     lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "3"}
-    procs = [spawn(work, tag, redis_server.url, delay=8, **lease) for tag in ("a", "b")]  # 2.7 lease lives
+    procs = [spawn(work, tag, redis_server.url, delay="gate", **lease) for tag in ("a", "b")]
     (work / "go").touch()
+    wait_until("a node takes the lease", lambda: any(work.glob("tuning-*")))
+    wait_until("three renewals", lambda: commands(redis_server, "eval") >= 3)  # a renewal is one EVAL
+    asked = commands(redis_server, "set")  # the lease's SET NX: the holder's once, then the waiter's attempts
+    wait_until("the waiter asks again", lambda: commands(redis_server, "set") > asked)
+    (work / "finish").touch()
     results = sorted((finish(p) for p in procs), key=lambda r: r["how"])
     assert [r["how"] for r in results] == ["remote", "tuned"]
     assert (work / "tunings.log").read_text().count("\n") == 1  # the waiter never took the lease over
 
 
 def test_a_sigkilled_lease_holder_is_taken_over(work, redis_server):
-    lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "1"}
-    holder = spawn(work, "a", redis_server.url, delay=120, **lease)
+    lease = {"AUTOTUNE_REMOTE_CACHE_LEASE_S": "3"}
+    holder = spawn(work, "a", redis_server.url, delay="gate", **lease)
     (work / "go").touch()
-    deadline = time.monotonic() + 120
-    while not (work / "tuning-a").exists():
-        assert holder.poll() is None and time.monotonic() < deadline, holder.stderr.read()
-        time.sleep(0.02)
+    wait_until("a takes the lease", (work / "tuning-a").exists, holder)
+    asked = commands(redis_server, "set")  # a's SET NX of the lease
     waiter = spawn(work, "b", redis_server.url, delay=0.1, **lease)
-    time.sleep(1.0)  # b is (most likely) waiting on a's lease, which a renews
-    assert waiter.poll() is None
+    wait_until("b asks for the lease a holds", lambda: commands(redis_server, "set") > asked, waiter)
+    assert waiter.poll() is None and not (work / "tuning-b").exists()  # b is waiting on a's lease
     killed_at = time.time()
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
@@ -339,13 +364,15 @@ def test_a_slow_or_full_redis_costs_a_warning_not_a_failed_or_blocked_launch(red
     assert how == "tuned" and len(disk_entries()) == 1
     assert any(issubclass(w.category, CacheWarning) and "maxmemory" in str(w.message) for w in caught)
     client.config_set("maxmemory", "0")
-    client.client_pause(8000)  # slow: nothing answers for 8 s
     other = new_cache()
-    started = time.monotonic()
+    # Slow: nothing answers for two minutes (not even CLIENT UNPAUSE: the fixture stops the paused server). The
+    # pause ends after `paused_until`, as it starts after it is asked for.
+    paused_until = time.monotonic() + 120
+    client.client_pause(120_000)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert other.get_or_tune((2,), DT, Tuner((2,)))[1] == "tuned"
-    assert time.monotonic() - started < 6  # one command timed out (0.3 s); then Redis is left alone
+    assert time.monotonic() < paused_until  # it did not wait for Redis to answer: a command timed out (0.3 s)
     assert any(issubclass(w.category, CacheWarning) and "unreachable" in str(w.message) for w in caught)
 
 
