@@ -364,7 +364,7 @@ def test_autotune_launch_functional_form():
 def test_autotune_launch_with_call_site_lambdas_reuses_one_wrapper_and_hits_memory():
     """A grid=/key=/verify= lambda written at the call site is a new object at every call: the registry must not
     key on its address (a new wrapper, and a miss of the memory tier, per call)."""
-    from autotune.decorator.autotuned import functional
+    from autotune.decorator import functional
 
     x, y, out = vectors(100)
     n = 100
@@ -397,7 +397,7 @@ def test_autotune_launch_with_a_call_site_partial_reuses_one_wrapper():
     """A `functools.partial` made at each call is identified by its function and arguments, not its address."""
     import functools
 
-    from autotune.decorator.autotuned import functional
+    from autotune.decorator import functional
 
     x, y, out = vectors(100)
     before = len(functional._launch_registry)
