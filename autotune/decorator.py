@@ -63,7 +63,7 @@ from .process_group import active_mode
 from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
 from .record import TuningRecord
 from .reference import Reference
-from .search import check_strategy, make_strategy, nearest_winners
+from .search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
 from .space import Config, SearchSpace
 from .space_checks import check_required_fields, validate_space
 from .space_checksum import tuned_under
@@ -584,6 +584,7 @@ class Autotuned(KernelInspection, KernelInterface):
             candidates=candidates,
             strategy=None if strategy is None else self.strategy,
             space_size=None if strategy is None else self.space_size,
+            prior=prior_note(getattr(strategy, "prior", None), outcome.winner),
         )
         if select is None:
             emit(record, cache_hit=False)
@@ -591,10 +592,15 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
-        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included)."""
+        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included), and for "model"
+        with `Tuning(transfer=True)`, the nearest key's record tuned on another device kind as its prior."""
         space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
         seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
-        return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
+        transfer = self.strategy == "model" and self.tuning.transfer  # only the model search uses a prior
+        prior = nearest_prior(key, dtypes, self.cache.prior_records()) if transfer else None
+        return make_strategy(
+            self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs, prior=prior
+        )
 
     def _run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune

@@ -55,6 +55,7 @@ class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
+    transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
 
 
 def _literal_values(name: str) -> list[Any]:
@@ -325,6 +326,7 @@ def cache_dir() -> str:
 ENV_NAMES = frozenset(
     {
         "AUTOTUNE_CACHE_DIR",
+        "AUTOTUNE_DEVICE_KIND",
         "AUTOTUNE_DISABLE",
         "AUTOTUNE_FORCE",
         "AUTOTUNE_ISOLATE",

@@ -1,10 +1,12 @@
 """Search over large spaces: strategies that propose configs from what the tried ones measured (`strategies`,
-`model`), and warm starts from other keys' winners (`warm_start`). The tuner runs them (tuner.search)."""
+`model`), warm starts from other keys' winners (`warm_start`), and priors from other device kinds' records of the
+same key (`prior`). The tuner runs them (tuner.search)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .prior import Prior, nearest_prior, prior_from_record, prior_note
 from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy, make_strategy
 from .warm_start import key_distance, nearest_winners
 
@@ -16,6 +18,10 @@ __all__ = [
     "make_strategy",
     "key_distance",
     "nearest_winners",
+    "Prior",
+    "nearest_prior",
+    "prior_from_record",
+    "prior_note",
     "resolve_strategy",
     "check_strategy",
 ]

@@ -12,9 +12,12 @@ import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..space import Config, SearchSpace
+
+if TYPE_CHECKING:
+    from .prior import Prior
 
 __all__ = ["SearchStrategy", "RandomSearch", "LocalSearch", "make_strategy", "STRATEGIES"]
 
@@ -160,13 +163,20 @@ class LocalSearch(SearchStrategy):
 
 
 def make_strategy(
-    name: str, space: SearchSpace, *, seed: int | None, seeds: Iterable[Config], budget: int
+    name: str,
+    space: SearchSpace,
+    *,
+    seed: int | None,
+    seeds: Iterable[Config],
+    budget: int,
+    prior: Prior | None = None,
 ) -> SearchStrategy:
-    """The strategy called `name` ("random", "local" or "model") over `space`."""
+    """The strategy called `name` ("random", "local" or "model") over `space`; `prior` (another device kind's
+    tuning of the same kernel and key) is used by "model" only."""
     if name == "model":
         from .model import ModelSearch
 
-        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget)
+        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget, prior=prior)
     cls = {"random": RandomSearch, "local": LocalSearch}[name]
     return cls(space, seed=seed, seeds=seeds, budget=budget)
 

@@ -30,12 +30,16 @@ def _cuda_fingerprint(index: int) -> str:
 
 
 def device_fingerprint() -> str:
-    """The device a winner is valid for: "interpreter" under TRITON_INTERPRET=1 or without CUDA,
-    else "<device name> sm<major><minor>" of the current CUDA device.
+    """The device a winner is valid for: AUTOTUNE_DEVICE_KIND when set (a name given to this process's device:
+    a pool whose machines should file entries apart, or a simulated mixed pool), else "interpreter" under
+    TRITON_INTERPRET=1 or without CUDA, else "<device name> sm<major><minor>" of the current CUDA device.
 
     Why: timings (and which configs compile at all) depend on the GPU model, so entries are kept per
     device and an entry tuned on another device is never used.
     """
+    named = os.environ.get("AUTOTUNE_DEVICE_KIND", "").strip()
+    if named:
+        return named
     if _interpreting():
         return "interpreter"
     try:
