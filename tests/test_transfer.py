@@ -182,6 +182,12 @@ def test_a_search_starts_from_another_device_kind_s_record_of_the_nearest_key(mo
     assert "prior: GPU A (disk entry of key [1024]" in format_summary(record, cache_hit=False)
 
 
+def test_a_record_of_the_same_device_kind_is_a_warm_start_not_a_prior(monkeypatch):
+    other_key = tune_on("GPU A", monkeypatch, n=1024)
+    record = tune_on("GPU A", monkeypatch, n=1000)
+    assert record.prior is None and record.trials[0].config == other_key.winner
+
+
 def test_transfer_false_starts_from_nothing(monkeypatch):
     tune_on("GPU A", monkeypatch)
     assert tune_on("GPU B", monkeypatch, transfer=False).prior is None
