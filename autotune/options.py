@@ -74,6 +74,7 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
+    transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:

@@ -55,6 +55,15 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
         return self.status is TrialStatus.OK
 
 
+class PriorNote(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The prior a search started from (another device kind's record of the kernel, `search.prior`): its device,
+    where it came from, and the winner's 1-based rank in its order (None: the prior never ran the winner)."""
+
+    device: str
+    source: str
+    winner_rank: Count | None = None
+
+
 class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything one tuning of one key produced; the JSON body of a disk cache entry."""
 
@@ -73,6 +82,7 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     candidates: str | None = None  # checksum of the configs prune= kept for this key (None: no prune=)
     strategy: str | None = None  # the search strategy when not every config was tried (None: exhaustive)
     space_size: Count | None = None  # configs in the space (its product when lazy)
+    prior: PriorNote | None = None  # the other device kind's record the search started from (None: none)
     tuning_s: Ms
     timestamp: Ms = field(default_factory=time.time)
 

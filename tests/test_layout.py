@@ -64,6 +64,7 @@ LAYERS: dict[str, str] = {
             "engine.search.strategies",
             "engine.search.model",
             "engine.search.warm_start",
+            "engine.search.prior",
             "engine.isolation",
             "engine.isolation.pool",
             "engine.isolation.runner",

@@ -1,5 +1,6 @@
 """`autotune replay LANDSCAPE --strategy NAME (--budget N | --budget-fraction F) --seeds K [--workers W]
-[--json OUT]`: the real tuner and strategies over a brute-force GPU landscape, on a simulated clock."""
+[--prior OTHER_LANDSCAPE] [--json OUT]`: the real tuner and strategies over a brute-force GPU landscape, on a
+simulated clock; `--prior` gives the model search another device kind's landscape of the kernel as its prior."""
 
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         landscape = load_landscape(args.landscape)
+        prior = load_landscape(args.prior) if args.prior else None
+        if prior is not None and args.strategy != "model":
+            raise OptionError(f"--prior is used by --strategy model only, not {args.strategy}")
         budget = (
             args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
         )
         if args.strategy == "exhaustive":
             budget = landscape.valid_configs  # every config, whatever the budget asked
-        result = replay(landscape, args.strategy, budget, args.seeds, args.workers)
+        result = replay(landscape, args.strategy, budget, args.seeds, args.workers, prior=prior)
     except (AutotuneError, OptionError) as exc:
         print(f"autotune replay: {exc}", file=sys.stderr)
         return 1
@@ -41,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{r['ratio']:.3f}" if r["ratio"] is not None else "-",
             r["evaluations"],
             f"{r['tuning_s']:.1f}",
+            *([r["prior_rank"] if r["prior_rank"] is not None else "-"] if prior is not None else []),
             json.dumps(r["chosen"], separators=(",", ":")),
         ]
         for r in result["runs"]
@@ -48,8 +53,10 @@ def _run(args: argparse.Namespace) -> int:
     print(
         f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
         f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers"
+        + (f"; prior {prior.path} ({prior.device})" if prior is not None else "")
     )
-    print(format_table(["SEED", "RATIO", "EVALS", "SIM_S", "CHOSEN"], rows, right={0, 1, 2, 3}))
+    header = ["SEED", "RATIO", "EVALS", "SIM_S", *(["PRIOR_RANK"] if prior is not None else []), "CHOSEN"]
+    print(format_table(header, rows, right=set(range(len(header) - 1))))
     if result["median_ratio"] is not None:
         print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
     if args.json:
@@ -109,4 +116,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", type=_positive, default=10, metavar="K", help="runs, with seeds 0..K-1 (default 10)")
     p.add_argument("--workers", type=_workers, default=8, metavar="W", help="simulated compile workers (default 8)")
+    p.add_argument(
+        "--prior",
+        metavar="OTHER_LANDSCAPE",
+        help="another device kind's landscape of the same kernel, the model search's prior (as a record of that "
+        "device in the cache would be); PRIOR_RANK is the winner's rank in its order",
+    )
     p.add_argument("--json", metavar="OUT", help="write the runs and their summary as JSON")

@@ -20,7 +20,7 @@ from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
 from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
 from ..engine.process_group import active_mode
-from ..engine.search import check_strategy, make_strategy, nearest_winners
+from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
 from ..errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
 from ..kernel.call import BoundCall, CallSignature, Launch
 from ..kernel.compile_options import compile_option_names
@@ -646,6 +646,7 @@ class Autotuned(KernelInspection, KernelInterface):
             candidates=candidates,
             strategy=None if strategy is None else self.strategy,
             space_size=None if strategy is None else self.space_size,
+            prior=prior_note(getattr(strategy, "prior", None), outcome.winner),
         )
         if select is None:
             emit(record, cache_hit=False)
@@ -667,10 +668,15 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
-        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included)."""
+        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included), and for "model"
+        with `Tuning(transfer=True)`, the nearest key's record tuned on another device kind as its prior."""
         space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
         seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
-        return make_strategy(self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs)
+        transfer = self.strategy == "model" and self.tuning.transfer  # only the model search uses a prior
+        prior = nearest_prior(key, dtypes, self.cache.prior_records()) if transfer else None
+        return make_strategy(
+            self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs, prior=prior
+        )
 
     def run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune

@@ -84,7 +84,17 @@ def _searched(record: TuningRecord) -> str:
     if record.strategy is None:
         return ""
     size = f" of {record.space_size:,}" if record.space_size is not None else ""
-    return f" | {record.strategy}: {len(record.trials)}{size} tried"
+    return f" | {record.strategy}: {len(record.trials)}{size} tried{_prior_text(record)}"
+
+
+def _prior_text(record: TuningRecord) -> str:
+    """`, prior: <device> (<source>), winner #3 in its order` for a search that started from another device's
+    record; nothing otherwise."""
+    if record.prior is None:
+        return ""
+    rank = record.prior.winner_rank
+    where = f"winner #{rank} in its order" if rank is not None else "winner not in its order"
+    return f", prior: {record.prior.device} ({record.prior.source}), {where}"
 
 
 def format_trials(record: TuningRecord) -> str:

@@ -24,13 +24,14 @@ from typing import Any, cast
 
 from ..config import value_identity
 from ..engine.in_process import InProcessRunner
+from ..engine.search.prior import Prior
 from ..engine.tuner import TuneJob, tune
 from ..errors import AutotuneError
 from ..options import Strategy, Tuning
 from ..record import TrialStatus
 from ..space.spaces import CartesianSpace, Config, FixedSpace, SearchSpace
 
-__all__ = ["Landscape", "load_landscape", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
+__all__ = ["Landscape", "load_landscape", "landscape_prior", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
 
 MAX_LANDSCAPE_BYTES = 1 << 30  # decompressed; the largest shared landscape is ~40 MB
 
@@ -208,11 +209,23 @@ class _ReplayRunner:
         return samples
 
 
+def landscape_prior(landscape: Landscape) -> Prior:
+    """Another landscape of the same kernel as a prior: it stands in for another device kind's record."""
+    return Prior.from_times(((c, landscape.time_of(c)) for c in landscape.entries), landscape.device, landscape.path)
+
+
 def replay_once(
-    landscape: Landscape, strategy: str, budget: int, seed: int, workers: int = 8, space: SearchSpace | None = None
+    landscape: Landscape,
+    strategy: str,
+    budget: int,
+    seed: int,
+    workers: int = 8,
+    space: SearchSpace | None = None,
+    prior: Prior | None = None,
 ) -> dict[str, Any]:
     """One tuning of the landscape with `strategy` ("exhaustive", "random", "local", "model") and a budget of
-    `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds."""
+    `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds; with
+    `prior` (model only), the winner's rank in the prior's order."""
     from ..engine.search import make_strategy
 
     space = space if space is not None else landscape.space()
@@ -224,7 +237,11 @@ def replay_once(
         strategy=cast(Strategy, strategy),  # Tuning checks the name
         max_configs=budget,
     )
-    searcher = None if strategy == "exhaustive" else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget)
+    searcher = (
+        None
+        if strategy == "exhaustive"
+        else make_strategy(strategy, space, seed=seed, seeds=(), budget=budget, prior=prior)
+    )
     trials = InProcessRunner(
         run_config=runner.run_config,
         compiler=_ReplayCompiler(landscape, clock),
@@ -251,19 +268,32 @@ def replay_once(
         "evaluations": sum(1 for t in outcome.trials if t.status is not TrialStatus.SKIPPED),
         "tuning_s": clock.now,
         "reached_3pct_s": runner.reached_3pct_s,
+        "prior_rank": prior.rank_of(outcome.winner) if prior is not None else None,
     }
 
 
-def replay(landscape: Landscape, strategy: str, budget: int, seeds: int, workers: int = 8) -> dict[str, Any]:
-    """`seeds` replays (seeds 0..seeds-1), in the JSON layout `autotune replay --json` writes."""
+def replay(
+    landscape: Landscape,
+    strategy: str,
+    budget: int,
+    seeds: int,
+    workers: int = 8,
+    prior: Landscape | None = None,
+) -> dict[str, Any]:
+    """`seeds` replays (seeds 0..seeds-1), in the JSON layout `autotune replay --json` writes; `prior`, another
+    landscape of the kernel, is the prior of every run (and adds `prior` and each run's `prior_rank`)."""
     space = landscape.space()
-    fields = ("seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s")
+    fields: tuple[str, ...] = ("seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s")
+    fields += ("prior_rank",) if prior is not None else ()
+    given = landscape_prior(prior) if prior is not None else None
     runs = [
         {k: run[k] for k in fields}
-        for run in (replay_once(landscape, strategy, budget, seed, workers, space) for seed in range(seeds))
+        for run in (replay_once(landscape, strategy, budget, seed, workers, space, given) for seed in range(seeds))
     ]
     ratios = [r["ratio"] for r in runs if r["ratio"] is not None]
+    extra = {"prior": {"path": prior.path, "device": prior.device}} if prior is not None else {}
     return {
+        **extra,
         "landscape": {
             "path": landscape.path,
             "device": landscape.device,

@@ -213,7 +213,7 @@ def record_json(record: TuningRecord) -> bytes:
     data["key"] = _jsonable(list(record.key))
     data["dtypes"] = [str(d) for d in record.dtypes]
     # Optional fields left unset are not written, so such files stay readable by older readers.
-    for name in ("candidates", "kernel_id", "strategy", "space_size"):
+    for name in ("candidates", "kernel_id", "strategy", "space_size", "prior"):
         if data.get(name) is None:
             data.pop(name, None)
     return codec.to_json(data, indent=1) + b"\n"

@@ -19,7 +19,7 @@ from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..options import lock_timeout_s as configured_lock_timeout_s
-from ..record import TrialStatus, TuningRecord
+from ..record import PriorNote, TrialStatus, TuningRecord
 from ..space.spaces import Config
 from . import fingerprint
 from .counters import count, count_hit, count_tuning, register
@@ -157,6 +157,7 @@ class KernelCache:
         candidates: str | None,
         strategy: str | None = None,
         space_size: int | None = None,
+        prior: PriorNote | None = None,
     ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
@@ -177,6 +178,7 @@ class KernelCache:
             candidates=candidates,
             strategy=strategy,
             space_size=space_size,
+            prior=prior,
         )
 
     def clears(self) -> int:
@@ -222,6 +224,25 @@ class KernelCache:
                 if self.stale_reason(r, tuple(r.key), tuple(r.dtypes), r.candidates) is None:
                     found.setdefault((key_text(r.key), tuple(r.dtypes)), r)
         return list(found.values())
+
+    def prior_records(self) -> list[tuple[str, TuningRecord]]:
+        """(tier name, record) for each record of this kernel (same identity, source and space) tuned on another
+        device kind, whatever its key: what a search may start from (`search.prior`). Every tier, the remote one
+        included: this is read when a key is tuned, which takes seconds anyway, never on a launch's hit path."""
+        device = fingerprint.device_fingerprint()
+        found = []
+        for tier in self.tiers:
+            for e in tier.entries(self.kernel_name):
+                r = e.record
+                if (
+                    r.device != device
+                    and r.kernel == self.kernel_name
+                    and r.kernel_id == self.identity
+                    and r.source_hash == self.source_hash
+                    and r.space_checksum == self.space_checksum
+                ):
+                    found.append((tier.name, r))
+        return found
 
     # -- validity ---------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Search over large spaces: strategies that propose configs from what the tried ones measured (`strategies`,
-`model`), and warm starts from other keys' winners (`warm_start`). The tuner runs them (tuner.search)."""
+`model`), warm starts from other keys' winners (`warm_start`), and priors from other device kinds' records of the
+same key (`prior`). The tuner runs them (tuner.search)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...space.spaces import Config, SearchSpace
+from .prior import Prior, nearest_prior, prior_from_record, prior_note
 from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
 from .warm_start import key_distance, nearest_winners
 
@@ -18,6 +20,10 @@ __all__ = [
     "make_strategy",
     "key_distance",
     "nearest_winners",
+    "Prior",
+    "nearest_prior",
+    "prior_from_record",
+    "prior_note",
     "resolve_strategy",
     "check_strategy",
 ]
@@ -82,12 +88,19 @@ def resolve_strategy(name: str, space_size: int, max_configs: int, *, lazy: bool
 
 
 def make_strategy(
-    name: str, space: SearchSpace, *, seed: int | None, seeds: Iterable[Config], budget: int
+    name: str,
+    space: SearchSpace,
+    *,
+    seed: int | None,
+    seeds: Iterable[Config],
+    budget: int,
+    prior: Prior | None = None,
 ) -> SearchStrategy:
-    """The strategy called `name` ("random", "local" or "model") over `space`; the model loads optuna on first use."""
+    """The strategy called `name` ("random", "local" or "model") over `space`; `prior` (another device kind's
+    tuning of the same kernel and key) is used by "model" only, which loads optuna on first use."""
     if name == "model":
         from .model import ModelSearch
 
-        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget)
+        return ModelSearch(space, seed=seed, seeds=seeds, budget=budget, prior=prior)
     cls = {"random": RandomSearch, "local": LocalSearch}[name]
     return cls(space, seed=seed, seeds=seeds, budget=budget)

@@ -7,6 +7,15 @@ batches (`constant_liar`), and lets configs found elsewhere (seeds, the local ph
 (`add_trial`). It is the optional extra `autotune[search]`; without it "model" is refused with that advice and
 "auto" uses the local search.
 
+A prior (`prior.Prior`: another device kind's tuning of the same kernel and key) adds its best configs, each at
+least two fields from the others, to the first proposals (a tenth of the budget). They are measured, and the final
+climb starts from everything measured, them included. TPE is told only those that measured worse than the best
+quarter of the search's own first 8 configs: told, a right prior's good seeds became TPE's whole good set and held
+it in their basin (convolution A100 with A4000's prior: 1.48x the best in 18 of 20 runs, against 1.13 without a
+prior; the prior's whole ranking told as trials: median 1.24), while a wrong prior's bad seeds teach it where not
+to look (pnpoly with its ranking reversed: 1.001 / 1.073 told, 1.023 / 1.151 untold, 1.007 / 1.160 without a
+prior). So a wrong prior costs at most its seeds' share of the budget.
+
 Constraints: a config TPE proposes outside the space (a `.where` filter refuses it) is told as failed and
 redrawn; a failed config is told with a value worse than any measured, so the model learns to avoid its
 region; a config proposed twice is told its known result without being measured again.
@@ -20,6 +29,7 @@ from typing import Any
 
 from ...errors import OptionError
 from ...space.spaces import Config, SearchSpace, UnionSpace
+from .prior import Prior
 from .strategies import LocalSearch, SearchStrategy
 
 __all__ = ["ModelSearch", "optuna_available"]
@@ -27,6 +37,8 @@ __all__ = ["ModelSearch", "optuna_available"]
 _FAILED = 1e30  # what a failed config is told: worse than any time, so TPE's quantile split calls it bad
 _LOCAL_SHARE = 0.25  # the last quarter of the budget refines the best config with a local search
 _DRAWS = 20  # proposals redrawn per config before falling back to a random valid config
+_HELD_AFTER = 8  # the search's own configs measured before the prior's seeds are judged for telling TPE
+_PRIOR_APART = 2  # a prior's seeds differ from each other in at least this many fields (distinct basins)
 
 
 def optuna_available() -> bool:
@@ -41,7 +53,7 @@ class ModelSearch(SearchStrategy):
 
     name = "model"
 
-    def __init__(self, space: SearchSpace, **kwargs: Any) -> None:
+    def __init__(self, space: SearchSpace, *, prior: Prior | None = None, **kwargs: Any) -> None:
         super().__init__(space, **kwargs)
         try:
             import optuna
@@ -52,6 +64,10 @@ class ModelSearch(SearchStrategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self._axes = _axes_of(space)
+        self.prior = prior
+        self.prior_seeds = self._seeds_from(prior) if prior is not None else []
+        self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
+        self._held_done = False
         startup = max(8, min(64, self.budget // 4))  # random configs before the model proposes
         with warnings.catch_warnings():  # multivariate and constant_liar are marked experimental by optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -67,6 +83,39 @@ class ModelSearch(SearchStrategy):
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()
         }
+
+    def _tell_held(self) -> None:
+        """Tell TPE the prior's seeds that measured worse than the best quarter of the search's other configs, once
+        8 of those have measured: a wrong prior's seeds teach the model where not to look, a right prior's best
+        seeds stay untold so they cannot become the model's whole good set."""
+        others = sorted(ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None)
+        if len(others) < _HELD_AFTER:
+            return
+        threshold = others[len(others) // 4]
+        for config, value in self._held.items():
+            if value is None or value >= threshold:
+                self._study.add_trial(
+                    self._optuna.trial.create_trial(
+                        params=dict(config), distributions=self._dists, value=value if value is not None else _FAILED
+                    )
+                )
+        self._held = {}
+        self._held_done = True
+
+    def _seeds_from(self, prior: Prior) -> list[Config]:
+        """The prior's best configs in the space, each `_PRIOR_APART` fields from the others, proposed first after
+        the warm start's: a tenth of the budget, at least 2 and at most 16 (8 for a budget of 87)."""
+        count = max(2, min(16, self.budget // 10))
+        chosen: list[Config] = []
+        for config in prior.configs_ranked:
+            if len(chosen) >= count:
+                break
+            if config in self._seeds or config.keys() != self._axes.keys() or not self.space.contains(config):
+                continue
+            if all(sum(1 for k in config if config[k] != other[k]) >= _PRIOR_APART for other in chosen):
+                chosen.append(config)
+        self._seeds.extend(chosen)
+        return chosen
 
     def _propose(self, n: int) -> Iterable[Config]:
         if len(self.tried) >= self.budget * (1 - _LOCAL_SHARE) and self.best is not None:
@@ -105,9 +154,13 @@ class ModelSearch(SearchStrategy):
         if self._local_started:
             self._local.note(config, value)
         trial = self._pending.pop(config, None)
+        if self._held and not self._held_done and (trial is not None or config not in self.prior_seeds):
+            self._tell_held()
         if trial is not None:
             self._study.tell(trial, value if value is not None else _FAILED)
-        elif config.keys() == self._axes.keys():  # a seed or a local-phase config: the model learns of it too
+        elif config in self.prior_seeds:
+            self._held[config] = value
+        elif config.keys() == self._axes.keys():  # a warm-start seed or a local-phase config: the model learns of it
             self._study.add_trial(
                 self._optuna.trial.create_trial(
                     params=dict(config), distributions=self._dists, value=value if value is not None else _FAILED
