@@ -1,7 +1,7 @@
 """autotune: a decorator-driven JIT autotuner for Triton kernels.
 
 `@autotune(space=..., key=..., grid=...)` above `@triton.jit`: the first call for a key compiles the configs
-in parallel, measures each as soon as it is compiled (in worker processes by default, `isolate="auto"`), launches
+in parallel, measures each as soon as it is compiled (in the caller's process, as triton.autotune; `isolate="process"` for workers), launches
 the fastest and caches it on disk.
 """
 
@@ -15,6 +15,7 @@ from .errors import (
     CacheEntryError,
     CacheWarning,
     CallError,
+    CrashWarning,
     DeviceError,
     DistributedTuningError,
     ExpressionError,
@@ -80,6 +81,7 @@ __all__ = [
     "stats",
     "keys",
     "CacheWarning",
+    "CrashWarning",
     "DistributedTuningError",
     "SpaceError",
     "ExpressionError",

@@ -17,7 +17,7 @@ from triton.runtime.jit import KernelInterface
 
 from .call_arguments import BoundCall, CallSignature, Launch
 from .compilers import InterpreterCompiler, JitCompiler, compile_option_names, driver_problem
-from .errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
+from .errors import AutotuneError, CacheWarning, CallError, CrashWarning, NoDeviceError, SpaceError, warn_at_caller
 from .inspection import KernelInspection
 from .kernel_ref import (
     base_kernel,
@@ -61,13 +61,14 @@ from .options import (
 )
 from .process_group import active_mode
 from .pruning import PruneSpec, RerunCall, as_pruner, kept_configs
-from .record import TuningRecord
+from .record import Search, TuningRecord
 from .reference import Reference
 from .search import check_strategy, make_strategy, nearest_winners
 from .space import Config, SearchSpace
 from .space_checks import check_required_fields, validate_space
 from .space_checksum import tuned_under
 from .space_input import as_space
+from .storage import journal
 from .storage.counters import count_hit
 from .storage.fingerprint import source_hash
 from .storage.tiers import KernelCache
@@ -81,7 +82,7 @@ logger = logging.getLogger("autotune")
 class Autotuned(KernelInspection, KernelInterface):
     """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
 
-    default_isolate = "auto"  # where untried configs run when neither Tuning nor AUTOTUNE_ISOLATE says
+    default_isolate = "off"  # in this process, as triton.autotune, when neither Tuning nor AUTOTUNE_ISOLATE says
 
     def __init__(
         self,
@@ -234,12 +235,18 @@ class Autotuned(KernelInspection, KernelInterface):
             self.space.contains,
             identity=self.identity,
             key_fields=self._key.fields,
+            search=Search(
+                strategy=self.strategy,
+                max_configs=None if self.strategy == "exhaustive" else self.tuning.max_configs,
+                max_seconds=self.tuning.max_seconds,
+            ),
         )
         self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None
         self.best_config: Config | None = None
         self._last_key: tuple | None = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
+        self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Config | None = None
 
@@ -543,6 +550,7 @@ class Autotuned(KernelInspection, KernelInterface):
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         isolated = isolation_for(self, bound, grid)  # None: tune in this process (a shard too: its subset is `skip`)
+        noted, crashed = self.crash_journal(key, dtypes)
         job = TuneJob(
             configs=configs,
             run_config=run_config,
@@ -568,6 +576,8 @@ class Autotuned(KernelInspection, KernelInterface):
             measure_single=select is not None,
             whole_space=select is None,
             preference=kept,
+            noted=noted,
+            crashed=crashed if isolated is None else {},  # a worker may try them: a crash there costs only itself
         )
         try:
             outcome = tune(job)
@@ -575,6 +585,7 @@ class Autotuned(KernelInspection, KernelInterface):
             close = getattr(job.progress, "close", None)
             if close is not None:
                 close()
+        journal.forget(self.identity, key, dtypes)  # the crashes noted are in the record now
         record = self.cache.new_record(
             key,
             dtypes,
@@ -584,10 +595,29 @@ class Autotuned(KernelInspection, KernelInterface):
             candidates=candidates,
             strategy=None if strategy is None else self.strategy,
             space_size=None if strategy is None else self.space_size,
+            where="in-process" if isolated is None else "worker process",
         )
         if select is None:
             emit(record, cache_hit=False)
         return record
+
+    def crash_journal(self, key: tuple, dtypes: tuple) -> tuple[Callable[[Config], Any], dict[Config, str]]:
+        """The crash journal's note around each in-process trial of this key, and the configs noted as having
+        ended a process (each warned of once); none under force, which tries them again."""
+        if self.tuning.force or env_force():
+            journal.forget(self.identity, key, dtypes)
+            crashed: dict[Config, str] = {}
+        else:
+            crashed = journal.crashed(self.identity, key, dtypes)
+        for config, why in crashed.items():
+            if (key, dtypes, config) not in self._crash_warned:
+                self._crash_warned.add((key, dtypes, config))
+                warn_at_caller(
+                    f"autotune: {self.name} config {dict(config)} for key={key}: {why}. It is recorded as "
+                    "crashed and the other configs are tuned",
+                    CrashWarning,
+                )
+        return functools.partial(journal.measuring, self.identity, key, dtypes), crashed
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the

@@ -53,7 +53,7 @@ class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     max_configs: AtLeast1 | None = None
     max_seconds: Seconds | None = None  # stop proposing configs after this long
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
+    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "off"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
 
 
@@ -234,7 +234,7 @@ def env_isolate() -> str | None:
 
 def isolate_setting(tuning: Tuning, default: str) -> tuple[str, str]:
     """(the isolation mode, what set it): `Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default
-    ("auto"; "off" for the `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
+    ("off": in the caller's process, as triton.autotune)."""
     if tuning.isolate is not None:
         return tuning.isolate, f"isolate={tuning.isolate!r}"
     env = env_isolate()

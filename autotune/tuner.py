@@ -7,6 +7,7 @@ here because it wraps every trial run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
@@ -121,6 +122,11 @@ class TuneJob:
     batch_size: int | None = None  # configs a strategy proposes at once (default: 2 x compile workers)
     isolated: Any | None = None  # an isolation.IsolatedRunner: every trial runs in the worker
     errors: dict = field(default_factory=dict, repr=False)  # config -> the exception it failed with, this tuning
+    # A context around each in-process measurement of a config (the crash journal, storage/journal.py, notes it
+    # so the next process knows which config ended this one) and the configs known to have ended a process
+    # (recorded crashed, never run again): given by the caller, who knows the cache.
+    noted: Callable[[Config], contextlib.AbstractContextManager] = lambda config: contextlib.nullcontext()
+    crashed: Mapping[Config, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -262,6 +268,9 @@ def _settle(
     trial.compile_s = outcome.compile_s
     if outcome.status is not TrialStatus.OK:
         _fail(job, trial, outcome.status, outcome.error)
+    elif config in job.crashed:  # it ended a process that measured it: not run again
+        _fail(job, trial, TrialStatus.CRASHED, None)
+        trial.error = job.crashed[config]
     else:
         job.progress.compiled(config)
         _measure(job, trial, guard, expected)
@@ -280,6 +289,12 @@ def _search(job: TuneJob, guard: ArgumentGuard, expected: dict | None) -> dict[C
 
 
 def _measure(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: dict | None) -> None:
+    """Run and time one config in this process, noted in the crash journal while it runs."""
+    with job.noted(trial.config):
+        _run_and_time(job, trial, guard, expected)
+
+
+def _run_and_time(job: TuneJob, trial: Trial, guard: ArgumentGuard, expected: dict | None) -> None:
     config, named = trial.config, job.named_args
 
     def before() -> None:
