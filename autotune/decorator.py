@@ -596,6 +596,7 @@ class Autotuned(KernelInspection, KernelInterface):
             strategy=None if strategy is None else self.strategy,
             space_size=None if strategy is None else self.space_size,
             where="in-process" if isolated is None else "worker process",
+            remeasured=outcome.remeasured,
         )
         if select is None:
             emit(record, cache_hit=False)

@@ -100,6 +100,7 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     space_size: Count | None = None  # configs in the space (its product when lazy)
     search: Search | None = None  # the search that found the winner (None: an entry from before it was kept)
     where: Where | None = None  # where the trials ran (None: an entry from before it was kept)
+    remeasured: list[Config] | None = None  # the best few re-measured side by side, in that order (winner first)
     tuning_s: Ms
     timestamp: Ms = field(default_factory=time.time)
 
@@ -109,6 +110,8 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
             structs.force_setattr(self, "key", list(self.key))
         if not isinstance(self.winner, Config):
             structs.force_setattr(self, "winner", Config(self.winner))
+        if self.remeasured is not None and not all(isinstance(c, Config) for c in self.remeasured):
+            structs.force_setattr(self, "remeasured", [Config(c) for c in self.remeasured])
 
     # A record reads as the documented sequence of trials (`len(record)`, `for t in record`, `record[0]`),
     # one per config of the space; its metadata stays available as fields (`to_dict()` for a dict).

@@ -134,6 +134,7 @@ class TuneOutcome:
     winner: Config
     trials: list[Trial]
     tuning_s: float
+    remeasured: list[Config] = field(default_factory=list)  # re-measured side by side, in their order (winner first)
 
 
 def tune(job: TuneJob) -> TuneOutcome:
@@ -167,8 +168,9 @@ def tune(job: TuneJob) -> TuneOutcome:
         if not ok:
             _raise_no_valid(job, list(trials.values()))
         top = ok[: job.tuning.refine_topk]
-        winner = min(top if _refine(job, top, guard) else ok, key=fastest_first).config
-        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
+        remeasured = [t.config for t in sorted(top, key=fastest_first)] if _refine(job, top, guard) else []
+        winner = remeasured[0] if remeasured else ok[0].config
+        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started, remeasured)
     finally:
         guard.restore_all()
 

@@ -77,9 +77,9 @@ def test_a_config_that_kills_the_process_is_recorded_crashed_by_the_next_and_the
 def _note_of_a_dead_process(kernel_id: str, key: tuple, dtypes: tuple, config: dict) -> None:
     """A real process enters `measuring` and exits inside it, as a crash would."""
     code = (
-        "import os, sys; sys.path.insert(0, %r); from autotune.storage import journal\n"
-        "with journal.measuring(%r, %r, %r, %r):\n    os._exit(3)\n"
-    ) % (str(TESTS.parent), kernel_id, key, dtypes, config)
+        f"import os, sys; sys.path.insert(0, {str(TESTS.parent)!r}); from autotune.storage import journal\n"
+        f"with journal.measuring({kernel_id!r}, {key!r}, {dtypes!r}, {config!r}):\n    os._exit(3)\n"
+    )
     assert subprocess.run([sys.executable, "-c", code], env=dict(os.environ), timeout=120).returncode == 3
 
 
@@ -130,7 +130,9 @@ def test_a_noted_crash_is_recorded_without_running_the_config_and_force_retries_
     assert len([w for w in caught if issubclass(w.category, CrashWarning)]) == 1
     assert kernel.record(key).trial_for(Config(BLOCK=64, MODE=0)).status is TrialStatus.CRASHED
 
-    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")  # read when a process meets a key: as a new process would
+    kernel.cache.forget(key)  # memory only: the disk entry and the note stay
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 64, "MODE": 0})
     _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 64, "MODE": 0})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

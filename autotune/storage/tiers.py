@@ -155,6 +155,7 @@ class KernelCache:
         strategy: str | None = None,
         space_size: int | None = None,
         where: Where | None = None,
+        remeasured: list[Config] | None = None,
     ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
@@ -177,6 +178,7 @@ class KernelCache:
             space_size=space_size,
             search=self._search_of(trials),
             where=where,
+            remeasured=remeasured or None,
         )
 
     def _search_of(self, trials: list) -> Search | None:
