@@ -238,7 +238,7 @@ def isolate_setting(tuning: Tuning, default: str) -> tuple[str, str]:
     if tuning.isolate is not None:
         return tuning.isolate, f"isolate={tuning.isolate!r}"
     env = env_isolate()
-    return (env, f"AUTOTUNE_ISOLATE={env}") if env else (default, f"isolate={default!r}")
+    return (env, f"AUTOTUNE_ISOLATE={env}") if env else (default, f"the default isolate={default!r}")
 
 
 def env_disable() -> bool:
