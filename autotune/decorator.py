@@ -76,6 +76,8 @@ from .template import compile_derive, compile_grid
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
+_NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
+
 logger = logging.getLogger("autotune")
 
 
@@ -245,6 +247,14 @@ class Autotuned(KernelInspection, KernelInterface):
         self.best_config: Config | None = None
         self._last_key: tuple | None = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
+        self._hit_kwargs: dict[Config, dict] = {}  # a winner's launch keywords on the hit path (`_launch_hit`)
+        # How many positional arguments a call may pass to take `_launch_hit`: all the required ones, none that
+        # bind() would check (a tuned field); none at all with derive=.
+        self._hit_arity = (
+            (self._required_upto, min(len(self.arg_names), self._call_signature.first_tuned))
+            if self._derive is None
+            else (1, 0)
+        )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
         self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
@@ -265,6 +275,10 @@ class Autotuned(KernelInspection, KernelInterface):
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch with the decorator's `grid=`; tunes first on a new key."""
+        if not kwargs and self._hit_arity[0] <= len(args) <= self._hit_arity[1] and self._grid is not None:
+            result = self._launch_hit(args, None)
+            if result is not _NOT_A_HIT:
+                return result
         if self._grid is None:
             raise AutotuneError(
                 f"{self.name} was decorated without grid=; launch it as {self.name}[grid](...) "
@@ -279,8 +293,34 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         return self.run(*args, grid=None, warmup=False, **kwargs)
 
+    def _launch_hit(self, args: tuple, grid: Any) -> Any:
+        """`kernel(*args)` or `kernel[grid](*args)` (`grid=None`: the decorator's) on a memory hit, as
+        `select_and_launch` launches it less what the last hit of the same winner already did (its launch keywords
+        are kept per config): no BoundCall, no Launch. `_NOT_A_HIT` when the call must take the full path (a miss,
+        force= not yet applied). Taken only for positional arguments that `bind` would not check (`_hit_arity`)
+        and no derive=."""
+        named = dict(self._defaults)
+        named.update(zip(self.arg_names, args))
+        key, dtypes = self._key(named)
+        record = self.memory_hit(key, dtypes)
+        if record is None:
+            return _NOT_A_HIT
+        config = self.best_config = record.winner
+        launch_kwargs = self._hit_kwargs.get(config)
+        if launch_kwargs is None:
+            meta, options = self._split(config)
+            launch_kwargs = self._hit_kwargs[config] = {**options, **meta}
+        if grid is None:
+            grid = self._grid(config, named)  # type: ignore[misc]  # __call__ comes here only with a grid
+        with self.launch_lock:
+            return self.fn.run(*args, grid=grid, warmup=False, **launch_kwargs)
+
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
+        if not kwargs and not warmup and grid is not None and self._hit_arity[0] <= len(args) <= self._hit_arity[1]:
+            result = self._launch_hit(args, grid)
+            if result is not _NOT_A_HIT:
+                return result
         return self.select_and_launch(args, kwargs, grid, warmup).result
 
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
