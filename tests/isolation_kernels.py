@@ -149,7 +149,7 @@ def _note_pid(**named) -> None:
     tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
 )
 @triton.jit
-def default_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: AUTOTUNE_ISOLATE, else "auto"
+def default_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: AUTOTUNE_ISOLATE, else "off"
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
