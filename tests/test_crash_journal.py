@@ -11,6 +11,8 @@ import warnings
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 from autotune import Config, CrashWarning, TrialStatus, clear_autotune_cache
 from autotune.storage import journal
@@ -21,6 +23,8 @@ CHILD = """
 import json, sys, warnings
 sys.path.insert(0, {tests!r})
 import torch
+import triton
+import triton.language as tl
 import autotune
 from isolation_kernels import segfaulting_add
 n = 100
@@ -140,3 +144,50 @@ def test_a_noted_crash_is_recorded_without_running_the_config_and_force_retries_
     assert not [w for w in caught if issubclass(w.category, CrashWarning)]
     assert kernel.record(key).trial_for(Config(BLOCK=64, MODE=0)).status is TrialStatus.OK
     assert journal.crashed(kernel.identity, key, dtypes) == {}
+
+
+@triton.jit
+def noted_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_every_in_process_path_notes_what_it_measures_and_leaves_no_note(monkeypatch):
+    """Blocking, the triton.autotune drop-in and online tuning each note a config in the journal while it runs
+    (distributed tuning measures through the blocking path's tuner)."""
+    from autotune import autotune, compat
+
+    noted: list[tuple[str, int]] = []
+    real = journal.measuring
+
+    def spy(kernel_id, key, dtypes, config):
+        noted.append((kernel_id.rpartition(":")[2], config["BLOCK"]))
+        return real(kernel_id, key, dtypes, config)
+
+    monkeypatch.setattr(journal, "measuring", spy)
+    x, y, out = torch.rand(64), torch.rand(64), torch.empty(64)
+    space, fast = {"BLOCK": [32, 64]}, {"compile_workers": 0, "warmup": 0, "reps": 1, "refine_topk": 0}
+    autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=fast)(noted_add)(x, y, out, 64)
+    assert sorted(noted) == [("noted_add", 32), ("noted_add", 64)]
+
+    del noted[:]
+    drop_in = compat.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])(
+        noted_add
+    )
+    x, y, out = torch.rand(65), torch.rand(65), torch.empty(65)  # a key of its own
+    drop_in[lambda meta: (triton.cdiv(65, meta["BLOCK"]),)](x, y, out, 65)
+    assert sorted(noted) == [("noted_add", 32), ("noted_add", 64)]
+
+    del noted[:]
+    online = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={**fast, "mode": "online", "reps": 2})(
+        noted_add
+    )
+    x, y, out = torch.rand(66), torch.rand(66), torch.empty(66)
+    for _ in range(20):
+        online(x, y, out, 66)
+        torch.testing.assert_close(out, x + y)
+        if online.cache.in_memory((66,), ("torch.float32",) * 3) is not None:
+            break
+    assert {b for _, b in noted} == {32, 64} and online.record().where == "in-process"
+    assert list(notes_dir().iterdir()) == []
