@@ -95,7 +95,7 @@ def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
     found: dict[Config, str] = {}
     wanted_key, wanted_dtypes = key_text(key), [str(d) for d in dtypes]
     for _, note in _dead_notes(kernel_id, key):
-        if note.kernel == kernel_id and note.key == wanted_key and note.dtypes == wanted_dtypes:
+        if note is not None and note.kernel == kernel_id and note.key == wanted_key and note.dtypes == wanted_dtypes:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(note.since))
             found[Config(note.config)] = (
                 f"the process ended while measuring it (pid {note.pid} on {note.host}, at {when}): a crash, or "
@@ -125,7 +125,7 @@ def _dead_notes(kernel_id: str | None, key: tuple | None) -> list[tuple[Path, No
         names = [e.name for e in os.scandir(_directory()) if e.name.startswith(prefix) and e.name.endswith(".json")]
     except OSError:  # no journal yet, or none readable: nothing known to have crashed
         return []
-    dead = []
+    dead: list[tuple[Path, Note | None]] = []
     for name in sorted(names)[:MAX_NOTES]:
         path = _directory() / name
         note = _read(path)
