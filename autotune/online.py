@@ -344,7 +344,7 @@ class OnlineTuner:
             return session.best, None, "online"
         kept, checksum = kernel.candidates(bound)
         since = kernel.cache.clears()  # a clear of the key before the decision: the winner is not kept
-        record = kernel.cache.peek(key, dtypes, checksum)
+        record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates

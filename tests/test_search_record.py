@@ -80,3 +80,17 @@ def test_a_larger_max_seconds_than_an_exhaustive_search_was_cut_to_tunes_again()
     assert tunings() == 1
     assert tuned(strategy="exhaustive").search == Search(strategy="exhaustive", measured=16)
     assert tunings() == 2
+
+
+def test_online_tuning_searches_again_over_a_weaker_entry():
+    tuned(strategy="random", max_configs=3)
+    online = autotune(
+        space=SPACE,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", strategy="exhaustive", compile_workers=0, reps=1),
+    )(searched_add)
+    x, y, out = torch.rand(300), torch.rand(300), torch.empty(300)
+    online(x, y, out, 300)
+    torch.testing.assert_close(out, x + y)
+    assert online.cache_info().get("online")  # a session over the space, not the random search's winner

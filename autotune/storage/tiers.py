@@ -432,11 +432,19 @@ class KernelCache:
     # -- offline mode, clearing ---------------------------------------------------------------------
 
     def peek(
-        self, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None, stale: list[str] | None = None
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        candidates: str | None = None,
+        stale: list[str] | None = None,
+        *,
+        judge_search: bool = False,
     ) -> TuningRecord | None:
         """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
         never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
-        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)")."""
+        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)").
+        `judge_search` (online tuning, which tunes on a None): an entry found by a weaker search than this
+        kernel's is not used either, as in `get_or_tune`."""
         record = self.memory.lookup(key, tuple(dtypes))
         if record is not None:
             count_hit(self.kernel_name)
@@ -452,7 +460,10 @@ class KernelCache:
             for tier in tiers:
                 if skip_remote and tier.name == "remote":
                     continue
-                record = self._usable(tier, entry, candidates, outdated)
+                weaker: list[str] | None = [] if judge_search else None
+                record = self._usable(tier, entry, candidates, outdated, weaker)
+                if weaker:
+                    logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
                 if record is not None:
                     return self._found(tiers, tier, entry, record, since)[0]
         finally:
