@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -644,7 +645,10 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def crash_journal(self, key: tuple, dtypes: tuple) -> tuple[Callable[[Config], Any], dict[Config, str]]:
         """The crash journal's note around each in-process trial of this key, and the configs noted as having
-        ended a process (each warned of once); none under force, which tries them again."""
+        ended a process (each warned of once); none under force, which tries them again. A kernel whose winners
+        stay in memory (compat's cache_results=False) writes nothing to the cache directory: no journal."""
+        if not self.cache.tiers:
+            return lambda config: contextlib.nullcontext(), {}
         if self.tuning.force or env_force():
             journal.forget(self.identity, key, dtypes)
             crashed: dict[Config, str] = {}
