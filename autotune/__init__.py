@@ -1,7 +1,7 @@
 """autotune: a decorator-driven JIT autotuner for Triton kernels.
 
 `@autotune(space=..., key=..., grid=...)` above `@triton.jit`: the first call for a key compiles the configs
-in parallel, measures each as soon as it is compiled (in worker processes by default, `isolate="auto"`), launches
+in parallel, measures each as soon as it is compiled (in the caller's process, as triton.autotune; `isolate="process"` for workers), launches
 the fastest and caches it on disk.
 """
 
@@ -18,6 +18,7 @@ from .errors import (
     CacheWarning,
     CallError,
     CaptureWarning,
+    CrashWarning,
     DeviceError,
     DistributedTuningError,
     ExpressionError,
@@ -95,6 +96,7 @@ __all__ = [
     "stats",
     "keys",
     "CacheWarning",
+    "CrashWarning",
     "DistributedTuningError",
     "SpaceError",
     "ExpressionError",

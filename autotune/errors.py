@@ -103,6 +103,11 @@ class CaptureWarning(UserWarning):
     said once per kernel. Warm the keys up before capturing (`autotune.warmup`, or one eager call per shape)."""
 
 
+class CrashWarning(UserWarning):
+    """A config ended a process that measured it in-process (the crash journal says so): it is recorded as
+    `crashed` and not tried again until AUTOTUNE_FORCE=1 or clear_autotune_cache(). Said once per config."""
+
+
 class VerificationWarning(UserWarning):
     """A config failed `verify=` and was skipped (its trial keeps the reason): said where the kernel was called.
     Filter this category to silence it."""

@@ -72,7 +72,7 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     max_configs: AtLeast1 = None  # type: ignore[assignment]  # filled from the preset
     max_seconds: Seconds | None = None  # stop proposing configs after this long
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
-    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
+    isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "off"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
     transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
 
@@ -233,11 +233,11 @@ def env_isolate() -> str | None:
 
 def isolate_setting(tuning: Tuning, default: str) -> tuple[str, str]:
     """(the isolation mode, what set it): `Tuning(isolate=...)`, else AUTOTUNE_ISOLATE, else the kernel's default
-    ("auto"; "off" for the `autotune.compat` drop-in, whose Triton hooks run in the caller's process)."""
+    ("off": in the caller's process, as triton.autotune)."""
     if tuning.isolate is not None:
         return tuning.isolate, f"isolate={tuning.isolate!r}"
     env = env_isolate()
-    return (env, f"AUTOTUNE_ISOLATE={env}") if env else (default, f"isolate={default!r}")
+    return (env, f"AUTOTUNE_ISOLATE={env}") if env else (default, f"the default isolate={default!r}")
 
 
 def env_disable() -> bool:

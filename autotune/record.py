@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field, structs
 
@@ -64,6 +64,35 @@ class PriorNote(Struct, kw_only=True, forbid_unknown_fields=True):
     winner_rank: Count | None = None
 
 
+Where = Literal["in-process", "worker process"]  # where a tuning's trials ran
+
+
+class Search(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The search that found a winner: its strategy ("exhaustive", "random", "local", "model"), its budget and
+    how many configs it measured. A later, stronger search tunes the key again (`stronger_search`)."""
+
+    strategy: str
+    max_configs: Annotated[int, Meta(ge=1)] | None = None  # the budget of a strategy (None: exhaustive)
+    max_seconds: Ms | None = None
+    measured: Count = 0  # configs compiled and run (failures included), not the ones skipped
+
+
+def stronger_search(wanted: Search, had: Search, space_size: int | None = None) -> str | None:
+    """Why `wanted` would search harder than the search `had` did (so the key is tuned again), or None: an
+    exhaustive search over a budgeted one, or a larger `max_configs` or `max_seconds`. A search that measured the
+    whole space (`space_size` configs) is never beaten."""
+    if space_size is not None and had.measured >= space_size:
+        return None
+    if wanted.strategy == "exhaustive" and had.strategy != "exhaustive":
+        return f"an exhaustive search, where its winner came from a {had.strategy} search of {had.measured} configs"
+    if wanted.max_configs is not None and had.max_configs is not None and wanted.max_configs > had.max_configs:
+        return f"max_configs={wanted.max_configs}, where its winner was searched with max_configs={had.max_configs}"
+    if had.max_seconds is not None and (wanted.max_seconds is None or wanted.max_seconds > had.max_seconds):
+        given = "no max_seconds" if wanted.max_seconds is None else f"max_seconds={wanted.max_seconds:g}"
+        return f"{given}, where its winner was searched within max_seconds={had.max_seconds:g}"
+    return None
+
+
 class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     """Everything one tuning of one key produced; the JSON body of a disk cache entry."""
 
@@ -83,6 +112,9 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     strategy: str | None = None  # the search strategy when not every config was tried (None: exhaustive)
     space_size: Count | None = None  # configs in the space (its product when lazy)
     prior: PriorNote | None = None  # the other device kind's record the search started from (None: none)
+    search: Search | None = None  # the search that found the winner (None: an entry from before it was kept)
+    where: Where | None = None  # where the trials ran (None: an entry from before it was kept)
+    remeasured: list[Config] | None = None  # the best few re-measured side by side, in that order (winner first)
     tuning_s: Ms
     timestamp: Ms = field(default_factory=time.time)
 
@@ -92,6 +124,8 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
             structs.force_setattr(self, "key", list(self.key))
         if not isinstance(self.winner, Config):
             structs.force_setattr(self, "winner", Config(self.winner))
+        if self.remeasured is not None and not all(isinstance(c, Config) for c in self.remeasured):
+            structs.force_setattr(self, "remeasured", [Config(c) for c in self.remeasured])
 
     # A record reads as the documented sequence of trials (`len(record)`, `for t in record`, `record[0]`),
     # one per config of the space; its metadata stays available as fields (`to_dict()` for a dict).

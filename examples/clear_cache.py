@@ -39,11 +39,7 @@ import triton.language as tl  # noqa: E402
 from autotune import autotune, clear_autotune_cache  # noqa: E402
 
 DEVICE = "cuda" if os.environ.get("TRITON_INTERPRET", "0") != "1" else "cpu"
-# The kernels live in this script's __main__, which a worker process cannot import: they tune in this process,
-# and isolate="off" says so (without it autotune warns once; define them in a module to isolate them).
-SETTINGS = dict(
-    space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={"preset": "fast", "isolate": "off"}
-)
+SETTINGS = dict(space={"BLOCK": (64, 128)}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={"preset": "fast"})
 
 
 @autotune(**SETTINGS)

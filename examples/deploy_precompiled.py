@@ -46,13 +46,10 @@ SHAPES = (4096, 1000)  # the sizes the service launches with (1000 is no multipl
 TARGET = "cuda:90"
 
 
-# A kernel in a script's __main__ cannot be imported by a worker process, so it tunes in this process:
-# isolate="off" says so and skips the IsolationWarning (define kernels in a module to isolate them).
 @autotune.autotune(
     space=CartesianSpace(BLOCK=(64, 128, 256, 512), num_warps=(4,)),
     key=["n"],
     grid="(cdiv(n, $BLOCK),)",
-    tuning=autotune.Tuning(isolate="off"),
 )
 @triton.jit
 def add_kernel(x, y, out, n, BLOCK: tl.constexpr):

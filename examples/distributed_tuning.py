@@ -50,11 +50,10 @@ def axpy_kernel(x, y, out, alpha, n, BLOCK: tl.constexpr):
 
 
 def tuned(mode: str):
-    """The same kernel, autotuned with the given distributed mode (a fresh wrapper, so a fresh memory cache); in this
-    process (isolate="off"), since a worker cannot import this script's __main__."""
-    return autotune(
-        space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(preset="fast", distributed=mode, isolate="off")
-    )(axpy_kernel)
+    """The same kernel, autotuned with the given distributed mode (a fresh wrapper, so a fresh memory cache)."""
+    return autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(preset="fast", distributed=mode))(
+        axpy_kernel
+    )
 
 
 def show(kernel, n: int, rank: int, world: int, device: str) -> None:

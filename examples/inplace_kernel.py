@@ -52,14 +52,13 @@ def tuned(kernel: object, **safety: object) -> object:
     """The kernel tuned over SPACE, one entry per length `n`.
 
     The "fast" preset keeps the interpreter quick; `force=True` makes every run of this example really
-    tune (instead of reusing the winner an earlier run left in the disk cache). `isolate="off"`: the kernels live
-    in this script's __main__, which a worker process cannot import, so they tune in this process (said, not warned).
+    tune (instead of reusing the winner an earlier run left in the disk cache).
     """
     return autotune(
         space=SPACE,
         key=["n"],
         grid="(cdiv(n, $BLOCK),)",
-        tuning={"preset": "fast", "force": True, "isolate": "off"},
+        tuning={"preset": "fast", "force": True},
         **safety,
     )(kernel)
 

@@ -165,7 +165,7 @@ def _note_pid(**named) -> None:
     tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
 )
 @triton.jit
-def default_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: AUTOTUNE_ISOLATE, else "auto"
+def default_add(x, y, out, n, BLOCK: tl.constexpr):  # isolate left unset: AUTOTUNE_ISOLATE, else "off"
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
@@ -399,3 +399,20 @@ def launched_with_a_grid(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(
+    space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 32, "MODE": 1}, {"BLOCK": 128, "MODE": 0}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
+@triton.jit
+def segfaulting_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):  # isolate unset: in-process
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # MODE 1 loads from a wild pointer: SIGSEGV
+    mask = offs < n
+    if MODE == 1:
+        value = tl.load(x + offs + (1 << 40))
+    else:
+        value = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)

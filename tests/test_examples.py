@@ -87,6 +87,12 @@ def test_example_runs_and_shows_its_point(name: str, tmp_path: Path) -> None:
     missing = [line for line in EXPECTED[name] if line not in result.stdout]
     assert not missing, f"examples/{name} did not print {missing}; output:\n{output}"
 
-    # An example is what a user copies first: it shows no IsolationWarning (its kernels live in a script's
-    # __main__, where a worker cannot import them, so each says isolate="off" or catches the warning it explains).
+    # An example is what a user copies first: it shows no IsolationWarning (its kernels tune in-process, the default).
     assert "IsolationWarning" not in result.stderr, f"examples/{name} warned:\n{result.stderr}"
+
+
+def test_the_quickstart_run_again_says_it_read_the_winner_from_the_cache(tmp_path: Path) -> None:
+    assert run_example("quickstart.py", tmp_path / "cache").returncode == 0
+    again = run_example("quickstart.py", tmp_path / "cache")
+    assert again.returncode == 0, again.stderr
+    assert "read from the cache (tuned on 20" in again.stdout and "tunings:" not in again.stdout

@@ -265,17 +265,25 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
         time.sleep(0.1)
 
 
-def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keeps_it_in_process(monkeypatch):
+def test_the_default_tunes_in_process_and_autotune_isolate_auto_isolates_an_importable_kernel(monkeypatch):
     import isolation_kernels
     from isolation_kernels import default_add
 
     monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(50), torch.randn(50), torch.empty(50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # in-process by default: nothing to say
+        default_add(x, y, out, 50)
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()} and default_add.record().where == "in-process"
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
     del isolation_kernels.SETUP_PIDS[:]
     threads = set(threading.enumerate())
     x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
     default_add(x, y, out, 100)  # measured in the worker: its setup= ran there
     torch.testing.assert_close(out, x + y)
     assert all(t.ok for t in default_add.record().trials) and isolation_kernels.SETUP_PIDS == []
+    assert default_add.record().where == "worker process"
     assert set(threading.enumerate()) <= threads  # no thread of the tuning is left in this process
     monkeypatch.setenv("AUTOTUNE_ISOLATE", "off")
     x, y, out = torch.randn(200), torch.randn(200), torch.empty(200)
@@ -287,10 +295,12 @@ def test_the_default_isolates_an_importable_kernel_and_autotune_isolate_off_keep
         default_add(x, y, out, 300)
 
 
-def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_worker():
+def test_a_kernel_autotuned_away_from_its_definition_is_decorated_anew_in_the_worker(monkeypatch):
     """`autotune(...)(module.jit_kernel)`: the worker imports the @triton.jit kernel and decorates it with the same
     (pickled) arguments; with a lambda among them it cannot, and the kernel is tuned in-process, saying why."""
     import isolation_kernels
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
     from isolation_kernels import plain_jit_add
 
     space = {"BLOCK": [32, 64]}
@@ -389,8 +399,10 @@ def test_a_poisoned_device_costs_the_config_in_a_worker_and_stops_an_in_process_
         in_process(x, y, out, 100)
 
 
-def test_autotune_launch_tunes_in_a_worker_too():
+def test_autotune_launch_tunes_in_a_worker_too(monkeypatch):
     import isolation_kernels
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
 
     from autotune import autotune_launch
 
@@ -410,8 +422,10 @@ def test_autotune_launch_tunes_in_a_worker_too():
     assert isolation_kernels.SETUP_PIDS == []  # its trials ran in the worker
 
 
-def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_saying_why():
+def test_a_call_whose_arguments_cannot_be_sent_to_a_worker_is_tuned_in_process_saying_why(monkeypatch):
     from isolation_kernels import apply_add, negate
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
 
     x, y, out = torch.randn(70), torch.randn(70), torch.empty(70)
     with warnings.catch_warnings(record=True) as caught:
@@ -471,7 +485,7 @@ def test_a_worker_that_cannot_start_leaves_auto_tuning_in_process(monkeypatch):
     from isolation_kernels import default_add
 
     shutdown()  # the next tuning has to start a worker
-    monkeypatch.delenv("AUTOTUNE_ISOLATE", raising=False)
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
     del isolation_kernels.SETUP_PIDS[:]
     x, y, out = torch.randn(150), torch.randn(150), torch.empty(150)
@@ -678,9 +692,11 @@ def test_every_config_failing_the_same_way_in_a_worker_is_raised_from_that_error
     assert isinstance(cause, AutotuneError) and "power of 2" in str(cause) and "raised in a worker" in str(cause)
 
 
-def test_a_lambda_grid_is_tuned_in_process_with_the_grid_s_fix_not_the_kernel_s():
+def test_a_lambda_grid_is_tuned_in_process_with_the_grid_s_fix_not_the_kernel_s(monkeypatch):
     """The kernel is at the top level of an importable module: the note names the grid, and what to launch with."""
     from isolation_kernels import launched_with_a_grid
+
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
 
     x, y, out = torch.randn(90), torch.randn(90), torch.empty(90)
     with warnings.catch_warnings(record=True) as caught:

@@ -80,6 +80,7 @@ LAYERS: dict[str, str] = {
             "storage.entries",
             "storage.fingerprint",
             "storage.files",
+            "storage.journal",
             "storage.protocol",
             "storage.memory",
             "storage.disk",

@@ -315,7 +315,7 @@ def test_isolation_asked_of_an_online_tuning_is_warned_where_it_would_not_apply(
         online(isolate="process", trial_timeout_s=5)
     assert caught[0].filename == __file__
     with pytest.warns(IsolationWarning, match="trial_timeout_s=2.5 applies only when"):
-        online(trial_timeout_s=2.5)
+        online(isolate="auto", trial_timeout_s=2.5)
     plain = dict(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

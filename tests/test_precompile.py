@@ -644,12 +644,22 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
 
 
 def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path, capsys):
-    """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels (records stay)."""
+    """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels, and the records to
+    those tuned on a device of the targets (the interpreter's winner is left out, and said so)."""
+    from autotune.storage.entries import record_json
+    from autotune.storage.files import atomic_write, record_path
+
     precompile(tuned_add, signature=ADD_SIGNATURE, targets=["hip:gfx942"], winners_only=True, workers=0)
     both = export_archive(tmp_path / "both.tar.gz", kernels=[tuned_add])
-    assert both.targets == ["cuda:90", "hip:gfx942"]
-    only = export_archive(tmp_path / "cuda.tar.gz", kernels=[tuned_add], targets=["cuda:90"])
-    assert only.targets == ["cuda:90"] and len(only.binaries) == 1 and len(only.records) == 1
+    assert both.targets == ["cuda:90", "hip:gfx942"] and len(both.records) == 1
+    with pytest.warns(UserWarning, match=r"left out 1 tuned winners of other devices than cuda:90 \(1 of 'interp"):
+        only = export_archive(tmp_path / "cuda.tar.gz", kernels=[tuned_add], targets=["cuda:90"])
+    assert only.targets == ["cuda:90"] and len(only.binaries) == 1 and only.records == []
+    h100 = tuned_add.record().replace(device="NVIDIA H100 80GB HBM3 sm90")  # as an H100 would have tuned it
+    atomic_write(record_path(h100), record_json(h100))
+    with pytest.warns(UserWarning, match="left out 1 tuned winners"):
+        only = export_archive(tmp_path / "cuda.tar.gz", kernels=[tuned_add], targets=["cuda:90"])
+    assert [r.device for r in only.records] == [h100.device]
     with tarfile.open(tmp_path / "cuda.tar.gz") as tar:
         assert not any(n.endswith(".hsaco") for n in tar.getnames())
     amd = export_archive(tmp_path / "amd.tar.gz", kernels=[tuned_add], targets="gfx942")  # a bare arch: hip

@@ -24,7 +24,9 @@ def test_an_entry_written_by_the_pydantic_version_reads_back_and_is_rewritten_by
     assert [t.status for t in record] == [TrialStatus.OK, TrialStatus.COMPILE_ERROR, TrialStatus.SKIPPED]
     assert record[0].samples_ms == [0.5, 0.25, 0.75] and record[1].error == "out of shared memory"
     assert record.strategy == "model" and record.space_size == 3 and record.candidates is None
-    assert record_json(record) == data  # the stored format did not change with the library
+    # the stored format did not change with the library; the fields added since read back as null
+    added = b' "search": null,\n "where": null,\n "remeasured": null,\n'
+    assert record_json(record) == data.replace(b' "tuning_s"', added + b' "tuning_s"')
 
 
 def test_a_record_read_back_is_validated():

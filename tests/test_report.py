@@ -520,7 +520,7 @@ def _tuned_add():
 SUMMARY = re.compile(
     r"^autotune: vector_add key=\(200,\) float32,float32,float32 -> Config\(BLOCK=(64|128)\) [0-9.]+ ms"
     r" \| top3: BLOCK=(64|128) [0-9.]+ ms \(x1\.00\); BLOCK=(64|128) [0-9.]+ ms \(x[0-9.]+\)"
-    r" \| 2/3 ok \| tuned in [0-9.]+ s \(miss\)$"
+    r" \| 2/3 ok \| tuned in [0-9.]+ s in-process \(miss\)$"
 )
 
 

@@ -11,10 +11,12 @@ before anything is written, and records are validated JSON.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import inspect
 import io
 import os
+import re
 import sys
 import tarfile
 import time
@@ -204,8 +206,9 @@ def export_archive(
     `__main__`, a module not importable from here) is an ArchiveError naming the fix when its function name has
     binaries. With `sign_key` (a key file or the secret's bytes), the manifest is signed (HMAC-SHA256) so
     `import_archive(verify_key=...)` can trust it. With `targets` (e.g. `["cuda:90"]`, as `precompile` takes
-    them), only binaries compiled for those targets go in (an H100 fleet's archive without the AMD binaries);
-    records are not filtered.
+    them), only binaries compiled for those targets go in (an H100 fleet's archive without the AMD binaries),
+    and only the records tuned on a device of those targets (`record_fits_targets`); the records left out are
+    warned of, by device.
     """
     import torch
     import triton
@@ -244,6 +247,7 @@ def export_archive(
                 "--target), or leave it out of targets=/--target"
             )
         chosen.by_name = {n: [b for b in taken if b.target in wanted_targets] for n, taken in chosen.by_name.items()}
+        entries = _records_for_targets(entries, sorted(wanted_targets))
         _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     binaries = chosen.entries
     for note in (note for notes in chosen.notes.values() for note in notes):
@@ -354,6 +358,30 @@ def _check_found(
         )
     if chosen.unfound:
         raise ArchiveError(next(iter(chosen.unfound.values())))
+
+
+def record_fits_targets(device: str, targets: Iterable[str]) -> bool:
+    """Whether a record tuned on `device` (its fingerprint: "interpreter", "<name> sm<cc>") is for one of `targets`
+    ("cuda:90", "hip:gfx942"): a CUDA device by its compute capability; any GPU for a HIP target, whose
+    fingerprint does not tell the gfx architecture; the interpreter's (CPU) winners for none."""
+    match = re.search(r" sm(\d+)$", device)
+    if match is None:
+        return False
+    return any(t == f"cuda:{match.group(1)}" or t.startswith("hip:") for t in targets)
+
+
+def _records_for_targets(entries: list, targets: list[str]) -> list:
+    """The (path, record) pairs tuned for `targets`; the others are left out with one warning, by device."""
+    kept = [(p, rec) for p, rec in entries if record_fits_targets(rec.device, targets)]
+    left = collections.Counter(rec.device for p, rec in entries if not record_fits_targets(rec.device, targets))
+    if left:
+        warnings.warn(
+            f"autotune export: left out {sum(left.values())} tuned winners of other devices than "
+            f"{', '.join(targets)} ({', '.join(f'{n} of {d!r}' for d, n in sorted(left.items()))}): a winner is for "
+            "the device it was tuned on; export without --target/targets= to pack every device's",
+            stacklevel=3,
+        )
+    return kept
 
 
 def _check_destination(out: Path) -> None:

@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -21,7 +22,15 @@ from ..compiled.tracing import shapes_only
 from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
 from ..engine.process_group import active_mode
 from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
-from ..errors import AutotuneError, CacheWarning, CallError, NoDeviceError, SpaceError, warn_at_caller
+from ..errors import (
+    AutotuneError,
+    CacheWarning,
+    CallError,
+    CrashWarning,
+    NoDeviceError,
+    SpaceError,
+    warn_at_caller,
+)
 from ..kernel.call import BoundCall, CallSignature, Launch
 from ..kernel.compile_options import compile_option_names
 from ..kernel.identity import (
@@ -67,12 +76,13 @@ from ..options import (
     online_mode,
     warn_misspelt_env,
 )
-from ..record import Trial, TuningRecord
+from ..record import Search, Trial, TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import tuned_under
 from ..space.expressions import compile_derive, compile_grid
 from ..space.spaces import Config, SearchSpace, as_space
+from ..storage import journal
 from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
 from ..storage.kernel_cache import KernelCache
@@ -83,13 +93,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
+_NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
+
 logger = logging.getLogger("autotune")
 
 
 class Autotuned(KernelInspection, KernelInterface):
     """A Triton kernel with a search space. Call it (grid from the decorator) or index it with a grid."""
 
-    default_isolate = "auto"  # where untried configs run when neither Tuning nor AUTOTUNE_ISOLATE says
+    default_isolate = "off"  # in this process, as triton.autotune, when neither Tuning nor AUTOTUNE_ISOLATE says
 
     def __init__(
         self,
@@ -289,12 +301,26 @@ class Autotuned(KernelInspection, KernelInterface):
             self.space.contains,
             identity=self.identity,
             key_fields=self._key.fields,
+            search=Search(
+                strategy=self.strategy,
+                max_configs=None if self.strategy == "exhaustive" else self.tuning.max_configs,
+                max_seconds=self.tuning.max_seconds,
+            ),
         )
         self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None
         self.best_config: Config | None = None
         self._last_key: tuple | None = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
+        self._hit_kwargs: dict[Config, dict] = {}  # a winner's launch keywords on the hit path (`_launch_hit`)
+        # How many positional arguments a call may pass to take `_launch_hit`: all the required ones, none that
+        # bind() would check (a tuned field); none at all with derive=.
+        self._hit_arity = (
+            (self._required_upto, min(len(self.arg_names), self._call_signature.first_tuned))
+            if self._derive is None
+            else (1, 0)
+        )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
+        self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Config | None = None
 
@@ -313,6 +339,10 @@ class Autotuned(KernelInspection, KernelInterface):
     # ------------------------------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Launch with the decorator's `grid=`; tunes first on a new key."""
+        if not kwargs and self._hit_arity[0] <= len(args) <= self._hit_arity[1] and self._grid is not None:
+            result = self._launch_hit(args, None)
+            if result is not _NOT_A_HIT:
+                return result
         if self._grid is None:
             raise AutotuneError(
                 f"{self.name} was decorated without grid=; launch it as {self.name}[grid](...) "
@@ -327,10 +357,36 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         return self.run(*args, grid=None, warmup=False, **kwargs)
 
+    def _launch_hit(self, args: tuple, grid: Any) -> Any:
+        """`kernel(*args)` or `kernel[grid](*args)` (`grid=None`: the decorator's) on a memory hit, as
+        `select_and_launch` launches it less what the last hit of the same winner already did (its launch keywords
+        are kept per config): no BoundCall, no Launch. `_NOT_A_HIT` when the call must take the full path (a miss,
+        force= not yet applied). Taken only for positional arguments that `bind` would not check (`_hit_arity`)
+        and no derive=."""
+        named = dict(self._defaults)
+        named.update(zip(self.arg_names, args))
+        key, dtypes = self._key(named)
+        record = self.memory_hit(key, dtypes)
+        if record is None:
+            return _NOT_A_HIT
+        config = self.best_config = record.winner
+        launch_kwargs = self._hit_kwargs.get(config)
+        if launch_kwargs is None:
+            meta, options = self._split(config)
+            launch_kwargs = self._hit_kwargs[config] = {**options, **meta}
+        if grid is None:
+            grid = self._grid(config, named)  # type: ignore[misc]  # __call__ comes here only with a grid
+        with self.launch_lock:
+            return self.fn.run(*args, grid=grid, warmup=False, **launch_kwargs)
+
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
         if shapes_only():  # torch_op's fake implementation: the wrapper gives shapes, nothing launches
             return None
+        if not kwargs and not warmup and grid is not None and self._hit_arity[0] <= len(args) <= self._hit_arity[1]:
+            result = self._launch_hit(args, grid)
+            if result is not _NOT_A_HIT:
+                return result
         return self.select_and_launch(args, kwargs, grid, warmup).result
 
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
@@ -619,10 +675,12 @@ class Autotuned(KernelInspection, KernelInterface):
             mine = set(select([c for c in configs if c not in skip]))
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
+        noted, crashed = self.crash_journal(key, dtypes)
+        runner = runner_for(self, bound, grid, noted)  # a shard too: its subset is `skip`
         job = TuneJob(
             configs=configs,
             tuning=self.tuning,
-            runner=runner_for(self, bound, grid),  # a shard too: its subset is `skip`
+            runner=runner,
             kernel_name=self.name,
             skip=skip,
             strategy=strategy,
@@ -630,6 +688,7 @@ class Autotuned(KernelInspection, KernelInterface):
             progress=self._progress(key, total, strategy),
             measure_single=select is not None or self.verify is not None,
             whole_space=select is None,
+            crashed=crashed if runner.where == "in-process" else {},  # a worker may try them: a crash costs only itself
         )
         try:
             outcome = tune(job)
@@ -637,6 +696,7 @@ class Autotuned(KernelInspection, KernelInterface):
             close = getattr(job.progress, "close", None)
             if close is not None:
                 close()
+        journal.forget(self.identity, key, dtypes)  # the crashes noted are in the record now
         record = self.cache.new_record(
             key,
             dtypes,
@@ -647,6 +707,8 @@ class Autotuned(KernelInspection, KernelInterface):
             strategy=None if strategy is None else self.strategy,
             space_size=None if strategy is None else self.space_size,
             prior=prior_note(getattr(strategy, "prior", None), outcome.winner),
+            where=runner.where,
+            remeasured=outcome.remeasured,
         )
         if select is None:
             emit(record, cache_hit=False)
@@ -665,6 +727,27 @@ class Autotuned(KernelInspection, KernelInterface):
         key, dtypes = self.key_of(bound)
         kept, candidates = self.candidates(bound)
         return self._tune(key, dtypes, bound, None, kept, candidates, select=select)
+
+    def crash_journal(self, key: tuple, dtypes: tuple) -> tuple[Callable[[Config], Any], dict[Config, str]]:
+        """The crash journal's note around each in-process trial of this key, and the configs noted as having
+        ended a process (each warned of once); none under force, which tries them again. A kernel whose winners
+        stay in memory (compat's cache_results=False) writes nothing to the cache directory: no journal."""
+        if not self.cache.tiers:
+            return lambda config: contextlib.nullcontext(), {}
+        if self.tuning.force or env_force():
+            journal.forget(self.identity, key, dtypes)
+            crashed: dict[Config, str] = {}
+        else:
+            crashed = journal.crashed(self.identity, key, dtypes)
+        for config, why in crashed.items():
+            if (key, dtypes, config) not in self._crash_warned:
+                self._crash_warned.add((key, dtypes, config))
+                warn_at_caller(
+                    f"autotune: {self.name} config {dict(config)} for key={key}: {why}. It is recorded as "
+                    "crashed and the other configs are tuned",
+                    CrashWarning,
+                )
+        return functools.partial(journal.measuring, self.identity, key, dtypes), crashed
 
     def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the

@@ -7,8 +7,10 @@ back before each run, `setup=` runs before each, and `verify=` checks the first 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +86,7 @@ class InProcessRunner:
     """Measures each config on the calling thread: `run_config(config)` launches it once on the caller's stream."""
 
     compile_timeout_s: float | None
+    where = "in-process"
 
     def __init__(
         self,
@@ -96,6 +99,7 @@ class InProcessRunner:
         guards: CallGuards = CallGuards(),
         synchronize: Callable[[], None] = lambda: None,
         kernel_name: str = "kernel",
+        noted: Callable[[Config], AbstractContextManager[Any]] = lambda config: contextlib.nullcontext(),
     ) -> None:
         self.run_config = run_config
         self._compiler = compiler
@@ -105,6 +109,7 @@ class InProcessRunner:
         self.guards = guards
         self.synchronize = synchronize
         self.kernel_name = kernel_name
+        self.noted = noted  # around each measurement: the crash journal notes the config while it runs
         self.compile_timeout_s = tuning.compile_timeout_s
         self.errors: dict[Config, BaseException] = {}
         checked = guards.verify.outputs if isinstance(guards.verify, Reference) else ()
@@ -119,6 +124,10 @@ class InProcessRunner:
         return self._compiler
 
     def measure(self, config: Config) -> Trial:
+        with self.noted(config):
+            return self._measure(config)
+
+    def _measure(self, config: Config) -> Trial:
         trial = Trial(config=config)
         try:
             self._checked_run(config)

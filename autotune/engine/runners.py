@@ -3,9 +3,11 @@ call (`isolation.isolation_for`), else in this process on the caller's stream.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..kernel.call import BoundCall
+from ..space.spaces import Config
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
 from .timing import make_timer
@@ -13,7 +15,9 @@ from .trial_runner import TrialRunner
 from .tunable_kernel import TunableKernel
 
 
-def in_process_runner(kernel: TunableKernel, bound: BoundCall, grid: Any) -> InProcessRunner:
+def in_process_runner(
+    kernel: TunableKernel, bound: BoundCall, grid: Any, noted: Callable[[Config], Any] | None = None
+) -> InProcessRunner:
     """Trials launched by `kernel.run_trial` on the calling thread, guarded as the kernel was decorated."""
 
     def prepare(config: Any) -> tuple:
@@ -38,10 +42,14 @@ def in_process_runner(kernel: TunableKernel, bound: BoundCall, grid: Any) -> InP
         guards=CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify),
         synchronize=kernel.synchronize,
         kernel_name=kernel.name,
+        **({} if noted is None else {"noted": noted}),
     )
 
 
-def runner_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> TrialRunner:
-    """The runner for one tuning of `kernel` on this call."""
+def runner_for(
+    kernel: TunableKernel, bound: BoundCall, grid: Any, noted: Callable[[Config], Any] | None = None
+) -> TrialRunner:
+    """The runner for one tuning of `kernel` on this call; `noted` is the crash journal's note around each
+    in-process measurement (a worker's crash costs only its config: nothing to note)."""
     isolated = isolation_for(kernel, bound, grid)  # None: this process (isolation off, or "auto" could not)
-    return isolated if isolated is not None else in_process_runner(kernel, bound, grid)
+    return isolated if isolated is not None else in_process_runner(kernel, bound, grid, noted)

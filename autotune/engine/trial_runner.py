@@ -29,6 +29,11 @@ class TrialRunner(Protocol):
         ...
 
     @property
+    def where(self) -> str:
+        """Where trials run, as the record says it: "in-process", "worker process"."""
+        ...
+
+    @property
     def errors(self) -> Mapping[Config, BaseException]:
         """The exception each failed config raised, where the runner has it (in-process), for error messages."""
         ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
@@ -59,6 +59,7 @@ class TuneJob:
     whole_space: bool = True  # False for one rank's shard: its failures say nothing of the call
     clock: Callable[[], float] = time.perf_counter  # seconds, for max_seconds (replay passes its simulated clock)
     batch_size: int | None = None  # configs a strategy proposes at once (default: 2 x compile workers)
+    crashed: Mapping[Config, str] = field(default_factory=dict)  # configs that ended a process: recorded, not run
     compile_errors: dict[Config, BaseException] = field(default_factory=dict, repr=False)
 
 
@@ -67,6 +68,7 @@ class TuneOutcome:
     winner: Config
     trials: list[Trial]
     tuning_s: float
+    remeasured: list[Config] = field(default_factory=list)  # re-measured side by side, in their order (winner first)
 
 
 def tune(job: TuneJob) -> TuneOutcome:
@@ -81,8 +83,8 @@ def tune(job: TuneJob) -> TuneOutcome:
             if len(order) == 1 and not job.measure_single:  # nothing to compare (as triton.autotune does)
                 return TuneOutcome(order[0], [Trial(config=c) for c in job.configs], time.perf_counter() - started)
             trials = _try_every_config(job, order)
-        winner = _winner(job, trials)
-        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started)
+        winner, remeasured = _winner(job, trials)
+        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started, remeasured)
     finally:
         job.runner.close()
 
@@ -103,7 +105,8 @@ def _try_every_config(job: TuneJob, order: Sequence[Config]) -> dict[Config, Tri
     return trials
 
 
-def _winner(job: TuneJob, trials: dict[Config, Trial]) -> Config:
+def _winner(job: TuneJob, trials: dict[Config, Trial]) -> tuple[Config, list[Config]]:
+    """The winner, and the configs re-measured side by side (fastest first) when the refinement decided it."""
     rank = {c: i for i, c in enumerate(job.preference or job.configs)}
 
     def fastest_first(t: Trial) -> tuple:
@@ -113,7 +116,8 @@ def _winner(job: TuneJob, trials: dict[Config, Trial]) -> Config:
     if not ok:
         _raise_no_valid(job, list(trials.values()))
     top = ok[: job.tuning.refine_topk]
-    return min(top if _refine(job, top) else ok, key=fastest_first).config
+    remeasured = [t.config for t in sorted(top, key=fastest_first)] if _refine(job, top) else []
+    return (remeasured[0] if remeasured else ok[0].config), remeasured
 
 
 def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Trial]) -> None:
@@ -193,6 +197,9 @@ def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: CompileOutcome) 
         trial.compile_s = outcome.compile_s
         if outcome.error is not None:
             job.compile_errors[config] = outcome.error
+    elif config in job.crashed:  # it ended a process that measured it: not run again
+        trial = trials[config] = Trial(config=config, status=TrialStatus.CRASHED, error=job.crashed[config])
+        trial.compile_s = outcome.compile_s
     else:
         job.progress.compiled(config)
         trial = trials[config] = job.runner.measure(config)

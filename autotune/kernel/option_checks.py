@@ -297,7 +297,7 @@ def fallback_config(
     return config
 
 
-def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "auto") -> None:
+def check_timeouts(kernel: str, tuning: Any, default_isolate: str = "off") -> None:
     """A timeout that nothing would apply is refused, not ignored (a hanging config would hang the call):
     `trial_timeout_s` is enforced by killing an isolated worker, so it needs isolation; `compile_timeout_s` in
     this process is enforced by abandoning a compile thread, so it needs `compile_workers >= 1`. Decided on the

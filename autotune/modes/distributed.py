@@ -371,10 +371,11 @@ class _Round:
 
         trials: list[Trial] | None = None
         own_winner: Config | None = None
+        where = None  # where this rank's trials ran (the other ranks' ran alike: one Tuning)
         local_error: BaseException | None = None
         try:
             shard_record = tune(select)
-            trials, own_winner = list(shard_record.trials), shard_record.winner
+            trials, own_winner, where = list(shard_record.trials), shard_record.winner, shard_record.where
         except NoValidConfigError as exc:  # every config of this shard failed: still part of the agreement
             trials = list(exc.trials)
         except Exception as exc:
@@ -415,6 +416,7 @@ class _Round:
             trials=merged,
             tuning_s=time.perf_counter() - started,
             candidates=self.candidates,
+            where=where,
         )
         if self.rank == 0:
             from ..reporting.lines import emit

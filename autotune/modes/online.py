@@ -22,7 +22,7 @@ import statistics
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compiled.capture import capturing
@@ -33,6 +33,7 @@ from ..fork_safety import reset_in_forked_child
 from ..record import Trial, TrialStatus
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
+from ..storage import journal
 
 if TYPE_CHECKING:
     from ..decorator.autotuned import Autotuned
@@ -60,6 +61,7 @@ class OnlineSession:
         restore_value: Sequence[str],
         reset_to_zero: Sequence[str] = (),
         decide: Callable[[Config, list[Trial], float], None],
+        crashed: Mapping[Config, str] | None = None,
     ) -> None:
         self.kernel_name = kernel_name
         self.candidates = list(dict.fromkeys(candidates))
@@ -71,8 +73,13 @@ class OnlineSession:
         self._decide = decide
         self._lock = threading.Lock()
         self._ready: list[Config] = []  # compiled, in compile order
-        self._failed: dict[Config, tuple[TrialStatus, str]] = {}
         self._samples: dict[Config, list[float]] = {c: [] for c in self.candidates}
+        # configs that ended a process measuring them (the crash journal): recorded crashed, never launched
+        self._failed: dict[Config, tuple[TrialStatus, str]] = {
+            c: (TrialStatus.CRASHED, why) for c, why in (crashed or {}).items() if c in self._samples
+        }
+        if self.best in self._failed:
+            self.best = next((c for c in self.candidates if c not in self._failed), start)
         self._compile_s: dict[Config, float | None] = {}
         self._checked: set[Config] = set()
         self._pending: list[tuple[Config, Any, Any]] = []  # (config, start event, end event) not read yet
@@ -318,6 +325,7 @@ class OnlineTuner:
     def __init__(self, kernel: Autotuned) -> None:
         self.kernel = kernel
         self._sessions: dict[tuple, OnlineSession] = {}
+        self._noted: dict[tuple, Callable[[Config], Any]] = {}  # (key, dtypes) -> the crash journal's note
         self._lock = threading.Lock()
         self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
         self._driver: threading.Thread | None = None
@@ -328,7 +336,7 @@ class OnlineTuner:
         """In a forked child: the driver and pool threads did not survive the fork, so the sessions in progress
         would never compile there. The child starts afresh: no session, a new driver and pool when a key needs one."""
         self._lock = threading.Lock()
-        self._sessions, self._to_compile = {}, collections.deque()
+        self._sessions, self._to_compile, self._noted = {}, collections.deque(), {}
         self._driver, self._pool = None, None
 
     def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
@@ -340,7 +348,7 @@ class OnlineTuner:
             return session.best, None, "online"
         kept, checksum = kernel.candidates(bound)
         since = kernel.cache.clears()  # a clear of the key before the decision: the winner is not kept
-        record = kernel.cache.peek(key, dtypes, checksum)
+        record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
@@ -349,6 +357,8 @@ class OnlineTuner:
 
         start = next((c for c in nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes) if c in kept), None)
         start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
+
+        noted, crashed = kernel.crash_journal(key, dtypes)
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
             self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
@@ -369,7 +379,9 @@ class OnlineTuner:
                     restore_value=kernel.restore_value,
                     reset_to_zero=kernel.reset_to_zero,
                     decide=decide,
+                    crashed=crashed,
                 )
+                self._noted[(key, dtypes)] = noted
                 self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
                 if self._driver is None:
                     self._driver = threading.Thread(
@@ -400,11 +412,16 @@ class OnlineTuner:
     def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:
         """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""
         with self._lock:
-            session = self._sessions.get((key, dtypes))
-        if session is None:  # decided by another thread meanwhile
+            session, noted = self._sessions.get((key, dtypes)), self._noted.get((key, dtypes))
+        if session is None or noted is None:  # decided by another thread meanwhile
             record = self.kernel.cache.in_memory(key, dtypes)
             return launch(record.winner if record is not None else self.kernel.fallback_config())
-        return session.launch(bound.named, launch, capturing=capturing())
+
+        def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
+            with noted(config):
+                return launch(config)
+
+        return session.launch(bound.named, launch_noted, capturing=capturing())
 
     def best_in_progress(self, key: tuple, dtypes: tuple) -> Config | None:
         """The best config known of the key's session, None when no session is in progress."""
@@ -441,10 +458,13 @@ class OnlineTuner:
             candidates=checksum,
             strategy="online",
             space_size=kernel.space_size,
+            where="in-process",
         )
         kernel.cache.store_tuned(key, dtypes, record, since=since)
+        journal.forget(kernel.identity, key, dtypes)  # the crashes noted are in the record now
         with self._lock:
             self._sessions.pop((key, dtypes), None)
+            self._noted.pop((key, dtypes), None)
         emit(record, cache_hit=False)
 
 

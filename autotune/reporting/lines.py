@@ -39,7 +39,7 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
 
         autotune: {kernel} key={key tuple}[ {dtype,dtype...}] -> {winner Config repr} {winner median} ms
           | top3: {cfg} {median} ms (x{ratio}); ... | {n ok}/{n measured or failed} ok[, {n} skipped][ | {strategy}: {n} of {size} tried]
-          | tuned in {tuning_s:.2f} s ({hit})
+          | tuned in {tuning_s:.2f} s[ {where}] ({hit})
 
     (on one line) where
       - `{key tuple}` is `repr(tuple(record.key))`, e.g. `(1024,)`; dtypes (without `torch.`) follow
@@ -51,6 +51,8 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
       - the `{strategy}` part appears when a search strategy tried part of the space (not exhaustive);
       - a winner with `occupancy` is followed by what it became when compiled, as `[occupancy -> maxnreg=128]`
         (`occupancy.describe`);
+      - `{where}` is where the trials ran, `in-process` or `in a worker process` (left out for an entry that
+        does not say);
       - `{hit}` is `cache hit` when the record came from the cache, `miss` when it was just tuned
         (`tuned in` is then the original tuning's wall time as stored in the record).
     Example::
@@ -75,8 +77,13 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
         f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r}"
         f"{describe(winner.lowered if winner is not None else None)} {format_ms(winner_ms)} ms"
         f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
-        f" | tuned in {record.tuning_s:.2f} s ({'cache hit' if cache_hit else 'miss'})"
+        f" | tuned in {record.tuning_s:.2f} s{_where(record)} ({'cache hit' if cache_hit else 'miss'})"
     )
+
+
+def _where(record: TuningRecord) -> str:
+    """` in-process` or ` in a worker process`: where the trials ran; nothing for an entry that does not say."""
+    return {"in-process": " in-process", "worker process": " in a worker process"}.get(record.where or "", "")
 
 
 def _searched(record: TuningRecord) -> str:

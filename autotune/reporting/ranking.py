@@ -6,7 +6,17 @@ import math
 
 from ..record import Trial, TrialStatus, TuningRecord
 
-__all__ = ["is_ok", "median_of", "ranked", "reference_ms", "ratio", "format_ratio", "outcome_counts", "format_counts"]
+__all__ = [
+    "is_ok",
+    "median_of",
+    "ranked",
+    "remeasured",
+    "reference_ms",
+    "ratio",
+    "format_ratio",
+    "outcome_counts",
+    "format_counts",
+]
 
 
 def is_ok(trial: Trial) -> bool:
@@ -35,14 +45,22 @@ def format_counts(record: TuningRecord) -> str:
 
 
 def ranked(record: TuningRecord) -> list[tuple[int | None, Trial]]:
-    """Trials sorted fastest first by median, failures (and OK trials without a median) last.
+    """Trials ranked as the tuning decided: the configs re-measured side by side first, in the order of that
+    re-measurement (the winner is rank 1), then the others fastest first by their median, failures (and OK trials
+    without a median) last.
 
     Returns `(rank, trial)` pairs; rank is 1-based for measured trials and None for failures.
     The sort is stable, so failures keep the record's order.
     """
-    ok = sorted((t for t in record.trials if is_ok(t)), key=median_of)
+    order = {config: i for i, config in enumerate(record.remeasured or ())}
+    ok = sorted((t for t in record.trials if is_ok(t)), key=lambda t: (order.get(t.config, len(order)), median_of(t)))
     bad = [t for t in record.trials if not is_ok(t)]
     return [(i + 1, t) for i, t in enumerate(ok)] + [(None, t) for t in bad]
+
+
+def remeasured(record: TuningRecord, trial: Trial) -> bool:
+    """Whether `trial` was among the configs re-measured side by side (its median is from that re-measurement)."""
+    return trial.config in (record.remeasured or ())
 
 
 def reference_ms(record: TuningRecord) -> float | None:

@@ -7,7 +7,7 @@ from ..kernel.occupancy import describe
 from ..record import TuningRecord
 from .export import PathLike, record_to_csv, record_to_json
 from .plot import plot_trials
-from .ranking import format_counts, format_ratio, ranked, ratio, reference_ms
+from .ranking import format_counts, format_ratio, ranked, ratio, reference_ms, remeasured
 
 __all__ = ["report_table", "render_report"]
 
@@ -18,6 +18,8 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
     Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
     {Config} {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `*` alone a winner launched
     without a time, `-` for the other unranked),
+    Ranks follow the tuning's decision: the configs re-measured side by side first (their status says
+    `ok, re-measured`), in that re-measurement's order, then the others by their own median.
     `config` (`BLOCK=64, num_warps=4`, then `[occupancy -> maxnreg=128]` for one with occupancy), `median ms`, `min ms`, `status`, `x-winner` (median over
     the winner's median), `error` (one line, at most 80 characters). `{kernel}` is `name` when given (`autotune
     report` names a kernel by its `kernel_id` where two modules' kernels of one name are reported), else the
@@ -33,7 +35,7 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
                 format_config(trial.config, sep=", ") + describe(trial.lowered),
                 format_ms(trial.median_ms),
                 format_ms(trial.min_ms),
-                trial.status.value,
+                f"{trial.status.value}, re-measured" if remeasured(record, trial) else trial.status.value,
                 format_ratio(ratio(trial, reference)),
                 one_line(trial.error, 80),
             ]

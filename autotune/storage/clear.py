@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CallError, warn_at_caller
+from . import journal
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_matches, kernel_suggestion, wanted_key_text
 from .kernel_cache import KernelCache, live_caches
@@ -126,6 +127,7 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         removed = {(e.location, e.entry_id) for cache in live_caches() for e in cache.forget(None)}
         for tier in persistent:
             removed |= {(e.location, e.entry_id) for e in tier.remove()}
+        journal.forget()  # configs that ended a process are tried again
         return len(removed)
     target = _target(kernel)
     if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
@@ -135,9 +137,10 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         return cleared
     persistent = _persistent(remote)
     name = target.name
-    removed, kernels = set(), set()
+    removed, kernels, loaded = set(), set(), set()
     for cache in live_caches():
         if kernel_matches(cache.kernel_name, cache.identity, name):
+            loaded.add(cache.identity or cache.kernel_name)
             dropped = cache.forget(key)
             removed |= {(e.location, e.entry_id) for e in dropped}
             if dropped:
@@ -146,6 +149,8 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         for e in tier.remove(name, key):
             removed.add((e.location, e.entry_id))
             kernels.add(e.record.kernel_id or e.record.kernel)
+    for kernel_id in kernels | loaded:
+        journal.forget(kernel_id, key)
     if isinstance(kernel, str) and not removed:
         _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
     if len(kernels) > 1:

@@ -15,13 +15,15 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..options import lock_timeout_s as configured_lock_timeout_s
-from ..record import PriorNote, TrialStatus, TuningRecord
+from ..record import PriorNote, Search, TrialStatus, TuningRecord, Where, stronger_search
 from ..space.spaces import Config
-from . import fingerprint
+from . import fingerprint, journal
 from .counters import count, count_hit, count_tuning, register
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
@@ -76,10 +78,12 @@ class KernelCache:
         tiers: Sequence[Cache] | None = None,
         key_fields: tuple[str, ...] | None = None,
         device: str | None = None,
+        search: Search | None = None,
     ) -> None:
         self.kernel_name = kernel_name
         self.device = device  # the device fingerprint entries are filed under; None: this process's (a sweep's driver
         # writes each worker's winners under that worker's)
+        self.search = search  # the search a tuning of this kernel runs: a stronger one than an entry's tunes again
         self.key_fields = key_fields  # the text of each key value (KeyBuilder.fields); None: not known
         self.identity = identity  # "module:qualname" of the kernel; None: the short name alone
         self._source_hash: str | None = source_hash if isinstance(source_hash, str) else None
@@ -158,6 +162,8 @@ class KernelCache:
         strategy: str | None = None,
         space_size: int | None = None,
         prior: PriorNote | None = None,
+        where: Where | None = None,
+        remeasured: list[Config] | None = None,
     ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
@@ -179,7 +185,17 @@ class KernelCache:
             strategy=strategy,
             space_size=space_size,
             prior=prior,
+            search=self._search_of(trials),
+            where=where,
+            remeasured=remeasured or None,
         )
+
+    def _search_of(self, trials: list) -> Search | None:
+        """This kernel's search, with how many of `trials` it measured."""
+        if self.search is None:
+            return None
+        measured = sum(1 for t in trials if t.status is not TrialStatus.SKIPPED)
+        return msgspec.structs.replace(self.search, measured=measured)
 
     def clears(self) -> int:
         """How many clears this cache has had: the `since=` of `store_tuned` for a tuning that begins now."""
@@ -278,13 +294,24 @@ class KernelCache:
         return None
 
     def _usable(
-        self, tier: Cache, entry: EntryRef, candidates: str | None, stale: list[tuple[str, str]] | None = None
+        self,
+        tier: Cache,
+        entry: EntryRef,
+        candidates: str | None,
+        stale: list[tuple[str, str]] | None = None,
+        weaker: list[str] | None = None,
     ) -> TuningRecord | None:
         """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
-        and why its record is not usable appended to `stale`)."""
+        and why its record is not usable appended to `stale`). With `weaker`, a record found by a weaker search
+        than this kernel's is not used either (it is tuned again), and why is appended there."""
         record = tier.get(entry)
         if record is None:
             return None
+        if weaker is not None and self.search is not None and record.search is not None:
+            stronger = stronger_search(self.search, record.search, record.space_size)
+            if stronger is not None:
+                weaker.append(f"the Tuning asks for {stronger} (the {tier.name} entry)")
+                return None
         reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
         if reason is not None:
             logger.info(
@@ -349,7 +376,7 @@ class KernelCache:
                 count_hit(self.kernel_name)
                 return record, "memory"
             for tier in tiers:
-                record = self._usable(tier, entry, candidates)
+                record = self._usable(tier, entry, candidates, weaker=[])
                 if record is not None:
                     return self._found(tiers, tier, entry, record, since)
 
@@ -383,14 +410,17 @@ class KernelCache:
                 )
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
+            weaker: list[str] = []  # why an entry found by a weaker search than this kernel's is tuned again
             for tier in tiers:
                 lease = tier.lock(entry, timeout_s=timeout_s)
                 if lease is None:
                     continue  # warned by the tier: tune without writing to it
                 leases.append((tier, lease))
-                record = self._usable(tier, entry, candidates, outdated)
+                record = self._usable(tier, entry, candidates, outdated, weaker)
                 if record is not None and (not force or record != seen.get(id(tier))):
                     return self._found(tiers, tier, entry, record, since)
+            if weaker and not force:
+                logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
             marks = ((id(self), entry), shared_mark)
             tuning_now.update(marks)
             try:
@@ -430,11 +460,19 @@ class KernelCache:
     # -- offline mode, clearing ---------------------------------------------------------------------
 
     def peek(
-        self, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None, stale: list[str] | None = None
+        self,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        candidates: str | None = None,
+        stale: list[str] | None = None,
+        *,
+        judge_search: bool = False,
     ) -> TuningRecord | None:
         """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
         never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
-        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)")."""
+        tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)").
+        `judge_search` (online tuning, which tunes on a None): an entry found by a weaker search than this
+        kernel's is not used either, as in `get_or_tune`."""
         record = self.memory.lookup(key, tuple(dtypes))
         if record is not None:
             count_hit(self.kernel_name)
@@ -450,7 +488,10 @@ class KernelCache:
             for tier in tiers:
                 if skip_remote and tier.name == "remote":
                     continue
-                record = self._usable(tier, entry, candidates, outdated)
+                weaker: list[str] | None = [] if judge_search else None
+                record = self._usable(tier, entry, candidates, outdated, weaker)
+                if weaker:
+                    logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
                 if record is not None:
                     return self._found(tiers, tier, entry, record, since)[0]
         finally:
@@ -528,6 +569,7 @@ class KernelCache:
         if remote and not any(tier.name == "remote" for tier in tiers):
             tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
         removed = {(e.location, e.entry_id) for e in self.forget(key)}
+        journal.forget(self.identity or self.kernel_name, key)  # configs that ended a process are tried again
         for tier in tiers:
             removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
         return len(removed)

@@ -105,6 +105,7 @@ class WorkerRunner:
     compile workers' own (they are killed past it), so `compile_timeout_s` is None."""
 
     compile_timeout_s: float | None = None
+    where = "worker process"
 
     def __init__(self, kernel: TunableKernel, bound: BoundCall, grid: Any, recipe: bytes | None, encoded: Any) -> None:
         ref = kernel_ref(kernel.base_fn)

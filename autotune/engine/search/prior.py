@@ -3,7 +3,7 @@
 A `Prior` is that device's measured configs, fastest first. The model search (`model.ModelSearch`) proposes its
 best distinct configs first; what they measure here decides whether the search goes on from them (the final climb
 starts from the best config measured, theirs or not). The device's name is never looked at: two GPUs of one
-vendor can disagree, two of different vendors can agree. The cache lookup (`storage.tiers`) and the replay
+vendor can disagree, two of different vendors can agree. The cache lookup (`storage.kernel_cache`) and the replay
 (`autotune replay --prior`) both make one.
 """
 

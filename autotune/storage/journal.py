@@ -1,0 +1,213 @@
+"""The crash journal: which config a process is measuring in-process, so the next process knows which one ended it.
+
+Before a config is measured in the caller's process (no worker to die in its place), a note is written to
+`<cache dir>/.journal/` naming the kernel, the key, the config and the process (pid, its start time, the boot,
+the host); the note is removed when the measurement returns or raises. A note whose process no longer exists
+is a config that ended its process (a segfault, a sticky device error, a kill after a hang): the next tuning of
+that key records it as `crashed` instead of trying it again, so a restarting service does not crash-loop.
+
+A live process's notes are never crashes; a note of another host is never one (the cache directory may be
+shared); a pid counts as alive only while its start time (Linux: /proc/<pid>/stat) and the boot match the
+note's, since pids are reused. Notes are JSON (msgspec), each read at most `MAX_NOTE_BYTES`, at most
+`MAX_NOTES` per key; nothing is unpickled. Writing a note is best-effort: a cache directory that cannot be
+written loses crash memory, not the tuning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import CacheEntryError
+from ..space.spaces import Config
+from .entries import key_text
+from .files import is_regular_file, pid_alive, read_entry_bytes, root
+
+__all__ = ["MAX_NOTES", "MAX_NOTE_BYTES", "crashed", "forget", "measuring"]
+
+logger = logging.getLogger("autotune")
+
+MAX_NOTE_BYTES = 16 * 1024  # a note larger than this is not one of ours: ignored
+MAX_NOTES = 256  # notes read per key at most (a process has one in flight per thread)
+_DIRNAME = ".journal"  # hidden: the cache's listings skip it
+_HOST = socket.gethostname()
+_SEQUENCE = itertools.count()
+
+
+class Note(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One measurement in progress."""
+
+    kernel: str  # the kernel's identity, "module:qualname"
+    key: str  # key_text of the key
+    dtypes: list[str]
+    config: dict[str, Any]
+    pid: int
+    start: str | None  # the process's start time (clock ticks after boot; None where it cannot be read)
+    boot: str | None  # this boot's id (None where it cannot be read)
+    host: str
+    since: float  # time.time() when the measurement began
+
+
+def measuring(
+    kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any]
+) -> contextlib.AbstractContextManager:
+    """A context around measuring `config` for (kernel, key, dtypes) in this process: noted before, the note
+    removed after (whether the measurement returns or raises)."""
+    return _noted(kernel_id, key, dtypes, config)
+
+
+@contextlib.contextmanager
+def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any]) -> Iterator[None]:
+    pid = os.getpid()
+    note = Note(
+        kernel=kernel_id,
+        key=key_text(key),
+        dtypes=[str(d) for d in dtypes],
+        config=dict(config),
+        pid=pid,
+        start=_process_start(pid),
+        boot=_boot_id(),
+        host=_HOST,
+        since=time.time(),
+    )
+    path = _directory() / f"{_prefix(kernel_id, key)}{_host_tag()}.{pid}.{next(_SEQUENCE)}.json"
+    written = _write(path, msgspec.json.encode(note))
+    try:
+        yield
+    finally:
+        if written:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
+    """The configs of (kernel, key, dtypes) whose measurement ended its process, each with why it is said so."""
+    found: dict[Config, str] = {}
+    wanted_key, wanted_dtypes = key_text(key), [str(d) for d in dtypes]
+    for _, note in _dead_notes(kernel_id, key):
+        if note is not None and note.kernel == kernel_id and note.key == wanted_key and note.dtypes == wanted_dtypes:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(note.since))
+            found[Config(note.config)] = (
+                f"the process ended while measuring it (pid {note.pid} on {note.host}, at {when}): a crash, or "
+                "a kill from outside; not tried again until AUTOTUNE_FORCE=1 or clear_autotune_cache()"
+            )
+    return found
+
+
+def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple | None = None) -> int:
+    """Remove the notes of dead processes (of `kernel_id`, or every kernel; of `key` and `dtypes`, or every key):
+    their configs are tried again. Returns how many were removed. A live process's notes stay."""
+    removed = 0
+    for path, note in _dead_notes(kernel_id, key):
+        if dtypes is not None and note is not None and note.dtypes != [str(d) for d in dtypes]:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def _dead_notes(kernel_id: str | None, key: tuple | None) -> list[tuple[Path, Note | None]]:
+    """(path, note) of each note of `kernel_id` (and `key`; every note for None) whose process is gone; the note
+    None when it cannot be read (half written by a process killed while writing it)."""
+    prefix = "" if kernel_id is None else _prefix(kernel_id, key)
+    try:
+        names = [e.name for e in os.scandir(_directory()) if e.name.startswith(prefix) and e.name.endswith(".json")]
+    except OSError:  # no journal yet, or none readable: nothing known to have crashed
+        return []
+    dead: list[tuple[Path, Note | None]] = []
+    for name in sorted(names)[:MAX_NOTES]:
+        path = _directory() / name
+        note = _read(path)
+        if note is None:
+            if _named_process_gone(name):
+                dead.append((path, None))
+        elif not _alive(note):
+            dead.append((path, note))
+    return dead
+
+
+def _alive(note: Note) -> bool:
+    """Whether the note's process may still be running (its measurement still in progress)."""
+    if note.host != _HOST:
+        return True  # another machine's process: never judged from here
+    if note.boot is not None and _boot_id() not in (None, note.boot):
+        return False  # noted before this machine restarted
+    if not pid_alive(note.pid):
+        return False
+    start = _process_start(note.pid)
+    return note.start is None or start is None or start == note.start
+
+
+def _named_process_gone(name: str) -> bool:
+    """For a note that cannot be read: whether its file name says it is this host's and its pid is gone."""
+    parts = name.split(".")
+    return len(parts) == 5 and parts[1] == _host_tag() and parts[2].isdigit() and not pid_alive(int(parts[2]))
+
+
+def _read(path: Path) -> Note | None:
+    if not is_regular_file(path):
+        return None
+    try:
+        return msgspec.json.decode(read_entry_bytes(path, MAX_NOTE_BYTES), type=Note)
+    except (OSError, CacheEntryError, msgspec.ValidationError, msgspec.DecodeError):  # not (or no longer) a note
+        return None
+
+
+def _write(path: Path, data: bytes) -> bool:
+    """Write a note; False (logged) when the journal cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        return True
+    except OSError as exc:
+        logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
+        return False
+
+
+def _directory() -> Path:
+    return root() / _DIRNAME
+
+
+def _prefix(kernel_id: str, key: tuple | None) -> str:
+    """The start of the file names of a kernel's notes (of one key when `key` is given)."""
+    kernel_tag = hashlib.sha256(kernel_id.encode()).hexdigest()[:16]
+    if key is None:
+        return kernel_tag
+    return f"{kernel_tag}{hashlib.sha256(key_text(key).encode()).hexdigest()[:16]}."
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(_HOST.encode()).hexdigest()[:8]
+
+
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks after boot (Linux's /proc/<pid>/stat, field 22); None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            text = stat_file.read(4096)
+        return text.rpartition(b")")[2].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as boot_file:
+            return boot_file.read(64).decode().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,193 @@
+"""The crash journal (autotune/storage/journal.py): a config that ends the process measuring it in-process is
+remembered, so the next process records it as crashed and tunes the rest instead of dying again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from autotune import Config, CrashWarning, TrialStatus, clear_autotune_cache
+from autotune.storage import journal
+
+TESTS = Path(__file__).parent
+
+CHILD = """
+import json, sys, warnings
+sys.path.insert(0, {tests!r})
+import torch
+import triton
+import triton.language as tl
+import autotune
+from isolation_kernels import segfaulting_add
+n = 100
+x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    segfaulting_add(x, y, out, n)
+assert torch.allclose(out, x + y)
+record = segfaulting_add.record()
+print(json.dumps({{
+    "stats": autotune.stats()["segfaulting_add"],
+    "trials": {{f"{{t.config['BLOCK']}}/{{t.config['MODE']}}": [t.status.value, t.error] for t in record}},
+    "where": record.where,
+    "warnings": [f"{{type(w.message).__name__}}: {{w.message}}" for w in caught],
+}}))
+"""
+
+
+def run_child(env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS))], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def notes_dir() -> Path:
+    return Path(os.environ["AUTOTUNE_CACHE_DIR"]) / ".journal"
+
+
+def test_a_config_that_kills_the_process_is_recorded_crashed_by_the_next_and_the_third_neither_crashes_nor_tunes():
+    first = run_child()
+    assert first.returncode == -11, first.stderr[-2000:]  # SIGSEGV in the interpreter, measuring BLOCK 32 MODE 1
+    assert len(list(notes_dir().iterdir())) == 1  # the note of what it was measuring outlived it
+
+    second = run_child()
+    assert second.returncode == 0, second.stderr[-2000:]
+    out = json.loads(second.stdout)
+    assert out["stats"]["tunings"] == 1
+    assert out["trials"]["32/1"][0] == "crashed" and "the process ended while measuring it" in out["trials"]["32/1"][1]
+    assert out["trials"]["64/0"][0] == out["trials"]["128/0"][0] == "ok"
+    assert out["where"] == "in-process"
+    crash_warnings = [w for w in out["warnings"] if w.startswith("CrashWarning")]
+    assert len(crash_warnings) == 1 and "'BLOCK': 32, 'MODE': 1" in crash_warnings[0]
+    assert not [w for w in out["warnings"] if "IsolationWarning" in w]  # in-process by default: nothing to say
+    assert list(notes_dir().iterdir()) == []  # the crash is in the record now
+
+    third = run_child()
+    assert third.returncode == 0, third.stderr[-2000:]
+    out = json.loads(third.stdout)
+    assert out["stats"]["tunings"] == 0 and out["stats"]["disk_hits"] == 1
+    assert out["trials"]["32/1"][0] == "crashed" and out["warnings"] == []
+
+
+def _note_of_a_dead_process(kernel_id: str, key: tuple, dtypes: tuple, config: dict) -> None:
+    """A real process enters `measuring` and exits inside it, as a crash would."""
+    code = (
+        f"import os, sys; sys.path.insert(0, {str(TESTS.parent)!r}); from autotune.storage import journal\n"
+        f"with journal.measuring({kernel_id!r}, {key!r}, {dtypes!r}, {config!r}):\n    os._exit(3)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], env=dict(os.environ), timeout=120).returncode == 3
+
+
+def test_notes_of_live_processes_and_of_other_hosts_are_never_crashes_and_a_reused_pid_is_dead():
+    config = Config(BLOCK=32)
+    with journal.measuring("m:k", (100,), ("float32",), config):
+        assert journal.crashed("m:k", (100,), ("float32",)) == {}  # this process is alive: measuring, not crashed
+        (note_path,) = notes_dir().iterdir()
+        note = json.loads(note_path.read_bytes())
+    assert list(notes_dir().iterdir()) == []  # removed when the measurement ended
+
+    def write(name: str, **changes) -> None:
+        (notes_dir() / name).write_text(json.dumps({**note, **changes}))
+
+    prefix = note_path.name.split(".")[0]
+    write(f"{prefix}.00000000.{2**22 + 5}.90.json", host="another-host", pid=2**22 + 5)  # another machine's
+    assert journal.crashed("m:k", (100,), ("float32",)) == {}
+    write(f"{prefix}.00000000.{os.getpid()}.91.json", start="1")  # this pid, but another process started under it
+    assert set(journal.crashed("m:k", (100,), ("float32",))) == {config}
+    assert journal.crashed("m:k", (100,), ("int32",)) == {} and journal.crashed("m:k", (200,), ("float32",)) == {}
+
+
+def _kernel_and_call(n: int):
+    sys.path.insert(0, str(TESTS))
+    from isolation_kernels import segfaulting_add
+
+    args = (torch.rand(n), torch.rand(n), torch.empty(n), n)
+    key, dtypes = segfaulting_add.key_of(segfaulting_add.bind(args, {}))
+    return segfaulting_add, args, key, dtypes
+
+
+def test_clear_autotune_cache_forgets_the_crashes_of_a_kernel():
+    kernel, _, key, dtypes = _kernel_and_call(100)
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 32, "MODE": 1})
+    assert set(journal.crashed(kernel.identity, key, dtypes)) == {Config(BLOCK=32, MODE=1)}
+    clear_autotune_cache(kernel)
+    assert journal.crashed(kernel.identity, key, dtypes) == {}
+
+
+def test_a_noted_crash_is_recorded_without_running_the_config_and_force_retries_it(monkeypatch):
+    kernel, args, key, dtypes = _kernel_and_call(7)
+    # A dead process's note for a config that works here: were it run, its trial would be ok.
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 64, "MODE": 0})
+    monkeypatch.setattr(kernel, "configs", [Config(BLOCK=64, MODE=0), Config(BLOCK=128, MODE=0)])  # no segfault
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel(*args)
+    assert len([w for w in caught if issubclass(w.category, CrashWarning)]) == 1
+    assert kernel.record(key).trial_for(Config(BLOCK=64, MODE=0)).status is TrialStatus.CRASHED
+
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")  # read when a process meets a key: as a new process would
+    kernel.cache.forget(key)  # memory only: the disk entry and the note stay
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 64, "MODE": 0})
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"BLOCK": 64, "MODE": 0})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel(*args)
+    assert not [w for w in caught if issubclass(w.category, CrashWarning)]
+    assert kernel.record(key).trial_for(Config(BLOCK=64, MODE=0)).status is TrialStatus.OK
+    assert journal.crashed(kernel.identity, key, dtypes) == {}
+
+
+@triton.jit
+def noted_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_every_in_process_path_notes_what_it_measures_and_leaves_no_note(monkeypatch):
+    """Blocking, the triton.autotune drop-in and online tuning each note a config in the journal while it runs
+    (distributed tuning measures through the blocking path's tuner)."""
+    from autotune import autotune, compat
+
+    noted: list[tuple[str, int]] = []
+    real = journal.measuring
+
+    def spy(kernel_id, key, dtypes, config):
+        noted.append((kernel_id.rpartition(":")[2], config["BLOCK"]))
+        return real(kernel_id, key, dtypes, config)
+
+    monkeypatch.setattr(journal, "measuring", spy)
+    x, y, out = torch.rand(64), torch.rand(64), torch.empty(64)
+    space, fast = {"BLOCK": [32, 64]}, {"compile_workers": 0, "warmup": 0, "reps": 1, "refine_topk": 0}
+    autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=fast)(noted_add)(x, y, out, 64)
+    assert sorted(noted) == [("noted_add", 32), ("noted_add", 64)]
+
+    del noted[:]
+    drop_in = compat.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])(
+        noted_add
+    )
+    x, y, out = torch.rand(65), torch.rand(65), torch.empty(65)  # a key of its own
+    drop_in[lambda meta: (triton.cdiv(65, meta["BLOCK"]),)](x, y, out, 65)
+    assert sorted(noted) == [("noted_add", 32), ("noted_add", 64)]
+
+    del noted[:]
+    online = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={**fast, "mode": "online", "reps": 2})(
+        noted_add
+    )
+    x, y, out = torch.rand(66), torch.rand(66), torch.empty(66)
+    for _ in range(20):
+        online(x, y, out, 66)
+        torch.testing.assert_close(out, x + y)
+        if online.cache.in_memory((66,), ("torch.float32",) * 3) is not None:
+            break
+    assert {b for _, b in noted} == {32, 64} and online.record().where == "in-process"
+    assert list(notes_dir().iterdir()) == []
