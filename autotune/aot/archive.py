@@ -210,16 +210,25 @@ def export_archive(
     and only the records tuned on a device of those targets (`record_fits_targets`); the records left out are
     warned of, by device.
     """
-    import torch
-    import triton
-
-    from .. import __version__ as autotune_version
-    from ..storage import disk_entries
-    from ..storage.entries import kernel_dirname, kernel_matches, record_json, short_name
-    from ..storage.files import root as tuning_root
-
     out = Path(path)
     _check_destination(out)
+    kernel_names, entries, binaries = _chosen(kernels, cache_dir, triton_cache_dir, targets)
+    manifest, members = _manifest(kernel_names, entries, binaries)
+    _write_archive(out, manifest, members, sign_key)
+    return manifest
+
+
+def _chosen(
+    kernels: Iterable[Any] | None,
+    cache_dir: str | os.PathLike | None,
+    triton_cache_dir: str | os.PathLike | None,
+    targets: Iterable[Any] | None,
+) -> tuple[list[str], list[tuple[Path, Any]], list[Any]]:
+    """(the kernels' names, their (entry path, record)s, their Triton cache entries) that go in the archive."""
+    from ..storage import disk_entries
+    from ..storage.entries import kernel_matches, short_name
+    from ..storage.files import root as tuning_root
+
     names = _kernel_names(kernels)
     entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
     cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]  # every cached kernel, for a misspelt name's hint
@@ -234,29 +243,47 @@ def export_archive(
     )
     _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     if targets is not None:
-        from .targets import parse_target
-
-        wanted_targets = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
-        found = {b.target for b in chosen.entries}
-        absent = sorted(wanted_targets - found)
-        if absent:  # asked for by name: an archive without it would leave that fleet compiling on first launch
-            raise ArchiveError(
-                f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
-                f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
-                f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
-                "--target), or leave it out of targets=/--target"
-            )
+        wanted_targets = _targets_found(targets, chosen, kernel_names, triton_dir)
         chosen.by_name = {n: [b for b in taken if b.target in wanted_targets] for n, taken in chosen.by_name.items()}
         entries = _records_for_targets(entries, sorted(wanted_targets))
         _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     binaries = chosen.entries
     for note in (note for notes in chosen.notes.values() for note in notes):
-        warnings.warn(f"autotune export: {note}", stacklevel=2)
+        warnings.warn(f"autotune export: {note}", stacklevel=3)
     if not entries and not binaries:
         raise ArchiveError(
             f"nothing to export: the tuning cache {tuning_root(cache_dir)} has no records and "
             f"{triton_dir} no compiled kernels"
         )
+    return list(kernel_names), entries, binaries
+
+
+def _targets_found(targets: Iterable[Any], chosen: Any, kernel_names: Iterable[str], triton_dir: Path) -> set[str]:
+    """The targets asked for, each of which must have compiled kernels (else the fleet would compile at launch)."""
+    from .targets import parse_target
+
+    wanted = {str(parse_target(t)) for t in ([targets] if isinstance(targets, str) else targets)}
+    found = {b.target for b in chosen.entries}
+    absent = sorted(wanted - found)
+    if absent:
+        raise ArchiveError(
+            f"no compiled kernels of {', '.join(kernel_names) or 'any kernel'} for "
+            f"{', '.join(absent)} in {triton_dir} (found: {', '.join(sorted(found)) or 'none'});"
+            f" precompile for {'them' if len(absent) > 1 else 'it'} first (autotune precompile "
+            "--target), or leave it out of targets=/--target"
+        )
+    return wanted
+
+
+def _manifest(
+    kernel_names: list[str], entries: list[tuple[Path, Any]], binaries: list[Any]
+) -> tuple[ArchiveManifest, dict[str, bytes]]:
+    """The manifest and the members (archive path -> bytes) of the records and binaries chosen."""
+    import torch
+    import triton
+
+    from .. import __version__ as autotune_version
+    from ..storage.entries import kernel_dirname, record_json
 
     members: dict[str, bytes] = {}
     manifest = ArchiveManifest(
@@ -296,7 +323,13 @@ def export_archive(
         )
     manifest.targets = sorted({b.target for b in manifest.binaries})
     manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
+    return manifest, members
 
+
+def _write_archive(
+    out: Path, manifest: ArchiveManifest, members: dict[str, bytes], sign_key: str | os.PathLike | bytes | None
+) -> None:
+    """The .tar.gz, manifest (and its signature) first, written to a temporary file and renamed into place."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     now = time.time()
     try:
@@ -319,7 +352,6 @@ def export_archive(
     finally:
         if tmp.is_file():
             tmp.unlink()
-    return manifest
 
 
 def _check_found(
