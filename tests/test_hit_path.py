@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-import autotune.decorator as decorator
+import autotune.decorator.autotuned as decorator
 from autotune import Tuning, autotune, clear_autotune_cache, stats
 
 
