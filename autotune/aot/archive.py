@@ -217,6 +217,7 @@ def export_archive(
 
     out = Path(path)
     _check_destination(out)
+    secret = read_key(sign_key) if sign_key is not None else None  # a wrong key file before any work
     names = _kernel_names(kernels)
     entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
     cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]  # every cached kernel, for a misspelt name's hint
@@ -300,8 +301,8 @@ def export_archive(
         with tarfile.open(tmp, "w:gz") as tar:
             manifest_json = codec.to_json(manifest, indent=1)
             first = [(MANIFEST, manifest_json)]  # the manifest first: an import reads it before the rest
-            if sign_key is not None:
-                first.append((SIGNATURE, sign(manifest_json, read_key(sign_key))))
+            if secret is not None:
+                first.append((SIGNATURE, sign(manifest_json, secret)))
             for name, data in first + sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), now, 0o644

@@ -61,8 +61,10 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
     out = []
     for binary in manifest.binaries:
         if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
-            report.binaries_failed.append((binary.dir, "unsafe directory or kernel name"))
-            continue
+            raise ArchiveError(  # a hostile manifest: refused whole, never a partial import of the rest
+                f"refused: the manifest lists a compiled kernel with an unsafe directory or kernel name "
+                f"({binary.dir[:80]!r}, {binary.kernel[:80]!r}); nothing was imported"
+            )
         for name in binary.files:
             member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
             if not ARTIFACT_NAME.match(name):

@@ -26,6 +26,10 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         landscape = load_landscape(args.landscape)
+    except AutotuneError as exc:  # a file that is not a landscape is the caller's mistake
+        print(f"autotune replay: {exc}", file=sys.stderr)
+        return 2
+    try:
         budget = (
             args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
         )
