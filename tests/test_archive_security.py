@@ -362,3 +362,31 @@ def test_the_cli_refuses_dev_zero_as_a_key_in_one_line(tmp_path):
         )
         assert res.returncode == 2 and "not a regular file" in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_a_record_dated_years_ahead_is_not_imported_and_a_later_archive_is(exported, tmp_path):
+    """#40 item 13: an archive stamped ten years ahead would otherwise win every later import ("newer there")."""
+    import time
+
+    archive, manifest, _ = exported
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    doc = json.loads(members.pop("manifest.json"))
+    path = manifest.records[0].path
+    record = json.loads(members[path])
+    record["timestamp"] = time.time() + 10 * 365 * 86400
+    members[path] = json.dumps(record).encode()
+    for f in doc["files"]:
+        if f["path"] == path:
+            f["sha256"], f["size"] = hashlib.sha256(members[path]).hexdigest(), len(members[path])
+    future = tmp_path / "future.tar.gz"
+    with tarfile.open(future, "w:gz") as tar:
+        for name, data in [("manifest.json", json.dumps(doc).encode())] + sorted(members.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dest, triton_dest = _dirs(tmp_path)
+    report = import_archive(future, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert not report.records_imported and "ahead of this machine's clock" in report.records_failed[0][1]
+    later = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert len(later.records_imported) == 1, str(later)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import time
+import warnings
+from pathlib import Path
 
 import pytest
 from test_cache import DT, Tuner, new_cache, path_of
@@ -26,3 +29,95 @@ def test_a_kernel_directory_linked_out_of_the_cache_is_named_and_never_written_t
     assert any(f"{kernel_dir} is a symbolic link (to {outside})" in m for m in messages), messages
     assert not any("FileExistsError" in m for m in messages), messages
     assert not outside.exists() or os.listdir(outside) == []  # nothing locked or written outside the cache
+
+
+# ------------------------------------------------------------------------------ item 13: future timestamps
+
+TEN_YEARS = 10 * 365 * 86400.0
+
+
+def test_an_entry_dated_ahead_of_the_clock_is_refused_on_disk_and_one_within_the_tolerance_is_a_hit():
+    from test_cache import make_record
+
+    from autotune.storage import load_record
+    from autotune.storage.entries import FUTURE_TOLERANCE_S
+
+    path = path_of((1,))
+    path.parent.mkdir(parents=True)
+    path.write_text(make_record((1,), winner=32, timestamp=time.time() + TEN_YEARS).to_json())
+    with pytest.warns(CacheWarning, match="ahead of this machine's clock") as caught:
+        rec, how = new_cache().get_or_tune((1,), DT, Tuner((1,), winner=128))
+    assert (how, rec.winner) == ("tuned", Config(BLOCK=128)), [str(w.message) for w in caught]
+    assert load_record(path).winner == Config(BLOCK=128)  # replaced by this tuning
+    path.write_text(make_record((2,), winner=32, timestamp=time.time() + FUTURE_TOLERANCE_S / 2).to_json())
+    other = path_of((2,))
+    path.rename(other)
+    rec, how = new_cache().get_or_tune((2,), DT, Tuner((2,), winner=128))
+    assert (how, rec.winner) == ("disk", Config(BLOCK=32))  # a clock a little ahead is not refused
+
+
+def test_clear_removes_an_entry_dated_in_the_future():
+    from test_cache import make_record
+
+    from autotune import clear_autotune_cache
+
+    path = path_of((1,))
+    path.parent.mkdir(parents=True)
+    path.write_text(make_record((1,), timestamp=time.time() + TEN_YEARS).to_json())
+    clear_autotune_cache("add")
+    assert not path.exists()
+
+
+def test_push_and_pull_never_let_a_future_entry_win(redis_server, tmp_path):
+    """A Redis entry stamped ten years ahead: pull does not copy it over a fresh local winner, push replaces it."""
+    from cache_files import write_record
+    from test_cache import make_record
+    from test_redis_edges import run_cli
+
+    from autotune.storage import EntryRef, disk_entries
+    from autotune.storage.entries import record_json
+    from autotune.storage.redis_tier import RedisCache
+
+    future, fresh = make_record((1,), winner=32, timestamp=time.time() + TEN_YEARS), make_record((1,), winner=128)
+    tier = RedisCache(redis_server.url)
+    entry = EntryRef.of(future)
+    redis_server.client().set(tier.key_of(entry.location, entry.entry_id), record_json(future))
+    write_record(fresh, tmp_path / "local")
+    url = ["--cache-dir", str(tmp_path / "local"), "--remote-url", redis_server.url]
+    res = run_cli("cache", "pull", *url, env={})
+    assert "ahead of this machine's clock" in res.stderr, (res.stdout, res.stderr)
+    assert [e.record.winner for e in disk_entries(directory=tmp_path / "local")] == [fresh.winner]
+    res = run_cli("cache", "push", *url, env={})
+    assert res.returncode == 0 and "copied 1 entry" in res.stdout, (res.stdout, res.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert tier.get(entry).winner == fresh.winner
+
+
+# ------------------------------------------------------------------------------ item 14: a write's cost
+
+
+def test_a_write_lists_its_directory_at_most_once_a_minute(monkeypatch):
+    """Each write listed the kernel's whole directory (the stale-.tmp sweep): O(keys) per key. Now the first write
+    of a process into a directory sweeps it, later ones within SWEEP_INTERVAL_S do not (bench_key_writes.py)."""
+    import subprocess
+    import sys
+
+    from test_cache import _fill
+
+    from autotune.storage import files as files_mod
+
+    listed: list[Path] = []
+    real_sweep = files_mod.sweep_tmp
+    monkeypatch.setattr(files_mod, "sweep_tmp", lambda d: (listed.append(d), real_sweep(d)))
+    kc = new_cache()
+    _fill(kc, [(n,) for n in range(20)])  # 20 keys: 40 atomic writes (each entry and its lock's holder file)
+    assert listed == [path_of((1,)).parent]
+    dead = int(subprocess.run([sys.executable, "-c", "print(__import__('os').getpid())"], capture_output=True).stdout)
+    orphan = path_of((1,)).parent / f".{'a' * 32}.json.{files_mod.HOST_TAG}.{dead}.0000abcd.tmp"
+    orphan.write_text("partial")
+    _fill(kc, [(20,)])
+    assert orphan.exists()  # left for the next sweep, within a minute
+    monkeypatch.setattr(files_mod, "SWEEP_INTERVAL_S", 0.0)
+    _fill(kc, [(21,)])
+    assert not orphan.exists()

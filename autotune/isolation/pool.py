@@ -28,7 +28,12 @@ logger = logging.getLogger("autotune")
 
 
 class WorkerCrashed(Exception):
-    """The worker died while answering (a signal, os._exit, a poisoned device)."""
+    """The worker died while answering (a signal, os._exit, a poisoned device). `signal_number`: the signal that
+    killed it, when one did."""
+
+    def __init__(self, message: str, signal_number: int | None = None) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
 
 
 class WorkerTimedOut(Exception):
@@ -106,7 +111,7 @@ class Worker:
             self.kill()
             if self.stopped:  # shutdown() closed it under this request: not the config's doing
                 raise WorkerShutdownError(STOPPED) from None
-            raise WorkerCrashed(_death(code, exc)) from None
+            raise WorkerCrashed(_death(code, exc), -code if code is not None and code < 0 else None) from None
         except BaseException:  # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
             self.kill()
             raise

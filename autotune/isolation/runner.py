@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import logging
 import pickle
+import signal
 import sys
 import threading
 import uuid
@@ -38,6 +39,10 @@ __all__ = ["IsolatedRunner", "WorkerCompiler", "isolation_for", "check_isolation
 
 logger = logging.getLogger("autotune")
 _LOAD_TIMEOUT_S = 300.0  # importing torch, Triton and the kernel's module in a fresh worker
+# An isolated trial's limit when `trial_timeout_s` is not set (Helion's default too): a config that hangs costs
+# that config, never the tuning. Under Triton's CPU interpreter, whose launches are ~1000x slower, ten times that.
+DEFAULT_TRIAL_TIMEOUT_S = 30.0
+INTERPRETER_TRIAL_TIMEOUT_S = 300.0
 _noted: set[str] = set()
 _noted_lock = threading.Lock()
 
@@ -110,6 +115,9 @@ class IsolatedRunner:
         self.grid = grid
         self.tuning = kernel.tuning
         self.kernel_name = kernel.name
+        self.trial_timeout_s: float = self.tuning.trial_timeout_s or (
+            INTERPRETER_TRIAL_TIMEOUT_S if kernel.interpreted else DEFAULT_TRIAL_TIMEOUT_S
+        )
         # Compile workers only where there is something to compile (not the interpreter) and workers to do it.
         self.precompiles = self.tuning.compile_workers > 0 and not (
             kernel.interpreted and kernel.compiler_factory is None
@@ -144,18 +152,9 @@ class IsolatedRunner:
     def trial(self, config: Config) -> Trial:
         """Check and measure `config` in the worker (compiling it first unless a compile worker did); a crash
         or a hang is this config's result."""
-        message = ("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles)
-        with self.lock:
-            self.prepare(self.worker)
-            try:
-                reply = self.worker.request(message, self.tuning.trial_timeout_s)
-            except WorkerTimedOut as exc:
-                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
-            except WorkerCrashed as exc:
-                return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
-            if reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
-                self.worker.kill()
-                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        reply = self._measure(("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles), config)
+        if isinstance(reply, Trial):
+            return reply
         if reply[0] in ("ok", "failed"):
             trial = codec.from_builtins(reply[1], Trial)
             if trial.status is TrialStatus.VERIFY_FAILED:  # warned here, as in-process (the worker's is silenced)
@@ -163,6 +162,32 @@ class IsolatedRunner:
                 warn_verification_failed(self.kernel_name, config, reason)
             return trial
         raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
+
+    def _measure(self, message: tuple, config: Config, retried: bool = False) -> tuple | Trial:
+        """The worker's reply to a trial `message`, or the Trial a timeout, a crash or a poisoned device makes of it.
+        A worker killed by SIGKILL, which autotune only sends on a timeout (a `WorkerTimedOut`), was killed from
+        outside (the OOM killer, a supervisor): not the config's doing until it happens again in a new worker."""
+        with self.lock:
+            self.prepare(self.worker)
+            try:
+                reply = self.worker.request(message, self.trial_timeout_s)
+            except WorkerTimedOut as exc:
+                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
+            except WorkerCrashed as exc:
+                if exc.signal_number != signal.SIGKILL or retried:
+                    again = " (twice, in two workers)" if retried else ""
+                    return Trial(config=config, status=TrialStatus.CRASHED, error=f"{exc}{again}")
+                logger.warning(
+                    "autotune: the worker measuring %s of %s was killed by SIGKILL from outside (the OOM killer, a "
+                    "supervisor?); trying that config once more in a new worker",
+                    config,
+                    self.kernel_name,
+                )
+                reply = None
+            if reply is not None and reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
+                self.worker.kill()
+                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        return reply if reply is not None else self._measure(message, config, retried=True)
 
     def compile(self, config: Config, worker: Worker) -> float:
         """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
@@ -198,7 +223,7 @@ class IsolatedRunner:
                 self.prepare(self.worker)
                 reply = self.worker.request(
                     ("refine", self.ref, configs, self.token, self.grid, self.tuning, reps),
-                    None if self.tuning.trial_timeout_s is None else self.tuning.trial_timeout_s * len(configs),
+                    self.trial_timeout_s * len(configs),
                 )
             except WorkerShutdownError:
                 raise
@@ -215,6 +240,8 @@ class IsolatedRunner:
         return {by_text[text]: samples for text, samples in reply[1].items()}
 
     def _timeout_text(self, exc: Exception) -> str:
+        if self.tuning.trial_timeout_s is None:
+            return f"the default trial timeout of an isolated trial, {self.trial_timeout_s:g} s, passed: {exc}"
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
 
 

@@ -251,7 +251,7 @@ class DiskCache:
         for d in kernel_dirs(root(self.directory), kernel, on_error or warn_unlistable):
             for path in entry_files(d, on_error or warn_unlistable):
                 try:
-                    record = load_record(path)
+                    record = load_record(path, future_ok=True)  # refused when read, but still removable
                 except CacheEntryError:
                     continue
                 except OSError as exc:

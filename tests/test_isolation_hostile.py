@@ -1,0 +1,66 @@
+"""Process isolation under hostile conditions (issue 40, items 9-11), in fresh processes through the interpreter: a
+config that hangs with no trial_timeout_s set, a worker killed from outside (as by the OOM killer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+def run_child(body: str, tmp_path: Path) -> dict:
+    code = (
+        textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        import torch
+        import autotune.isolation.runner as runner
+        import isolation_kernels as k
+    """)
+        + body
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        TRITON_INTERPRET="1",
+        AUTOTUNE_TEST_GATE_DIR=str(tmp_path),
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"out": json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr}
+
+
+TRIALS = textwrap.dedent("""
+    x, y, out = torch.randn(500), torch.randn(500), torch.empty(500)
+    kernel(x, y, out, 500)
+    record = kernel.record()
+    print(json.dumps({"ok": bool(torch.allclose(out, x + y)), "winner": dict(record.winner),
+                      "trials": {t.config["BLOCK"]: [t.status.value, t.error] for t in record.trials}}))
+""")
+
+
+def test_a_hang_under_process_isolation_times_out_without_trial_timeout_s(tmp_path):
+    """#40 item 11: the default limit (shortened here from the interpreter's 300 s) applies when none is set."""
+    got = run_child("runner.INTERPRETER_TRIAL_TIMEOUT_S = 5.0\nkernel = k.hang_add\n" + TRIALS, tmp_path)["out"]
+    assert got["ok"] and got["winner"] == {"BLOCK": 64, "MODE": 0}
+    status, error = got["trials"]["32"]
+    assert status == "timeout" and "default trial timeout of an isolated trial, 5 s" in error, error
+
+
+def test_a_worker_killed_from_outside_is_retried_once_before_its_config_is_blamed(tmp_path):
+    """#40 item 10: BLOCK 64's worker is SIGKILLed once (then the config is measured in a new worker), BLOCK 16's
+    every time (crashed, after two workers)."""
+    child = run_child("kernel = k.sigkilled_add\n" + TRIALS, tmp_path)
+    got = child["out"]
+    assert got["ok"] and (tmp_path / "killed-once").exists()
+    assert got["trials"]["32"][0] == "ok" and got["trials"]["64"][0] == "ok", got["trials"]
+    status, error = got["trials"]["16"]
+    assert status == "crashed" and "SIGKILL" in error and "twice, in two workers" in error, error
+    assert "trying that config once more in a new worker" in child["stderr"]
