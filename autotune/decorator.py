@@ -575,6 +575,8 @@ class Autotuned(KernelInspection, KernelInterface):
             close = getattr(job.progress, "close", None)
             if close is not None:
                 close()
+            if isolated is not None:
+                isolated.close()  # the worker frees its copies of the arguments
         record = self.cache.new_record(
             key,
             dtypes,

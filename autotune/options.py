@@ -27,6 +27,7 @@ AtLeast1 = Annotated[int, Meta(ge=1)]
 # limit is a mistake, and None already means no limit).
 MAX_SECONDS = 86400.0
 Seconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
+DEFAULT_ISOLATE_MAX_BYTES = 1 << 30  # Tuning.isolate_max_bytes: 1 GiB of tensors
 
 
 def _default_workers() -> int:
@@ -55,6 +56,9 @@ class TuningFields(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
+    # A call whose tensors add up to more than this is tuned in-process (one IsolationWarning says why): a worker
+    # holds copies of every argument, ~3x its bytes at the peak. None: no bound.
+    isolate_max_bytes: AtLeast1 | None = DEFAULT_ISOLATE_MAX_BYTES
 
 
 def _literal_values(name: str) -> list[Any]:

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 
@@ -64,3 +66,60 @@ def test_a_worker_killed_from_outside_is_retried_once_before_its_config_is_blame
     status, error = got["trials"]["16"]
     assert status == "crashed" and "SIGKILL" in error and "twice, in two workers" in error, error
     assert "trying that config once more in a new worker" in child["stderr"]
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_call_over_isolate_max_bytes_is_tuned_in_process_saying_why_once(monkeypatch):
+    """#40 item 9, above the bound: copies in a worker would cost ~3x the call's bytes; the call is tuned here."""
+    import isolation_kernels
+    import pytest
+    import torch
+    from isolation_kernels import default_add
+
+    from autotune import IsolationWarning
+
+    monkeypatch.setattr(default_add, "tuning", default_add.tuning.replace(isolate="process", isolate_max_bytes=4096))
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(1024), torch.randn(1024), torch.empty(1024)  # 12 KiB of tensors
+    with pytest.warns(
+        IsolationWarning, match=r"tuned in this process despite isolate='process'.*isolate_max_bytes=4096"
+    ):
+        default_add(x, y, out, 1024)
+    torch.testing.assert_close(out, x + y)
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}  # measured here: its setup= ran in this process
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IsolationWarning)  # said once per kernel
+        default_add(x, y, out, 1000)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a worker's RSS from /proc")
+def test_a_call_under_the_bound_is_isolated_and_the_worker_frees_its_copies_after(monkeypatch):
+    """#40 item 9, below the bound: tuned in the worker, which no longer keeps a 64 MiB copy after the tuning (the
+    measure: its RSS after a small tuning, then after this one; a kept copy is the whole 64 MiB)."""
+    import isolation_kernels
+    import torch
+    from isolation_kernels import default_add
+
+    from autotune.isolation.pool import shared_worker
+
+    monkeypatch.setattr(default_add, "tuning", default_add.tuning.replace(isolate="process"))
+    small = torch.randn(256)
+    default_add(small, small, torch.empty(256), 256)
+    worker = shared_worker()[0]
+    before = _rss_bytes(worker.proc.pid)
+    del isolation_kernels.SETUP_PIDS[:]
+    big = torch.randn(16 << 20)  # 64 MiB, only its first 512 elements read: the copy travels whole
+    y, out = torch.randn(512), torch.empty(512)
+    default_add(big, y, out, 512)  # 64 MiB + 4 KiB, under the default bound of 1 GiB
+    torch.testing.assert_close(out, big[:512] + y)
+    assert isolation_kernels.SETUP_PIDS == []  # measured in the worker
+    grown = _rss_bytes(worker.proc.pid) - before
+    assert grown < (32 << 20), f"the worker grew by {grown >> 20} MiB after the tuning: it kept its copies"

@@ -137,6 +137,17 @@ class Worker:
             raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
         self.call_token = token
 
+    def drop_call(self, timeout_s: float | None) -> None:
+        """Have the worker free the copies of the call's arguments it holds (a tuning ended): it keeps one call,
+        so they would otherwise stay until the next tuning. A worker that does not answer is killed."""
+        if self.call_token is None or not self.alive:
+            return
+        try:
+            self.send_call("", ({}, {}), None, timeout_s)  # an empty call in its place
+        except (WorkerCrashed, WorkerTimedOut, RuntimeError):
+            self.kill()
+        self.call_token = None
+
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""
         with self._guard:

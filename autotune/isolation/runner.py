@@ -43,7 +43,7 @@ _LOAD_TIMEOUT_S = 300.0  # importing torch, Triton and the kernel's module in a 
 # that config, never the tuning. Under Triton's CPU interpreter, whose launches are ~1000x slower, ten times that.
 DEFAULT_TRIAL_TIMEOUT_S = 30.0
 INTERPRETER_TRIAL_TIMEOUT_S = 300.0
-_noted: set[str] = set()
+_noted: set[str | tuple[str, str]] = set()
 _noted_lock = threading.Lock()
 
 
@@ -143,6 +143,13 @@ class IsolatedRunner:
             raise AutotuneError(
                 f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
             ) from None
+
+    def close(self) -> None:
+        """The tuning ended: free the worker's copies of the call's arguments, and this side's encoded copy."""
+        self.encoded = None
+        with self.lock:
+            if self.worker.call_token == self.token:  # not already replaced by another tuning's call
+                self.worker.drop_call(_LOAD_TIMEOUT_S)
 
     def compiler(self) -> Any:
         """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
@@ -362,6 +369,9 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
                 "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
                 "sent), or give the decorator a $X grid= string"
             )
+    size = _tensor_bytes(bound)
+    if reason is None and kernel.tuning.isolate_max_bytes is not None and size > kernel.tuning.isolate_max_bytes:
+        return _in_process_for_size(kernel, size, source)
     if reason is None:
         try:
             encoded = encode_call(bound.args, bound.kwargs)
@@ -388,6 +398,31 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
             f"autotune: {kernel.name} is tuned in this process, not in a worker, so a config that crashes "
             f"would end the process: {reason}. {fix}; isolate='off' (or AUTOTUNE_ISOLATE=off) tunes "
             "in-process without this note",
+            IsolationWarning,
+        )
+    return None
+
+
+def _tensor_bytes(bound: Any) -> int:
+    """The bytes of the call's tensors (each counted whole: a view's copy carries the storage span it covers)."""
+    return sum(
+        v.numel() * v.element_size() for v in bound.named.values() if hasattr(v, "numel") and hasattr(v, "element_size")
+    )
+
+
+def _in_process_for_size(kernel: Any, size: int, source: str) -> None:
+    """None (tune in-process): a worker would hold copies of `size` bytes of tensors, over `isolate_max_bytes`;
+    said once per kernel."""
+    with _noted_lock:
+        first = (kernel.identity, "size") not in _noted
+        _noted.add((kernel.identity, "size"))
+    if first:
+        bound = kernel.tuning.isolate_max_bytes
+        warn_at_caller(
+            f"autotune: {kernel.name} is tuned in this process despite {source}: this call's tensors are "
+            f"{size / 2**30:.2f} GiB, over isolate_max_bytes={bound} ({bound / 2**30:.2f} GiB), and a worker would "
+            "hold copies of them (about 3x their size at the peak). Raise Tuning(isolate_max_bytes=...) (None: no "
+            "bound) to isolate calls this large, if the memory is there",
             IsolationWarning,
         )
     return None
