@@ -342,6 +342,7 @@ ENV_NAMES = frozenset(
         "AUTOTUNE_REMOTE_CACHE_PASSWORD",
         "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S",
         "AUTOTUNE_REMOTE_CACHE_TTL_S",
+        "AUTOTUNE_REMOTE_PREFIX",
     }
 )
 _ENV_WARNED: set[str] = set()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_cache import DT, Tuner, new_cache, path_of
 
-from autotune import CacheWarning
+from autotune import CacheWarning, OptionError
 from autotune.space import Config
 
 
@@ -121,3 +121,49 @@ def test_a_write_lists_its_directory_at_most_once_a_minute(monkeypatch):
     monkeypatch.setattr(files_mod, "SWEEP_INTERVAL_S", 0.0)
     _fill(kc, [(21,)])
     assert not orphan.exists()
+
+
+# ------------------------------------------------------------------------------ item 12: one qualname, two sources
+
+
+def test_two_sources_of_one_kernel_both_hit_and_the_oldest_of_too_many_is_dropped():
+    """A, B, A, B tuned 4 times (each evicted the other's entry); now twice, then hits, on the real disk."""
+    from test_cache import make_record
+
+    from autotune.storage import load_record
+    from autotune.storage.protocol import SOURCES_PER_KEY
+
+    def run(src: str) -> str:
+        return new_cache(src=src).get_or_tune((1,), DT, Tuner((1,), src=src))[1]
+
+    assert [run(s) for s in ("src-a", "src-b", "src-a", "src-b")] == ["tuned", "tuned", "disk", "disk"]
+    directory = path_of((1,)).parent
+    assert sorted(load_record(p).source_hash for p in directory.glob("*.json")) == ["src-a", "src-b"]
+    assert load_record(path_of((1,))).source_hash == "src-a"  # the first in the name entries always had
+    for n, src in enumerate(["src-c", "src-d", "src-e"]):  # a fifth source replaces the oldest entry
+        assert run(src) == "tuned"
+        if n == 0:
+            old = make_record((1,), src="src-b", timestamp=1.0)  # src-b made the oldest: it goes first
+            next(p for p in directory.glob("*.json") if load_record(p).source_hash == "src-b").write_text(old.to_json())
+    sources = sorted(load_record(p).source_hash for p in directory.glob("*.json"))
+    assert len(sources) == SOURCES_PER_KEY == 4 and sources == ["src-a", "src-c", "src-d", "src-e"]
+
+
+def test_two_sources_share_a_redis_under_a_deployment_prefix(redis_server, monkeypatch):
+    from autotune.storage import KernelCache
+    from autotune.storage.remote import remote_tier
+
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", redis_server.url)
+    monkeypatch.setenv("AUTOTUNE_REMOTE_PREFIX", "team-a")
+    tier = remote_tier()
+
+    def run(src: str) -> str:  # a node with an empty disk: only Redis can have it
+        cache = KernelCache("add", src, "space-1", lambda cfg: True, tiers=[tier])
+        return cache.get_or_tune((1,), DT, Tuner((1,), src=src))[1]
+
+    assert [run(s) for s in ("src-a", "src-b", "src-a", "src-b")] == ["tuned", "tuned", "remote", "remote"]
+    keys = redis_server.client().keys("*:entry:*")
+    assert len(keys) == 2 and all(k.startswith(b"team-a:entry:") for k in keys), keys
+    monkeypatch.setenv("AUTOTUNE_REMOTE_PREFIX", "no spaces")
+    with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_PREFIX='no spaces' is not a key prefix"):
+        remote_tier()

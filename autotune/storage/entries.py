@@ -158,11 +158,11 @@ def location_pattern(kernel: str) -> str:
     return "*." + _identity_tag(kernel) if is_kernel_id(kernel) else kernel_dirname(kernel) + "*"
 
 
-def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
-    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256."""
-    text = json.dumps(
-        [device, json.loads(key_text(key)), [str(d) for d in dtypes]], sort_keys=True, separators=(",", ":")
-    )
+def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str], slot: int = 0) -> str:
+    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256. `slot` > 0 names another
+    kernel source's entry of the same key (`protocol.EntryRef.slots`); slot 0 is the name entries always had."""
+    parts: list[Any] = [device, json.loads(key_text(key)), [str(d) for d in dtypes]]
+    text = json.dumps(parts + [slot] if slot else parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 

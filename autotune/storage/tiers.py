@@ -190,7 +190,7 @@ class KernelCache:
                 return False
             self.memory.store(entry.key, entry.dtypes, record)
             for tier in tiers:
-                tier.put(entry, record)
+                tier.put(self._slot_for(tier, entry, record), record)
             return True
 
     def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
@@ -252,20 +252,34 @@ class KernelCache:
     def _usable(
         self, tier: Cache, entry: EntryRef, candidates: str | None, stale: list[tuple[str, str]] | None = None
     ) -> TuningRecord | None:
-        """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
-        and why its record is not usable appended to `stale`)."""
-        record = tier.get(entry)
-        if record is None:
-            return None
-        reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
-        if reason is not None:
+        """`tier`'s record of `entry` when it may be used here (in any of the key's slots, one per kernel source),
+        else None (and, when there is one, the tier's name and why its record is not usable appended to `stale`)."""
+        reasons: list[str] = []
+        for slot in entry.slots():
+            record = tier.get(slot)
+            if record is None:
+                continue
+            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            if reason is None:
+                return record
+            if reason not in reasons:
+                reasons.append(reason)
+        for reason in reasons:
             logger.info(
                 "autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what, reason
             )
             if stale is not None:
                 stale.append((tier.name, reason))
-            return None
-        return record
+        return None
+
+    def _slot_for(self, tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
+        """Where `record` goes in `tier`: the slot of its kernel source, else an empty one, else the oldest."""
+        held = [(slot, tier.get(slot)) for slot in entry.slots()]
+        same = [slot for slot, r in held if r is not None and r.source_hash == record.source_hash]
+        empty = [slot for slot, r in held if r is None]
+        if same or empty:
+            return (same or empty)[0]
+        return min(held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
 
     def _found(
         self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
@@ -336,7 +350,7 @@ class KernelCache:
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
-        seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
+        seen = {id(tier): self._usable(tier, entry, candidates) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
         since = self._clears  # a clear while this thread waited for the lease came before what it reads now
