@@ -167,3 +167,21 @@ def test_two_sources_share_a_redis_under_a_deployment_prefix(redis_server, monke
     monkeypatch.setenv("AUTOTUNE_REMOTE_PREFIX", "no spaces")
     with pytest.raises(OptionError, match="AUTOTUNE_REMOTE_PREFIX='no spaces' is not a key prefix"):
         remote_tier()
+
+
+def test_push_and_pull_keep_each_sources_entry(redis_server, tmp_path):
+    from cache_files import write_record
+    from test_cache import make_record
+    from test_redis_edges import run_cli
+
+    from autotune.storage import disk_entries
+
+    write_record(make_record((1,), src="src-a"), tmp_path / "a")
+    write_record(make_record((1,), src="src-b"), tmp_path / "b")
+    url = ["--remote-url", redis_server.url]
+    for d in ("a", "b"):
+        res = run_cli("cache", "push", "--cache-dir", str(tmp_path / d), *url, env={})
+        assert res.returncode == 0 and "copied 1 entry" in res.stdout, (res.stdout, res.stderr)
+    res = run_cli("cache", "pull", "--cache-dir", str(tmp_path / "both"), *url, env={})
+    assert res.returncode == 0 and "copied 2 entries" in res.stdout, (res.stdout, res.stderr)
+    assert sorted(e.record.source_hash for e in disk_entries(directory=tmp_path / "both")) == ["src-a", "src-b"]

@@ -206,6 +206,7 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
     from ..errors import CacheEntryError
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
+    from ..storage.tiers import slot_for
 
     faults: list[str] = []
     store = DiskCache(root, on_fault=faults.append)
@@ -217,6 +218,8 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
         if lease is None:
             report.records_failed.append((member, _fault_reason(faults, f"cannot lock {dest}")))
             continue
+        entry = slot_for(store, entry, record)  # its kernel source's entry of the key: another source's stays
+        dest = store.path(entry)
         try:
             try:
                 existing = load_record(dest)

@@ -31,7 +31,7 @@ from .remote import remote_tiers, required_remote_tier
 
 _OTHER_SPACE = "the search space changed"  # stale_reason's reason for an entry tuned for another space
 
-__all__ = ["KernelCache", "live_caches"]
+__all__ = ["KernelCache", "live_caches", "slot_for"]
 
 logger = logging.getLogger("autotune")
 
@@ -50,6 +50,17 @@ def _after_fork_in_child() -> None:
     _LIVE_LOCK = threading.Lock()
     for cache in list(_LIVE):
         cache.after_fork()
+
+
+def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
+    """Where `record` goes in `tier` among `entry`'s slots (one per kernel source, `EntryRef.slots`): the slot of its
+    source, else an empty one, else the one with the oldest record. Call it holding the lease of `entry` (slot 0)."""
+    held = [(slot, tier.get(slot)) for slot in entry.slots()]
+    same = [slot for slot, r in held if r is not None and r.source_hash == record.source_hash]
+    empty = [slot for slot, r in held if r is None]
+    if same or empty:
+        return (same or empty)[0]
+    return min(held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
 
 
 def live_caches() -> list[KernelCache]:
@@ -190,7 +201,7 @@ class KernelCache:
                 return False
             self.memory.store(entry.key, entry.dtypes, record)
             for tier in tiers:
-                tier.put(self._slot_for(tier, entry, record), record)
+                tier.put(slot_for(tier, entry, record), record)
             return True
 
     def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
@@ -271,15 +282,6 @@ class KernelCache:
             if stale is not None:
                 stale.append((tier.name, reason))
         return None
-
-    def _slot_for(self, tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
-        """Where `record` goes in `tier`: the slot of its kernel source, else an empty one, else the oldest."""
-        held = [(slot, tier.get(slot)) for slot in entry.slots()]
-        same = [slot for slot, r in held if r is not None and r.source_hash == record.source_hash]
-        empty = [slot for slot, r in held if r is None]
-        if same or empty:
-            return (same or empty)[0]
-        return min(held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
 
     def _found(
         self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
