@@ -371,7 +371,8 @@ def isolation_for(kernel: Any, bound: Any, grid: Any) -> IsolatedRunner | None:
             )
     size = _tensor_bytes(bound)
     if reason is None and kernel.tuning.isolate_max_bytes is not None and size > kernel.tuning.isolate_max_bytes:
-        return _in_process_for_size(kernel, size, source)
+        _say_in_process_for_size(kernel, size, source)
+        return None
     if reason is None:
         try:
             encoded = encode_call(bound.args, bound.kwargs)
@@ -410,9 +411,9 @@ def _tensor_bytes(bound: Any) -> int:
     )
 
 
-def _in_process_for_size(kernel: Any, size: int, source: str) -> None:
-    """None (tune in-process): a worker would hold copies of `size` bytes of tensors, over `isolate_max_bytes`;
-    said once per kernel."""
+def _say_in_process_for_size(kernel: Any, size: int, source: str) -> None:
+    """Warn (once per kernel) that a call is tuned in-process: a worker would hold copies of `size` bytes of
+    tensors, over `isolate_max_bytes`."""
     with _noted_lock:
         first = (kernel.identity, "size") not in _noted
         _noted.add((kernel.identity, "size"))
@@ -425,4 +426,3 @@ def _in_process_for_size(kernel: Any, size: int, source: str) -> None:
             "bound) to isolate calls this large, if the memory is there",
             IsolationWarning,
         )
-    return None
