@@ -125,7 +125,7 @@ class CacheEntryError(AutotuneError, ValueError):
 
     def __init__(self, message: str, kind: str = "corrupt", schema_version: Any = None) -> None:
         super().__init__(message)
-        self.kind = kind  # "corrupt" or "schema"
+        self.kind = kind  # "corrupt", "schema" or "future" (dated ahead of this clock)
         self.schema_version = schema_version
 
 

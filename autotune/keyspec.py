@@ -48,5 +48,23 @@ def parse_key(text: str) -> tuple:
                 items.append(_literal(part))
             except ValueError:
                 items.append(part)
-        return tuple(items)
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+        return _checked(text, tuple(items))
+    return _checked(text, tuple(value) if isinstance(value, (tuple, list)) else (value,))
+
+
+def _bad_value(value: Any) -> Any:
+    """The first part of `value` a typed key cannot hold (a dict, set, bytes, complex, Ellipsis), else None."""
+    if isinstance(value, (tuple, list)):
+        return next((bad for bad in map(_bad_value, value) if bad is not None), None)
+    return None if value is None or isinstance(value, (bool, int, float, str)) else value
+
+
+def _checked(text: str, key: tuple) -> tuple:
+    """`key`, after refusing a value no cached key can have (ValueError naming it)."""
+    bad = _bad_value(key)
+    if bad is not None:
+        raise ValueError(
+            f"--key {text[:40]!r}: {str(bad)[:40]} ({type(bad).__name__}) is not a key value; give numbers, strings, "
+            "true/false, None or tuples of those, e.g. 4096,1024"
+        )
+    return key

@@ -28,6 +28,7 @@ AtLeast1 = Annotated[int, Meta(ge=1)]
 # limit is a mistake, and None already means no limit).
 MAX_SECONDS = 86400.0
 Seconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
+DEFAULT_ISOLATE_MAX_BYTES = 1 << 30  # Tuning.isolate_max_bytes: 1 GiB of tensors
 
 
 def _default_workers() -> int:
@@ -75,6 +76,9 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "off"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
     transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
+    # A call whose tensors add up to more than this is tuned in-process (one IsolationWarning says why): a worker
+    # holds copies of every argument, ~3x its bytes at the peak. None: no bound.
+    isolate_max_bytes: AtLeast1 | None = DEFAULT_ISOLATE_MAX_BYTES
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -338,6 +342,7 @@ ENV_NAMES = frozenset(
         "AUTOTUNE_REMOTE_CACHE_PASSWORD",
         "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S",
         "AUTOTUNE_REMOTE_CACHE_TTL_S",
+        "AUTOTUNE_REMOTE_PREFIX",
     }
 )
 _ENV_WARNED: set[str] = set()

@@ -416,3 +416,46 @@ def segfaulting_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):  # i
     else:
         value = tl.load(x + offs, mask=mask)
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@autotune(
+    space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 32, "MODE": 2}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=0),  # no trial_timeout_s
+)
+@triton.jit
+def hang_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    value = tl.load(x + offs, mask=mask)
+    if MODE == 2:  # never ends (see crashy_add)
+        i = 0
+        while i >= 0:
+            i = (i + 1) % 7
+        value += i
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _killed_from_outside(config) -> None:
+    """As the OOM killer would: SIGKILL the worker compiling BLOCK 64 the first time only, BLOCK 16 every time."""
+    first = not (_gate() / "killed-once").exists()
+    if config["BLOCK"] == 16 or (config["BLOCK"] == 64 and first):
+        (_gate() / "killed-once").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@autotune(
+    space={"BLOCK": [32, 64, 16]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", trial_timeout_s=120, compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
+@triton.jit
+def sigkilled_add(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+sigkilled_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_killed_from_outside)

@@ -267,3 +267,126 @@ def test_a_record_path_outside_the_archive_is_refused_and_never_read(exported, t
     ):
         import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
     assert _snapshot(dest, triton_dest) == {}
+
+
+# ------------------------------------------------------------------------------ issue 40, items 8, 16, 17
+
+
+def _edit_sha(manifest: dict) -> None:
+    manifest["files"][0]["sha256"] = "0" * 64
+
+
+def test_an_unsigned_archive_is_refused_before_any_member_is_staged(exported, tmp_path):
+    """#40 item 16: with a key, the member after the manifest must be its signature; nothing else is read first
+    (a member that does not match its checksum would otherwise be staged and reported before "not signed")."""
+    archive, _, _ = exported
+    bad = tmp_path / "unsigned-corrupt.tar.gz"
+    _rebuild(archive, bad, manifest_edit=_edit_sha)
+    key = tmp_path / "deploy.key"
+    key.write_text("k" * 32)
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match="is not signed"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
+    with pytest.raises(ArchiveError, match="does not match its checksum"):  # without a key: checked as before
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_an_unsafe_binary_directory_refuses_the_whole_archive(exported, tmp_path):
+    """#40 item 17: the record is not installed beside a refused binary (a failed import changes nothing)."""
+    archive, _, _ = exported
+
+    def unsafe_dir(manifest: dict) -> None:
+        manifest["binaries"][0]["dir"] = "../../outside"
+
+    bad = tmp_path / "unsafe-dir.tar.gz"
+    _rebuild(archive, bad, manifest_edit=unsafe_dir)
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match="unsafe directory or kernel name.*nothing was imported"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"), reason="needs /dev/zero, mkfifo")
+def test_a_key_file_is_read_only_from_a_small_regular_file(tmp_path):
+    """#40 item 8: /dev/zero would be read until MemoryError, a FIFO would wait for a writer forever."""
+    import threading
+
+    from autotune.aot.archive_checks import read_key
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.key"
+    big.write_bytes(b"k" * (1 << 20))
+    for path, why in ((fifo, "not a regular file"), (big, "1048576 bytes")):  # /dev/zero: the CLI test below
+        outcome: dict = {}
+
+        def read(path=path, outcome=outcome) -> None:
+            try:
+                read_key(path)
+            except ArchiveError as exc:
+                outcome["error"] = str(exc)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)  # generous: the read must end, not be fast
+        assert not reader.is_alive(), f"reading the key file {path} did not return"
+        assert why in outcome.get("error", ""), outcome
+    good = tmp_path / "good.key"
+    good.write_text("k" * 32 + "\n")
+    assert read_key(good) == b"k" * 32
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_the_cli_refuses_dev_zero_as_a_key_in_one_line(tmp_path):
+    """Run under a 2 GiB data limit: a regression reads /dev/zero until MemoryError, not until the machine's end."""
+    import resource
+    import subprocess
+    import sys
+
+    from test_archive_import import ROOT
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for argv in (["import", "a.tar.gz", "--verify", "/dev/zero"], ["export", "x.tar.gz", "--sign", "/dev/zero"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "autotune", *argv, "--cache-dir", str(tmp_path)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=limit_memory,
+        )
+        assert res.returncode == 2 and "not a regular file" in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_a_record_dated_years_ahead_is_not_imported_and_a_later_archive_is(exported, tmp_path):
+    """#40 item 13: an archive stamped ten years ahead would otherwise win every later import ("newer there")."""
+    import time
+
+    archive, manifest, _ = exported
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    doc = json.loads(members.pop("manifest.json"))
+    path = manifest.records[0].path
+    record = json.loads(members[path])
+    record["timestamp"] = time.time() + 10 * 365 * 86400
+    members[path] = json.dumps(record).encode()
+    for f in doc["files"]:
+        if f["path"] == path:
+            f["sha256"], f["size"] = hashlib.sha256(members[path]).hexdigest(), len(members[path])
+    future = tmp_path / "future.tar.gz"
+    with tarfile.open(future, "w:gz") as tar:
+        for name, data in [("manifest.json", json.dumps(doc).encode())] + sorted(members.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dest, triton_dest = _dirs(tmp_path)
+    report = import_archive(future, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert not report.records_imported and "ahead of this machine's clock" in report.records_failed[0][1]
+    later = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert len(later.records_imported) == 1, str(later)

@@ -325,6 +325,10 @@ def test_changed_kernel_or_space_retunes_and_replaces(change):
         )
     else:
         assert said == []
+    if change == "source":  # another source's entry is kept beside it (#40 item 12): both kernels hit
+        files = sorted(path_of(key).parent.glob("*.json"))
+        assert sorted(load_record(f).source_hash for f in files) == ["src-1", "src-2"]
+        return
     on_disk = load_record(path_of(key))
     assert on_disk.source_hash == kw["src"] and on_disk.space_checksum == kw["checksum"]
     assert on_disk.winner == rec.winner

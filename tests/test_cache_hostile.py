@@ -121,7 +121,8 @@ def test_non_finite_or_negative_numbers_make_an_entry_invalid(field, value):
     assert all(e.record is not None for e in disk_entries())  # `cache show` never meets the bad number
 
 
-def test_a_write_sweeps_temporary_files_of_dead_writers_of_this_host():
+def test_a_write_sweeps_temporary_files_of_dead_writers_of_this_host(monkeypatch):
+    monkeypatch.setattr(files_mod, "SWEEP_INTERVAL_S", 0.0)  # every write sweeps (at most once a minute by default)
     kc = new_cache()
     _fill(kc, [(1,)])
     d = path_of((1,)).parent

@@ -228,9 +228,13 @@ def test_a_cache_directory_this_process_cannot_write_costs_one_warning_naming_th
 
 
 def test_show_and_list_survive_a_far_future_timestamp_and_escape_control_characters():
+    future = write_record(record("add", [41]))
+    data = json.loads(future.read_text())
+    data["timestamp"] = 1e20  # schema-valid; no clock can show it, and refused as dated ahead (#40 item 13)
+    future.write_text(json.dumps(data))
     path = write_record(record("add", [40]))
     data = json.loads(path.read_text())
-    data["timestamp"] = 1e20  # schema-valid; no clock can show it
+    data["timestamp"] = 1e9  # 2001: shown as a date
     data["dtypes"] = ["\x1b]0;pwned\x07\x1b[2J", "torch.float32"]
     data["device"] = "gpu\x1b[31m\u202e"
     data["trials"][-1]["error"] = "boom \x1b[1mbold\x9b"
@@ -242,7 +246,8 @@ def test_show_and_list_survive_a_far_future_timestamp_and_escape_control_charact
         assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), repr(out)
         assert "\\x1b]0;pwned\\x07" in out and "gpu\\x1b[31m\\u202e" in out
     res = run_cli("cache", "show", "add")
-    assert "out of range" in res.stdout and "boom \\x1b[1mbold\\x9b" in res.stdout
+    assert "timestamp 1e+20 (out of range), over 24 hours ahead" in res.stdout, res.stdout
+    assert "boom \\x1b[1mbold\\x9b" in res.stdout
     res = run_cli("report", "add")  # the report's table shows the same fields
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert not any(ch in res.stdout + res.stderr for ch in "\x1b\x07\x9b\u202e"), repr(res.stdout)

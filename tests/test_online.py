@@ -359,3 +359,23 @@ def test_the_median_of_a_candidates_timed_launches_decides_not_one_stalled_launc
     stalled, steady = sorted(record.trials, key=lambda t: t.config["SLOW"])
     assert max(stalled.samples_ms) >= 600.0 and min(steady.samples_ms) >= 200.0  # what the sleeps guarantee
     assert stalled.median_ms < steady.median_ms < max(stalled.samples_ms)
+
+
+def test_keys_seen_once_do_not_accumulate_sessions(monkeypatch):
+    """#40 item 19: a key called once never decides; past MAX_SESSIONS keys in progress the least recently called
+    is dropped (a key still being called stays), so one-off keys cannot grow a serving process without bound."""
+    from autotune.modes.online import OnlineTuner
+
+    monkeypatch.setattr(OnlineTuner, "MAX_SESSIONS", 4)
+    kernel = online(reps=10)  # 31 calls to decide a key
+    call(kernel, 1000)  # a hot key, called between the one-off keys
+    for n in range(100, 110):
+        call(kernel, n)
+        call(kernel, 1000)
+    in_progress = kernel.cache_info()["online"]
+    assert len(in_progress) == 4, in_progress
+    assert {k.split()[0] for k in in_progress} == {"[1000]", "[107]", "[108]", "[109]"}
+    for _ in range(20):  # the hot key still decides (11 calls so far)
+        call(kernel, 1000)
+    assert "[1000] float32,float32,float32" not in kernel.cache_info()["online"]
+    assert kernel.record().winner["SLOW"] == 0

@@ -379,7 +379,7 @@ def test_autotune_replay_end_to_end(tmp_path, landscape):
         env=env,
         timeout=300,
     )
-    assert bad.returncode == 1 and "cannot read landscape" in bad.stderr
+    assert bad.returncode == 2 and "cannot read landscape" in bad.stderr
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -212,9 +212,10 @@ def export_archive(
     """
     out = Path(path)
     _check_destination(out)
+    secret = read_key(sign_key) if sign_key is not None else None  # a wrong key file before any work
     kernel_names, entries, binaries = _chosen(kernels, cache_dir, triton_cache_dir, targets)
     manifest, members = _manifest(kernel_names, entries, binaries)
-    _write_archive(out, manifest, members, sign_key)
+    _write_archive(out, manifest, members, secret)
     return manifest
 
 
@@ -326,9 +327,7 @@ def _manifest(
     return manifest, members
 
 
-def _write_archive(
-    out: Path, manifest: ArchiveManifest, members: dict[str, bytes], sign_key: str | os.PathLike | bytes | None
-) -> None:
+def _write_archive(out: Path, manifest: ArchiveManifest, members: dict[str, bytes], secret: bytes | None) -> None:
     """The .tar.gz, manifest (and its signature) first, written to a temporary file and renamed into place."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     now = time.time()
@@ -337,8 +336,8 @@ def _write_archive(
         with tarfile.open(tmp, "w:gz") as tar:
             manifest_json = codec.to_json(manifest, indent=1)
             first = [(MANIFEST, manifest_json)]  # the manifest first: an import reads it before the rest
-            if sign_key is not None:
-                first.append((SIGNATURE, sign(manifest_json, read_key(sign_key))))
+            if secret is not None:
+                first.append((SIGNATURE, sign(manifest_json, secret)))
             for name, data in first + sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), now, 0o644

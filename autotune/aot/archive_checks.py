@@ -17,6 +17,7 @@ import hmac
 import os
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -38,6 +39,7 @@ ARTIFACT_NAME = re.compile(
 )
 
 MAX_MANIFEST_BYTES = 16 << 20
+MAX_KEY_FILE_BYTES = 4096  # a secret is tens of bytes: a larger "key file" is the wrong file
 DEFAULT_MAX_MEMBER_BYTES = 256 << 20
 DEFAULT_MAX_TOTAL_BYTES = 2 << 30
 DEFAULT_MAX_MEMBERS = 100_000
@@ -89,19 +91,32 @@ class StagedArchive:
 
 def read_key(key: str | os.PathLike | bytes) -> bytes:
     """The shared secret: raw bytes, or the contents of a key file (surrounding whitespace dropped)."""
-    if isinstance(key, bytes):
-        secret = key
-    else:
-        try:
-            secret = Path(key).read_bytes().strip()
-        except OSError as exc:
-            raise ArchiveError(f"cannot read the key file {key} ({exc.strerror or exc})") from None
+    secret = key if isinstance(key, bytes) else _key_file_bytes(Path(os.fspath(key))).strip()
     if len(secret) < 16:
         raise ArchiveError(
             "the signing key is shorter than 16 bytes; use a random secret, e.g. "
             "`python -c 'import secrets; print(secrets.token_hex(32))' > archive.key`"
         )
     return secret
+
+
+def _key_file_bytes(path: Path) -> bytes:
+    """The bytes of a key file, read only from a small regular file: `/dev/zero`, a FIFO (whose open would wait
+    for a writer) or a large file given as the key is refused before reading it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ArchiveError(f"cannot read the key file {path} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEY_FILE_BYTES:
+            what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes"
+            raise ArchiveError(
+                f"the key file {path} is {what}; a key file is a small regular file (up to {MAX_KEY_FILE_BYTES} "
+                "bytes) holding the secret, e.g. made by `python -c 'import secrets; print(secrets.token_hex(32))' "
+                "> archive.key`"
+            )
+        return fh.read(MAX_KEY_FILE_BYTES + 1)[:MAX_KEY_FILE_BYTES]
 
 
 def sign(manifest_bytes: bytes, key: bytes) -> bytes:
@@ -230,6 +245,8 @@ def _stream(
             for count, member in enumerate(tar, start=1):
                 if count > limits.max_members:
                     raise ArchiveError(f"{path}: more than {limits.max_members} members (max_members)")
+                if count == 2 and verify_key is not None and member.name != SIGNATURE:
+                    raise _unsigned(path)  # before anything is staged: export writes the signature second
                 check_member(member, limits)
                 if count == 1:
                     if member.name != MANIFEST:
@@ -272,10 +289,7 @@ def _stream(
     if manifest is None:
         raise ArchiveError(f"{path}: no {MANIFEST}; not an autotune archive (make one with `autotune export`)")
     if verify_key is not None and SIGNATURE not in staged.names:
-        raise ArchiveError(
-            f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
-            "with `autotune export --sign KEYFILE`)"
-        )
+        raise _unsigned(path)
     missing = sorted(set(listed) - staged.names)
     if missing:
         raise ArchiveError(
@@ -283,6 +297,13 @@ def _stream(
             "truncated or was altered; nothing was imported"
         )
     return manifest
+
+
+def _unsigned(path: Path) -> ArchiveError:
+    return ArchiveError(
+        f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
+        "with `autotune export --sign KEYFILE`)"
+    )
 
 
 def _check_signature(path: Path, signature: bytes, manifest_bytes: bytes, key: bytes | None) -> None:

@@ -61,8 +61,10 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
     out = []
     for binary in manifest.binaries:
         if not SAFE_NAME.match(binary.dir) or not SAFE_NAME.match(binary.kernel):
-            report.binaries_failed.append((binary.dir, "unsafe directory or kernel name"))
-            continue
+            raise ArchiveError(  # a hostile manifest: refused whole, never a partial import of the rest
+                f"refused: the manifest lists a compiled kernel with an unsafe directory or kernel name "
+                f"({binary.dir[:80]!r}, {binary.kernel[:80]!r}); nothing was imported"
+            )
         for name in binary.files:
             member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
             if not ARTIFACT_NAME.match(name):
@@ -204,6 +206,7 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
     from ..errors import CacheEntryError
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
+    from ..storage.kernel_cache import slot_for
 
     faults: list[str] = []
     store = DiskCache(root, on_fault=faults.append)
@@ -215,6 +218,8 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
         if lease is None:
             report.records_failed.append((member, _fault_reason(faults, f"cannot lock {dest}")))
             continue
+        entry = slot_for(store, entry, record)  # its kernel source's entry of the key: another source's stays
+        dest = store.path(entry)
         try:
             try:
                 existing = load_record(dest)

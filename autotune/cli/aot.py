@@ -18,6 +18,7 @@ from typing import Any
 
 from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
+from ..aot.archive_checks import read_key
 from ..errors import ArchiveError, AutotuneError
 from .arguments import add_command, checked_cache_dir, option_parent
 
@@ -76,6 +77,18 @@ def _runtime_arg_names(kernel: object) -> str:
     return ", ".join(n for n in names if n not in constexprs)
 
 
+def _key_file(path: str | None, command: str) -> tuple[bool, bytes | None]:
+    """(True, the secret in the key file `path`, None without one); (False, None) after saying why it cannot be a
+    key file (`--verify /dev/zero`, a FIFO, a missing file, a short secret): a mistake, exit 2."""
+    if path is None:
+        return True, None
+    try:
+        return True, read_key(path)
+    except ArchiveError as exc:
+        print(f"autotune {command}: {exc}", file=sys.stderr)
+        return False, None
+
+
 def _cmd_export(args: Any) -> int:
     directory = checked_cache_dir(args, "export")  # a file, an unreadable or a missing --cache-dir: exit 2
     if directory is None:
@@ -89,13 +102,16 @@ def _cmd_export(args: Any) -> int:
         except AutotuneError as exc:  # PrecompileError: an unknown backend or arch, said with the forms
             print(f"autotune export: {exc}", file=sys.stderr)
             return 2
+    ok, secret = _key_file(args.sign, "export")
+    if not ok:
+        return 2
     try:
         manifest = export_archive(
             args.archive,
             args.kernels,
             cache_dir=directory,
             triton_cache_dir=args.triton_cache_dir,
-            sign_key=args.sign,
+            sign_key=secret,
             targets=args.targets,
         )
     except (ArchiveError, OSError) as exc:  # OSError: a file system fault export_archive did not name itself
@@ -113,6 +129,9 @@ def _cmd_import(args: Any) -> int:
     directory = checked_cache_dir(args, "import", must_exist=False)  # a --cache-dir that does not exist is made
     if directory is None:
         return 2
+    ok, secret = _key_file(args.verify, "import")
+    if not ok:
+        return 2
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -121,7 +140,7 @@ def _cmd_import(args: Any) -> int:
                 force=args.force,
                 cache_dir=directory,
                 triton_cache_dir=args.triton_cache_dir,
-                verify_key=args.verify,
+                verify_key=secret,
             )
     except (ArchiveError, OSError) as exc:  # OSError: a file system fault import_archive did not name itself
         print(f"autotune import: {exc}", file=sys.stderr)

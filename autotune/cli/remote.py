@@ -146,6 +146,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
     from ..storage import DiskCache, EntryRef
+    from ..storage.kernel_cache import slot_for
     from ..storage.protocol import LOCK_TIMEOUT_ADVICE
     from .arguments import use_checked_cache_dir
 
@@ -183,10 +184,11 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                 busy += 1
                 continue
             try:
-                there = target.get(entry)
+                slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
+                there = target.get(slot)
                 if there is not None and there.timestamp >= e.record.timestamp:
                     kept += 1
-                elif target.put(entry, e.record):
+                elif target.put(slot, e.record):
                     copied += 1
                 else:
                     failed += 1

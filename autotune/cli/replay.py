@@ -28,6 +28,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         landscape = load_landscape(args.landscape)
         prior = load_landscape(args.prior) if args.prior else None
+    except AutotuneError as exc:  # a file that is not a landscape is the caller's mistake
+        print(f"autotune replay: {exc}", file=sys.stderr)
+        return 2
+    try:
         if prior is not None and args.strategy != "model":
             raise OptionError(f"--prior is used by --strategy model only, not {args.strategy}")
         budget = (

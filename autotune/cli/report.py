@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ..errors import AutotuneError
 from ..format import format_record_key, safe_text
+from ..keyspec import parse_key
 from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
@@ -63,6 +64,12 @@ def run_report_command(args: argparse.Namespace, *, out: TextIO | None = None) -
         if problem:
             print(f"autotune report: {problem}", file=sys.stderr)
             return 2
+    try:
+        if args.key is not None:
+            parse_key(args.key)  # a value no key can hold (`--key '{1: 2}'`) is a mistake, not a miss
+    except ValueError as exc:
+        print(f"autotune report: {exc}", file=sys.stderr)
+        return 2
     entries = cache_entries(root)
     for entry in entries:  # an unreadable file has no record: its kernel is the directory it lies in
         if entry.record is None and is_dir_of(entry.path.parent.name, args.kernel):
@@ -88,17 +95,18 @@ def run_report_command(args: argparse.Namespace, *, out: TextIO | None = None) -
     for i, (record, tag, name) in enumerate(zip(records, tags, names)):
         if i:
             out.write("\n")
+        paths = {o: _path_for(getattr(args, o), tag, many) for o in ("png", "csv", "json") if getattr(args, o)}
         try:
-            table = render_report(
-                record,
-                png=_path_for(args.png, tag, many) if args.png else None,
-                csv=_path_for(args.csv, tag, many) if args.csv else None,
-                json=_path_for(args.json, tag, many) if args.json else None,
-                name=name,
-            )
+            table = render_report(record, png=paths.get("png"), csv=paths.get("csv"), json=paths.get("json"), name=name)
         except AutotuneError as exc:
             print(f"autotune report: {exc}", file=sys.stderr)
             return 1
+        except OSError as exc:  # `--csv /proc/version`: a path that exists but cannot be written
+            where = safe_text(" or ".join(str(p) for p in paths.values()))
+            print(
+                f"autotune report: cannot write {where}: {exc.strerror or exc}; give a writable file", file=sys.stderr
+            )
+            return 2
         # format_table escaped the cells; the header line above them shows the entry's kernel, key and device too
         out.write("\n".join(safe_text(line) for line in table.split("\n")) + "\n")
         for option in ("png", "csv", "json"):

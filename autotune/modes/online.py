@@ -321,6 +321,10 @@ class OnlineTuner:
     (idle threads end; queued compiles are cancelled at exit)."""
 
     IDLE_TIMEOUT_S = 5.0  # a shared pool thread with nothing to compile for this long ends
+    # Keys in progress kept per kernel: a key seen once never decides, and its session (candidates, samples, the
+    # compiles queued with its first call's arguments) would otherwise stay for the life of the process. A new key
+    # past this many drops the least recently called one, which starts over if it is called again.
+    MAX_SESSIONS = 64
 
     def __init__(self, kernel: Autotuned) -> None:
         self.kernel = kernel
@@ -343,7 +347,9 @@ class OnlineTuner:
         """A stored winner when there is one, else the session's best config known (how = "online")."""
         kernel = self.kernel
         with self._lock:
-            session = self._sessions.get((key, dtypes))
+            session = self._sessions.pop((key, dtypes), None)
+            if session is not None:
+                self._sessions[(key, dtypes)] = session  # the most recently called, last to be dropped
         if session is not None:
             return session.best, None, "online"
         kept, checksum = kernel.candidates(bound)
@@ -369,6 +375,7 @@ class OnlineTuner:
         with self._lock:
             session = self._sessions.get((key, dtypes))
             if session is None:
+                self._drop_oldest_past(self.MAX_SESSIONS - 1)
                 session = self._sessions[(key, dtypes)] = OnlineSession(
                     kernel_name=kernel.name,
                     candidates=kept,
@@ -389,6 +396,22 @@ class OnlineTuner:
                     )
                     self._driver.start()
         return session.best, None, "online"
+
+    def _drop_oldest_past(self, kept: int) -> None:
+        """Drop the least recently called sessions (and their queued compiles) until `kept` remain; holding the
+        lock."""
+        while len(self._sessions) > kept:
+            (key, dtypes), dropped = next(iter(self._sessions.items()))
+            del self._sessions[(key, dtypes)]
+            self._to_compile = collections.deque(item for item in self._to_compile if item[0] is not dropped)
+            logger.info(
+                "autotune: online tuning of %s keeps at most %d keys in progress; dropped key %s (%s), the least "
+                "recently called: it starts over if called again",
+                self.kernel.name,
+                self.MAX_SESSIONS,
+                key,
+                dropped.progress(),
+            )
 
     def _drive(self) -> None:
         """The driver thread: compile the waiting sessions' candidates one session after another (each on the

@@ -104,7 +104,7 @@ def load_landscape(path: str | Path) -> Landscape:
                 raise AutotuneError(f"landscape {path} records {dict(config)}: {problem}; fix or remove that entry")
         size = doc.get("problem_size")
         problem_size = tuple(size) if isinstance(size, list) else (size,) if isinstance(size, int) else None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise AutotuneError(
             f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
             f"{exc.__class__.__name__}: {exc}"

@@ -120,8 +120,27 @@ class DiskCache:
             self._warned.add(sig)
         warn(message)
 
+    def linked_out(self, path: Path, what: str) -> bool:
+        """Whether the kernel directory of `path` is a symbolic link (warned once per link, naming its target):
+        the cache never reads, writes or locks through a link out of its directory."""
+        if not path.parent.is_symlink():
+            return False
+        try:
+            target = os.readlink(path.parent)
+        except OSError:  # replaced meanwhile
+            target = "?"
+        self.warn_once(
+            path.parent,
+            f"autotune cache: the kernel directory {path.parent} is a symbolic link (to {target}), not a directory "
+            f"of the cache: autotune does not follow links out of its cache directory, so {what} is tuned with "
+            "its winner kept in memory only. Remove the link: the next tuning makes the directory",
+        )
+        return True
+
     def get(self, entry: EntryRef) -> TuningRecord | None:
         path, what = self.path(entry), entry.what
+        if self.linked_out(path, what):
+            return None
         try:
             data = read_entry_bytes(path)
         except FileNotFoundError:
@@ -156,7 +175,7 @@ class DiskCache:
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         """Write `record` atomically (call it holding the entry's lease); a newer autotune's entry stays."""
         path, what = self.path(entry), entry.what
-        if _newer_schema_at(path):
+        if _newer_schema_at(path) or self.linked_out(path, what):
             return False  # warned when read
         try:
             data = record_json(record)
@@ -183,6 +202,8 @@ class DiskCache:
 
     def lock(self, entry: EntryRef, *, timeout_s: float | None) -> HeldLock | None:
         path, what = self.path(entry), entry.what
+        if self.linked_out(path, what):
+            return None
         try:
             held = acquire_entry_lock(path, what, timeout_s)
         except OSError as exc:
@@ -230,7 +251,7 @@ class DiskCache:
         for d in kernel_dirs(root(self.directory), kernel, on_error or warn_unlistable):
             for path in entry_files(d, on_error or warn_unlistable):
                 try:
-                    record = load_record(path)
+                    record = load_record(path, future_ok=True)  # refused when read, but still removable
                 except CacheEntryError:
                     continue
                 except OSError as exc:

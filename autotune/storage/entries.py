@@ -9,16 +9,19 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from .. import codec
 from ..errors import CacheEntryError, did_you_mean
+from ..format import format_timestamp
 from ..keys import normalise_key
 from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = [
     "MAX_ENTRY_BYTES",
+    "FUTURE_TOLERANCE_S",
     "key_text",
     "as_key_tuple",
     "wanted_key_text",
@@ -37,6 +40,9 @@ __all__ = [
 ]
 
 MAX_ENTRY_BYTES = 16 << 20  # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
+# An entry dated further ahead of this machine's clock than this was stamped by a clock set wrong; trusted, it
+# would win every newer-wins comparison (import, push, pull) for as long as it is ahead: it is refused instead.
+FUTURE_TOLERANCE_S = 24 * 3600.0
 
 
 def _jsonable(value: Any) -> Any:
@@ -152,11 +158,11 @@ def location_pattern(kernel: str) -> str:
     return "*." + _identity_tag(kernel) if is_kernel_id(kernel) else kernel_dirname(kernel) + "*"
 
 
-def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str]) -> str:
-    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256."""
-    text = json.dumps(
-        [device, json.loads(key_text(key)), [str(d) for d in dtypes]], sort_keys=True, separators=(",", ":")
-    )
+def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str], slot: int = 0) -> str:
+    """The file stem of the entry of (device, key, dtypes): 32 hex digits of a sha256. `slot` > 0 names another
+    kernel source's entry of the same key (`protocol.EntryRef.slots`); slot 0 is the name entries always had."""
+    parts: list[Any] = [device, json.loads(key_text(key)), [str(d) for d in dtypes]]
+    text = json.dumps(parts + [slot] if slot else parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -173,10 +179,11 @@ def finite_float(text: str) -> float:
     return value
 
 
-def parse_record(data: bytes, origin: object) -> TuningRecord:
+def parse_record(data: bytes, origin: object, *, future_ok: bool = False) -> TuningRecord:
     """The TuningRecord in `data` (an entry's bytes; `origin` names where they came from in messages).
     Raises CacheEntryError when they are not JSON, not an object, of another schema version
-    (`.kind == "schema"`) or not a valid record."""
+    (`.kind == "schema"`), not a valid record, or (unless `future_ok`: a clear, which only removes it) dated over
+    `FUTURE_TOLERANCE_S` ahead of this machine's clock (`.kind == "future"`)."""
     try:
         obj = json.loads(data.decode("utf-8"), parse_constant=no_constant, parse_float=finite_float)
     except RecursionError:
@@ -194,11 +201,19 @@ def parse_record(data: bytes, origin: object) -> TuningRecord:
             schema_version=version,
         )
     try:
-        return codec.from_builtins(obj, TuningRecord)
+        record = codec.from_builtins(obj, TuningRecord)
     except RecursionError:
         raise CacheEntryError(f"{origin} nests too deeply to be a tuning record") from None
     except codec.ValidationError as exc:
         raise CacheEntryError(f"{origin} is not a valid tuning record ({codec.error_text(exc)})") from None
+    if not future_ok and record.timestamp > time.time() + FUTURE_TOLERANCE_S:
+        raise CacheEntryError(
+            f"{origin} is dated {format_timestamp(record.timestamp)}, over {FUTURE_TOLERANCE_S / 3600:g} hours "
+            "ahead of this machine's clock (a clock set wrong where it was tuned), and would win every comparison "
+            "by date",
+            kind="future",
+        )
+    return record
 
 
 def is_newer_schema(version: object) -> bool:

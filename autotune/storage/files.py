@@ -74,6 +74,10 @@ _TMP_NAME = re.compile(
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _STALE_TMP_S = 600.0  # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0  # after this long waiting for a key's lock, say so in the log
+SWEEP_INTERVAL_S = 60.0  # a write sweeps its directory's stale temporary files at most this often (per process)
+_MAX_SWEPT_DIRS = 4096  # directories remembered as swept; past that the memory starts over
+_swept: dict[Path, float] = {}
+_swept_lock = threading.Lock()
 
 OnError = Callable[[Path, OSError], None]
 """What to do with a directory that cannot be listed or an entry that cannot be read or removed: warn (the
@@ -155,11 +159,12 @@ def read_entry_bytes(path: Path, limit: int = MAX_ENTRY_BYTES) -> bytes:
         os.close(fd)
 
 
-def load_record(path: str | os.PathLike) -> TuningRecord:
+def load_record(path: str | os.PathLike, *, future_ok: bool = False) -> TuningRecord:
     """Read and validate one cache file. Raises OSError when unreadable and CacheEntryError when corrupt,
-    truncated or of another schema version (`.kind == "schema"`). JSON only; nothing is evaluated."""
+    truncated, of another schema version (`.kind == "schema"`) or dated in the future (`entries.parse_record`).
+    JSON only; nothing is evaluated."""
     path = Path(path)
-    return parse_record(read_entry_bytes(path), path)
+    return parse_record(read_entry_bytes(path), path, future_ok=future_ok)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -175,7 +180,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     A reader sees the old file or the new one, never half of one; on any error the temporary file is
     removed and `path` is untouched. The caller holds the entry's lock."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_tmp(path.parent)
+    sweep_tmp_now_and_then(path.parent)
     tmp = path.parent / f".{path.name}.{HOST_TAG}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -344,6 +349,20 @@ def remove_file(path: Path, on_error: OnError | None = None) -> bool:
         else:
             warn(f"autotune cache: could not remove {path} ({exc.__class__.__name__}: {exc.strerror or exc}); it stays")
         return False
+
+
+def sweep_tmp_now_and_then(d: Path) -> None:
+    """`sweep_tmp(d)` at most once per `SWEEP_INTERVAL_S` per directory and process: a write's cost stays flat
+    however many entries the directory holds (a sweep lists all of them), and debris still goes within a minute."""
+    now = time.monotonic()
+    with _swept_lock:
+        last = _swept.get(d)
+        if last is not None and now - last < SWEEP_INTERVAL_S:
+            return
+        if len(_swept) >= _MAX_SWEPT_DIRS:
+            _swept.clear()
+        _swept[d] = now
+    sweep_tmp(d)
 
 
 def sweep_tmp(d: Path) -> None:

@@ -33,7 +33,7 @@ from .remote_config import remote_tiers, required_remote_tier
 
 _OTHER_SPACE = "the search space changed"  # stale_reason's reason for an entry tuned for another space
 
-__all__ = ["KernelCache", "live_caches"]
+__all__ = ["KernelCache", "live_caches", "slot_for"]
 
 logger = logging.getLogger("autotune")
 
@@ -52,6 +52,17 @@ def _after_fork_in_child() -> None:
     _LIVE_LOCK = threading.Lock()
     for cache in list(_LIVE):
         cache.after_fork()
+
+
+def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
+    """Where `record` goes in `tier` among `entry`'s slots (one per kernel source, `EntryRef.slots`): the slot of its
+    source, else an empty one, else the one with the oldest record. Call it holding the lease of `entry` (slot 0)."""
+    held = [(slot, tier.get(slot)) for slot in entry.slots()]
+    same = [slot for slot, r in held if r is not None and r.source_hash == record.source_hash]
+    empty = [slot for slot, r in held if r is None]
+    if same or empty:
+        return (same or empty)[0]
+    return min(held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
 
 
 def live_caches() -> list[KernelCache]:
@@ -215,7 +226,7 @@ class KernelCache:
                 return False
             self.memory.store(entry.key, entry.dtypes, record)
             for tier in tiers:
-                tier.put(entry, record)
+                tier.put(slot_for(tier, entry, record), record)
             return True
 
     def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
@@ -301,26 +312,32 @@ class KernelCache:
         stale: list[tuple[str, str]] | None = None,
         weaker: list[str] | None = None,
     ) -> TuningRecord | None:
-        """`tier`'s record of `entry` when it may be used here, else None (and, when there is one, the tier's name
-        and why its record is not usable appended to `stale`). With `weaker`, a record found by a weaker search
-        than this kernel's is not used either (it is tuned again), and why is appended there."""
-        record = tier.get(entry)
-        if record is None:
-            return None
-        if weaker is not None and self.search is not None and record.search is not None:
-            stronger = stronger_search(self.search, record.search, record.space_size)
-            if stronger is not None:
-                weaker.append(f"the Tuning asks for {stronger} (the {tier.name} entry)")
-                return None
-        reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
-        if reason is not None:
+        """`tier`'s record of `entry` when it may be used here (in any of the key's slots, one per kernel source),
+        else None (and, when there is one, the tier's name and why its record is not usable appended to `stale`).
+        With `weaker`, a record found by a weaker search than this kernel's is not used either (it is tuned again),
+        and why is appended there."""
+        reasons: list[str] = []
+        for slot in entry.slots():
+            record = tier.get(slot)
+            if record is None:
+                continue
+            if weaker is not None and self.search is not None and record.search is not None:
+                stronger = stronger_search(self.search, record.search, record.space_size)
+                if stronger is not None:
+                    weaker.append(f"the Tuning asks for {stronger} (the {tier.name} entry)")
+                    return None
+            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            if reason is None:
+                return record
+            if reason not in reasons:
+                reasons.append(reason)
+        for reason in reasons:
             logger.info(
                 "autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what, reason
             )
             if stale is not None:
                 stale.append((tier.name, reason))
-            return None
-        return record
+        return None
 
     def _found(
         self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
@@ -391,7 +408,7 @@ class KernelCache:
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
-        seen = {id(tier): tier.get(entry) for tier in tiers} if force else {}
+        seen = {id(tier): self._usable(tier, entry, candidates) for tier in tiers} if force else {}
 
         memory_lease = self.memory.lock(entry)
         since = self._clears  # a clear while this thread waited for the lease came before what it reads now

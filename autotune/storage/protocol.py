@@ -10,14 +10,24 @@ warns once with `CacheWarning` and answers as a miss, so a cache fault never fai
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import CacheWarning, warn_at_caller
 from ..record import TuningRecord
 from .entries import entry_id, kernel_dirname, key_text
 
-__all__ = ["EntryRef", "StoredEntry", "Lease", "HeldLock", "Cache", "ANY", "warn", "LOCK_TIMEOUT_ADVICE"]
+__all__ = [
+    "EntryRef",
+    "StoredEntry",
+    "Lease",
+    "HeldLock",
+    "Cache",
+    "ANY",
+    "warn",
+    "LOCK_TIMEOUT_ADVICE",
+    "SOURCES_PER_KEY",
+]
 
 # How a lock-timeout warning ends, in every tier: what a tuning can change. A caller that is not a tuning (`cache
 # push`/`pull`, with its own --lock-timeout) takes this ending off and gives its own.
@@ -37,6 +47,12 @@ def warn(message: str) -> None:
         logger.warning(message)
 
 
+# Entries kept per (kernel, device, key, dtypes): one per kernel source, so that two kernels of one
+# module:qualname with different source (two projects sharing a cache, a rolling deploy) both hit instead of
+# evicting each other; past this many sources the oldest entry (by its timestamp) is replaced.
+SOURCES_PER_KEY = 4
+
+
 @dataclass(frozen=True)
 class EntryRef:
     """Which entry: one kernel (short name and "module:qualname" identity), one device, one key and the
@@ -47,10 +63,16 @@ class EntryRef:
     device: str
     key: tuple
     dtypes: tuple[str, ...]
+    slot: int = 0  # which of the key's SOURCES_PER_KEY entries (one per kernel source); 0: the original name
     entry_id: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "entry_id", entry_id(self.device, self.key, self.dtypes))
+        object.__setattr__(self, "entry_id", entry_id(self.device, self.key, self.dtypes, self.slot))
+
+    def slots(self) -> list[EntryRef]:
+        """The key's entries, one per kernel source that tuned it (two projects, two worktrees or two versions of
+        a deploy sharing a cache, with one module:qualname), at most SOURCES_PER_KEY: slot 0 first."""
+        return [replace(self, slot=i) for i in range(SOURCES_PER_KEY)]
 
     @classmethod
     def of(cls, record: TuningRecord) -> EntryRef:

@@ -52,6 +52,29 @@ T = TypeVar("T")
 
 _RENEW = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"""
 _RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"""
+# Run when `SET NX PX` found a lease held: take it over when it is broken. A lease without an expiry (written by
+# hand, or by a client that dropped PX) would otherwise stall every node for the lock timeout, forever after; one
+# that is not a string, is oversized or is not a holder's JSON cannot be a live holder's. Returns "ok" (it had
+# gone: taken), "held", or why the broken lease was replaced (SET replaces a key of any type). Atomic: Redis runs
+# a script alone.
+_TAKEOVER = """
+local kind = redis.call('TYPE', KEYS[1]).ok
+local why = nil
+if kind == 'none' then
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 'ok' end
+  return 'held'
+elseif kind ~= 'string' then why = 'is not a string'
+elseif redis.call('PTTL', KEYS[1]) == -1 then why = 'has no expiry'
+elseif redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[3]) then why = 'is over ' .. ARGV[3] .. ' bytes'
+else
+  local ok, info = pcall(cjson.decode, redis.call('GET', KEYS[1]))
+  if not ok or type(info) ~= 'table' or info['token'] == nil then why = 'is not a holder record' end
+end
+if why == nil then return 'held' end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return why
+"""
+MAX_LEASE_BYTES = 4096  # a lease value is a holder's token, pid, host and time: ~100 bytes
 _NOTICE_S = 2.0
 _AUTH_FIX = (
     "set AUTOTUNE_REMOTE_CACHE_PASSWORD (or the password in the URL, redis://:PASSWORD@host:6379/0) to the "
@@ -294,7 +317,7 @@ class RedisCache:
         pause, noticed = 0.02, False
         while True:
             try:
-                if self.call(lambda c: c.set(key, value, nx=True, px=int(self.lease_s * 1000))):
+                if self._acquired(key, value, entry):
                     return RedisLease(self, key, value)
                 waited = time.monotonic() - start
                 if timeout_s is not None and waited >= timeout_s:
@@ -314,9 +337,25 @@ class RedisCache:
             time.sleep(pause if timeout_s is None else max(0.0, min(pause, timeout_s - waited)))
             pause = min(pause * 2, 0.5)
 
+    def _acquired(self, key: str, value: str, entry: EntryRef) -> bool:
+        """Whether this call took the lease `key` (a broken one is taken over, warned once per key)."""
+        if self.call(lambda c: c.set(key, value, nx=True, px=int(self.lease_s * 1000))):
+            return True
+        answer = self.call(lambda c: c.eval(_TAKEOVER, 1, key, value, int(self.lease_s * 1000), MAX_LEASE_BYTES))
+        answer = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer)
+        if answer not in ("ok", "held"):
+            self.warn_once(
+                f"autotune cache: the Redis lease {key} {answer}, so no live node can be holding it (a lease is "
+                f"set with an expiry by the node tuning {entry.what}); took it over. Whatever wrote it should "
+                "not write under the autotune prefix"
+            )
+        return answer != "held"
+
     def holder(self, lease_key: str) -> str:
-        """Who holds a lease, in words (for waiters' messages)."""
+        """Who holds a lease, in words (for waiters' messages); an oversized value is not downloaded."""
         try:
+            if self.call(lambda c: c.strlen(lease_key)) > MAX_LEASE_BYTES:
+                return "holder unknown"
             info = json.loads(self.call(lambda c: c.get(lease_key)) or b"null")
             return f"pid {int(info['pid'])} on host {str(info['host'])[:255]}"
         except Exception:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ def set_remote_cache(
     environment says). Checked now: a malformed URL or a missing `redis` client raises OptionError."""
     global _in_code
     settings = {"url": url, "password": password, "ttl_s": ttl_s, "timeout_s": timeout_s, "lease_s": lease_s}
+    settings["prefix"] = _prefix_env()  # a deployment's setting, whoever names the URL
     if url is not None:
         _tier(_checked(settings, "set_remote_cache"), "set_remote_cache")
     _in_code = settings
@@ -92,7 +94,22 @@ def _env_options() -> dict[str, Any]:
         "ttl_s": _float_env("AUTOTUNE_REMOTE_CACHE_TTL_S"),
         "timeout_s": _float_env("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S"),
         "lease_s": _float_env("AUTOTUNE_REMOTE_CACHE_LEASE_S"),
+        "prefix": _prefix_env(),
     }
+
+
+def _prefix_env() -> str | None:
+    """AUTOTUNE_REMOTE_PREFIX: the Redis key prefix (default "autotune"), so that deployments sharing one Redis keep
+    their entries apart. Letters, digits and `._-:` only (it is matched by SCAN patterns)."""
+    raw = os.environ.get("AUTOTUNE_REMOTE_PREFIX", "").strip()
+    if not raw:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9._:-]{1,100}", raw):
+        raise OptionError(
+            f"AUTOTUNE_REMOTE_PREFIX={raw[:100]!r} is not a key prefix: use up to 100 letters, digits, '.', '_', "
+            "'-' or ':' (e.g. AUTOTUNE_REMOTE_PREFIX=autotune-prod), or unset it for 'autotune'"
+        )
+    return raw
 
 
 def _checked(settings: dict[str, Any], where: str) -> dict[str, Any]:

@@ -28,7 +28,12 @@ logger = logging.getLogger("autotune")
 
 
 class WorkerCrashed(Exception):
-    """The worker died while answering (a signal, os._exit, a poisoned device)."""
+    """The worker died while answering (a signal, os._exit, a poisoned device). `signal_number`: the signal that
+    killed it, when one did."""
+
+    def __init__(self, message: str, signal_number: int | None = None) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
 
 
 class WorkerTimedOut(Exception):
@@ -106,7 +111,7 @@ class Worker:
             self.kill()
             if self.stopped:  # shutdown() closed it under this request: not the config's doing
                 raise WorkerShutdownError(STOPPED) from None
-            raise WorkerCrashed(_death(code, exc)) from None
+            raise WorkerCrashed(_death(code, exc), -code if code is not None and code < 0 else None) from None
         except BaseException:  # Ctrl-C mid-request: its answer would be read as the next one's; start afresh
             self.kill()
             raise
@@ -131,6 +136,17 @@ class Worker:
         if reply[0] != "ok":
             raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
         self.call_token = token
+
+    def drop_call(self, timeout_s: float | None) -> None:
+        """Have the worker free the copies of the call's arguments it holds (a tuning ended): it keeps one call,
+        so they would otherwise stay until the next tuning. A worker that does not answer is killed."""
+        if self.call_token is None or not self.alive:
+            return
+        try:
+            self.send_call("", ({}, {}), None, timeout_s)  # an empty call in its place
+        except (WorkerCrashed, WorkerTimedOut, RuntimeError):
+            self.kill()
+        self.call_token = None
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import logging
 import pickle
+import signal
 import sys
 import threading
 import uuid
@@ -40,7 +41,11 @@ __all__ = ["WorkerRunner", "WorkerCompiler", "isolation_for", "check_isolation",
 
 logger = logging.getLogger("autotune")
 _LOAD_TIMEOUT_S = 300.0  # importing torch, Triton and the kernel's module in a fresh worker
-_noted: set[str] = set()
+# An isolated trial's limit when `trial_timeout_s` is not set (Helion's default too): a config that hangs costs
+# that config, never the tuning. Under Triton's CPU interpreter, whose launches are ~1000x slower, ten times that.
+DEFAULT_TRIAL_TIMEOUT_S = 30.0
+INTERPRETER_TRIAL_TIMEOUT_S = 300.0
+_noted: set[str | tuple[str, str]] = set()
 _noted_lock = threading.Lock()
 
 
@@ -117,6 +122,9 @@ class WorkerRunner:
         self.grid = grid
         self.tuning = kernel.tuning
         self.kernel_name = kernel.name
+        self.trial_timeout_s: float = self.tuning.trial_timeout_s or (
+            INTERPRETER_TRIAL_TIMEOUT_S if kernel.interpreted else DEFAULT_TRIAL_TIMEOUT_S
+        )
         # Compile workers only where there is something to compile (not the interpreter) and workers to do it.
         self.precompiles = self.tuning.compile_workers > 0 and not (
             kernel.interpreted and kernel.compiler_factory is None
@@ -145,6 +153,13 @@ class WorkerRunner:
                 f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
             ) from None
 
+    def close(self) -> None:
+        """The tuning ended: free the worker's copies of the call's arguments, and this side's encoded copy."""
+        self.encoded = None
+        with self.lock:
+            if self.worker.call_token == self.token:  # not already replaced by another tuning's call
+                self.worker.drop_call(_LOAD_TIMEOUT_S)
+
     def compiler(self) -> Compiler:
         """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
         compiles each config as part of its trial)."""
@@ -157,22 +172,10 @@ class WorkerRunner:
         trial.compile_s = self.compile_seconds.get(config, trial.compile_s)
         return trial
 
-    def close(self) -> None:
-        """Nothing to put back: the worker ran on copies, and keeps them only until the next tuning's call."""
-
     def _trial(self, config: Config) -> Trial:
-        message = ("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles)
-        with self.lock:
-            self.prepare(self.worker)
-            try:
-                reply = self.worker.request(message, self.tuning.trial_timeout_s)
-            except WorkerTimedOut as exc:
-                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
-            except WorkerCrashed as exc:
-                return Trial(config=config, status=TrialStatus.CRASHED, error=str(exc))
-            if reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
-                self.worker.kill()
-                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        reply = self._measure(("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles), config)
+        if isinstance(reply, Trial):
+            return reply
         if reply[0] in ("ok", "failed"):
             trial = codec.from_builtins(reply[1], Trial)
             if trial.status is TrialStatus.VERIFY_FAILED:  # warned here, as in-process (the worker's is silenced)
@@ -180,6 +183,32 @@ class WorkerRunner:
                 warn_verification_failed(self.kernel_name, config, reason)
             return trial
         raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
+
+    def _measure(self, message: tuple, config: Config, retried: bool = False) -> tuple | Trial:
+        """The worker's reply to a trial `message`, or the Trial a timeout, a crash or a poisoned device makes of it.
+        A worker killed by SIGKILL, which autotune only sends on a timeout (a `WorkerTimedOut`), was killed from
+        outside (the OOM killer, a supervisor): not the config's doing until it happens again in a new worker."""
+        with self.lock:
+            self.prepare(self.worker)
+            try:
+                reply = self.worker.request(message, self.trial_timeout_s)
+            except WorkerTimedOut as exc:
+                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
+            except WorkerCrashed as exc:
+                if exc.signal_number != signal.SIGKILL or retried:
+                    again = " (twice, in two workers)" if retried else ""
+                    return Trial(config=config, status=TrialStatus.CRASHED, error=f"{exc}{again}")
+                logger.warning(
+                    "autotune: the worker measuring %s of %s was killed by SIGKILL from outside (the OOM killer, a "
+                    "supervisor?); trying that config once more in a new worker",
+                    config,
+                    self.kernel_name,
+                )
+                reply = None
+            if reply is not None and reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
+                self.worker.kill()
+                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+        return reply if reply is not None else self._measure(message, config, retried=True)
 
     def compile(self, config: Config, worker: Worker) -> float:
         """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
@@ -215,7 +244,7 @@ class WorkerRunner:
                 self.prepare(self.worker)
                 reply = self.worker.request(
                     ("refine", self.ref, list(configs), self.token, self.grid, self.tuning, reps),
-                    None if self.tuning.trial_timeout_s is None else self.tuning.trial_timeout_s * len(configs),
+                    self.trial_timeout_s * len(configs),
                 )
             except WorkerShutdownError:
                 raise
@@ -232,6 +261,8 @@ class WorkerRunner:
         return {by_text[text]: samples for text, samples in reply[1].items()}
 
     def _timeout_text(self, exc: Exception) -> str:
+        if self.tuning.trial_timeout_s is None:
+            return f"the default trial timeout of an isolated trial, {self.trial_timeout_s:g} s, passed: {exc}"
         return f"trial_timeout_s={self.tuning.trial_timeout_s:g} passed: {exc}"
 
 
@@ -353,6 +384,10 @@ def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerR
                 "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
                 "sent), or give the decorator a $X grid= string"
             )
+    size = _tensor_bytes(bound)
+    if reason is None and kernel.tuning.isolate_max_bytes is not None and size > kernel.tuning.isolate_max_bytes:
+        _say_in_process_for_size(kernel, size, source)
+        return None
     if reason is None:
         try:
             encoded = encode_call(bound.args, bound.kwargs)
@@ -382,3 +417,27 @@ def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerR
             IsolationWarning,
         )
     return None
+
+
+def _tensor_bytes(bound: Any) -> int:
+    """The bytes of the call's tensors (each counted whole: a view's copy carries the storage span it covers)."""
+    return sum(
+        v.numel() * v.element_size() for v in bound.named.values() if hasattr(v, "numel") and hasattr(v, "element_size")
+    )
+
+
+def _say_in_process_for_size(kernel: Any, size: int, source: str) -> None:
+    """Warn (once per kernel) that a call is tuned in-process: a worker would hold copies of `size` bytes of
+    tensors, over `isolate_max_bytes`."""
+    with _noted_lock:
+        first = (kernel.identity, "size") not in _noted
+        _noted.add((kernel.identity, "size"))
+    if first:
+        bound = kernel.tuning.isolate_max_bytes
+        warn_at_caller(
+            f"autotune: {kernel.name} is tuned in this process despite {source}: this call's tensors are "
+            f"{size / 2**30:.2f} GiB, over isolate_max_bytes={bound} ({bound / 2**30:.2f} GiB), and a worker would "
+            "hold copies of them (about 3x their size at the peak). Raise Tuning(isolate_max_bytes=...) (None: no "
+            "bound) to isolate calls this large, if the memory is there",
+            IsolationWarning,
+        )

@@ -21,6 +21,7 @@ grid, tuning, reps) re-measures the best few interleaved; ("exit",).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -121,6 +122,7 @@ def serve(conn: Any) -> None:
                 conn.send(("ok",))
             elif kind == "call":
                 calls.clear()  # one tuning at a time: the previous arguments are freed
+                gc.collect()  # now: a finished tuning's job holds them in reference cycles
                 if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
                     import torch
 
@@ -137,6 +139,7 @@ def serve(conn: Any) -> None:
                     conn.send(compile_in_worker(kernel, request[2], call, *request[4:]))
                 else:
                     conn.send(("ok", refine_in_worker(kernel, request[2], call, *request[4:])))
+                call = None  # held only by `calls`, so that a new call (or an empty one) frees these copies
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
         except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
