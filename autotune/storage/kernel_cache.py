@@ -388,15 +388,9 @@ class KernelCache:
         tiers = self.tiers  # read once: the whole call works with one list (a remote set meanwhile waits)
         since = self._clears  # a clear after this: what this lookup finds is used by this call only
         if not force:
-            record = self.memory.lookup(entry.key, entry.dtypes)
-            if record is not None:
-                count_hit(self.kernel_name)
-                return record, "memory"
-            for tier in tiers:
-                record = self._usable(tier, entry, candidates, weaker=[])
-                if record is not None:
-                    return self._found(tiers, tier, entry, record, since)
-
+            found = self._lookup(tiers, entry, candidates, since)
+            if found is not None:
+                return found
         tuning_now: set = getattr(_TLS, "tuning", None) or set()
         _TLS.tuning = tuning_now
         if (id(self), entry) in tuning_now:
@@ -441,38 +435,69 @@ class KernelCache:
             marks = ((id(self), entry), shared_mark)
             tuning_now.update(marks)
             try:
-                record = tune()
-            except NoValidConfigError as exc:  # a tuning that found nothing is still a miss and a tuning
-                failed = sum(1 for t in exc.trials if t.status is not TrialStatus.SKIPPED)
-                count(self.kernel_name, misses=1, failed_tunings=1, failed_configs=failed)
-                raise
+                record = self._tuned(tune)
             finally:
                 tuning_now.difference_update(marks)
-            if not isinstance(record, TuningRecord):
-                raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
-            count_tuning(self.kernel_name, record)
-            mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
-            if mismatch is not None:
-                warn(
-                    f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
-                    f"({mismatch}); it is used now but will be tuned again by the next process"
-                )
-            kept = self._keep(entry, record, since, [tier for tier, _ in leases])
-            other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
-            if kept and other_space and not self._said_other_space:  # said once per kernel, not only logged
-                self._said_other_space = True
-                warn(
-                    f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
-                    "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
-                    "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
-                    "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
-                    "that run"
-                )
+            self._store(entry, record, candidates, since, [tier for tier, _ in leases], outdated)
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
                 lease.release()
             memory_lease.release()
+
+    def _lookup(
+        self, tiers: list[Cache], entry: EntryRef, candidates: str | None, since: int
+    ) -> tuple[TuningRecord, str] | None:
+        """A usable record of `entry` in memory or a persistent tier, without waiting for any lock."""
+        record = self.memory.lookup(entry.key, entry.dtypes)
+        if record is not None:
+            count_hit(self.kernel_name)
+            return record, "memory"
+        for tier in tiers:
+            record = self._usable(tier, entry, candidates, weaker=[])
+            if record is not None:
+                return self._found(tiers, tier, entry, record, since)
+        return None
+
+    def _tuned(self, tune: Callable[[], TuningRecord]) -> TuningRecord:
+        try:
+            record = tune()
+        except NoValidConfigError as exc:  # a tuning that found nothing is still a miss and a tuning
+            failed = sum(1 for t in exc.trials if t.status is not TrialStatus.SKIPPED)
+            count(self.kernel_name, misses=1, failed_tunings=1, failed_configs=failed)
+            raise
+        if not isinstance(record, TuningRecord):
+            raise TypeError(f"tune() must return a TuningRecord, got {type(record).__name__}")
+        count_tuning(self.kernel_name, record)
+        return record
+
+    def _store(
+        self,
+        entry: EntryRef,
+        record: TuningRecord,
+        candidates: str | None,
+        since: int,
+        leased: list[Cache],
+        outdated: list[tuple[str, str]],
+    ) -> None:
+        """Keep a new winner in memory and the tiers whose lease this call holds, saying what it replaced."""
+        mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+        if mismatch is not None:
+            warn(
+                f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
+                f"({mismatch}); it is used now but will be tuned again by the next process"
+            )
+        kept = self._keep(entry, record, since, leased)
+        other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
+        if kept and other_space and not self._said_other_space:  # said once per kernel, not only logged
+            self._said_other_space = True
+            warn(
+                f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
+                "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
+                "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
+                "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
+                "that run"
+            )
 
     # -- offline mode, clearing ---------------------------------------------------------------------
 
