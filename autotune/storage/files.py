@@ -30,15 +30,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CacheEntryError
 from ..options import cache_dir
 from ..record import TuningRecord
 from .entries import MAX_ENTRY_BYTES, entry_id, is_dir_of, kernel_dirname, kernel_matches, no_constant, parse_record
 from .protocol import warn
+
+if TYPE_CHECKING:
+    import filelock
 
 __all__ = [
     "ENTRY_SUFFIX",
@@ -202,6 +203,8 @@ def acquire_entry_lock(path: Path, what: str, timeout_s: float | None = None) ->
     """Take the entry's file lock and write who holds it beside it; log when another process holds it for a
     while. Returns None when `timeout_s` passes first (the holder is stopped or hung). Raises OSError when the
     lock file cannot be created (read-only or missing directory)."""
+    import filelock  # on a miss only: a hit takes no lock, and importing filelock is a third of `import autotune`
+
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(lock_path(path)))
     notice = _LOCK_NOTICE_S if timeout_s is None else min(_LOCK_NOTICE_S, timeout_s)
