@@ -14,6 +14,7 @@ from .errors import OptionError, did_you_mean
 
 Preset = Literal["fast", "default", "thorough"]
 Strategy = Literal["auto", "exhaustive", "random", "local", "model"]
+Objective = Literal["geomean", "max"]
 
 # max_configs: the search budget, and under strategy="auto" the largest space tuned exhaustively.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -75,6 +76,9 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "auto"
     trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
     transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
+    # One config for a set of calls (sweep/warmup), scored by the geometric mean or the max of its per-call
+    # medians; None: each key is tuned on the call that meets it
+    objective: Objective | None = None
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:

@@ -3,11 +3,14 @@ call (`isolation.isolation_for`), else in this process on the caller's stream.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..kernel.call import BoundCall
+from ..options import Objective
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
+from .multi_call import MultiCallRunner
 from .timing import make_timer
 from .trial_runner import TrialRunner
 from .tunable_kernel import TunableKernel
@@ -45,3 +48,18 @@ def runner_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> TrialRunne
     """The runner for one tuning of `kernel` on this call."""
     isolated = isolation_for(kernel, bound, grid)  # None: this process (isolation off, or "auto" could not)
     return isolated if isolated is not None else in_process_runner(kernel, bound, grid)
+
+
+def multi_call_runner(
+    kernel: TunableKernel, calls: Sequence[tuple[BoundCall, Any]], objective: Objective
+) -> MultiCallRunner:
+    """One config measured on every (bound call, grid) of `calls`, in this process, combined by `objective`."""
+    runners: list[InProcessRunner] = []
+    try:
+        for bound, grid in calls:
+            runners.append(in_process_runner(kernel, bound, grid))
+    except BaseException:
+        for runner in runners:  # the calls snapshotted so far get their arguments back
+            runner.close()
+        raise
+    return MultiCallRunner(runners, objective)

@@ -15,6 +15,8 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
+from msgspec import UNSET
+
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
@@ -76,8 +78,10 @@ class KernelCache:
         tiers: Sequence[Cache] | None = None,
         key_fields: tuple[str, ...] | None = None,
         device: str | None = None,
+        objective: str | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.objective = objective  # the multi-call objective this kernel's entries are tuned for (None: per call)
         self.device = device  # the device fingerprint entries are filed under; None: this process's (a sweep's driver
         # writes each worker's winners under that worker's)
         self.key_fields = key_fields  # the text of each key value (KeyBuilder.fields); None: not known
@@ -158,6 +162,7 @@ class KernelCache:
         strategy: str | None = None,
         space_size: int | None = None,
         prior: PriorNote | None = None,
+        calls: list[str] | None = None,
     ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
@@ -179,6 +184,8 @@ class KernelCache:
             strategy=strategy,
             space_size=space_size,
             prior=prior,
+            objective=UNSET if self.objective is None else self.objective,
+            calls=UNSET if calls is None else calls,
         )
 
     def clears(self) -> int:
@@ -253,6 +260,9 @@ class KernelCache:
         the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
         if record.candidates != candidates:
             return "prune= kept other configs for it"
+        if (record.objective or None) != self.objective:
+            tuned_for = f"objective={record.objective!r}" if record.objective else "each call (no objective)"
+            return f"it was tuned for {tuned_for}, this kernel's Tuning has objective={self.objective!r}"
         if record.kernel != self.kernel_name:
             return f"it belongs to kernel {record.kernel!r}"
         if record.kernel_id != self.identity:

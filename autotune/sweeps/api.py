@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, OptionError
 from ..options import Tuning, env_print_level, env_progress
 from ..record import TrialStatus, TuningRecord
@@ -24,7 +25,7 @@ from .jobs import Job, JobQueue
 from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
-from .worker import Maker, WorkerSpec
+from .worker import Maker, MakerSet, WorkerSpec
 
 __all__ = ["sweep"]
 
@@ -54,7 +55,10 @@ def sweep(
     tuned = _autotuned(kernel)
     effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
     spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
-    makers = list(calls)
+    makers: list[Maker | MakerSet] = list(calls)
+    if effective.objective is not None or tuned.tuning.objective is not None:  # one job: every call, one key
+        check_objective(tuned.name, tuned.tuning.objective, effective.objective, f"sweep({tuned.name}, ...)")
+        makers = [tuple(makers)] if makers else []
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
     pool = _executor(executor, spec, workers, worker_env)
@@ -66,7 +70,8 @@ def sweep(
             raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, device_kinds)
-        run = _Run(tuned, makers, kinds, slots, effective.force, progress, _split_topk(tuned, effective))
+        split_topk = None if effective.objective is not None else _split_topk(tuned, effective)
+        run = _Run(tuned, makers, kinds, slots, effective.force, progress, split_topk)
         run.drive()
     finally:
         pool.stop()
@@ -137,7 +142,7 @@ class _Run:
     def __init__(
         self,
         tuned: Any,
-        makers: list[Maker],
+        makers: list[Maker | MakerSet],
         kinds: list[str],
         slots: list[Slot],
         force: bool,
@@ -348,6 +353,7 @@ def _cache_for(tuned: Any, kind: str) -> KernelCache:
         identity=source.identity,
         key_fields=source.key_fields,
         device=kind,
+        objective=source.objective,
     )
 
 
