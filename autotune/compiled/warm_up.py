@@ -6,6 +6,9 @@ Each of `calls` is an argument maker: a picklable callable returning `(args, kwa
 stored in a tier (memory, disk, Redis) is read into memory and skipped; any other is tuned in this process on the
 blocking path, as a first call would tune it (isolation, distributed agreement and the cache tiers as usual).
 `autotune.sweep` takes the same makers to worker processes and Ray actors; this is its in-process form.
+
+A kernel tuned with `Tuning(objective=...)` gets one config per key for all the calls of that key, each config
+measured on every one of them (`Autotuned.tune_calls`).
 """
 
 from __future__ import annotations

@@ -523,11 +523,13 @@ class Autotuned(KernelInspection, KernelInterface):
     ) -> tuple[Config, TuningRecord | None, str]:
         """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
         tuning it on this call alone would file a one-shape winner as the whole set's."""
-        record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
+        stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
+        record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
         if record is None:
+            why = f" ({'; '.join(stale)})" if stale else ""
             raise AutotuneError(
                 f"{self.name} is tuned with Tuning(objective={self.tuning.objective!r}), one config for a set of "
-                f"calls, and no entry for key={key} {list(dtypes)} is stored: tune it before launching, with "
+                f"calls, and no usable entry for key={key} {list(dtypes)} is stored{why}: tune it before launching, with "
                 f"autotune.sweep({self.name}, calls) or autotune.warmup({self.name}, calls) (calls: argument makers "
                 "of the shapes to serve), or drop objective= to tune each key on its first call"
             )

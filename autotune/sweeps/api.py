@@ -50,15 +50,17 @@ def sweep(
     the Tuning to tune with (default the kernel's). `device_kinds`: tune only for these device fingerprints
     (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
     (`[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]` simulates a pool of two kinds).
-    `progress`: a tqdm bar on stderr (default: when stderr is a terminal).
+    `progress`: a tqdm bar on stderr (default: when stderr is a terminal). A kernel tuned with
+    `Tuning(objective=...)` gets one job for all the makers: one key, one config measured on every call.
     """
     tuned = _autotuned(kernel)
     effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
     spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
-    makers: list[Maker | MakerSet] = list(calls)
+    given = list(calls)
+    makers: list[Maker | MakerSet] = list(given)
     if effective.objective is not None or tuned.tuning.objective is not None:  # one job: every call, one key
         check_objective(tuned.name, tuned.tuning.objective, effective.objective, f"sweep({tuned.name}, ...)")
-        makers = [tuple(makers)] if makers else []
+        makers = [tuple(given)] if given else []
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
     pool = _executor(executor, spec, workers, worker_env)
