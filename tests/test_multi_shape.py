@@ -10,6 +10,8 @@ import json
 import pytest
 import sweep_kernels as sk
 import torch
+import triton
+import triton.language as tl
 
 import autotune
 from autotune import AutotuneError, Config, OptionError, Tuning
@@ -105,3 +107,28 @@ def test_a_sweep_with_an_objective_tunes_every_call_into_one_entry():
     assert int(out[0]) == 3
     again = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1, 2]), workers=1)
     assert [k.status for k in again.keys] == ["cached"]
+
+
+@triton.jit
+def bounded_tag(out, N: tl.constexpr, TAG: tl.constexpr):
+    tl.static_assert(TAG <= N)
+    tl.store(out, TAG)
+
+
+def test_a_config_that_fails_on_one_call_cannot_serve_the_set():
+    kernel = autotune.autotune(
+        space={"TAG": (1, 2, 3)},
+        key=None,
+        grid="(1,)",
+        tuning=sk.TUNING.replace(objective="max"),
+    )(bounded_tag)
+
+    def call(n):
+        return lambda: ((torch.zeros(1, dtype=torch.int32),), {"N": n})
+
+    autotune.warmup(kernel, [call(3), call(1)])
+    record = kernel.record(())
+    assert record.winner == Config(TAG=1)  # TAG 2 and 3 run with N=3 but not with N=1
+    failed = [t for t in record.trials if not t.ok]
+    assert [t.config["TAG"] for t in failed] == [2, 3]
+    assert all(t.error.startswith("on call 1: ") and not t.calls_ms for t in failed)
