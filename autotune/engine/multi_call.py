@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError
 from ..options import Objective
 from ..record import Trial, TrialStatus
 from ..space.spaces import Config
-from .pipeline import Compiler
-from .trial_runner import TrialRunner
+
+if TYPE_CHECKING:  # not at import: warmup and sweep import check_objective, and a cache hit loads no pipeline
+    from .pipeline import Compiler
+    from .trial_runner import TrialRunner
 
 __all__ = ["MultiCallRunner", "check_objective", "combine", "describe_call"]
 
