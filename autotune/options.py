@@ -14,6 +14,7 @@ from .errors import OptionError, did_you_mean
 
 Preset = Literal["fast", "default", "thorough"]
 Strategy = Literal["auto", "exhaustive", "random", "local", "model"]
+Objective = Literal["geomean", "max"]
 
 # max_configs: the search budget, and under strategy="auto" the largest space tuned exhaustively.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -79,6 +80,9 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     # A call whose tensors add up to more than this is tuned in-process (one IsolationWarning says why): a worker
     # holds copies of every argument, ~3x its bytes at the peak. None: no bound.
     isolate_max_bytes: AtLeast1 | None = DEFAULT_ISOLATE_MAX_BYTES
+    # One config for a set of calls (sweep/warmup), scored by the geometric mean or the max of its per-call
+    # medians; None: each key is tuned on the call that meets it
+    objective: Objective | None = None
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:

@@ -49,6 +49,9 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
     # knob None where it is met unconstrained, {} under the interpreter; occupancy.py). UNSET (falsy, and not
     # written, so entries without occupancy are stored as before) for a config without one.
     lowered: dict[str, int | None] | UnsetType = UNSET
+    # Under a multi-call objective (`Tuning.objective`), the config's first-pass median on each call, in the order of the
+    # record's `calls`; the trial's own times are their geometric mean or max. UNSET (not written) otherwise.
+    calls_ms: list[Ms] | UnsetType = UNSET
 
     @property
     def ok(self) -> bool:
@@ -115,6 +118,10 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     search: Search | None = None  # the search that found the winner (None: an entry from before it was kept)
     where: Where | None = None  # where the trials ran (None: an entry from before it was kept)
     remeasured: list[Config] | None = None  # the best few re-measured side by side, in that order (winner first)
+    # "geomean" | "max": one config tuned for the set of calls in `calls` (`Tuning.objective`); UNSET (not written,
+    # so entries stay as they were): tuned on the one call that met the key. An entry serves only its objective.
+    objective: str | UnsetType = UNSET
+    calls: list[str] | UnsetType = UNSET  # each call the objective was measured on (its arguments' shapes)
     tuning_s: Ms
     timestamp: Ms = field(default_factory=time.time)
 

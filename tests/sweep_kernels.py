@@ -100,3 +100,63 @@ def gated_pick(n: int, gate: str) -> tuple[tuple, dict]:
 def cli_pick_calls() -> list:
     """What `autotune sweep sweep_kernels:sweep_pick --calls sweep_kernels:cli_pick_calls` tunes."""
     return pick_calls([32, 64])
+
+
+# -- multi-shape tuning (Tuning.objective): a timing that depends on the shape and the config, deterministically --
+
+# The time of TAG on a call of size n. Each shape's own winner differs (n=1: TAG 1; n=2: TAG 3); the geometric mean
+# picks TAG 3 (3.0, against 4.0 and 4.47), the max TAG 2 (5.0, against 16 and 9: no shape's winner), and the
+# arithmetic mean would pick TAG 2 too (4.5, against 8.5 and 5.0).
+SHAPE_TIMES = {(1, 1): 1.0, (1, 2): 16.0, (2, 1): 4.0, (2, 2): 5.0, (3, 1): 9.0, (3, 2): 1.0}
+_LAST_CALL: dict = {}
+
+
+def _remember_call(**named) -> None:
+    _LAST_CALL.clear()
+    _LAST_CALL.update(named)
+
+
+def _shape_times(fn) -> list[float]:
+    """Runs the config, then reports SHAPE_TIMES of the tag it wrote and the size of the call it ran on."""
+    fn()
+    tag, n = int(_LAST_CALL["out"][0]), int(_LAST_CALL["n"])
+    return [SHAPE_TIMES[(tag, n)]] * 2
+
+
+@triton.jit
+def shape_tag(out, n, TAG: tl.constexpr):
+    tl.store(out, TAG + n * 0)
+
+
+def shape_tagged(objective: str | None, key: list[str] | None = None, **tuning) -> object:
+    """shape_tag over TAG 1..3 (one entry for every call by default), timed by SHAPE_TIMES, tuned for `objective`."""
+    return autotune(
+        space={"TAG": (1, 2, 3)},
+        key=key,
+        grid="(1,)",
+        setup=_remember_call,
+        do_bench=_shape_times,
+        tuning=TUNING.replace(objective=objective, **tuning),
+    )(shape_tag)
+
+
+@autotune(
+    space={"TAG": (1, 2, 3)},
+    key=None,
+    grid="(1,)",
+    setup=_remember_call,
+    do_bench=_shape_times,
+    tuning=TUNING.replace(objective="geomean"),
+)
+@triton.jit
+def sweep_shapes(out, n, TAG: tl.constexpr):
+    """shape_tag decorated where it is defined, as a sweep worker imports it."""
+    tl.store(out, TAG + n * 0)
+
+
+def shape_call(n: int) -> tuple[tuple, dict]:
+    return (torch.zeros(1, dtype=torch.int32, device=_device()), n), {}
+
+
+def shape_calls(sizes: list[int]) -> list:
+    return [functools.partial(shape_call, n) for n in sizes]

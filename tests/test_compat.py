@@ -951,7 +951,7 @@ def test_without_do_bench_the_median_of_the_samples_picks_the_winner_and_timings
     """autotune's own timer (the interpreter's wall clock) reports TAG=1 [1, 1, 100] (median 1, max 100, mean 34),
     TAG=2 [2, 2, 2] and TAG=3 [0.5, 5, 5] (min 0.5): the median picks TAG=1. configs_timings holds the
     [median, p20, p80] of each config's samples as Triton's do_bench computes them (torch.quantile)."""
-    from autotune import timing
+    from autotune.engine import timing
 
     out = torch.zeros(1, dtype=torch.int32)
     samples = {1: [1.0, 1.0, 100.0], 2: [2.0, 2.0, 2.0], 3: [0.5, 5.0, 5.0]}

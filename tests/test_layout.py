@@ -55,6 +55,7 @@ LAYERS: dict[str, str] = {
             "engine.tuner",
             "engine.trial_runner",
             "engine.in_process",
+            "engine.multi_call",
             "engine.runners",
             "engine.tunable_kernel",
             "engine.progress",

@@ -6,6 +6,9 @@ Each of `calls` is an argument maker: a picklable callable returning `(args, kwa
 stored in a tier (memory, disk, Redis) is read into memory and skipped; any other is tuned in this process on the
 blocking path, as a first call would tune it (isolation, distributed agreement and the cache tiers as usual).
 `autotune.sweep` takes the same makers to worker processes and Ray actors; this is its in-process form.
+
+A kernel tuned with `Tuning(objective=...)` gets one config per key for all the calls of that key, each config
+measured on every one of them (`Autotuned.tune_calls`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..decorator.autotuned import Autotuned
+from ..engine.multi_call import check_objective
 from ..errors import CallError, OptionError
 from ..kernel.identity import wrapper_layers
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
@@ -62,8 +66,12 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
             f"autotune.warmup({engine.name}, ...) tunes, and {switch}=1 forbids tuning in this process: run the "
             f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
         )
-    tune = _tuner_for(launcher, engine, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
+    given = Tuning.coerce(tuning).objective if tuning is not None else engine.tuning.objective
+    if given is not None or engine.tuning.objective is not None:
+        check_objective(engine.name, engine.tuning.objective, given, f"autotune.warmup({engine.name}, ...)")
+        return _warm_up_together(engine, layers, calls, tuning, force)
+    tune = _tuner_for(launcher, engine, tuning)
     began, seen = time.perf_counter(), set()
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
@@ -82,6 +90,44 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
             tune(args, kwargs, grid, key, dtypes)
         (tuned if stored is None else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
+
+
+def _warm_up_together(
+    engine: Autotuned,
+    layers: list[Any],
+    calls: Iterable[ArgumentMaker],
+    tuning: Tuning | str | dict | None,
+    force: bool,
+) -> WarmupReport:
+    """`Tuning.objective`: the calls grouped by key, and one config tuned for each key's calls together."""
+    began = time.perf_counter()
+    tuner = engine if tuning is None else _blocking_copy(engine, tuning)
+    groups: dict[tuple, list[tuple[Any, Any]]] = {}
+    for maker in calls:
+        args, kwargs = _made(maker, engine.name)
+        grid = kwargs.pop("grid", None)
+        _need_grid(engine, grid)
+        bound = engine.bind(args, _with_heuristics(layers, args, kwargs))
+        groups.setdefault(engine.key_of(bound), []).append((bound, grid))
+    tuned: list[WarmedKey] = []
+    cached: list[WarmedKey] = []
+    for (key, dtypes), group in groups.items():
+        start = time.perf_counter()
+        record, how = tuner.tune_calls(group, force=force)
+        if tuner is not engine:
+            engine.cache.remember(key, dtypes, record)
+        (tuned if how == "tuned" else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
+    return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
+
+
+def _blocking_copy(engine: Autotuned, tuning: Tuning | str | dict) -> Autotuned:
+    """A copy of a native kernel decorated with `tuning` on the blocking path (warm-up's `tuning=`)."""
+    if type(engine) is not Autotuned:
+        raise OptionError(
+            f"autotune.warmup({engine.name}, ..., tuning=...): an autotune.compat kernel is warmed up with its own "
+            "Tuning; give tuning= to autotune.compat.autotune(...)"
+        )
+    return Autotuned(engine.fn, **{**engine.recipe, "tuning": Tuning.coerce(tuning).replace(mode="blocking")})
 
 
 def _engine_of(kernel: Any) -> tuple[Any, Autotuned, list[Any]]:

@@ -28,6 +28,7 @@ from ..errors import (
     CallError,
     CrashWarning,
     NoDeviceError,
+    OptionError,
     SpaceError,
     warn_at_caller,
 )
@@ -306,6 +307,7 @@ class Autotuned(KernelInspection, KernelInterface):
                 max_configs=None if self.strategy == "exhaustive" else self.tuning.max_configs,
                 max_seconds=self.tuning.max_seconds,
             ),
+            objective=self.tuning.objective,
         )
         self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None
         self.best_config: Config | None = None
@@ -508,6 +510,8 @@ class Autotuned(KernelInspection, KernelInterface):
             return self._select_offline(key, dtypes, bound)
         check_launch_grid(self.name, grid)  # known before tuning: a bad one would fail every config alike
         check_guarded_values(self.name, bound.named, self._guarded)
+        if self.tuning.objective is not None:  # tuned for a set of calls (sweep/warmup), never on one call
+            return self._select_tuned_for_calls(key, dtypes, bound)
         if not self.interpreted and self.compiler_factory is None:
             problem = driver_problem()
             if problem is not None:
@@ -564,6 +568,61 @@ class Autotuned(KernelInspection, KernelInterface):
 
             emit(record, cache_hit=True)
         return record.winner, record, how
+
+    def _select_tuned_for_calls(
+        self, key: tuple, dtypes: tuple, bound: BoundCall
+    ) -> tuple[Config, TuningRecord | None, str]:
+        """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
+        tuning it on this call alone would file a one-shape winner as the whole set's."""
+        stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
+        record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+        if record is None:
+            why = f" ({'; '.join(stale)})" if stale else ""
+            raise AutotuneError(
+                f"{self.name} is tuned with Tuning(objective={self.tuning.objective!r}), one config for a set of "
+                f"calls, and no usable entry for key={key} {list(dtypes)} is stored{why}: tune it before launching, with "
+                f"autotune.sweep({self.name}, calls) or autotune.warmup({self.name}, calls) (calls: argument makers "
+                "of the shapes to serve), or drop objective= to tune each key on its first call"
+            )
+        return record.winner, record, "cache"
+
+    def tune_calls(self, calls: Sequence[tuple[BoundCall, Any]], *, force: bool = False) -> tuple[TuningRecord, str]:
+        """One config for every (bound call, grid) of `calls`, scored by `Tuning.objective` (geometric mean or max
+        of the per-call medians), through the cache as any key: (the record, where it was found). Every call must
+        fall in one key (key=None, or a bucket key that maps them together); prune= runs on the first."""
+        from ..engine.multi_call import describe_call
+
+        objective = self.tuning.objective
+        if objective is None:
+            raise OptionError(f"{self.name}.tune_calls(...) needs a Tuning with objective='geomean' or 'max'")
+        key, dtypes = self.key_of_calls([bound for bound, _ in calls])
+        first, grid = calls[0]
+        kept, candidates = self.candidates(first)
+        described = [describe_call(bound.named) for bound, _ in calls]
+        return self.cache.get_or_tune(
+            key,
+            dtypes,
+            lambda: self._tune(key, dtypes, first, grid, kept, candidates, calls=calls, described=described),
+            force=force,
+            lock_timeout_s=self.tuning.lock_timeout_s,
+            candidates=candidates,
+        )
+
+    def key_of_calls(self, calls: Sequence[BoundCall]) -> tuple[tuple, tuple[str, ...]]:
+        """The one key every call of a multi-call tuning falls in (`Tuning.objective`); a CallError when none or
+        several."""
+        keys = list(dict.fromkeys(self.key_of(bound) for bound in calls))
+        objective = self.tuning.objective
+        if not keys:
+            raise CallError(f"{self.name}: a tuning with objective={objective!r} needs at least one call")
+        if len(keys) > 1:
+            shown = "; ".join(f"{k} {list(d)}" for k, d in keys[:4])
+            raise CallError(
+                f"{self.name}: Tuning(objective={objective!r}) tunes one config for one key, and these calls fall "
+                f"in {len(keys)} keys ({shown}{'; ...' if len(keys) > 4 else ''}): decorate it with key=None (one "
+                "entry for every call) or a bucket key that maps them to one, or tune each key's calls separately"
+            )
+        return keys[0]
 
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, str]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
@@ -661,10 +720,12 @@ class Autotuned(KernelInspection, KernelInterface):
         kept: Sequence[Config],
         candidates: str | None,
         select: Callable[[list[Config]], Sequence[Config]] | None = None,
+        calls: Sequence[tuple[BoundCall, Any]] = (),
+        described: list[str] | None = None,
     ) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
-        from ..engine.runners import runner_for
+        from ..engine.runners import multi_call_runner, runner_for
         from ..engine.tuner import TuneJob, tune
         from ..reporting.lines import emit
 
@@ -678,7 +739,11 @@ class Autotuned(KernelInspection, KernelInterface):
             skip = frozenset(c for c in configs if c not in mine)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         noted, crashed = self.crash_journal(key, dtypes)
-        runner = runner_for(self, bound, grid, noted)  # a shard too: its subset is `skip`
+        runner = (
+            multi_call_runner(self, calls, self.tuning.objective or "geomean", noted)
+            if calls
+            else runner_for(self, bound, grid, noted)  # a shard too: its subset is `skip`
+        )
         job = TuneJob(
             configs=configs,
             tuning=self.tuning,
@@ -711,6 +776,7 @@ class Autotuned(KernelInspection, KernelInterface):
             prior=prior_note(getattr(strategy, "prior", None), outcome.winner),
             where=runner.where,
             remeasured=outcome.remeasured,
+            calls=described,
         )
         if select is None:
             emit(record, cache_hit=False)

@@ -152,7 +152,7 @@ class InProcessRunner:
         for _ in range(reps):
             for config in configs:
                 run = functools.partial(self.run_config, config)
-                rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self.guard.before_run)
+                rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
         return rounds
 
     def close(self) -> None:

@@ -3,13 +3,15 @@ call (`isolation.isolation_for`), else in this process on the caller's stream.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..kernel.call import BoundCall
+from ..options import Objective
 from ..space.spaces import Config
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
+from .multi_call import MultiCallRunner
 from .timing import make_timer
 from .trial_runner import TrialRunner
 from .tunable_kernel import TunableKernel
@@ -53,3 +55,21 @@ def runner_for(
     in-process measurement (a worker's crash costs only its config: nothing to note)."""
     isolated = isolation_for(kernel, bound, grid)  # None: this process (isolation off, or "auto" could not)
     return isolated if isolated is not None else in_process_runner(kernel, bound, grid, noted)
+
+
+def multi_call_runner(
+    kernel: TunableKernel,
+    calls: Sequence[tuple[BoundCall, Any]],
+    objective: Objective,
+    noted: Callable[[Config], Any] | None = None,
+) -> MultiCallRunner:
+    """One config measured on every (bound call, grid) of `calls`, in this process, combined by `objective`."""
+    runners: list[InProcessRunner] = []
+    try:
+        for bound, grid in calls:
+            runners.append(in_process_runner(kernel, bound, grid, noted))
+    except BaseException:
+        for runner in runners:  # the calls snapshotted so far get their arguments back
+            runner.close()
+        raise
+    return MultiCallRunner(runners, objective)

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 import msgspec
+from msgspec import UNSET
 
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
@@ -90,8 +91,10 @@ class KernelCache:
         key_fields: tuple[str, ...] | None = None,
         device: str | None = None,
         search: Search | None = None,
+        objective: str | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.objective = objective  # the multi-call objective this kernel's entries are tuned for (None: per call)
         self.device = device  # the device fingerprint entries are filed under; None: this process's (a sweep's driver
         # writes each worker's winners under that worker's)
         self.search = search  # the search a tuning of this kernel runs: a stronger one than an entry's tunes again
@@ -175,6 +178,7 @@ class KernelCache:
         prior: PriorNote | None = None,
         where: Where | None = None,
         remeasured: list[Config] | None = None,
+        calls: list[str] | None = None,
     ) -> TuningRecord:
         """The record of a tuning of this kernel for (key, dtypes) on this machine: the one place a record's
         fingerprints are filled in, so what `stale_reason` checks is what every tuning wrote."""
@@ -199,6 +203,8 @@ class KernelCache:
             search=self._search_of(trials),
             where=where,
             remeasured=remeasured or None,
+            objective=UNSET if self.objective is None else self.objective,
+            calls=UNSET if calls is None else calls,
         )
 
     def _search_of(self, trials: list) -> Search | None:
@@ -280,6 +286,9 @@ class KernelCache:
         the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
         if record.candidates != candidates:
             return "prune= kept other configs for it"
+        if (record.objective or None) != self.objective:
+            tuned_for = f"objective={record.objective!r}" if record.objective else "each call (no objective)"
+            return f"it was tuned for {tuned_for}, this kernel's Tuning has objective={self.objective!r}"
         if record.kernel != self.kernel_name:
             return f"it belongs to kernel {record.kernel!r}"
         if record.kernel_id != self.identity:

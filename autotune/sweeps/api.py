@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, OptionError
 from ..options import Tuning, env_print_level, env_progress
 from ..record import TrialStatus, TuningRecord
@@ -24,7 +25,7 @@ from .jobs import Job, JobQueue
 from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
-from .worker import Maker, WorkerSpec
+from .worker import Maker, MakerSet, WorkerSpec
 
 __all__ = ["sweep"]
 
@@ -49,12 +50,17 @@ def sweep(
     the Tuning to tune with (default the kernel's). `device_kinds`: tune only for these device fingerprints
     (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
     (`[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]` simulates a pool of two kinds).
-    `progress`: a tqdm bar on stderr (default: when stderr is a terminal).
+    `progress`: a tqdm bar on stderr (default: when stderr is a terminal). A kernel tuned with
+    `Tuning(objective=...)` gets one job for all the makers: one key, one config measured on every call.
     """
     tuned = _autotuned(kernel)
     effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
     spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
-    makers = list(calls)
+    given = list(calls)
+    makers: list[Maker | MakerSet] = list(given)
+    if effective.objective is not None or tuned.tuning.objective is not None:  # one job: every call, one key
+        check_objective(tuned.name, tuned.tuning.objective, effective.objective, f"sweep({tuned.name}, ...)")
+        makers = [tuple(given)] if given else []
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
     pool = _executor(executor, spec, workers, worker_env)
@@ -66,7 +72,8 @@ def sweep(
             raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, device_kinds)
-        run = _Run(tuned, makers, kinds, slots, effective.force, progress, _split_topk(tuned, effective))
+        split_topk = None if effective.objective is not None else _split_topk(tuned, effective)
+        run = _Run(tuned, makers, kinds, slots, effective.force, progress, split_topk)
         run.drive()
     finally:
         pool.stop()
@@ -137,7 +144,7 @@ class _Run:
     def __init__(
         self,
         tuned: Any,
-        makers: list[Maker],
+        makers: list[Maker | MakerSet],
         kinds: list[str],
         slots: list[Slot],
         force: bool,
@@ -348,6 +355,7 @@ def _cache_for(tuned: Any, kind: str) -> KernelCache:
         identity=source.identity,
         key_fields=source.key_fields,
         device=kind,
+        objective=source.objective,
     )
 
 

@@ -7,7 +7,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from .worker import Maker
+from .worker import Maker, MakerSet
 
 __all__ = ["Job", "JobQueue"]
 
@@ -15,7 +15,7 @@ __all__ = ["Job", "JobQueue"]
 @dataclass
 class Job:
     index: int
-    maker: Maker
+    maker: Maker | MakerSet  # a set of calls: one config tuned for all of them (Tuning.objective)
     kind: str
     lost_on: int | None = None  # the worker that died under it: retried elsewhere when another can
     attempts: int = 0

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .slots import JobFailed, Slot, WorkerLost
-from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
+from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["LocalExecutor", "LocalWorker", "visible_gpus"]
 
@@ -101,7 +101,7 @@ class LocalWorker:
         self.launch()
         self.wait_ready()
 
-    def prepare(self, maker: Maker) -> KeyInfo:
+    def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         return self._call(("prepare", maker))
 
     def tune(self) -> bytes:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import OptionError
 from .slots import JobFailed, Slot, WorkerLost
-from .worker import KeyInfo, Maker, Share, SweepWorker, WorkerSpec
+from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
 
@@ -40,7 +40,7 @@ class SweepActor:
     def fingerprint(self) -> str:
         return self.worker.fingerprint()
 
-    def prepare(self, maker: Maker) -> KeyInfo:
+    def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         return self.worker.prepare(maker)
 
     def tune(self) -> bytes:
@@ -125,7 +125,7 @@ class RayWorker:
         self.launch()
         self.wait_ready()
 
-    def prepare(self, maker: Maker) -> KeyInfo:
+    def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         return self._get(self.actor.prepare.remote(maker))
 
     def tune(self) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..errors import AutotuneError
-from .worker import KeyInfo, Maker, Share
+from .worker import KeyInfo, Maker, MakerSet, Share
 
 __all__ = ["Slot", "Executor", "WorkerLost", "JobFailed"]
 
@@ -26,7 +26,7 @@ class Slot(Protocol):
     index: int
     kind: str
 
-    def prepare(self, maker: Maker) -> KeyInfo: ...
+    def prepare(self, maker: Maker | MakerSet) -> KeyInfo: ...
     def tune(self) -> bytes: ...
     def tune_share(self, share: Share) -> bytes: ...
     def restart(self) -> None: ...

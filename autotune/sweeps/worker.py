@@ -26,10 +26,13 @@ from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import Tuning
 from ..record import Trial
 
-__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "Share", "ShareResult", "WORKER_ENV"]
+__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "MakerSet", "Share", "ShareResult", "WORKER_ENV"]
 
 Maker = Callable[[], tuple[Sequence[Any], dict[str, Any]]]
 """An argument maker: a picklable callable returning (args, kwargs) for one shape, built on the current device."""
+
+MakerSet = tuple[Maker, ...]
+"""The makers of every call one config is tuned for (`Tuning.objective`): one sweep job."""
 
 KeyInfo = tuple[tuple, tuple[str, ...], str | None]
 """(key, dtypes, candidates): what the cache files one call under, as `Autotuned.key_of` and `candidates` say."""
@@ -84,16 +87,25 @@ class SweepWorker:
 
         return device_fingerprint()
 
-    def prepare(self, maker: Maker) -> KeyInfo:
-        """Build one call's arguments from `maker` on this worker's device; its key, dtypes and candidates."""
+    def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
+        """Build one call's arguments from `maker` (every call's, for a set) on this worker's device; the key,
+        dtypes and candidates (of the first call of a set, which must all fall in that key)."""
+        if isinstance(maker, tuple):
+            calls = [self._bind(m) for m in maker]
+            key, dtypes = self.kernel.key_of_calls(calls)  # one key, or a CallError before the driver's lease
+            self._bound, first = calls, calls[0]
+        else:
+            self._bound = first = self._bind(maker)
+            key, dtypes = self.kernel.key_of(first)
+        return tuple(key), tuple(dtypes), self.kernel.candidates(first)[1]
+
+    def _bind(self, maker: Maker) -> Any:
         try:
             made = maker()
             args, kwargs = made
         except Exception as exc:
             raise CallError(f"the argument maker {maker!r} failed: {type(exc).__name__}: {exc}") from exc
-        self._bound = self.kernel.bind(tuple(args), dict(kwargs), strict=True)
-        key, dtypes = self.kernel.key_of(self._bound)
-        return tuple(key), tuple(dtypes), self.kernel.candidates(self._bound)[1]
+        return self.kernel.bind(tuple(args), dict(kwargs), strict=True)
 
     def tune(self) -> bytes:
         """Tune the prepared key here; its TuningRecord as the JSON bytes of a cache entry."""
@@ -102,6 +114,8 @@ class SweepWorker:
         if self._bound is None:
             raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
         bound, self._bound = self._bound, None
+        if isinstance(bound, list):  # one config for every call (Tuning.objective)
+            return record_json(self.kernel.tune_calls([(b, None) for b in bound])[0])
         _, record, how = self.kernel.select(bound, None)
         if record is None:
             raise AutotuneError(

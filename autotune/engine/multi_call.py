@@ -1,0 +1,132 @@
+"""One config for a set of calls (`Tuning(objective="geomean" | "max")`): a `TrialRunner` over one runner per call.
+
+Each config is measured on every call, and its trial's times are the objective of the per-call times: the
+geometric mean (good on average, relative to each shape's own speed) or the max (the best worst case). The
+per-call medians are kept on the trial (`Trial.calls_ms`). The tuner is unchanged: it ranks and refines these
+combined trials as it ranks any.
+
+The compile pool compiles with the first call's compiler. A call that Triton's JIT specializes differently
+(another dtype, an integer argument divisible by 16 on one call and not on another, a different constexpr)
+compiles its own variant at its first, untimed, checked run: correct, only not in the pool.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OptionError
+from ..options import Objective
+from ..record import Trial, TrialStatus
+from ..space.spaces import Config
+
+if TYPE_CHECKING:  # not at import: warmup and sweep import check_objective, and a cache hit loads no pipeline
+    from .pipeline import Compiler
+    from .trial_runner import TrialRunner
+
+__all__ = ["MultiCallRunner", "check_objective", "combine", "describe_call"]
+
+
+def check_objective(kernel_name: str, own: Objective | None, given: Objective | None, where: str) -> None:
+    """Refuse a tuning= whose objective is not the kernel's own: the kernel would never serve its entries (an entry
+    is served only to the objective it was tuned for)."""
+    if given != own:
+        raise OptionError(
+            f"{where}: tuning= has objective={given!r}, but {kernel_name} is decorated with objective={own!r}, and "
+            f"an entry serves only the objective it was tuned for, so {kernel_name} would never launch what this "
+            f"tunes; give tuning=Tuning(..., objective={own!r}), or decorate {kernel_name} with "
+            f"tuning=Tuning(objective={given!r})"
+        )
+
+
+def describe_call(named: Mapping[str, Any]) -> str:
+    """A call's shapes as the record shows them: each tensor's shape and each integer ("x[1024, 64], n=1024")."""
+    parts = []
+    for name, value in named.items():
+        shape = getattr(value, "shape", None)
+        if shape is not None:
+            parts.append(f"{name}[{', '.join(str(d) for d in shape)}]")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            parts.append(f"{name}={value}")
+    return ", ".join(parts)
+
+
+def combine(objective: Objective, times: Sequence[float]) -> float:
+    """The objective of one config's per-call times: their geometric mean, or their max."""
+    if objective == "max":
+        return max(times)
+    if min(times) <= 0:  # a zero time (a do_bench= stand-in, a clock's resolution): the geometric mean is 0
+        return 0.0
+    return math.exp(sum(math.log(t) for t in times) / len(times))
+
+
+class MultiCallRunner:
+    """Measures each config on every call's runner and combines the times by `objective`."""
+
+    def __init__(self, runners: Sequence[TrialRunner], objective: Objective) -> None:
+        if not runners:
+            raise ValueError("a multi-call tuning needs at least one call")
+        self.runners = list(runners)
+        self.objective = objective
+
+    @property
+    def compile_timeout_s(self) -> float | None:
+        return self.runners[0].compile_timeout_s
+
+    @property
+    def where(self) -> str:
+        return self.runners[0].where
+
+    @property
+    def errors(self) -> Mapping[Config, BaseException]:
+        found: dict[Config, BaseException] = {}
+        for runner in self.runners:
+            found.update(runner.errors)
+        return found
+
+    def compiler(self) -> Compiler:
+        return self.runners[0].compiler()
+
+    def measure(self, config: Config) -> Trial:
+        per_call = []
+        for index, runner in enumerate(self.runners):
+            trial = runner.measure(config)
+            if not trial.ok:  # a config that fails on one call cannot serve them all
+                if trial.error is not None and len(self.runners) > 1:
+                    trial.error = f"on call {index}: {trial.error}"
+                return trial
+            per_call.append(trial)
+        medians = [float(t.median_ms or 0.0) for t in per_call]
+        rounds = min(len(t.samples_ms) for t in per_call)
+        return Trial(
+            config=config,
+            status=TrialStatus.OK,
+            median_ms=combine(self.objective, medians),
+            min_ms=combine(self.objective, [float(t.min_ms or 0.0) for t in per_call]),
+            samples_ms=[combine(self.objective, [t.samples_ms[i] for t in per_call]) for i in range(rounds)],
+            calls_ms=medians,
+        )
+
+    def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
+        """Each round re-measures every config on every call (one run each, interleaved), and a config's round is
+        the objective of its per-call times in that round."""
+        rounds: dict[Config, list[float]] = {c: [] for c in configs}
+        for _ in range(reps):
+            per_call = [runner.refine(configs, 1) for runner in self.runners]
+            if not all(times.get(c) for times in per_call for c in configs):
+                return {}
+            for config in configs:
+                rounds[config].append(combine(self.objective, [statistics.median(t[config]) for t in per_call]))
+        return rounds
+
+    def close(self) -> None:
+        errors = []
+        for runner in self.runners:
+            try:
+                runner.close()
+            except BaseException as exc:  # every call's arguments are put back before the first failure is raised
+                errors.append(exc)
+        if errors:
+            raise errors[0]

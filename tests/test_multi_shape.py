@@ -1,0 +1,134 @@
+"""Multi-shape tuning (`Tuning(objective="geomean" | "max")`): one config for a set of calls, measured on each,
+through `autotune.warmup` in process and `autotune.sweep` on a worker. The kernel (tests/sweep_kernels.py) writes
+its tag, and its do_bench= reports a fixed time per (tag, call size): each shape's winner differs from the
+objective's, so a pick by one shape, or by the arithmetic mean, fails these tests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sweep_kernels as sk
+import torch
+import triton
+import triton.language as tl
+
+import autotune
+from autotune import AutotuneError, Config, OptionError, Tuning
+from autotune.engine.multi_call import combine
+from autotune.storage.files import disk_entries
+
+
+def _launch(kernel, n: int) -> Config:
+    (out, size), _ = sk.shape_call(n)
+    kernel(out, size)
+    assert int(out[0]) == kernel.best_config["TAG"]  # the launch ran the config it reports
+    return kernel.best_config
+
+
+def test_geomean_picks_the_best_geometric_mean_where_each_shape_would_pick_another():
+    kernel = sk.shape_tagged("geomean")
+    report = autotune.warmup(kernel, sk.shape_calls([1, 2]))
+    assert len(report.tuned) == 1 and not report.cached
+    record = kernel.record(())
+    assert record.winner == Config(TAG=3)  # geomean 3.0; n=1 alone picks TAG 1, the mean TAG 2
+    assert record.objective == "geomean" and record.calls == ["out[1], n=1", "out[1], n=2"]
+    by_tag = {t.config["TAG"]: t for t in record.trials}
+    for tag, trial in by_tag.items():  # the per-shape times, in the order of `calls`
+        assert trial.calls_ms == [sk.SHAPE_TIMES[(tag, 1)], sk.SHAPE_TIMES[(tag, 2)]]
+        assert trial.median_ms == pytest.approx(combine("geomean", trial.calls_ms))
+    assert _launch(kernel, 1) == Config(TAG=3) and _launch(kernel, 7) == Config(TAG=3)  # one entry serves any shape
+
+
+def test_max_picks_the_best_worst_case():
+    kernel = sk.shape_tagged("max")
+    autotune.warmup(kernel, sk.shape_calls([1, 2]))
+    record = kernel.record(())
+    assert record.winner == Config(TAG=2)  # worst case 5.0, against 16 and 9: no single shape's winner
+    assert {t.config["TAG"]: t.median_ms for t in record.trials} == {1: 16.0, 2: 5.0, 3: 9.0}
+    assert record.objective == "max"
+
+
+def test_an_entry_serves_only_the_objective_it_was_tuned_for():
+    autotune.warmup(sk.shape_tagged("geomean"), sk.shape_calls([1, 2]))
+    (entry,) = disk_entries("shape_tag")
+    assert entry.record.objective == "geomean"
+
+    per_call = sk.shape_tagged(None)  # the same kernel, tuned per call: the geomean entry is not its winner
+    assert _launch(per_call, 2) == Config(TAG=3)  # n=2's own winner, tuned now on this call alone
+    assert _launch(per_call, 1) == Config(TAG=3)  # key=None: that one entry for every call, as triton.autotune
+    (entry,) = disk_entries("shape_tag")  # the per-call tuning replaced the entry: one entry per key
+    stored = json.loads(entry.path.read_text())
+    assert "objective" not in stored and "calls" not in stored  # written as before the field existed
+    assert all("calls_ms" not in t for t in stored["trials"])
+
+    again = sk.shape_tagged("geomean")  # the per-call entry is not served to an objective
+    with pytest.raises(AutotuneError, match=r"autotune\.sweep\(shape_tag, calls\) or autotune\.warmup") as refused:
+        _launch(again, 1)
+    assert "it was tuned for each call (no objective)" in str(refused.value)  # why the stored entry was not used
+    max_kernel = sk.shape_tagged("max")
+    autotune.warmup(sk.shape_tagged("geomean"), sk.shape_calls([1, 2]))
+    with pytest.raises(AutotuneError, match="objective='max'"):  # nor a geomean entry to a max tuning
+        _launch(max_kernel, 1)
+
+
+def test_an_objective_kernel_is_never_tuned_on_one_call_and_tuning_must_keep_its_objective():
+    kernel = sk.shape_tagged("geomean")
+    with pytest.raises(AutotuneError, match=r"no usable entry for key=\(\)"):
+        _launch(kernel, 1)
+    with pytest.raises(OptionError, match="objective='max'.*decorated with objective='geomean'"):
+        autotune.warmup(kernel, sk.shape_calls([1]), tuning=Tuning(objective="max"))
+    with pytest.raises(OptionError, match="objective='geomean'"):
+        autotune.sweep(sk.sweep_add, sk.calls([32]), tuning=Tuning(objective="geomean"))
+    with pytest.raises(OptionError, match="objective"):
+        Tuning(objective="mean")
+    autotune.warmup(kernel, sk.shape_calls([1, 2]), tuning=sk.TUNING.replace(objective="geomean", reps=3))
+    assert _launch(kernel, 2) == Config(TAG=3)  # the warm-up's copy left its winner with the kernel
+
+
+def test_calls_of_several_keys_are_tuned_per_key_by_warmup_and_refused_by_one_tuning():
+    bucketed = sk.shape_tagged("geomean", key=["n"])
+    report = autotune.warmup(bucketed, sk.shape_calls([1, 2, 2]))
+    assert sorted(k.key for k in report.tuned) == [(1,), (2,)]
+    assert bucketed.record((2,)).calls == ["out[1], n=2", "out[1], n=2"]
+    bound = [bucketed.bind(*sk.shape_call(n)) for n in (1, 2)]
+    with pytest.raises(autotune.CallError, match="fall in 2 keys"):
+        bucketed.tune_calls([(b, None) for b in bound])
+
+
+def test_a_sweep_with_an_objective_tunes_every_call_into_one_entry():
+    report = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1, 2]), workers=1)
+    assert [(k.status, k.winner) for k in report.keys] == [("tuned", {"TAG": 3})]
+    (entry,) = disk_entries("sweep_shapes")
+    assert entry.record.objective == "geomean" and len(entry.record.calls) == 2
+    assert {t.config["TAG"]: t.calls_ms for t in entry.record.trials}[1] == [1.0, 16.0]
+    out = torch.zeros(1, dtype=torch.int32)
+    sk.sweep_shapes(out, 5)  # served from the sweep's entry: a hit, no tuning
+    assert int(out[0]) == 3
+    again = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1, 2]), workers=1)
+    assert [k.status for k in again.keys] == ["cached"]
+
+
+@triton.jit
+def bounded_tag(out, N: tl.constexpr, TAG: tl.constexpr):
+    tl.static_assert(TAG <= N)
+    tl.store(out, TAG)
+
+
+def test_a_config_that_fails_on_one_call_cannot_serve_the_set():
+    kernel = autotune.autotune(
+        space={"TAG": (1, 2, 3)},
+        key=None,
+        grid="(1,)",
+        tuning=sk.TUNING.replace(objective="max"),
+    )(bounded_tag)
+
+    def call(n):
+        return lambda: ((torch.zeros(1, dtype=torch.int32),), {"N": n})
+
+    autotune.warmup(kernel, [call(3), call(1)])
+    record = kernel.record(())
+    assert record.winner == Config(TAG=1)  # TAG 2 and 3 run with N=3 but not with N=1
+    failed = [t for t in record.trials if not t.ok]
+    assert [t.config["TAG"] for t in failed] == [2, 3]
+    assert all(t.error.startswith("on call 1: ") and not t.calls_ms for t in failed)
