@@ -265,3 +265,22 @@ def test_ctrl_c_stops_every_worker_and_keeps_what_finished(tmp_path):
         time.sleep(0.05)
     assert not Path(f"/proc/{worker}").exists()
     assert _stored("sweep_pick") == {(32, "interpreter"): {"BLOCK": 32}}
+
+
+def test_a_key_whose_redis_lease_a_live_node_holds_is_skipped_and_a_broken_one_is_not(redis_server, monkeypatch):
+    """Another node tuning a key holds its Redis lease (with an expiry, renewed while it tunes): the sweep reports
+    the key `leased`, naming the holder, instead of waiting for it. A lease with no expiry is no live node's."""
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE", redis_server.url)
+    bound = sk.sweep_pick.bind(*sk.pick_call(64))
+    entry = sk.sweep_pick.cache.entry(*sk.sweep_pick.key_of(bound))
+    lease_key = f"autotune:lease:{entry.location}:{entry.entry_id}"
+    holder = json.dumps({"token": "t", "pid": 4242, "host": "node-7", "since": 0.0})
+    redis_server.client().set(lease_key, holder, px=120_000)
+    held = autotune.sweep(sk.sweep_pick, sk.pick_calls([64]), workers=1)
+    assert [k.status for k in held.keys] == ["leased"]
+    assert "pid 4242 on host node-7 (its remote lease)" in str(held.keys[0].error)
+
+    redis_server.client().set(lease_key, holder)  # no expiry: broken, taken over by the tuning
+    with pytest.warns(autotune.CacheWarning, match="no live node can be holding it"):
+        broken = autotune.sweep(sk.sweep_pick, sk.pick_calls([64]), workers=1)
+    assert [k.status for k in broken.keys] == ["tuned"]

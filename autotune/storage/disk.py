@@ -200,6 +200,19 @@ class DiskCache:
         logger.debug("autotune cache: wrote %s", path)
         return True
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        path = self.path(entry)
+        if self.linked_out(path, entry.what):
+            return None
+        try:
+            held = acquire_entry_lock(path, "", 0.0)
+        except OSError:
+            return None  # a tuning's own lock attempt warns of it
+        if held is None:
+            return lock_holder(path) or "another process"
+        held.release()  # free: a killed holder's lock was released by the OS
+        return None
+
     def lock(self, entry: EntryRef, *, timeout_s: float | None) -> HeldLock | None:
         path, what = self.path(entry), entry.what
         if self.linked_out(path, what):

@@ -56,6 +56,9 @@ class MemoryCache:
         self._guard = threading.Lock()
         self._key_locks = {}
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        return None  # this process's own lock: a tuning in another thread is waited for, not skipped
+
     def lock(self, entry: EntryRef, *, timeout_s: float | None = None) -> HeldLock:
         """The entry's thread lock. `timeout_s` is not applied: the holder is a thread of this process, tuning."""
         ident = (entry.key, entry.dtypes)

@@ -147,6 +147,10 @@ class Cache(Protocol):
         passes (warns naming the holder, returns None: the caller does not write this tier). Returns None, after
         one warning, when the tier cannot lock at all (a read-only directory, a server down)."""
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        """Who holds `entry`'s single-flight lease now (a live process or node tuning it), in words; None when it
+        is free (a dead holder's lease counts as free) or the tier cannot tell. Never waits."""
+
     def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         """Every readable entry (of `kernel`: a short name, every module's kernel of it, or one "module:qualname",
         as `entries.kernel_matches` reads it; or all)."""

@@ -351,6 +351,14 @@ class RedisCache:
             )
         return answer != "held"
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        key = self.key_of(entry.location, entry.entry_id, "lease")
+        try:
+            alive = self.call(lambda c: c.pttl(key)) > 0  # -2: none; -1: no expiry, a broken lease (taken over)
+        except _Unavailable:
+            return None
+        return self.holder(key) if alive else None
+
     def holder(self, lease_key: str) -> str:
         """Who holds a lease, in words (for waiters' messages); an oversized value is not downloaded."""
         try:

@@ -281,7 +281,7 @@ class _Run:
             key, dtypes, candidates = slot.prepare(job.maker)
             outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
             cache = self.caches[slot.kind]
-            holder = _disk_lease_holder(cache, key, dtypes)
+            holder = _lease_holder(cache, key, dtypes)
             if holder is not None:
                 outcome.status, outcome.error = "leased", f"being tuned by {holder}"
                 return outcome
@@ -365,20 +365,15 @@ def _record_of(data: bytes) -> TuningRecord:
     return parse_record(data, "the sweep worker's record")
 
 
-def _disk_lease_holder(cache: KernelCache, key: tuple, dtypes: tuple[str, ...]) -> str | None:
-    """Who holds the disk lease of this entry now (a live process tuning it), or None when it is free. A lease
-    of a killed process is free: the OS released its lock."""
-    from ..storage.disk import DiskCache
-    from ..storage.files import acquire_entry_lock, lock_holder
-
-    path = DiskCache().path(cache.entry(key, dtypes))
-    try:
-        held = acquire_entry_lock(path, "", 0.0)
-    except OSError:
-        return None  # the tuning's own lock attempt warns of it
-    if held is None:
-        return lock_holder(path) or "another process"
-    held.release()
+def _lease_holder(cache: KernelCache, key: tuple, dtypes: tuple[str, ...]) -> str | None:
+    """Who holds this entry's lease in a persistent tier now (another sweep, a serving process, another node),
+    or None when every lease is free. A killed holder's lease is free (the OS released its lock; a Redis lease
+    expires)."""
+    entry = cache.entry(key, dtypes)
+    for tier in cache.tiers:
+        holder = tier.lease_holder(entry)
+        if holder is not None:
+            return f"{holder} (its {tier.name} lease)"
     return None
 
 
