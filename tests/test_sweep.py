@@ -284,3 +284,19 @@ def test_a_key_whose_redis_lease_a_live_node_holds_is_skipped_and_a_broken_one_i
     with pytest.warns(autotune.CacheWarning, match="no live node can be holding it"):
         broken = autotune.sweep(sk.sweep_pick, sk.pick_calls([64]), workers=1)
     assert [k.status for k in broken.keys] == ["tuned"]
+
+
+def test_a_kernel_that_leaves_isolate_unset_is_isolated_in_a_sweep_worker():
+    """The library measures in-process by default, but a sweep worker isolates a kernel whose Tuning and
+    environment leave `isolate` unset: its segfaulting config is recorded `crashed`, not the worker's death and a
+    failed key."""
+    import isolation_kernels as ik
+
+    report = autotune.sweep(ik.segfaulting_add, sk.calls([96]), workers=1)
+    assert [k.status for k in report.keys] == ["tuned"], report.keys
+    args, _ = sk.add_call(96)
+    ik.segfaulting_add(*args)  # a hit of the entry the sweep wrote (its winner is a MODE 0 config)
+    record = ik.segfaulting_add.record((96,))
+    statuses = {t.config["MODE"]: t.status for t in record.trials if t.config["BLOCK"] == 32}
+    assert statuses == {1: TrialStatus.CRASHED}
+    assert record.where == "worker process"

@@ -1,6 +1,7 @@
 """One worker's side of a sweep (a local worker process or a Ray actor): it imports the kernel by module and
 qualified name, builds one key's arguments from its maker on its own device, and tunes that key there with the
-ordinary blocking path. Configs are measured under the kernel's isolation (`Tuning.isolate`, "auto" by default):
+ordinary blocking path. Configs are measured under the kernel's isolation (`Tuning.isolate`; "auto" in a sweep
+worker when neither the kernel nor AUTOTUNE_ISOLATE says):
 a config that crashes or hangs costs itself (`crashed` / `timeout` in the record), not this worker.
 
 The worker keeps no winner: its cache is a private temporary directory and the remote tier is off, so single
@@ -74,6 +75,10 @@ class SweepWorker:
         for name in _DROPPED_ENV:
             os.environ.pop(name, None)
         os.environ.update(WORKER_ENV)
+        # A sweep's configs run under isolation unless the kernel or the environment says otherwise: a config that
+        # crashes then costs itself (`crashed`), not this worker and its key (the in-process default is a serving
+        # process's, which must not double its memory; a sweep worker builds its own arguments).
+        os.environ.setdefault("AUTOTUNE_ISOLATE", "auto")
         os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-sweep-worker-")
         _follow_path(list(spec.sys_path))
         self.kernel = _import_kernel(spec.module, spec.qualname, spec.file)
