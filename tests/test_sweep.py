@@ -300,3 +300,11 @@ def test_a_kernel_that_leaves_isolate_unset_is_isolated_in_a_sweep_worker():
     statuses = {t.config["MODE"]: t.status for t in record.trials if t.config["BLOCK"] == 32}
     assert statuses == {1: TrialStatus.CRASHED}
     assert record.where == "worker process"
+
+
+def test_progress_true_draws_a_bar_of_keys_done_per_device_kind(capsys):
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64]), workers=1, progress=True)
+    assert [k.status for k in report.keys] == ["tuned", "tuned"]
+    err = capsys.readouterr().err
+    assert "autotune sweep" in err and "2/2" in err  # tqdm's bar: both keys done
+    assert "interpreter" in err  # the device kinds' counts on the bar
