@@ -248,70 +248,85 @@ class Expression:
             if isinstance(node, ast.keyword) and node.arg is None:
                 raise ExpressionError(f"{what} expression {src!r}: '**' keyword unpacking is not allowed")
             if isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Name):
-                    if func.id not in HELPERS or func.id in arg_names:
-                        raise ExpressionError(
-                            f"{what} expression {src!r}: cannot call {func.id!r}; callable by name are the "
-                            f"helpers {_names(HELPERS)}, and methods of arguments such as x.stride(0)"
-                        )
-                elif not isinstance(func, ast.Attribute):
-                    raise ExpressionError(
-                        f"{what} expression {src!r}: only helpers and methods (x.stride(0)) can be called"
-                    )
-                elif func.attr in _FORMAT_METHODS or isinstance(func.value, ast.Constant):
-                    # str.format's field syntax ('{0.__globals__}') reads attributes the '_' rule cannot see
-                    raise ExpressionError(
-                        f"{what} expression {src!r}: cannot call {func.attr!r} here; methods "
-                        "of arguments such as x.stride(0) can be called, string formatting and "
-                        "methods of constants cannot"
-                    )
+                self._check_call(node, arg_names)
             if isinstance(node, ast.Name):
-                name = node.id
-                if name.startswith(_CFG_PREFIX):
-                    field = name[len(_CFG_PREFIX) :]
-                    if config_fields is None:
-                        raise ExpressionError(
-                            f"{what} expression {src!r} uses ${field}, but config fields ($X) are not available "
-                            f"in a {what} expression (it is evaluated before a config is chosen); use argument "
-                            "names only"
-                        )
-                    if field not in config_fields:
-                        hint = (
-                            f" {field!r} is an argument of the kernel: write {field}, without $."
-                            if field in arg_names
-                            else did_you_mean(field, config_fields)
-                        )
-                        raise ExpressionError(
-                            f"{what} expression {src!r}: ${field} is not a field of the search space; valid "
-                            f"fields: {_names(config_fields)}.{hint}"
-                        )
-                    config_refs.add(field)
-                elif name in arg_names and config_fields is not None and (name in config_fields or name in tuned):
-                    source = "derive=" if name in tuned else "the search space"  # derive adds its names to fields
-                    raise ExpressionError(
-                        f"{what} expression {src!r} reads {name!r} as a call argument, but {source} sets it for "
-                        f"each config and the call never passes it (write ${name})"
-                    )
-                elif name in arg_names:
-                    arg_refs.add(name)
-                elif name not in HELPERS:
-                    valid = set(arg_names) | set(HELPERS)
-                    hint = ""
-                    if config_fields is not None and name in config_fields:
-                        hint = f" ({name!r} is a config field: write ${name})"
-                    if what == "where":  # a space's filter: no call exists when it runs
-                        raise ExpressionError(
-                            f"where expression {src!r}: unknown name {name!r}{hint}; where() sees only the config's "
-                            f"fields, as $X ({_names(config_fields or ())}), and the helpers {_names(HELPERS)}: it "
-                            "filters the space once, before any call. For a condition on the call's arguments use "
-                            "@autotune(prune=...), a callable (configs, named_args) -> the configs to keep"
-                        )
-                    raise ExpressionError(
-                        f"{what} expression {src!r}: unknown name {name!r}{hint}; kernel arguments: "
-                        f"{_names(arg_names)}; helpers: {_names(HELPERS)}."
-                        f"{did_you_mean(name, valid) if not hint else ''}"
-                    )
+                self._check_name(node, config_fields, arg_names, config_refs, arg_refs, tuned)
+
+    def _check_call(self, node: ast.Call, arg_names: frozenset[str]) -> None:
+        src, what = self.source, self.what
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id not in HELPERS or func.id in arg_names:
+                raise ExpressionError(
+                    f"{what} expression {src!r}: cannot call {func.id!r}; callable by name are the "
+                    f"helpers {_names(HELPERS)}, and methods of arguments such as x.stride(0)"
+                )
+        elif not isinstance(func, ast.Attribute):
+            raise ExpressionError(f"{what} expression {src!r}: only helpers and methods (x.stride(0)) can be called")
+        elif func.attr in _FORMAT_METHODS or isinstance(func.value, ast.Constant):
+            # str.format's field syntax ('{0.__globals__}') reads attributes the '_' rule cannot see
+            raise ExpressionError(
+                f"{what} expression {src!r}: cannot call {func.attr!r} here; methods "
+                "of arguments such as x.stride(0) can be called, string formatting and "
+                "methods of constants cannot"
+            )
+
+    def _check_name(
+        self,
+        node: ast.Name,
+        config_fields: Collection[str] | None,
+        arg_names: frozenset[str],
+        config_refs: set[str],
+        arg_refs: set[str],
+        tuned: Collection[str],
+    ) -> None:
+        """A `$X` is a field of the space, a bare name an argument of the call or a helper; the refs are noted."""
+        src, what = self.source, self.what
+        name = node.id
+        if name.startswith(_CFG_PREFIX):
+            field = name[len(_CFG_PREFIX) :]
+            if config_fields is None:
+                raise ExpressionError(
+                    f"{what} expression {src!r} uses ${field}, but config fields ($X) are not available "
+                    f"in a {what} expression (it is evaluated before a config is chosen); use argument "
+                    "names only"
+                )
+            if field not in config_fields:
+                hint = (
+                    f" {field!r} is an argument of the kernel: write {field}, without $."
+                    if field in arg_names
+                    else did_you_mean(field, config_fields)
+                )
+                raise ExpressionError(
+                    f"{what} expression {src!r}: ${field} is not a field of the search space; valid "
+                    f"fields: {_names(config_fields)}.{hint}"
+                )
+            config_refs.add(field)
+        elif name in arg_names and config_fields is not None and (name in config_fields or name in tuned):
+            source = "derive=" if name in tuned else "the search space"  # derive adds its names to fields
+            raise ExpressionError(
+                f"{what} expression {src!r} reads {name!r} as a call argument, but {source} sets it for "
+                f"each config and the call never passes it (write ${name})"
+            )
+        elif name in arg_names:
+            arg_refs.add(name)
+        elif name not in HELPERS:
+            valid = set(arg_names) | set(HELPERS)
+            hint = ""
+            if config_fields is not None and name in config_fields:
+                hint = f" ({name!r} is a config field: write ${name})"
+            if what == "where":  # a space's filter: no call exists when it runs
+                raise ExpressionError(
+                    f"where expression {src!r}: unknown name {name!r}{hint}; where() sees only the config's "
+                    f"fields, as $X ({_names(config_fields or ())}), and the helpers {_names(HELPERS)}: it "
+                    "filters the space once, before any call. For a condition on the call's arguments use "
+                    "@autotune(prune=...), a callable (configs, named_args) -> the configs to keep"
+                )
+            raise ExpressionError(
+                f"{what} expression {src!r}: unknown name {name!r}{hint}; kernel arguments: "
+                f"{_names(arg_names)}; helpers: {_names(HELPERS)}."
+                f"{did_you_mean(name, valid) if not hint else ''}"
+            )
 
     def __call__(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         """Evaluate for one config and one call's named arguments."""
