@@ -145,9 +145,7 @@ def _seconds(text: str) -> float:
 def _copy(args: argparse.Namespace, command: str) -> int:
     """`push` (disk -> Redis) or `pull` (Redis -> disk); exits 1 when an entry could not be copied, saying why."""
     from ..errors import CacheWarning
-    from ..storage import DiskCache, EntryRef
-    from ..storage.kernel_cache import slot_for
-    from ..storage.protocol import LOCK_TIMEOUT_ADVICE
+    from ..storage import DiskCache
     from .arguments import use_checked_cache_dir
 
     # applies --cache-dir; a file, an unreadable directory, or (push) a --cache-dir that does not exist: exit 2
@@ -159,7 +157,6 @@ def _copy(args: argparse.Namespace, command: str) -> int:
         return 2
     disk = DiskCache()
     source, target = (disk, tier) if command == "push" else (tier, disk)
-    copied = kept = failed = busy = 0
     with warnings.catch_warnings(record=True) as caught:  # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
         found = source.entries(args.kernel)
@@ -175,25 +172,43 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                 if issubclass(w.category, CacheWarning):
                     print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)
             return 1
-        for e in found:
-            entry = EntryRef.of(e.record)
-            # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
-            # that wrote a newer winner between our read and our write) never has its entry replaced
-            lease = target.lock(entry, timeout_s=args.lock_timeout)
-            if lease is None:  # held past --lock-timeout (the tier warned, naming the holder), or unreachable
-                busy += 1
-                continue
-            try:
-                slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
-                there = target.get(slot)
-                if there is not None and there.timestamp >= e.record.timestamp:
-                    kept += 1
-                elif target.put(slot, e.record):
-                    copied += 1
-                else:
-                    failed += 1
-            finally:
-                lease.release()
+        counts = _copy_entries(found, target, args.lock_timeout)
+    return _report_copy(command, tier.url, counts, caught, args.lock_timeout)
+
+
+def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dict[str, int]:
+    """Copy each entry under the target's lease (as a tuning writes): {"copied", "kept", "failed", "busy"}."""
+    from ..storage import EntryRef
+    from ..storage.kernel_cache import slot_for
+
+    counts = dict.fromkeys(("copied", "kept", "failed", "busy"), 0)
+    for e in found:
+        entry = EntryRef.of(e.record)
+        # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
+        # that wrote a newer winner between our read and our write) never has its entry replaced
+        lease = target.lock(entry, timeout_s=lock_timeout)
+        if lease is None:  # held past --lock-timeout (the tier warned, naming the holder), or unreachable
+            counts["busy"] += 1
+            continue
+        try:
+            slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
+            there = target.get(slot)
+            if there is not None and there.timestamp >= e.record.timestamp:
+                counts["kept"] += 1
+            elif target.put(slot, e.record):
+                counts["copied"] += 1
+            else:
+                counts["failed"] += 1
+        finally:
+            lease.release()
+    return counts
+
+
+def _report_copy(command: str, url: str, counts: dict[str, int], caught: Sequence[Any], lock_timeout: float) -> int:
+    from ..errors import CacheWarning
+    from ..storage.protocol import LOCK_TIMEOUT_ADVICE
+
+    copied, kept, failed, busy = counts["copied"], counts["kept"], counts["failed"], counts["busy"]
     # a lock timeout's advice is a tuning's (AUTOTUNE_LOCK_TIMEOUT_S): this command's own is --lock-timeout, below
     reasons = list(
         dict.fromkeys(
@@ -202,7 +217,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
             if issubclass(w.category, CacheWarning)
         )
     )
-    where = f"{'to' if command == 'push' else 'from'} {tier.url}"
+    where = f"{'to' if command == 'push' else 'from'} {url}"
     print(
         f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
         + (f"; {kept} already there and as new or newer" if kept else "")
@@ -211,7 +226,7 @@ def _copy(args: argparse.Namespace, command: str) -> int:
         not_written = (["the target refused the write"] if failed and not reasons else []) + (
             [
                 f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} "
-                f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {args.lock_timeout:g} s "
+                f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {lock_timeout:g} s "
                 "(--lock-timeout) or could not be taken; run the command again once the tuning is done"
             ]
             if busy
