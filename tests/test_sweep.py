@@ -308,3 +308,19 @@ def test_progress_true_draws_a_bar_of_keys_done_per_device_kind(capsys):
     err = capsys.readouterr().err
     assert "autotune sweep" in err and "2/2" in err  # tqdm's bar: both keys done
     assert "interpreter" in err  # the device kinds' counts on the bar
+
+
+def test_warmup_where_gpus_are_visible_is_a_local_sweep_unless_asked_in_process(monkeypatch):
+    """`autotune.warmup` is `sweep` with the local executor over every visible GPU (a worker per GPU), and tunes in
+    this process with `in_process=True` or without a GPU. The GPU count is the seam (`visible_gpus`): here one
+    interpreter worker stands in for the GPU's."""
+    import autotune.compiled.warm_up as warm_up
+
+    monkeypatch.setattr(warm_up, "visible_gpus", lambda: 1)
+    autotune.clear_autotune_cache(kernel=sk.sweep_pick)  # what other tests left in this process's memory
+    swept = autotune.warmup(sk.sweep_pick, sk.pick_calls([32, 64]))
+    assert [w.key for w in swept.tuned] == [(32,), (64,)] and not swept.cached
+    assert _stored("sweep_pick") == {(n, "interpreter"): {"BLOCK": n} for n in (32, 64)}  # filed by the driver
+    monkeypatch.setattr(warm_up, "_warm_up_over_gpus", None)  # in_process=True must not go near a sweep
+    again = autotune.warmup(sk.sweep_pick, sk.pick_calls([32, 64, 128]), in_process=True)
+    assert [w.key for w in again.cached] == [(32,), (64,)] and [w.key for w in again.tuned] == [(128,)]

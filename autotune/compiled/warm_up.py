@@ -55,10 +55,19 @@ class WarmupReport:
         )
 
 
-def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str | dict | None = None) -> WarmupReport:
+def warmup(
+    kernel: Any,
+    calls: Iterable[ArgumentMaker],
+    *,
+    tuning: Tuning | str | dict | None = None,
+    in_process: bool | None = None,
+) -> WarmupReport:
     """Tune `kernel` (an `@autotune` or `autotune.compat` kernel) for the key of each call that `calls` makes,
     skipping keys already cached; `tuning=` tunes under other settings than the kernel's (native kernels), always
-    on the blocking path. Returns a `WarmupReport`."""
+    on the blocking path. Where GPUs are visible, the keys are tuned by `autotune.sweep` with the local executor,
+    one worker process per GPU; `in_process=True` tunes them in this process instead (no second CUDA context, no
+    copies: the choice for a serving process short of memory), as on a machine without a GPU. Returns a
+    `WarmupReport`."""
     launcher, engine, layers = _engine_of(kernel)
     if env_offline() or env_disable():
         switch = "AUTOTUNE_OFFLINE" if env_offline() else "AUTOTUNE_DISABLE"
@@ -66,6 +75,8 @@ def warmup(kernel: Any, calls: Iterable[ArgumentMaker], *, tuning: Tuning | str 
             f"autotune.warmup({engine.name}, ...) tunes, and {switch}=1 forbids tuning in this process: run the "
             f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
         )
+    if not (in_process if in_process is not None else visible_gpus() == 0):
+        return _warm_up_over_gpus(kernel, engine.name, calls, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
     given = Tuning.coerce(tuning).objective if tuning is not None else engine.tuning.objective
     if given is not None or engine.tuning.objective is not None:
@@ -128,6 +139,36 @@ def _blocking_copy(engine: Autotuned, tuning: Tuning | str | dict) -> Autotuned:
             "Tuning; give tuning= to autotune.compat.autotune(...)"
         )
     return Autotuned(engine.fn, **{**engine.recipe, "tuning": Tuning.coerce(tuning).replace(mode="blocking")})
+
+
+def visible_gpus() -> int:
+    """The GPUs a local sweep would start a worker on (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _warm_up_over_gpus(kernel: Any, name: str, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
+    """`autotune.sweep` with the local executor over every visible GPU, as a `WarmupReport`; a key that failed is
+    an error (a warm-up that left keys untuned would leave them to a request)."""
+    from ..errors import AutotuneError
+    from ..sweeps import sweep
+
+    began = time.perf_counter()
+    report = sweep(kernel, list(calls), executor="local", tuning=tuning)
+
+    def warmed(status: tuple[str, ...]) -> tuple[WarmedKey, ...]:
+        return tuple(
+            WarmedKey(tuple(k.key or ()), tuple(k.dtypes or ()), k.seconds) for k in report.keys if k.status in status
+        )
+
+    failed = [k for k in report.keys if k.status not in ("tuned", "cached", "leased")]
+    if failed:
+        raise AutotuneError(
+            f"autotune.warmup({name}, ...): {len(failed)} of {len(report.keys)} keys were not tuned: "
+            + "; ".join(f"key {k.key} on {k.device}: {k.status} ({k.error})" for k in failed)
+        )
+    return WarmupReport(name, warmed(("tuned",)), warmed(("cached", "leased")), time.perf_counter() - began)
 
 
 def _engine_of(kernel: Any) -> tuple[Any, Autotuned, list[Any]]:
