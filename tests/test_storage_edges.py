@@ -302,6 +302,9 @@ class ListingTier:
     def lock(self, entry: EntryRef, *, timeout_s: float | None):
         return HeldLock(threading.Lock())
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        return None
+
     def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         self.listed += 1
         return []

@@ -35,6 +35,10 @@ class DictTier:
         self.data[(entry.location, entry.entry_id)] = record
         return True
 
+    def lease_holder(self, entry: EntryRef) -> str | None:
+        lock = self.locks.get((entry.location, entry.entry_id))
+        return "a thread of this test" if lock is not None and lock.locked() else None
+
     def lock(self, entry: EntryRef, *, timeout_s: float | None):
         if not self.lockable:
             return None
