@@ -56,7 +56,7 @@ class WarmupReport:
 
 
 def warmup(
-    kernel: Any,
+    kernel: object,
     calls: Iterable[ArgumentMaker],
     *,
     tuning: Tuning | str | dict | None = None,
@@ -148,7 +148,7 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _warm_up_over_gpus(kernel: Any, name: str, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
+def _warm_up_over_gpus(kernel: object, name: str, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
     """`autotune.sweep` with the local executor over every visible GPU, as a `WarmupReport`; a key that failed is
     an error (a warm-up that left keys untuned would leave them to a request)."""
     from ..errors import AutotuneError
@@ -171,7 +171,7 @@ def _warm_up_over_gpus(kernel: Any, name: str, calls: Iterable[ArgumentMaker], t
     return WarmupReport(name, warmed(("tuned",)), warmed(("cached", "leased")), time.perf_counter() - began)
 
 
-def _engine_of(kernel: Any) -> tuple[Any, Autotuned, list[Any]]:
+def _engine_of(kernel: object) -> tuple[Any, Autotuned, list[Any]]:
     """(the autotuner to launch, the native kernel that tunes, the `triton.heuristics` layers above them, outermost
     first): an `@autotune` kernel is its own engine, an `autotune.compat` kernel's is its `tuner`."""
     layers: list[Any] = []

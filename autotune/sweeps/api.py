@@ -31,7 +31,7 @@ __all__ = ["sweep"]
 
 
 def sweep(
-    kernel: Any,
+    kernel: object,
     calls: Iterable[Maker],
     *,
     executor: str = "local",
@@ -83,7 +83,7 @@ def sweep(
     return report
 
 
-def _autotuned(kernel: Any) -> Any:
+def _autotuned(kernel: object) -> Any:
     tuned = getattr(kernel, "tuner", kernel)  # a compat Autotuner wraps the native one
     if not (hasattr(tuned, "cache") and hasattr(tuned, "base_fn")):
         raise OptionError(f"sweep() tunes an @autotune kernel; got {kernel!r}")

@@ -18,7 +18,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -26,6 +26,9 @@ from ..config import Config
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import Tuning
 from ..record import Trial
+
+if TYPE_CHECKING:
+    from ..decorator.autotuned import Autotuned
 
 __all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "MakerSet", "Share", "ShareResult", "WORKER_ENV"]
 
@@ -173,7 +176,7 @@ def _import_kernel(module: str, qualname: str, file: str | None) -> Any:
     return obj
 
 
-def _retune(kernel: Any, tuning: Tuning) -> None:
+def _retune(kernel: Autotuned, tuning: Tuning) -> None:
     """Tune with the sweep's `tuning` instead of the kernel's own, checked as decorating checks it."""
     from ..engine.search import check_strategy
 

@@ -386,7 +386,7 @@ def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerR
             )
     size = _tensor_bytes(bound)
     if reason is None and kernel.tuning.isolate_max_bytes is not None and size > kernel.tuning.isolate_max_bytes:
-        _say_in_process_for_size(kernel, size, source)
+        _say_in_process_for_size(kernel, size, kernel.tuning.isolate_max_bytes, source)
         return None
     if reason is None:
         try:
@@ -426,14 +426,13 @@ def _tensor_bytes(bound: Any) -> int:
     )
 
 
-def _say_in_process_for_size(kernel: Any, size: int, source: str) -> None:
+def _say_in_process_for_size(kernel: TunableKernel, size: int, bound: int, source: str) -> None:
     """Warn (once per kernel) that a call is tuned in-process: a worker would hold copies of `size` bytes of
     tensors, over `isolate_max_bytes`."""
     with _noted_lock:
         first = (kernel.identity, "size") not in _noted
         _noted.add((kernel.identity, "size"))
     if first:
-        bound = kernel.tuning.isolate_max_bytes
         warn_at_caller(
             f"autotune: {kernel.name} is tuned in this process despite {source}: this call's tensors are "
             f"{size / 2**30:.2f} GiB, over isolate_max_bytes={bound} ({bound / 2**30:.2f} GiB), and a worker would "
