@@ -154,6 +154,24 @@ def sweep_shapes(out, n, TAG: tl.constexpr):
     tl.store(out, TAG + n * 0)
 
 
+@autotune(
+    space={"TAG": (1, 2, 3)},
+    key=["n"],
+    grid="(1,)",
+    setup=_remember_call,
+    do_bench=_shape_times,
+    tuning=TUNING.replace(objective="max"),
+)
+@triton.jit
+def sweep_shapes_by_n(out, n, TAG: tl.constexpr):
+    """shape_tag keyed by n and tuned for the max: a sweep's calls fall in one key per n."""
+    tl.store(out, TAG + n * 0)
+
+
+def failing_maker() -> tuple[tuple, dict]:
+    raise ValueError("no such shape")
+
+
 def shape_call(n: int) -> tuple[tuple, dict]:
     return (torch.zeros(1, dtype=torch.int32, device=_device()), n), {}
 

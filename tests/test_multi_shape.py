@@ -49,6 +49,15 @@ def test_max_picks_the_best_worst_case():
     assert record.objective == "max"
 
 
+def test_autotune_print_shows_each_calls_time(monkeypatch, capsys):
+    monkeypatch.setenv("AUTOTUNE_PRINT", "2")
+    autotune.warmup(sk.shape_tagged("max"), sk.shape_calls([1, 2]))
+    summary, *trials = [line for line in capsys.readouterr().err.splitlines() if line.startswith("autotune:")]
+    assert "| max of 2 calls: 4.000 ms (out[1], n=1); 5.000 ms (out[1], n=2) |" in summary  # the winner, TAG 2
+    by_tag = {line.split("TAG=")[1][0]: line for line in trials}
+    assert "calls 1.000 / 16.00 ms" in by_tag["1"] and "calls 9.000 / 1.000 ms" in by_tag["3"]
+
+
 def test_an_entry_serves_only_the_objective_it_was_tuned_for():
     autotune.warmup(sk.shape_tagged("geomean"), sk.shape_calls([1, 2]))
     (entry,) = disk_entries("shape_tag")
@@ -107,6 +116,20 @@ def test_a_sweep_with_an_objective_tunes_every_call_into_one_entry():
     assert int(out[0]) == 3
     again = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1, 2]), workers=1)
     assert [k.status for k in again.keys] == ["cached"]
+
+
+def test_a_sweep_with_an_objective_tunes_one_entry_per_key_of_its_calls():
+    calls = sk.shape_calls([1, 2, 2]) + [sk.failing_maker]
+    report = autotune.sweep(sk.sweep_shapes_by_n, calls, workers=1)
+    by_key = {tuple(k.key or ()): k for k in report.keys}
+    assert {key: (k.status, k.winner) for key, k in by_key.items() if k.status == "tuned"} == {
+        (1,): ("tuned", {"TAG": 1}),  # n=1 alone: TAG 1 (1 ms)
+        (2,): ("tuned", {"TAG": 3}),  # the two n=2 calls: TAG 3 (1 ms)
+    }
+    (failed,) = [k for k in report.keys if k.status == "failed"]  # the maker that failed is its own job
+    assert "no such shape" in (failed.error or "")
+    records = {tuple(e.record.key): e.record for e in disk_entries("sweep_shapes_by_n")}
+    assert records[(2,)].calls == ["out[1], n=2", "out[1], n=2"] and records[(1,)].calls == ["out[1], n=1"]
 
 
 @triton.jit

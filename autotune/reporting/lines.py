@@ -51,6 +51,9 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
       - the `{strategy}` part appears when a search strategy tried part of the space (not exhaustive);
       - a winner with `occupancy` is followed by what it became when compiled, as `[occupancy -> maxnreg=128]`
         (`occupancy.describe`);
+      - a winner tuned for a set of calls (`Tuning.objective`) adds, before `tuned in`, the part
+        `| geomean of {n} calls: {median} ms ({call}); ...` (or `max of`): its median on each call, in the order of
+        `record.calls`, at most eight (then `; ... {k} more`);
       - `{where}` is where the trials ran, `in-process` or `in a worker process` (left out for an entry that
         does not say);
       - `{hit}` is `cache hit` when the record came from the cache, `miss` when it was just tuned
@@ -76,8 +79,29 @@ def format_summary(record: TuningRecord, *, cache_hit: bool) -> str:
     return (
         f"autotune: {record.kernel} {format_record_key(record)} -> {record.winner!r}"
         f"{describe(winner.lowered if winner is not None else None)} {format_ms(winner_ms)} ms"
-        f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}"
+        f" | top3: {top} | {n_ok}/{n_ok + n_failed} ok{skipped}{_searched(record)}{_per_call(record)}"
         f" | tuned in {record.tuning_s:.2f} s{_where(record)} ({'cache hit' if cache_hit else 'miss'})"
+    )
+
+
+_CALLS_SHOWN = 8  # per-call times the summary line shows; the trial lines show them all
+
+
+def _per_call(record: TuningRecord) -> str:
+    """` | geomean of 2 calls: 1.000 ms (x[1024]); 2.000 ms (x[4096])`: the winner's median on each call of a
+    multi-call tuning (`Tuning.objective`); nothing otherwise."""
+    winner = record.winner_trial
+    times = winner.calls_ms if winner is not None else None
+    if not record.objective or not isinstance(times, list) or not times:
+        return ""
+    described = record.calls if isinstance(record.calls, list) else []
+    parts = [
+        f"{format_ms(ms)} ms ({described[i]})" if i < len(described) else f"{format_ms(ms)} ms"
+        for i, ms in enumerate(times[:_CALLS_SHOWN])
+    ]
+    more = len(times) - _CALLS_SHOWN
+    return f" | {record.objective} of {len(times)} calls: {'; '.join(parts)}" + (
+        f"; ... {more} more" if more > 0 else ""
     )
 
 
@@ -109,13 +133,14 @@ def format_trials(record: TuningRecord) -> str:
 
     Exact format of each line, for a measured trial and for one that produced no time::
 
-        autotune:   {rank} {status:<13} median {median} ms  min {min} ms  x{ratio}  {Config repr}[ [occupancy -> ...]][  error: {error}]
+        autotune:   {rank} {status:<13} median {median} ms  min {min} ms  x{ratio}  [calls {ms} / {ms} ms  ]{Config repr}[ [occupancy -> ...]][  error: {error}]
         autotune:   -- {status:<13} {Config repr}[ [occupancy -> ...]][  error: {error}]
 
     `{rank}` is `#1`, `#2`, ... right-aligned to the widest rank (at least 2 characters), or `--`
     (aligned likewise) for a trial without a time; `{status}` is the `TrialStatus` value (`ok`, `compile_error`,
     `timeout`, `runtime_error`, `verify_failed`, `skipped`); numbers are formatted as in
-    `format_summary` (`-` where absent) and `x{ratio}` is the median over the winner's; the
+    `format_summary` (`-` where absent) and `x{ratio}` is the median over the winner's; `calls` (a tuning for a
+    set of calls, `Tuning.objective`) is the trial's median on each call, in the order of `record.calls`; the
     error, present only when the trial has one, is squeezed onto one line (its first and last
     lines, at most 200 characters). Lines are joined with `\\n`, no trailing newline.
     """
@@ -131,6 +156,8 @@ def format_trials(record: TuningRecord) -> str:
                 f"median {format_ms(trial.median_ms)} ms  min {format_ms(trial.min_ms)} ms"
                 f"  x{format_ratio(ratio(trial, reference))}  "
             )
+            if isinstance(trial.calls_ms, list) and trial.calls_ms:
+                line += f"calls {' / '.join(format_ms(ms) for ms in trial.calls_ms)} ms  "
         line += repr(trial.config) + describe(trial.lowered)
         if trial.error:
             line += f"  error: {one_line(trial.error, 200)}"

@@ -51,16 +51,17 @@ def sweep(
     (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
     (`[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]` simulates a pool of two kinds).
     `progress`: a tqdm bar on stderr (default: when stderr is a terminal). A kernel tuned with
-    `Tuning(objective=...)` gets one job for all the makers: one key, one config measured on every call.
+    `Tuning(objective=...)` gets one job per key: the makers grouped by the key their call falls in (one job for
+    all of them with key=None), one config measured on every call of the key.
     """
     tuned = _autotuned(kernel)
     effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
     spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
     given = list(calls)
     makers: list[Maker | MakerSet] = list(given)
-    if effective.objective is not None or tuned.tuning.objective is not None:  # one job: every call, one key
+    together = effective.objective is not None or tuned.tuning.objective is not None
+    if together:  # one job per key, each measuring one config on every call of that key
         check_objective(tuned.name, tuned.tuning.objective, effective.objective, f"sweep({tuned.name}, ...)")
-        makers = [tuple(given)] if given else []
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
     pool = _executor(executor, spec, workers, worker_env)
@@ -72,6 +73,8 @@ def sweep(
             raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, device_kinds)
+        if together:
+            makers = list(_sets_by_key(next(s for s in slots if s.kind == kinds[0]), given))
         split_topk = None if effective.objective is not None else _split_topk(tuned, effective)
         run = _Run(tuned, makers, kinds, slots, effective.force, progress, split_topk)
         run.drive()
@@ -113,6 +116,23 @@ def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequenc
 
     address = None if executor == "ray" else executor  # "ray": the running runtime, else RAY_ADDRESS, else local
     return RayExecutor(spec, workers, env, address)
+
+
+def _sets_by_key(slot: Slot, makers: Sequence[Maker]) -> list[MakerSet]:
+    """A sweep under `Tuning.objective`: the makers grouped by the key their call falls in (as warmup groups
+    them), keyed by building each call once on `slot`. A maker that fails makes a set of its own, so that its
+    job fails with the maker's error as any sweep's would."""
+    groups: dict[object, list[Maker]] = {}
+    for maker in makers:
+        try:
+            key, dtypes, _ = slot.prepare(maker)
+            group: object = (repr(key), dtypes)
+        except JobFailed:
+            group = maker
+        except WorkerLost as exc:
+            raise AutotuneError(f"the sweep's worker died while reading the key of each call: {exc}") from None
+        groups.setdefault(group, []).append(maker)
+    return [tuple(group) for group in groups.values()]
 
 
 def _split_topk(tuned: Any, tuning: Tuning) -> int | None:
