@@ -5,6 +5,7 @@ config; `isolate_max_bytes` counts every call's tensors. Real worker processes, 
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 
 import autotune
 from autotune import Config, IsolationWarning
+from autotune.engine.isolation import shutdown
 from autotune.engine.isolation.pool import shared_worker
 
 
@@ -41,17 +43,32 @@ def _add_call(n: int) -> tuple[tuple, dict]:
     return (x, torch.randn(n), torch.empty(n), n), {}
 
 
-def test_a_config_that_crashes_on_one_call_of_the_set_is_recorded_crashed_and_the_tuning_goes_on():
+@pytest.fixture
+def worker_start_s() -> float:
+    """How long a fresh worker takes here and now to start and tune a small set: the trial timeout of a test whose
+    config hangs (an ok trial on one call takes a small part of it; a start imports torch and Triton)."""
+    shutdown()
+    started = time.monotonic()
+    _tune(sk.shape_tagged("geomean", isolate="process"), [1, 2])
+    return time.monotonic() - started
+
+
+def test_a_config_that_crashes_or_hangs_on_one_call_of_the_set_costs_that_config_and_the_tuning_goes_on(
+    worker_start_s, monkeypatch
+):
     from isolation_kernels import large_call_crashy_add as kernel
 
+    monkeypatch.setattr(kernel, "tuning", kernel.tuning.replace(trial_timeout_s=worker_start_s))
     autotune.warmup(kernel, [functools.partial(_add_call, 100), functools.partial(_add_call, 1000)])
     record = kernel.record(())  # this process is alive: the segfault was the worker's
     assert record.where == "worker process" and record.winner["MODE"] == 0
     by_mode = {t.config["MODE"]: t for t in record.trials if t.config["BLOCK"] == 32}
-    crashed = by_mode[1]
+    crashed, hung = by_mode[1], by_mode[2]  # each ran on call 0 (n=100), then failed on call 1 (n=1000)
     assert crashed.status.value == "crashed", crashed
-    assert crashed.error.startswith("on call 1: ") and "SIGSEGV" in crashed.error, crashed.error  # n=1000's call
-    assert all(len(t.calls_ms) == 2 for t in record.trials if t.ok) and len(record.trials) == 3
+    assert crashed.error.startswith("on call 1: ") and "SIGSEGV" in crashed.error, crashed.error
+    assert hung.status.value == "timeout", hung
+    assert hung.error.startswith(f"on call 1: trial_timeout_s={worker_start_s:g} passed"), hung.error
+    assert [len(t.calls_ms) for t in record.trials if t.ok] == [2, 2] and len(record.trials) == 4
     (x, y, out, n), _ = _add_call(1000)
     kernel(x, y, out, n)  # the winner serves the set
     torch.testing.assert_close(out, x + y)
