@@ -459,3 +459,25 @@ def sigkilled_add(x, y, out, n, BLOCK: tl.constexpr):
 
 
 sigkilled_add.compiler_factory = lambda tuned, prepare: FunctionCompiler(_killed_from_outside)
+
+
+@autotune(
+    space=[{"BLOCK": 64, "MODE": 0}, {"BLOCK": 32, "MODE": 1}, {"BLOCK": 32, "MODE": 2}, {"BLOCK": 128, "MODE": 0}],
+    key=None,
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(isolate="process", objective="max", compile_workers=0, warmup=0, reps=1, refine_topk=0),
+)
+@triton.jit
+def large_call_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr):  # one config for a set of calls
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 1:  # fine on a call with n < 1000; from a wild pointer (SIGSEGV) on a larger one
+        value = tl.load(x + offs + (n // 1000).to(tl.int64) * (1 << 40), mask=mask)
+    else:
+        value = tl.load(x + offs, mask=mask)
+    if MODE == 2:  # fine on a call with n < 1000; never ends on a larger one (see crashy_add)
+        i = n // 1000
+        while i > 0:
+            i = i % 7 + 1
+        value += i
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import OptionError
 from ..options import Objective
@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # not at import: warmup and sweep import check_objective, and
     from .pipeline import Compiler
     from .trial_runner import TrialRunner
 
-__all__ = ["MultiCallRunner", "check_objective", "combine", "describe_call"]
+__all__ = ["MultiCallRunner", "check_objective", "combine", "describe_call", "runners_for_calls"]
+
+_Call = TypeVar("_Call")
 
 
 def check_objective(kernel_name: str, own: Objective | None, given: Objective | None, where: str) -> None:
@@ -62,14 +64,32 @@ def combine(objective: Objective, times: Sequence[float]) -> float:
     return math.exp(sum(math.log(t) for t in times) / len(times))
 
 
-class MultiCallRunner:
-    """Measures each config on every call's runner and combines the times by `objective`."""
+def runners_for_calls(calls: Iterable[_Call], runner_for: Callable[[_Call], TrialRunner]) -> list[TrialRunner]:
+    """One runner per call; when building one fails, those built so far are closed (their calls get their
+    arguments back) before the error is raised."""
+    runners: list[TrialRunner] = []
+    try:
+        for call in calls:
+            runners.append(runner_for(call))
+    except BaseException:
+        for runner in runners:
+            runner.close()
+        raise
+    return runners
 
-    def __init__(self, runners: Sequence[TrialRunner], objective: Objective) -> None:
+
+class MultiCallRunner:
+    """Measures each config on every call's runner and combines the times by `objective`. `on_call(index)` is
+    told before each call's measurement (a worker tells its parent which call a crash or a hang is on)."""
+
+    def __init__(
+        self, runners: Sequence[TrialRunner], objective: Objective, on_call: Callable[[int], Any] | None = None
+    ) -> None:
         if not runners:
             raise ValueError("a multi-call tuning needs at least one call")
         self.runners = list(runners)
         self.objective = objective
+        self.on_call = on_call
 
     @property
     def compile_timeout_s(self) -> float | None:
@@ -92,6 +112,8 @@ class MultiCallRunner:
     def measure(self, config: Config) -> Trial:
         per_call = []
         for index, runner in enumerate(self.runners):
+            if self.on_call is not None:
+                self.on_call(index)
             trial = runner.measure(config)
             if not trial.ok:  # a config that fails on one call cannot serve them all
                 if trial.error is not None and len(self.runners) > 1:

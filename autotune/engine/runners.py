@@ -1,5 +1,5 @@
 """The one place that chooses where a tuning's trials run: in a worker process when isolation applies to this
-call (`isolation.isolation_for`), else in this process on the caller's stream."""
+call, or set of calls (`isolation.isolation_for`), else in this process on the caller's stream."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..options import Objective
 from ..space.spaces import Config
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
-from .multi_call import MultiCallRunner
+from .multi_call import MultiCallRunner, runners_for_calls
 from .timing import make_timer
 from .trial_runner import TrialRunner
 from .tunable_kernel import TunableKernel
@@ -53,7 +53,7 @@ def runner_for(
 ) -> TrialRunner:
     """The runner for one tuning of `kernel` on this call; `noted` is the crash journal's note around each
     in-process measurement (a worker's crash costs only its config: nothing to note)."""
-    isolated = isolation_for(kernel, bound, grid)  # None: this process (isolation off, or "auto" could not)
+    isolated = isolation_for(kernel, [(bound, grid)])  # None: this process (isolation off, or "auto" could not)
     return isolated if isolated is not None else in_process_runner(kernel, bound, grid, noted)
 
 
@@ -62,14 +62,11 @@ def multi_call_runner(
     calls: Sequence[tuple[BoundCall, Any]],
     objective: Objective,
     noted: Callable[[Config], Any] | None = None,
-) -> MultiCallRunner:
-    """One config measured on every (bound call, grid) of `calls`, in this process, combined by `objective`."""
-    runners: list[InProcessRunner] = []
-    try:
-        for bound, grid in calls:
-            runners.append(in_process_runner(kernel, bound, grid, noted))
-    except BaseException:
-        for runner in runners:  # the calls snapshotted so far get their arguments back
-            runner.close()
-        raise
+) -> TrialRunner:
+    """One config measured on every (bound call, grid) of `calls`, combined by `objective`: in the worker, which
+    holds every call's copies, when isolation applies to the set, else in this process (one runner per call)."""
+    isolated = isolation_for(kernel, calls, objective)
+    if isolated is not None:
+        return isolated
+    runners = runners_for_calls(calls, lambda call: in_process_runner(kernel, call[0], call[1], noted))
     return MultiCallRunner(runners, objective)

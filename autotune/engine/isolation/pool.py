@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -54,7 +54,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.loaded: set[tuple[str, str, str]] = set()
-        self.call_token: str | None = None  # whose call arguments the worker holds (see `send_call`)
+        self.call_token: str | None = None  # whose call arguments (one call, or a set) the worker holds
         self.starts = 0
         self.stopped = False  # closed by shutdown(): never started again (a runner still holding it gets an error)
         self.aborted = False  # killed by `abort` from another thread: never started again; the pool drops it
@@ -89,19 +89,25 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def request(self, message: tuple, timeout_s: float | None) -> Any:
-        """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). The worker
-        must be running (`load` starts it): one started here would hold no kernel and no call."""
+    def request(self, message: tuple, timeout_s: float | None, on_note: Callable[[Any], Any] | None = None) -> Any:
+        """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). With `on_note`,
+        the worker's ("note", what) messages before the answer are handed to it, each starting a new `timeout_s`
+        (a trial on a set of calls: one note per call, each call timed as one trial is). The worker must be
+        running (`load` starts it): one started here would hold no kernel and no call."""
         if self.stopped:
             raise WorkerShutdownError(STOPPED)
         if not self.alive or self.conn is None:
             raise WorkerCrashed("the worker is not running (it died before the request)")
         try:
             self.conn.send(message)
-            if not self.conn.poll(timeout_s):
-                self.kill()
-                raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
-            return self.conn.recv()
+            while True:
+                if not self.conn.poll(timeout_s):
+                    self.kill()
+                    raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
+                reply = self.conn.recv()
+                if on_note is None or not (isinstance(reply, tuple) and reply[:1] == ("note",)):
+                    return reply
+                on_note(reply[1])
         except (EOFError, ConnectionError, OSError) as exc:
             proc = self.proc  # read once: shutdown() on another thread may kill() it and set None meanwhile
             try:  # the broken socket usually means it died: its status says how
@@ -127,9 +133,9 @@ class Worker:
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)
 
-    def send_call(self, token: str, encoded: Any, cuda_device: int | None, timeout_s: float | None) -> None:
-        """Give the worker a tuning's arguments once (it keeps one call) and the caller's current GPU; requests
-        then name them by `token`."""
+    def send_call(self, token: str, encoded: list, cuda_device: int | None, timeout_s: float | None) -> None:
+        """Give the worker a tuning's arguments once (`encoded`: each call's; it keeps one tuning's, one call or a
+        set) and the caller's current GPU; requests then name them by `token`."""
         if self.call_token == token and self.alive:
             return
         reply = self.request(("call", token, encoded, cuda_device), timeout_s)
@@ -138,12 +144,12 @@ class Worker:
         self.call_token = token
 
     def drop_call(self, timeout_s: float | None) -> None:
-        """Have the worker free the copies of the call's arguments it holds (a tuning ended): it keeps one call,
-        so they would otherwise stay until the next tuning. A worker that does not answer is killed."""
+        """Have the worker free the copies of the call's arguments it holds (a tuning ended): it keeps one
+        tuning's, so they would otherwise stay until the next tuning. A worker that does not answer is killed."""
         if self.call_token is None or not self.alive:
             return
         try:
-            self.send_call("", ({}, {}), None, timeout_s)  # an empty call in its place
+            self.send_call("", [], None, timeout_s)  # no call in their place
         except (WorkerCrashed, WorkerTimedOut, RuntimeError):
             self.kill()
         self.call_token = None

@@ -28,7 +28,7 @@ from ...errors import (
 )
 from ...kernel.call import BoundCall
 from ...kernel.identity import imported_object, kernel_ref
-from ...options import isolate_setting
+from ...options import Objective, isolate_setting
 from ...record import Trial, TrialStatus
 from ...space.spaces import Config
 from ..compilers import InterpreterCompiler
@@ -106,20 +106,30 @@ def check_isolation(kernel: TunableKernel) -> None:
 
 class WorkerRunner:
     """A `TrialRunner` whose trials run in the measuring worker, on copies of the call's arguments (sent once).
-    A crash or a hang there is the config's result (`crashed`, `timeout`); the pipeline's compile limit is the
+    For a set of calls (`objective`, section 6b) the worker holds every call's copies under one token and
+    measures each config on every call, answering with the combined trial. A crash or a hang there is the
+    config's result (`crashed`, `timeout`, naming the call of a set); the pipeline's compile limit is the
     compile workers' own (they are killed past it), so `compile_timeout_s` is None."""
 
     compile_timeout_s: float | None = None
     where = "worker process"
 
-    def __init__(self, kernel: TunableKernel, bound: BoundCall, grid: Any, recipe: bytes | None, encoded: Any) -> None:
+    def __init__(
+        self,
+        kernel: TunableKernel,
+        calls: Sequence[tuple[BoundCall, Any]],
+        recipe: bytes | None,
+        encoded: list,
+        objective: Objective | None = None,
+    ) -> None:
         ref = kernel_ref(kernel.base_fn)
         self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
         self.recipe = recipe
-        self.encoded = encoded  # the measuring worker's copy, with the data
+        self.encoded = encoded  # the measuring worker's copies, with the data: one per call
         self.token = uuid.uuid4().hex
-        self.cuda_device = _current_cuda_device(bound)
-        self.grid = grid
+        self.cuda_device = _current_cuda_device([bound for bound, _ in calls])
+        self.grids = [grid for _, grid in calls]
+        self.objective = objective
         self.tuning = kernel.tuning
         self.kernel_name = kernel.name
         self.trial_timeout_s: float = self.tuning.trial_timeout_s or (
@@ -129,10 +139,12 @@ class WorkerRunner:
         self.precompiles = self.tuning.compile_workers > 0 and not (
             kernel.interpreted and kernel.compiler_factory is None
         )
-        # What a compile worker gets: the layout without the bytes.
-        self.shapes = encode_call(bound.args, bound.kwargs, data=False) if self.precompiles else None
+        # What a compile worker gets: the first call's layout without the bytes (it compiles with those shapes).
+        first = calls[0][0]
+        self.shapes = [encode_call(first.args, first.kwargs, data=False)] if self.precompiles else []
         self.errors: dict[Config, BaseException] = {}  # only text comes back from a worker
         self.compile_seconds: dict[Config, float] = {}  # in a compile worker, not the thread waiting for it
+        self.measuring_call = 0  # during a trial on a set of calls, the call the worker measures (its notes say)
         self.worker, self.lock = shared_worker()
         with self.lock:
             self.prepare(self.worker)
@@ -155,7 +167,7 @@ class WorkerRunner:
 
     def close(self) -> None:
         """The tuning ended: free the worker's copies of the call's arguments, and this side's encoded copy."""
-        self.encoded = None
+        self.encoded = []
         with self.lock:
             if self.worker.call_token == self.token:  # not already replaced by another tuning's call
                 self.worker.drop_call(_LOAD_TIMEOUT_S)
@@ -173,7 +185,8 @@ class WorkerRunner:
         return trial
 
     def _trial(self, config: Config) -> Trial:
-        reply = self._measure(("trial", self.ref, config, self.token, self.grid, self.tuning, self.precompiles), config)
+        message = ("trial", self.ref, config, self.token, self.grids, self.tuning, self.precompiles, self.objective)
+        reply = self._measure(message, config)
         if isinstance(reply, Trial):
             return reply
         if reply[0] in ("ok", "failed"):
@@ -188,16 +201,17 @@ class WorkerRunner:
         """The worker's reply to a trial `message`, or the Trial a timeout, a crash or a poisoned device makes of it.
         A worker killed by SIGKILL, which autotune only sends on a timeout (a `WorkerTimedOut`), was killed from
         outside (the OOM killer, a supervisor): not the config's doing until it happens again in a new worker."""
+        self.measuring_call = 0
         with self.lock:
             self.prepare(self.worker)
             try:
-                reply = self.worker.request(message, self.trial_timeout_s)
+                reply = self.worker.request(message, self.trial_timeout_s, on_note=self._measuring)
             except WorkerTimedOut as exc:
-                return Trial(config=config, status=TrialStatus.TIMEOUT, error=self._timeout_text(exc))
+                return self._failed(config, TrialStatus.TIMEOUT, self._timeout_text(exc))
             except WorkerCrashed as exc:
                 if exc.signal_number != signal.SIGKILL or retried:
                     again = " (twice, in two workers)" if retried else ""
-                    return Trial(config=config, status=TrialStatus.CRASHED, error=f"{exc}{again}")
+                    return self._failed(config, TrialStatus.CRASHED, f"{exc}{again}")
                 logger.warning(
                     "autotune: the worker measuring %s of %s was killed by SIGKILL from outside (the OOM killer, a "
                     "supervisor?); trying that config once more in a new worker",
@@ -207,7 +221,7 @@ class WorkerRunner:
                 reply = None
             if reply is not None and reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
                 self.worker.kill()
-                return Trial(config=config, status=TrialStatus.CRASHED, error=f"poisoned the device: {reply[1]}")
+                return self._failed(config, TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
         return reply if reply is not None else self._measure(message, config, retried=True)
 
     def compile(self, config: Config, worker: Worker) -> float:
@@ -217,7 +231,7 @@ class WorkerRunner:
         limits = [t for t in (self.tuning.compile_timeout_s, self.tuning.trial_timeout_s) if t is not None]
         try:
             reply = worker.request(
-                ("compile", self.ref, config, self.token + "-shapes", self.grid, self.tuning),
+                ("compile", self.ref, config, self.token + "-shapes", self.grids[0], self.tuning),
                 min(limits) if limits else None,
             )
         except WorkerTimedOut as exc:
@@ -243,8 +257,8 @@ class WorkerRunner:
             try:
                 self.prepare(self.worker)
                 reply = self.worker.request(
-                    ("refine", self.ref, list(configs), self.token, self.grid, self.tuning, reps),
-                    self.trial_timeout_s * len(configs),
+                    ("refine", self.ref, list(configs), self.token, self.grids, self.tuning, reps, self.objective),
+                    self.trial_timeout_s * len(configs) * len(self.grids),
                 )
             except WorkerShutdownError:
                 raise
@@ -259,6 +273,15 @@ class WorkerRunner:
             return {}
         by_text = {c.canonical(): c for c in configs}
         return {by_text[text]: samples for text, samples in reply[1].items()}
+
+    def _measuring(self, index: int) -> None:
+        self.measuring_call = index
+
+    def _failed(self, config: Config, status: TrialStatus, error: str) -> Trial:
+        """The trial of a config that ended its worker, saying which call of a set it was on (as `MultiCallRunner`
+        says which call a config failed on)."""
+        where = f"on call {self.measuring_call}: " if len(self.grids) > 1 else ""
+        return Trial(config=config, status=status, error=where + error)
 
     def _timeout_text(self, exc: Exception) -> str:
         if self.tuning.trial_timeout_s is None:
@@ -292,9 +315,10 @@ def worker_error(reply: tuple, where: str, own_class: bool = True) -> Exception:
     return error
 
 
-def _current_cuda_device(bound: BoundCall) -> int | None:
-    """The caller's current GPU when the call has CUDA tensors (a worker makes it current too), else None."""
-    if not any(getattr(getattr(v, "device", None), "type", None) == "cuda" for v in bound.named.values()):
+def _current_cuda_device(calls: Sequence[BoundCall]) -> int | None:
+    """The caller's current GPU when the calls have CUDA tensors (a worker makes it current too), else None."""
+    values = [v for bound in calls for v in bound.named.values()]
+    if not any(getattr(getattr(v, "device", None), "type", None) == "cuda" for v in values):
         return None
     import torch
 
@@ -366,38 +390,31 @@ class _CompileSession:
                 worker.abort()
 
 
-def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerRunner | None:
-    """The runner for this tuning, or None to tune in-process (isolation off, or `"auto"` when a worker could
-    not run this kernel: said once per kernel)."""
+def isolation_for(
+    kernel: TunableKernel, calls: Sequence[tuple[BoundCall, Any]], objective: Objective | None = None
+) -> WorkerRunner | None:
+    """The runner for this tuning of (bound call, grid) `calls` (one call, or a set of calls measured together for
+    `objective`), or None to tune in-process (isolation off, or `"auto"` when a worker could not run this kernel
+    or these calls: said once per kernel)."""
     mode, source = isolate_setting(kernel.tuning, kernel.default_isolate)
     if mode == "off":
         return None
     recipe, reason = _how_to_load(kernel)
     load_problem = reason is not None
-    encoded, fix = None, "To isolate it, decorate it at the top level of an importable module"
+    encoded: list = []
+    fix = "To isolate it, decorate it at the top level of an importable module"
     if reason is None:
-        try:
-            pickle.dumps(grid)
-        except Exception:
-            reason = f"its launch grid {grid!r} cannot be sent to a worker"
-            fix = (
-                "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
-                "sent), or give the decorator a $X grid= string"
-            )
-    size = _tensor_bytes(bound)
+        reason, fix = _unsendable_grid(calls) or (None, fix)
+    size = sum(_tensor_bytes(bound) for bound, _ in calls)
     if reason is None and kernel.tuning.isolate_max_bytes is not None and size > kernel.tuning.isolate_max_bytes:
-        _say_in_process_for_size(kernel, size, kernel.tuning.isolate_max_bytes, source)
+        _say_in_process_for_size(kernel, size, kernel.tuning.isolate_max_bytes, source, len(calls))
         return None
     if reason is None:
-        try:
-            encoded = encode_call(bound.args, bound.kwargs)
-            pickle.dumps(encoded)
-        except Exception as exc:
-            reason = f"an argument of the call cannot be sent to a worker ({type(exc).__name__}: {exc})"
-            fix = "To isolate it, pass tensors and plain values (ints, floats, strings, dtypes)"
+        encoded, reason = _encoded_calls(calls)
+        fix = "To isolate it, pass tensors and plain values (ints, floats, strings, dtypes)" if reason else fix
     if reason is None:
         try:
-            return WorkerRunner(kernel, bound, grid, recipe, encoded)
+            return WorkerRunner(kernel, calls, recipe, encoded, objective)
         except WorkerShutdownError:  # not a reason to tune in-process: the process is stopping its workers
             raise
         except AutotuneError as exc:
@@ -419,6 +436,33 @@ def isolation_for(kernel: TunableKernel, bound: BoundCall, grid: Any) -> WorkerR
     return None
 
 
+def _unsendable_grid(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[str, str] | None:
+    """(why, fix) when a call's launch grid cannot be sent to a worker (a lambda), else None."""
+    for index, (_, grid) in enumerate(calls):
+        try:
+            pickle.dumps(grid)
+        except Exception:
+            where = f" (call {index} of the set)" if len(calls) > 1 else ""
+            return f"its launch grid {grid!r}{where} cannot be sent to a worker", (
+                "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
+                "sent), or give the decorator a $X grid= string"
+            )
+    return None
+
+
+def _encoded_calls(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[list, str | None]:
+    """Each call's arguments as a worker gets them, or why one of them cannot be sent."""
+    encoded: list = []
+    for index, (bound, _) in enumerate(calls):
+        try:
+            encoded.append(encode_call(bound.args, bound.kwargs))
+            pickle.dumps(encoded[-1])
+        except Exception as exc:
+            which = "the call" if len(calls) == 1 else f"call {index} of the set"
+            return [], f"an argument of {which} cannot be sent to a worker ({type(exc).__name__}: {exc})"
+    return encoded, None
+
+
 def _tensor_bytes(bound: Any) -> int:
     """The bytes of the call's tensors (each counted whole: a view's copy carries the storage span it covers)."""
     return sum(
@@ -426,15 +470,16 @@ def _tensor_bytes(bound: Any) -> int:
     )
 
 
-def _say_in_process_for_size(kernel: TunableKernel, size: int, bound: int, source: str) -> None:
-    """Warn (once per kernel) that a call is tuned in-process: a worker would hold copies of `size` bytes of
-    tensors, over `isolate_max_bytes`."""
+def _say_in_process_for_size(kernel: TunableKernel, size: int, bound: int, source: str, calls: int = 1) -> None:
+    """Warn (once per kernel) that a call, or a set of `calls`, is tuned in-process: a worker would hold copies of
+    `size` bytes of tensors (every call's, together), over `isolate_max_bytes`."""
     with _noted_lock:
         first = (kernel.identity, "size") not in _noted
         _noted.add((kernel.identity, "size"))
+    whose = "this call's tensors are" if calls == 1 else f"the tensors of these {calls} calls are, together,"
     if first:
         warn_at_caller(
-            f"autotune: {kernel.name} is tuned in this process despite {source}: this call's tensors are "
+            f"autotune: {kernel.name} is tuned in this process despite {source}: {whose} "
             f"{size / 2**30:.2f} GiB, over isolate_max_bytes={bound} ({bound / 2**30:.2f} GiB), and a worker would "
             "hold copies of them (about 3x their size at the peak). Raise Tuning(isolate_max_bytes=...) (None: no "
             "bound) to isolate calls this large, if the memory is there",

@@ -1,21 +1,25 @@
 """A worker's side of the `WorkerRunner`'s requests: compile one config, measure one config, re-measure a few,
 each with an `InProcessRunner` over the worker's copies of the call's arguments and the decorated kernel as the
-worker imported it (its own verify=, setup=, restore_value, grid and compile path). A worker never tunes."""
+worker imported it (its own verify=, setup=, restore_value, grid and compile path). For a set of calls
+(`Tuning.objective`) a `MultiCallRunner` over one such runner per call measures them all. A worker never tunes."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ... import codec
 from ...errors import DeviceError
-from ...options import Tuning
+from ...options import Objective, Tuning
 from ...record import Trial, TrialStatus
 from ...space.spaces import Config
 from ..compilers import InterpreterCompiler
 from ..in_process import CallGuards, InProcessRunner
+from ..multi_call import MultiCallRunner, runners_for_calls
 from ..pipeline import Compiler, InlineExecutor, compile_failure
 from ..timing import make_timer
+from ..trial_runner import TrialRunner
 from ..tunable_kernel import TunableKernel
 
 
@@ -50,6 +54,25 @@ def _runner(
     )
 
 
+def _set_runner(
+    kernel: TunableKernel,
+    calls: list[tuple],
+    grids: list,
+    tuning: Tuning,
+    objective: Objective | None,
+    precompiled: bool = False,
+    verify: bool = True,
+    on_call: Callable[[int], Any] | None = None,
+) -> TrialRunner:
+    """The runner of one call (`objective` None), or of a set of calls: one runner per call, combined."""
+    if objective is None:
+        return _runner(kernel, calls[0], grids[0], tuning, precompiled, verify)
+    runners = runners_for_calls(
+        zip(calls, grids), lambda pair: _runner(kernel, pair[0], pair[1], tuning, precompiled, verify)
+    )
+    return MultiCallRunner(runners, objective, on_call)
+
+
 def _compile(compiler: Compiler, config: Config) -> tuple[TrialStatus, str | None, float]:
     """(ok, None, seconds), or the config's own compile failure; an error that is not the config's (the call,
     the environment) propagates to the request."""
@@ -65,10 +88,18 @@ def _compile(compiler: Compiler, config: Config) -> tuple[TrialStatus, str | Non
 
 
 def run_trial_in_worker(
-    kernel: TunableKernel, config: Config, call: tuple, grid: Any, tuning: Tuning, precompiled: bool = False
+    kernel: TunableKernel,
+    config: Config,
+    calls: list[tuple],
+    grids: list,
+    tuning: Tuning,
+    precompiled: bool = False,
+    objective: Objective | None = None,
+    on_call: Callable[[int], Any] | None = None,
 ) -> tuple:
-    """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned."""
-    runner = _runner(kernel, call, grid, tuning, precompiled)
+    """("ok", trial as a dict) or ("failed", trial as a dict) or ("sticky", error text): the context is poisoned.
+    A set of calls is measured call by call (`on_call` told each call's index first), the trial combined."""
+    runner = _set_runner(kernel, calls, grids, tuning, objective, precompiled, on_call=on_call)
     try:
         status, error, compile_s = _compile(runner.compiler(), config)
         if status is not TrialStatus.OK:
@@ -84,10 +115,11 @@ def run_trial_in_worker(
     return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
 
 
-def compile_in_worker(kernel: TunableKernel, config: Config, call: tuple, grid: Any, tuning: Tuning) -> tuple:
-    """Compile `config` only: ("ok", seconds), or ("failed", status, error text) for the config's own compile
-    error; an error that is not the config's (the call, the environment) propagates to the request."""
-    bound = kernel.bind(*call)
+def compile_in_worker(kernel: TunableKernel, config: Config, calls: list[tuple], grid: Any, tuning: Tuning) -> tuple:
+    """Compile `config` only, with the first call's shapes (all a compile worker is sent): ("ok", seconds), or
+    ("failed", status, error text) for the config's own compile error; an error that is not the config's (the
+    call, the environment) propagates to the request."""
+    bound = kernel.bind(*calls[0])
     compiler = kernel.compiler_for(lambda c: kernel.launch_args(c, bound, grid))
     status, error, seconds = _compile(compiler, config)
     if status is not TrialStatus.OK:
@@ -96,10 +128,16 @@ def compile_in_worker(kernel: TunableKernel, config: Config, call: tuple, grid: 
 
 
 def refine_in_worker(
-    kernel: TunableKernel, configs: list[Config], call: tuple, grid: Any, tuning: Tuning, reps: int
+    kernel: TunableKernel,
+    configs: list[Config],
+    calls: list[tuple],
+    grids: list,
+    tuning: Tuning,
+    reps: int,
+    objective: Objective | None = None,
 ) -> dict:
-    """Interleaved re-measurement of the best few: {config canonical JSON: [samples]}."""
-    runner = _runner(kernel, call, grid, tuning, precompiled=True, verify=False)
+    """Interleaved re-measurement of the best few (on every call of a set): {config canonical JSON: [samples]}."""
+    runner = _set_runner(kernel, calls, grids, tuning, objective, precompiled=True, verify=False)
     try:
         rounds = runner.refine(configs, reps)
     finally:

@@ -11,12 +11,15 @@ view covers) and are rebuilt as copies, so the caller's tensors are never writte
 Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe, sys_path) imports it
 with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
-args, cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once (later requests name them by token, so they are copied once per worker
-and tuning, not per config). ("trial", ref, config, token, grid, tuning, precompiled) compiles (unless a
-compile worker already did), checks (verify=) and measures one config and answers with the trial (samples, or
-the failure's status and text); ("compile", ref, config, token, grid, tuning) only compiles it (a compile
+[args of each call], cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once: one
+call's, or every call's of a set (`Tuning.objective`), kept together under the token (later requests name them
+by token, so they are copied once per worker and tuning, not per config). ("trial", ref, config, token, grids,
+tuning, precompiled, objective) compiles (unless a compile worker already did), checks (verify=) and measures
+one config, on every call of a set (saying ("note", index) before each call, so that the parent can tell which
+call a crash or a hang was on), and answers with the trial (samples, or the failure's status and text);
+("compile", ref, config, token, grid, tuning) only compiles it, with the first call's shapes (a compile
 worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
-grid, tuning, reps) re-measures the best few interleaved; ("exit",).
+grids, tuning, reps, objective) re-measures the best few interleaved; ("exit",).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..tunable_kernel import TunableKernel
@@ -89,7 +93,7 @@ def serve(conn: Any) -> None:
     from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
 
     kernels: dict[tuple[str, str], Any] = {}
-    calls: dict[str, tuple] = {}  # the current tuning's arguments, rebuilt once: {token: (args, kwargs)}
+    calls: dict[str, list] = {}  # the current tuning's arguments, rebuilt once: {token: [(args, kwargs) per call]}
     while True:
         try:
             request = conn.recv()
@@ -127,19 +131,23 @@ def serve(conn: Any) -> None:
                     import torch
 
                     torch.cuda.set_device(request[3])
-                calls[request[1]] = decode_call(request[2])
+                calls[request[1]] = [decode_call(encoded) for encoded in request[2]]
                 conn.send(("ok",))
             elif kind in ("trial", "compile", "refine"):
-                kernel, call = kernels.get(request[1]), calls.get(request[3])
-                if kernel is None or call is None:
+                kernel, call_set = kernels.get(request[1]), calls.get(request[3])
+                if kernel is None or not call_set:
                     conn.send(("error", "the kernel or the call's arguments are not loaded in the worker"))
                 elif kind == "trial":
-                    conn.send(run_trial_in_worker(kernel, request[2], call, *request[4:]))
+                    grids, tuning, precompiled, objective = request[4:]
+                    notes = _noting(conn)
+                    conn.send(
+                        run_trial_in_worker(kernel, request[2], call_set, grids, tuning, precompiled, objective, notes)
+                    )
                 elif kind == "compile":
-                    conn.send(compile_in_worker(kernel, request[2], call, *request[4:]))
+                    conn.send(compile_in_worker(kernel, request[2], call_set, *request[4:]))
                 else:
-                    conn.send(("ok", refine_in_worker(kernel, request[2], call, *request[4:])))
-                call = None  # held only by `calls`, so that a new call (or an empty one) frees these copies
+                    conn.send(("ok", refine_in_worker(kernel, request[2], call_set, *request[4:])))
+                call_set = None  # held only by `calls`, so that a new call (or an empty one) frees these copies
             else:
                 conn.send(("error", f"unknown request {kind!r}"))
         except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
@@ -156,6 +164,11 @@ def serve(conn: Any) -> None:
                         (type(exc).__module__, type(exc).__qualname__, raised_message(exc)),
                     )
                 )
+
+
+def _noting(conn: Any) -> Callable[[int], None]:
+    """Tells the parent which call of a set a trial is measuring now: a crash or a hang is on that call."""
+    return lambda index: conn.send(("note", index))
 
 
 def raised_message(exc: BaseException) -> str:
