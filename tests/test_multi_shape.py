@@ -132,6 +132,14 @@ def test_a_sweep_with_an_objective_tunes_one_entry_per_key_of_its_calls():
     assert records[(2,)].calls == ["out[1], n=2", "out[1], n=2"] and records[(1,)].calls == ["out[1], n=1"]
 
 
+def test_an_isolated_sweep_measures_each_keys_calls_in_the_trial_worker():
+    tuning = sk.ISOLATED.replace(objective="max")
+    report = autotune.sweep(sk.sweep_shapes_by_n, sk.shape_calls([1, 2]), workers=1, tuning=tuning)
+    assert sorted((tuple(k.key or ()), k.status) for k in report.keys) == [((1,), "tuned"), ((2,), "tuned")]
+    for entry in disk_entries("sweep_shapes_by_n"):
+        assert entry.record.where == "worker process" and len(entry.record.winner_trial.calls_ms) == 1
+
+
 @triton.jit
 def bounded_tag(out, N: tl.constexpr, TAG: tl.constexpr):
     tl.static_assert(TAG <= N)
