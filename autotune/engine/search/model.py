@@ -10,7 +10,8 @@ batches (`constant_liar`), and lets configs found elsewhere (seeds, the local ph
 A prior (`prior.Prior`: another device kind's tuning of the same kernel and key) adds its best configs, each at
 least two fields from the others, to the first proposals (a tenth of the budget). They are measured, and the final
 climb starts from everything measured, them included. TPE is told only those that measured worse than the best
-quarter of the search's own first 8 configs: told, a right prior's good seeds became TPE's whole good set and held
+quarter of the search's own first 8 configs (all of them when their median is no better than those configs':
+a prior no better than random): told, a right prior's good seeds became TPE's whole good set and held
 it in their basin (convolution A100 with A4000's prior: 1.48x the best in 18 of 20 runs, against 1.13 without a
 prior; the prior's whole ranking told as trials: median 1.24), while a wrong prior's bad seeds teach it where not
 to look (pnpoly with its ranking reversed: 1.001 / 1.073 told, 1.023 / 1.151 untold, 1.007 / 1.160 without a
@@ -87,13 +88,16 @@ class ModelSearch(SearchStrategy):
     def _tell_held(self) -> None:
         """Tell TPE the prior's seeds that measured worse than the best quarter of the search's other configs, once
         8 of those have measured: a wrong prior's seeds teach the model where not to look, a right prior's best
-        seeds stay untold so they cannot become the model's whole good set."""
+        seeds stay untold so they cannot become the model's whole good set. Seeds whose median is no better than
+        the other configs' are a prior no better than random: all of them are told, as random configs would be."""
         others = sorted(ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None)
         if len(others) < _HELD_AFTER:
             return
         threshold = others[len(others) // 4]
+        seeds = sorted(ms for ms in self._held.values() if ms is not None)
+        no_better = not seeds or seeds[len(seeds) // 2] >= others[len(others) // 2]
         for config, value in self._held.items():
-            if value is None or value >= threshold:
+            if no_better or value is None or value >= threshold:
                 self._study.add_trial(
                     self._optuna.trial.create_trial(
                         params=dict(config), distributions=self._dists, value=value if value is not None else _FAILED
