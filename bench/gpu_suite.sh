@@ -7,6 +7,8 @@
 #   bench/gpu_suite.sh quality    ON THE GPU: selection quality, cache-hit dispatch, determinism of cold tunings
 #   bench/gpu_suite.sh search     ON THE GPU: the matmul landscape (>= 500 configs), model search vs random on it,
 #                                 warm start from disk
+#   bench/gpu_suite.sh compiled   ON THE GPU: examples/compiled_model.py under torch.compile(fullgraph=True) and
+#                                 mode="reduce-overhead" (CUDA graphs), and a sweep over the local GPU
 #   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks, the suite interpreted
 #
 # A lent GPU comes with 15 minutes of device time per task, its start (a minute or two) included, and at most 10
@@ -14,7 +16,7 @@
 # counted), so one task runs `core` and `quality` back to
 # back: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
 # carry=[".whl"], timeout_s=360), then the same with `quality` right after it (the machine stays warm 30 s), then
-# give_back; the next task with a GPU runs `search`, then `extra`.
+# give_back; the next task with a GPU runs `search` and `compiled`, the one after `extra`.
 # Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
 # that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
 # here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
@@ -32,7 +34,7 @@ if [ "$PHASE" = "wheels" ]; then
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
         "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
 fi
-PHASES="core quality search extra"
+PHASES="core quality search compiled extra"
 # Ten of bench_determinism's twenty shapes (M,N,K), one of each kind, so that two cold runs fit the phase: with ten
 # keys its 95% target means all ten.
 DETERMINISM_KEYS="512,512,512 4096,4096,4096 1000,1000,1000 16,4096,4096 256,4096,4096 8192,1024,1024 1024,1024,8192 3072,3072,768 2048,8192,2048 6144,1536,1536"
@@ -52,6 +54,9 @@ phase_steps() {   # phase_steps PHASE: its steps, most important first (`step NA
         step record_landscape 150 "$PY" bench/record_landscape.py --max-minutes 2.1
         step search_gpu 105 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
         step warm_start 60 "$PY" bench/bench_warm_start.py --runs 3
+        ;;
+    compiled)
+        step compiled 240 "$PY" bench/bench_compiled.py --calls 50
         ;;
     extra)
         step isolation 105 "$PY" bench/bench_isolation.py
@@ -79,14 +84,14 @@ if [ "$PHASE" = "plan" ]; then   # what each phase runs and how long it may take
     TASK_S=$(( 120 + 2 * (PHASE_BUDGET_S + 40) ))
     if [ "$TASK_S" -le 900 ]; then
         echo "device time: core and quality, each run(..., timeout_s=$(( PHASE_BUDGET_S + 40 ))), and a start of up to 2 min"
-        echo "take at most ${TASK_S} s of a task's 900; search and extra go to the next task with a GPU."
+        echo "take at most ${TASK_S} s of a task's 900; search and compiled go to the next task with a GPU, then extra."
     else
         echo "!! two phases of ${PHASE_BUDGET_S} s and a start (${TASK_S} s) do not fit a task's 900 s of device time"
         FITS=0
     fi
     [ "$FITS" = 1 ] && exit 0 || exit 1
 fi
-case "$PHASE" in core|quality|search|extra) ;; *) echo "usage: $0 wheels|plan|${PHASES// /|}" >&2; exit 2;; esac
+case "$PHASE" in core|quality|search|compiled|extra) ;; *) echo "usage: $0 wheels|plan|${PHASES// /|}" >&2; exit 2;; esac
 
 # The GPU image has torch, triton, filelock, tqdm, numpy, pytest and matplotlib; the rest travels as wheels.
 SITE_DIR="$PWD/.gpu-suite-site"   # private to this checkout (a shared /tmp path could be planted by another user)

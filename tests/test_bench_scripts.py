@@ -114,8 +114,8 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
     plan = _suite("plan")
     assert plan.returncode == 0, plan.stdout + plan.stderr
     phases = [line[:-1] for line in plan.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
-    assert phases == ["core", "quality", "search", "extra"]
-    assert plan.stdout.count("s of steps in a budget of 320 s") == 4
+    assert phases == ["core", "quality", "search", "compiled", "extra"]
+    assert plan.stdout.count("s of steps in a budget of 320 s") == 5
     assert "take at most 840 s of a task's 900" in plan.stdout
     over = _suite("plan", PHASE_BUDGET_S="250")  # every phase is checked, not only the first
     assert over.returncode == 1 and over.stdout.count("does not fit PHASE_BUDGET_S") == 4
@@ -129,7 +129,7 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
         scripts = [w for w in words if w.startswith("bench/") and w.endswith(".py")]
         if scripts:
             options.setdefault(scripts[0], set()).update(w for w in words if w.startswith("--"))
-    assert len(options) == 9, sorted(options)
+    assert len(options) == 10, sorted(options)
     helps = {script: found["help"] for script, found in _helps(options).items()}
     unknown = {
         s: sorted(
