@@ -256,34 +256,20 @@ def precompile(
     thread limits, is reported in `.failed` with its error; it does not stop the others. Returns a
     `PrecompileReport`.
     """
-    from ..options import Tuning
-
     check_triton()
     tuned = _resolve_kernel(kernel, space)
     args, kwargs, scalars = _example_call(tuned, example_args, signature)
     check_space(tuned, space)
     check_arguments(tuned, args, kwargs, space)
-    workers = Tuning().compile_workers if workers is None else int(workers)
-    if workers < 0:
-        raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
+    workers = _compile_workers(workers)
     check_timeout(timeout_s)
     interpreted = is_interpreted(tuned.base_fn)
     if targets is None:
-        if interpreted:
-            raise PrecompileError(
-                "targets=None compiles for the active GPU through Triton's JIT, but this process "
-                "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
-                "targets=['cuda:90']"
-            )
+        _refuse_jit_when_interpreted(interpreted)
         return _precompile_jit(tuned, args, kwargs, scalars, space, winners_only, workers, timeout_s)
     target_list = _target_list(targets)
     _refuse_custom_pipeline()
-    if processes is False and interpreted:
-        raise PrecompileError(
-            "processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
-            "the interpreter; leave processes unset"
-        )
-    use_processes = interpreted if processes is None else bool(processes)
+    use_processes = _use_processes(processes, interpreted)
     plan = Plan(tuned, args, kwargs, use_processes)
     report = PrecompileReport(
         kernel=tuned.name,
@@ -294,15 +280,46 @@ def precompile(
     )
     jobs = _jobs(tuned, target_list, space, winners_only, report)
     if use_processes:  # a @jit function passed as a constexpr: can the helpers import it? Said once, here
-        problem = unimportable_constant(
-            [*zip(tuned.arg_names, args), *kwargs.items(), *((k, v) for job in jobs for k, v in job.config.items())]
-        )
-        if problem is not None:
-            raise PrecompileError(problem)
+        _refuse_unimportable_constants(tuned, args, kwargs, jobs)
     _note_standins(report, standin_notes(tuned, kwargs, scalars, list(dict.fromkeys(job.config for job in jobs))))
     _compile_jobs(plan, jobs, report, workers, timeout_s)
     logger.info("%s", report.summary())
     return report
+
+
+def _compile_workers(workers: int | None) -> int:
+    from ..options import Tuning
+
+    workers = Tuning().compile_workers if workers is None else int(workers)
+    if workers < 0:
+        raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
+    return workers
+
+
+def _refuse_jit_when_interpreted(interpreted: bool) -> None:
+    if interpreted:
+        raise PrecompileError(
+            "targets=None compiles for the active GPU through Triton's JIT, but this process "
+            "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
+            "targets=['cuda:90']"
+        )
+
+
+def _use_processes(processes: bool | None, interpreted: bool) -> bool:
+    if processes is False and interpreted:
+        raise PrecompileError(
+            "processes=False cannot compile under TRITON_INTERPRET=1: this process's Triton is "
+            "the interpreter; leave processes unset"
+        )
+    return interpreted if processes is None else bool(processes)
+
+
+def _refuse_unimportable_constants(tuned: Autotuned, args: tuple, kwargs: dict, jobs: list[_Job]) -> None:
+    problem = unimportable_constant(
+        [*zip(tuned.arg_names, args), *kwargs.items(), *((k, v) for job in jobs for k, v in job.config.items())]
+    )
+    if problem is not None:
+        raise PrecompileError(problem)
 
 
 def _example_call(tuned: Autotuned, example_args: tuple, signature: Mapping[str, Any] | str | None) -> tuple:

@@ -249,15 +249,7 @@ def _stream(
                     raise _unsigned(path)  # before anything is staged: export writes the signature second
                 check_member(member, limits)
                 if count == 1:
-                    if member.name != MANIFEST:
-                        raise ArchiveError(
-                            f"{path}: the first member is {member.name!r}, not {MANIFEST}; not an "
-                            "autotune archive (make one with `autotune export`)"
-                        )
-                    if member.size > MAX_MANIFEST_BYTES:
-                        raise ArchiveError(f"{path}: {MANIFEST} is {member.size} bytes, over {MAX_MANIFEST_BYTES}")
-                    staged.manifest_bytes = _reader(tar, member).read()
-                    manifest = parse_manifest(staged.manifest_bytes)
+                    manifest = _read_manifest(path, tar, member, staged, parse_manifest)
                     listed = {f.path: (f.size, f.sha256) for f in manifest.files}
                     continue
                 if member.name in staged.names or member.name == MANIFEST:
@@ -266,22 +258,7 @@ def _stream(
                     _check_signature(path, _reader(tar, member).read(4096), staged.manifest_bytes, verify_key)
                     staged.names.add(SIGNATURE)
                     continue
-                expected = listed.get(member.name)
-                if expected is None:
-                    raise ArchiveError(f"{path}: member {member.name!r} is not listed in the manifest")
-                if member.size != expected[0]:
-                    raise ArchiveError(
-                        f"{path}: member {member.name!r} does not match its checksum ({member.size} "
-                        f"bytes, the manifest says {expected[0]}); the archive is corrupt"
-                    )
-                total += member.size
-                if total > limits.max_total_bytes:
-                    raise ArchiveError(
-                        f"{path}: its members add up to over {limits.max_total_bytes} bytes, the cap "
-                        "on an archive's total size (max_total_bytes)"
-                    )
-                _copy_checked(tar, member, staged.path(member.name), expected[1], path)
-                staged.names.add(member.name)
+                total = _stage_listed_member(path, tar, member, staged, listed, limits, total)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise ArchiveError(f"{path}: not a readable .tar.gz archive ({exc.__class__.__name__}: {exc})") from None
     except RecursionError:  # tarfile recurses once per extension header in a row
@@ -297,6 +274,54 @@ def _stream(
             "truncated or was altered; nothing was imported"
         )
     return manifest
+
+
+def _read_manifest(
+    path: Path,
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    staged: StagedArchive,
+    parse_manifest: Callable[[bytes], Any],
+) -> Any:
+    if member.name != MANIFEST:
+        raise ArchiveError(
+            f"{path}: the first member is {member.name!r}, not {MANIFEST}; not an "
+            "autotune archive (make one with `autotune export`)"
+        )
+    if member.size > MAX_MANIFEST_BYTES:
+        raise ArchiveError(f"{path}: {MANIFEST} is {member.size} bytes, over {MAX_MANIFEST_BYTES}")
+    staged.manifest_bytes = _reader(tar, member).read()
+    return parse_manifest(staged.manifest_bytes)
+
+
+def _stage_listed_member(
+    path: Path,
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    staged: StagedArchive,
+    listed: dict[str, tuple[int, str]],
+    limits: ArchiveLimits,
+    total: int,
+) -> int:
+    """Copy `member` into `staged` if the manifest lists it with this size and checksum and the archive's total
+    stays under its cap; the total with it."""
+    expected = listed.get(member.name)
+    if expected is None:
+        raise ArchiveError(f"{path}: member {member.name!r} is not listed in the manifest")
+    if member.size != expected[0]:
+        raise ArchiveError(
+            f"{path}: member {member.name!r} does not match its checksum ({member.size} "
+            f"bytes, the manifest says {expected[0]}); the archive is corrupt"
+        )
+    total += member.size
+    if total > limits.max_total_bytes:
+        raise ArchiveError(
+            f"{path}: its members add up to over {limits.max_total_bytes} bytes, the cap "
+            "on an archive's total size (max_total_bytes)"
+        )
+    _copy_checked(tar, member, staged.path(member.name), expected[1], path)
+    staged.names.add(member.name)
+    return total
 
 
 def _unsigned(path: Path) -> ArchiveError:

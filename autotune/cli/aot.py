@@ -164,6 +164,12 @@ def _cmd_import(args: Any) -> int:
 def register(subparsers: Any) -> None:
     """Add `autotune precompile`, `autotune export`, `autotune import` to the CLI (named in autotune.cli)."""
     dirs = _argparse_parent()
+    _register_precompile(subparsers, dirs)
+    _register_export(subparsers, dirs)
+    _register_import(subparsers, dirs)
+
+
+def _register_precompile(subparsers: Any, dirs: Any) -> None:
     p = add_command(
         subparsers,
         "precompile",
@@ -195,6 +201,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=None, help="seconds per compile")
     p.add_argument("--json", action="store_true", help="the report as JSON")
 
+
+def _register_export(subparsers: Any, dirs: Any) -> None:
     p = add_command(
         subparsers,
         "export",
@@ -229,6 +237,8 @@ def register(subparsers: Any) -> None:
         "default: every target in Triton's cache); records are not filtered",
     )
 
+
+def _register_import(subparsers: Any, dirs: Any) -> None:
     p = add_command(
         subparsers,
         "import",

@@ -314,6 +314,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Inspect or clear the tuning cache on disk.",
         allow_abbrev=False,
     )
+    directory, remote = _option_parents()
+    common = [directory, remote]
+    sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
+    _register_list(sub, common)
+    _register_show(sub, common)
+    _register_clear(sub, common)
+    add_command(
+        sub,
+        "path",
+        _cmd_path,
+        parents=[directory],
+        help="print the cache directory",
+        description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.",
+    )
+    register_remote(sub, common)
+
+
+def _option_parents() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """(--cache-dir, --remote-url): the options the subcommands share."""
     directory = option_parent()
     directory.add_argument(
         "--cache-dir",
@@ -326,9 +346,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="the Redis cache for --remote, push and pull (default: AUTOTUNE_REMOTE_CACHE)",
     )
-    common = [directory, remote]
-    sub = cache.add_subparsers(dest="cache_command", metavar="{list,show,clear,path,push,pull}", required=True)
+    return directory, remote
 
+
+def _register_list(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
     p = add_command(
         sub,
         "list",
@@ -343,6 +364,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("--remote", action="store_true", help="list the Redis cache's entries instead of the disk's")
 
+
+def _register_show(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
     p = add_command(
         sub,
         "show",
@@ -355,6 +378,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
+
+def _register_clear(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
     p = add_command(
         sub,
         "clear",
@@ -372,15 +397,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--remote", action="store_true", help="clear the Redis cache's entries (every node's) instead of the disk's"
     )
-
-    add_command(
-        sub,
-        "path",
-        _cmd_path,
-        parents=[directory],
-        help="print the cache directory",
-        description="Print the tuning cache directory in use: --cache-dir, else AUTOTUNE_CACHE_DIR, else "
-        "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune.",
-    )
-
-    register_remote(sub, common)

@@ -152,17 +152,7 @@ class Autotuner(KernelInterface):
         self.keys: list[str] = [key] if isinstance(key, str) else list(key or [])
         self.reset_to_zero: list[str] = list(reset_to_zero or [])
         self.restore_value: list[str] = list(restore_value or [])
-        for param, names in (
-            ("key", self.keys),
-            ("reset_to_zero", self.reset_to_zero),
-            ("restore_value", self.restore_value),
-        ):
-            unknown = [name for name in names if name not in self.arg_names]
-            if unknown:
-                raise ValueError(
-                    f"{param} contains names that are not kernel arguments: {', '.join(unknown)}. "
-                    f"Valid argument names are: {', '.join(self.arg_names)}."
-                )
+        self._check_argument_names()
         prune_configs_by = checked_prune_options(prune_configs_by)
         check_callables(
             python_function(fn).__name__,
@@ -171,20 +161,10 @@ class Autotuner(KernelInterface):
             do_bench=do_bench,
             **{f"prune_configs_by['{k}']": v for k, v in prune_configs_by.items() if k != "top_k"},
         )
+        self._set_hooks(pre_hook, post_hook)
+        self._set_pruning(prune_configs_by)
 
-        # Hooks, as Triton stores them (no-ops when not given; reset/restore are done by the native guard).
-        self.user_defined_pre_hook = pre_hook is not None
-        self.user_defined_post_hook = post_hook is not None
-        self.pre_hook: Callable[..., Any] = pre_hook if pre_hook is not None else (lambda kwargs, reset_only=False: 0)
-        self.post_hook: Callable[..., Any] = post_hook if post_hook is not None else (lambda kwargs, exception: 0)
-
-        # Pruning, as Triton reads prune_configs_by.
-        self._perf_model: Callable[..., Any] | None = prune_configs_by.get("perf_model")
-        self.configs_top_k: int | float = prune_configs_by.get("top_k", 1.0)
-        self._early_config_prune: Callable[..., Any] | None = prune_configs_by.get("early_config_prune")
-        check_top_k(self.configs_top_k, "prune_configs_by['top_k']", perf_model=self._perf_model)
-
-        # Benchmarking.
+        # Benchmarking (choose_do_bench's deprecation warning points at the decorator's line: called here).
         self.base_fn = python_function(fn)
         self.num_warmups = warmup
         self.num_reps = rep
@@ -207,6 +187,33 @@ class Autotuner(KernelInterface):
         self.configs = configs if configs else [triton.Config({}, num_warps=4, num_stages=3, num_ctas=1)]
 
     # ---------------------------------------------------------------------------------------- setup helpers
+    def _check_argument_names(self) -> None:
+        for param, names in (
+            ("key", self.keys),
+            ("reset_to_zero", self.reset_to_zero),
+            ("restore_value", self.restore_value),
+        ):
+            unknown = [name for name in names if name not in self.arg_names]
+            if unknown:
+                raise ValueError(
+                    f"{param} contains names that are not kernel arguments: {', '.join(unknown)}. "
+                    f"Valid argument names are: {', '.join(self.arg_names)}."
+                )
+
+    def _set_hooks(self, pre_hook: Callable[..., Any] | None, post_hook: Callable[..., Any] | None) -> None:
+        """As Triton stores them (no-ops when not given; reset/restore are done by the native guard)."""
+        self.user_defined_pre_hook = pre_hook is not None
+        self.user_defined_post_hook = post_hook is not None
+        self.pre_hook: Callable[..., Any] = pre_hook if pre_hook is not None else (lambda kwargs, reset_only=False: 0)
+        self.post_hook: Callable[..., Any] = post_hook if post_hook is not None else (lambda kwargs, exception: 0)
+
+    def _set_pruning(self, prune_configs_by: Mapping[str, Any]) -> None:
+        """As Triton reads prune_configs_by."""
+        self._perf_model: Callable[..., Any] | None = prune_configs_by.get("perf_model")
+        self.configs_top_k: int | float = prune_configs_by.get("top_k", 1.0)
+        self._early_config_prune: Callable[..., Any] | None = prune_configs_by.get("early_config_prune")
+        check_top_k(self.configs_top_k, "prune_configs_by['top_k']", perf_model=self._perf_model)
+
     @property
     def configs(self) -> Any:
         return self._configs

@@ -20,7 +20,7 @@ from triton.runtime.jit import KernelInterface
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
 from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
-from ..engine.process_group import active_mode
+from ..engine.process_group import Mode, active_mode
 from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
 from ..errors import (
     AutotuneError,
@@ -90,6 +90,7 @@ from ..storage.kernel_cache import KernelCache
 from .inspection import KernelInspection
 
 if TYPE_CHECKING:
+    from ..engine.trial_runner import TrialRunner
     from ..engine.tunable_kernel import TunableKernel
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
@@ -97,6 +98,14 @@ __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 _NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
 
 logger = logging.getLogger("autotune")
+
+
+def _say_cache_hit(record: TuningRecord) -> None:
+    """Print or log a winner read from the disk or remote tier, as a tuning is; only then is reporting loaded."""
+    if env_print_level() >= 1 or logger.isEnabledFor(logging.INFO):
+        from ..reporting.lines import emit
+
+        emit(record, cache_hit=True)
 
 
 class Autotuned(KernelInspection, KernelInterface):
@@ -513,14 +522,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if self.tuning.objective is not None:  # tuned for a set of calls (sweep/warmup), never on one call
             return self._select_tuned_for_calls(key, dtypes, bound)
         if not self.interpreted and self.compiler_factory is None:
-            problem = driver_problem()
-            if problem is not None:
-                raise NoDeviceError(
-                    f"{self.name} cannot be tuned here: no GPU driver is active ({problem}). To run "
-                    "on the CPU, set TRITON_INTERPRET=1 before triton is imported; for a GPU, check "
-                    "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
-                    "CUDA_VISIBLE_DEVICES)."
-                )
+            self._refuse_without_gpu_driver()
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
@@ -528,29 +530,7 @@ class Autotuned(KernelInspection, KernelInterface):
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
         # kept for this call (`candidates`), so a winner this prune excluded is never launched.
         if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
-            try:
-                kept, candidates, prune_error = *self.candidates(bound), None
-            except RerunCall:  # not an error: this rank runs its call again, then agrees
-                raise
-            except Exception as exc:  # raised inside the agreement, so every rank learns of it together
-                kept, candidates, prune_error = list(self.configs or ()), None, exc
-
-            def tune_shard(select: Any) -> TuningRecord:
-                return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
-
-            from ..modes import distributed as _distributed
-
-            record, how = _distributed.agree(
-                self.cache,
-                key,
-                dtypes,
-                dist_mode,
-                tune_shard,
-                force=force,
-                candidates=candidates,
-                lock_timeout_s=self.tuning.lock_timeout_s,
-                prune_error=prune_error,
-            )  # raised on every rank at the handshake
+            record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
             kept, candidates = self.candidates(bound)
             record, how = self.cache.get_or_tune(
@@ -563,11 +543,46 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         if force and how == "tuned":
             self._forced.add((key, dtypes))
-        if how in ("disk", "remote") and (env_print_level() >= 1 or logger.isEnabledFor(logging.INFO)):
-            from ..reporting.lines import emit  # only when it prints or logs: a hit loads no reporting
-
-            emit(record, cache_hit=True)
+        if how in ("disk", "remote"):
+            _say_cache_hit(record)
         return record.winner, record, how
+
+    def _refuse_without_gpu_driver(self) -> None:
+        problem = driver_problem()
+        if problem is not None:
+            raise NoDeviceError(
+                f"{self.name} cannot be tuned here: no GPU driver is active ({problem}). To run "
+                "on the CPU, set TRITON_INTERPRET=1 before triton is imported; for a GPU, check "
+                "that the NVIDIA/AMD driver is installed and visible (nvidia-smi, "
+                "CUDA_VISIBLE_DEVICES)."
+            )
+
+    def _agree_across_ranks(
+        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, dist_mode: Mode, force: bool
+    ) -> tuple[TuningRecord, str]:
+        try:
+            kept, candidates, prune_error = *self.candidates(bound), None
+        except RerunCall:  # not an error: this rank runs its call again, then agrees
+            raise
+        except Exception as exc:  # raised inside the agreement, so every rank learns of it together
+            kept, candidates, prune_error = list(self.configs or ()), None, exc
+
+        def tune_shard(select: Any) -> TuningRecord:
+            return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
+
+        from ..modes import distributed as _distributed
+
+        return _distributed.agree(
+            self.cache,
+            key,
+            dtypes,
+            dist_mode,
+            tune_shard,
+            force=force,
+            candidates=candidates,
+            lock_timeout_s=self.tuning.lock_timeout_s,
+            prune_error=prune_error,
+        )  # raised on every rank at the handshake
 
     def _select_tuned_for_calls(
         self, key: tuple, dtypes: tuple, bound: BoundCall
@@ -725,25 +740,13 @@ class Autotuned(KernelInspection, KernelInterface):
     ) -> TuningRecord:
         """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
         others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
-        from ..engine.runners import multi_call_runner, runner_for
         from ..engine.tuner import TuneJob, tune
         from ..reporting.lines import emit
 
-        configs, strategy = self.configs or [], None
-        if self.strategy != "exhaustive":
-            configs, strategy = [], self.search_strategy(key, kept, dtypes)
-        kept_set = set(kept)
-        skip = frozenset(c for c in configs if c not in kept_set)
-        if select is not None:
-            mine = set(select([c for c in configs if c not in skip]))
-            skip = frozenset(c for c in configs if c not in mine)
+        configs, strategy, skip = self._configs_to_tune(key, dtypes, kept, select)
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         noted, crashed = self.crash_journal(key, dtypes)
-        runner = (
-            multi_call_runner(self, calls, self.tuning.objective or "geomean", noted)
-            if calls
-            else runner_for(self, bound, grid, noted)  # a shard too: its subset is `skip`
-        )
+        runner = self._trial_runner(bound, grid, calls, noted)  # a shard too: its subset is `skip`
         job = TuneJob(
             configs=configs,
             tuning=self.tuning,
@@ -781,6 +784,34 @@ class Autotuned(KernelInspection, KernelInterface):
         if select is None:
             emit(record, cache_hit=False)
         return record
+
+    def _configs_to_tune(
+        self,
+        key: tuple,
+        dtypes: tuple,
+        kept: Sequence[Config],
+        select: Callable[[list[Config]], Sequence[Config]] | None,
+    ) -> tuple[Sequence[Config], Any, frozenset[Config]]:
+        """(the configs, [] when a search strategy proposes them; that strategy, else None; the configs to record
+        as skipped: those prune= did not keep, and with `select` those it did not choose)."""
+        configs, strategy = self.configs or [], None
+        if self.strategy != "exhaustive":
+            configs, strategy = [], self.search_strategy(key, kept, dtypes)
+        kept_set = set(kept)
+        skip = frozenset(c for c in configs if c not in kept_set)
+        if select is not None:
+            mine = set(select([c for c in configs if c not in skip]))
+            skip = frozenset(c for c in configs if c not in mine)
+        return configs, strategy, skip
+
+    def _trial_runner(
+        self, bound: BoundCall, grid: Any, calls: Sequence[tuple[BoundCall, Any]], noted: Callable[[Config], Any]
+    ) -> TrialRunner:
+        from ..engine.runners import multi_call_runner, runner_for
+
+        if calls:
+            return multi_call_runner(self, calls, self.tuning.objective or "geomean", noted)
+        return runner_for(self, bound, grid, noted)
 
     def with_lowering(self, trials: list[Trial]) -> list[Trial]:
         """The trials with what each config's occupancy became on this process's target (`Trial.lowered`)."""

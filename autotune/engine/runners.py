@@ -1,14 +1,16 @@
 """The one place that chooses where a tuning's trials run: in a worker process when isolation applies to this
-call, or set of calls (`isolation.isolation_for`), else in this process on the caller's stream."""
+call, or set of calls (`isolation.isolation_for`), else in this process on the caller's stream. It also builds the
+`InProcessRunner` of a decorated kernel, for the caller and for an isolation worker (`isolation/trial.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..kernel.call import BoundCall
-from ..options import Objective
+from ..options import Objective, Tuning
 from ..space.spaces import Config
+from .compilers import InterpreterCompiler
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
 from .multi_call import MultiCallRunner, runners_for_calls
@@ -16,23 +18,42 @@ from .timing import make_timer
 from .trial_runner import TrialRunner
 from .tunable_kernel import TunableKernel
 
+# How a trial launches a config: through the kernel's `run_trial` seam (the drop-in runs Triton's pre/post hooks
+# there), or "direct": `kernel.fn.run(...)` under `kernel.launch_lock`, as an isolation worker launches.
+LaunchPath = Literal["run_trial", "direct"]
+
 
 def in_process_runner(
-    kernel: TunableKernel, bound: BoundCall, grid: Any, noted: Callable[[Config], Any] | None = None
+    kernel: TunableKernel,
+    bound: BoundCall,
+    grid: Any,
+    noted: Callable[[Config], Any] | None = None,
+    *,
+    tuning: Tuning | None = None,
+    launch: LaunchPath = "run_trial",
+    precompiled: bool = False,
+    verify: bool = True,
 ) -> InProcessRunner:
-    """Trials launched by `kernel.run_trial` on the calling thread, guarded as the kernel was decorated."""
+    """Trials of `kernel` on `bound` on the calling thread, guarded as the kernel was decorated. `tuning` defaults
+    to the kernel's; `precompiled`: a compile worker compiled each config, so the first launch loads it from
+    Triton's on-disk cache (no compiler here); `verify=False` skips the kernel's verify= (re-measuring)."""
 
-    def prepare(config: Any) -> tuple:
+    def prepare(config: Config) -> tuple:
         return kernel.launch_args(config, bound, grid)
 
-    def run_config(config: Any) -> Any:
+    def run_trial(config: Config) -> Any:
         args, kwargs, launch_grid = prepare(config)
         return kernel.run_trial(config, args, kwargs, launch_grid)
 
-    tuning = kernel.tuning
+    def run_direct(config: Config) -> Any:
+        args, kwargs, launch_grid = prepare(config)
+        with kernel.launch_lock:
+            return kernel.fn.run(*args, grid=launch_grid, warmup=False, **kwargs)
+
+    tuning = kernel.tuning if tuning is None else tuning
     return InProcessRunner(
-        run_config=run_config,
-        compiler=kernel.compiler_for(prepare),
+        run_config=run_trial if launch == "run_trial" else run_direct,
+        compiler=InterpreterCompiler() if precompiled else kernel.compiler_for(prepare),
         timer=make_timer(
             on_gpu=not kernel.interpreted,
             do_bench=kernel.do_bench,
@@ -41,7 +62,7 @@ def in_process_runner(
         ),
         tuning=tuning,
         named_args=bound.named,
-        guards=CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify),
+        guards=CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify if verify else None),
         synchronize=kernel.synchronize,
         kernel_name=kernel.name,
         **({} if noted is None else {"noted": noted}),

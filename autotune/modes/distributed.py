@@ -74,7 +74,7 @@ from typing import Any
 from ..engine.process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from ..engine.shards import merge_shards, no_valid_message, shard, shard_winner
 from ..errors import AutotuneError, DistributedTuningError, NoValidConfigError
-from ..record import Trial, TrialStatus, TuningRecord
+from ..record import Trial, TrialStatus, TuningRecord, Where
 from ..space.spaces import Config
 from ..storage.counters import count, count_tuning
 from ..storage.entries import key_text
@@ -361,49 +361,9 @@ class _Round:
     def _shard_round(self, tune: TuneFn) -> tuple[TuningRecord, dict[Config, int]]:
         """Every rank: tune this rank's shard, gather all shards, merge, pick the same winner everywhere."""
         started = time.perf_counter()
-        assigned: list[Config] = []
-        seen: list[Config] = []
-
-        def select(candidates: list[Config]) -> list[Config]:
-            seen[:] = candidates
-            assigned[:] = shard(candidates, self.rank, self.world)
-            return assigned
-
-        trials: list[Trial] | None = None
-        own_winner: Config | None = None
-        where = None  # where this rank's trials ran (the other ranks' ran alike: one Tuning)
-        local_error: BaseException | None = None
-        try:
-            shard_record = tune(select)
-            trials, own_winner, where = list(shard_record.trials), shard_record.winner, shard_record.where
-        except NoValidConfigError as exc:  # every config of this shard failed: still part of the agreement
-            trials = list(exc.trials)
-        except Exception as exc:
-            local_error = exc
-        payload = {
-            "rank": self.rank,
-            "trials": trials,
-            "winner": own_winner,
-            "candidates": list(seen),
-            "error": None if local_error is None else f"{type(local_error).__name__}: {local_error}",
-        }
+        payload, local_error, where = self._tune_own_shard(tune)
         gathered = self._all_gather(payload, "shard")
-        failed = [p for p in gathered if p["error"] is not None]
-        if failed:
-            if local_error is not None:
-                raise local_error
-            detail = "; ".join(f"rank {p['rank']}: {p['error']}" for p in failed)
-            raise DistributedTuningError(self._where() + f": tuning raised on another rank: {detail}")
-        if any(p["candidates"] != gathered[0]["candidates"] for p in gathered):
-            # prune= kept different configs on different ranks (it looked at rank-specific data?): the shards
-            # overlap or miss configs. The merge below is still the same on every rank, so they still agree.
-            warnings.warn(
-                self._where()
-                + ": prune= kept different configs on different ranks ("
-                + "; ".join(f"rank {p['rank']}: {len(p['candidates'])}" for p in gathered)
-                + "); some configs were measured twice or not at all",
-                stacklevel=2,
-            )
+        self._check_shards(gathered, local_error)
         merged, measured_by = merge_shards(gathered)
         ok = [t for t in merged if t.ok]
         if not ok:
@@ -423,6 +383,57 @@ class _Round:
 
             emit(record, cache_hit=False)
         return record, measured_by
+
+    def _tune_own_shard(self, tune: TuneFn) -> tuple[dict[str, Any], BaseException | None, Where | None]:
+        """(what this rank sends the others: its trials, winner, candidates and error; that error; where its
+        trials ran, as the other ranks' did: one Tuning)."""
+        assigned: list[Config] = []
+        seen: list[Config] = []
+
+        def select(candidates: list[Config]) -> list[Config]:
+            seen[:] = candidates
+            assigned[:] = shard(candidates, self.rank, self.world)
+            return assigned
+
+        trials: list[Trial] | None = None
+        own_winner: Config | None = None
+        where = None
+        local_error: BaseException | None = None
+        try:
+            shard_record = tune(select)
+            trials, own_winner, where = list(shard_record.trials), shard_record.winner, shard_record.where
+        except NoValidConfigError as exc:  # every config of this shard failed: still part of the agreement
+            trials = list(exc.trials)
+        except Exception as exc:
+            local_error = exc
+        payload = {
+            "rank": self.rank,
+            "trials": trials,
+            "winner": own_winner,
+            "candidates": list(seen),
+            "error": None if local_error is None else f"{type(local_error).__name__}: {local_error}",
+        }
+        return payload, local_error, where
+
+    def _check_shards(self, gathered: list[dict[str, Any]], local_error: BaseException | None) -> None:
+        """Raise when any rank's tuning raised (this rank's own error as itself); warn when prune= kept different
+        configs on different ranks."""
+        failed = [p for p in gathered if p["error"] is not None]
+        if failed:
+            if local_error is not None:
+                raise local_error
+            detail = "; ".join(f"rank {p['rank']}: {p['error']}" for p in failed)
+            raise DistributedTuningError(self._where() + f": tuning raised on another rank: {detail}")
+        if any(p["candidates"] != gathered[0]["candidates"] for p in gathered):
+            # prune= kept different configs on different ranks (it looked at rank-specific data?): the shards
+            # overlap or miss configs. The merge is still the same on every rank, so they still agree.
+            warnings.warn(
+                self._where()
+                + ": prune= kept different configs on different ranks ("
+                + "; ".join(f"rank {p['rank']}: {len(p['candidates'])}" for p in gathered)
+                + "); some configs were measured twice or not at all",
+                stacklevel=3,  # the caller of _shard_round
+            )
 
     # -- steps ------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean
 from ..kernel.occupancy import FIELD as OCCUPANCY
 from ..kernel.occupancy import LOWERED_KNOBS
-from .spaces import CartesianSpace, SearchSpace, UnionSpace
+from .spaces import CartesianSpace, Config, SearchSpace, UnionSpace
 
 __all__ = ["validate_space", "compile_option_problem", "CHECKED_OPTIONS"]
 
@@ -114,6 +114,22 @@ def validate_space(
     derived_names: Collection[str] = (),
 ) -> None:
     """Check a space against its kernel when decorating; raise SpaceError/OptionError naming problem and fix."""
+    configs = _configs_to_check(space, kernel_name)
+    fields = space.fields()
+    options = frozenset(compile_options)
+    _check_static_options(static_options, fields, options, kernel_name)
+    _check_option_values(space, configs, static_options, kernel_name)
+    _check_occupancy_knobs(space, configs, static_options, kernel_name)
+    constexprs = frozenset(constexpr_names)
+    if OCCUPANCY in constexprs and (OCCUPANCY in fields or OCCUPANCY in static_options):
+        raise SpaceError(
+            f"{kernel_name} has a tl.constexpr parameter named occupancy, and autotune's occupancy (blocks per SM, "
+            "lowered to a compile option) takes that name in a config: rename the kernel's parameter"
+        )
+    _check_field_names(fields, constexprs, options, frozenset(derived_names), kernel_name)
+
+
+def _configs_to_check(space: SearchSpace, kernel_name: str) -> list[Config]:
     # A lazy space is not listed: one sampled config shows it is not empty (sampling raises when it cannot tell).
     try:
         configs = [space.sample(random.Random(0))] if space.lazy else space.configs()
@@ -136,14 +152,18 @@ def validate_space(
                 f"{space.unfiltered_len()} configs of {space!r}; loosen the predicates"
             )
         raise SpaceError(f"the search space of {kernel_name} is empty; give it at least one config")
-    fields = space.fields()
+    return configs
+
+
+def _check_static_options(
+    static_options: Mapping[str, Any], fields: Collection[str], options: frozenset[str], kernel_name: str
+) -> None:
     for name in sorted(static_options):
         if name in fields:
             raise OptionError(
                 f"{name!r} is both a static option and a space field of {kernel_name}; pick one: "
                 f"drop {name}= from @autotune(...) or remove the {name!r} field from the space"
             )
-    options = frozenset(compile_options)
     for name in sorted(static_options):
         if name not in options:
             hint = did_you_mean(name, options)
@@ -151,15 +171,15 @@ def validate_space(
                 f"static option {name}= of {kernel_name} is not a Triton compile option (such as "
                 f"num_warps, num_stages, num_ctas, maxnreg).{hint}"
             )
-    _check_option_values(space, configs, static_options, kernel_name)
-    _check_occupancy_knobs(space, configs, static_options, kernel_name)
-    derived = frozenset(derived_names)
-    constexprs = frozenset(constexpr_names)
-    if OCCUPANCY in constexprs and (OCCUPANCY in fields or OCCUPANCY in static_options):
-        raise SpaceError(
-            f"{kernel_name} has a tl.constexpr parameter named occupancy, and autotune's occupancy (blocks per SM, "
-            "lowered to a compile option) takes that name in a config: rename the kernel's parameter"
-        )
+
+
+def _check_field_names(
+    fields: Collection[str],
+    constexprs: frozenset[str],
+    options: frozenset[str],
+    derived: frozenset[str],
+    kernel_name: str,
+) -> None:
     for name in sorted(fields):
         if name in derived:
             raise SpaceError(

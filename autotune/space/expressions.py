@@ -404,58 +404,74 @@ def compile_grid(
     if grid is None:
         return None
     if isinstance(grid, str):
-        expr = Expression(grid, config_fields=config_fields, arg_names=arg_names, what="grid")
-        source = repr(grid)
-
-        def from_string(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            value = expr(config, args)
-            try:
-                return to_grid(value, source)
-            except ExpressionError:
-                floats = [f"${n}={config[n]!r}" for n in sorted(expr.config_refs) if isinstance(config.get(n), float)]
-                if floats:  # the config's value, not the call's: the space is to fix
-                    raise ExpressionError(
-                        f"grid {source} gave {value!r} for config {dict(config)}: "
-                        f"{', '.join(floats)} is a float; give the search space int values"
-                    ) from None
-                raise
-
-        return from_string
+        return _grid_of_string(grid, config_fields, arg_names)
     if isinstance(grid, (tuple, list)):
-        if not 1 <= len(grid) <= 3:
-            raise ExpressionError(f"grid {tuple(grid)!r} has {len(grid)} dimensions; a grid has 1 to 3")
-        items: list[Any] = []
-        for i, item in enumerate(grid):
-            if isinstance(item, str):
-                items.append(Expression(item, config_fields=config_fields, arg_names=arg_names, what=f"grid[{i}]"))
-            elif type(item) is int and item >= 0:
-                items.append(item)
-            else:
-                raise ExpressionError(
-                    f"grid {tuple(grid)!r}: item {i} ({item!r}) must be a non-negative int or a $X expression string"
-                )
-        source = repr(tuple(grid))
-        if all(type(i) is int for i in items):
-            const = tuple(items)
-            return lambda config, args: const
-        fixed = tuple(items)
-
-        def from_items(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return to_grid([i if type(i) is int else i(config, args) for i in fixed], source)
-
-        return from_items
+        return _grid_of_items(grid, config_fields, arg_names)
     if callable(grid):
-        name = getattr(grid, "__name__", type(grid).__name__)
-        source = f"callable {name}"
-
-        def from_callable(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
-            return to_grid(grid({**args, **config}), source)
-
-        return from_callable
+        return _grid_of_callable(grid)
     raise ExpressionError(
         f"grid must be a $X expression string, a tuple of ints and strings, a callable "
         f"meta -> tuple, or None; got {type(grid).__name__}: {grid!r}"
     )
+
+
+def _grid_of_string(
+    grid: str, config_fields: Collection[str] | None, arg_names: Collection[str]
+) -> Callable[[Mapping, Mapping], tuple[int, ...]]:
+    expr = Expression(grid, config_fields=config_fields, arg_names=arg_names, what="grid")
+    source = repr(grid)
+
+    def from_string(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
+        value = expr(config, args)
+        try:
+            return to_grid(value, source)
+        except ExpressionError:
+            floats = [f"${n}={config[n]!r}" for n in sorted(expr.config_refs) if isinstance(config.get(n), float)]
+            if floats:  # the config's value, not the call's: the space is to fix
+                raise ExpressionError(
+                    f"grid {source} gave {value!r} for config {dict(config)}: "
+                    f"{', '.join(floats)} is a float; give the search space int values"
+                ) from None
+            raise
+
+    return from_string
+
+
+def _grid_of_items(
+    grid: tuple | list, config_fields: Collection[str] | None, arg_names: Collection[str]
+) -> Callable[[Mapping, Mapping], tuple[int, ...]]:
+    if not 1 <= len(grid) <= 3:
+        raise ExpressionError(f"grid {tuple(grid)!r} has {len(grid)} dimensions; a grid has 1 to 3")
+    items: list[Any] = []
+    for i, item in enumerate(grid):
+        if isinstance(item, str):
+            items.append(Expression(item, config_fields=config_fields, arg_names=arg_names, what=f"grid[{i}]"))
+        elif type(item) is int and item >= 0:
+            items.append(item)
+        else:
+            raise ExpressionError(
+                f"grid {tuple(grid)!r}: item {i} ({item!r}) must be a non-negative int or a $X expression string"
+            )
+    source = repr(tuple(grid))
+    if all(type(i) is int for i in items):
+        const = tuple(items)
+        return lambda config, args: const
+    fixed = tuple(items)
+
+    def from_items(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
+        return to_grid([i if type(i) is int else i(config, args) for i in fixed], source)
+
+    return from_items
+
+
+def _grid_of_callable(grid: Callable[[dict], Any]) -> Callable[[Mapping, Mapping], tuple[int, ...]]:
+    name = getattr(grid, "__name__", type(grid).__name__)
+    source = f"callable {name}"
+
+    def from_callable(config: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[int, ...]:
+        return to_grid(grid({**args, **config}), source)
+
+    return from_callable
 
 
 def compile_derive(

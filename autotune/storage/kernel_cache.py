@@ -14,6 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import msgspec
 from msgspec import UNSET
@@ -53,6 +54,21 @@ def _after_fork_in_child() -> None:
     _LIVE_LOCK = threading.Lock()
     for cache in list(_LIVE):
         cache.after_fork()
+
+
+def _keys_this_thread_tunes() -> set:
+    """The marks of the entries this thread is tuning now: a hook that re-enters one is refused, not deadlocked."""
+    tuning_now: set = getattr(_TLS, "tuning", None) or set()
+    _TLS.tuning = tuning_now
+    return tuning_now
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What held an entry when a get_or_tune(force=True) began: only a record other than these counts."""
+
+    in_memory: TuningRecord | None
+    in_tiers: dict[int, TuningRecord | None]  # id(tier) -> its usable record then
 
 
 def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
@@ -400,8 +416,7 @@ class KernelCache:
             found = self._lookup(tiers, entry, candidates, since)
             if found is not None:
                 return found
-        tuning_now: set = getattr(_TLS, "tuning", None) or set()
-        _TLS.tuning = tuning_now
+        tuning_now = _keys_this_thread_tunes()
         if (id(self), entry) in tuning_now:
             raise AutotuneError(
                 f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
@@ -410,15 +425,28 @@ class KernelCache:
             )
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
-        seen_in_memory = self.memory.lookup(entry.key, entry.dtypes)
-        seen = {id(tier): self._usable(tier, entry, candidates) for tier in tiers} if force else {}
+        seen = None
+        if force:
+            in_memory = self.memory.lookup(entry.key, entry.dtypes)
+            seen = _Seen(in_memory, {id(tier): self._usable(tier, entry, candidates) for tier in tiers})
+        return self._get_or_tune_leased(tiers, entry, tune, tuning_now, seen, lock_timeout_s, candidates)
 
+    def _get_or_tune_leased(
+        self,
+        tiers: list[Cache],
+        entry: EntryRef,
+        tune: Callable[[], TuningRecord],
+        tuning_now: set,
+        seen: _Seen | None,
+        lock_timeout_s: float | None,
+        candidates: str | None,
+    ) -> tuple[TuningRecord, str]:
         memory_lease = self.memory.lock(entry)
         since = self._clears  # a clear while this thread waited for the lease came before what it reads now
         leases: list[tuple[Cache, Lease]] = []
         try:
             record = self.memory.lookup(entry.key, entry.dtypes)
-            if record is not None and (not force or record is not seen_in_memory):
+            if record is not None and (seen is None or record is not seen.in_memory):
                 count_hit(self.kernel_name)
                 return record, "memory"
             shared_mark = (entry.location, entry.entry_id)
@@ -431,28 +459,50 @@ class KernelCache:
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
             weaker: list[str] = []  # why an entry found by a weaker search than this kernel's is tuned again
-            for tier in tiers:
-                lease = tier.lock(entry, timeout_s=timeout_s)
-                if lease is None:
-                    continue  # warned by the tier: tune without writing to it
-                leases.append((tier, lease))
-                record = self._usable(tier, entry, candidates, outdated, weaker)
-                if record is not None and (not force or record != seen.get(id(tier))):
-                    return self._found(tiers, tier, entry, record, since)
-            if weaker and not force:
+            found = self._lease_tiers(tiers, entry, candidates, timeout_s, seen, leases, outdated, weaker)
+            if found is not None:
+                return self._found(tiers, found[0], entry, found[1], since)
+            if weaker and seen is None:
                 logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
-            marks = ((id(self), entry), shared_mark)
-            tuning_now.update(marks)
-            try:
-                record = self._tuned(tune)
-            finally:
-                tuning_now.difference_update(marks)
+            record = self._tuned_marked(tune, tuning_now, ((id(self), entry), shared_mark))
             self._store(entry, record, candidates, since, [tier for tier, _ in leases], outdated)
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
                 lease.release()
             memory_lease.release()
+
+    def _lease_tiers(
+        self,
+        tiers: list[Cache],
+        entry: EntryRef,
+        candidates: str | None,
+        timeout_s: float,
+        seen: _Seen | None,
+        leases: list[tuple[Cache, Lease]],
+        outdated: list[tuple[str, str]],
+        weaker: list[str],
+    ) -> tuple[Cache, TuningRecord] | None:
+        """Take each tier's lease in turn (kept in `leases`) and read it again: the first tier with a usable record
+        (with `seen`, force: one other than the tier held at the start) and that record, or None: tune."""
+        for tier in tiers:
+            lease = tier.lock(entry, timeout_s=timeout_s)
+            if lease is None:
+                continue  # warned by the tier: tune without writing to it
+            leases.append((tier, lease))
+            record = self._usable(tier, entry, candidates, outdated, weaker)
+            if record is not None and (seen is None or record != seen.in_tiers.get(id(tier))):
+                return tier, record
+        return None
+
+    def _tuned_marked(
+        self, tune: Callable[[], TuningRecord], tuning_now: set, marks: tuple[tuple, tuple]
+    ) -> TuningRecord:
+        tuning_now.update(marks)
+        try:
+            return self._tuned(tune)
+        finally:
+            tuning_now.difference_update(marks)
 
     def _lookup(
         self, tiers: list[Cache], entry: EntryRef, candidates: str | None, since: int

@@ -14,44 +14,12 @@ from ...errors import DeviceError
 from ...options import Objective, Tuning
 from ...record import Trial, TrialStatus
 from ...space.spaces import Config
-from ..compilers import InterpreterCompiler
-from ..in_process import CallGuards, InProcessRunner
+from ..in_process import InProcessRunner
 from ..multi_call import MultiCallRunner, runners_for_calls
 from ..pipeline import Compiler, InlineExecutor, compile_failure
-from ..timing import make_timer
+from ..runners import in_process_runner
 from ..trial_runner import TrialRunner
 from ..tunable_kernel import TunableKernel
-
-
-def _runner(
-    kernel: TunableKernel, call: tuple, grid: Any, tuning: Tuning, precompiled: bool = False, verify: bool = True
-) -> InProcessRunner:
-    bound = kernel.bind(*call)
-
-    def prepare(config: Config) -> tuple:
-        return kernel.launch_args(config, bound, grid)
-
-    def run_config(config: Config) -> Any:
-        args, kwargs, launch_grid = prepare(config)
-        with kernel.launch_lock:
-            return kernel.fn.run(*args, grid=launch_grid, warmup=False, **kwargs)
-
-    # Precompiled: a compile worker compiled it; the first launch loads it from Triton's on-disk cache.
-    compiler = InterpreterCompiler() if precompiled else kernel.compiler_for(prepare)
-    timer = make_timer(
-        on_gpu=not kernel.interpreted, do_bench=kernel.do_bench, flush_l2=tuning.flush_l2, cuda_graph=tuning.cuda_graph
-    )
-    guards = CallGuards(kernel.restore_value, kernel.reset_to_zero, kernel.setup, kernel.verify if verify else None)
-    return InProcessRunner(
-        run_config=run_config,
-        compiler=compiler,
-        timer=timer,
-        tuning=tuning,
-        named_args=bound.named,
-        guards=guards,
-        synchronize=kernel.synchronize,
-        kernel_name=kernel.name,
-    )
 
 
 def _set_runner(
@@ -65,12 +33,16 @@ def _set_runner(
     on_call: Callable[[int], Any] | None = None,
 ) -> TrialRunner:
     """The runner of one call (`objective` None), or of a set of calls: one runner per call, combined."""
+
+    def runner(call: tuple, grid: Any) -> InProcessRunner:
+        bound = kernel.bind(*call)  # "direct": not the drop-in's run_trial, whose Triton hooks run in the caller
+        return in_process_runner(
+            kernel, bound, grid, tuning=tuning, launch="direct", precompiled=precompiled, verify=verify
+        )
+
     if objective is None:
-        return _runner(kernel, calls[0], grids[0], tuning, precompiled, verify)
-    runners = runners_for_calls(
-        zip(calls, grids), lambda pair: _runner(kernel, pair[0], pair[1], tuning, precompiled, verify)
-    )
-    return MultiCallRunner(runners, objective, on_call)
+        return runner(calls[0], grids[0])
+    return MultiCallRunner(runners_for_calls(zip(calls, grids), lambda pair: runner(*pair)), objective, on_call)
 
 
 def _compile(compiler: Compiler, config: Config) -> tuple[TrialStatus, str | None, float]:

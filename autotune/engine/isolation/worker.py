@@ -88,82 +88,94 @@ def _follow_path(parent_path: list) -> None:
 
 def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
-    from ...errors import FailureKind, classify
-    from ...kernel.identity import KernelRef, import_object
-    from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
-
-    kernels: dict[tuple[str, str], Any] = {}
+    kernels: dict[tuple, TunableKernel] = {}
     calls: dict[str, list] = {}  # the current tuning's arguments, rebuilt once: {token: [(args, kwargs) per call]}
     while True:
         try:
             request = conn.recv()
         except (EOFError, OSError):
             return
-        kind = request[0]
+        if request[0] == "exit":
+            return
         try:
-            if kind == "exit":
-                return
-            if kind == "load":
-                ref, recipe = request[1], request[2]
-                _follow_path(request[3] if len(request) > 3 else [])
-                with warnings.catch_warnings():  # what decorating warns of, the parent already said
-                    warnings.simplefilter("ignore")
-                    obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
-                    if recipe is not None:
-                        obj = rebuild(obj, recipe)
-                obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
-                if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
-                    conn.send(
-                        (
-                            "error",
-                            f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
-                            "kernel where it is defined, @autotune above @triton.jit, so that its name "
-                            "holds the autotuned object)",
-                        )
-                    )
-                    continue
-                kernels[ref] = obj
-                conn.send(("ok",))
-            elif kind == "call":
-                calls.clear()  # one tuning at a time: the previous arguments are freed
-                gc.collect()  # now: a finished tuning's job holds them in reference cycles
-                if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
-                    import torch
-
-                    torch.cuda.set_device(request[3])
-                calls[request[1]] = [decode_call(encoded) for encoded in request[2]]
-                conn.send(("ok",))
-            elif kind in ("trial", "compile", "refine"):
-                kernel, call_set = kernels.get(request[1]), calls.get(request[3])
-                if kernel is None or not call_set:
-                    conn.send(("error", "the kernel or the call's arguments are not loaded in the worker"))
-                elif kind == "trial":
-                    grids, tuning, precompiled, objective = request[4:]
-                    notes = _noting(conn)
-                    conn.send(
-                        run_trial_in_worker(kernel, request[2], call_set, grids, tuning, precompiled, objective, notes)
-                    )
-                elif kind == "compile":
-                    conn.send(compile_in_worker(kernel, request[2], call_set, *request[4:]))
-                else:
-                    conn.send(("ok", refine_in_worker(kernel, request[2], call_set, *request[4:])))
-                call_set = None  # held only by `calls`, so that a new call (or an empty one) frees these copies
-            else:
-                conn.send(("error", f"unknown request {kind!r}"))
+            conn.send(_answer(conn, request, kernels, calls))
         except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
-            if classify(exc, "run") is FailureKind.STICKY_DEVICE:  # the context is poisoned: replace this worker
-                conn.send(("sticky", f"{type(exc).__name__}: {exc}"))
-            else:
-                # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds
-                # an autotune or built-in error as itself (runner.worker_error), anything else as AutotuneError
-                conn.send(
-                    (
-                        "error",
-                        f"{type(exc).__name__}: {exc}",
-                        traceback.format_exc(limit=-6),
-                        (type(exc).__module__, type(exc).__qualname__, raised_message(exc)),
-                    )
-                )
+            conn.send(_request_failed(exc))
+
+
+def _answer(conn: Any, request: tuple, kernels: dict[tuple, TunableKernel], calls: dict[str, list]) -> tuple:
+    kind = request[0]
+    if kind == "load":
+        return _load(request, kernels)
+    if kind == "call":
+        return _keep_call(request, calls)
+    if kind in ("trial", "compile", "refine"):
+        kernel, call_set = kernels.get(request[1]), calls.get(request[3])
+        if kernel is None or not call_set:
+            return ("error", "the kernel or the call's arguments are not loaded in the worker")
+        # call_set is held only by `calls` once this returns, so that a new call (or an empty one) frees the copies
+        return _run(conn, request, kernel, call_set)
+    return ("error", f"unknown request {kind!r}")
+
+
+def _load(request: tuple, kernels: dict[tuple, TunableKernel]) -> tuple:
+    from ...kernel.identity import KernelRef, import_object
+
+    ref, recipe = request[1], request[2]
+    _follow_path(request[3] if len(request) > 3 else [])
+    with warnings.catch_warnings():  # what decorating warns of, the parent already said
+        warnings.simplefilter("ignore")
+        obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
+        if recipe is not None:
+            obj = rebuild(obj, recipe)
+    obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
+    if not (hasattr(obj, "bind") and hasattr(obj, "launch_args")):
+        return (
+            "error",
+            f"{ref[0]}.{ref[1]} is not the autotuned kernel there (decorate the "
+            "kernel where it is defined, @autotune above @triton.jit, so that its name "
+            "holds the autotuned object)",
+        )
+    kernels[ref] = obj
+    return ("ok",)
+
+
+def _keep_call(request: tuple, calls: dict[str, list]) -> tuple:
+    calls.clear()  # one tuning at a time: the previous arguments are freed
+    gc.collect()  # now: a finished tuning's job holds them in reference cycles
+    if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
+        import torch
+
+        torch.cuda.set_device(request[3])
+    calls[request[1]] = [decode_call(encoded) for encoded in request[2]]
+    return ("ok",)
+
+
+def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tuple:
+    from .trial import compile_in_worker, refine_in_worker, run_trial_in_worker
+
+    kind, config = request[0], request[2]
+    if kind == "trial":
+        grids, tuning, precompiled, objective = request[4:]
+        return run_trial_in_worker(kernel, config, call_set, grids, tuning, precompiled, objective, _noting(conn))
+    if kind == "compile":
+        return compile_in_worker(kernel, config, call_set, *request[4:])
+    return ("ok", refine_in_worker(kernel, config, call_set, *request[4:]))
+
+
+def _request_failed(exc: Exception) -> tuple:
+    from ...errors import FailureKind, classify
+
+    if classify(exc, "run") is FailureKind.STICKY_DEVICE:  # the context is poisoned: replace this worker
+        return ("sticky", f"{type(exc).__name__}: {exc}")
+    # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds an autotune
+    # or built-in error as itself (runner.worker_error), anything else as AutotuneError
+    return (
+        "error",
+        f"{type(exc).__name__}: {exc}",
+        "".join(traceback.format_exception(exc, limit=-6)),
+        (type(exc).__module__, type(exc).__qualname__, raised_message(exc)),
+    )
 
 
 def _noting(conn: Any) -> Callable[[int], None]:
