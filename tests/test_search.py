@@ -502,6 +502,43 @@ def test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget
     assert set(strategy.ask(4)) <= set(space.neighbours(batch[0]))
 
 
+def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes():
+    """At the hand-over the climb first tries its best config with each other combination of the space's fewest-valued
+    axes (P and Q here: 4 combinations; A's and B's 30 values would make too many), then its one-step moves: a basin two
+    flips away, behind values slow on average (P=0, Q=0 here), is one proposal away. A space without small axes
+    hands over as before (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(30), B=range(30), P=[0, 1], Q=[0, 1])
+    start = Config(A=7, B=20, P=1, Q=1)
+
+    def cost(c):
+        return 1.0 + abs(c["A"] - 7) + abs(c["B"] - 20) + (0.0 if c["P"] == c["Q"] == 1 else 50.0)
+
+    strategy = make_strategy("model", space, seed=0, seeds=[start], budget=80)
+    while len(strategy.tried) < 60:
+        for config in strategy.ask(4):
+            strategy.tell(config, cost(config))
+    assert strategy.best[0] == start
+    moved = {start.replace(P=p, Q=q) for p in (0, 1) for q in (0, 1)} - strategy.tried
+    batch = strategy.ask(8)
+    assert moved and set(batch[: len(moved)]) == moved
+    assert set(batch[len(moved) :]) <= set(space.neighbours(start))
+
+
+def test_the_model_s_final_climb_keeps_its_small_share_for_one_step_moves():
+    """With a budget of 20 the climb's quarter is 5 configs: the 3 moved ones would take more than half of it, so the
+    hand-over proposes only the best config's one-step neighbours."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(30), B=range(30), P=[0, 1], Q=[0, 1])
+    start = Config(A=7, B=20, P=1, Q=1)
+    strategy = make_strategy("model", space, seed=0, seeds=[start], budget=20)
+    while len(strategy.tried) < 15:
+        for config in strategy.ask(1):
+            strategy.tell(config, 1.0 + abs(config["A"] - 7) + abs(config["B"] - 20) + 50.0 * (config != start))
+    assert strategy.best[0] == start
+    assert set(strategy.ask(5)) <= set(space.neighbours(start))
+
+
 def test_a_model_search_whose_configs_all_failed_keeps_proposing_full_batches():
     """Nothing measured, nothing to climb from: past 3/4 of the budget the model keeps drawing whole batches."""
     pytest.importorskip("optuna")

@@ -2,6 +2,14 @@
 interface, then a local search around the best config for the end of the budget (one that keeps its climb while
 results are in flight: the model has explored, the end of the budget refines).
 
+The final climb first moves its start (the best config measured) into each other combination of the space's
+small axes (its fewest-valued axes, as many as make at most 8 combinations: the three binary axes of the
+convolution landscapes), then climbs one step at a time. A basin behind two such values at once, each slow on
+average, is out of a one-step climb's reach, and TPE's quantile split steers away from it (convolution A4000's
+`read_only=0, use_shmem=0`): over 320 replayed seeds it put 185 runs within 1.05 of the best instead of 160, for
+at most 7 of the climb's configs (convolution A100, whose needle the climb finds late: 42 runs instead of 48). When
+the moved configs would take more than half of the climb's share, the climb goes without them.
+
 Why optuna: a well-kept optimiser with a seeded, dependency-light sampler that handles categorical axes and
 batches (`constant_liar`), and lets configs found elsewhere (seeds, the local phase) be told to the model
 (`add_trial`). It is the optional extra `autotune[search]`; without it "model" is refused with that advice and
@@ -24,6 +32,7 @@ region; a config proposed twice is told its known result without being measured 
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +49,7 @@ _LOCAL_SHARE = 0.25  # the last quarter of the budget refines the best config wi
 _DRAWS = 20  # proposals redrawn per config before falling back to a random valid config
 _HELD_AFTER = 8  # the search's own configs measured before the prior's seeds are judged for telling TPE
 _PRIOR_APART = 2  # a prior's seeds differ from each other in at least this many fields (distinct basins)
+_SMALL_COMBOS = 8  # the small axes: the fewest-valued ones, as many as make at most this many combinations
 
 
 def optuna_available() -> bool:
@@ -65,6 +75,7 @@ class ModelSearch(SearchStrategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self._axes = _axes_of(space)
+        self._small = _small_axes(self._axes)
         self.prior = prior
         self.prior_seeds = self._seeds_from(prior) if prior is not None else []
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
@@ -81,6 +92,7 @@ class ModelSearch(SearchStrategy):
             space, seed=self.rng.randrange(2**31), budget=self.budget, start=0, restarts_early=False
         )
         self._local_started = False
+        self._switches: list[Config] = []  # the climb's first proposals: its start moved across the small axes
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()
         }
@@ -127,7 +139,9 @@ class ModelSearch(SearchStrategy):
                 self._local_started = True
                 self._local.tried, self._local.results = self.tried, self.results
                 self._local.start_climb(self.results)
-            return self._local._propose(n)
+                self._switches = self._switched(self.best[0])
+            first, self._switches = self._switches[:n], self._switches[n:]
+            return first + [c for c in self._local._propose(n - len(first)) if c not in first]
         out: list[Config] = []
         for _ in range(n):
             config = self._draw(out)
@@ -135,6 +149,18 @@ class ModelSearch(SearchStrategy):
                 break
             out.append(config)
         return out
+
+    def _switched(self, config: Config) -> list[Config]:
+        """`config` moved into each other combination of the small axes that the space holds and no run has tried
+        (a basin a one-step climb cannot reach when the values it needs are slow on average); none when they would
+        take more than half of the climb's share, where the climb needs its configs more (a budget of 14)."""
+        if config.keys() != self._axes.keys():
+            return []
+        combos = itertools.product(*(self._axes[name] for name in self._small))
+        moved = (config.replace(**dict(zip(self._small, combo))) for combo in combos)
+        untried = [c for c in moved if c not in self.tried and self.space.contains(c)]
+        fits = len(untried) <= int(self.budget * _LOCAL_SHARE) // 2  # the climb keeps at least half of its share
+        return untried if fits else []
 
     def _draw(self, batch: list[Config]) -> Config | None:
         for _ in range(_DRAWS):
@@ -192,6 +218,21 @@ def _axes_of(space: SearchSpace) -> dict[str, tuple]:
                 if v not in known:
                     known.append(v)
     return {name: tuple(v) for name, v in values.items()}
+
+
+def _small_axes(axes: dict[str, tuple]) -> list[str]:
+    """The fewest-valued axes of two values or more, as many as make at most `_SMALL_COMBOS` combinations (the three
+    binary axes of the convolution landscapes; pnpoly's `use_method` alone)."""
+    small: list[str] = []
+    combos = 1
+    for name, values in sorted(axes.items(), key=lambda item: len(item[1])):
+        if len(values) < 2:
+            continue
+        if combos * len(values) > _SMALL_COMBOS:
+            break
+        small.append(name)
+        combos *= len(values)
+    return small
 
 
 def _parts(space: SearchSpace) -> list[SearchSpace]:
