@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import statistics
 import sys
 import warnings
@@ -28,6 +29,7 @@ import common  # noqa: E402
 
 GPU = common.prepare()
 sys.path.insert(0, str(common.ROOT / "examples"))
+os.environ["AUTOTUNE_CACHE_DIR"] = common.scratch_dir("autotune-bench-compiled-")  # every key new: the checks hold
 
 import torch  # noqa: E402
 
