@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .slots import JobFailed, Slot, WorkerLost
+from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["LocalExecutor", "LocalWorker", "visible_gpus"]
@@ -53,12 +53,9 @@ class LocalExecutor:
 
     def start(self) -> list[Slot]:
         for i in range(self.count):
-            env = dict(self.worker_env[i % len(self.worker_env)]) if self.worker_env else {}
+            env = env_of_worker(self.worker_env, i)
             self.slots.append(LocalWorker(i, self.spec, env, i % self.gpus if self.gpus else None))
-        for slot in self.slots:  # started together: each imports torch and Triton in parallel
-            slot.launch()
-        for slot in self.slots:
-            slot.wait_ready()
+        start_together(self.slots)
         return list(self.slots)
 
     def stop(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import OptionError
-from .slots import JobFailed, Slot, WorkerLost
+from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
@@ -77,12 +77,8 @@ class RayExecutor:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         count = self.requested or max(1, gpus)
         for i in range(count):
-            env = dict(self.worker_env[i % len(self.worker_env)]) if self.worker_env else {}
-            self.slots.append(RayWorker(ray, i, self.spec, env, gpus > 0))
-        for slot in self.slots:
-            slot.launch()
-        for slot in self.slots:
-            slot.wait_ready()
+            self.slots.append(RayWorker(ray, i, self.spec, env_of_worker(self.worker_env, i), gpus > 0))
+        start_together(self.slots)
         return list(self.slots)
 
     def stop(self) -> None:

@@ -3,12 +3,13 @@ the two ways a request to it can fail."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..errors import AutotuneError
 from .worker import KeyInfo, Maker, MakerSet, Share
 
-__all__ = ["Slot", "Executor", "WorkerLost", "JobFailed"]
+__all__ = ["Slot", "Executor", "WorkerLost", "JobFailed", "env_of_worker", "start_together"]
 
 
 class WorkerLost(AutotuneError):
@@ -40,3 +41,21 @@ class Executor(Protocol):
 
     def start(self) -> list[Slot]: ...
     def stop(self) -> None: ...
+
+
+class _Starting(Protocol):
+    def launch(self) -> None: ...
+    def wait_ready(self) -> None: ...
+
+
+def env_of_worker(worker_env: Sequence[Mapping[str, str]], index: int) -> dict[str, str]:
+    """Worker `index`'s own environment variables: `worker_env` cycling (none when it is empty)."""
+    return dict(worker_env[index % len(worker_env)]) if worker_env else {}
+
+
+def start_together(workers: Sequence[_Starting]) -> None:
+    """Launch every worker, then wait for each: they import torch and Triton in parallel."""
+    for worker in workers:
+        worker.launch()
+    for worker in workers:
+        worker.wait_ready()
