@@ -156,6 +156,9 @@ def test_each_strategy_is_deterministic_keeps_its_budget_and_never_retries(lands
     again = replay_once(landscape, strategy, budget=20, seed=3, workers=4)
     assert first == again
     assert first["evaluations"] == 20
+    evaluated = [Config(c) for c in first["evaluated"]]  # what bench_basin_reach.py counts: each config once
+    assert len(set(evaluated)) == 20 and Config(first["chosen"]) in evaluated
+    assert all(landscape.space().contains(c) for c in evaluated)
     assert first["chosen_ms"] is not None  # a failed config is never chosen
     assert first["ratio"] == pytest.approx(first["chosen_ms"] / landscape.best_ms)
     other = replay_once(landscape, strategy, budget=20, seed=4, workers=4)

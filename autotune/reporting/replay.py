@@ -224,8 +224,8 @@ def replay_once(
     prior: Prior | None = None,
 ) -> dict[str, Any]:
     """One tuning of the landscape with `strategy` ("exhaustive", "random", "local", "model") and a budget of
-    `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds; with
-    `prior` (model only), the winner's rank in the prior's order."""
+    `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds, the
+    configs evaluated; with `prior` (model only), the winner's rank in the prior's order."""
     from ..engine.search import make_strategy
 
     space = space if space is not None else landscape.space()
@@ -269,6 +269,7 @@ def replay_once(
         "tuning_s": clock.now,
         "reached_3pct_s": runner.reached_3pct_s,
         "prior_rank": prior.rank_of(outcome.winner) if prior is not None else None,
+        "evaluated": [dict(t.config) for t in outcome.trials if t.status is not TrialStatus.SKIPPED],
     }
 
 
