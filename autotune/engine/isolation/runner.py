@@ -455,8 +455,8 @@ def _encoded_calls(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[list, str | 
     encoded: list = []
     for index, (bound, _) in enumerate(calls):
         try:
+            pickle.dumps(encode_call(bound.args, bound.kwargs, data=False))  # the tensors' bytes always pickle
             encoded.append(encode_call(bound.args, bound.kwargs))
-            pickle.dumps(encoded[-1])
         except Exception as exc:
             which = "the call" if len(calls) == 1 else f"call {index} of the set"
             return [], f"an argument of {which} cannot be sent to a worker ({type(exc).__name__}: {exc})"
