@@ -14,6 +14,7 @@ at 1.24-1.30; this script measures both, and the per-run rate that 20 of 20 runs
 from __future__ import annotations
 
 import argparse
+import ast
 import statistics
 import sys
 import time
@@ -35,12 +36,19 @@ def ratios_of(landscape: Landscape) -> dict[Config, float]:
     return {c: t / landscape.best_ms for c, t in times.items() if t is not None}
 
 
-def parse_region(text: str) -> dict[str, int]:
+def parse_region(text: str) -> dict[str, object]:
     pairs = (item.split("=", 1) for item in text.split(",") if item)
-    return {name: int(value) for name, value in pairs}
+    return {name: _value(value) for name, value in pairs}
 
 
-def describe(region: dict[str, int], ratios: dict[Config, float], threshold: float) -> list[str]:
+def _value(text: str) -> object:
+    try:
+        return ast.literal_eval(text)  # 64, 1.5, True; a literal only, never code
+    except (ValueError, SyntaxError):
+        return text  # a string value written bare
+
+
+def describe(region: dict[str, object], ratios: dict[Config, float], threshold: float) -> list[str]:
     """The region's size, median and configs within the threshold, and the configs one field outside those."""
     inside = {c: r for c, r in ratios.items() if all(c[k] == v for k, v in region.items())}
     rest = [r for c, r in ratios.items() if c not in inside]
@@ -70,6 +78,9 @@ def main() -> int:
     args = parser.parse_args()
     landscape = load_landscape(LANDSCAPES / f"{args.landscape}.json.gz")
     region = parse_region(args.region)
+    unknown = sorted(set(region) - set(landscape.axes))
+    if unknown:
+        parser.error(f"--region names {unknown}, not fields of {args.landscape}: {sorted(landscape.axes)}")
     ratios = ratios_of(landscape)
     budget = max(1, round(args.fraction * landscape.valid_configs))
     good = {c for c, r in ratios.items() if r <= args.threshold and all(c[k] == v for k, v in region.items())}
