@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -128,8 +129,9 @@ def shape_tag(out, n, TAG: tl.constexpr):
     tl.store(out, TAG + n * 0)
 
 
-def shape_tagged(objective: str | None, key: list[str] | None = None, **tuning) -> object:
-    """shape_tag over TAG 1..3 (one entry for every call by default), timed by SHAPE_TIMES, tuned for `objective`."""
+def shape_tagging(objective: str | None, key: list[str] | None = None, **tuning) -> Callable[[object], object]:
+    """The @autotune of a shape_tag kernel: TAG 1..3 (one entry for every call by default), timed by SHAPE_TIMES,
+    tuned for `objective`."""
     return autotune(
         space={"TAG": (1, 2, 3)},
         key=key,
@@ -137,31 +139,22 @@ def shape_tagged(objective: str | None, key: list[str] | None = None, **tuning) 
         setup=_remember_call,
         do_bench=_shape_times,
         tuning=TUNING.replace(objective=objective, **tuning),
-    )(shape_tag)
+    )
 
 
-@autotune(
-    space={"TAG": (1, 2, 3)},
-    key=None,
-    grid="(1,)",
-    setup=_remember_call,
-    do_bench=_shape_times,
-    tuning=TUNING.replace(objective="geomean"),
-)
+def shape_tagged(objective: str | None, key: list[str] | None = None, **tuning) -> object:
+    """shape_tag decorated by `shape_tagging`."""
+    return shape_tagging(objective, key, **tuning)(shape_tag)
+
+
+@shape_tagging("geomean")
 @triton.jit
 def sweep_shapes(out, n, TAG: tl.constexpr):
     """shape_tag decorated where it is defined, as a sweep worker imports it."""
     tl.store(out, TAG + n * 0)
 
 
-@autotune(
-    space={"TAG": (1, 2, 3)},
-    key=["n"],
-    grid="(1,)",
-    setup=_remember_call,
-    do_bench=_shape_times,
-    tuning=TUNING.replace(objective="max"),
-)
+@shape_tagging("max", key=["n"])
 @triton.jit
 def sweep_shapes_by_n(out, n, TAG: tl.constexpr):
     """shape_tag keyed by n and tuned for the max: a sweep's calls fall in one key per n."""
