@@ -95,7 +95,7 @@ class ModelSearch(SearchStrategy):
             space, seed=self.rng.randrange(2**31), budget=self.budget, start=0, restarts_early=False
         )
         self._local_started = False
-        self._switches: list[Config] = []  # the climb's first proposals: its start moved across the small axes
+        self._switches: list[Config] = []  # the climb's first proposals: its start moved across the small axes, stepped
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()
         }
