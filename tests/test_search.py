@@ -505,22 +505,34 @@ def test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget
     assert set(strategy.ask(4)) <= set(space.neighbours(batch[0]))
 
 
-def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then_steps_along_the_largest():
+_BLOCKS = tuple(range(16, 257, 16))  # convolution's block_size_x: powers of two and the multiples of 16 between
+_NAMES = tuple(f"v{i}" for i in range(30))
+
+
+@pytest.mark.parametrize(
+    ("axis", "first", "steps"),
+    [(_BLOCKS, 96, (64, 128)), (_BLOCKS, 64, (32, 128)), (_NAMES, "v7", ("v6", "v8"))],
+    ids=["integers-to-the-nearest-powers-of-two", "a-power-of-two-to-the-next-ones", "other-values-to-adjacent-ones"],
+)
+def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then_steps_along_the_largest(
+    axis, first, steps
+):
     """At the hand-over the climb first tries its best config with each other combination of the space's fewest-valued
-    axes (P and Q here: 4 combinations; A's 30 and B's 20 values would make too many), then those moved configs'
-    steps along the largest axis (A), then its one-step moves. A basin two flips and a step away, behind values slow
-    on average (P=0, Q=0 here, fast only at A=8: a moved config at the start's A=7 is the slowest of all), is among
-    its first proposals, and the climb moves there. A space without small axes hands over as before
-    (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
+    axes (P and Q here: 4 combinations; A's 16 or 30 values and B's 15 would make too many), then those moved
+    configs' steps along the largest axis (A: on an integer axis to the nearest power of two each side, as block
+    sizes favour them; else to the adjacent value), then its one-step moves. A basin two flips and a step away,
+    behind values slow on average (P=0, Q=0 here, fast only at one of A's steps: a moved config at the start's A is
+    the slowest of all), is among its first proposals, and the climb moves there. A space without small axes hands
+    over as before (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
     pytest.importorskip("optuna")
-    space = CartesianSpace(A=range(30), B=range(20), P=[0, 1], Q=[0, 1])
-    start = Config(A=7, B=12, P=1, Q=1)
-    optimum = start.replace(A=8, P=0, Q=0)
+    space = CartesianSpace(A=axis, B=range(15), P=[0, 1], Q=[0, 1])
+    start = Config(A=first, B=9, P=1, Q=1)
+    optimum = start.replace(A=steps[1], P=0, Q=0)
 
     def cost(c):
         if c["P"] == c["Q"] == 0:
             return 0.5 if c == optimum else 100.0
-        return 1.0 + abs(c["A"] - 7) + abs(c["B"] - 12) + (0.0 if c["P"] == c["Q"] == 1 else 50.0)
+        return 1.0 + abs(axis.index(c["A"]) - axis.index(first)) + abs(c["B"] - 9) + 50.0 * (c["P"] + c["Q"] < 2)
 
     strategy = make_strategy("model", space, seed=0, seeds=[start], budget=80)
     while len(strategy.tried) < 60:
@@ -529,11 +541,11 @@ def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then
     assert strategy.best[0] == start
     moved = [start.replace(P=p, Q=q) for p in (0, 1) for q in (0, 1) if (p, q) != (1, 1)]
     untried = {c for c in moved if c not in strategy.tried}
-    steps = {c.replace(A=a) for c in moved for a in (6, 8)} - strategy.tried
-    batch = strategy.ask(len(untried) + len(steps) + 4)
+    stepped = {c.replace(A=a) for c in moved for a in steps} - strategy.tried
+    batch = strategy.ask(len(untried) + len(stepped) + 4)
     assert untried and set(batch[: len(untried)]) == untried
-    assert optimum in steps and set(batch[len(untried) : len(untried) + len(steps)]) == steps
-    assert set(batch[len(untried) + len(steps) :]) <= set(space.neighbours(start))
+    assert optimum in stepped and set(batch[len(untried) : len(untried) + len(stepped)]) == stepped
+    assert set(batch[len(untried) + len(stepped) :]) <= set(space.neighbours(start))
     for config in batch:
         strategy.tell(config, cost(config))
     assert strategy.best[0] == optimum and set(strategy.ask(4)) <= set(space.neighbours(optimum))
