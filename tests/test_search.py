@@ -790,7 +790,7 @@ def test_local_search_climbs_from_the_results_it_is_handed_not_its_own_earlier_o
     s = LocalSearch(_line(), seed=0, seeds=[_a(50)], start=1)
     s.ask(1)
     s.tell(_a(50), 0.5)
-    s.start_climb({_a(10): 1.0})  # a hand-over replaces the climb, better or not
+    s.take_over({_a(10)}, {_a(10): 1.0})  # a hand-over replaces the climb, better or not
     assert set(s.ask(2)) == {_a(9), _a(11)}
 
 

@@ -140,11 +140,10 @@ class ModelSearch(SearchStrategy):
         if len(self.tried) >= self.budget * (1 - _LOCAL_SHARE) and self.best is not None:
             if not self._local_started:  # the climb starts from everything measured so far
                 self._local_started = True
-                self._local.tried, self._local.results = self.tried, self.results
-                self._local.start_climb(self.results)
+                self._local.take_over(self.tried, self.results)
                 self._switches = self._switched(self.best[0])
             first, self._switches = self._switches[:n], self._switches[n:]
-            return first + [c for c in self._local._propose(n - len(first)) if c not in first]
+            return first + [c for c in self._local.next_steps(n - len(first)) if c not in first]
         out: list[Config] = []
         for _ in range(n):
             config = self._draw(out)

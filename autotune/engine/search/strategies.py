@@ -117,9 +117,15 @@ class LocalSearch(SearchStrategy):
         super().tell(config, median_ms)
         self._climb[config] = self.results[config]
 
-    def start_climb(self, results: dict[Config, float | None]) -> None:
-        """Climb from these results (another strategy's, handing over the end of its budget)."""
+    def take_over(self, tried: set[Config], results: dict[Config, float | None]) -> None:
+        """Climb from another strategy's configs, handing over the end of its budget: its tried set and results
+        become this climb's (shared, so what it tells is seen here)."""
+        self.tried, self.results = tried, results
         self._climb = dict(results)
+
+    def next_steps(self, n: int) -> list[Config]:
+        """Up to `n` configs the climb would try next, for the strategy that handed over to propose (and mark)."""
+        return list(self._propose(n))
 
     def note(self, config: Config, value: float | None) -> None:
         """A result told to the strategy that handed over (it keeps the shared results up to date)."""
