@@ -152,6 +152,9 @@ def heuristics_layers(fn: Any, base: Any) -> list[Any]:
     ]
 
 
+SCRIPT_MODULE = "__autotune_main__"  # the name a script's `__main__` is imported under in another process
+
+
 @dataclass(frozen=True)
 class KernelRef:
     """Where a kernel is defined: enough for another process to import it, and for the cache to tell two
@@ -180,8 +183,9 @@ def kernel_ref(kernel: object) -> KernelRef:
     interpreter the kernel object's own `__module__` is Triton's)."""
     fn = python_function(kernel)
     code = getattr(fn, "__code__", None)
+    module = getattr(fn, "__module__", None) or "__main__"
     return KernelRef(
-        module=getattr(fn, "__module__", None) or "__main__",
+        module="__main__" if module == SCRIPT_MODULE else module,  # a script's kernel, imported by a sweep worker
         qualname=getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn),
         file=code.co_filename if code is not None else None,
         line=code.co_firstlineno if code is not None else None,
@@ -195,13 +199,13 @@ def import_object(ref: KernelRef) -> Any:
     if reason is not None:
         raise ImportError(reason)
     if ref.module == "__main__":
-        module = sys.modules.get("__autotune_main__")
+        module = sys.modules.get(SCRIPT_MODULE)
         if module is None:
-            spec = importlib.util.spec_from_file_location("__autotune_main__", ref.file)
+            spec = importlib.util.spec_from_file_location(SCRIPT_MODULE, ref.file)
             if spec is None or spec.loader is None:
                 raise ImportError(f"cannot import {ref.file} to find {ref.qualname}")
             module = importlib.util.module_from_spec(spec)
-            sys.modules["__autotune_main__"] = module
+            sys.modules[SCRIPT_MODULE] = module
             spec.loader.exec_module(module)
     else:
         module = importlib.import_module(ref.module)
@@ -213,10 +217,17 @@ def import_object(ref: KernelRef) -> Any:
     return obj
 
 
+def script_imported(ref: KernelRef) -> bool:
+    """Whether `ref`'s script is imported in this process as a module (`SCRIPT_MODULE`, as a sweep worker imports
+    it): its top level ran without starting its work, so another process may import it the same way."""
+    module = sys.modules.get(SCRIPT_MODULE)
+    return ref.module == "__main__" and module is not None and getattr(module, "__file__", None) == ref.file
+
+
 def imported_object(ref: KernelRef) -> Any:
     """What `ref` names in this process, without importing anything: None when its module is not imported (yet)
     or holds no such name."""
-    module = sys.modules.get(ref.module)
+    module = sys.modules.get(SCRIPT_MODULE if script_imported(ref) else ref.module)
     obj = _attribute(module, ref.qualname) if module is not None else None
     return None if obj is _MISSING else obj
 

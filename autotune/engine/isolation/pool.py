@@ -53,7 +53,7 @@ class Worker:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
-        self.loaded: set[tuple[str, str, str]] = set()
+        self.loaded: set[tuple[str, str, str, str | None]] = set()
         self.call_token: str | None = None  # whose call arguments (one call, or a set) the worker holds
         self.starts = 0
         self.stopped = False  # closed by shutdown(): never started again (a runner still holding it gets an error)
@@ -122,7 +122,7 @@ class Worker:
             self.kill()
             raise
 
-    def load(self, ref: tuple[str, str, str], recipe: bytes | None, timeout_s: float | None) -> None:
+    def load(self, ref: tuple[str, str, str, str | None], recipe: bytes | None, timeout_s: float | None) -> None:
         """Import the kernel `ref` names in the worker (rebuilt from `recipe` when given), once per worker life."""
         if ref in self.loaded and self.alive:
             return

@@ -27,9 +27,9 @@ from ...errors import (
     warn_verification_failed,
 )
 from ...kernel.call import BoundCall
-from ...kernel.identity import imported_object, kernel_ref
+from ...kernel.identity import imported_object, kernel_ref, script_imported
 from ...options import Objective, isolate_setting
-from ...record import Trial, TrialStatus
+from ...record import Trial, TrialStatus, Where
 from ...space.spaces import Config
 from ..compilers import InterpreterCompiler
 from ..pipeline import CompileFailed, Compiler
@@ -55,7 +55,7 @@ def _how_to_load(kernel: TunableKernel, bound_by_name: bool = True) -> tuple[byt
     from its definition, or by `autotune_launch`); (None, reason) when it cannot. `bound_by_name`: at a call
     (while decorating, the name is not bound yet, so only the module and the qualified name are checked)."""
     ref = kernel_ref(kernel.base_fn)
-    if ref.module == "__main__":
+    if ref.module == "__main__" and not script_imported(ref):
         return None, (
             f"{kernel.name} is defined in __main__ (a script or a notebook cell), which a worker cannot import"
         )
@@ -112,7 +112,7 @@ class WorkerRunner:
     compile workers' own (they are killed past it), so `compile_timeout_s` is None."""
 
     compile_timeout_s: float | None = None
-    where = "worker process"
+    where: Where = "worker process"
 
     def __init__(
         self,
@@ -123,7 +123,8 @@ class WorkerRunner:
         objective: Objective | None = None,
     ) -> None:
         ref = kernel_ref(kernel.base_fn)
-        self.ref = (ref.module, ref.qualname, "" if recipe is None else hashlib.sha256(recipe).hexdigest())
+        recipe_hash = "" if recipe is None else hashlib.sha256(recipe).hexdigest()
+        self.ref = (ref.module, ref.qualname, recipe_hash, ref.file)  # the file: a script's, imported from it
         self.recipe = recipe
         self.encoded = encoded  # the measuring worker's copies, with the data: one per call
         self.token = uuid.uuid4().hex

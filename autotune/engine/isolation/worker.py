@@ -125,7 +125,7 @@ def _load(request: tuple, kernels: dict[tuple, TunableKernel]) -> tuple:
     _follow_path(request[3] if len(request) > 3 else [])
     with warnings.catch_warnings():  # what decorating warns of, the parent already said
         warnings.simplefilter("ignore")
-        obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=None, line=None))
+        obj = import_object(KernelRef(module=ref[0], qualname=ref[1], file=ref[3], line=None))
         if recipe is not None:
             obj = rebuild(obj, recipe)
     obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
