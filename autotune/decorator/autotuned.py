@@ -90,8 +90,12 @@ from ..storage.kernel_cache import KernelCache
 from .inspection import KernelInspection
 
 if TYPE_CHECKING:
+    from ..engine.pipeline import Compiler
+    from ..engine.progress import TuningProgress
+    from ..engine.search.strategies import SearchStrategy
     from ..engine.trial_runner import TrialRunner
     from ..engine.tunable_kernel import TunableKernel
+    from ..modes.online import OnlineTuner
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
@@ -336,7 +340,7 @@ class Autotuned(KernelInspection, KernelInterface):
         self._first: Config | None = None
 
     @property
-    def online(self) -> Any:
+    def online(self) -> OnlineTuner:
         """The kernel's online sessions (`mode="online"`), one per key in progress."""
         tuner = self.__dict__.get("_online")
         if tuner is None:
@@ -450,7 +454,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, strict: bool = False) -> BoundCall:
         """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning. `strict`
-        (the native call path) also refuses what the triton.autotune drop-in passes through (call_arguments.py)."""
+        (the native call path) also refuses what the triton.autotune drop-in passes through (kernel/call.py)."""
         args, kwargs = tuple(args), dict(kwargs)
         if len(args) > len(self.arg_names):
             raise CallError(
@@ -513,8 +517,9 @@ class Autotuned(KernelInspection, KernelInterface):
         if env_disable():
             return self.fallback_config(), None, "disabled"
         if capturing():  # CUDA-graph capture: nothing tunes, waits or synchronizes there (capture.py)
-            online = self.__dict__.get("_online")
-            return select_in_capture(self, key, dtypes, bound, online and online.best_in_progress(key, dtypes))
+            online = self.online_started
+            in_progress = online.best_in_progress(key, dtypes) if online is not None else None
+            return select_in_capture(self, key, dtypes, bound, in_progress)
         if env_offline():
             return self._select_offline(key, dtypes, bound)
         check_launch_grid(self.name, grid)  # known before tuning: a bad one would fail every config alike
@@ -529,7 +534,7 @@ class Autotuned(KernelInspection, KernelInterface):
             return self.online.select(key, dtypes, bound, grid)  # never waits: tunes across calls (online.py)
         # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
         # kept for this call (`candidates`), so a winner this prune excluded is never launched.
-        if dist_mode is not None:  # every rank of the job launches the same winner (autotune/distributed.py)
+        if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
             record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
             kept, candidates = self.candidates(bound)
@@ -747,6 +752,7 @@ class Autotuned(KernelInspection, KernelInterface):
         total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
         noted, crashed = self.crash_journal(key, dtypes)
         runner = self._trial_runner(bound, grid, calls, noted)  # a shard too: its subset is `skip`
+        progress = self._progress(key, total, searched=strategy is not None)
         job = TuneJob(
             configs=configs,
             tuning=self.tuning,
@@ -755,17 +761,13 @@ class Autotuned(KernelInspection, KernelInterface):
             skip=skip,
             strategy=strategy,
             preference=kept,
-            progress=self._progress(key, total, strategy),
+            progress=progress,
             measure_single=select is not None or self.verify is not None,
             whole_space=select is None,
             crashed=crashed if runner.where == "in-process" else {},  # a worker may try them: a crash costs only itself
         )
-        try:
+        with progress:
             outcome = tune(job)
-        finally:
-            close = getattr(job.progress, "close", None)
-            if close is not None:
-                close()
         journal.forget(self.identity, key, dtypes)  # the crashes noted are in the record now
         record = self.cache.new_record(
             key,
@@ -791,7 +793,7 @@ class Autotuned(KernelInspection, KernelInterface):
         dtypes: tuple,
         kept: Sequence[Config],
         select: Callable[[list[Config]], Sequence[Config]] | None,
-    ) -> tuple[Sequence[Config], Any, frozenset[Config]]:
+    ) -> tuple[Sequence[Config], SearchStrategy | None, frozenset[Config]]:
         """(the configs, [] when a search strategy proposes them; that strategy, else None; the configs to record
         as skipped: those prune= did not keep, and with `select` those it did not choose)."""
         configs, strategy = self.configs or [], None
@@ -848,7 +850,7 @@ class Autotuned(KernelInspection, KernelInterface):
                 )
         return functools.partial(journal.measuring, self.identity, key, dtypes), crashed
 
-    def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> Any:
+    def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> SearchStrategy:
         """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
         winners of this kernel's nearest tuned keys (the same key with other `dtypes` included), and for "model"
         with `Tuning(transfer=True)`, the nearest key's record tuned on another device kind as its prior."""
@@ -874,7 +876,7 @@ class Autotuned(KernelInspection, KernelInterface):
             return list(self.configs or ()), None
         return kept_configs(self.prune, self.configs, bound.named, self.name)
 
-    def compiler_for(self, prepare: Callable[[Config], tuple]) -> Any:
+    def compiler_for(self, prepare: Callable[[Config], tuple]) -> Compiler:
         """The compiler of the tuning pipeline: the JIT on a GPU, nothing under the interpreter."""
         if self.compiler_factory is not None:
             return self.compiler_factory(self, prepare)
@@ -888,10 +890,10 @@ class Autotuned(KernelInspection, KernelInterface):
 
             torch.cuda.synchronize()
 
-    def _progress(self, key: tuple, total: int, strategy: Any = None) -> Any:
+    def _progress(self, key: tuple, total: int, searched: bool) -> TuningProgress:
         from ..engine.progress import TuningProgress
 
-        if strategy is None:
+        if not searched:
             return TuningProgress(self.name, key, total)
         return TuningProgress(self.name, key, total, strategy=self.strategy, space_size=self.space_size)
 

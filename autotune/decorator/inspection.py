@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NoRecordError
 from ..record import TuningRecord
 from ..storage.counters import stats
+
+if TYPE_CHECKING:
+    from ..modes.online import OnlineTuner
+    from ..storage.kernel_cache import KernelCache
 
 __all__ = ["KernelInspection"]
 
@@ -15,7 +19,7 @@ __all__ = ["KernelInspection"]
 class KernelInspection:
     """Mixed into `Autotuned`: reads its cache (`self.cache`), its name and its last call's key."""
 
-    cache: Any
+    cache: KernelCache
     name: str
     _last_key: tuple | None
 
@@ -52,16 +56,21 @@ class KernelInspection:
     def cache_info(self) -> dict[str, Any]:
         """Entries in memory and this process's hit/miss/tuning counters for this kernel."""
         counters = stats().get(self.name, {})
-        info = {"entries": len(self.cache.records()), **counters}
+        info: dict[str, Any] = {"entries": len(self.cache.records()), **counters}
         online = self._online_progress()
         if online:
             info["online"] = online
         return info
 
-    def _online_progress(self) -> Any:
+    @property
+    def online_started(self) -> OnlineTuner | None:
+        """The kernel's online sessions if a call has made them, without making them (`Autotuned.online` does)."""
+        return self.__dict__.get("_online")
+
+    def _online_progress(self) -> dict[str, str] | None:
         """The online sessions' progress, or None when the kernel never tuned online: asking must not start the
         online machinery (`self.online` makes it)."""
-        tuner = self.__dict__.get("_online")
+        tuner = self.online_started
         return tuner.progress() if tuner is not None else None
 
     def report(self, key: Sequence[Any] | None = None, png: str | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import DeviceError, FailureKind, VerificationError, classify, warn_verification_failed
 from ..options import Tuning
-from ..record import Trial, TrialStatus
+from ..record import Trial, TrialStatus, Where
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
 from .pipeline import Compiler
@@ -86,7 +86,7 @@ class InProcessRunner:
     """Measures each config on the calling thread: `run_config(config)` launches it once on the caller's stream."""
 
     compile_timeout_s: float | None
-    where = "in-process"
+    where: Where = "in-process"
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import OptionError
 from ..options import Objective
-from ..record import Trial, TrialStatus
+from ..record import Trial, TrialStatus, Where
 from ..space.spaces import Config
 
 if TYPE_CHECKING:  # not at import: warmup and sweep import check_objective, and a cache hit loads no pipeline
@@ -96,7 +96,7 @@ class MultiCallRunner:
         return self.runners[0].compile_timeout_s
 
     @property
-    def where(self) -> str:
+    def where(self) -> Where:
         return self.runners[0].where
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ..record import Trial
+from ..record import Trial, Where
 from ..space.spaces import Config
 from .pipeline import Compiler
 
@@ -29,7 +29,7 @@ class TrialRunner(Protocol):
         ...
 
     @property
-    def where(self) -> str:
+    def where(self) -> Where:
         """Where trials run, as the record says it: "in-process", "worker process"."""
         ...
 
