@@ -116,7 +116,6 @@ __all__ = [
     "VerificationWarning",
     "NoRecordError",
     "CaptureWarning",
-    "warmup",
     "WarmupReport",
     "torch_op",
 ]

@@ -284,3 +284,11 @@ def test_the_checker_sees_a_wrong_way_import(tmp_path):
     assert _imports("engine.tuner", source, known) == [("decorator", False), ("storage.kernel_cache", True)]
     assert LAYERS["decorator"] not in MAY_IMPORT[LAYERS["engine.tuner"]]
     assert LAYERS["storage.kernel_cache"] not in MAY_IMPORT[LAYERS["engine.tuner"]]
+
+
+def test_the_package_exports_each_public_name_once_and_each_resolves():
+    """`__all__` is the public API's list: a name twice in it, or one `autotune` does not have, is a slip."""
+    names = autotune.__all__
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    missing = [name for name in names if not hasattr(autotune, name)]
+    assert not missing

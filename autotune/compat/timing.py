@@ -1,6 +1,6 @@
 """How `autotune.compat` measures a config as `triton.autotune` would: the choice of Triton's benchmark function
 (`do_bench=`, or the deprecated `warmup`/`rep`/`use_cuda_graph`), its call with Triton's quantiles, and the
-`configs_timings` values built from it. Split from compat.py, which maps Triton's decorator onto the engine.
+`configs_timings` values built from it. Split from compat/__init__.py, which maps Triton's decorator onto the engine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks of `@autotune`'s arguments other than the space (the space's are in space_checks.py), run when the
+"""Checks of `@autotune`'s arguments other than the space (the space's are in space/checks.py), run when the
 kernel is decorated: each names the argument, what is wrong and the fix, so a mistake surfaces where the kernel
 is declared instead of as every config failing at its first call."""
 

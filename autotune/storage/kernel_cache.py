@@ -41,8 +41,8 @@ logger = logging.getLogger("autotune")
 
 _LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
-_TLS = threading.local()
-_PEEK_AGAIN_S = 5.0  # an offline miss asks the remote tier again after this long (the disk: always)       # .tuning: the entries this thread is tuning now (re-entrance is an error)
+_TLS = threading.local()  # .tuning: the entries this thread is tuning now (re-entrance is an error)
+_PEEK_AGAIN_S = 5.0  # a `peek` miss asks the remote tier again after this long (the disk: always)
 
 
 @reset_in_forked_child
@@ -92,7 +92,7 @@ class KernelCache:
     """Memory + persistent tiers of one decorated kernel. Thread-safe.
 
     `tiers` are the persistent tiers behind memory, first read first: by default the disk cache, then the
-    remote tier when one is configured (`storage/remote.py`); `[]` keeps winners in memory only
+    remote tier when one is configured (`storage/redis_tier.py`, set up by `storage/remote_config.py`); `[]` keeps winners in memory only
     (`autotune.compat`'s `cache_results=False`).
     """
 

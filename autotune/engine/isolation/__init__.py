@@ -2,9 +2,10 @@
 process or hangs costs that config (`crashed`, `timeout`), never the tuning or the caller's process.
 `trial_timeout_s` bounds one config's compile and measurement.
 
-`isolate="auto"` (the default) isolates when a worker can import the kernel (by module and qualified name) and
-the launch grid can be sent to it, and otherwise tunes in-process with a one-time note saying why; `"process"`
-always isolates (refusing a kernel it cannot); `"off"` never isolates.
+`isolate="off"` (the default, as `triton.autotune`) never isolates; `"auto"` isolates when a worker can import
+the kernel (by module and qualified name) and the launch grid can be sent to it, and otherwise tunes in-process
+with a one-time note saying why; `"process"` always isolates (refusing a kernel it cannot), except a call whose
+tensors exceed `isolate_max_bytes`, tuned in-process with a one-time note (issue 40: a worker holds ~3x copies).
 
 Modules: `worker` (the worker process and how arguments travel), `trial` (a trial inside a worker), `pool`
 (the parent's worker processes), `runner` (the parent's side of one tuning).

@@ -1,6 +1,6 @@
 """Search over large spaces: strategies that propose configs from what the tried ones measured (`strategies`,
 `model`), warm starts from other keys' winners (`warm_start`), and priors from other device kinds' records of the
-same key (`prior`). The tuner runs them (tuner.search)."""
+same key (`prior`). The tuner runs them (`engine/tuner.py`)."""
 
 from __future__ import annotations
 
