@@ -105,7 +105,8 @@ class CaptureWarning(UserWarning):
 
 class CrashWarning(UserWarning):
     """A config ended a process that measured it in-process (the crash journal says so): it is recorded as
-    `crashed` and not tried again until AUTOTUNE_FORCE=1 or clear_autotune_cache(). Said once per config."""
+    `crashed` and not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or `autotune cache clear`. Said
+    once per config."""
 
 
 class VerificationWarning(UserWarning):

@@ -258,7 +258,8 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     from ..storage import DiskCache
 
     failures: list[tuple[Path, OSError]] = []
-    removed = len(DiskCache().remove(args.kernel, key, on_error=lambda path, exc: failures.append((path, exc))))
+    cleared = DiskCache().remove(args.kernel, key, on_error=lambda path, exc: failures.append((path, exc)))
+    removed, forgotten = len(cleared), _forget_crashes(args.kernel, key, cleared)
     what = (
         "all kernels"
         if args.kernel is None
@@ -266,21 +267,10 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     )
     what, where = safe_text(what), safe_text(directory)
     if failures:
-        reasons = ", ".join(dict.fromkeys(exc.strerror or exc.__class__.__name__ for _, exc in failures))
-        print(
-            f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
-            f"{where}, removed {removed}, could not remove {len(failures)} ({reasons}); run as a user that may "
-            "write the cache directory:",
-            file=sys.stderr,
-        )
-        for path, exc in failures[:10]:
-            print(f"  {safe_text(path)}: {exc.strerror or exc}", file=sys.stderr)
-        if len(failures) > 10:
-            print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
-        return 1
+        return _report_failures(failures, removed, what, where)
     # what `cache list` flags as unusable stays (only what reads as an entry is removed): named, not left silent
     left = [e for e in _entries(args.kernel) if e.record is None] if key is None else []
-    if removed == 0 and not left and args.kernel is not None:
+    if removed == 0 and not left and not forgotten and args.kernel is not None:
         print(
             f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
             f"{safe_text(_unknown_kernel_hint(args.kernel))}",
@@ -288,6 +278,11 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         )
         return 1
     print(f"removed {plural(removed, 'entry', 'entries')} ({what}) from {where}")
+    if forgotten:
+        print(
+            f"forgot {plural(forgotten, 'crash note', 'crash notes')}: the configs that ended a process are tried "
+            "again at the next tuning"
+        )
     if left:
         print(
             f"{plural(len(left), 'unusable file stays', 'unusable files stay')} (a clear removes only files that "
@@ -299,6 +294,36 @@ def _cmd_clear(args: argparse.Namespace) -> int:
         if len(left) > 10:
             print(f"  ... and {len(left) - 10} more")
     return 0
+
+
+def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: str, where: str) -> int:
+    """Exit status 1 after saying which entries a clear could not remove, and why."""
+    reasons = ", ".join(dict.fromkeys(exc.strerror or exc.__class__.__name__ for _, exc in failures))
+    print(
+        f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
+        f"{where}, removed {removed}, could not remove {len(failures)} ({reasons}); run as a user that may "
+        "write the cache directory:",
+        file=sys.stderr,
+    )
+    for path, exc in failures[:10]:
+        print(f"  {safe_text(path)}: {exc.strerror or exc}", file=sys.stderr)
+    if len(failures) > 10:
+        print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
+    return 1
+
+
+def _forget_crashes(kernel: str | None, key: tuple | None, cleared: list[Any]) -> int:
+    """Forget the crash journal's notes of what a clear asked for, as `clear_autotune_cache` does (everything, or the
+    kernels of the `cleared` entries and a "module:qualname" `kernel`, of `key`); how many notes went."""
+    from ..storage import journal
+    from ..storage.entries import is_kernel_id
+
+    if kernel is None:
+        return journal.forget()
+    kernel_ids = {e.record.kernel_id or e.record.kernel for e in cleared}
+    if is_kernel_id(kernel):  # a crash in a key's first tuning left a note and no entry
+        kernel_ids.add(kernel)
+    return sum(journal.forget(kernel_id, key) for kernel_id in sorted(kernel_ids))
 
 
 def _cmd_path(args: argparse.Namespace) -> int:

@@ -51,13 +51,30 @@ def _suggestion(tier: Any, kernel: str) -> str:
     return kernel_suggestion(kernel, [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)])
 
 
+def _stopped(command: str, tier: Any, read: int, stopped: str | None, done: str) -> int:
+    """Exit status 1 after saying that Redis stopped answering during the listing (`stopped`: the client's error,
+    `done`: what became of the entries read); 0, saying nothing, when the listing was whole."""
+    if stopped is None:
+        return 0
+    print(
+        f"autotune cache {command}: the Redis cache at {tier.url} stopped answering after "
+        f"{plural(read, 'entry', 'entries')} ({safe_text(stopped)}); {done}, the rest were not read; run "
+        f"`autotune cache {command}` again, or raise AUTOTUNE_REMOTE_CACHE_TIMEOUT_S (now {tier.timeout_s:g} s) if "
+        "Redis is slow rather than down",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def list_remote(args: argparse.Namespace) -> int:
-    """`autotune cache list --remote`: one line per entry in Redis."""
+    """`autotune cache list --remote`: one line per entry in Redis; exit 1 when Redis stopped answering during it."""
     tier = remote_or_exit(args, "list")
     if tier is None:
         return 2
+    found, stopped = tier.listing(args.kernel)
+    done = "only those are listed"
     entries = sorted(
-        tier.entries(args.kernel),
+        found,
         key=lambda e: (
             e.record.kernel,
             e.record.kernel_id or "",
@@ -81,8 +98,8 @@ def list_remote(args: argparse.Namespace) -> int:
                 indent=1,
             )
         )
-        return 0
-    if not entries:
+        return _stopped("list", tier, len(entries), stopped, done)
+    if not entries and stopped is None:
         if args.kernel is not None:  # as the disk's list: a filter that matches nothing is said, exit 1
             print(
                 f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
@@ -92,9 +109,10 @@ def list_remote(args: argparse.Namespace) -> int:
             return 1
         print(f"no entries in {tier.url}")
         return 0
-    print(entries_table(e.record for e in entries))
-    print(f"\n{plural(len(entries), 'entry', 'entries')} in {tier.url}")
-    return 0
+    if entries:
+        print(entries_table(e.record for e in entries))
+        print(f"\n{plural(len(entries), 'entry', 'entries')} in {tier.url}")
+    return _stopped("list", tier, len(entries), stopped, done)
 
 
 def clear_remote(args: argparse.Namespace, key: tuple | None) -> int:
@@ -159,8 +177,9 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     source, target = (disk, tier) if command == "push" else (tier, disk)
     with warnings.catch_warnings(record=True) as caught:  # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
-        found = source.entries(args.kernel)
-        if not found and args.kernel is not None:  # as `cache list --kernel`: a filter that matches nothing, exit 1
+        found, stopped = tier.listing(args.kernel) if command == "pull" else (disk.entries(args.kernel), None)
+        # as `cache list --kernel`: a filter that matches nothing, exit 1 (unless Redis stopped before it was read)
+        if not found and args.kernel is not None and stopped is None:
             origin = tier.url if command == "pull" else safe_text(directory)
             print(
                 f"autotune cache {command}: no entries for kernel {safe_text(repr(args.kernel))} in {origin}, "
@@ -173,7 +192,8 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                     print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)
             return 1
         counts = _copy_entries(found, target, args.lock_timeout)
-    return _report_copy(command, tier.url, counts, caught, args.lock_timeout)
+    status = _report_copy(command, tier.url, counts, caught, args.lock_timeout)
+    return max(status, _stopped(command, tier, len(found), stopped, f"{counts['copied']} copied"))
 
 
 def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dict[str, int]:

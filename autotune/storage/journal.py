@@ -99,7 +99,8 @@ def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(note.since))
             found[Config(note.config)] = (
                 f"the process ended while measuring it (pid {note.pid} on {note.host}, at {when}): a crash, or "
-                "a kill from outside; not tried again until AUTOTUNE_FORCE=1 or clear_autotune_cache()"
+                "a kill from outside; not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or "
+                "`autotune cache clear`"
             )
     return found
 

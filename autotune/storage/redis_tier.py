@@ -84,11 +84,15 @@ _AUTH_FIX = (
 
 class _Unavailable(Exception):
     """Redis cannot be used right now (down, or a fault already warned about): answer as a miss. `reason`: why,
-    in words, for a caller that reports it (an explicit clear, the CLI)."""
+    in words, for a caller that reports it (an explicit clear, the CLI); `cause`: the client's error alone."""
 
     @property
     def reason(self) -> str:
-        return str(self.args[0]) if self.args else "Redis is being left alone after a failure"
+        return str(self.args[0]) if self.args and self.args[0] else "Redis is being left alone after a failure"
+
+    @property
+    def cause(self) -> str:
+        return str(self.args[1]) if len(self.args) > 1 and self.args[1] else self.reason
 
 
 class _Refused(_Unavailable):
@@ -183,6 +187,7 @@ class RedisCache:
         self._errors = redis.exceptions
         self._down_until = 0.0
         self._down_reason = ""  # why Redis is being left alone (for an explicit clear's message)
+        self._down_cause = ""  # the client's error that began it ("TimeoutError: ...")
         self._in_outage = False  # warned about the current outage; cleared by a command that works
         self._warned: set[str] = set()
         self._guard = threading.Lock()
@@ -199,7 +204,7 @@ class RedisCache:
         renewal and release, which run off the launch path and must not let a short stall lose the lease, and an
         explicit clear, which must try now). `report=False`: the caller reports the fault itself (no warning)."""
         if not always and time.monotonic() < self._down_until:
-            raise _Unavailable(self._down_reason or None)
+            raise _Unavailable(self._down_reason or None, self._down_cause or self._down_reason or None)
         try:
             result = command(self.client)
         except self._errors.AuthenticationError as exc:  # a ConnectionError, but the password is what to fix
@@ -207,12 +212,14 @@ class RedisCache:
                 _auth_text(self.url, exc),
                 report,
                 f"{_AUTH_FIX}; using the local cache only, trying Redis again every {self.retry_s:g} s",
+                exc,
             )
         except (self._errors.ConnectionError, self._errors.TimeoutError) as exc:
             self._outage(
                 f"the Redis cache at {self.url} is unreachable ({exc.__class__.__name__}: {exc})",
                 report,
                 f"using the local cache only, trying Redis again every {self.retry_s:g} s",
+                exc,
             )
         except self._errors.RedisError as exc:  # OOM (full), READONLY, NOPERM, WRONGTYPE, ...
             text = f"the Redis cache at {self.url} refused a command ({exc.__class__.__name__}: {exc})"
@@ -224,20 +231,22 @@ class RedisCache:
                 f"the Redis client failed talking to {self.url} ({exc.__class__.__name__}: {exc})",
                 report,
                 f"using the local cache only, trying Redis again every {self.retry_s:g} s",
+                exc,
             )
         self._in_outage = False
         return result
 
-    def _outage(self, text: str, report: bool, advice: str) -> None:
-        """Leave Redis alone for `retry_s` after `text`, warn once per outage (unless the caller reports it),
-        and raise _Unavailable."""
+    def _outage(self, text: str, report: bool, advice: str, exc: Exception) -> None:
+        """Leave Redis alone for `retry_s` after `text` (caused by `exc`), warn once per outage (unless the caller
+        reports it), and raise _Unavailable."""
+        cause = f"{exc.__class__.__name__}: {exc}"
         with self._guard:
             first, self._in_outage = not self._in_outage, True
             self._down_until = time.monotonic() + self.retry_s
-            self._down_reason = text
+            self._down_reason, self._down_cause = text, cause
         if first and report:
             warn(f"autotune cache: {text}; {advice}")
-        raise _Unavailable(text) from None
+        raise _Unavailable(text, cause) from None
 
     def warn_once(self, message: str) -> None:
         with self._guard:
@@ -266,21 +275,24 @@ class RedisCache:
         """The Redis key of an entry (or of its lease)."""
         return f"{self.prefix}:{kind}:{location}:{entry_id}"
 
-    def _read(self, key: str, *, always: bool = False, report: bool = True) -> TuningRecord | None:
+    def _read(
+        self, key: str, *, always: bool = False, report: bool = True, future_ok: bool = False
+    ) -> TuningRecord | None:
+        """The record at `key`, or None (warned when refused); `future_ok`: one dated ahead too (a clear's read)."""
         size = self.call(lambda c: c.strlen(key), always=always, report=report)  # never download an oversized value
-        if not size:
-            return None
-        if size > MAX_ENTRY_BYTES:
+        data = b""
+        if 0 < size <= MAX_ENTRY_BYTES:  # bounded: a value grown since STRLEN reads one byte over the limit
+            data = self.call(lambda c: c.getrange(key, 0, MAX_ENTRY_BYTES), always=always, report=report) or b""
+        if size > MAX_ENTRY_BYTES or len(data) > MAX_ENTRY_BYTES:
+            what = f"{size} bytes" if size > MAX_ENTRY_BYTES else "it grew past it while being read"
             self.warn_once(
-                f"autotune cache: refused Redis key {key}: {size} bytes, over the "
-                f"{MAX_ENTRY_BYTES}-byte limit of an entry"
+                f"autotune cache: refused Redis key {key}: over the {MAX_ENTRY_BYTES}-byte limit of an entry ({what})"
             )
             return None
-        data = self.call(lambda c: c.get(key), always=always, report=report)
-        if data is None or len(data) > MAX_ENTRY_BYTES:
+        if not data:
             return None
         try:
-            return parse_record(data, f"Redis key {key}")
+            return parse_record(data, f"Redis key {key}", future_ok=future_ok)
         except CacheEntryError as exc:
             if exc.kind == "schema" and is_newer_schema(exc.schema_version):
                 self.warn_once(f"autotune cache: {exc}; written by a newer autotune, left in place")
@@ -385,16 +397,17 @@ class RedisCache:
         return sorted(out)
 
     def _listing(
-        self, kernel: str | None, *, always: bool = False, report: bool = True
-    ) -> tuple[list[StoredEntry], str | None]:
+        self, kernel: str | None, *, always: bool = False, report: bool = True, future_ok: bool = False
+    ) -> tuple[list[StoredEntry], _Unavailable | None]:
         """(every readable entry, of `kernel` (`entries.kernel_matches`) or all; why the listing stopped early, or
         None). A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped
-        with a warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it."""
+        with a warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it.
+        `future_ok`: entries dated ahead are listed too (a clear's listing)."""
         out: list[StoredEntry] = []
         try:
             for key, location, entry_id in self._scan(kernel, always=always, report=report):
                 try:
-                    record = self._read(key, always=always, report=False)
+                    record = self._read(key, always=always, report=False, future_ok=future_ok)
                 except _Refused as exc:
                     self.warn_once(
                         f"autotune cache: skipped Redis key {key}: {exc.reason}; it is not an entry "
@@ -412,11 +425,17 @@ class RedisCache:
                 if record is not None and (kernel is None or kernel_matches(record.kernel, record.kernel_id, kernel)):
                     out.append(StoredEntry(self.name, location, entry_id, record))
         except _Unavailable as exc:
-            return out, exc.reason
+            return out, exc
         return out, None
 
     def entries(self, kernel: str | None = None) -> list[StoredEntry]:
         return self._listing(kernel)[0]
+
+    def listing(self, kernel: str | None = None) -> tuple[list[StoredEntry], str | None]:
+        """(the entries `entries` gives, the client's error that stopped the listing early or None), warning nothing
+        about that stop: for the CLI, which must not report a partial listing as the whole."""
+        found, stopped = self._listing(kernel, report=False)
+        return found, stopped.cause if stopped is not None else None
 
     def remove(self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY) -> list[StoredEntry]:
         """Remove entries (see `remove_now`); when Redis cannot be reached or fails during it, warn naming why and
@@ -437,7 +456,8 @@ class RedisCache:
         back-off after an earlier failure. Returns (what was removed, why the rest could not be, or None); it warns
         nothing itself."""
         wanted = wanted_key_text(key)
-        entries, problem = self._listing(kernel, always=True, report=False)
+        entries, stopped = self._listing(kernel, always=True, report=False, future_ok=True)
+        problem = stopped.reason if stopped is not None else None
         removed = []
         for e in entries:
             if identity is not ANY and e.record.kernel_id != identity:
