@@ -160,7 +160,8 @@ class Autotuned(KernelInspection, KernelInterface):
         derive = self._check_space(static_options, derive)
         restore_value, reset_to_zero = self._check_argument_names(restore_value, reset_to_zero, derive)
         check_hooks(self.name, self.arg_names, verify=verify, setup=setup, do_bench=do_bench)
-        self._list_space(prune)
+        self._list_space()
+        self._choose_how_to_tune(prune)
         self._compile_call(fn, grid, derive, key, fallback, verify, setup)
         self._keep_hooks(restore_value, reset_to_zero, verify, setup, do_bench, prune, fallback, derive)
         self._prepare_launches()
@@ -184,7 +185,8 @@ class Autotuned(KernelInspection, KernelInterface):
         }
 
     def _check_space(self, static_options: dict[str, Any], derive: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The static options, derive= and the space against the kernel; derive= as a checked dict."""
+        """The static options, derive= and the space checked against the kernel (the options kept, with the
+        backend's compile option names); derive= as a checked dict."""
         self._compile_options = compile_option_names()
         check_static_options(
             self.name,
@@ -214,10 +216,13 @@ class Autotuned(KernelInspection, KernelInterface):
         check_argument_lists(self.name, self.arg_names, guarded, tuned_names={*self.space.fields(), *derive})
         return restore_value, reset_to_zero
 
-    def _list_space(self, prune: PruneSpec) -> None:
+    def _list_space(self) -> None:
         # A space over LIST_LIMIT configs is never listed (configs is None): it is searched (search/).
         self.configs: list[Config] | None = None if self.space.lazy else self.space.configs()
         self.space_size = len(self.configs) if self.configs is not None else self.space.unfiltered_len()
+
+    def _choose_how_to_tune(self, prune: PruneSpec) -> None:
+        """The search strategy, and the timeouts and isolation checked against the kernel."""
         self.strategy = check_strategy(self.tuning, self.space, self.space_size, self.name, prune=prune is not None)
         check_timeouts(self.name, self.tuning, self.default_isolate)
         if isolate_setting(self.tuning, self.default_isolate)[0] == "process":  # refused now if no worker could
@@ -278,6 +283,7 @@ class Autotuned(KernelInspection, KernelInterface):
         fallback: Mapping[str, Any] | None,
         derive: Mapping[str, Any],
     ) -> None:
+        """The guards, hooks, prune= and fallback=, as the tuning and the launch use them."""
         self.restore_value, self.reset_to_zero = restore_value, reset_to_zero
         self._guarded = {
             "restore_value": restore_value,
