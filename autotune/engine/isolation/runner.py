@@ -232,7 +232,7 @@ class WorkerRunner:
         limits = [t for t in (self.tuning.compile_timeout_s, self.tuning.trial_timeout_s) if t is not None]
         try:
             reply = worker.request(
-                ("compile", self.ref, config, self.token + "-shapes", self.grids[0], self.tuning),
+                ("compile", self.ref, config, self.token + "-shapes", self.grids[0]),
                 min(limits) if limits else None,
             )
         except WorkerTimedOut as exc:

@@ -87,7 +87,7 @@ def run_trial_in_worker(
     return ("ok" if trial.ok else "failed", codec.to_builtins(trial))
 
 
-def compile_in_worker(kernel: TunableKernel, config: Config, calls: list[tuple], grid: Any, tuning: Tuning) -> tuple:
+def compile_in_worker(kernel: TunableKernel, config: Config, calls: list[tuple], grid: Any) -> tuple:
     """Compile `config` only, with the first call's shapes (all a compile worker is sent): ("ok", seconds), or
     ("failed", status, error text) for the config's own compile error; an error that is not the config's (the
     call, the environment) propagates to the request."""

@@ -159,7 +159,7 @@ def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tu
         grids, tuning, precompiled, objective = request[4:]
         return run_trial_in_worker(kernel, config, call_set, grids, tuning, precompiled, objective, _noting(conn))
     if kind == "compile":
-        return compile_in_worker(kernel, config, call_set, *request[4:])
+        return compile_in_worker(kernel, config, call_set, request[4])
     return ("ok", refine_in_worker(kernel, config, call_set, *request[4:]))
 
 
