@@ -174,14 +174,18 @@ def test_every_new_error_is_an_autotune_error_and_a_builtin_one():
 
 @pytest.mark.parametrize("args", [{"x": 1}, torch.ones(4)])
 def test_autotune_launch_args_that_are_not_a_sequence_are_named_not_spread(args):
+    """Refused before a wrapper is made and kept for the rest of the process."""
     from autotune import autotune_launch
+    from autotune.decorator.functional import _launch_registry
 
+    kept = len(_launch_registry)
     with pytest.raises(
         CallError,
         match=r"autotune_launch\(args=\.\.\.\) takes the kernel's positional arguments as "
         r"a tuple or list.*keyword arguments go in kwargs=",
     ):
         autotune_launch(add_kernel, space={"BLOCK": (16, 32)}, grid=GRID, key=["n"], args=args, tuning=FAST)
+    assert len(_launch_registry) == kept
 
 
 def test_autotune_launch_mistakes_name_autotune_launch_not_the_decorator():

@@ -126,6 +126,26 @@ def _identity(value: Any, what: str) -> Any:
     return text
 
 
+def _registered(kernel: object, space: Any, grid: Any, key: Any, options: dict[str, Any]) -> Autotuned:
+    """The autotuned wrapper kept for these arguments, made at their first launch. Spaces given as data are told
+    apart by their repr, a SearchSpace object by identity (the registry keeps it alive): a checksum would hash
+    every config on every call of this hot path. A callable grid is the launch's, not the wrapper's."""
+    callable_grid = callable(grid)
+    ident = (
+        id(kernel),
+        id(space) if isinstance(space, SearchSpace) else repr(space),
+        _CALLABLE_GRID if callable_grid else _identity(grid, "grid"),
+        _identity(key, "key"),
+        tuple((name, _identity(value, name)) for name, value in sorted(options.items())),
+    )
+    with _launch_registry_lock:
+        tuned = _launch_registry.get(ident)
+        if tuned is None:
+            tuned = Autotuned(kernel, space=space, key=key, grid=None if callable_grid else grid, **options)
+            _launch_registry[ident] = tuned
+    return tuned
+
+
 def autotune_launch(
     kernel: object,
     *,
@@ -152,30 +172,13 @@ def autotune_launch(
             "autotune_launch(...) needs grid=: a tuple, a '$X' expression string such as "
             "'(cdiv(n, $BLOCK),)', or a callable meta -> tuple as in kernel[grid](...)"
         )
-    # Spaces given as data are told apart by their repr; a SearchSpace object by identity (the registry keeps it
-    # alive). A checksum would hash every config on every call of this hot path.
-    space_ident = id(space) if isinstance(space, SearchSpace) else repr(space)
-    launch_grid = grid if callable(grid) else None
-    grid_ident = _CALLABLE_GRID if launch_grid is not None else _identity(grid, "grid")
-    ident = (
-        id(kernel),
-        space_ident,
-        grid_ident,
-        _identity(key, "key"),
-        tuple((name, _identity(value, name)) for name, value in sorted(autotune_options.items())),
-    )
-    with _launch_registry_lock:
-        tuned = _launch_registry.get(ident)
-        if tuned is None:
-            tuned = Autotuned(
-                kernel, space=space, key=key, grid=None if launch_grid is not None else grid, **autotune_options
-            )
-            _launch_registry[ident] = tuned
     if not isinstance(args, (tuple, list)):  # a dict would pass its keys, a tensor its rows, as the arguments
         raise CallError(
             f"autotune_launch(args=...) takes the kernel's positional arguments as a tuple or list, "
             f"e.g. args=(x, y, out, n); got {type(args).__name__} (keyword arguments go in kwargs=)"
         )
+    launch_grid = grid if callable(grid) else None
+    tuned = _registered(kernel, space, grid, key, autotune_options)
     call_args, call_kwargs = tuple(args), dict(kwargs or {})
     launch = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
     launched = launch.grid
