@@ -44,7 +44,7 @@ from triton.runtime.autotuner import Autotuner  # noqa: E402
 from triton.runtime.jit import KernelInterface  # noqa: E402
 
 from autotune import autotune, compat  # noqa: E402
-from autotune.engine.compilers import InterpreterCompiler  # noqa: E402
+from autotune.engine.compilers import NoCompile  # noqa: E402
 
 BLOCKS = (64, 128, 256, 512)
 N = 4096
@@ -132,7 +132,7 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
         do_bench=lambda call: (call(), 1.0)[1],
         tuning="fast",
     )(noop_base_kernel)
-    ours.compiler_factory = lambda tuned, prepare: InterpreterCompiler()
+    ours.compiler_factory = lambda tuned, prepare: NoCompile()
     ours(x, y, out, N)
     assert ours.cache_info()["tunings"] == 1
 
@@ -161,7 +161,7 @@ def cpu_part(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
         restore_value=None,
         do_bench=fake_triton_bench,
     )
-    drop_in.tuner.compiler_factory = lambda tuned, prepare: InterpreterCompiler()
+    drop_in.tuner.compiler_factory = lambda tuned, prepare: NoCompile()
     drop_in[grid](x, y, out, N)
     assert len(drop_in.cache) == 1
 

@@ -27,7 +27,7 @@ import triton.language as tl
 from kernels_for_tests import add_kernel
 
 from autotune import AutotuneError, Config, TrialStatus, Tuning, autotune
-from autotune.engine.compilers import InterpreterCompiler
+from autotune.engine.compilers import NoCompile
 from autotune.engine.shards import merge_shards, shard_winner
 from autotune.modes import distributed as adist
 from autotune.record import Trial
@@ -46,7 +46,7 @@ HANG_TIMEOUT_S = 3.0  # the process group's timeout in the spawn where a rank ne
 # What each rank runs (in a spawned process: module-level functions, importable by the child)
 
 
-class _RecordingCompiler(InterpreterCompiler):
+class _RecordingCompiler(NoCompile):
     """The interpreter's (no-op) compiler, noting each config this rank compiles, i.e. measures."""
 
     def __init__(self, seen: list) -> None:

@@ -19,7 +19,7 @@ from triton.runtime.jit import KernelInterface
 
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
-from ..engine.compilers import InterpreterCompiler, JitCompiler, driver_problem
+from ..engine.compilers import JitCompiler, NoCompile, driver_problem
 from ..engine.process_group import Mode, active_mode
 from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
 from ..errors import (
@@ -887,7 +887,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if self.compiler_factory is not None:
             return self.compiler_factory(self, prepare)
         if self.interpreted:
-            return InterpreterCompiler()
+            return NoCompile()
         return JitCompiler(self.fn, prepare)
 
     def synchronize(self) -> None:

@@ -28,8 +28,9 @@ def _done(value: Any) -> Future:
     return future
 
 
-class InterpreterCompiler:
-    """Triton's CPU interpreter compiles nothing: every config is ready at once, in space order."""
+class NoCompile:
+    """Nothing to compile: every config is ready at once, in space order (Triton's CPU interpreter, and configs
+    compiled already, as a worker's or a precompiled tuning's are)."""
 
     def session(self, executor: Executor) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()

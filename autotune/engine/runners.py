@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..kernel.call import BoundCall
 from ..options import Objective, Tuning
 from ..space.spaces import Config
-from .compilers import InterpreterCompiler
+from .compilers import NoCompile
 from .in_process import CallGuards, InProcessRunner
 from .isolation import isolation_for
 from .multi_call import MultiCallRunner, runners_for_calls
@@ -53,7 +53,7 @@ def in_process_runner(
     tuning = kernel.tuning if tuning is None else tuning
     return InProcessRunner(
         run_config=run_trial if launch == "run_trial" else run_direct,
-        compiler=InterpreterCompiler() if precompiled else kernel.compiler_for(prepare),
+        compiler=NoCompile() if precompiled else kernel.compiler_for(prepare),
         timer=make_timer(
             on_gpu=not kernel.interpreted,
             do_bench=kernel.do_bench,

@@ -31,7 +31,7 @@ from ...kernel.identity import imported_object, kernel_ref, script_imported
 from ...options import Objective, isolate_setting
 from ...record import Trial, TrialStatus, Where
 from ...space.spaces import Config
-from ..compilers import InterpreterCompiler
+from ..compilers import NoCompile
 from ..pipeline import CompileFailed, Compiler
 from ..tunable_kernel import TunableKernel
 from .call_copies import encode_call
@@ -176,7 +176,7 @@ class WorkerRunner:
     def compiler(self) -> Compiler:
         """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
         compiles each config as part of its trial)."""
-        return WorkerCompiler(self) if self.precompiles else InterpreterCompiler()
+        return WorkerCompiler(self) if self.precompiles else NoCompile()
 
     def measure(self, config: Config) -> Trial:
         """Check and measure `config` in the worker (compiling it first unless a compile worker did); a crash
