@@ -33,14 +33,9 @@ def _load(spec: str, option: str) -> Any:
 
 
 def _cmd_sweep(args: Any) -> int:
-    if args.sign and not args.export:
-        print("autotune sweep: --sign KEYFILE signs the --export archive; give --export ARCHIVE too", file=sys.stderr)
+    ok, secret = _checked_options(args)
+    if not ok:
         return 2
-    for option, value, example in (("json", args.json, "sweep.json"), ("export", args.export, "sweep.tar.gz")):
-        problem = value and output_file_problem(option, value, example)
-        if problem:
-            print(f"autotune sweep: {problem}", file=sys.stderr)
-            return 2
     from ..sweeps import sweep
 
     try:
@@ -59,12 +54,34 @@ def _cmd_sweep(args: Any) -> int:
         from ..aot.archive import export_archive
 
         try:
-            manifest = export_archive(args.export, [kernel], sign_key=args.sign)
-        except (AutotuneError, OSError) as exc:  # ArchiveError, a key file that cannot be read
+            manifest = export_archive(args.export, [kernel], sign_key=secret)
+        except (AutotuneError, OSError) as exc:  # ArchiveError, a file system fault
             print(f"autotune sweep: the sweep finished, but --export failed: {exc}", file=sys.stderr)
             return 1
         print(f"wrote {args.export}: {len(manifest.records)} records of {', '.join(manifest.kernels)}")
     return 1 if report.failed else 0
+
+
+def _checked_options(args: Any) -> tuple[bool, bytes | None]:
+    """(True, the --sign secret or None) when the output options can be used, else (False, None) after saying why:
+    checked before sweeping, so that a mistake costs no sweep."""
+    if args.sign and not args.export:
+        print("autotune sweep: --sign KEYFILE signs the --export archive; give --export ARCHIVE too", file=sys.stderr)
+        return False, None
+    for option, value, example in (("json", args.json, "sweep.json"), ("export", args.export, "sweep.tar.gz")):
+        problem = value and output_file_problem(option, value, example)
+        if problem:
+            print(f"autotune sweep: {problem}", file=sys.stderr)
+            return False, None
+    if not args.sign:
+        return True, None
+    from ..aot.archive_checks import read_key
+
+    try:
+        return True, read_key(args.sign)
+    except AutotuneError as exc:  # ArchiveError: a missing, unreadable or special file, a short secret
+        print(f"autotune sweep: {exc}", file=sys.stderr)
+        return False, None
 
 
 def register(subparsers: Any) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from ..decorator.autotuned import Autotuned
@@ -76,7 +77,7 @@ def warmup(
             f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
         )
     if not (in_process if in_process is not None else visible_gpus() == 0):
-        return _warm_up_over_gpus(kernel, engine.name, calls, tuning)
+        return _warm_up_over_gpus(kernel, engine, calls, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
     given = Tuning.coerce(tuning).objective if tuning is not None else engine.tuning.objective
     if given is not None or engine.tuning.objective is not None:
@@ -148,14 +149,18 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _warm_up_over_gpus(kernel: object, name: str, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
-    """`autotune.sweep` with the local executor over every visible GPU, as a `WarmupReport`; a key that failed is
-    an error (a warm-up that left keys untuned would leave them to a request)."""
+def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
+    """`autotune.sweep` with the local executor over every visible GPU, on the blocking path, as a `WarmupReport`;
+    the winners are kept in the kernel's memory too. A key that failed is an error (a warm-up that left keys
+    untuned would leave them to a request)."""
     from ..errors import AutotuneError
-    from ..sweeps import sweep
+    from ..sweeps.api import warmup_sweep
 
-    began = time.perf_counter()
-    report = sweep(kernel, list(calls), executor="local", tuning=tuning)
+    began, name, makers = time.perf_counter(), engine.name, list(calls)
+    _check_picklable(makers, name)
+    if tuning is not None or online_mode(engine.tuning):  # an online kernel's worker would not tune
+        tuning = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
+    report = warmup_sweep(kernel, makers, tuning)
 
     def warmed(status: tuple[str, ...]) -> tuple[WarmedKey, ...]:
         return tuple(
@@ -169,6 +174,19 @@ def _warm_up_over_gpus(kernel: object, name: str, calls: Iterable[ArgumentMaker]
             + "; ".join(f"key {k.key} on {k.device}: {k.status} ({k.error})" for k in failed)
         )
     return WarmupReport(name, warmed(("tuned",)), warmed(("cached", "leased")), time.perf_counter() - began)
+
+
+def _check_picklable(makers: list[ArgumentMaker], name: str) -> None:
+    """Each maker goes to a worker process: one that cannot be pickled (a lambda, a local function) is refused now."""
+    for maker in makers:
+        try:
+            ForkingPickler.dumps(maker)  # as the local executor's pipe sends it
+        except Exception as exc:
+            raise CallError(
+                f"autotune.warmup({name}, calls): the maker {maker!r} cannot be sent to a worker process "
+                f"({type(exc).__name__}: {exc}); give module-level functions, or functools.partial of one "
+                "(functools.partial(make_args, n)), or pass in_process=True to tune in this process"
+            ) from None
 
 
 def _engine_of(kernel: object) -> tuple[Any, Autotuned, list[Any]]:
@@ -199,7 +217,8 @@ def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
         raise CallError(
             f"autotune.warmup({name}, calls): each item of calls must be a callable returning (args, kwargs), "
-            f"e.g. lambda: ((x, y, out, n), {{}}); got {maker!r}" + ("" if made is None else f" returning {made!r}")
+            "e.g. functools.partial(make_args, n) of a module-level `def make_args(n): return (x, y, out, n), {}`; "
+            f"got {maker!r}" + ("" if made is None else f" returning {made!r}")
         )
     return tuple(made[0]), dict(made[1])
 
@@ -241,5 +260,6 @@ def _need_grid(engine: Autotuned, grid: Any) -> None:
     if grid is None and engine.recipe.get("grid") is None:
         raise CallError(
             f"autotune.warmup({engine.name}, calls): {engine.name} has no grid= of its own; return it in the "
-            "maker's kwargs: lambda: ((x, n), {'grid': lambda meta: (triton.cdiv(n, meta['BLOCK']),)})"
+            "maker's kwargs: `def make_args(n): ...; return (x, n), {'grid': lambda meta: (triton.cdiv(n, "
+            "meta['BLOCK']),)}`, given as functools.partial(make_args, n)"
         )

@@ -49,14 +49,16 @@ def shard_winner(merged: list[Trial], gathered: list[dict]) -> Config:
     return min(finalists, key=lambda t: t.median_ms if t.median_ms is not None else float("inf")).config
 
 
-def no_valid_message(kernel: str, trials: list[Trial], measured_by: dict[Config, int], world: int) -> str:
-    """The error of a sharded tuning where no rank's config ran: every failure, with the rank that saw it."""
-    lines = [f"no config of {kernel} ran successfully on any of the {world} ranks; each failed:"]
+def no_valid_message(
+    kernel: str, trials: list[Trial], measured_by: dict[Config, int], world: int, who: str = "rank", then: str = "call"
+) -> str:
+    """The error of a tuning shared out where no config ran: every failure, with the `who` (a rank, a sweep
+    worker) that saw it."""
+    lines = [f"no config of {kernel} ran successfully on any of the {world} {who}s; each failed:"]
     for trial in trials:
         if trial.status is TrialStatus.SKIPPED:
             continue
-        lines.append(
-            f"  {dict(trial.config)} (rank {measured_by.get(trial.config, '?')}): {trial.status.value}: {trial.error}"
-        )
-    lines.append("Fix the kernel or the search space (or widen verify's tolerances) and call again.")
+        seen_by = measured_by.get(trial.config, "?")
+        lines.append(f"  {dict(trial.config)} ({who} {seen_by}): {trial.status.value}: {trial.error}")
+    lines.append(f"Fix the kernel or the search space (or widen verify's tolerances) and {then} again.")
     return "\n".join(lines)

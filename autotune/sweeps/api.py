@@ -10,24 +10,30 @@ job whose worker died is retried once on another worker (the worker is replaced)
 
 from __future__ import annotations
 
+import difflib
+import logging
+import re
 import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.multi_call import check_objective
-from ..errors import AutotuneError, OptionError
-from ..options import Tuning, env_print_level, env_progress
-from ..record import TrialStatus, TuningRecord
+from ..errors import AutotuneError, NoValidConfigError, OptionError
+from ..options import Tuning, env_force, env_print_level, env_progress
+from ..record import Search, TrialStatus, TuningRecord
 from ..storage.kernel_cache import KernelCache
 from .jobs import Job, JobQueue
 from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
-from .worker import Maker, MakerSet, WorkerSpec
+from .worker import Maker, MakerSet, WorkerSpec, tuned_search
 
-__all__ = ["sweep"]
+__all__ = ["sweep", "warmup_sweep"]
+
+logger = logging.getLogger("autotune")
 
 
 def sweep(
@@ -46,37 +52,81 @@ def sweep(
     `calls`: argument makers, each a picklable callable returning `(args, kwargs)` for one shape, building its
     tensors on the worker's current device (tensors are never shipped). `executor`: "local" (worker processes,
     one per visible GPU), "ray" (one actor per GPU of the running Ray cluster, or of `RAY_ADDRESS`), or a Ray
-    address ("ray://head:10001", "auto"). `workers`: how many (default one per GPU; 1 without one). `tuning`:
-    the Tuning to tune with (default the kernel's). `device_kinds`: tune only for these device fingerprints
-    (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
+    address ("ray://head:10001", "auto", "HOST:PORT"). `workers`: how many (default one per GPU; 1 without one).
+    `tuning`: the Tuning to tune with (default the kernel's). `device_kinds`: tune only for these device
+    fingerprints (default every kind in the pool). `worker_env`: environment variables for worker i, cycling
     (`[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]` simulates a pool of two kinds).
     `progress`: a tqdm bar on stderr (default: when stderr is a terminal). A kernel tuned with
     `Tuning(objective=...)` gets one job per key: the makers grouped by the key their call falls in (one job for
-    all of them with key=None), one config measured on every call of the key.
+    all of them with key=None), one config measured on every call of the key. AUTOTUNE_FORCE=1 (or
+    `Tuning(force=True)`) tunes keys already cached again.
     """
+    options = _Options(executor, workers, tuning, device_kinds, tuple(worker_env), progress)
+    return _sweep(kernel, calls, options)
+
+
+def warmup_sweep(kernel: object, calls: Iterable[Maker], tuning: Tuning | str | dict | None) -> SweepReport:
+    """`autotune.warmup` over this machine's GPUs: a local sweep whose errors speak of warmup, and whose winners for
+    this process's device are also kept in the kernel's own memory (so they serve it where no tier can store them)."""
+    return _sweep(kernel, calls, _Options(tuning=tuning, warming=True))
+
+
+@dataclass(frozen=True)
+class _Options:
+    executor: str = "local"
+    workers: int | None = None
+    tuning: Tuning | str | dict | None = None
+    device_kinds: Sequence[str] | None = None
+    worker_env: Sequence[Mapping[str, str]] = ()
+    progress: bool | None = None
+    warming: bool = False  # autotune.warmup's sweep
+
+    def said(self, name: str) -> str:
+        return f"autotune.warmup({name}, ...)" if self.warming else f"sweep({name}, ...)"
+
+    def instead(self) -> str:
+        return "; or pass in_process=True to tune in this process" if self.warming else ""
+
+
+def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepReport:
+    _check_executor(options.executor)
+    _check_workers(options.workers)
     tuned = _autotuned(kernel)
-    effective = Tuning.coerce(tuning) if tuning is not None else tuned.tuning
-    spec = _spec(tuned, None if tuning is None else Tuning.coerce(tuning))
+    own = None if options.tuning is None else Tuning.coerce(options.tuning)  # the sweep's own Tuning, if given
+    effective = tuned.tuning if own is None else own
+    spec = _spec(tuned, own, options)
     given = list(calls)
     makers: list[Maker | MakerSet] = list(given)
     together = effective.objective is not None or tuned.tuning.objective is not None
     if together:  # one job per key, each measuring one config on every call of that key
-        check_objective(tuned.name, tuned.tuning.objective, effective.objective, f"sweep({tuned.name}, ...)")
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
-    pool = _executor(executor, spec, workers, worker_env)
+        check_objective(tuned.name, tuned.tuning.objective, effective.objective, options.said(tuned.name))
+    strategy, search = tuned_search(tuned, effective)
+    # a key may be split over workers only where its configs are listed and all measured (a strategy proposes its
+    # configs one batch at a time, in one process) and each is measured on one call
+    exhaustive = strategy == "exhaustive" and tuned.configs is not None and effective.objective is None
+    pool = _executor(options.executor, spec, options.workers, options.worker_env)
     started = time.perf_counter()
     try:
         try:
             slots = pool.start()
         except (WorkerLost, JobFailed) as exc:
-            raise AutotuneError(f"the sweep's workers could not start: {exc}") from None
+            said = options.said(tuned.name)
+            raise AutotuneError(f"{said}: the workers could not start: {exc}{options.instead()}") from None
         start_s = time.perf_counter() - started
-        kinds = _kinds(slots, device_kinds)
+        kinds = _kinds(slots, options.device_kinds)
         if together:
             makers = list(_sets_by_key(next(s for s in slots if s.kind == kinds[0]), given))
-        split_topk = None if effective.objective is not None else _split_topk(tuned, effective)
-        run = _Run(tuned, makers, kinds, slots, effective.force, progress, split_topk)
+        run = _Run(
+            tuned,
+            makers,
+            kinds,
+            slots,
+            force=effective.force or env_force(),  # as any tuning's: AUTOTUNE_FORCE=1 too
+            progress=options.progress,
+            split_topk=effective.refine_topk if exhaustive else None,
+            search=search,
+            keep=tuned.cache if options.warming else None,
+        )
         run.drive()
     finally:
         pool.stop()
@@ -93,16 +143,37 @@ def _autotuned(kernel: object) -> Any:
     return tuned
 
 
-def _spec(tuned: Any, tuning: Tuning | None) -> WorkerSpec:
+def _check_workers(workers: object) -> None:
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
+
+
+def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
     from ..kernel.identity import kernel_ref
 
     ref = kernel_ref(tuned.base_fn)
     if ref.importable_reason is not None:
         raise OptionError(
-            f"sweep({tuned.name}): a worker cannot import the kernel ({ref.importable_reason}); define it at the "
-            "top level of a module"
+            f"{options.said(tuned.name)}: a worker process cannot import the kernel ({ref.importable_reason}); "
+            f"define it at the top level of a module{options.instead()}"
         )
     return WorkerSpec(ref.module, ref.qualname, ref.file, tuning, tuple(sys.path))
+
+
+_EXECUTORS = ("local", "ray", "auto")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):\d+")  # a Ray cluster's head, as RAY_ADDRESS gives it
+
+
+def _check_executor(executor: object) -> None:
+    """Refuse an executor that is neither ours nor a Ray address, before any worker starts ("locl" is no host)."""
+    if isinstance(executor, str) and (executor in _EXECUTORS or "://" in executor or _HOST_PORT.fullmatch(executor)):
+        return
+    close = difflib.get_close_matches(executor, _EXECUTORS, n=1) if isinstance(executor, str) else []
+    raise OptionError(
+        f"sweep(executor={executor!r}): give 'local' (worker processes here), 'ray' (the running Ray cluster, else "
+        "RAY_ADDRESS's), 'auto', or a Ray address: 'ray://head:10001' or HOST:PORT of the cluster's head"
+        + (f"; did you mean {close[0]!r}?" if close else "")
+    )
 
 
 def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequence[Mapping[str, str]]) -> Executor:
@@ -110,8 +181,6 @@ def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequenc
         from .local import LocalExecutor
 
         return LocalExecutor(spec, workers, env)
-    if not isinstance(executor, str) or not executor:
-        raise OptionError(f"sweep(executor={executor!r}): give 'local', 'ray' or a Ray address")
     from .ray_executor import RayExecutor
 
     address = None if executor == "ray" else executor  # "ray": the running runtime, else RAY_ADDRESS, else local
@@ -133,16 +202,6 @@ def _sets_by_key(slot: Slot, makers: Sequence[Maker]) -> list[MakerSet]:
             raise AutotuneError(f"the sweep's worker died while reading the key of each call: {exc}") from None
         groups.setdefault(group, []).append(maker)
     return [tuple(group) for group in groups.values()]
-
-
-def _split_topk(tuned: Any, tuning: Tuning) -> int | None:
-    """How many finalists a split key refines on one worker, or None when its keys cannot be split (a searched
-    space: a strategy proposes its configs one batch at a time, in one process)."""
-    from ..engine.search import check_strategy
-
-    prune = tuned.prune is not None
-    exhaustive = check_strategy(tuning, tuned.space, tuned.space_size, tuned.name, prune=prune) == "exhaustive"
-    return tuning.refine_topk if exhaustive and tuned.configs is not None else None
 
 
 def _kinds(slots: Sequence[Slot], wanted: Sequence[str] | None) -> list[str]:
@@ -167,17 +226,21 @@ class _Run:
         makers: list[Maker | MakerSet],
         kinds: list[str],
         slots: list[Slot],
+        *,
         force: bool,
         progress: bool | None,
         split_topk: int | None,
+        search: Search | None,
+        keep: KernelCache | None,
     ) -> None:
         self.tuned, self.slots, self.force = tuned, [s for s in slots if s.kind in kinds], force
         self.split_topk = split_topk
+        self.keep = keep  # the kernel's own cache: its memory also gets the winners of this process's device kind
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.outcomes: dict[tuple[int, str], KeyOutcome] = {}
         self.stats = {s.index: WorkerStats(index=s.index, device=s.kind) for s in self.slots}
-        self.caches = {kind: _cache_for(tuned, kind) for kind in kinds}
+        self.caches = {kind: _cache_for(tuned, kind, search) for kind in kinds}
         self.queues = {
             kind: JobQueue(
                 [Job(i, m, kind) for i, m in enumerate(makers)],
@@ -298,42 +361,62 @@ class _Run:
         outcome = KeyOutcome(job=job.index, device=slot.kind, status="failed", worker=slot.index, attempts=job.attempts)
         split = SplitTuning()
         try:
-            key, dtypes, candidates = slot.prepare(job.maker)
-            outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
-            cache = self.caches[slot.kind]
-            holder = _lease_holder(cache, key, dtypes)
-            if holder is not None:
-                outcome.status, outcome.error = "leased", f"being tuned by {holder}"
-                return outcome
-            for other in group[1:]:
-                other.prepare(job.maker)
-
-            def tune() -> TuningRecord:
-                if len(group) < 2:
-                    return _record_of(slot.tune())
-                return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
-
-            record, how = cache.get_or_tune(key, dtypes, tune, force=self.force, candidates=candidates)
-        except JobFailed as exc:
+            found = self._tune(slot, job, group, outcome, split)
+        except (JobFailed, NoValidConfigError) as exc:  # the job's own failure (NoValidConfigError: a split key's)
             outcome.error = str(exc)
+            return outcome
+        except WorkerLost:
+            raise
+        except Exception as exc:  # the driver's fault (a tier, a bug): this key fails, saying why; the others go on
+            logger.error("autotune sweep: job %d on %s failed in the driver", job.index, slot.kind, exc_info=True)
+            outcome.error = f"{type(exc).__name__}: {exc}"
             return outcome
         finally:
             outcome.seconds = time.perf_counter() - started
-        outcome.winner = dict(record.winner)
-        if how == "tuned":
-            outcome.status = "tuned"
-            outcome.configs_measured = sum(1 for t in record.trials if t.status is not TrialStatus.SKIPPED)
-            measured = split.measured or {slot.index: outcome.configs_measured}
-            if split.measured:
-                outcome.split_over, outcome.refined_on = sorted(split.measured), split.refined_on
-            with self.lock:
-                self.stats[slot.index].jobs += 1
-                for index, count in measured.items():
-                    self.stats[index].configs_measured += count
-                    self.stats[index].busy_s += outcome.seconds
-        else:
-            outcome.status, outcome.error = "cached", f"a usable {how} entry exists"
+        if found is not None:
+            self._done(slot, outcome, *found, split)
         return outcome
+
+    def _tune(
+        self, slot: Slot, job: Job, group: Sequence[Slot], outcome: KeyOutcome, split: SplitTuning
+    ) -> tuple[TuningRecord, str] | None:
+        """The key's record and where it came from (`get_or_tune`'s answer), or None when a live process holds its
+        lease (`outcome` then says who)."""
+        key, dtypes, candidates = slot.prepare(job.maker)
+        outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
+        cache = self.caches[slot.kind]
+        holder = _lease_holder(cache, key, dtypes)
+        if holder is not None:
+            outcome.status, outcome.error = "leased", f"being tuned by {holder}"
+            return None
+        for other in group[1:]:
+            other.prepare(job.maker)
+
+        def tune() -> TuningRecord:
+            if len(group) < 2:
+                return _record_of(slot.tune())
+            return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
+
+        record, how = cache.get_or_tune(key, dtypes, tune, force=self.force, candidates=candidates)
+        if self.keep is not None and slot.kind == self.keep.device_fingerprint():
+            self.keep.remember(key, dtypes, record)
+        return record, how
+
+    def _done(self, slot: Slot, outcome: KeyOutcome, record: TuningRecord, how: str, split: SplitTuning) -> None:
+        outcome.winner = dict(record.winner)
+        if how != "tuned":
+            outcome.status, outcome.error = "cached", f"a usable {how} entry exists"
+            return
+        outcome.status = "tuned"
+        outcome.configs_measured = sum(1 for t in record.trials if t.status is not TrialStatus.SKIPPED)
+        measured = split.measured or {slot.index: outcome.configs_measured}
+        if split.measured:
+            outcome.split_over, outcome.refined_on = sorted(split.measured), split.refined_on
+        with self.lock:
+            self.stats[slot.index].jobs += 1
+            for index, count in measured.items():
+                self.stats[index].configs_measured += count
+                self.stats[index].busy_s += outcome.seconds
 
     def _replace(self, slot: Slot) -> bool:
         """Start a new worker in place of `slot`'s dead one; False when it cannot be (the slot is given up), or when
@@ -364,8 +447,9 @@ class _Run:
             self.busy += change
 
 
-def _cache_for(tuned: Any, kind: str) -> KernelCache:
-    """A KernelCache of the kernel whose entries are filed under the device `kind` (the driver's tiers)."""
+def _cache_for(tuned: Any, kind: str, search: Search | None) -> KernelCache:
+    """A KernelCache of the kernel whose entries are filed under the device `kind` (the driver's tiers); `search` is
+    the sweep's, so an entry of a weaker search is tuned again as a serving process with that Tuning would."""
     source = tuned.cache
     return KernelCache(
         tuned.name,
@@ -375,6 +459,7 @@ def _cache_for(tuned: Any, kind: str) -> KernelCache:
         identity=source.identity,
         key_fields=source.key_fields,
         device=kind,
+        search=search,
         objective=source.objective,
     )
 

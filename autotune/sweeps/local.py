@@ -88,9 +88,13 @@ class LocalWorker:
         try:
             self.kind = self._reply(_START_TIMEOUT_S)
         except WorkerLost as exc:
+            if self.process is None or self.process.exitcode != 1:  # killed, or slow: the guard is not the cause
+                raise
             raise WorkerLost(
-                f"{exc}. A script that calls sweep() must call it under `if __name__ == '__main__':` (a worker "
-                "process imports the script's module again, as multiprocessing's spawn does)"
+                f"{exc}, its error above on stderr. If it is multiprocessing's 'An attempt has been made to start a "
+                "new process before the current process has finished its bootstrapping phase', the script calls "
+                "sweep() (or autotune.warmup()) at its top level: call it under `if __name__ == '__main__':` (a "
+                "worker process imports the script's module again, as multiprocessing's spawn does)"
             ) from None
 
     def restart(self) -> None:
@@ -142,8 +146,11 @@ class LocalWorker:
                 raise WorkerLost(f"sweep worker {self.index} did not start within {timeout_s:g} s")
         try:
             status, value = self.conn.recv()
-        except (EOFError, OSError) as exc:
-            raise WorkerLost(f"sweep worker {self.index} ({self.kind}) closed its pipe ({exc})") from exc
+        except (EOFError, OSError) as exc:  # its end closed: the process is gone, or going
+            ended = _exit_text(self.process)
+            if self.process.exitcode is not None:
+                raise WorkerLost(f"sweep worker {self.index} ({self.kind or 'starting'}) died: {ended}") from None
+            raise WorkerLost(f"sweep worker {self.index} ({self.kind}) closed its pipe ({exc!r})") from exc
         if status == "error":
             raise JobFailed(value)
         return value

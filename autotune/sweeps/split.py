@@ -53,7 +53,9 @@ def split_tune(
         done.measured[slot.index] = sum(1 for w in measured_by.values() if w == i)
     ok = sorted((t for t in merged if t.ok), key=lambda t: t.median_ms or 0.0)
     if not ok:
-        raise NoValidConfigError(no_valid_message(cache.kernel_name, merged, measured_by, count), merged)
+        by_worker = {config: group[share].index for config, share in measured_by.items()}
+        message = no_valid_message(cache.kernel_name, merged, by_worker, len(group), "sweep worker", "sweep")
+        raise NoValidConfigError(message, merged)
     winner = ok[0].config
     finalists = ok[: max(2, topk)]
     if len(finalists) >= 2:

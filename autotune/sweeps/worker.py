@@ -25,12 +25,22 @@ import msgspec
 from ..config import Config
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..options import Tuning
-from ..record import Trial
+from ..record import Search, Trial
 
 if TYPE_CHECKING:
     from ..decorator.autotuned import Autotuned
 
-__all__ = ["WorkerSpec", "SweepWorker", "KeyInfo", "Maker", "MakerSet", "Share", "ShareResult", "WORKER_ENV"]
+__all__ = [
+    "WorkerSpec",
+    "SweepWorker",
+    "KeyInfo",
+    "Maker",
+    "MakerSet",
+    "Share",
+    "ShareResult",
+    "WORKER_ENV",
+    "tuned_search",
+]
 
 Maker = Callable[[], tuple[Sequence[Any], dict[str, Any]]]
 """An argument maker: a picklable callable returning (args, kwargs) for one shape, built on the current device."""
@@ -177,10 +187,17 @@ def _import_kernel(module: str, qualname: str, file: str | None) -> Any:
 
 
 def _retune(kernel: Autotuned, tuning: Tuning) -> None:
-    """Tune with the sweep's `tuning` instead of the kernel's own, checked as decorating checks it."""
+    """Tune with the sweep's `tuning` instead of the kernel's own, checked as decorating checks it (its records
+    keep that tuning's search)."""
+    kernel.strategy, kernel.cache.search = tuned_search(kernel, tuning)
+    kernel.tuning = tuning
+
+
+def tuned_search(kernel: Any, tuning: Tuning) -> tuple[str, Search]:
+    """The strategy `kernel` tunes with under `tuning` (an error as at decoration when it cannot), and the search
+    its records keep (`record.search`), as decorating with `tuning` makes them."""
     from ..engine.search import check_strategy
 
-    kernel.strategy = check_strategy(
-        tuning, kernel.space, kernel.space_size, kernel.name, prune=kernel.prune is not None
-    )
-    kernel.tuning = tuning
+    strategy = check_strategy(tuning, kernel.space, kernel.space_size, kernel.name, prune=kernel.prune is not None)
+    max_configs = None if strategy == "exhaustive" else tuning.max_configs
+    return strategy, Search(strategy=strategy, max_configs=max_configs, max_seconds=tuning.max_seconds)
