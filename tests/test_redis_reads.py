@@ -49,8 +49,9 @@ def stop_server_before_read(monkeypatch: pytest.MonkeyPatch, server: Any, reads:
 
 @pytest.fixture
 def stoppable(redis_server, monkeypatch):
-    """The redis-server, continued after the test if it stopped it; the CLI's commands time out after 0.2 s."""
-    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "0.2")
+    """The redis-server, continued after the test if it stopped it; the CLI's commands time out after 3 s (a loaded
+    machine's stall is shorter; the stopped server never answers)."""
+    monkeypatch.setenv("AUTOTUNE_REMOTE_CACHE_TIMEOUT_S", "3")
     yield redis_server
     os.kill(redis_server.proc.pid, signal.SIGCONT)
 
@@ -64,7 +65,8 @@ def test_a_pull_redis_stops_answering_during_exits_1_saying_how_many_entries_it_
     out, err = capsys.readouterr()
     assert status == 1, out + err
     assert "copied 2 entries" in out
-    assert f"the Redis cache at {stoppable.url} stopped answering after 2 entries (TimeoutError" in err, err
+    assert f"the Redis cache at {stoppable.url} stopped answering (TimeoutError" in err, err
+    assert "after listing 2 entries" in err, err
     assert "2 copied, the rest were not read" in err and "AUTOTUNE_REMOTE_CACHE_TIMEOUT_S" in err, err
     assert len(disk_entries()) == 2  # what was read before Redis stopped is kept
 
@@ -76,7 +78,8 @@ def test_a_remote_list_redis_stops_answering_during_exits_1_after_what_it_read(s
     status = main(["cache", "list", "--remote", "--remote-url", stoppable.url, *(["--json"] if as_json else [])])
     out, err = capsys.readouterr()
     assert status == 1, out + err
-    assert "stopped answering after 1 entry (TimeoutError" in err and "the rest were not read" in err, err
+    assert "stopped answering (TimeoutError" in err and "after listing 1 entry;" in err, err
+    assert "the rest were not read" in err, err
     assert ('"kernel": "add"' if as_json else "1 entry in") in out, out
 
 

@@ -267,7 +267,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     )
     what, where = safe_text(what), safe_text(directory)
     if failures:
-        return _report_failures(failures, removed, what, where)
+        return _report_failures(failures, removed, what, where, forgotten)
     # what `cache list` flags as unusable stays (only what reads as an entry is removed): named, not left silent
     left = [e for e in _entries(args.kernel) if e.record is None] if key is None else []
     if removed == 0 and not left and not forgotten and args.kernel is not None:
@@ -296,8 +296,8 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: str, where: str) -> int:
-    """Exit status 1 after saying which entries a clear could not remove, and why."""
+def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: str, where: str, forgotten: int) -> int:
+    """Exit status 1 after saying which entries a clear could not remove, and why (and the crash notes it forgot)."""
     reasons = ", ".join(dict.fromkeys(exc.strerror or exc.__class__.__name__ for _, exc in failures))
     print(
         f"autotune cache clear: found {plural(removed + len(failures), 'entry', 'entries')} ({what}) in "
@@ -309,6 +309,8 @@ def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: s
         print(f"  {safe_text(path)}: {exc.strerror or exc}", file=sys.stderr)
     if len(failures) > 10:
         print(f"  ... and {len(failures) - 10} more", file=sys.stderr)
+    if forgotten:
+        print(f"forgot {plural(forgotten, 'crash note', 'crash notes')} all the same", file=sys.stderr)
     return 1
 
 

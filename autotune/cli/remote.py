@@ -51,16 +51,21 @@ def _suggestion(tier: Any, kernel: str) -> str:
     return kernel_suggestion(kernel, [(e.record.kernel, e.record.kernel_id) for e in tier.entries(None)])
 
 
-def _stopped(command: str, tier: Any, read: int, stopped: str | None, done: str) -> int:
-    """Exit status 1 after saying that Redis stopped answering during the listing (`stopped`: the client's error,
-    `done`: what became of the entries read); 0, saying nothing, when the listing was whole."""
+def _stopped(command: str, tier: Any, listed: int, stopped: str | None, done: str) -> int:
+    """Exit status 1 after saying that the listing stopped early (`stopped`: why, `done`: what became of the
+    `listed` entries); 0, saying nothing, when the listing was whole."""
     if stopped is None:
         return 0
+    again = f"run `autotune cache {command}` again"
+    if "refused a command" in stopped:  # Redis is up but will not do what the listing needs (an ACL, a setting)
+        why = safe_text(stopped)
+        fix = f"give the Redis URL's user the right to SCAN and GETRANGE the cache's keys, then {again}"
+    else:
+        why = f"the Redis cache at {tier.url} stopped answering ({safe_text(stopped)})"
+        fix = f"{again}, or raise AUTOTUNE_REMOTE_CACHE_TIMEOUT_S (now {tier.timeout_s:g} s) if Redis is slow, not down"
     print(
-        f"autotune cache {command}: the Redis cache at {tier.url} stopped answering after "
-        f"{plural(read, 'entry', 'entries')} ({safe_text(stopped)}); {done}, the rest were not read; run "
-        f"`autotune cache {command}` again, or raise AUTOTUNE_REMOTE_CACHE_TIMEOUT_S (now {tier.timeout_s:g} s) if "
-        "Redis is slow rather than down",
+        f"autotune cache {command}: {why} after listing {plural(listed, 'entry', 'entries')}; {done}, the rest were "
+        f"not read; {fix}",
         file=sys.stderr,
     )
     return 1

@@ -432,10 +432,13 @@ class RedisCache:
         return self._listing(kernel)[0]
 
     def listing(self, kernel: str | None = None) -> tuple[list[StoredEntry], str | None]:
-        """(the entries `entries` gives, the client's error that stopped the listing early or None), warning nothing
-        about that stop: for the CLI, which must not report a partial listing as the whole."""
+        """(the entries `entries` gives, why the listing stopped early or None), warning nothing about that stop:
+        for the CLI, which must not report a partial listing as the whole. The reason says whether Redis refused a
+        command (`refused a command (...)`) or stopped answering (the client's error alone)."""
         found, stopped = self._listing(kernel, report=False)
-        return found, stopped.cause if stopped is not None else None
+        if stopped is None:
+            return found, None
+        return found, stopped.reason if isinstance(stopped, _Refused) else stopped.cause
 
     def remove(self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY) -> list[StoredEntry]:
         """Remove entries (see `remove_now`); when Redis cannot be reached or fails during it, warn naming why and

@@ -61,7 +61,7 @@ def sweep(
     all of them with key=None), one config measured on every call of the key. AUTOTUNE_FORCE=1 (or
     `Tuning(force=True)`) tunes keys already cached again.
     """
-    options = _Options(executor, workers, tuning, device_kinds, tuple(worker_env), progress)
+    options = _Options(executor, workers, tuning, device_kinds, tuple(worker_env or ()), progress)
     return _sweep(kernel, calls, options)
 
 

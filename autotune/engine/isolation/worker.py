@@ -8,8 +8,8 @@ Linux, and a watchdog thread everywhere). Messages are pickled tuples over the p
 process and the worker it started; tensors travel as (shape, dtype, strides, the bytes of the storage span the
 view covers) and are rebuilt as copies, so the caller's tensors are never written by a worker.
 
-Requests name a kernel by `ref` = (module, qualname, recipe digest). ("load", ref, recipe, sys_path) imports it
-with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
+Requests name a kernel by `ref` = (module, qualname, recipe digest, source file: a script's, imported from it).
+("load", ref, recipe, sys_path) imports it with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
 [args of each call], cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once: one
 call's, or every call's of a set (`Tuning.objective`), kept together under the token (later requests name them
@@ -17,7 +17,7 @@ by token, so they are copied once per worker and tuning, not per config). ("tria
 tuning, precompiled, objective) compiles (unless a compile worker already did), checks (verify=) and measures
 one config, on every call of a set (saying ("note", index) before each call, so that the parent can tell which
 call a crash or a hang was on), and answers with the trial (samples, or the failure's status and text);
-("compile", ref, config, token, grid, tuning) only compiles it, with the first call's shapes (a compile
+("compile", ref, config, token, grid) only compiles it, with the first call's shapes (a compile
 worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
 grids, tuning, reps, objective) re-measures the best few interleaved; ("exit",).
 """

@@ -258,8 +258,8 @@ def _small_axes(axes: dict[str, tuple]) -> list[str]:
 
 def _steps(values: tuple, value: Any) -> list:
     """The values either side of `value` on an axis: on an integer axis the nearest power of two each side (block
-    sizes favour them: convolution A4000's fast `block_size_x` are 32 to 256, and a start at 96 or 176 is two ±1
-    steps from them), else the adjacent value."""
+    sizes favour them: convolution A4000's fast `block_size_x` are 32 to 256, and a start at 96 or 176 is two or
+    more ±1 steps from them), else the adjacent value."""
     if all(type(v) is int for v in values):
         ordered = sorted(values)
         i = ordered.index(value)
