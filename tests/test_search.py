@@ -510,29 +510,42 @@ _NAMES = tuple(f"v{i}" for i in range(30))
 
 
 @pytest.mark.parametrize(
-    ("axis", "first", "steps"),
-    [(_BLOCKS, 96, (64, 128)), (_BLOCKS, 64, (32, 128)), (_NAMES, "v7", ("v6", "v8"))],
-    ids=["integers-to-the-nearest-powers-of-two", "a-power-of-two-to-the-next-ones", "other-values-to-adjacent-ones"],
+    ("axis", "first", "b", "along", "steps"),
+    [
+        (_BLOCKS, 96, 9, "A", (64, 128)),
+        (_BLOCKS, 64, 8, "A", (32, 128)),
+        (_BLOCKS, 64, 9, "B", (8, 16)),
+        (_NAMES, "v7", 9, "A", ("v6", "v8")),
+    ],
+    ids=[
+        "integers-to-the-nearest-powers-of-two",
+        "a-power-of-two-to-the-next-ones",
+        "a-power-of-two-already-so-the-next-integer-axis",
+        "other-values-to-adjacent-ones",
+    ],
 )
 def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then_steps_along_the_largest(
-    axis, first, steps
+    axis, first, b, along, steps
 ):
     """At the hand-over the climb first tries its best config with each other combination of the space's fewest-valued
-    axes (P and Q here: 4 combinations; A's 16 or 30 values and B's 15 would make too many), then those moved
+    axes (P and Q here: 4 combinations; A's 16 or 30 values and B's 13 would make too many), then those moved
     configs' steps along the largest axis (A: on an integer axis to the nearest power of two each side, as block
-    sizes favour them; else to the adjacent value), then its one-step moves. A basin two flips and a step away,
-    behind values slow on average (P=0, Q=0 here, fast only at one of A's steps: a moved config at the start's A is
-    the slowest of all), is among its first proposals, and the climb moves there. A space without small axes hands
-    over as before (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
+    sizes favour them; else to the adjacent value; where A is a power of two already, along B when B's value is
+    not one), then its one-step moves. A basin two flips and a step away, behind values slow on average (P=0, Q=0
+    here, fast only at one of the steps: a moved config at the start's values is the slowest of all), is among its
+    first proposals, and the climb moves there. A space without small axes hands over as before
+    (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
     pytest.importorskip("optuna")
-    space = CartesianSpace(A=axis, B=range(15), P=[0, 1], Q=[0, 1])
-    start = Config(A=first, B=9, P=1, Q=1)
-    optimum = start.replace(A=steps[1], P=0, Q=0)
+    b_axis = (*range(1, 13), 16)
+    space = CartesianSpace(A=axis, B=b_axis, P=[0, 1], Q=[0, 1])
+    start = Config(A=first, B=b, P=1, Q=1)
+    optimum = start.replace(**{along: steps[1]}, P=0, Q=0)
 
     def cost(c):
         if c["P"] == c["Q"] == 0:
             return 0.5 if c == optimum else 100.0
-        return 1.0 + abs(axis.index(c["A"]) - axis.index(first)) + abs(c["B"] - 9) + 50.0 * (c["P"] + c["Q"] < 2)
+        far = abs(axis.index(c["A"]) - axis.index(first)) + abs(b_axis.index(c["B"]) - b_axis.index(b))
+        return 1.0 + far + 50.0 * (c["P"] + c["Q"] < 2)
 
     strategy = make_strategy("model", space, seed=0, seeds=[start], budget=80)
     while len(strategy.tried) < 60:
@@ -541,7 +554,7 @@ def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then
     assert strategy.best[0] == start
     moved = [start.replace(P=p, Q=q) for p in (0, 1) for q in (0, 1) if (p, q) != (1, 1)]
     untried = {c for c in moved if c not in strategy.tried}
-    stepped = {c.replace(A=a) for c in moved for a in steps} - strategy.tried
+    stepped = {c.replace(**{along: value}) for c in moved for value in steps} - strategy.tried
     batch = strategy.ask(len(untried) + len(stepped) + 4)
     assert untried and set(batch[: len(untried)]) == untried
     assert optimum in stepped and set(batch[len(untried) : len(untried) + len(stepped)]) == stepped

@@ -10,7 +10,9 @@ average, is out of a one-step climb's reach, and TPE's quantile split steers awa
 at most 7 of the climb's configs (convolution A100, whose needle the climb finds late: 42 runs instead of 48). Then
 it steps the moved configs along the largest axis, on an integer axis to the nearest power of two each side:
 A4000's basin also needs a `block_size_x` of 32, 64, 128 or 256, and a start at 96 moves to 3x but steps into the
-basin (301 runs of 320 within 1.25; 273 with ±1 steps, 241 without steps). When the moved configs would take more
+basin (301 runs of 320 within 1.25; 273 with ±1 steps, 241 without steps). Where that value is a power of two
+already, the step is along the largest other integer axis whose value is not one (`tile_size_y=3`, which the basin
+never has: 307 runs, convolution A100 a run or two fewer). When the moved configs would take more
 than half of the climb's share, the climb goes without them; the steps go where all of them fit in three quarters.
 
 Why optuna: a well-kept optimiser with a seeded, dependency-light sampler that handles categorical axes and
@@ -167,21 +169,34 @@ class ModelSearch(SearchStrategy):
         share = int(self.budget * _LOCAL_SHARE)
         if len(untried) > share // 2:
             return []
-        stepped = self._along_largest_axis(moved, besides=untried)
+        stepped = self._stepped(moved, besides=untried)
         return untried + stepped if len(untried) + len(stepped) <= share * 3 // 4 else untried
 
-    def _along_largest_axis(self, configs: list[Config], besides: list[Config]) -> list[Config]:
-        """The untried configs a step from `configs` along the axis of the most values, other than `besides`
-        (convolution's `block_size_x`: a moved config whose value there is fast only with the small axes it left is
-        a step from one fast with the new ones)."""
-        largest = max(self._axes, key=lambda name: len(self._axes[name]))
+    def _stepped(self, configs: list[Config], besides: list[Config]) -> list[Config]:
+        """The untried configs a step from `configs`, other than `besides`, along `_step_axis` (convolution's
+        `block_size_x`: a moved config whose value there is fast only with the small axes it left is a step from one
+        fast with the new ones)."""
         out: list[Config] = []
         for config in configs:
-            for value in _steps(self._axes[largest], config[largest]):
-                near = config.replace(**{largest: value})
+            axis = self._step_axis(config)
+            for value in _steps(self._axes[axis], config[axis]):
+                near = config.replace(**{axis: value})
                 if self.space.contains(near) and near not in self.tried and near not in besides + out:
                     out.append(near)
         return out
+
+    def _step_axis(self, config: Config) -> str:
+        """The axis of the most values; where `config`'s value there is a power of two already, the largest other
+        integer axis whose value is not one (convolution's `tile_size_y=3`, which A4000's basin never has)."""
+        largest = max(self._axes, key=lambda name: len(self._axes[name]))
+        if _integer(self._axes[largest]) and _power_of_two(config[largest]):
+            by_size = sorted(self._axes, key=lambda name: -len(self._axes[name]))
+            for name in by_size:
+                values = self._axes[name]
+                if name != largest and name not in self._small and len(values) > 1 and _integer(values):
+                    if not _power_of_two(config[name]):
+                        return name
+        return largest
 
     def _draw(self, batch: list[Config]) -> Config | None:
         for _ in range(_DRAWS):
@@ -260,7 +275,7 @@ def _steps(values: tuple, value: Any) -> list:
     """The values either side of `value` on an axis: on an integer axis the nearest power of two each side (block
     sizes favour them: convolution A4000's fast `block_size_x` are 32 to 256, and a start at 96 or 176 is two or
     more ±1 steps from them), else the adjacent value."""
-    if all(type(v) is int for v in values):
+    if _integer(values):
         ordered = sorted(values)
         i = ordered.index(value)
         below = [v for v in ordered[:i] if _power_of_two(v)] or ordered[i - 1 : i]
@@ -268,6 +283,10 @@ def _steps(values: tuple, value: Any) -> list:
         return below[-1:] + above[:1]
     i = values.index(value)
     return [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+
+
+def _integer(values: tuple) -> bool:
+    return all(type(v) is int for v in values)  # not bool, whose values are 0 and 1
 
 
 def _power_of_two(value: int) -> bool:
