@@ -18,9 +18,8 @@ from typing import Any
 
 from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
-from ..aot.archive_checks import read_key
 from ..errors import ArchiveError, AutotuneError
-from .arguments import add_command, checked_cache_dir, option_parent
+from .arguments import add_command, checked_cache_dir, key_file, option_parent
 
 __all__ = ["register"]
 
@@ -77,18 +76,6 @@ def _runtime_arg_names(kernel: object) -> str:
     return ", ".join(n for n in names if n not in constexprs)
 
 
-def _key_file(path: str | None, command: str) -> tuple[bool, bytes | None]:
-    """(True, the secret in the key file `path`, None without one); (False, None) after saying why it cannot be a
-    key file (`--verify /dev/zero`, a FIFO, a missing file, a short secret): a mistake, exit 2."""
-    if path is None:
-        return True, None
-    try:
-        return True, read_key(path)
-    except ArchiveError as exc:
-        print(f"autotune {command}: {exc}", file=sys.stderr)
-        return False, None
-
-
 def _cmd_export(args: Any) -> int:
     directory = checked_cache_dir(args, "export")  # a file, an unreadable or a missing --cache-dir: exit 2
     if directory is None:
@@ -102,7 +89,7 @@ def _cmd_export(args: Any) -> int:
         except AutotuneError as exc:  # PrecompileError: an unknown backend or arch, said with the forms
             print(f"autotune export: {exc}", file=sys.stderr)
             return 2
-    ok, secret = _key_file(args.sign, "export")
+    ok, secret = key_file(args.sign, "export")
     if not ok:
         return 2
     try:
@@ -129,7 +116,7 @@ def _cmd_import(args: Any) -> int:
     directory = checked_cache_dir(args, "import", must_exist=False)  # a --cache-dir that does not exist is made
     if directory is None:
         return 2
-    ok, secret = _key_file(args.verify, "import")
+    ok, secret = key_file(args.verify, "import")
     if not ok:
         return 2
     try:

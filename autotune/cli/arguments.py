@@ -145,6 +145,21 @@ def output_file_problem(option: str, value: str, example: str) -> str | None:
     return None
 
 
+def key_file(path: str | None, command: str) -> tuple[bool, bytes | None]:
+    """(True, the secret in the key file `path`, None without one); (False, None) after saying why it cannot be a
+    key file (`--verify /dev/zero`, a FIFO, a missing file, a short secret): a mistake, exit 2."""
+    if path is None:
+        return True, None
+    from ..aot.archive_checks import read_key
+    from ..errors import ArchiveError
+
+    try:
+        return True, read_key(path)
+    except ArchiveError as exc:
+        print(f"autotune {command}: {exc}", file=sys.stderr)
+        return False, None
+
+
 def use_cache_dir(args: argparse.Namespace) -> str:
     """Point AUTOTUNE_CACHE_DIR at --cache-dir when given (so the tiers a command opens use it): the directory."""
     from ..options import cache_dir

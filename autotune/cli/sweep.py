@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AutotuneError
-from .arguments import add_command, output_file_problem
+from .arguments import add_command, key_file, output_file_problem
 
 __all__ = ["register"]
 
@@ -73,15 +73,7 @@ def _checked_options(args: Any) -> tuple[bool, bytes | None]:
         if problem:
             print(f"autotune sweep: {problem}", file=sys.stderr)
             return False, None
-    if not args.sign:
-        return True, None
-    from ..aot.archive_checks import read_key
-
-    try:
-        return True, read_key(args.sign)
-    except AutotuneError as exc:  # ArchiveError: a missing, unreadable or special file, a short secret
-        print(f"autotune sweep: {exc}", file=sys.stderr)
-        return False, None
+    return key_file(args.sign, "sweep")
 
 
 def register(subparsers: Any) -> None:
