@@ -21,7 +21,7 @@ from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
 from ..engine.compilers import JitCompiler, NoCompile, driver_problem
 from ..engine.process_group import Mode, active_mode
-from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note
+from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note, search_of
 from ..errors import (
     AutotuneError,
     CacheWarning,
@@ -77,7 +77,7 @@ from ..options import (
     online_mode,
     warn_misspelt_env,
 )
-from ..record import Search, Trial, TuningRecord
+from ..record import Trial, TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import tuned_under
@@ -321,11 +321,7 @@ class Autotuned(KernelInspection, KernelInterface):
             self.space.contains,
             identity=self.identity,
             key_fields=self._key.fields,
-            search=Search(
-                strategy=self.strategy,
-                max_configs=None if self.strategy == "exhaustive" else self.tuning.max_configs,
-                max_seconds=self.tuning.max_seconds,
-            ),
+            search=search_of(self.strategy, self.tuning),
             objective=self.tuning.objective,
         )
         self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None

@@ -196,8 +196,7 @@ def _retune(kernel: Autotuned, tuning: Tuning) -> None:
 def tuned_search(kernel: Any, tuning: Tuning) -> tuple[str, Search]:
     """The strategy `kernel` tunes with under `tuning` (an error as at decoration when it cannot), and the search
     its records keep (`record.search`), as decorating with `tuning` makes them."""
-    from ..engine.search import check_strategy
+    from ..engine.search import check_strategy, search_of
 
     strategy = check_strategy(tuning, kernel.space, kernel.space_size, kernel.name, prune=kernel.prune is not None)
-    max_configs = None if strategy == "exhaustive" else tuning.max_configs
-    return strategy, Search(strategy=strategy, max_configs=max_configs, max_seconds=tuning.max_seconds)
+    return strategy, search_of(strategy, tuning)

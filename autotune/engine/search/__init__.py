@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ...record import Search
 from ...space.spaces import Config, SearchSpace
 from .prior import Prior, nearest_prior, prior_from_record, prior_note
 from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
@@ -26,7 +27,15 @@ __all__ = [
     "prior_note",
     "resolve_strategy",
     "check_strategy",
+    "search_of",
 ]
+
+
+def search_of(strategy: str, tuning: Any) -> Search:
+    """What a record says of the search that chose its winner (`record.search`): the strategy, and `tuning`'s
+    budget where it bounded the search (an exhaustive one tries every config)."""
+    max_configs = None if strategy == "exhaustive" else tuning.max_configs
+    return Search(strategy=strategy, max_configs=max_configs, max_seconds=tuning.max_seconds)
 
 
 def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *, prune: bool) -> str:
