@@ -176,26 +176,26 @@ class ModelSearch(SearchStrategy):
         """The untried configs a step from `configs`, other than `besides`, along `_step_axis` (convolution's
         `block_size_x`: a moved config whose value there is fast only with the small axes it left is a step from one
         fast with the new ones)."""
+        by_size = sorted(self._axes, key=lambda name: -len(self._axes[name]))  # stable: the first largest first
         out: list[Config] = []
         for config in configs:
-            axis = self._step_axis(config)
+            axis = self._step_axis(config, by_size)
             for value in _steps(self._axes[axis], config[axis]):
                 near = config.replace(**{axis: value})
                 if self.space.contains(near) and near not in self.tried and near not in besides + out:
                     out.append(near)
         return out
 
-    def _step_axis(self, config: Config) -> str:
-        """The axis of the most values; where `config`'s value there is a power of two already, the largest other
-        integer axis whose value is not one (convolution's `tile_size_y=3`, which A4000's basin never has)."""
-        largest = max(self._axes, key=lambda name: len(self._axes[name]))
+    def _step_axis(self, config: Config, by_size: list[str]) -> str:
+        """The axis of the most values (`by_size[0]`); where `config`'s value there is a power of two already, the
+        largest other integer axis whose value is not one (convolution's `tile_size_y=3`, which A4000's basin never
+        has)."""
+        largest = by_size[0]
         if _integer(self._axes[largest]) and _power_of_two(config[largest]):
-            by_size = sorted(self._axes, key=lambda name: -len(self._axes[name]))
-            for name in by_size:
+            for name in by_size[1:]:
                 values = self._axes[name]
-                if name != largest and name not in self._small and len(values) > 1 and _integer(values):
-                    if not _power_of_two(config[name]):
-                        return name
+                if name not in self._small and len(values) > 1 and _integer(values) and not _power_of_two(config[name]):
+                    return name
         return largest
 
     def _draw(self, batch: list[Config]) -> Config | None:
