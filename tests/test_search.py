@@ -564,6 +564,41 @@ def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then
     assert strategy.best[0] == optimum and set(strategy.ask(4)) <= set(space.neighbours(optimum))
 
 
+@pytest.mark.parametrize("other_combination", [True, False], ids=["moved-too", "same-combination-climbs-on"])
+def test_a_model_phase_result_that_beats_the_climb_s_start_late_is_moved_across_the_small_axes_too(
+    other_combination,
+):
+    """The climb begins with configs of the model's phase still in flight. When one of them, told after the
+    hand-over, beats the climb's start in another combination of the small axes, the climb moves it too (its moved
+    configs and their steps come next), within the configs left; in the start's own combination the climb just goes
+    on from it (its neighbours)."""
+    pytest.importorskip("optuna")
+    space = CartesianSpace(A=_BLOCKS, B=(*range(1, 13), 16), P=[0, 1], Q=[0, 1])
+    start = Config(A=96, B=9, P=1, Q=1)
+    late = Config(A=48, B=3, P=0, Q=1) if other_combination else Config(A=48, B=3, P=1, Q=1)
+    cost = _l1_to(Config(A=0, B=0, P=0, Q=0))
+    strategy = make_strategy("model", space, seed=0, seeds=[start, late], budget=80)
+    while len(strategy.tried) < 60:
+        for config in strategy.ask(4):
+            if config != late:  # in flight until after the hand-over
+                strategy.tell(config, 1.0 if config == start else 1000.0 + cost(config))
+    first = strategy.ask(4)  # TPE tried the start's moved configs: its first proposals are their steps
+    assert {c.replace(P=1, Q=1) for c in first} <= {start.replace(A=64), start.replace(A=128)}
+    for config in first:
+        strategy.tell(config, 1000.0 + cost(config))
+    strategy.tell(late, 0.5)
+    left = {start.replace(P=p, Q=q, A=a) for p in (0, 1) for q in (0, 1) for a in (64, 128)}  # the start's steps
+    moved = [late.replace(P=p, Q=q) for p in (0, 1) for q in (0, 1) if late.replace(P=p, Q=q) != late]
+    untried = [c for c in moved if c not in strategy.tried]
+    batch = strategy.ask(8)
+    if other_combination:
+        assert untried and set(batch[: len(untried)]) == set(untried)
+        steps = {c.replace(A=a) for c in moved + [late] for a in (32, 64)}
+        assert batch[len(untried)] in steps and set(batch) <= set(untried) | steps | left
+    else:
+        assert set(batch) <= left | set(space.neighbours(late))
+
+
 def test_the_model_s_final_climb_keeps_its_small_share_for_one_step_moves():
     """With a budget of 20 the climb's quarter is 5 configs: the 3 moved ones would take more than half of it, so the
     hand-over proposes only the best config's one-step neighbours."""

@@ -56,31 +56,45 @@ def test_a_prior_ranks_what_ran_fastest_first_and_leaves_out_failures():
 
 
 @pytest.mark.parametrize("others_ms", [1e-3, 1e6])
-def test_the_model_search_proposes_the_prior_s_best_distinct_configs_first_and_tells_tpe_only_the_bad_ones(
+def test_the_model_search_probes_the_prior_s_best_distinct_configs_first_and_tells_tpe_only_the_bad_ones(
     landscape, others_ms
 ):
-    """The prior's seeds come first; TPE hears of them only once 8 of the search's own configs have measured, and
-    then only of those slower than the best quarter of its own: all of them when its own are faster (1e-3 ms),
-    none when its own are slower (1e6 ms)."""
+    """The prior's first 2 seeds come first (after the warm start). Once 4 of the search's own configs have
+    measured, its other 6 come next when one of the first 2 beat their median (own configs at 1e6 ms), and never
+    when neither did (1e-3 ms: a wrong prior costs 2 configs). TPE hears of the seeds only once 8 of the search's own
+    configs have measured, and then only of those slower than the best quarter of its own: all of them when its own
+    are faster, none when its own are slower."""
     space = landscape.space()
     prior = landscape_prior(landscape)
     warm = Config(prior.configs_ranked[-1])  # a warm-start seed (this device's other key) still comes first
     strategy = make_strategy("model", space, seed=0, seeds=[warm], budget=80, prior=prior)
     expected = distinct_best(prior.configs_ranked, 8)
-    first = strategy.ask(9)
-    assert first == [warm, *expected]
     assert expected[0] == prior.configs_ranked[0]
+    first = strategy.ask(3)
+    assert first == [warm, *expected[:2]]
     for config in first:
         strategy.tell(config, landscape.time_of(config))
+    own = strategy.ask(3)
+    assert not set(own) & set(expected)
+    for config in own:
+        strategy.tell(config, others_ms)
 
     def told():
         return {Config(t.params) for t in strategy._study.trials}
 
     assert warm in told() and not told() & set(expected)
+    later = strategy.ask(6)
+    if others_ms > 1:
+        assert later == expected[2:]
+    else:
+        assert not set(later) & set(expected)
+    for config in later:
+        strategy.tell(config, landscape.time_of(config) if config in expected else others_ms)
     for config in strategy.ask(8):
         strategy.tell(config, others_ms)
-    seeds_told = told() & {c for c in expected if landscape.time_of(c) is not None}
-    assert seeds_told == (set() if others_ms > 1 else {c for c in expected if landscape.time_of(c) is not None})
+    probed = {c for c in expected[:2] if landscape.time_of(c) is not None}
+    assert told() & set(expected) == (set() if others_ms > 1 else probed)
+    assert not set(expected[2:]) & strategy.tried if others_ms < 1 else set(expected) <= strategy.tried
 
 
 def test_a_replay_with_a_right_prior_finds_the_best_and_reports_the_winner_s_rank(landscape):

@@ -14,6 +14,9 @@ basin (301 runs of 320 within 1.25; 273 with ±1 steps, 241 without steps). Wher
 already, the step is along the largest other integer axis whose value is not one (`tile_size_y=3`, which the basin
 never has: 307 runs, convolution A100 a run or two fewer). When the moved configs would take more
 than half of the climb's share, the climb goes without them; the steps go where all of them fit in three quarters.
+The climb begins with 16 of the model's configs in flight: when one of them measures better than every config
+moved so far, in a combination of the small axes none of those had, it is moved and stepped too, within the
+configs left (A4000: 311 runs of 320 within 1.25, and seeds 0-79 all of them; A100 within noise).
 
 Why optuna: a well-kept optimiser with a seeded, dependency-light sampler that handles categorical axes and
 batches (`constant_liar`), and lets configs found elsewhere (seeds, the local phase) be told to the model
@@ -28,7 +31,11 @@ a prior no better than random): told, a right prior's good seeds became TPE's wh
 it in their basin (convolution A100 with A4000's prior: 1.48x the best in 18 of 20 runs, against 1.13 without a
 prior; the prior's whole ranking told as trials: median 1.24), while a wrong prior's bad seeds teach it where not
 to look (pnpoly with its ranking reversed: 1.001 / 1.073 told, 1.023 / 1.151 untold, 1.007 / 1.160 without a
-prior). So a wrong prior costs at most its seeds' share of the budget.
+prior). Only the first 2 seeds are proposed at once; the others follow once one of those 2 measured faster than the
+median of the search's own first 4 configs, and are dropped otherwise, so a wrong prior costs 2 configs, not 8:
+over 160 replayed seeds convolution A4000 with A100's ranking reversed ended 154 runs within 1.25 of the best
+(144 with all 8 seeds at once; 155 without a prior), and convolution A100 with A4000's ranking reversed 184 of 320
+(167 with all 8; 180 without a prior).
 
 Constraints: a config TPE proposes outside the space (a `.where` filter refuses it) is told as failed and
 redrawn; a failed config is told with a value worse than any measured, so the model learns to avoid its
@@ -38,6 +45,7 @@ region; a config proposed twice is told its known result without being measured 
 from __future__ import annotations
 
 import itertools
+import statistics
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -54,6 +62,8 @@ _LOCAL_SHARE = 0.25  # the last quarter of the budget refines the best config wi
 _DRAWS = 20  # proposals redrawn per config before falling back to a random valid config
 _HELD_AFTER = 8  # the search's own configs measured before the prior's seeds are judged for telling TPE
 _PRIOR_APART = 2  # a prior's seeds differ from each other in at least this many fields (distinct basins)
+_PROBE = 2  # the prior's seeds proposed at once; the others only once one of these beats the search's own median
+_PROBE_AFTER = 4  # the search's own configs measured before the first seeds are judged
 _SMALL_COMBOS = 8  # the small axes: the fewest-valued ones, as many as make at most this many combinations
 
 
@@ -82,7 +92,10 @@ class ModelSearch(SearchStrategy):
         self._axes = _axes_of(space)
         self._small = _small_axes(self._axes)
         self.prior = prior
-        self.prior_seeds = self._seeds_from(prior) if prior is not None else []
+        chosen = self._seeds_from(prior) if prior is not None else []
+        self.prior_seeds = chosen[:_PROBE]  # the prior's seeds proposed (the first ones, and later the others)
+        self._unprobed = chosen[_PROBE:]  # the others, until the first ones are judged
+        self._seeds.extend(self.prior_seeds)
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
         self._held_done = False
         startup = max(8, min(64, self.budget // 4))  # random configs before the model proposes
@@ -97,7 +110,9 @@ class ModelSearch(SearchStrategy):
             space, seed=self.rng.randrange(2**31), budget=self.budget, start=0, restarts_early=False
         )
         self._local_started = False
-        self._switches: list[Config] = []  # the climb's first proposals: its start moved across the small axes, stepped
+        self._model_phase: frozenset[Config] = frozenset()  # the configs proposed before the climb began
+        self._moved_from: list[Config] = []  # the configs the climb moved across the small axes
+        self._switches: list[Config] = []  # the climb's next proposals: its start moved across the small axes, stepped
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()
         }
@@ -135,15 +150,35 @@ class ModelSearch(SearchStrategy):
                 continue
             if all(sum(1 for k in config if config[k] != other[k]) >= _PRIOR_APART for other in chosen):
                 chosen.append(config)
-        self._seeds.extend(chosen)
         return chosen
+
+    def _judge_probe(self) -> None:
+        """Once the prior's first seeds and `_PROBE_AFTER` of the search's own configs have measured, propose its
+        other seeds next when one of the first beat the median of the own ones; else drop them (a wrong prior)."""
+        if not all(c in self.results for c in self.prior_seeds):
+            return
+        own = [ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None]
+        if len(own) < _PROBE_AFTER:
+            return
+        probed = [ms for c in self.prior_seeds if (ms := self.results[c]) is not None]
+        if probed and min(probed) < statistics.median(own):
+            self._seeds[:0] = self._unprobed
+            self.prior_seeds = self.prior_seeds + self._unprobed
+        self._unprobed = []
 
     def _propose(self, n: int) -> Iterable[Config]:
         if len(self.tried) >= self.budget * (1 - _LOCAL_SHARE) and self.best is not None:
             if not self._local_started:  # the climb starts from everything measured so far
                 self._local_started = True
+                self._model_phase = frozenset(self.tried)
                 self._local.take_over(self.tried, self.results)
-                self._switches = self._switched(self.best[0])
+                self._moved_from = [self.best[0]]
+                self._switches = self._switched(self.best[0], room=int(self.budget * _LOCAL_SHARE))
+            best = self.best[0]
+            if self._moves_again(best):
+                self._moved_from.append(best)
+                again = self._switched(best, room=self.budget - len(self.tried))
+                self._switches = [c for c in again if c not in self._switches] + self._switches
             first, self._switches = self._switches[:n], self._switches[n:]
             return first + [c for c in self._local.next_steps(n - len(first)) if c not in first]
         out: list[Config] = []
@@ -154,23 +189,30 @@ class ModelSearch(SearchStrategy):
             out.append(config)
         return out
 
-    def _switched(self, config: Config) -> list[Config]:
+    def _moves_again(self, best: Config) -> bool:
+        """Whether the climb also moves `best`: a config of the model's phase whose result came after the climb
+        began (16 are in flight then) and beat every config the climb has moved, in a combination of the small axes
+        none of them had."""
+        return best in self._model_phase and all(
+            any(best[name] != moved[name] for name in self._small) for moved in self._moved_from
+        )
+
+    def _switched(self, config: Config, room: int) -> list[Config]:
         """`config` moved into each other combination of the small axes that the space holds and no run has tried
         (a basin a one-step climb cannot reach when the values it needs are slow on average), then the moved
-        configs' steps along the largest axis, where they fit in three quarters of the climb's share. None when the
-        moved configs alone would take more than half of it, where the climb needs its configs more (a budget of
-        14)."""
+        configs' steps along the largest axis, where they fit in three quarters of `room` (the configs the climb
+        has left). None when the moved configs alone would take more than half of it, where the climb needs its
+        configs more (a budget of 14)."""
         if config.keys() != self._axes.keys():
             return []
         combos = itertools.product(*(self._axes[name] for name in self._small))
         moved = [config.replace(**dict(zip(self._small, combo))) for combo in combos]
         moved = [c for c in moved if c != config and self.space.contains(c)]
         untried = [c for c in moved if c not in self.tried]
-        share = int(self.budget * _LOCAL_SHARE)
-        if len(untried) > share // 2:
+        if len(untried) > room // 2:
             return []
         stepped = self._stepped(moved, besides=untried)
-        return untried + stepped if len(untried) + len(stepped) <= share * 3 // 4 else untried
+        return untried + stepped if len(untried) + len(stepped) <= room * 3 // 4 else untried
 
     def _stepped(self, configs: list[Config], besides: list[Config]) -> list[Config]:
         """The untried configs a step from `configs`, other than `besides`, along `_step_axis` (convolution's
@@ -222,6 +264,8 @@ class ModelSearch(SearchStrategy):
         trial = self._pending.pop(config, None)
         if self._held and not self._held_done and (trial is not None or config not in self.prior_seeds):
             self._tell_held()
+        if self._unprobed:
+            self._judge_probe()
         if trial is not None:
             self._study.tell(trial, value if value is not None else _FAILED)
         elif config in self.prior_seeds:
