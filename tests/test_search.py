@@ -484,18 +484,18 @@ def _l1_to(centre):
     return lambda c: float(1 + sum(abs(c[k] - centre[k]) for k in centre))
 
 
-def test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured():
-    """The hand-over happens at 3/4 of the budget: the next batch is the untried neighbours of the best config
+def test_the_model_search_climbs_from_its_best_once_70_percent_of_its_budget_are_measured():
+    """The hand-over happens at 70% of the budget: the next batch is the untried neighbours of the best config
     (a seed here), and each later result moves the climb (a better neighbour becomes its centre)."""
     pytest.importorskip("optuna")
     space = CartesianSpace(A=range(30), B=range(30), C=range(30))
     opt = Config(A=7, B=20, C=3)
     cost = _l1_to(opt)
     strategy = make_strategy("model", space, seed=0, seeds=[opt, opt.replace(A=8)], budget=80)
-    while len(strategy.tried) < 60:
+    while len(strategy.tried) < 56:
         for config in strategy.ask(4):
             strategy.tell(config, cost(config))
-    assert len(strategy.tried) == 60 and strategy.best[0] == opt
+    assert len(strategy.tried) == 56 and strategy.best[0] == opt
     untried = {c for c in space.neighbours(opt) if c not in strategy.tried}
     batch = strategy.ask(5)
     assert len(untried) >= 4 and len(batch) == len(untried) and set(batch) == untried
@@ -534,7 +534,7 @@ def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then
     not one), then its one-step moves. A basin two flips and a step away, behind values slow on average (P=0, Q=0
     here, fast only at one of the steps: a moved config at the start's values is the slowest of all), is among its
     first proposals, and the climb moves there. A space without small axes hands over as before
-    (test_the_model_search_climbs_from_its_best_once_three_quarters_of_its_budget_are_measured)."""
+    (test_the_model_search_climbs_from_its_best_once_70_percent_of_its_budget_are_measured)."""
     pytest.importorskip("optuna")
     b_axis = (*range(1, 13), 16)
     space = CartesianSpace(A=axis, B=b_axis, P=[0, 1], Q=[0, 1])
@@ -548,7 +548,7 @@ def test_the_model_s_final_climb_first_moves_its_best_across_the_small_axes_then
         return 1.0 + far + 50.0 * (c["P"] + c["Q"] < 2)
 
     strategy = make_strategy("model", space, seed=0, seeds=[start], budget=80)
-    while len(strategy.tried) < 60:
+    while len(strategy.tried) < 56:
         for config in strategy.ask(4):
             strategy.tell(config, cost(config))
     assert strategy.best[0] == start
@@ -578,7 +578,7 @@ def test_a_model_phase_result_that_beats_the_climb_s_start_late_is_moved_across_
     late = Config(A=48, B=3, P=0, Q=1) if other_combination else Config(A=48, B=3, P=1, Q=1)
     cost = _l1_to(Config(A=0, B=0, P=0, Q=0))
     strategy = make_strategy("model", space, seed=0, seeds=[start, late], budget=80)
-    while len(strategy.tried) < 60:
+    while len(strategy.tried) < 56:
         for config in strategy.ask(4):
             if config != late:  # in flight until after the hand-over
                 strategy.tell(config, 1.0 if config == start else 1000.0 + cost(config))
@@ -600,13 +600,13 @@ def test_a_model_phase_result_that_beats_the_climb_s_start_late_is_moved_across_
 
 
 def test_the_model_s_final_climb_keeps_its_small_share_for_one_step_moves():
-    """With a budget of 20 the climb's quarter is 5 configs: the 3 moved ones would take more than half of it, so the
+    """With a budget of 16 the climb's 30% is 4 configs: the 3 moved ones would take more than half of it, so the
     hand-over proposes only the best config's one-step neighbours."""
     pytest.importorskip("optuna")
     space = CartesianSpace(A=range(30), B=range(30), P=[0, 1], Q=[0, 1])
     start = Config(A=7, B=20, P=1, Q=1)
-    strategy = make_strategy("model", space, seed=0, seeds=[start], budget=20)
-    while len(strategy.tried) < 15:
+    strategy = make_strategy("model", space, seed=0, seeds=[start], budget=16)
+    while len(strategy.tried) < 12:
         for config in strategy.ask(1):
             strategy.tell(config, 1.0 + abs(config["A"] - 7) + abs(config["B"] - 20) + 50.0 * (config != start))
     assert strategy.best[0] == start
@@ -614,7 +614,7 @@ def test_the_model_s_final_climb_keeps_its_small_share_for_one_step_moves():
 
 
 def test_a_model_search_whose_configs_all_failed_keeps_proposing_full_batches():
-    """Nothing measured, nothing to climb from: past 3/4 of the budget the model keeps drawing whole batches."""
+    """Nothing measured, nothing to climb from: past 70% of the budget the model keeps drawing whole batches."""
     pytest.importorskip("optuna")
     strategy = make_strategy("model", CartesianSpace(A=range(30), B=range(30)), seed=0, seeds=(), budget=40)
     while len(strategy.tried) < 32:
@@ -628,7 +628,7 @@ def test_a_model_search_whose_configs_all_failed_keeps_proposing_full_batches():
 def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_ones():
     """After its random start (20 configs for a budget of 80), TPE proposes configs that fail less often than
     random ones (half the space fails) and fast ones about twice as often. Pooled over five seeds: one seed's
-    40 proposals range from 0.23 to 0.53 failing (20 seeds, optuna 4), too close to a threshold to pin."""
+    36 proposals range from 0.19 to 0.56 failing (20 seeds, optuna 5), too close to a threshold to pin."""
     pytest.importorskip("optuna")
     space = CartesianSpace(A=range(20), B=range(20))
 
@@ -642,11 +642,11 @@ def test_the_model_search_learns_to_avoid_failing_configs_and_to_favour_fast_one
     for seed in range(5):
         strategy = make_strategy("model", space, seed=seed, seeds=(), budget=80)
         order = []
-        while len(order) < 60:
+        while len(order) < 56:
             for config in strategy.ask(4):
                 strategy.tell(config, cost(config))
                 order.append(config)
-        modelled += order[20:60]  # proposed by TPE, before the local phase
+        modelled += order[20:56]  # proposed by TPE, before the local phase
     uniform_fast = sum(map(fast, space)) / len(space)
     assert sum(cost(c) is None for c in modelled) / len(modelled) < 0.42  # 0.31 over 20 seeds, random 0.5
     assert sum(map(fast, modelled)) / len(modelled) > 1.8 * uniform_fast  # 2.6x over 20 seeds
@@ -928,14 +928,14 @@ def test_a_search_spends_its_whole_budget_through_both_pipelines(landscape):
 
 
 def test_the_model_search_s_final_climb_keeps_its_best_while_its_neighbours_are_in_flight():
-    """Past 3/4 of the budget, with the best config's neighbours all proposed and none measured, the model search
+    """Past 70% of the budget, with the best config's neighbours all proposed and none measured, the model search
     proposes neighbours of its next best configs, not a random restart."""
     pytest.importorskip("optuna")
     space = CartesianSpace(A=range(30), B=range(30), C=range(30))
     opt = Config(A=7, B=20, C=3)
     cost = _l1_to(opt)
     strategy = make_strategy("model", space, seed=0, seeds=[opt], budget=80)
-    while len(strategy.tried) < 60:
+    while len(strategy.tried) < 56:
         for config in strategy.ask(4):
             strategy.tell(config, cost(config))
     around_best = strategy.ask(20)

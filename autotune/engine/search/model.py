@@ -1,6 +1,9 @@
 """Model-based search: optuna's TPE sampler (a surrogate model of good and bad configs) through its ask/tell
-interface, then a local search around the best config for the end of the budget (one that keeps its climb while
-results are in flight: the model has explored, the end of the budget refines).
+interface, then a local search around the best config for the last 30% of the budget (one that keeps its climb
+while results are in flight: the model has explored, the end of the budget refines). 30% rather than 25% since the
+climb's first proposals are moves (below; their figures were measured at 25%): over 320 replayed seeds at 2%,
+convolution A4000 ended 285 runs within 1.05 of the best instead of 217 and A100 45 instead of 36, with as many
+within 1.25 (310 against 311, 181 against 180); pnpoly 231 within 1.05 against 238, GEMM unchanged.
 
 The final climb first moves its start (the best config measured) into each other combination of the space's
 small axes (its fewest-valued axes, as many as make at most 8 combinations: the three binary axes of the
@@ -58,7 +61,7 @@ from .strategies import LocalSearch, SearchStrategy
 __all__ = ["ModelSearch", "optuna_available"]
 
 _FAILED = 1e30  # what a failed config is told: worse than any time, so TPE's quantile split calls it bad
-_LOCAL_SHARE = 0.25  # the last quarter of the budget refines the best config with a local search
+_LOCAL_SHARE = 0.3  # the end of the budget (30%) refines the best config with a local search
 _DRAWS = 20  # proposals redrawn per config before falling back to a random valid config
 _HELD_AFTER = 8  # the search's own configs measured before the prior's seeds are judged for telling TPE
 _PRIOR_APART = 2  # a prior's seeds differ from each other in at least this many fields (distinct basins)

@@ -99,7 +99,7 @@ class LocalSearch(SearchStrategy):
     the best config's neighbours are all proposed it proposes the untried neighbours of the climb's next best
     configs, then random configs, and its best stays the centre, so a result that beats it moves the climb at
     once. The default restarts (forgetting the climb) as soon as they are all proposed, which explores more.
-    Measured on the replayed landscapes (bench/README.md): keeping the climb helps the model's final quarter on
+    Measured on the replayed landscapes (bench/README.md): keeping the climb helps the model's final climb on
     both convolutions and costs nothing on pnpoly, but alone, without the model's exploration, it loses pnpoly
     runs that the restarts rescue."""
 
