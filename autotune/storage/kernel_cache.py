@@ -417,12 +417,7 @@ class KernelCache:
             if found is not None:
                 return found
         tuning_now = _keys_this_thread_tunes()
-        if (id(self), entry) in tuning_now:
-            raise AutotuneError(
-                f"{self.kernel_name}: key {key} is already being tuned by this thread: its own "
-                "setup=, verify=, prune= or do_bench= launched the autotuned kernel; launch the plain "
-                "@triton.jit kernel there (kernel.fn) or compute the reference another way"
-            )
+        self._refuse_reentry(entry, tuning_now)
         # With force, only a winner produced while this call waited counts: one other than what each tier held
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen = None
@@ -430,6 +425,20 @@ class KernelCache:
             in_memory = self.memory.lookup(entry.key, entry.dtypes)
             seen = _Seen(in_memory, {id(tier): self._usable(tier, entry, candidates) for tier in tiers})
         return self._get_or_tune_leased(tiers, entry, tune, tuning_now, seen, lock_timeout_s, candidates)
+
+    def _marks(self, entry: EntryRef) -> tuple[tuple, tuple]:
+        """What a tuning of `entry` marks as tuned by this thread: in this cache, and in any of the same kernel."""
+        return (id(self), entry), (entry.location, entry.entry_id)
+
+    def _refuse_reentry(self, entry: EntryRef, tuning_now: set) -> None:
+        """A hook of this thread's tuning of `entry` launched the same kernel and key, through this cache or another
+        of the same kernel: waiting for its lease would hang, so it is an error."""
+        if any(mark in tuning_now for mark in self._marks(entry)):
+            raise AutotuneError(
+                f"{entry.what} is already being tuned by this thread: its own setup=, verify=, prune= or do_bench= "
+                "launched the autotuned kernel; launch the plain @triton.jit kernel there (kernel.fn) or compute "
+                "the reference another way"
+            )
 
     def _get_or_tune_leased(
         self,
@@ -449,13 +458,6 @@ class KernelCache:
             if record is not None and (seen is None or record is not seen.in_memory):
                 count_hit(self.kernel_name)
                 return record, "memory"
-            shared_mark = (entry.location, entry.entry_id)
-            if shared_mark in tuning_now:  # another KernelCache of the same kernel, re-entered: a lock would hang
-                raise AutotuneError(
-                    f"{entry.what} is already being tuned by this thread: a hook of that tuning "
-                    "(setup=, verify=, prune=, do_bench=) launched the same kernel; launch the plain "
-                    "@triton.jit kernel there (kernel.fn)"
-                )
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
             outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
             weaker: list[str] = []  # why an entry found by a weaker search than this kernel's is tuned again
@@ -464,7 +466,7 @@ class KernelCache:
                 return self._found(tiers, found[0], entry, found[1], since)
             if weaker and seen is None:
                 logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
-            record = self._tuned_marked(tune, tuning_now, ((id(self), entry), shared_mark))
+            record = self._tuned_marked(tune, tuning_now, self._marks(entry))
             self._store(entry, record, candidates, since, [tier for tier, _ in leases], outdated)
             return record, "tuned"
         finally:
