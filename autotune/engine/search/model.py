@@ -127,7 +127,7 @@ class ModelSearch(SearchStrategy):
         the other configs' are a prior no better than random: all of them are told, as random configs would be.
         Seeds measured later stay untold (told by the same rule, A4000 with A100's prior over 80 replayed seeds
         ended at worst 1.175 instead of 1.037)."""
-        others = sorted(ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None)
+        others = self._own_times()
         if len(others) < _HELD_AFTER:
             return
         threshold = others[len(others) // 4]
@@ -142,6 +142,10 @@ class ModelSearch(SearchStrategy):
                 )
         self._held = {}
         self._held_done = True
+
+    def _own_times(self) -> list[float]:
+        """The medians of the configs measured that are not the prior's seeds, fastest first."""
+        return sorted(ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None)
 
     def _seeds_from(self, prior: Prior) -> list[Config]:
         """The prior's best configs in the space, each `_PRIOR_APART` fields from the others, proposed first after
@@ -162,7 +166,7 @@ class ModelSearch(SearchStrategy):
         other seeds next when one of the first beat the median of the own ones; else drop them (a wrong prior)."""
         if not all(c in self.results for c in self.prior_seeds):
             return
-        own = [ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None]
+        own = self._own_times()
         if len(own) < _PROBE_AFTER:
             return
         probed = [ms for c in self.prior_seeds if (ms := self.results[c]) is not None]
