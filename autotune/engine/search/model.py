@@ -1,48 +1,26 @@
 """Model-based search: optuna's TPE sampler (a surrogate model of good and bad configs) through its ask/tell
-interface, then a local search around the best config for the last 30% of the budget (one that keeps its climb
-while results are in flight: the model has explored, the end of the budget refines). 30% rather than 25% since the
-climb's first proposals are moves (below; their figures were measured at 25%): over 320 replayed seeds at 2%,
-convolution A4000 ended 285 runs within 1.05 of the best instead of 217 and A100 45 instead of 36, with as many
-within 1.25 (310 against 311, 181 against 180); pnpoly 231 within 1.05 against 238, GEMM unchanged.
+interface, then a local climb around the best config for the last 30% of the budget. The model explores; the end
+of the budget refines.
 
-The final climb first moves its start (the best config measured) into each other combination of the space's
-small axes (its fewest-valued axes, as many as make at most 8 combinations: the three binary axes of the
-convolution landscapes), then climbs one step at a time. A basin behind two such values at once, each slow on
-average, is out of a one-step climb's reach, and TPE's quantile split steers away from it (convolution A4000's
-`read_only=0, use_shmem=0`): over 320 replayed seeds it put 185 runs within 1.05 of the best instead of 160, for
-at most 7 of the climb's configs (convolution A100, whose needle the climb finds late: 42 runs instead of 48). Then
-it steps the moved configs along the largest axis, on an integer axis to the nearest power of two each side:
-A4000's basin also needs a `block_size_x` of 32, 64, 128 or 256, and a start at 96 moves to 3x but steps into the
-basin (301 runs of 320 within 1.25; 273 with ±1 steps, 241 without steps). Where that value is a power of two
-already, the step is along the largest other integer axis whose value is not one (`tile_size_y=3`, which the basin
-never has: 307 runs, convolution A100 a run or two fewer). When the moved configs would take more
-than half of the climb's share, the climb goes without them; the steps go where all of them fit in three quarters.
-The climb begins with 16 of the model's configs in flight: when one of them measures better than every config
-moved so far, in a combination of the small axes none of those had, it is moved and stepped too, within the
-configs left (A4000: 311 runs of 320 within 1.25, and seeds 0-79 all of them; A100 within noise).
+The climb first moves its start into each other combination of the space's small axes (the fewest-valued ones,
+at most 8 combinations), and steps the moved configs along the largest axis. A basin behind two values that are
+each slow on average is out of a one-step climb's reach, and TPE's quantile split steers away from it. A late
+model result that beats every config moved so far, in a new combination, is moved too.
 
-Why optuna: a well-kept optimiser with a seeded, dependency-light sampler that handles categorical axes and
-batches (`constant_liar`), and lets configs found elsewhere (seeds, the local phase) be told to the model
-(`add_trial`). It is the optional extra `autotune[search]`; without it "model" is refused with that advice and
-"auto" uses the local search.
+A prior (`prior.Prior`: another device kind's tuning of the same kernel and key) proposes 2 of its best configs
+first. Its other seeds follow only when one of those 2 beats the median of the search's own first configs, so a
+wrong prior costs 2 configs. TPE is not told the seeds that measured well, so they cannot become its whole good set.
 
-A prior (`prior.Prior`: another device kind's tuning of the same kernel and key) adds its best configs, each at
-least two fields from the others, to the first proposals (a tenth of the budget). They are measured, and the final
-climb starts from everything measured, them included. TPE is told only those that measured worse than the best
-quarter of the search's own first 8 configs (all of them when their median is no better than those configs':
-a prior no better than random): told, a right prior's good seeds became TPE's whole good set and held
-it in their basin (convolution A100 with A4000's prior: 1.48x the best in 18 of 20 runs, against 1.13 without a
-prior; the prior's whole ranking told as trials: median 1.24), while a wrong prior's bad seeds teach it where not
-to look (pnpoly with its ranking reversed: 1.001 / 1.073 told, 1.023 / 1.151 untold, 1.007 / 1.160 without a
-prior). Only the first 2 seeds are proposed at once; the others follow once one of those 2 measured faster than the
-median of the search's own first 4 configs, and are dropped otherwise, so a wrong prior costs 2 configs, not 8:
-over 160 replayed seeds convolution A4000 with A100's ranking reversed ended 154 runs within 1.25 of the best
-(144 with all 8 seeds at once; 155 without a prior), and convolution A100 with A4000's ranking reversed 184 of 320
-(167 with all 8; 180 without a prior).
+Why optuna: a well-kept optimiser with a seeded sampler that handles categorical axes and batches
+(`constant_liar`), and takes configs found elsewhere (`add_trial`). It is the optional extra `autotune[search]`;
+without it "model" is refused with that advice, and "auto" uses the local search.
 
-Constraints: a config TPE proposes outside the space (a `.where` filter refuses it) is told as failed and
-redrawn; a failed config is told with a value worse than any measured, so the model learns to avoid its
-region; a config proposed twice is told its known result without being measured again.
+Constraints: a config outside the space (a `.where` filter refuses it) is told as failed and redrawn; a failed
+config is told a value worse than any measured, so the model avoids its region; a config proposed twice is told
+its known result.
+
+Every rule and number here was chosen by replaying recorded landscapes: the figures, and the variants tried and
+dropped, are in bench/README.md.
 """
 
 from __future__ import annotations
@@ -121,12 +99,9 @@ class ModelSearch(SearchStrategy):
         }
 
     def _tell_held(self) -> None:
-        """Tell TPE the prior's seeds that measured worse than the best quarter of the search's other configs, once
-        8 of those have measured: a wrong prior's seeds teach the model where not to look, a right prior's best
-        seeds stay untold so they cannot become the model's whole good set. Seeds whose median is no better than
-        the other configs' are a prior no better than random: all of them are told, as random configs would be.
-        Seeds measured later stay untold (told by the same rule, A4000 with A100's prior over 80 replayed seeds
-        ended at worst 1.175 instead of 1.037)."""
+        """Once 8 of the search's own configs have measured, tell TPE the prior's seeds that measured worse than
+        their best quarter (a wrong prior's seeds show where not to look; a right prior's best ones stay untold).
+        Seeds whose median is no better than the own configs' are a prior no better than random: all are told."""
         others = self._own_times()
         if len(others) < _HELD_AFTER:
             return
@@ -148,8 +123,8 @@ class ModelSearch(SearchStrategy):
         return sorted(ms for c, ms in self.results.items() if c not in self.prior_seeds and ms is not None)
 
     def _seeds_from(self, prior: Prior) -> list[Config]:
-        """The prior's best configs in the space, each `_PRIOR_APART` fields from the others, proposed first after
-        the warm start's: a tenth of the budget, at least 2 and at most 16 (8 for a budget of 87)."""
+        """The prior's best configs in the space, each `_PRIOR_APART` fields from the others: a tenth of the
+        budget, at least 2 and at most 16."""
         count = max(2, min(16, self.budget // 10))
         chosen: list[Config] = []
         for config in prior.configs_ranked:
@@ -162,8 +137,8 @@ class ModelSearch(SearchStrategy):
         return chosen
 
     def _judge_probe(self) -> None:
-        """Once the prior's first seeds and `_PROBE_AFTER` of the search's own configs have measured, propose its
-        other seeds next when one of the first beat the median of the own ones; else drop them (a wrong prior)."""
+        """Once the first seeds and `_PROBE_AFTER` own configs have measured, propose the other seeds next when
+        one of the first beat the own configs' median; else drop them (a wrong prior)."""
         if not all(c in self.results for c in self.prior_seeds):
             return
         own = self._own_times()
@@ -199,19 +174,16 @@ class ModelSearch(SearchStrategy):
         return out
 
     def _moves_again(self, best: Config) -> bool:
-        """Whether the climb also moves `best`: a config of the model's phase whose result came after the climb
-        began (16 are in flight then) and beat every config the climb has moved, in a combination of the small axes
-        none of them had."""
+        """Whether the climb also moves `best`: a model-phase config whose result came after the climb began, in a
+        combination of the small axes that no moved config had."""
         return best in self._model_phase and all(
             any(best[name] != moved[name] for name in self._small) for moved in self._moved_from
         )
 
     def _switched(self, config: Config, room: int) -> list[Config]:
-        """`config` moved into each other combination of the small axes that the space holds and no run has tried
-        (a basin a one-step climb cannot reach when the values it needs are slow on average), then the moved
-        configs' steps along the largest axis, where they fit in three quarters of `room` (the configs the climb
-        has left). None when the moved configs alone would take more than half of it, where the climb needs its
-        configs more (a budget of 14)."""
+        """`config` moved into each other combination of the small axes, untried, then the moved configs' steps
+        where all fit in three quarters of `room` (the configs the climb has left). None when the moved configs
+        alone would take more than half of it: a small budget needs its climb more."""
         if config.keys() != self._axes.keys():
             return []
         combos = itertools.product(*(self._axes[name] for name in self._small))
@@ -224,9 +196,8 @@ class ModelSearch(SearchStrategy):
         return untried + stepped if len(untried) + len(stepped) <= room * 3 // 4 else untried
 
     def _stepped(self, configs: list[Config], besides: list[Config]) -> list[Config]:
-        """The untried configs a step from `configs`, other than `besides`, along `_step_axis` (convolution's
-        `block_size_x`: a moved config whose value there is fast only with the small axes it left is a step from one
-        fast with the new ones)."""
+        """The untried configs a step from `configs` along each one's `_step_axis`, other than `besides`: a moved
+        config's value there may be fast only with the small axes it left."""
         by_size = sorted(self._axes, key=lambda name: -len(self._axes[name]))  # stable: the first largest first
         out: list[Config] = []
         for config in configs:
@@ -238,9 +209,8 @@ class ModelSearch(SearchStrategy):
         return out
 
     def _step_axis(self, config: Config, by_size: list[str]) -> str:
-        """The axis of the most values (`by_size[0]`); where `config`'s value there is a power of two already, the
-        largest other integer axis whose value is not one (convolution's `tile_size_y=3`, which A4000's basin never
-        has)."""
+        """The axis of the most values; where `config`'s value there is a power of two already, the largest other
+        integer axis whose value is not one."""
         largest = by_size[0]
         if _integer(self._axes[largest]) and _power_of_two(config[largest]):
             for name in by_size[1:]:
@@ -290,8 +260,8 @@ class ModelSearch(SearchStrategy):
 
 def _axes_of(space: SearchSpace) -> dict[str, tuple]:
     """Each field's values over `space`, without listing a lazy space: a Cartesian space's own axes, a union's
-    parts merged (recursively), and only a listed (small) part, such as a FixedSpace, enumerated. A value seen in
-    one part only may combine into configs the space lacks: the model's draw checks `contains`."""
+    parts merged, a listed part (a FixedSpace) enumerated. The merge may combine values into configs the space
+    lacks: the model's draw checks `contains`."""
     values: dict[str, list] = {}
     for part in _parts(space):
         axes = getattr(part, "axes", None)
@@ -311,8 +281,7 @@ def _axes_of(space: SearchSpace) -> dict[str, tuple]:
 
 
 def _small_axes(axes: dict[str, tuple]) -> list[str]:
-    """The fewest-valued axes of two values or more, as many as make at most `_SMALL_COMBOS` combinations (the three
-    binary axes of the convolution landscapes; pnpoly's `use_method` alone)."""
+    """The fewest-valued axes of two values or more, as many as make at most `_SMALL_COMBOS` combinations."""
     small: list[str] = []
     combos = 1
     for name, values in sorted(axes.items(), key=lambda item: len(item[1])):
@@ -327,8 +296,7 @@ def _small_axes(axes: dict[str, tuple]) -> list[str]:
 
 def _steps(values: tuple, value: Any) -> list:
     """The values either side of `value` on an axis: on an integer axis the nearest power of two each side (block
-    sizes favour them: convolution A4000's fast `block_size_x` are 32 to 256, and a start at 96 or 176 is two or
-    more ±1 steps from them), else the adjacent value."""
+    sizes favour them), else the adjacent value."""
     if _integer(values):
         ordered = sorted(values)
         i = ordered.index(value)

@@ -94,14 +94,10 @@ class LocalSearch(SearchStrategy):
     axis, one step); when none of them is left untried, restart from a random config. The first climb starts
     from the seeds, else from `start` random configs.
 
-    `restarts_early=False` (the model search's final climb) never restarts while results are in flight (in
-    the tuner's pipeline, which keeps proposals ahead of the measurements, that is until the budget ends): when
+    `restarts_early=False` (the model search's final climb) never restarts while results are in flight: when
     the best config's neighbours are all proposed it proposes the untried neighbours of the climb's next best
-    configs, then random configs, and its best stays the centre, so a result that beats it moves the climb at
-    once. The default restarts (forgetting the climb) as soon as they are all proposed, which explores more.
-    Measured on the replayed landscapes (bench/README.md): keeping the climb helps the model's final climb on
-    both convolutions and costs nothing on pnpoly, but alone, without the model's exploration, it loses pnpoly
-    runs that the restarts rescue."""
+    configs, then random configs, and its best stays the centre. The default restarts (forgetting the climb) as
+    soon as they are all proposed: alone, without a model's exploration, the restarts are its exploration."""
 
     name = "local"
 
