@@ -150,3 +150,60 @@ def test_sigkilled_tuner_releases_the_key_and_a_waiter_takes_over(work):
     assert load_record(entry.path).winner["BLOCK"] == result["winner"]
     leftovers = [p.name for p in entry.path.parent.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+FORCE_WORKER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+
+    work, role, tests = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    sys.path.insert(0, tests)
+    import torch
+    from autotune import Tuning, autotune
+    from kernels_for_tests import add_kernel
+
+    def wait_for(path):
+        deadline = time.time() + 120
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.01)
+
+    def setup(**_):
+        if role == "first" and not (work / "first-tuning").exists():
+            (work / "first-tuning").touch()
+            wait_for(work / "forced-calling")
+            time.sleep(0.5)  # the forced process waits for this entry's lock by now
+
+    tuning = Tuning(compile_workers=0, warmup=0, reps=1, force=role == "forced")
+    add = autotune(space={"BLOCK": (32, 64)}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup, tuning=tuning)(
+        add_kernel
+    )
+    x, y, out = torch.rand(100), torch.rand(100), torch.empty(100)
+    if role == "forced":
+        wait_for(work / "first-tuning")
+        (work / "forced-calling").touch()
+    for _ in range(3):
+        add(x, y, out, 100)
+    print(json.dumps({"info": add.cache_info(), "winner": add.best_config["BLOCK"]}))
+""")
+
+
+def test_force_takes_a_winner_tuned_while_it_waited_and_then_hits_memory(work):
+    """force= with another process tuning the key: the winner produced while it waited for the lock is fresh, so
+    the key counts as forced and later calls are memory hits (before, the next call tuned the key again)."""
+    (work / "force_worker.py").write_text(FORCE_WORKER)
+
+    def spawn_role(role: str) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.setdefault("TRITON_INTERPRET", "1")
+        args = [sys.executable, str(work / "force_worker.py"), str(work), role, str(REPO / "tests")]
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    first = spawn_role("first")
+    forced = finish(spawn_role("forced"))
+    first = finish(first)
+    info = forced["info"]
+    assert info["tunings"] + info["disk_hits"] == 1, info  # got its record once: tuned, or the first's from disk
+    assert info["hits"] == 2, info
+    if info["disk_hits"]:
+        assert forced["winner"] == first["winner"]

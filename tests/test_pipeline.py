@@ -135,6 +135,29 @@ def test_compile_timeout_is_recorded_and_the_rest_tune():
     assert not pool_threads()
 
 
+def test_proposals_go_on_after_every_compile_in_flight_timed_out():
+    """Both compiles in flight hang past compile_timeout_s: the stream asks for more proposals after those
+    timeouts, as after any other outcome, instead of ending with the budget unspent."""
+    from autotune.engine.pipeline import compile_as_proposed
+
+    never = threading.Event()
+    configs = [Config(BLOCK=b) for b in range(6)]
+    left = list(configs)
+
+    def propose(n):
+        batch = left[:n]
+        del left[:n]
+        return batch
+
+    compiler = GatedCompiler({0: never, 1: never}, [])
+    try:
+        with compile_as_proposed(propose, compiler, workers=2, ahead=2, timeout_s=0.2) as outcomes:
+            statuses = {o.config["BLOCK"]: o.status for o in outcomes}
+    finally:
+        never.set()
+    assert statuses == {0: TrialStatus.TIMEOUT, 1: TrialStatus.TIMEOUT} | {b: TrialStatus.OK for b in range(2, 6)}
+
+
 def test_outcomes_iterator_directly_reports_errors_in_completion_order():
     """t=0.0 compiles at once; t=0.1 once the consumer saw t=0.0; t=0.2 once it saw t=0.1."""
     seen_outcome = {0.0: threading.Event(), 0.1: threading.Event()}

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from ..engine.search import nearest_winners
 from ..errors import CaptureWarning, warn_at_caller
+from ..kernel.call import How
 from ..record import TuningRecord
 from ..space.spaces import Config
 from ..storage.kernel_cache import KernelCache
@@ -80,7 +81,7 @@ _STATES_LOCK = threading.Lock()  # held for one dict operation; never while read
 
 def select_in_capture(
     kernel: CapturedKernel, key: tuple, dtypes: tuple, bound: Any, in_progress: Config | None = None
-) -> tuple[Config, TuningRecord | None, str]:
+) -> tuple[Config, TuningRecord | None, How]:
     """(config, record, how) for a memory miss during capture; `how` is "cache" for a stored winner (kept in
     memory: later calls hit), else "capture" (nothing stored: the key is tuned at its next uncaptured call).
     `in_progress`: the best config of an online session of the key, launched as online mode does."""

@@ -32,7 +32,7 @@ from ..errors import (
     SpaceError,
     warn_at_caller,
 )
-from ..kernel.call import BoundCall, CallSignature, Launch
+from ..kernel.call import BoundCall, CallSignature, Found, How, Launch
 from ..kernel.compile_options import compile_option_names
 from ..kernel.identity import (
     base_kernel,
@@ -324,7 +324,7 @@ class Autotuned(KernelInspection, KernelInterface):
             search=search_of(self.strategy, self.tuning),
             objective=self.tuning.objective,
         )
-        self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Any] | None = None
+        self.compiler_factory: Callable[[Autotuned, Callable[[Config], tuple]], Compiler] | None = None
         self.best_config: Config | None = None
         self._last_key: tuple | None = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
@@ -411,6 +411,7 @@ class Autotuned(KernelInspection, KernelInterface):
     def select_and_launch(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Launch:
         """Pick the config for these arguments (tuning on a miss) and launch it; returns the `Launch` it made."""
         bound = self.bind(args, kwargs, strict=True)
+        how: How
         if warmup and has_dtype_stand_ins(bound.named.values()):  # KernelInterface.warmup(dtypes): tune nothing
             config, record, how = self._stored_winner(bound), None, "cache"
         else:
@@ -489,11 +490,11 @@ class Autotuned(KernelInspection, KernelInterface):
         """(key values, dtypes of the tensor arguments) of a bound call: what the cache files it under."""
         return self._key(bound.named)
 
-    def select(self, bound: BoundCall, grid: Any) -> tuple[Config, TuningRecord | None, str]:
+    def select(self, bound: BoundCall, grid: Any) -> tuple[Config, TuningRecord | None, How]:
         """The config to launch for these arguments, the key's record, and how it was found.
 
-        The hot path is a memory hit: key, one dict lookup, one counter. The AUTOTUNE_* switches are read only
-        when a key is not in memory yet, i.e. when a process first meets it.
+        A memory hit costs the key, one dict lookup and one counter (a positional call skips even this:
+        `_launch_hit`). The AUTOTUNE_* switches are read only when a process first meets a key.
         """
         key, dtypes = self._key(bound.named)
         record = self.memory_hit(key, dtypes)
@@ -514,7 +515,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def _select_on_miss(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
-    ) -> tuple[Config, TuningRecord | None, str]:
+    ) -> tuple[Config, TuningRecord | None, How]:
         check_finite_key(key, self.name)
         if env_disable():
             return self.fallback_config(), None, "disabled"
@@ -534,8 +535,9 @@ class Autotuned(KernelInspection, KernelInterface):
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)  # never waits: tunes across calls (online.py)
-        # prune= runs before any cache is read (as in triton.autotune): an entry counts only for the configs it
-        # kept for this call (`candidates`), so a winner this prune excluded is never launched.
+        # prune= runs on a memory miss, before the disk or Redis tier is read: an entry there counts only for the
+        # configs it kept for this call (`candidates`). A memory hit runs no prune (as in triton.autotune), so what
+        # prune= reads belongs in key=.
         if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
             record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
@@ -548,7 +550,7 @@ class Autotuned(KernelInspection, KernelInterface):
                 lock_timeout_s=self.tuning.lock_timeout_s,
                 candidates=candidates,
             )
-        if force and how == "tuned":
+        if force:  # tuned now, or produced by another tuning while this call waited: fresh either way
             self._forced.add((key, dtypes))
         if how in ("disk", "remote"):
             _say_cache_hit(record)
@@ -566,7 +568,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def _agree_across_ranks(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, dist_mode: Mode, force: bool
-    ) -> tuple[TuningRecord, str]:
+    ) -> tuple[TuningRecord, Found]:
         try:
             kept, candidates, prune_error = *self.candidates(bound), None
         except RerunCall:  # not an error: this rank runs its call again, then agrees
@@ -574,7 +576,7 @@ class Autotuned(KernelInspection, KernelInterface):
         except Exception as exc:  # raised inside the agreement, so every rank learns of it together
             kept, candidates, prune_error = list(self.configs or ()), None, exc
 
-        def tune_shard(select: Any) -> TuningRecord:
+        def tune_shard(select: Callable[[list[Config]], Sequence[Config]] | None) -> TuningRecord:
             return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
 
         from ..modes import distributed as _distributed
@@ -593,7 +595,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def _select_tuned_for_calls(
         self, key: tuple, dtypes: tuple, bound: BoundCall
-    ) -> tuple[Config, TuningRecord | None, str]:
+    ) -> tuple[Config, TuningRecord | None, How]:
         """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
         tuning it on this call alone would file a one-shape winner as the whole set's."""
         stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
@@ -608,7 +610,7 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         return record.winner, record, "cache"
 
-    def tune_calls(self, calls: Sequence[tuple[BoundCall, Any]], *, force: bool = False) -> tuple[TuningRecord, str]:
+    def tune_calls(self, calls: Sequence[tuple[BoundCall, Any]], *, force: bool = False) -> tuple[TuningRecord, Found]:
         """One config for every (bound call, grid) of `calls`, scored by `Tuning.objective` (geometric mean or max
         of the per-call medians), through the cache as any key: (the record, where it was found). Every call must
         fall in one key (key=None, or a bucket key that maps them together); prune= runs on the first."""
@@ -646,7 +648,7 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         return keys[0]
 
-    def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, str]:
+    def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
         (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
         candidates, mode = self.candidates(bound)[1], active_mode(self.tuning.distributed)

@@ -142,12 +142,25 @@ def compile_in_order_of_completion(
     sessions) the compiles run there instead of in a pool of `workers` threads of this tuning's own, and leaving
     cancels and waits for this tuning's compiles only.
     """
-    return _pipeline(list(configs), compiler, workers, timeout_s, pool=pool)
+    configs = list(configs)
+    return _pipeline(_listed(configs), compiler, workers, timeout_s, ahead=len(configs), pool=pool)
+
+
+def _listed(configs: list[Config]) -> Callable[[int], list[Config]]:
+    """A fixed list as proposals: the first `n` left at each ask (the pipeline asks for all of it at once)."""
+    left = list(configs)
+
+    def propose(n: int) -> list[Config]:
+        taken = left[:n]
+        del left[:n]
+        return taken
+
+    return propose
 
 
 @contextlib.contextmanager
 def _pipeline(
-    configs: Any,
+    propose: Callable[[int], Sequence[Config]],
     compiler: Compiler,
     workers: int,
     timeout_s: float | None,
@@ -157,13 +170,13 @@ def _pipeline(
     if workers <= 0:
         executor: Executor = InlineExecutor()
         with compiler.session(executor):
-            yield _serial(configs, compiler, executor, ahead)
+            yield _serial(propose, compiler, executor, max(1, ahead))
         return
     executor = StartTrackingExecutor(workers, pool=pool)
     abandoned = threading.Event()
     try:
         with compiler.session(executor):
-            yield _parallel(configs, compiler, executor, timeout_s, abandoned, ahead)
+            yield _parallel(propose, compiler, executor, timeout_s, abandoned, ahead)
     finally:
         # A compile that timed out cannot be stopped; everything else is waited for. (Pool threads are daemons:
         # an abandoned compile never holds the process at exit.)
@@ -177,16 +190,7 @@ def _begin_batch(compiler: Compiler, batch: Sequence[Config]) -> None:
         begin(list(batch))
 
 
-def _serial(configs: Any, compiler: Compiler, executor: Executor, ahead: int = 0) -> Iterator[CompileOutcome]:
-    if callable(configs):
-        yield from _serial_as_proposed(configs, compiler, executor, max(1, ahead))
-        return
-    _begin_batch(compiler, configs)
-    for config in configs:
-        yield _compile_inline(config, compiler, executor)
-
-
-def _serial_as_proposed(
+def _serial(
     propose: Callable[[int], Sequence[Config]], compiler: Compiler, executor: Executor, window: int
 ) -> Iterator[CompileOutcome]:
     """Proposals kept `window` deep, one more asked for each time the caller has measured one: the information
@@ -231,18 +235,21 @@ def compile_as_proposed(
 
 
 def _parallel(
-    configs: Any,
+    propose: Callable[[int], Sequence[Config]],
     compiler: Compiler,
     executor: StartTrackingExecutor,
     timeout_s: float | None,
     abandoned: threading.Event,
-    ahead: int = 0,
+    ahead: int,
 ) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
     failed: list[CompileOutcome] = []
-    propose = configs if callable(configs) else None
 
-    def submit(batch: Sequence[Config]) -> None:
+    def refill() -> None:
+        """Up to `ahead` compiling: after each outcome handed to the caller, whatever it was."""
+        if len(pending) >= ahead:
+            return
+        batch = propose(ahead - len(pending))
         _begin_batch(compiler, batch)
         for config in batch:
             try:
@@ -252,34 +259,48 @@ def _parallel(
                 continue
             pending[future] = _Submitted(config, future)
 
-    submit(propose(ahead) if propose is not None else configs)
+    refill()
     while pending or failed:
         while failed:
             yield failed.pop(0)
-            if propose is not None and len(pending) < ahead:
-                submit(propose(ahead - len(pending)))
+            refill()
         if not pending:
             break
         done, _ = wait(list(pending), timeout=_next_deadline(pending, timeout_s), return_when=FIRST_COMPLETED)
         if not done:
-            abandon = getattr(compiler, "abandon", None)
-            for future in _expired(pending, timeout_s):
-                sub = pending.pop(future)
-                abandoned.set()
-                executor.abandon(future)  # its thread is not waited for; another may take its place
-                if abandon is not None:
-                    abandon(sub.config)
-                yield CompileOutcome(
-                    sub.config,
-                    TrialStatus.TIMEOUT,
-                    error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
-                    compile_s=time.perf_counter() - _clock(future)["t"],
-                )
-            continue
+            for outcome in _abandon_expired(pending, compiler, executor, timeout_s, abandoned):
+                yield outcome
+                refill()
         for future in sorted(done, key=lambda f: pending[f].submitted_at):
             yield _outcome(pending.pop(future), compiler)
-            if propose is not None and len(pending) < ahead:  # the caller measured one: compile more meanwhile
-                submit(propose(ahead - len(pending)))
+            refill()  # the caller measured one: compile more meanwhile
+
+
+def _abandon_expired(
+    pending: dict[Future, _Submitted],
+    compiler: Compiler,
+    executor: StartTrackingExecutor,
+    timeout_s: float | None,
+    abandoned: threading.Event,
+) -> list[CompileOutcome]:
+    """The compiles past `timeout_s`, given up: their threads are not waited for, and the compiler is told."""
+    abandon = getattr(compiler, "abandon", None)
+    outcomes = []
+    for future in _expired(pending, timeout_s):
+        sub = pending.pop(future)
+        abandoned.set()
+        executor.abandon(future)  # its thread is not waited for; another may take its place
+        if abandon is not None:
+            abandon(sub.config)
+        outcomes.append(
+            CompileOutcome(
+                sub.config,
+                TrialStatus.TIMEOUT,
+                error=TimeoutError(f"compiling took longer than compile_timeout_s={timeout_s}"),
+                compile_s=time.perf_counter() - _clock(future)["t"],
+            )
+        )
+    return outcomes
 
 
 class StartTrackingExecutor(Executor):

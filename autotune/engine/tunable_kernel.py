@@ -33,7 +33,7 @@ class TunableKernel(Protocol):
     setup: Callable[..., Any] | None
     verify: Callable[..., Any] | Reference | None
     do_bench: Callable[..., Any] | None
-    compiler_factory: Callable[[Any, Callable[[Config], tuple]], Any] | None
+    compiler_factory: Callable[[Any, Callable[[Config], tuple]], Compiler] | None
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, strict: bool = False) -> BoundCall: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..errors import CallError, OptionError, did_you_mean
 from ..space.checks import CHECKED_OPTIONS, compile_option_problem
@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from ..record import TuningRecord
     from ..space.spaces import Config
 
-__all__ = ["BoundCall", "CallSignature", "Launch", "launch_option_names"]
+__all__ = ["BoundCall", "CallSignature", "Found", "How", "Launch", "launch_option_names"]
+
+Found = Literal["memory", "disk", "remote", "tuned"]
+"""Where `KernelCache.get_or_tune` found a key's record: a cache tier, or a tuning it ran."""
+
+How = Literal["memory", "disk", "remote", "tuned", "cache", "disabled", "offline", "online", "capture"]
+"""How a call's config was chosen: `Found`'s, a stored record read without tuning or waiting ("cache"),
+AUTOTUNE_DISABLE's fallback ("disabled"), AUTOTUNE_OFFLINE's ("offline"), an online tuning's pick ("online"), or
+a pick inside a CUDA-graph capture before any winner ("capture")."""
 
 
 def launch_option_names() -> frozenset[str]:
@@ -45,7 +53,7 @@ class Launch(NamedTuple):
     result: Any
     config: Config
     record: TuningRecord | None
-    how: str
+    how: How
     bound: BoundCall
     grid: Any
     launch_kwargs: dict

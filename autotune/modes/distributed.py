@@ -74,6 +74,7 @@ from typing import Any
 from ..engine.process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from ..engine.shards import merge_shards, no_valid_message, shard, shard_winner
 from ..errors import AutotuneError, DistributedTuningError, NoValidConfigError
+from ..kernel.call import Found
 from ..record import Trial, TrialStatus, TuningRecord, Where
 from ..space.spaces import Config
 from ..storage.counters import count, count_tuning
@@ -151,7 +152,7 @@ def agree(
     candidates: str | None = None,
     lock_timeout_s: float | None = None,
     prune_error: BaseException | None = None,
-) -> tuple[TuningRecord, str]:
+) -> tuple[TuningRecord, Found]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
     `lock_timeout_s` bounds rank 0's wait for another process's lock on the entry, as without a group.
@@ -267,7 +268,7 @@ class _Round:
         self._arrive()
         self._handshake()
 
-    def run(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, str]:
+    def run(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, Found]:
         self._meet()
         if self.rank == 0:
             record, how, measured_by = self._lead(tune, force)
@@ -296,7 +297,7 @@ class _Round:
             self._note(record, "cache", {})
         return record
 
-    def _lead(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, str, dict]:
+    def _lead(self, tune: TuneFn, force: bool) -> tuple[TuningRecord, Found, dict]:
         """Rank 0: decide through the cache's single flight, tune (alone or with the others), tell them."""
         told = False
         measured_by: dict[Config, int] = {}
@@ -332,7 +333,7 @@ class _Round:
             self._broadcast({"kind": "record", "record": record, "how": how})
         return record, how, measured_by
 
-    def _follow(self, tune: TuneFn) -> tuple[TuningRecord, str, dict]:
+    def _follow(self, tune: TuneFn) -> tuple[TuningRecord, Found, dict]:
         """Ranks other than 0: do what rank 0 decided; keep the agreed record in memory."""
         decision = self._broadcast(None)
         kind = decision.get("kind") if isinstance(decision, dict) else None

@@ -30,7 +30,8 @@ from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
 from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
 from ..fork_safety import reset_in_forked_child
-from ..record import Trial, TrialStatus
+from ..kernel.call import How
+from ..record import Trial, TrialStatus, TuningRecord
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
 from ..storage import journal
@@ -343,7 +344,7 @@ class OnlineTuner:
         self._sessions, self._to_compile, self._noted = {}, collections.deque(), {}
         self._driver, self._pool = None, None
 
-    def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, Any, str]:
+    def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, TuningRecord | None, How]:
         """A stored winner when there is one, else the session's best config known (how = "online")."""
         kernel = self.kernel
         with self._lock:

@@ -22,6 +22,7 @@ from msgspec import UNSET
 from ..errors import AutotuneError, CallError, NoValidConfigError
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
+from ..kernel.call import Found
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import PriorNote, Search, TrialStatus, TuningRecord, Where, stronger_search
 from ..space.spaces import Config
@@ -366,12 +367,12 @@ class KernelCache:
 
     def _found(
         self, tiers: list[Cache], tier: Cache, entry: EntryRef, record: TuningRecord, since: int
-    ) -> tuple[TuningRecord, str]:
+    ) -> tuple[TuningRecord, Found]:
         """Use `record`, found in `tier` by a lookup begun at `since` (`clears()`): keep it in memory and copy it
         into the tiers read before `tier` (a remote hit lands on the local disk, so the next process on this
         machine reads it there), unless its key was cleared meanwhile."""
         self._keep(entry, record, since, tiers[: tiers.index(tier)])
-        how = "disk" if tier.name == "disk" else "remote"
+        how: Found = "disk" if tier.name == "disk" else "remote"
         count(self.kernel_name, **{f"{how}_hits": 1})
         return record, how
 
@@ -401,7 +402,7 @@ class KernelCache:
         force: bool = False,
         lock_timeout_s: float | None = None,
         candidates: str | None = None,
-    ) -> tuple[TuningRecord, str]:
+    ) -> tuple[TuningRecord, Found]:
         """The record for (key, dtypes), and where it was found: "memory", "disk", "remote" or "tuned".
 
         Single flight: at most one thread per process and one holder per persistent tier tunes a key at a
@@ -449,7 +450,7 @@ class KernelCache:
         seen: _Seen | None,
         lock_timeout_s: float | None,
         candidates: str | None,
-    ) -> tuple[TuningRecord, str]:
+    ) -> tuple[TuningRecord, Found]:
         memory_lease = self.memory.lock(entry)
         since = self._clears  # a clear while this thread waited for the lease came before what it reads now
         leases: list[tuple[Cache, Lease]] = []
@@ -508,7 +509,7 @@ class KernelCache:
 
     def _lookup(
         self, tiers: list[Cache], entry: EntryRef, candidates: str | None, since: int
-    ) -> tuple[TuningRecord, str] | None:
+    ) -> tuple[TuningRecord, Found] | None:
         """A usable record of `entry` in memory or a persistent tier, without waiting for any lock."""
         record = self.memory.lookup(entry.key, entry.dtypes)
         if record is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, NoValidConfigError, OptionError
+from ..kernel.call import Found
 from ..options import Tuning, env_force, env_print_level, env_progress
 from ..record import Search, TrialStatus, TuningRecord
 from ..storage.kernel_cache import KernelCache
@@ -379,7 +380,7 @@ class _Run:
 
     def _tune(
         self, slot: Slot, job: Job, group: Sequence[Slot], outcome: KeyOutcome, split: SplitTuning
-    ) -> tuple[TuningRecord, str] | None:
+    ) -> tuple[TuningRecord, Found] | None:
         """The key's record and where it came from (`get_or_tune`'s answer), or None when a live process holds its
         lease (`outcome` then says who)."""
         key, dtypes, candidates = slot.prepare(job.maker)

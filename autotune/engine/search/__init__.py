@@ -5,13 +5,16 @@ same key (`prior`). The tuner runs them (`engine/tuner.py`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...record import Search
 from ...space.spaces import Config, SearchSpace
 from .prior import Prior, nearest_prior, prior_from_record, prior_note
 from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
 from .warm_start import key_distance, nearest_winners
+
+if TYPE_CHECKING:
+    from ...options import Tuning
 
 __all__ = [
     "STRATEGIES",
@@ -31,14 +34,14 @@ __all__ = [
 ]
 
 
-def search_of(strategy: str, tuning: Any) -> Search:
+def search_of(strategy: str, tuning: Tuning) -> Search:
     """What a record says of the search that chose its winner (`record.search`): the strategy, and `tuning`'s
     budget where it bounded the search (an exhaustive one tries every config)."""
     max_configs = None if strategy == "exhaustive" else tuning.max_configs
     return Search(strategy=strategy, max_configs=max_configs, max_seconds=tuning.max_seconds)
 
 
-def check_strategy(tuning: Any, space: Any, space_size: int, kernel_name: str, *, prune: bool) -> str:
+def check_strategy(tuning: Tuning, space: SearchSpace, space_size: int, kernel_name: str, *, prune: bool) -> str:
     """The strategy a decorated kernel tunes with, or the error that says why it cannot: raised at decoration."""
     from ...errors import OptionError, SpaceError
     from ...space.spaces import LIST_LIMIT
