@@ -119,17 +119,37 @@ def test_a_sweep_with_an_objective_tunes_every_call_into_one_entry():
 
 
 def test_a_sweep_with_an_objective_tunes_one_entry_per_key_of_its_calls():
-    calls = sk.shape_calls([1, 2, 2]) + [sk.failing_maker]
-    report = autotune.sweep(sk.sweep_shapes_by_n, calls, workers=1)
-    by_key = {tuple(k.key or ()): k for k in report.keys}
-    assert {key: (k.status, k.winner) for key, k in by_key.items() if k.status == "tuned"} == {
+    report = autotune.sweep(sk.sweep_shapes_by_n, sk.shape_calls([1, 2, 2]), workers=1)
+    assert {tuple(k.key or ()): (k.status, k.winner) for k in report.keys} == {
         (1,): ("tuned", {"TAG": 1}),  # n=1 alone: TAG 1 (1 ms)
         (2,): ("tuned", {"TAG": 3}),  # the two n=2 calls: TAG 3 (1 ms)
     }
-    (failed,) = [k for k in report.keys if k.status == "failed"]  # the maker that failed is its own job
-    assert "no such shape" in (failed.error or "")
     records = {tuple(e.record.key): e.record for e in disk_entries("sweep_shapes_by_n")}
     assert records[(2,)].calls == ["out[1], n=2", "out[1], n=2"] and records[(1,)].calls == ["out[1], n=1"]
+
+
+def test_a_sweep_with_an_objective_and_a_failing_maker_tunes_nothing():
+    """The failed call's key (its set) is unknown: tuning the others would file a partial set's winner."""
+    calls = sk.shape_calls([1, 2]) + [sk.failing_maker]
+    with pytest.raises(autotune.CallError, match=r"call 2 of the set could not be built.*no such shape.*nothing"):
+        autotune.sweep(sk.sweep_shapes, calls, workers=1)
+    assert disk_entries("sweep_shapes") == []
+
+
+def test_an_objective_entry_is_tuned_again_for_another_set_of_calls():
+    first = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1]), workers=1)
+    assert [(k.status, k.winner) for k in first.keys] == [("tuned", {"TAG": 1})]
+    grown = autotune.sweep(sk.sweep_shapes, sk.shape_calls([1, 2]), workers=1)  # n=2 added to the set
+    assert [(k.status, k.winner) for k in grown.keys] == [("tuned", {"TAG": 3})]
+    (entry,) = disk_entries("sweep_shapes")
+    assert entry.record.calls == ["out[1], n=1", "out[1], n=2"]
+    reordered = autotune.sweep(sk.sweep_shapes, sk.shape_calls([2, 1]), workers=1)  # the same set
+    assert [k.status for k in reordered.keys] == ["cached"]
+    kernel = sk.shape_tagged("geomean")  # warmup in process: the same rule
+    assert [k.key for k in autotune.warmup(kernel, sk.shape_calls([1, 2])).tuned] == [()]
+    assert [k.key for k in autotune.warmup(kernel, sk.shape_calls([2, 1])).cached] == [()]
+    assert [k.key for k in autotune.warmup(kernel, sk.shape_calls([2])).tuned] == [()]
+    assert kernel.record(()).calls == ["out[1], n=2"]
 
 
 def test_an_isolated_sweep_measures_each_keys_calls_in_the_trial_worker():

@@ -627,7 +627,7 @@ class Autotuned(KernelInspection, KernelInterface):
             key,
             dtypes,
             lambda: self._tune(key, dtypes, first, grid, kept, candidates, calls=calls, described=described),
-            force=force,
+            force=force or self.cache.calls_changed(key, dtypes, candidates, described),
             lock_timeout_s=self.tuning.lock_timeout_s,
             candidates=candidates,
         )

@@ -606,6 +606,24 @@ class KernelCache:
                 self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
         return None
 
+    def calls_changed(self, key: tuple, dtypes: tuple[str, ...], candidates: str | None, calls: Sequence[str]) -> bool:
+        """Whether the usable entry of (key, dtypes) was tuned for a set of calls (`Tuning.objective`) other than
+        `calls`, in any order: a sweep or warmup of another set tunes the key again (logged). Counts nothing."""
+        entry = self.entry(key, dtypes)
+        record = self.memory.lookup(entry.key, entry.dtypes)
+        for tier in self.tiers:
+            if record is not None:
+                break
+            record = self._usable(tier, entry, candidates)
+        if record is None or sorted(record.calls or ()) == sorted(calls):
+            return False
+        logger.info(
+            "autotune cache: tuning %s again: its entry was tuned for other calls (%s)",
+            entry.what,
+            "; ".join(record.calls or ()) or "one call at a time",
+        )
+        return True
+
     def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
         """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns
         once per key."""

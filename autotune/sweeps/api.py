@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.multi_call import check_objective
-from ..errors import AutotuneError, NoValidConfigError, OptionError
+from ..errors import AutotuneError, CallError, NoValidConfigError, OptionError
 from ..kernel.call import Found
 from ..options import Tuning, env_force, env_print_level, env_progress
 from ..record import Search, TrialStatus, TuningRecord
@@ -116,7 +116,7 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, options.device_kinds)
         if together:
-            makers = list(_sets_by_key(next(s for s in slots if s.kind == kinds[0]), given))
+            makers = list(_sets_by_key(next(s for s in slots if s.kind == kinds[0]), given, options.said(tuned.name)))
         run = _Run(
             tuned,
             makers,
@@ -188,20 +188,23 @@ def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequenc
     return RayExecutor(spec, workers, env, address)
 
 
-def _sets_by_key(slot: Slot, makers: Sequence[Maker]) -> list[MakerSet]:
+def _sets_by_key(slot: Slot, makers: Sequence[Maker], said: str) -> list[MakerSet]:
     """A sweep under `Tuning.objective`: the makers grouped by the key their call falls in (as warmup groups
-    them), keyed by building each call once on `slot`. A maker that fails makes a set of its own, so that its
-    job fails with the maker's error as any sweep's would."""
+    them), keyed by building each call once on `slot`. A maker that fails stops the sweep before any tuning: the
+    set it belonged to is unknown, and one tuned without it would be filed as the whole set's."""
     groups: dict[object, list[Maker]] = {}
-    for maker in makers:
+    for index, maker in enumerate(makers):
         try:
-            key, dtypes, _ = slot.prepare(maker)
-            group: object = (repr(key), dtypes)
-        except JobFailed:
-            group = maker
+            info = slot.prepare(maker)
+        except JobFailed as exc:
+            raise CallError(
+                f"{said}: call {index} of the set could not be built ({exc}); the calls are tuned together as one "
+                "set per key (Tuning.objective), and a set missing one would file its winner as the whole set's: "
+                "fix that maker; nothing was tuned"
+            ) from None
         except WorkerLost as exc:
             raise AutotuneError(f"the sweep's worker died while reading the key of each call: {exc}") from None
-        groups.setdefault(group, []).append(maker)
+        groups.setdefault((repr(info.key), info.dtypes), []).append(maker)
     return [tuple(group) for group in groups.values()]
 
 
@@ -383,7 +386,7 @@ class _Run:
     ) -> tuple[TuningRecord, Found] | None:
         """The key's record and where it came from (`get_or_tune`'s answer), or None when a live process holds its
         lease (`outcome` then says who)."""
-        key, dtypes, candidates = slot.prepare(job.maker)
+        key, dtypes, candidates, calls = slot.prepare(job.maker)
         outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
         cache = self.caches[slot.kind]
         holder = _lease_holder(cache, key, dtypes)
@@ -398,7 +401,8 @@ class _Run:
                 return _record_of(slot.tune())
             return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
 
-        record, how = cache.get_or_tune(key, dtypes, tune, force=self.force, candidates=candidates)
+        force = self.force or (calls is not None and cache.calls_changed(key, dtypes, candidates, calls))
+        record, how = cache.get_or_tune(key, dtypes, tune, force=force, candidates=candidates)
         if self.keep is not None and slot.kind == self.keep.device_fingerprint():
             self.keep.remember(key, dtypes, record)
         return record, how

@@ -18,7 +18,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -48,8 +48,16 @@ Maker = Callable[[], tuple[Sequence[Any], dict[str, Any]]]
 MakerSet = tuple[Maker, ...]
 """The makers of every call one config is tuned for (`Tuning.objective`): one sweep job."""
 
-KeyInfo = tuple[tuple, tuple[str, ...], str | None]
-"""(key, dtypes, candidates): what the cache files one call under, as `Autotuned.key_of` and `candidates` say."""
+
+class KeyInfo(NamedTuple):
+    """What the cache files one call (or set of calls) under, as `Autotuned.key_of` and `candidates` say; for a set
+    (`Tuning.objective`), each call described (`describe_call`): an entry tuned for other calls is tuned again."""
+
+    key: tuple
+    dtypes: tuple[str, ...]
+    candidates: str | None
+    calls: tuple[str, ...] | None = None
+
 
 Share = tuple[int, int] | list[dict[str, Any]]
 """One worker's share of a key split over several: (index, count), the candidates index, index + count, ...
@@ -108,14 +116,18 @@ class SweepWorker:
     def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         """Build one call's arguments from `maker` (every call's, for a set) on this worker's device; the key,
         dtypes and candidates (of the first call of a set, which must all fall in that key)."""
+        from ..engine.multi_call import describe_call
+
         if isinstance(maker, tuple):
             calls = [self._bind(m) for m in maker]
             key, dtypes = self.kernel.key_of_calls(calls)  # one key, or a CallError before the driver's lease
             self._bound, first = calls, calls[0]
+            described: tuple[str, ...] | None = tuple(describe_call(bound.named) for bound in calls)
         else:
             self._bound = first = self._bind(maker)
             key, dtypes = self.kernel.key_of(first)
-        return tuple(key), tuple(dtypes), self.kernel.candidates(first)[1]
+            described = None
+        return KeyInfo(tuple(key), tuple(dtypes), self.kernel.candidates(first)[1], described)
 
     def _bind(self, maker: Maker) -> Any:
         try:
