@@ -59,3 +59,15 @@ def test_replay_of_deeply_nested_or_huge_json(tmp_path):
     huge = tmp_path / "huge.json"
     huge.write_text('{"tune_params": {"a": [' + "9" * 5000 + ']}, "cache": {}}')  # over Python's 4,300 digits
     one_line_mistake(run_cli("replay", str(huge), "--strategy", "random", "--budget", "3"), "not a landscape")
+
+
+def test_replay_of_a_truncated_gzip_or_with_another_kernel_s_prior(tmp_path):
+    landscapes = REPO / "bench" / "landscapes"
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes((landscapes / "pnpoly_RTX_3090.json.gz").read_bytes()[:1000])
+    one_line_mistake(run_cli("replay", str(cut), "--strategy", "random", "--budget", "3"), "cannot read landscape")
+    other = run_cli(
+        "replay", str(landscapes / "pnpoly_RTX_3090.json.gz"), "--strategy", "model", "--budget", "3",
+        "--prior", str(landscapes / "gemm_RTX_3090.json.gz"),
+    )  # fmt: skip
+    one_line_mistake(other, "records kernel 'Xgemm'", "'cn_pnpoly'", "same kernel")

@@ -37,18 +37,26 @@ def test_anchor_refuses_a_float_base() -> None:
 
 # ---------------------------------------------------------------------------------------------- evaluation errors
 def test_a_key_error_named_like_a_present_field_or_argument_is_the_user_s_own() -> None:
-    """A KeyError raised inside the expression (a dict argument lacking a key) is re-raised as is, even when the
-    missing key has the name of a config field or argument the expression reads: those are present, so the
+    """A KeyError raised inside the expression (a dict argument lacking a key) is the expression's own, even when
+    the missing key has the name of a config field or argument the expression reads: those are present, so the
     'config has no field' / 'was not passed' messages would point at the wrong cause."""
     e = _expr("d['BLOCK'] + $BLOCK")
-    with pytest.raises(KeyError, match="BLOCK") as info:
+    with pytest.raises(ExpressionError, match=r"raised KeyError: 'BLOCK' \(with d=dict\)") as info:
         e({"BLOCK": 64}, {"d": {}})
-    assert not isinstance(info.value, ExpressionError)
+    assert isinstance(info.value.__cause__, KeyError) and "has no field" not in str(info.value)
     e = _expr("d['M'] + M")
-    with pytest.raises(KeyError, match="M") as info:
+    with pytest.raises(ExpressionError, match=r"raised KeyError: 'M' \(with M=3, d=dict\)") as info:
         e({}, {"d": {}, "M": 3})
-    assert not isinstance(info.value, ExpressionError)
+    assert "was not passed" not in str(info.value)
     assert e({}, {"d": {"M": 1}, "M": 3}) == 4
+
+
+def test_an_expression_that_fails_on_a_call_names_itself_and_what_it_read() -> None:
+    """`n.shape[0]` with an int n: an ExpressionError naming the key entry and n's value, not a bare
+    AttributeError from generated code."""
+    e = Expression("n.shape[0]", config_fields=None, arg_names=("n",), what="key[0]")
+    with pytest.raises(ExpressionError, match=r"key\[0\] expression 'n.shape\[0\]' raised AttributeError.*n=10"):
+        e({}, {"n": 10})
 
 
 def test_a_where_string_predicate_returns_a_bool() -> None:

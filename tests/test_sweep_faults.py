@@ -5,6 +5,7 @@ reach a worker. Real kernels through the interpreter, real worker processes (tes
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -187,3 +188,31 @@ def test_warmups_maker_error_shows_a_picklable_maker():
     with pytest.raises(autotune.CallError) as caught:
         autotune.warmup(sk.sweep_pick, [int], in_process=True)  # returns 0, not (args, kwargs)
     assert "functools.partial(make_args, n)" in str(caught.value) and "lambda:" not in str(caught.value)
+
+
+def test_calls_that_are_not_a_list_of_makers_are_refused_before_any_worker_starts(monkeypatch):
+    def no_workers(*args, **kwargs):
+        raise AssertionError("a worker pool was made")
+
+    monkeypatch.setattr(sweep_api, "_executor", no_workers)
+    with pytest.raises(
+        autotune.CallError, match=r"sweep\(sweep_add, \.\.\.\): call 0 is tuple .*not an argument maker"
+    ):
+        autotune.sweep(sk.sweep_add, [sk.add_call(32)])
+    with pytest.raises(autotune.CallError, match=r"calls must be a list of argument makers, got partial"):
+        autotune.sweep(sk.sweep_add, sk.calls([32])[0])
+    with pytest.raises(autotune.CallError, match=r"autotune.warmup\(sweep_add, calls\): calls must be a list"):
+        autotune.warmup(sk.sweep_add, 5, in_process=True)
+    with pytest.raises(autotune.OptionError, match=r"in_process='yes': give True, False or None"):
+        autotune.warmup(sk.sweep_add, sk.calls([32]), in_process="yes")
+
+
+def test_a_kernel_whose_name_holds_the_plain_jit_function_is_refused_before_any_worker_starts(monkeypatch):
+    monkeypatch.setattr(sweep_api, "_executor", lambda *a, **k: pytest.fail("a worker pool was made"))
+    with pytest.raises(autotune.OptionError, match=r"sweep_kernels\.renamed_add.*plain @triton\.jit function"):
+        autotune.sweep(sk.renamed, sk.calls([32]))
+
+
+def test_a_maker_that_raises_in_warmup_is_named():
+    with pytest.raises(autotune.CallError, match=r"the argument maker .*failing_add_call.* failed: ValueError: no "):
+        autotune.warmup(sk.sweep_add, [functools.partial(sk.failing_add_call, 32)], in_process=True)

@@ -31,6 +31,13 @@ def _run(args: argparse.Namespace) -> int:
     except AutotuneError as exc:  # a file that is not a landscape is the caller's mistake
         print(f"autotune replay: {exc}", file=sys.stderr)
         return 2
+    if prior is not None and prior.kernel != landscape.kernel:
+        print(
+            f"autotune replay: --prior {args.prior} records kernel {prior.kernel!r}, and {args.landscape} "
+            f"{landscape.kernel!r}: a prior is a landscape of the same kernel on another device kind",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if prior is not None and args.strategy != "model":
             raise OptionError(f"--prior is used by --strategy model only, not {args.strategy}")

@@ -22,6 +22,7 @@ from typing import Any
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..errors import CallError, OptionError
+from ..kernel.call import argument_makers
 from ..kernel.identity import wrapper_layers
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
@@ -76,6 +77,9 @@ def warmup(
             f"autotune.warmup({engine.name}, ...) tunes, and {switch}=1 forbids tuning in this process: run the "
             f"warm-up in a process without {switch} (and serve with it), or unset it before warming up"
         )
+    if in_process is not None and not isinstance(in_process, bool):
+        raise OptionError(f"autotune.warmup({engine.name}, ...): in_process={in_process!r}: give True, False or None")
+    calls = argument_makers(calls, f"autotune.warmup({engine.name}, calls)")
     if not (in_process if in_process is not None else visible_gpus() == 0):
         return _warm_up_over_gpus(kernel, engine, calls, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
@@ -213,7 +217,12 @@ def _with_heuristics(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> 
 
 
 def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
-    made = maker() if callable(maker) else None
+    try:
+        made = maker() if callable(maker) else None
+    except Exception as exc:
+        raise CallError(
+            f"autotune.warmup({name}, calls): the argument maker {maker!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
         raise CallError(
             f"autotune.warmup({name}, calls): each item of calls must be a callable returning (args, kwargs), "

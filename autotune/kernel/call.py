@@ -5,7 +5,7 @@ instead of failing inside every trial (or, under the interpreter, being silently
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..errors import CallError, OptionError, did_you_mean
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..record import TuningRecord
     from ..space.spaces import Config
 
-__all__ = ["BoundCall", "CallSignature", "Found", "How", "Launch", "launch_option_names"]
+__all__ = ["BoundCall", "CallSignature", "Found", "How", "Launch", "argument_makers", "launch_option_names"]
 
 Found = Literal["memory", "disk", "remote", "tuned"]
 """Where `KernelCache.get_or_tune` found a key's record: a cache tier, or a tuning it ran."""
@@ -143,3 +143,28 @@ class CallSignature:
             f"its search space for each config: drop {drop} from the call{also} (to fix its value, "
             f"narrow the space instead, e.g. .where('${example}'))"
         )
+
+
+_MAKER_HELP = (
+    "each item of calls must be a callable returning (args, kwargs), e.g. functools.partial(make_args, n) of a "
+    "module-level `def make_args(n): return (x, y, out, n), {}`"
+)
+
+
+def argument_makers(calls: object, said: str) -> list[Callable[[], Any]]:
+    """`calls` (of `sweep`, `warmup`) as a list of argument makers, or a CallError saying what is wrong with it,
+    raised before anything starts."""
+    if callable(calls) or isinstance(calls, (str, bytes, Mapping)) or not isinstance(calls, Iterable):
+        raise CallError(
+            f"{said}: calls must be a list of argument makers, got {_short(calls)} ({_MAKER_HELP}; [maker] for one)"
+        )
+    makers = list(calls)
+    for index, maker in enumerate(makers):
+        if not callable(maker):
+            raise CallError(f"{said}: call {index} is {_short(maker)}, not an argument maker: {_MAKER_HELP}")
+    return makers
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"

@@ -83,7 +83,7 @@ def load_landscape(path: str | Path) -> Landscape:
         opener = gzip.open if head == b"\x1f\x8b" else open
         with opener(path, "rb") as fh:
             data = fh.read(MAX_LANDSCAPE_BYTES + 1)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
         raise AutotuneError(f"cannot read landscape {path}: {exc}") from None
     if len(data) > MAX_LANDSCAPE_BYTES:
         raise AutotuneError(f"landscape {path} is over {MAX_LANDSCAPE_BYTES} bytes")

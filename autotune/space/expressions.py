@@ -127,6 +127,11 @@ _FRIENDLY_NODE_NAMES = {
 }
 
 
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _names(valid: Collection[str]) -> str:
     return ", ".join(sorted(valid)) if valid else "(none)"
 
@@ -329,22 +334,45 @@ class Expression:
             )
 
     def __call__(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
-        """Evaluate for one config and one call's named arguments."""
+        """Evaluate for one config and one call's named arguments; what it raises becomes an ExpressionError naming
+        the expression and the arguments it read (`n.shape[0]` with an int n)."""
+        try:
+            return self._fn(config, args)
+        except Exception as exc:
+            missing = self._missing(exc, config, args) if isinstance(exc, KeyError) else None
+            if missing is not None:
+                raise missing from None
+            read = ", ".join(f"{n}={_shown(args[n])}" for n in sorted(self.arg_refs) if n in args)
+            raise ExpressionError(
+                f"{self.what} expression {self.source!r} raised {type(exc).__name__}: {exc}"
+                + (f" (with {read})" if read else "")
+                + "; check what it reads against the arguments passed"
+            ) from exc
+
+    def value(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
+        """Evaluate as `__call__` does, except that what the expression itself raises propagates as raised (a
+        `.where` filter says what it means for a config)."""
         try:
             return self._fn(config, args)
         except KeyError as exc:
-            missing = exc.args[0] if exc.args else None
-            if missing in self.config_refs and missing not in config:
-                raise ExpressionError(
-                    f"{self.what} expression {self.source!r} reads ${missing}, but config "
-                    f"{dict(config)!r} has no field {missing!r}"
-                ) from None
-            if missing in self.arg_refs and missing not in args:
-                raise ExpressionError(
-                    f"{self.what} expression {self.source!r} reads argument {missing!r}, which "
-                    f"was not passed; passed: {_names(args)}"
-                ) from None
-            raise
+            missing = self._missing(exc, config, args)
+            if missing is None:
+                raise
+            raise missing from None
+
+    def _missing(self, exc: KeyError, config: Mapping[str, Any], args: Mapping[str, Any]) -> ExpressionError | None:
+        missing = exc.args[0] if exc.args else None
+        if missing in self.config_refs and missing not in config:
+            return ExpressionError(
+                f"{self.what} expression {self.source!r} reads ${missing}, but config "
+                f"{dict(config)!r} has no field {missing!r}"
+            )
+        if missing in self.arg_refs and missing not in args:
+            return ExpressionError(
+                f"{self.what} expression {self.source!r} reads argument {missing!r}, which "
+                f"was not passed; passed: {_names(args)}"
+            )
+        return None
 
     def __repr__(self) -> str:
         return f"Expression({self.source!r}, what={self.what!r})"
@@ -544,7 +572,7 @@ class WhereString:
 
     def __call__(self, config: Any) -> bool:
         try:
-            return bool(self.expression(config, _NO_ARGUMENTS))
+            return bool(self.expression.value(config, _NO_ARGUMENTS))
         except ExpressionError as exc:
             raise ExpressionError(
                 f"{exc} (in a FixedSpace whose configs differ in fields, use a callable "

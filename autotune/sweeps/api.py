@@ -22,7 +22,7 @@ from typing import Any
 
 from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, CallError, NoValidConfigError, OptionError
-from ..kernel.call import Found
+from ..kernel.call import Found, argument_makers
 from ..options import Tuning, env_force, env_print_level, env_progress
 from ..record import Search, TrialStatus, TuningRecord
 from ..storage.kernel_cache import KernelCache
@@ -96,7 +96,7 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
     own = None if options.tuning is None else Tuning.coerce(options.tuning)  # the sweep's own Tuning, if given
     effective = tuned.tuning if own is None else own
     spec = _spec(tuned, own, options)
-    given = list(calls)
+    given = argument_makers(calls, options.said(tuned.name))
     makers: list[Maker | MakerSet] = list(given)
     together = effective.objective is not None or tuned.tuning.objective is not None
     if together:  # one job per key, each measuring one config on every call of that key
@@ -158,7 +158,23 @@ def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
             f"{options.said(tuned.name)}: a worker process cannot import the kernel ({ref.importable_reason}); "
             f"define it at the top level of a module{options.instead()}"
         )
+    if _plain_under_its_name(ref.module, ref.qualname):
+        raise OptionError(
+            f"{options.said(tuned.name)}: a worker imports the kernel by its name, {ref.module}.{ref.qualname}, "
+            "and that name holds the plain @triton.jit function (as after `add = autotune(...)(add_raw)`): decorate "
+            f"the kernel where it is defined, @autotune above @triton.jit{options.instead()}"
+        )
     return WorkerSpec(ref.module, ref.qualname, ref.file, tuning, tuple(sys.path))
+
+
+def _plain_under_its_name(module_name: str, qualname: str) -> bool:
+    """Whether the kernel's module, already imported here, holds something other than an @autotune kernel under
+    the kernel's name (a script's `__main__` is not imported again to see)."""
+    found: object = sys.modules.get(module_name) if module_name != "__main__" else None
+    for part in qualname.split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    found = getattr(found, "tuner", found)  # a compat Autotuner wraps the native one
+    return found is not None and not (hasattr(found, "bind") and hasattr(found, "select"))
 
 
 _EXECUTORS = ("local", "ray", "auto")
