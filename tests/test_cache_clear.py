@@ -209,6 +209,8 @@ def test_a_key_that_reads_like_a_cached_one_but_holds_other_types_warns_naming_t
         r"cached key \(40,\) reads the same with other types.*key=\(40,\)",
     ):
         assert clear_autotune_cache(kernel=add_one, key="40") == 0
+    with pytest.warns(UserWarning, match=r"key=\(40\.0,\)\) matched no entry.*cached key \(40,\) reads the same"):
+        assert clear_autotune_cache(kernel=add_one, key=40.0) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert clear_autotune_cache(kernel=add_one, key=41) == 0  # never tuned: not a mistake

@@ -216,3 +216,18 @@ def test_a_kernel_whose_name_holds_the_plain_jit_function_is_refused_before_any_
 def test_a_maker_that_raises_in_warmup_is_named():
     with pytest.raises(autotune.CallError, match=r"the argument maker .*failing_add_call.* failed: ValueError: no "):
         autotune.warmup(sk.sweep_add, [functools.partial(sk.failing_add_call, 32)], in_process=True)
+
+
+@pytest.mark.parametrize(
+    ("calls", "said"),
+    [
+        ("sweep_kernels:TUNING", "calls must be a list of argument makers, got Tuning"),
+        ("sweep_kernels:failing_maker", "calling it raised ValueError: no such shape"),
+        ("sweep_kernels:no_such_makers", "has no attribute 'no_such_makers' (was it renamed"),
+    ],
+)
+def test_the_cli_refuses_calls_that_are_not_makers_in_one_line(calls, said):
+    command = [sys.executable, "-m", "autotune", "sweep", "sweep_kernels:sweep_pick", "--calls", calls]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -32,6 +32,19 @@ def _load(spec: str, option: str) -> Any:
         raise AutotuneError(f"{option} {spec!r}: {exc}") from None
 
 
+def _makers(spec: str) -> list:
+    """The argument makers --calls names: a list of them, or a function returning one."""
+    from ..kernel.call import argument_makers
+
+    source = _load(spec, "--calls")
+    if callable(source):
+        try:
+            source = source()
+        except Exception as exc:
+            raise AutotuneError(f"--calls {spec!r}: calling it raised {type(exc).__name__}: {exc}") from exc
+    return argument_makers(source, f"--calls {spec!r}")
+
+
 def _cmd_sweep(args: Any) -> int:
     ok, secret = _checked_options(args)
     if not ok:
@@ -40,8 +53,7 @@ def _cmd_sweep(args: Any) -> int:
 
     try:
         kernel = _load(args.kernel, "KERNEL")
-        maker_source = _load(args.calls, "--calls")
-        makers = list(maker_source() if callable(maker_source) else maker_source)
+        makers = _makers(args.calls)
         executor = "local" if args.ray is None else args.ray
         report = sweep(kernel, makers, executor=executor, workers=args.workers, device_kinds=args.device_kinds)
     except AutotuneError as exc:

@@ -211,9 +211,7 @@ def import_object(ref: KernelRef) -> Any:
         module = importlib.import_module(ref.module)
     obj = _attribute(module, ref.qualname)
     if obj is _MISSING:
-        raise ImportError(
-            f"{ref.module} has no attribute {ref.qualname!r} (was the kernel renamed or defined conditionally?)"
-        )
+        raise ImportError(f"{ref.module} has no attribute {ref.qualname!r} (was it renamed, or defined conditionally?)")
     return obj
 
 

@@ -82,11 +82,10 @@ def _warn_if_misspelt(name: str) -> None:
 
 
 def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
-    """A key that cleared nothing, where a cached key of the kernel reads the same but holds other types ('40' for
-    40): a warning naming the cached key (clearing a key never tuned is not a mistake; this is)."""
-    text = tuple(map(str, key))
+    """A key that cleared nothing, where a cached key of the kernel reads the same but holds other types ('40' or
+    40.0 for 40): a warning naming the cached key (clearing a key never tuned is not a mistake; this is)."""
     for record in cache.tuned_records():
-        if tuple(map(str, record.key)) == text:
+        if len(record.key) == len(key) and all(map(_reads_same, record.key, key)):
             warn_at_caller(
                 f"clear_autotune_cache(key={key!r}) matched no entry of {cache.kernel_name}, so nothing was "
                 f"cleared; its cached key {tuple(record.key)!r} reads the same with other types: pass the "
@@ -94,6 +93,11 @@ def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
                 UserWarning,
             )
             return
+
+
+def _reads_same(stored: Any, given: Any) -> bool:
+    numbers = (int, float)
+    return str(stored) == str(given) or (isinstance(stored, numbers) and isinstance(given, numbers) and stored == given)
 
 
 def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool = False) -> int:
