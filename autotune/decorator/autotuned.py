@@ -100,6 +100,7 @@ if TYPE_CHECKING:
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
 _NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
+_NO_HIT_PATH = (1, 0)  # `_hit_arity` bounds no count of arguments meets: every call takes the full path
 
 logger = logging.getLogger("autotune")
 
@@ -329,12 +330,12 @@ class Autotuned(KernelInspection, KernelInterface):
         self._last_key: tuple | None = None
         self._split_cache: dict[Config, tuple[dict, dict]] = {}
         self._hit_kwargs: dict[Config, dict] = {}  # a winner's launch keywords on the hit path (`_launch_hit`)
-        # How many positional arguments a call may pass to take `_launch_hit`: all the required ones, none that
-        # bind() would check (a tuned field); none at all with derive=.
+        # How many positional arguments a call may pass to take `_launch_hit` (lowest, highest): all the required
+        # ones, none that bind() would check (a tuned field); with derive=, none (`_NO_HIT_PATH`).
         self._hit_arity = (
             (self._required_upto, min(len(self.arg_names), self._call_signature.first_tuned))
             if self._derive is None
-            else (1, 0)
+            else _NO_HIT_PATH
         )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
         self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
