@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from autotune import Tuning, autotune
+from autotune.compat import autotune as compat_autotune
 
 TUNING = Tuning(isolate="off", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=1)
 ISOLATED = TUNING.replace(isolate="process", trial_timeout_s=60.0)
@@ -186,3 +187,44 @@ renamed = autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),
 
 def failing_add_call(n: int) -> tuple[tuple, dict]:
     raise ValueError(f"no tensors for n={n}")
+
+
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], tuning=TUNING)
+@triton.jit
+def sweep_gridless(x, y, out, n, BLOCK: tl.constexpr):
+    """No grid= of its own: each call's maker gives it (`grid_call`)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _grid_of(meta: dict, n: int) -> tuple[int]:
+    return (triton.cdiv(n, meta["BLOCK"]),)
+
+
+def grid_call(n: int) -> tuple[tuple, dict]:
+    (args, _) = add_call(n)
+    return args, {"grid": functools.partial(_grid_of, n=n)}
+
+
+@triton.heuristics({"EVEN": lambda named: named["n"] % 2 == 0})
+@autotune(space={"BLOCK": [32, 64]}, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=TUNING)
+@triton.jit
+def sweep_heuristic(x, y, out, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """Under triton.heuristics: a worker imports the heuristics object and adds EVEN to each call."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask) + EVEN * 0, mask=mask)
+
+
+@compat_autotune(
+    configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
+    key=["n"],
+    cache_results=False,
+)
+@triton.jit
+def sweep_memory_only(x, y, out, n, BLOCK: tl.constexpr):
+    """A triton.autotune drop-in that keeps its winners in memory (cache_results=False)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)

@@ -18,8 +18,10 @@ from subprocess import PIPE
 
 import pytest
 import sweep_kernels as sk
+import torch
 
 import autotune
+import autotune.compiled.warm_up as warm_up
 from autotune.aot.archive import import_archive
 from autotune.record import TrialStatus
 from autotune.storage.disk import DiskCache
@@ -324,3 +326,32 @@ def test_warmup_where_gpus_are_visible_is_a_local_sweep_unless_asked_in_process(
     monkeypatch.setattr(warm_up, "_warm_up_over_gpus", None)  # in_process=True must not go near a sweep
     again = autotune.warmup(sk.sweep_pick, sk.pick_calls([32, 64, 128]), in_process=True)
     assert [w.key for w in again.cached] == [(32,), (64,)] and [w.key for w in again.tuned] == [(128,)]
+
+
+def test_a_kernel_without_grid_a_heuristics_layer_or_a_memory_only_cache_sweeps_and_warms_up(monkeypatch):
+    """The maker's grid= reaches the worker's launch; a worker adds what triton.heuristics adds; a compat kernel
+    with cache_results=False gets its winners in memory (warmup), none on disk."""
+    report = autotune.sweep(sk.sweep_gridless, [functools.partial(sk.grid_call, 100)], workers=1)
+    assert [(k.status, k.error) for k in report.keys] == [("tuned", None)]
+    report = autotune.sweep(sk.sweep_heuristic, sk.calls([100]), workers=1)
+    assert [(k.status, k.error) for k in report.keys] == [("tuned", None)]
+    assert sorted(e.record.kernel for e in disk_entries()) == ["sweep_gridless", "sweep_heuristic"]
+    monkeypatch.setattr(warm_up, "visible_gpus", lambda: 1)  # warmup goes to a local sweep
+    warmed = autotune.warmup(sk.sweep_memory_only, [functools.partial(sk.grid_call, 100)])
+    assert [k.key for k in warmed.tuned] == [(100,)]
+    assert sorted(e.record.kernel for e in disk_entries()) == ["sweep_gridless", "sweep_heuristic"]  # none added
+    before = sk.sweep_memory_only.tuner.cache_info()
+    (x, y, out, n), launch = sk.grid_call(100)
+    sk.sweep_memory_only[launch["grid"]](x, y, out, n)  # served from memory: no tuning
+    after = sk.sweep_memory_only.tuner.cache_info()
+    assert (after["tunings"], after["hits"]) == (before["tunings"], before["hits"] + 1)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_calls_of_one_key_tune_it_once_and_a_warmup_counts_it_once(monkeypatch):
+    report = autotune.sweep(sk.sweep_add, sk.calls([100, 100, 100, 100]), workers=2)
+    assert sorted(k.status for k in report.keys) == ["cached", "cached", "cached", "tuned"]
+    assert {k.error for k in report.keys if k.status == "cached"} == {"the key of another call of this sweep"}
+    monkeypatch.setattr(warm_up, "visible_gpus", lambda: 1)
+    warmed = autotune.warmup(sk.sweep_pair, sk.calls([64, 64, 64]))
+    assert [k.key for k in warmed.tuned] == [(64,)] and warmed.cached == ()

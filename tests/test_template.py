@@ -84,8 +84,10 @@ def test_missing_argument_at_call_time():
 
 
 def test_user_key_error_is_not_swallowed():
-    with pytest.raises(KeyError, match="zz"):
+    """The expression's own KeyError is named, and kept as the cause, not taken for a missing field or argument."""
+    with pytest.raises(ExpressionError, match=r"raised KeyError: 'zz'") as info:
         expr("M['zz']")({}, {"M": {}})
+    assert isinstance(info.value.__cause__, KeyError)
 
 
 # ---------------------------------------------------------------------------------------------- rejected syntax

@@ -115,3 +115,16 @@ def test_a_kernel_under_triton_heuristics_is_warmed_up_through_them():
     args, _ = add_args(100)
     scaled_add.run(*args, grid=None, warmup=False)  # grid=None: @autotune's own grid=
     assert torch.equal(args[2], 2 * args[0] + args[1]) and scaled_add.fn.cache_info()["hits"] == 1
+
+
+def test_autotune_force_reports_what_it_tuned(monkeypatch):
+    """AUTOTUNE_FORCE=1 is read when a process first meets a key: a key this process already holds is served, and
+    the report says cached, not tuned; a new process (kernel) tunes it again and says so."""
+    add = tuned_add()
+    warmup(add, makers(100))
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
+    held = warmup(add, makers(100))
+    assert [k.key for k in held.cached] == [(100,)] and held.tuned == () and add.cache_info()["tunings"] == 1
+    fresh = tuned_add()  # its counters are the kernel name's: the process's tunings of add_kernel
+    forced = warmup(fresh, makers(100))
+    assert [k.key for k in forced.tuned] == [(100,)] and fresh.cache_info()["tunings"] == 2

@@ -23,7 +23,7 @@ from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..errors import CallError, OptionError
 from ..kernel.call import argument_makers
-from ..kernel.identity import wrapper_layers
+from ..kernel.identity import heuristic_kwargs, wrapper_layers
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
 
@@ -94,17 +94,20 @@ def warmup(
     for maker in calls:
         args, kwargs = _made(maker, engine.name)
         grid = kwargs.pop("grid", None)
-        kwargs = _with_heuristics(layers, args, kwargs)
+        kwargs = heuristic_kwargs(layers, args, kwargs)
         bound = engine.bind(args, kwargs)
         key, dtypes = engine.key_of(bound)
         if (key, dtypes) in seen:
             continue
         seen.add((key, dtypes))
         start = time.perf_counter()
+        held = engine.cache.memory.lookup(key, dtypes)
         stored = None if force else engine.cache.peek(key, dtypes, engine.candidates(bound)[1])
         if stored is None:
             tune(args, kwargs, grid, key, dtypes)
-        (tuned if stored is None else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
+        # tuned when memory holds a new record: AUTOTUNE_FORCE set after this process met the key serves its winner
+        now_tuned = stored is None and engine.cache.memory.lookup(key, dtypes) is not held
+        (tuned if now_tuned else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
 
 
@@ -123,7 +126,7 @@ def _warm_up_together(
         args, kwargs = _made(maker, engine.name)
         grid = kwargs.pop("grid", None)
         _need_grid(engine, grid)
-        bound = engine.bind(args, _with_heuristics(layers, args, kwargs))
+        bound = engine.bind(args, heuristic_kwargs(layers, args, kwargs))
         groups.setdefault(engine.key_of(bound), []).append((bound, grid))
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
@@ -166,10 +169,16 @@ def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[Argume
         tuning = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
     report = warmup_sweep(kernel, makers, tuning)
 
+    seen: set[tuple[tuple, tuple]] = set()  # each distinct key once: tuned, else cached (calls of one key share it)
+
     def warmed(status: tuple[str, ...]) -> tuple[WarmedKey, ...]:
-        return tuple(
-            WarmedKey(tuple(k.key or ()), tuple(k.dtypes or ()), k.seconds) for k in report.keys if k.status in status
-        )
+        out = []
+        for k in report.keys:
+            key = (tuple(k.key or ()), tuple(k.dtypes or ()))
+            if k.status in status and key not in seen:
+                seen.add(key)
+                out.append(WarmedKey(*key, k.seconds))
+        return tuple(out)
 
     failed = [k for k in report.keys if k.status not in ("tuned", "cached", "leased")]
     if failed:
@@ -206,14 +215,6 @@ def _engine_of(kernel: object) -> tuple[Any, Autotuned, list[Any]]:
         f"autotune.warmup(kernel, calls) takes an @autotune or autotune.compat kernel; got {kernel!r} (for a "
         "torch_op wrapper, warm up each kernel it launches)"
     )
-
-
-def _with_heuristics(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keywords the `triton.heuristics` layers above the autotuner add to a call, as their `run` adds them."""
-    for layer in layers:
-        named = {**dict(zip(layer.arg_names, args)), **kwargs}
-        kwargs = {**kwargs, **{name: rule(named) for name, rule in layer.values.items()}}
-    return kwargs
 
 
 def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:

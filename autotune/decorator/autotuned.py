@@ -827,12 +827,14 @@ class Autotuned(KernelInspection, KernelInterface):
         lowered = [self.lowered(t.config) for t in trials]
         return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
 
-    def tune_selected(self, bound: BoundCall, select: Callable[[list[Config]], Sequence[Config]]) -> TuningRecord:
+    def tune_selected(
+        self, bound: BoundCall, grid: Any = None, *, select: Callable[[list[Config]], Sequence[Config]]
+    ) -> TuningRecord:
         """Tune only the candidates `select` keeps for this call (the others recorded skipped; a lone one measured
         too), reading and writing no cache: one share of a key that several processes tune (a sweep's split)."""
         key, dtypes = self.key_of(bound)
         kept, candidates = self.candidates(bound)
-        return self._tune(key, dtypes, bound, None, kept, candidates, select=select)
+        return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
 
     def crash_journal(self, key: tuple, dtypes: tuple) -> tuple[Callable[[Config], Any], dict[Config, str]]:
         """The crash journal's note around each in-process trial of this key, and the configs noted as having

@@ -143,6 +143,26 @@ def wrapper_layers(fn: Any, base: Any = None) -> list[Any]:
     return layers
 
 
+def tuned_under(obj: Any) -> tuple[Any, list[Any]] | None:
+    """The autotuned kernel at or under `obj` (an @autotune kernel, or an autotune.compat kernel's `tuner`) and the
+    `triton.heuristics` layers above it, outermost first; None when there is none."""
+    layers: list[Any] = []
+    for layer in wrapper_layers(obj):
+        engine = getattr(layer, "tuner", layer)
+        if hasattr(engine, "bind") and hasattr(engine, "select"):
+            return engine, layers
+        layers.append(layer)
+    return None
+
+
+def heuristic_kwargs(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords the `triton.heuristics` layers above an autotuner add to a call, as their `run` adds them."""
+    for layer in layers:
+        named = {**dict(zip(layer.arg_names, args)), **kwargs}
+        kwargs = {**kwargs, **{name: rule(named) for name, rule in layer.values.items()}}
+    return kwargs
+
+
 def heuristics_layers(fn: Any, base: Any) -> list[Any]:
     """`triton.heuristics` wrappers between a decorated object `fn` and its base kernel, outermost first."""
     return [

@@ -138,10 +138,13 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
 
 
 def _autotuned(kernel: object) -> Any:
-    tuned = getattr(kernel, "tuner", kernel)  # a compat Autotuner wraps the native one
-    if not (hasattr(tuned, "cache") and hasattr(tuned, "base_fn")):
+    """The @autotune kernel `kernel` is, or holds (a compat Autotuner's `tuner`, under `triton.heuristics`)."""
+    from ..kernel.identity import tuned_under
+
+    found = tuned_under(kernel)
+    if found is None or not (hasattr(found[0], "cache") and hasattr(found[0], "base_fn")):
         raise OptionError(f"sweep() tunes an @autotune kernel; got {kernel!r}")
-    return tuned
+    return found[0]
 
 
 def _check_workers(workers: object) -> None:
@@ -170,11 +173,12 @@ def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
 def _plain_under_its_name(module_name: str, qualname: str) -> bool:
     """Whether the kernel's module, already imported here, holds something other than an @autotune kernel under
     the kernel's name (a script's `__main__` is not imported again to see)."""
+    from ..kernel.identity import tuned_under
+
     found: object = sys.modules.get(module_name) if module_name != "__main__" else None
     for part in qualname.split(".") if found is not None else ():
         found = getattr(found, part, None)
-    found = getattr(found, "tuner", found)  # a compat Autotuner wraps the native one
-    return found is not None and not (hasattr(found, "bind") and hasattr(found, "select"))
+    return found is not None and tuned_under(found) is None
 
 
 _EXECUTORS = ("local", "ray", "auto")
@@ -261,6 +265,7 @@ class _Run:
         self.outcomes: dict[tuple[int, str], KeyOutcome] = {}
         self.stats = {s.index: WorkerStats(index=s.index, device=s.kind) for s in self.slots}
         self.caches = {kind: _cache_for(tuned, kind, search) for kind in kinds}
+        self.begun: set[tuple[str, str, tuple[str, ...]]] = set()  # (kind, key, dtypes) a job of this sweep took up
         self.queues = {
             kind: JobQueue(
                 [Job(i, m, kind) for i, m in enumerate(makers)],
@@ -394,18 +399,22 @@ class _Run:
         finally:
             outcome.seconds = time.perf_counter() - started
         if found is not None:
-            self._done(slot, outcome, *found, split)
+            self._done(slot, outcome, *found, split=split)
         return outcome
 
     def _tune(
         self, slot: Slot, job: Job, group: Sequence[Slot], outcome: KeyOutcome, split: SplitTuning
-    ) -> tuple[TuningRecord, Found] | None:
-        """The key's record and where it came from (`get_or_tune`'s answer), or None when a live process holds its
-        lease (`outcome` then says who)."""
+    ) -> tuple[TuningRecord, Found, bool] | None:
+        """The key's record, where it came from (`get_or_tune`'s answer) and whether another job of this sweep took
+        up the key first (calls of one key: it waits for that job), or None when another process holds its lease
+        (`outcome` then says who)."""
         key, dtypes, candidates, calls = slot.prepare(job.maker)
         outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
         cache = self.caches[slot.kind]
-        holder = _lease_holder(cache, key, dtypes)
+        with self.lock:  # the first job of a key asks for the lease holder before a later one can take the lease
+            again = (slot.kind, repr(key), tuple(dtypes)) in self.begun
+            self.begun.add((slot.kind, repr(key), tuple(dtypes)))
+            holder = None if again else _lease_holder(cache, key, dtypes)
         if holder is not None:
             outcome.status, outcome.error = "leased", f"being tuned by {holder}"
             return None
@@ -421,12 +430,17 @@ class _Run:
         record, how = cache.get_or_tune(key, dtypes, tune, force=force, candidates=candidates)
         if self.keep is not None and slot.kind == self.keep.device_fingerprint():
             self.keep.remember(key, dtypes, record)
-        return record, how
+        return record, how, again
 
-    def _done(self, slot: Slot, outcome: KeyOutcome, record: TuningRecord, how: str, split: SplitTuning) -> None:
+    def _done(
+        self, slot: Slot, outcome: KeyOutcome, record: TuningRecord, how: str, again: bool, split: SplitTuning
+    ) -> None:
         outcome.winner = dict(record.winner)
         if how != "tuned":
-            outcome.status, outcome.error = "cached", f"a usable {how} entry exists"
+            why = (
+                "the key of another call of this sweep" if again or how == "memory" else f"a usable {how} entry exists"
+            )
+            outcome.status, outcome.error = "cached", why
             return
         outcome.status = "tuned"
         outcome.configs_measured = sum(1 for t in record.trials if t.status is not TrialStatus.SKIPPED)
@@ -469,8 +483,9 @@ class _Run:
 
 
 def _cache_for(tuned: Any, kind: str, search: Search | None) -> KernelCache:
-    """A KernelCache of the kernel whose entries are filed under the device `kind` (the driver's tiers); `search` is
-    the sweep's, so an entry of a weaker search is tuned again as a serving process with that Tuning would."""
+    """A KernelCache of the kernel whose entries are filed under the device `kind` (the driver's tiers; none for a
+    kernel that keeps its winners in memory only, compat's cache_results=False); `search` is the sweep's, so an entry
+    of a weaker search is tuned again as a serving process with that Tuning would."""
     source = tuned.cache
     return KernelCache(
         tuned.name,
@@ -482,6 +497,7 @@ def _cache_for(tuned: Any, kind: str, search: Search | None) -> KernelCache:
         device=kind,
         search=search,
         objective=source.objective,
+        tiers=None if source.tiers else [],
     )
 
 

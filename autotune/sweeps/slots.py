@@ -13,8 +13,9 @@ __all__ = ["Slot", "Executor", "WorkerLost", "JobFailed", "env_of_worker", "star
 
 
 class WorkerLost(AutotuneError):
-    """The worker died (killed from outside, out of memory, its node lost) or stopped answering: the job it ran is
-    retried once on another worker, and the worker replaced."""
+    """The worker died (killed from outside, out of memory, its node lost) or its pipe or actor is gone: the job it
+    ran is retried once on another worker, and the worker replaced. A worker that hangs is waited for: a config
+    that hangs is bounded by the trial limit of isolation, the sweep's default (`trial_timeout_s`, else 30 s)."""
 
 
 class JobFailed(AutotuneError):

@@ -24,6 +24,7 @@ import msgspec
 
 from ..config import Config
 from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..kernel.identity import heuristic_kwargs
 from ..options import Tuning
 from ..record import Search, Trial
 
@@ -102,7 +103,7 @@ class SweepWorker:
         os.environ.setdefault("AUTOTUNE_ISOLATE", "auto")
         os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-sweep-worker-")
         _follow_path(list(spec.sys_path))
-        self.kernel = _import_kernel(spec.module, spec.qualname, spec.file)
+        self.kernel, self.layers = _import_kernel(spec.module, spec.qualname, spec.file)
         if spec.tuning is not None:
             _retune(self.kernel, spec.tuning)
         self._bound: Any = None
@@ -120,22 +121,34 @@ class SweepWorker:
 
         if isinstance(maker, tuple):
             calls = [self._bind(m) for m in maker]
-            key, dtypes = self.kernel.key_of_calls(calls)  # one key, or a CallError before the driver's lease
-            self._bound, first = calls, calls[0]
-            described: tuple[str, ...] | None = tuple(describe_call(bound.named) for bound in calls)
+            bounds = [bound for bound, _ in calls]
+            key, dtypes = self.kernel.key_of_calls(bounds)  # one key, or a CallError before the driver's lease
+            self._bound, first = calls, bounds[0]
+            described: tuple[str, ...] | None = tuple(describe_call(bound.named) for bound in bounds)
         else:
-            self._bound = first = self._bind(maker)
+            self._bound = self._bind(maker)
+            first = self._bound[0]
             key, dtypes = self.kernel.key_of(first)
             described = None
         return KeyInfo(tuple(key), tuple(dtypes), self.kernel.candidates(first)[1], described)
 
-    def _bind(self, maker: Maker) -> Any:
+    def _bind(self, maker: Maker) -> tuple[Any, Any]:
+        """(the bound call, its grid): a maker may return the launch grid in its kwargs (`grid=`), as for a kernel
+        decorated without one."""
         try:
             made = maker()
             args, kwargs = made
+            kwargs = dict(kwargs)
         except Exception as exc:
             raise CallError(f"the argument maker {maker!r} failed: {type(exc).__name__}: {exc}") from exc
-        return self.kernel.bind(tuple(args), dict(kwargs), strict=True)
+        grid = kwargs.pop("grid", None)
+        kwargs = heuristic_kwargs(self.layers, tuple(args), kwargs)
+        if grid is None and self.kernel.recipe.get("grid") is None:
+            raise CallError(
+                f"{self.kernel.name} has no grid= of its own: the argument maker {maker!r} returns it in its kwargs "
+                "(`return (x, n), {'grid': lambda meta: (triton.cdiv(n, meta['BLOCK']),)}`)"
+            )
+        return self.kernel.bind(tuple(args), kwargs, strict=True), grid
 
     def tune(self) -> bytes:
         """Tune the prepared key here; its TuningRecord as the JSON bytes of a cache entry."""
@@ -145,8 +158,8 @@ class SweepWorker:
             raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
         bound, self._bound = self._bound, None
         if isinstance(bound, list):  # one config for every call (Tuning.objective)
-            return record_json(self.kernel.tune_calls([(b, None) for b in bound])[0])
-        _, record, how = self.kernel.select(bound, None)
+            return record_json(self.kernel.tune_calls(bound)[0])
+        _, record, how = self.kernel.select(*bound)
         if record is None:
             raise AutotuneError(
                 f"{self.kernel.name} was not tuned in the sweep worker ({how}): a sweep tunes with the blocking "
@@ -169,7 +182,7 @@ class SweepWorker:
             finalists = [Config(c) for c in share]
             select = lambda c: [x for x in c if x in finalists]  # noqa: E731
         try:
-            record = self.kernel.tune_selected(self._bound, select)
+            record = self.kernel.tune_selected(*self._bound, select=select)
             result = ShareResult(trials=list(record.trials), winner=record.winner)
         except NoValidConfigError as exc:
             result = ShareResult(trials=list(exc.trials))
@@ -183,19 +196,20 @@ def _follow_path(parent_path: list[str]) -> None:
         importlib.invalidate_caches()
 
 
-def _import_kernel(module: str, qualname: str, file: str | None) -> Any:
-    from ..kernel.identity import KernelRef, import_object
+def _import_kernel(module: str, qualname: str, file: str | None) -> tuple[Any, list[Any]]:
+    """The autotuned kernel the driver's kernel names, and the `triton.heuristics` layers above it."""
+    from ..kernel.identity import KernelRef, import_object, tuned_under
 
     with warnings.catch_warnings():  # what decorating warns of, the driver already said
         warnings.simplefilter("ignore")
         obj = import_object(KernelRef(module=module, qualname=qualname, file=file, line=None))
-    obj = getattr(obj, "tuner", obj)  # a compat Autotuner wraps the native one
-    if not (hasattr(obj, "bind") and hasattr(obj, "select")):
+    found = tuned_under(obj)
+    if found is None:
         raise AutotuneError(
             f"{module}.{qualname} is not an @autotune kernel: decorate the kernel where it is defined "
             "(@autotune above @triton.jit) so that its name holds the autotuned object"
         )
-    return obj
+    return found
 
 
 def _retune(kernel: Autotuned, tuning: Tuning) -> None:
