@@ -323,6 +323,8 @@ def test_conflicting_meta_parameter_is_an_error_as_in_triton():
     single = autotune(configs=BLOCK_CONFIGS[:1], key=["n"])(add_kernel)
     with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK"):
         single[grid_1d](x, y, out, 64, BLOCK=32)
+    with pytest.raises(TypeError, match="add_kernel\\(\\) got multiple values for keyword argument 'num_warps'"):
+        add[grid_1d](x, y, out, 64, num_warps=8)  # as Triton's fn.run(**kwargs, **config.all_kwargs()) raises
 
 
 def test_cache_results_default_writes_the_disk_cache_and_a_new_process_reads_it():

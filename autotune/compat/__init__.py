@@ -36,7 +36,7 @@ from triton.runtime.jit import KernelInterface
 
 from ..compiled.tracing import shapes_only
 from ..decorator.autotuned import Autotuned
-from ..errors import UserCodeError
+from ..errors import CallError, UserCodeError
 from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
 from ..kernel.occupancy import FIELD as OCCUPANCY
 from ..kernel.occupancy import lowered_options
@@ -325,6 +325,20 @@ class Autotuner(KernelInterface):
             if self.tuner.index.changed_at() is not None:
                 self.configs = self._configs
 
+    def _refuse_config_options(self, call_kwargs: dict[str, Any]) -> None:
+        """A launch option every config sets (`triton.Config`'s num_warps, num_stages, num_ctas; maxnreg where one
+        sets it) passed to the call: Triton's `fn.run(**kwargs, **config.all_kwargs())` raises TypeError, so does
+        this (a CallError)."""
+        set_by_configs = {"num_warps", "num_stages", "num_ctas"}
+        if any(getattr(c, "maxnreg", None) is not None for c in self._configs):
+            set_by_configs.add("maxnreg")
+        given = sorted(name for name in call_kwargs.keys() & set_by_configs if call_kwargs[name] is not None)
+        if given:
+            raise CallError(
+                f"{self.base_fn.__name__}() got multiple values for keyword argument {given[0]!r}: every "
+                f"triton.Config sets it; give it in the configs (triton.Config({{...}}, {given[0]}=...)), not the launch"
+            )
+
     def _run(self, nargs: dict[str, Any], args: tuple, kwargs: dict[str, Any], changed: bool = False) -> Any:
         call_kwargs = kwargs.copy()
         grid, warmup = call_kwargs.pop("grid", None), call_kwargs.pop("warmup", False)
@@ -336,6 +350,7 @@ class Autotuner(KernelInterface):
                 f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                 "re-define auto-tuned symbols."
             )
+        self._refuse_config_options(call_kwargs)
         if len(index.natives) == 1 and not index.list_changed():
             picked = _Picked(index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs))
         else:
