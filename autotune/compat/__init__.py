@@ -70,6 +70,7 @@ __all__ = ["autotune", "Autotuner", "Config", "heuristics"]
 Config = triton.Config
 heuristics = triton.heuristics
 
+_CONFIG_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})  # what a triton.Config may set
 _MAX_RUNS = 8  # runs of one call whose configs keep changing under it (a prune that never settles): then raise
 
 
@@ -329,7 +330,7 @@ class Autotuner(KernelInterface):
         """A launch option every config sets (`triton.Config`'s num_warps, num_stages, num_ctas; maxnreg where one
         sets it) passed to the call: Triton's `fn.run(**kwargs, **config.all_kwargs())` raises TypeError, so does
         this (a CallError)."""
-        set_by_configs = {"num_warps", "num_stages", "num_ctas"}
+        set_by_configs = set(_CONFIG_OPTIONS) - {"maxnreg"}
         if any(getattr(c, "maxnreg", None) is not None for c in self._configs):
             set_by_configs.add("maxnreg")
         given = sorted(name for name in call_kwargs.keys() & set_by_configs if call_kwargs[name] is not None)
@@ -350,7 +351,8 @@ class Autotuner(KernelInterface):
                 f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                 "re-define auto-tuned symbols."
             )
-        self._refuse_config_options(call_kwargs)
+        if call_kwargs and not call_kwargs.keys().isdisjoint(_CONFIG_OPTIONS):
+            self._refuse_config_options(call_kwargs)
         if len(index.natives) == 1 and not index.list_changed():
             picked = _Picked(index.indexed[0], index.natives[0], tuner.bind(args, call_kwargs))
         else:
