@@ -77,13 +77,13 @@ def test_two_workers_give_the_winners_of_tuning_alone_and_skip_a_key_another_pro
     holder = subprocess.Popen([sys.executable, "-c", hold, str(DiskCache().path(entry))], env=_env(), stdout=PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
-        again = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 256]), workers=1)
+        again = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 256, 256]), workers=1)  # two calls of 256
     finally:
         holder.kill()
         holder.wait()
-    assert [k.status for k in again.keys] == ["cached", "cached", "leased"] and not again.tuned
-    assert f"pid {holder.pid}" in str(again.keys[2].error)
-    assert "interpreter" in str(again) and json.loads(again.to_json())["by_device"]["interpreter"]["skipped"] == 3
+    assert [k.status for k in again.keys] == ["cached", "cached", "leased", "leased"] and not again.tuned
+    assert f"pid {holder.pid}" in str(again.keys[2].error) and f"pid {holder.pid}" in str(again.keys[3].error)
+    assert "interpreter" in str(again) and json.loads(again.to_json())["by_device"]["interpreter"]["skipped"] == 4
 
 
 def test_two_device_kinds_each_tune_every_key_filed_under_their_own_fingerprint():
@@ -352,6 +352,8 @@ def test_calls_of_one_key_tune_it_once_and_a_warmup_counts_it_once(monkeypatch):
     report = autotune.sweep(sk.sweep_add, sk.calls([100, 100, 100, 100]), workers=2)
     assert sorted(k.status for k in report.keys) == ["cached", "cached", "cached", "tuned"]
     assert {k.error for k in report.keys if k.status == "cached"} == {"the key of another call of this sweep"}
+    forced = autotune.sweep(sk.sweep_add, sk.calls([100, 100, 100]), workers=1, tuning=sk.TUNING.replace(force=True))
+    assert sorted(k.status for k in forced.keys) == ["cached", "cached", "tuned"]  # force tunes the key once
     monkeypatch.setattr(warm_up, "visible_gpus", lambda: 1)
     warmed = autotune.warmup(sk.sweep_pair, sk.calls([64, 64, 64]))
     assert [k.key for k in warmed.tuned] == [(64,)] and warmed.cached == ()

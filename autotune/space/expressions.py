@@ -334,14 +334,17 @@ class Expression:
             )
 
     def __call__(self, config: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
-        """Evaluate for one config and one call's named arguments; what it raises becomes an ExpressionError naming
-        the expression and the arguments it read (`n.shape[0]` with an int n)."""
+        """Evaluate for one config and one call's named arguments. What an expression of the arguments only raises
+        becomes an ExpressionError naming it and the arguments it read (`n.shape[0]` with an int n: the call's
+        mistake); one that reads config fields raises as it raised (that config's own failure, as `1 // $B` at B=0)."""
         try:
             return self._fn(config, args)
         except Exception as exc:
             missing = self._missing(exc, config, args) if isinstance(exc, KeyError) else None
             if missing is not None:
                 raise missing from None
+            if self.config_refs:
+                raise
             read = ", ".join(f"{n}={_shown(args[n])}" for n in sorted(self.arg_refs) if n in args)
             raise ExpressionError(
                 f"{self.what} expression {self.source!r} raised {type(exc).__name__}: {exc}"

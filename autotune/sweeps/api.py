@@ -413,8 +413,9 @@ class _Run:
         cache = self.caches[slot.kind]
         with self.lock:  # the first job of a key asks for the lease holder before a later one can take the lease
             again = (slot.kind, repr(key), tuple(dtypes)) in self.begun
-            self.begun.add((slot.kind, repr(key), tuple(dtypes)))
             holder = None if again else _lease_holder(cache, key, dtypes)
+            if holder is None:  # leased elsewhere: each job of the key asks, and is `leased` too
+                self.begun.add((slot.kind, repr(key), tuple(dtypes)))
         if holder is not None:
             outcome.status, outcome.error = "leased", f"being tuned by {holder}"
             return None
@@ -426,7 +427,9 @@ class _Run:
                 return _record_of(slot.tune())
             return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
 
-        force = self.force or (calls is not None and cache.calls_changed(key, dtypes, candidates, calls))
+        force = (self.force and not again) or (
+            calls is not None and cache.calls_changed(key, dtypes, candidates, calls)
+        )
         record, how = cache.get_or_tune(key, dtypes, tune, force=force, candidates=candidates)
         if self.keep is not None and slot.kind == self.keep.device_fingerprint():
             self.keep.remember(key, dtypes, record)
