@@ -217,6 +217,16 @@ def test_a_key_that_reads_like_a_cached_one_but_holds_other_types_warns_naming_t
     assert clear_autotune_cache(kernel=add_one, key=40) == 1
 
 
+def test_a_key_of_another_length_given_with_the_kernel_s_name_warns_how_many_values_its_keys_have():
+    add_one(*_args())  # key=["n"]: one value
+    with pytest.warns(UserWarning, match=r"matched no entry.*the keys of add_one have 1 values, this one 2"):
+        assert clear_autotune_cache(kernel="add_one", key=(40, 41)) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clear_autotune_cache(kernel="add_one", key=41) == 0  # one value, never tuned: not a mistake
+    assert clear_autotune_cache(kernel="add_one", key=40) == 1
+
+
 def test_a_key_that_cannot_be_a_key_is_an_error_before_anything_is_cleared():
     add_one(*_args())
     with pytest.raises(ValueError, match="tensor"):

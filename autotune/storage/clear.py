@@ -81,6 +81,24 @@ def _warn_if_misspelt(name: str) -> None:
         )
 
 
+def _warn_if_key_length_differs(name: str, key: tuple) -> None:
+    """A key by a kernel's name that cleared nothing, where that kernel's keys (loaded here or on disk) have another
+    number of values: a warning saying how many (by the kernel object, such a key is a CallError)."""
+    lengths = {
+        len(r.key) for c in live_caches() if kernel_matches(c.kernel_name, c.identity, name) for r in c.tuned_records()
+    }
+    lengths |= {
+        len(e.record.key) for e in DiskCache().entries() if kernel_matches(e.record.kernel, e.record.kernel_id, name)
+    }
+    if lengths and len(key) not in lengths:
+        warn_at_caller(
+            f"clear_autotune_cache(kernel={name!r}, key={key!r}) matched no entry, so nothing was cleared: the keys "
+            f"of {name} have {' or '.join(map(str, sorted(lengths)))} values, this one {len(key)}; pass the tuple "
+            "its key= computes",
+            UserWarning,
+        )
+
+
 def _warn_if_key_mistyped(cache: KernelCache, key: tuple) -> None:
     """A key that cleared nothing, where a cached key of the kernel reads the same but holds other types ('40' or
     40.0 for 40): a warning naming the cached key (clearing a key never tuned is not a mistake; this is)."""
@@ -157,6 +175,8 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         journal.forget(kernel_id, key)
     if isinstance(kernel, str) and not removed:
         _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
+        if key is not None:
+            _warn_if_key_length_differs(name, key)
     if len(kernels) > 1:
         warn_at_caller(
             f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
