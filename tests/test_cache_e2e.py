@@ -306,14 +306,15 @@ def test_force_mode_retunes_over_a_disk_entry(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("blocks", [(32, 64, 128), (64, 128), (16, 32)])
-def test_a_changed_space_retunes(tmp_path, blocks):
-    call(load_kernel(tmp_path, blocks=(32, 64)))
+def test_a_changed_space_retunes_and_keeps_the_old_space_s_entry_beside(tmp_path, blocks):
+    first = call(load_kernel(tmp_path, blocks=(32, 64)))
     vadd = load_kernel(tmp_path, blocks=blocks)  # (32, 64, 128) and (64, 128) may still hold the old winner
-    call(vadd)
+    winner = call(vadd)
     assert stats()["vadd"]["tunings"] == 2 and stats()["vadd"]["disk_hits"] == 0
-    assert only_entry().winner["BLOCK"] in blocks
-    assert call(load_kernel(tmp_path, blocks=blocks)) == only_entry().winner
-    assert stats()["vadd"]["disk_hits"] == 1
+    assert winner["BLOCK"] in blocks and len(disk_entries("vadd")) == 2  # one entry per space
+    assert call(load_kernel(tmp_path, blocks=blocks)) == winner
+    assert call(load_kernel(tmp_path, blocks=(32, 64))) == first  # the first space's winner was not lost
+    assert stats()["vadd"]["disk_hits"] == 2 and stats()["vadd"]["tunings"] == 2
 
 
 def test_another_device_retunes(tmp_path, monkeypatch):

@@ -34,8 +34,6 @@ from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
 
-_OTHER_SPACE = "the search space changed"  # stale_reason's reason for an entry tuned for another space
-
 __all__ = ["KernelCache", "live_caches", "slot_for"]
 
 logger = logging.getLogger("autotune")
@@ -73,10 +71,15 @@ class _Seen:
 
 
 def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
-    """Where `record` goes in `tier` among `entry`'s slots (one per kernel source, `EntryRef.slots`): the slot of its
-    source, else an empty one, else the one with the oldest record. Call it holding the lease of `entry` (slot 0)."""
+    """Where `record` goes in `tier` among `entry`'s slots (one per kernel source and search space,
+    `EntryRef.slots`): the slot of its source and space, else an empty one, else the one with the oldest record.
+    Call it holding the lease of `entry` (slot 0)."""
     held = [(slot, tier.get(slot)) for slot in entry.slots()]
-    same = [slot for slot, r in held if r is not None and r.source_hash == record.source_hash]
+    same = [
+        slot
+        for slot, r in held
+        if r is not None and (r.source_hash, r.space_checksum) == (record.source_hash, record.space_checksum)
+    ]
     empty = [slot for slot, r in held if r is None]
     if same or empty:
         return (same or empty)[0]
@@ -134,7 +137,6 @@ class KernelCache:
         # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
         self._store_lock = threading.Lock()  # a check of the clears and the stores it allows, against `forget`
         self._clears = 0  # clears of this cache so far
-        self._said_other_space = False  # whether a tuning has said it replaced another space's entry
         self._cleared_all = 0  # `_clears` at the last clear of every key
         self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
         with _LIVE_LOCK:
@@ -319,7 +321,7 @@ class KernelCache:
         if record.triton_version != triton_version:
             return f"it was tuned with Triton {record.triton_version}, this is {triton_version}"
         if record.space_checksum != self.space_checksum:
-            return _OTHER_SPACE
+            return "the search space changed"
         if key_text(record.key) != key_text(key) or [str(d) for d in record.dtypes] != [str(d) for d in dtypes]:
             return "its key differs"
         try:
@@ -338,7 +340,7 @@ class KernelCache:
         stale: list[tuple[str, str]] | None = None,
         weaker: list[str] | None = None,
     ) -> TuningRecord | None:
-        """`tier`'s record of `entry` when it may be used here (in any of the key's slots, one per kernel source),
+        """`tier`'s record of `entry` when it may be used here (in any of the key's slots, one per source and space),
         else None (and, when there is one, the tier's name and why its record is not usable appended to `stale`).
         With `weaker`, a record found by a weaker search than this kernel's is not used either (it is tuned again),
         and why is appended there."""
@@ -460,15 +462,14 @@ class KernelCache:
                 count_hit(self.kernel_name)
                 return record, "memory"
             timeout_s = lock_timeout_s if lock_timeout_s is not None else configured_lock_timeout_s()
-            outdated: list[tuple[str, str]] = []  # (tier, why its entry is not usable): what the tuning replaces
             weaker: list[str] = []  # why an entry found by a weaker search than this kernel's is tuned again
-            found = self._lease_tiers(tiers, entry, candidates, timeout_s, seen, leases, outdated, weaker)
+            found = self._lease_tiers(tiers, entry, candidates, timeout_s, seen, leases, weaker)
             if found is not None:
                 return self._found(tiers, found[0], entry, found[1], since)
             if weaker and seen is None:
                 logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
             record = self._tuned_marked(tune, tuning_now, self._marks(entry))
-            self._store(entry, record, candidates, since, [tier for tier, _ in leases], outdated)
+            self._store(entry, record, candidates, since, [tier for tier, _ in leases])
             return record, "tuned"
         finally:
             for _, lease in reversed(leases):
@@ -483,7 +484,6 @@ class KernelCache:
         timeout_s: float,
         seen: _Seen | None,
         leases: list[tuple[Cache, Lease]],
-        outdated: list[tuple[str, str]],
         weaker: list[str],
     ) -> tuple[Cache, TuningRecord] | None:
         """Take each tier's lease in turn (kept in `leases`) and read it again: the first tier with a usable record
@@ -493,7 +493,7 @@ class KernelCache:
             if lease is None:
                 continue  # warned by the tier: tune without writing to it
             leases.append((tier, lease))
-            record = self._usable(tier, entry, candidates, outdated, weaker)
+            record = self._usable(tier, entry, candidates, weaker=weaker)
             if record is not None and (seen is None or record != seen.in_tiers.get(id(tier))):
                 return tier, record
         return None
@@ -540,26 +540,16 @@ class KernelCache:
         candidates: str | None,
         since: int,
         leased: list[Cache],
-        outdated: list[tuple[str, str]],
     ) -> None:
-        """Keep a new winner in memory and the tiers whose lease this call holds, saying what it replaced."""
+        """Keep a new winner in memory and the tiers whose lease this call holds (beside an entry of another search
+        space: `slot_for`)."""
         mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
         if mismatch is not None:
             warn(
                 f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
                 f"({mismatch}); it is used now but will be tuned again by the next process"
             )
-        kept = self._keep(entry, record, since, leased)
-        other_space = [tier_name for tier_name, reason in outdated if reason == _OTHER_SPACE]
-        if kept and other_space and not self._said_other_space:  # said once per kernel, not only logged
-            self._said_other_space = True
-            warn(
-                f"autotune cache: the {' and '.join(other_space)} entry of {entry.what}, tuned for another search "
-                "space, was replaced by this tuning's winner (one entry per key; said once: this kernel's other "
-                "keys are replaced as they are tuned). Expected after editing the space; to try a narrower space "
-                "without replacing the full space's winners, point AUTOTUNE_CACHE_DIR at another directory for "
-                "that run"
-            )
+        self._keep(entry, record, since, leased)
 
     # -- offline mode, clearing ---------------------------------------------------------------------
 

@@ -47,9 +47,10 @@ def warn(message: str) -> None:
         logger.warning(message)
 
 
-# Entries kept per (kernel, device, key, dtypes): one per kernel source, so that two kernels of one
-# module:qualname with different source (two projects sharing a cache, a rolling deploy) both hit instead of
-# evicting each other; past this many sources the oldest entry (by its timestamp) is replaced.
+# Entries kept per (kernel, device, key, dtypes): one per kernel source and search space, so that two kernels of
+# one module:qualname with different source (two projects sharing a cache, a rolling deploy), or one kernel under
+# two spaces (a narrowed space tried for a run, a native and a compat decoration), both hit instead of evicting
+# each other; past this many the oldest entry (by its timestamp) is replaced.
 SOURCES_PER_KEY = 4
 
 
@@ -63,15 +64,16 @@ class EntryRef:
     device: str
     key: tuple
     dtypes: tuple[str, ...]
-    slot: int = 0  # which of the key's SOURCES_PER_KEY entries (one per kernel source); 0: the original name
+    slot: int = 0  # which of the key's SOURCES_PER_KEY entries (one per kernel source and space); 0: the original name
     entry_id: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "entry_id", entry_id(self.device, self.key, self.dtypes, self.slot))
 
     def slots(self) -> list[EntryRef]:
-        """The key's entries, one per kernel source that tuned it (two projects, two worktrees or two versions of
-        a deploy sharing a cache, with one module:qualname), at most SOURCES_PER_KEY: slot 0 first."""
+        """The key's entries, one per kernel source and search space that tuned it (two projects, two worktrees or
+        two versions of a deploy sharing a cache, with one module:qualname; two spaces), at most SOURCES_PER_KEY:
+        slot 0 first."""
         return [replace(self, slot=i) for i in range(SOURCES_PER_KEY)]
 
     @classmethod
