@@ -481,3 +481,34 @@ def large_call_crashy_add(x, y, out, n, BLOCK: tl.constexpr, MODE: tl.constexpr)
             i = i % 7 + 1
         value += i
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _crashes_on_fourth_launch(x, y, out, launches, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    seen = tl.load(launches)
+    wild = 0
+    if BLOCK == 128:  # counts its own launches; from the fourth on it loads from a wild pointer
+        tl.store(launches, seen + 1)
+        wild = (seen >= 3).to(tl.int64) * (1 << 40)
+    tl.store(out + offs, tl.load(x + offs + wild, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+# BLOCK=128 survives its first measurement and crashes in the re-measurement of the best configs (refine).
+crashes_in_refine = autotune(
+    space={"BLOCK": [32, 64, 128]},
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=3, refine_reps=2, isolate="off"),
+)(_crashes_on_fourth_launch)
+
+
+# An online kernel none of whose configs survives a run (MODE 1: a wild load), and whose fallback= crashes too.
+all_crashing_online = autotune(
+    space=[{"BLOCK": 32, "MODE": 1}, {"BLOCK": 64, "MODE": 1}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    fallback={"BLOCK": 16, "MODE": 1},
+    tuning=Tuning(mode="online", compile_workers=0, warmup=0, reps=2, refine_topk=0),
+)(segfaulting_add.fn)

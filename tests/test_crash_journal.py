@@ -177,7 +177,7 @@ def test_every_in_process_path_notes_what_it_measures_and_leaves_no_note(monkeyp
     )
     x, y, out = torch.rand(65), torch.rand(65), torch.empty(65)  # a key of its own
     drop_in[lambda meta: (triton.cdiv(65, meta["BLOCK"]),)](x, y, out, 65)
-    assert sorted(noted) == [("noted_add", 32), ("noted_add", 64)]
+    assert set(noted) == {("noted_add", 32), ("noted_add", 64)}  # its re-measurement of the two noted too
 
     del noted[:]
     online = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning={**fast, "mode": "online", "reps": 2})(
@@ -191,3 +191,53 @@ def test_every_in_process_path_notes_what_it_measures_and_leaves_no_note(monkeyp
             break
     assert {b for _, b in noted} == {32, 64} and online.record().where == "in-process"
     assert list(notes_dir().iterdir()) == []
+
+
+REFINE_CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import torch
+from isolation_kernels import crashes_in_refine
+n = 100
+x, y, out, launches = torch.rand(n), torch.rand(n), torch.empty(n), torch.zeros(1, dtype=torch.int64)
+crashes_in_refine(x, y, out, launches, n)
+print(json.dumps({{str(t.config["BLOCK"]): t.status.value for t in crashes_in_refine.record()}}))
+"""
+
+
+def test_a_config_that_ends_the_process_in_the_re_measurement_is_noted_too():
+    """The re-measurement of the best configs (refine) runs each config again in this process: a crash there is
+    noted as one in the first measurement is, so the next process records it crashed instead of dying again."""
+
+    def child() -> subprocess.CompletedProcess:
+        code = REFINE_CHILD.format(tests=str(TESTS))
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+    first = child()
+    assert first.returncode == -11, first.stderr[-2000:]  # SIGSEGV: BLOCK 128's fourth launch, in refine
+    assert len(list(notes_dir().iterdir())) == 1
+    second = child()
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert json.loads(second.stdout.strip().splitlines()[-1]) == {"32": "ok", "64": "ok", "128": "crashed"}
+
+
+ONLINE_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+from isolation_kernels import all_crashing_online
+n = 100
+x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+for _ in range(8):
+    all_crashing_online(x, y, out, n)
+"""
+
+
+def test_online_tuning_whose_every_config_crashed_raises_instead_of_crashing_on_every_restart():
+    """Online mode launches its start config at once: with the fallback and every candidate noted as crashed by
+    earlier processes, a restart raises NoValidConfigError, as a blocking tuning does, instead of dying again."""
+    code = ONLINE_CHILD.format(tests=str(TESTS))
+    ends = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300) for _ in range(4)]
+    assert [end.returncode for end in ends[:3]] == [-11, -11, -11]  # the fallback, then each config, measured
+    assert ends[3].returncode == 1 and "NoValidConfigError" in ends[3].stderr, ends[3].stderr[-2000:]
+    assert "every config ended a process that measured it" in ends[3].stderr

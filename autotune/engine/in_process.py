@@ -152,7 +152,8 @@ class InProcessRunner:
         for _ in range(reps):
             for config in configs:
                 run = functools.partial(self.run_config, config)
-                rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
+                with self.noted(config):  # a run that ends the process here is the config's crash too
+                    rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
         return rounds
 
     def close(self) -> None:

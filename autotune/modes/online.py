@@ -79,8 +79,8 @@ class OnlineSession:
         self._failed: dict[Config, tuple[TrialStatus, str]] = {
             c: (TrialStatus.CRASHED, why) for c, why in (crashed or {}).items() if c in self._samples
         }
-        if self.best in self._failed:
-            self.best = next((c for c in self.candidates if c not in self._failed), start)
+        if self.best in self._failed or self.best in (crashed or {}):  # a fallback outside the space, crashed too
+            self.best = self._first_alive(kernel_name)
         self._compile_s: dict[Config, float | None] = {}
         self._checked: set[Config] = set()
         self._pending: list[tuple[Config, Any, Any]] = []  # (config, start event, end event) not read yet
@@ -90,6 +90,19 @@ class OnlineSession:
         self.decided = False
         self._started = time.perf_counter()
         self._compiled = threading.Event()  # set once every candidate compiled or failed
+
+    def _first_alive(self, kernel_name: str) -> Config:
+        """The first candidate the crash journal has not seen end a process; none left is a NoValidConfigError, as
+        a blocking tuning's (launching one would end this process too)."""
+        alive = [c for c in self.candidates if c not in self._failed]
+        if not alive:
+            raise NoValidConfigError(
+                f"{kernel_name}: every config ended a process that measured it (the crash journal), so none is "
+                "launched; fix the kernel or the space, then AUTOTUNE_FORCE=1 or clear_autotune_cache() tries them "
+                "again",
+                [Trial(config=c, status=status, error=why) for c, (status, why) in self._failed.items()],
+            )
+        return alive[0]
 
     # -- background compile ---------------------------------------------------------------------------
 
