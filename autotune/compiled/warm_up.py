@@ -22,7 +22,7 @@ from typing import Any
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..errors import CallError, OptionError
-from ..kernel.call import argument_makers
+from ..kernel.call import argument_makers, made_args, need_grid
 from ..kernel.identity import heuristic_kwargs, wrapper_layers
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
@@ -92,7 +92,7 @@ def warmup(
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
     for maker in calls:
-        args, kwargs = _made(maker, engine.name)
+        args, kwargs = made_args(maker, f"autotune.warmup({engine.name}, calls)")
         grid = kwargs.pop("grid", None)
         kwargs = heuristic_kwargs(layers, args, kwargs)
         bound = engine.bind(args, kwargs)
@@ -123,7 +123,7 @@ def _warm_up_together(
     tuner = engine if tuning is None else _blocking_copy(engine, tuning)
     groups: dict[tuple, list[tuple[Any, Any]]] = {}
     for maker in calls:
-        args, kwargs = _made(maker, engine.name)
+        args, kwargs = made_args(maker, f"autotune.warmup({engine.name}, calls)")
         grid = kwargs.pop("grid", None)
         _need_grid(engine, grid)
         bound = engine.bind(args, heuristic_kwargs(layers, args, kwargs))
@@ -169,24 +169,19 @@ def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[Argume
         tuning = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
     report = warmup_sweep(kernel, makers, tuning)
 
-    seen: set[tuple[tuple, tuple]] = set()  # each distinct key once: tuned, else cached (calls of one key share it)
-
-    def warmed(status: tuple[str, ...]) -> tuple[WarmedKey, ...]:
-        out = []
-        for k in report.keys:
-            key = (tuple(k.key or ()), tuple(k.dtypes or ()))
-            if k.status in status and key not in seen:
-                seen.add(key)
-                out.append(WarmedKey(*key, k.seconds))
-        return tuple(out)
-
     failed = [k for k in report.keys if k.status not in ("tuned", "cached", "leased")]
     if failed:
         raise AutotuneError(
             f"autotune.warmup({name}, ...): {len(failed)} of {len(report.keys)} keys were not tuned: "
             + "; ".join(f"key {k.key} on {k.device}: {k.status} ({k.error})" for k in failed)
         )
-    return WarmupReport(name, warmed(("tuned",)), warmed(("cached", "leased")), time.perf_counter() - began)
+    tuned: dict[tuple, WarmedKey] = {}  # each distinct key once: tuned, else cached (calls of one key share it)
+    cached: dict[tuple, WarmedKey] = {}
+    for k in report.keys:
+        key = (tuple(k.key or ()), tuple(k.dtypes or ()))
+        (tuned if k.status == "tuned" else cached).setdefault(key, WarmedKey(*key, k.seconds))
+    kept = tuple(w for key, w in cached.items() if key not in tuned)
+    return WarmupReport(name, tuple(tuned.values()), kept, time.perf_counter() - began)
 
 
 def _check_picklable(makers: list[ArgumentMaker], name: str) -> None:
@@ -215,22 +210,6 @@ def _engine_of(kernel: object) -> tuple[Any, Autotuned, list[Any]]:
         f"autotune.warmup(kernel, calls) takes an @autotune or autotune.compat kernel; got {kernel!r} (for a "
         "torch_op wrapper, warm up each kernel it launches)"
     )
-
-
-def _made(maker: ArgumentMaker, name: str) -> tuple[tuple, dict[str, Any]]:
-    try:
-        made = maker() if callable(maker) else None
-    except Exception as exc:
-        raise CallError(
-            f"autotune.warmup({name}, calls): the argument maker {maker!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
-        raise CallError(
-            f"autotune.warmup({name}, calls): each item of calls must be a callable returning (args, kwargs), "
-            "e.g. functools.partial(make_args, n) of a module-level `def make_args(n): return (x, y, out, n), {}`; "
-            f"got {maker!r}" + ("" if made is None else f" returning {made!r}")
-        )
-    return tuple(made[0]), dict(made[1])
 
 
 Tune = Callable[[tuple, dict, Any, tuple, tuple], None]
@@ -267,9 +246,4 @@ def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | N
 
 
 def _need_grid(engine: Autotuned, grid: Any) -> None:
-    if grid is None and engine.recipe.get("grid") is None:
-        raise CallError(
-            f"autotune.warmup({engine.name}, calls): {engine.name} has no grid= of its own; return it in the "
-            "maker's kwargs: `def make_args(n): ...; return (x, n), {'grid': lambda meta: (triton.cdiv(n, "
-            "meta['BLOCK']),)}`, given as functools.partial(make_args, n)"
-        )
+    need_grid(engine.name, engine.recipe.get("grid"), grid, f"autotune.warmup({engine.name}, calls)")

@@ -17,7 +17,17 @@ if TYPE_CHECKING:
     from ..record import TuningRecord
     from ..space.spaces import Config
 
-__all__ = ["BoundCall", "CallSignature", "Found", "How", "Launch", "argument_makers", "launch_option_names"]
+__all__ = [
+    "BoundCall",
+    "CallSignature",
+    "Found",
+    "How",
+    "Launch",
+    "argument_makers",
+    "launch_option_names",
+    "made_args",
+    "need_grid",
+]
 
 Found = Literal["memory", "disk", "remote", "tuned"]
 """Where `KernelCache.get_or_tune` found a key's record: a cache tier, or a tuning it ran."""
@@ -163,6 +173,28 @@ def argument_makers(calls: object, said: str) -> list[Callable[[], Any]]:
         if not callable(maker):
             raise CallError(f"{said}: call {index} is {_short(maker)}, not an argument maker: {_MAKER_HELP}")
     return makers
+
+
+def made_args(maker: Callable[[], Any], said: str) -> tuple[tuple, dict[str, Any]]:
+    """What an argument maker returns, checked to be (args, kwargs); a CallError naming the maker when it raises or
+    returns anything else."""
+    try:
+        made = maker()
+    except Exception as exc:
+        raise CallError(f"{said}: the argument maker {maker!r} failed: {type(exc).__name__}: {exc}") from exc
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
+        raise CallError(f"{said}: {_MAKER_HELP}; got {maker!r} returning {made!r}")
+    return tuple(made[0]), dict(made[1])
+
+
+def need_grid(kernel: str, own_grid: object, grid: object, said: str) -> None:
+    """A maker's call of a kernel decorated without grid= must give one in its kwargs: a CallError saying how."""
+    if grid is None and own_grid is None:
+        raise CallError(
+            f"{said}: {kernel} has no grid= of its own; return it in the maker's kwargs: `def make_args(n): ...; "
+            "return (x, n), {'grid': lambda meta: (triton.cdiv(n, meta['BLOCK']),)}`, given as "
+            "functools.partial(make_args, n)"
+        )
 
 
 def _short(value: object) -> str:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from ..config import Config
-from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..errors import AutotuneError, NoValidConfigError
+from ..kernel.call import made_args, need_grid
 from ..kernel.identity import heuristic_kwargs
 from ..options import Tuning
 from ..record import Search, Trial
@@ -135,20 +136,11 @@ class SweepWorker:
     def _bind(self, maker: Maker) -> tuple[Any, Any]:
         """(the bound call, its grid): a maker may return the launch grid in its kwargs (`grid=`), as for a kernel
         decorated without one."""
-        try:
-            made = maker()
-            args, kwargs = made
-            kwargs = dict(kwargs)
-        except Exception as exc:
-            raise CallError(f"the argument maker {maker!r} failed: {type(exc).__name__}: {exc}") from exc
+        said = f"sweep({self.kernel.name}, calls)"
+        args, kwargs = made_args(maker, said)
         grid = kwargs.pop("grid", None)
-        kwargs = heuristic_kwargs(self.layers, tuple(args), kwargs)
-        if grid is None and self.kernel.recipe.get("grid") is None:
-            raise CallError(
-                f"{self.kernel.name} has no grid= of its own: the argument maker {maker!r} returns it in its kwargs "
-                "(`return (x, n), {'grid': lambda meta: (triton.cdiv(n, meta['BLOCK']),)}`)"
-            )
-        return self.kernel.bind(tuple(args), kwargs, strict=True), grid
+        need_grid(self.kernel.name, self.kernel.recipe.get("grid"), grid, said)
+        return self.kernel.bind(args, heuristic_kwargs(self.layers, args, kwargs), strict=True), grid
 
     def tune(self) -> bytes:
         """Tune the prepared key here; its TuningRecord as the JSON bytes of a cache entry."""
