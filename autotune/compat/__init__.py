@@ -330,9 +330,8 @@ class Autotuner(KernelInterface):
         """A launch option every config sets (`triton.Config`'s num_warps, num_stages, num_ctas; maxnreg where one
         sets it) passed to the call: Triton's `fn.run(**kwargs, **config.all_kwargs())` raises TypeError, so does
         this (a CallError)."""
-        set_by_configs = set(_CONFIG_OPTIONS) - {"maxnreg"}
-        if any(getattr(c, "maxnreg", None) is not None for c in self._configs):
-            set_by_configs.add("maxnreg")
+        some_maxnreg = any(getattr(c, "maxnreg", None) is not None for c in self._configs)
+        set_by_configs = _CONFIG_OPTIONS if some_maxnreg else _CONFIG_OPTIONS - {"maxnreg"}
         given = sorted(name for name in call_kwargs.keys() & set_by_configs if call_kwargs[name] is not None)
         if given:
             raise CallError(

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, CallError, NoValidConfigError, OptionError
@@ -31,6 +31,9 @@ from .report import KeyOutcome, Status, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
 from .worker import Maker, MakerSet, WorkerSpec, tuned_search
+
+if TYPE_CHECKING:
+    from ..kernel.identity import KernelRef
 
 __all__ = ["sweep", "warmup_sweep"]
 
@@ -161,7 +164,7 @@ def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
             f"{options.said(tuned.name)}: a worker process cannot import the kernel ({ref.importable_reason}); "
             f"define it at the top level of a module{options.instead()}"
         )
-    if _plain_under_its_name(ref.module, ref.qualname):
+    if _plain_under_its_name(ref):
         raise OptionError(
             f"{options.said(tuned.name)}: a worker imports the kernel by its name, {ref.module}.{ref.qualname}, "
             "and that name holds the plain @triton.jit function (as after `add = autotune(...)(add_raw)`): decorate "
@@ -170,14 +173,12 @@ def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
     return WorkerSpec(ref.module, ref.qualname, ref.file, tuning, tuple(sys.path))
 
 
-def _plain_under_its_name(module_name: str, qualname: str) -> bool:
-    """Whether the kernel's module, already imported here, holds something other than an @autotune kernel under
-    the kernel's name (a script's `__main__` is not imported again to see)."""
-    from ..kernel.identity import tuned_under
+def _plain_under_its_name(ref: KernelRef) -> bool:
+    """Whether the kernel's module, as imported here (nothing is imported to see), holds something other than an
+    @autotune kernel under the kernel's name: what a worker would import."""
+    from ..kernel.identity import imported_object, tuned_under
 
-    found: object = sys.modules.get(module_name) if module_name != "__main__" else None
-    for part in qualname.split(".") if found is not None else ():
-        found = getattr(found, part, None)
+    found = imported_object(ref)
     return found is not None and tuned_under(found) is None
 
 
@@ -411,11 +412,12 @@ class _Run:
         key, dtypes, candidates, calls = slot.prepare(job.maker)
         outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
         cache = self.caches[slot.kind]
+        mine = (slot.kind, repr(key), tuple(dtypes))
         with self.lock:  # the first job of a key asks for the lease holder before a later one can take the lease
-            again = (slot.kind, repr(key), tuple(dtypes)) in self.begun
+            again = mine in self.begun
             holder = None if again else _lease_holder(cache, key, dtypes)
             if holder is None:  # leased elsewhere: each job of the key asks, and is `leased` too
-                self.begun.add((slot.kind, repr(key), tuple(dtypes)))
+                self.begun.add(mine)
         if holder is not None:
             outcome.status, outcome.error = "leased", f"being tuned by {holder}"
             return None
