@@ -56,3 +56,18 @@ def test_a_clear_by_module_and_qualname_forgets_a_crash_of_a_first_tuning_that_l
     out = capsys.readouterr().out
     assert "removed 0 entries" in out and "forgot 1 crash note" in out, out
     assert journal.crashed(KERNEL_ID, (1,), DTYPES) == {}
+
+
+def test_list_shows_the_configs_noted_as_crashed_that_no_entry_records_yet(capsys):
+    note_of_a_dead_process(KERNEL_ID, (1,))
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "CRASHED CONFIG" in out and KERNEL_ID in out and "BLOCK=32" in out and "the process ended" in out, out
+    assert "1 config noted by the crash journal" in out, out
+
+    write_record(record("add", [1], dtypes=list(DTYPES), kernel_id=KERNEL_ID))
+    assert main(["cache", "list", "--kernel", "add"]) == 0
+    out = capsys.readouterr().out
+    assert "1 entry in" in out and "1 config noted by the crash journal" in out, out
+    assert main(["cache", "list", "--kernel", "other:add"]) == 1  # another module's add: neither entry nor note
+    assert "CRASHED CONFIG" not in capsys.readouterr().out

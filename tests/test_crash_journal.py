@@ -10,6 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -241,3 +242,76 @@ def test_online_tuning_whose_every_config_crashed_raises_instead_of_crashing_on_
     assert [end.returncode for end in ends[:3]] == [-11, -11, -11]  # the fallback, then each config, measured
     assert ends[3].returncode == 1 and "NoValidConfigError" in ends[3].stderr, ends[3].stderr[-2000:]
     assert "every config ended a process that measured it" in ends[3].stderr
+
+
+POISON_CHILD = """
+import json, sys, warnings
+sys.path.insert(0, {tests!r})
+import torch
+from autotune import DeviceError
+from isolation_kernels import poisoning_add_in_process as kernel
+x, y, out = torch.rand(100), torch.rand(100), torch.empty(100)
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kernel(x, y, out, 100)
+except DeviceError as exc:
+    print(json.dumps({{"raised": str(exc)}}))
+else:
+    assert torch.allclose(out, x + y)
+    print(json.dumps({{
+        "trials": {{str(t.config["WRONG"]): [t.status.value, t.error] for t in kernel.record()}},
+        "warnings": [str(w.message) for w in caught],
+    }}))
+"""
+
+
+def test_a_config_that_leaves_the_device_unusable_is_noted_so_the_restarted_process_tunes_the_others():
+    """A sticky device error (an illegal memory access) raises DeviceError instead of ending the process; its note
+    stays, naming the error, so the restart the error asks for records the config crashed instead of looping."""
+
+    def child() -> dict:
+        code = POISON_CHILD.format(tests=str(TESTS))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = child()
+    assert "left the GPU unusable" in first["raised"] and "Restart the process" in first["raised"], first
+    (note,) = notes_dir().iterdir()
+    assert "illegal memory access" in json.loads(note.read_bytes())["error"]
+
+    second = child()
+    status, error = second["trials"]["1"]
+    assert status == "crashed" and "left the GPU unusable" in error and "illegal memory access" in error, error
+    assert second["trials"]["0"][0] == "ok"
+    assert len(second["warnings"]) == 1 and "left the GPU unusable" in second["warnings"][0]
+    assert list(notes_dir().iterdir()) == []  # the crash is in the record now
+
+
+def test_a_device_lost_in_the_re_measurement_raises_device_error_and_keeps_its_note():
+    from autotune import DeviceError, Tuning
+    from autotune.engine.compilers import FunctionCompiler
+    from autotune.engine.in_process import InProcessRunner
+    from autotune.engine.timing import WallClockTimer
+
+    def run_config(config: Config) -> None:
+        if config["BLOCK"] == 64:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated)")
+
+    def noted(config: Config):
+        return journal.measuring("m:refined", (5,), ("float32",), config)
+
+    runner = InProcessRunner(
+        run_config=run_config,
+        compiler=FunctionCompiler(lambda config: None),
+        timer=WallClockTimer(),
+        tuning=Tuning(warmup=0, reps=1),
+        kernel_name="refined",
+        noted=noted,
+    )
+    with pytest.raises(DeviceError, match=r"refined config \{'BLOCK': 64\} left the GPU unusable"):
+        runner.refine([Config(BLOCK=32), Config(BLOCK=64)], reps=2)
+    (note,) = notes_dir().iterdir()  # this process is alive: not yet a crash, but the note outlives it
+    assert json.loads(note.read_bytes())["config"] == {"BLOCK": 64}
+    assert journal.crashed("m:refined", (5,), ("float32",)) == {}

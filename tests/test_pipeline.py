@@ -323,3 +323,28 @@ add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
         tmp_path, kernel, "{t.config['BLOCK']: t.status.value for t in add.record((64,)).trials}"
     )
     assert "{32: 'ok', 64: 'timeout', 128: 'ok'}" in out
+
+
+@pytest.mark.parametrize("failing", [64, 128])
+def test_a_config_that_fails_when_re_measured_is_failed_and_the_others_decide(failing):
+    """The re-measurement of the best few runs each again: one that raises there (its own error, say a flaky
+    launch) is recorded failed and never wins; the others' rounds decide, and the tuning completes."""
+    runs: dict[int, int] = {}
+
+    def run_config(config: Config) -> None:
+        block = config["BLOCK"]
+        runs[block] = runs.get(block, 0) + 1
+        if block == failing and runs[block] > 2:  # its check run and its first measurement pass
+            raise RuntimeError("flaky launch")
+
+    tuning = Tuning(warmup=0, reps=1, compile_workers=0, refine_topk=3, refine_reps=3)
+    runner = InProcessRunner(
+        run_config=run_config, compiler=FunctionCompiler(lambda c: None), timer=WallClockTimer(), tuning=tuning
+    )
+    outcome = tune(TuneJob(configs=[Config(BLOCK=b) for b in (32, 64, 128)], tuning=tuning, runner=runner))
+    trials = {t.config["BLOCK"]: t for t in outcome.trials}
+    assert trials[failing].status is TrialStatus.RUNTIME_ERROR
+    assert trials[failing].error == "failed when re-measured: RuntimeError: flaky launch"
+    assert outcome.winner["BLOCK"] != failing and failing not in {c["BLOCK"] for c in outcome.remeasured}
+    assert sorted(c["BLOCK"] for c in outcome.remeasured) == sorted({32, 64, 128} - {failing})
+    assert all(len(trials[b].samples_ms) == 3 for b in {32, 64, 128} - {failing})  # their rounds decided

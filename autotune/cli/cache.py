@@ -150,6 +150,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     good = [e for e in entries if e.record is not None]
     bad = [e for e in entries if e.record is None]
+    crashes = _crash_notes(args.kernel)
+    if not entries and crashes:
+        print(_crash_notes_table(crashes))
+        return 0
     if not entries:
         if args.kernel is not None:  # a filter that matches nothing is likely a typo: said and exit 1, as show does
             print(
@@ -175,7 +179,38 @@ def _cmd_list(args: argparse.Namespace) -> int:
         + (f", {len(bad)} unusable" if bad else "")
         + f" in {safe_text(directory)}"
     )
+    if crashes:
+        print(f"\n{_crash_notes_table(crashes)}")
     return 0
+
+
+def _crash_notes(kernel: str | None) -> list[Any]:
+    from ..storage import journal
+    from ..storage.entries import kernel_matches, short_name
+
+    notes = journal.crashes()
+    return [n for n in notes if kernel is None or kernel_matches(short_name(n.kernel), n.kernel, kernel)]
+
+
+def _crash_notes_table(notes: list[Any]) -> str:
+    """The configs the crash journal holds as having ended a process, which no entry records yet."""
+    rows = [
+        [
+            safe_text(n.kernel),
+            safe_text(n.key),
+            safe_text(format_dtypes(n.dtypes)),
+            safe_text(format_config(n.config, " ")),
+            format_timestamp(n.since),
+            "left the GPU unusable" if n.error else "the process ended",
+        ]
+        for n in sorted(notes, key=lambda n: (n.kernel, n.key, n.since))
+    ]
+    table = format_table(["KERNEL", "KEY", "DTYPES", "CRASHED CONFIG", "NOTED", "WHAT HAPPENED"], rows)
+    return (
+        f"{table}\n\n{plural(len(notes), 'config', 'configs')} noted by the crash journal as having ended the "
+        "process measuring it: the next tuning of the key records it as crashed and tunes the others "
+        "(`autotune cache clear` has it tried again)"
+    )
 
 
 def _problem(error: str | None, path: Any) -> str:
@@ -385,7 +420,7 @@ def _register_list(sub: argparse._SubParsersAction, common: list[argparse.Argume
         help="one line per cached entry",
         description="List every entry of the tuning cache on disk, one line each: kernel, key, "
         "dtypes, device, winner, its time and the entry's age; unusable files are listed "
-        "with the reason.",
+        "with the reason, and the configs the crash journal holds as having ended a process.",
     )
     add_kernel_filter(p)
     p.add_argument("--json", action="store_true", help="the entries as JSON")

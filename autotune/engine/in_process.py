@@ -148,12 +148,18 @@ class InProcessRunner:
         return trial
 
     def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
+        """A config that fails when run again (its own error, in `errors`) is left out of the rounds."""
         rounds: dict[Config, list[float]] = {c: [] for c in configs}
         for _ in range(reps):
-            for config in configs:
+            for config in [c for c in configs if c in rounds]:
                 run = functools.partial(self.run_config, config)
                 with self.noted(config):  # a run that ends the process here is the config's crash too
-                    rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
+                    try:
+                        rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
+                    except Exception as exc:
+                        self._status_of(config, exc, "measure")  # raised unless the config's own failure
+                        self.errors[config] = exc
+                        del rounds[config]
         return rounds
 
     def close(self) -> None:
@@ -181,14 +187,17 @@ class InProcessRunner:
         if kind in _FAILED_STATUS:
             return _FAILED_STATUS[kind]
         if kind is FailureKind.STICKY_DEVICE:
-            raise DeviceError(
-                f"{self.kernel_name} config {dict(config)} left the GPU unusable ({type(exc).__name__}: {exc}); "
-                "every later launch in this process would fail, so the tuning stops here. Tune with "
-                "Tuning(isolate='process') (the kernel defined at the top level of an importable module), where "
-                "such a config costs only itself; or fix that config or prune= it away, then tune again in a "
-                "fresh process."
-            ) from exc
+            raise self._device_lost(config, exc) from exc
         raise exc
+
+    def _device_lost(self, config: Config, exc: Exception) -> DeviceError:
+        return DeviceError(
+            f"{self.kernel_name} config {dict(config)} left the GPU unusable ({type(exc).__name__}: {exc}); "
+            "every later launch in this process would fail, so the tuning stops here. Restart the process: the "
+            "crash journal has noted the config, so the next tuning records it as crashed and tunes the others. "
+            "Tune with Tuning(isolate='process') (the kernel defined at the top level of an importable module) to "
+            "have such a config cost only itself; or fix that config or prune= it away."
+        )
 
     def _failed(self, trial: Trial, status: TrialStatus, exc: BaseException) -> Trial:
         self.errors[trial.config] = exc

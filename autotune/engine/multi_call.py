@@ -133,14 +133,16 @@ class MultiCallRunner:
 
     def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
         """Each round re-measures every config on every call (one run each, interleaved), and a config's round is
-        the objective of its per-call times in that round."""
+        the objective of its per-call times in that round. A config that fails on any call is left out."""
         rounds: dict[Config, list[float]] = {c: [] for c in configs}
         for _ in range(reps):
-            per_call = [runner.refine(configs, 1) for runner in self.runners]
-            if not all(times.get(c) for times in per_call for c in configs):
-                return {}
-            for config in configs:
-                rounds[config].append(combine(self.objective, [statistics.median(t[config]) for t in per_call]))
+            alive = [c for c in configs if c in rounds]
+            per_call = [runner.refine(alive, 1) for runner in self.runners]
+            for config in alive:
+                if all(times.get(config) for times in per_call):
+                    rounds[config].append(combine(self.objective, [statistics.median(t[config]) for t in per_call]))
+                else:
+                    del rounds[config]
         return rounds
 
     def close(self) -> None:

@@ -48,7 +48,8 @@ class TrialRunner(Protocol):
         ...
 
     def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
-        """Re-measure `configs` interleaved, `reps` rounds of one run each; {} when they could not be."""
+        """Re-measure `configs` interleaved, `reps` rounds of one run each; {} when they could not be. A config
+        that failed on its own when run again is left out (its exception in `errors` where the runner has it)."""
         ...
 
     def close(self) -> None:

@@ -115,9 +115,14 @@ def _winner(job: TuneJob, trials: dict[Config, Trial]) -> tuple[Config, list[Con
     ok = sorted((t for t in trials.values() if t.ok), key=fastest_first)
     if not ok:
         _raise_no_valid(job, list(trials.values()))
-    top = ok[: job.tuning.refine_topk]
-    remeasured = [t.config for t in sorted(top, key=fastest_first)] if _refine(job, top) else []
-    return (remeasured[0] if remeasured else ok[0].config), remeasured
+    refined = _refine(job, ok[: job.tuning.refine_topk])
+    if refined:
+        remeasured = [t.config for t in sorted(refined, key=fastest_first)]
+        return remeasured[0], remeasured
+    ok = [t for t in ok if t.ok]  # without those that failed when re-measured
+    if not ok:
+        _raise_no_valid(job, list(trials.values()))
+    return ok[0].config, []
 
 
 def _run_batch(job: TuneJob, configs: Sequence[Config], trials: dict[Config, Trial]) -> None:
@@ -234,21 +239,27 @@ def _search(job: TuneJob) -> dict[Config, Trial]:
     return trials
 
 
-def _refine(job: TuneJob, top: list[Trial]) -> bool:
+def _refine(job: TuneJob, top: list[Trial]) -> list[Trial]:
     """Re-measure the best few interleaved (one rep each per round), so drift hits all of them alike; the winner
     is then the fastest of them by those rounds alone. A refined trial's samples become its rounds (its first pass
     only chose it for refinement), so a slow or fast spell during one config's first pass does not pick the
-    winner, and its median is still the median of its samples. False when nothing was re-measured (the first
-    pass decides)."""
+    winner, and its median is still the median of its samples. Returns the trials re-measured, [] when the first
+    pass decides; one that failed when run again is failed (never the winner)."""
     if len(top) < 2 or job.tuning.refine_reps <= 0:
-        return False
+        return []
     rounds = job.runner.refine([t.config for t in top], job.tuning.refine_reps)
-    if not all(rounds.get(t.config) for t in top):  # the runner could not re-measure them: first passes decide
-        return False
-    for trial in top:  # its samples are now the rounds: the record's median is what decided
+    if not rounds:  # the runner could not re-measure them: first passes decide
+        return []
+    for trial in top:
+        if not rounds.get(trial.config):
+            error = job.runner.errors.get(trial.config)
+            trial.status = TrialStatus.RUNTIME_ERROR
+            trial.error = "failed when re-measured" + ("" if error is None else f": {type(error).__name__}: {error}")
+    refined = [t for t in top if t.ok]
+    for trial in refined:  # its samples are now the rounds: the record's median is what decided
         trial.samples_ms = list(rounds[trial.config])
         trial.median_ms, trial.min_ms = summarize(trial.samples_ms)
-    return True
+    return refined
 
 
 def _raise_no_valid(job: TuneJob, trials: list[Trial]) -> NoReturn:

@@ -2,9 +2,11 @@
 
 Before a config is measured in the caller's process (no worker to die in its place), a note is written to
 `<cache dir>/.journal/` naming the kernel, the key, the config and the process (pid, its start time, the boot,
-the host); the note is removed when the measurement returns or raises. A note whose process no longer exists
-is a config that ended its process (a segfault, a sticky device error, a kill after a hang): the next tuning of
-that key records it as `crashed` instead of trying it again, so a restarting service does not crash-loop.
+the host); the note is removed when the measurement returns or raises, except for an error that left the device
+unusable (an illegal memory access: every later launch of the process fails), which the note then names. A note
+whose process no longer exists is a config that ended its process (a segfault, a sticky device error, a kill
+after a hang): the next tuning of that key records it as `crashed` instead of trying it again, so a restarting
+service does not crash-loop.
 
 A live process's notes are never crashes; a note of another host is never one (the cache directory may be
 shared); a pid counts as alive only while its start time (Linux: /proc/<pid>/stat) and the boot match the
@@ -28,12 +30,12 @@ from typing import Any
 
 import msgspec
 
-from ..errors import CacheEntryError
+from ..errors import CacheEntryError, FailureKind, classify
 from ..space.spaces import Config
 from .entries import key_text
 from .files import is_regular_file, pid_alive, read_entry_bytes, root
 
-__all__ = ["MAX_NOTES", "MAX_NOTE_BYTES", "crashed", "forget", "measuring"]
+__all__ = ["MAX_NOTES", "MAX_NOTE_BYTES", "Note", "crashed", "crashes", "forget", "measuring", "why_crashed"]
 
 logger = logging.getLogger("autotune")
 
@@ -56,13 +58,14 @@ class Note(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     boot: str | None  # this boot's id (None where it cannot be read)
     host: str
     since: float  # time.time() when the measurement began
+    error: str | None = None  # the error that left the device unusable, when the measurement raised one
 
 
 def measuring(
     kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any]
 ) -> contextlib.AbstractContextManager:
     """A context around measuring `config` for (kernel, key, dtypes) in this process: noted before, the note
-    removed after (whether the measurement returns or raises)."""
+    removed after, whether the measurement returns or raises, unless what it raised left the device unusable."""
     return _noted(kernel_id, key, dtypes, config)
 
 
@@ -84,6 +87,11 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
     written = _write(path, msgspec.json.encode(note))
     try:
         yield
+    except Exception as exc:
+        if written and classify(exc, "run") is FailureKind.STICKY_DEVICE:
+            _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=_device_error(exc))))
+            written = False  # kept: once this process ends, the next one records the config as crashed
+        raise
     finally:
         if written:
             with contextlib.suppress(OSError):
@@ -96,13 +104,31 @@ def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
     wanted_key, wanted_dtypes = key_text(key), [str(d) for d in dtypes]
     for _, note in _dead_notes(kernel_id, key):
         if note is not None and note.kernel == kernel_id and note.key == wanted_key and note.dtypes == wanted_dtypes:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(note.since))
-            found[Config(note.config)] = (
-                f"the process ended while measuring it (pid {note.pid} on {note.host}, at {when}): a crash, or "
-                "a kill from outside; not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or "
-                "`autotune cache clear`"
-            )
+            found[Config(note.config)] = why_crashed(note)
     return found
+
+
+def crashes() -> list[Note]:
+    """Every kernel's notes of dead processes: the configs the next tuning of their key records as crashed."""
+    return [note for _, note in _dead_notes(None, None) if note is not None]
+
+
+def why_crashed(note: Note) -> str:
+    """Why `note`'s config is said to have ended its process, and how to have it tried again."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(note.since))
+    if note.error is None:
+        what = f"the process ended while measuring it (pid {note.pid} on {note.host}, at {when}): a crash, or a kill"
+        what += " from outside"
+    else:
+        what = f"it left the GPU unusable in the process measuring it (pid {note.pid} on {note.host}, at {when}:"
+        what += f" {note.error})"
+    return f"{what}; not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or `autotune cache clear`"
+
+
+def _device_error(exc: BaseException) -> str:
+    """The device's own error behind `exc` (a DeviceError wraps it), cut to a line's length."""
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    return f"{type(cause).__name__}: {cause}"[:300]
 
 
 def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple | None = None) -> int:
@@ -178,6 +204,18 @@ def _write(path: Path, data: bytes) -> bool:
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
         return False
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a note over an earlier one atomically; best-effort, as `_write` (the earlier note stays then)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    except OSError as exc:
+        logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
+        with contextlib.suppress(OSError):
+            temporary.unlink()
 
 
 def _directory() -> Path:
