@@ -514,19 +514,11 @@ all_crashing_online = autotune(
 )(segfaulting_add.fn)
 
 
-@autotune(
+# poisoning_add measured in this process: its wrong config stops the tuning with DeviceError
+poisoning_add_in_process = autotune(
     space=[{"BLOCK": 64, "WRONG": 0}, {"BLOCK": 32, "WRONG": 1}, {"BLOCK": 128, "WRONG": 0}],
     key=["n"],
     grid="(cdiv(n, $BLOCK),)",
     verify=poisoning_verify,
     tuning=Tuning(isolate="off", compile_workers=0, warmup=0, reps=1, refine_topk=0),
-)
-@triton.jit
-def poisoning_add_in_process(x, y, out, n, BLOCK: tl.constexpr, WRONG: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    a, b = tl.load(x + offs, mask=mask), tl.load(y + offs, mask=mask)
-    if WRONG:
-        tl.store(out + offs, a - b, mask=mask)
-    else:
-        tl.store(out + offs, a + b, mask=mask)
+)(poisoning_add.fn)

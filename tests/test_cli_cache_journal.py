@@ -63,11 +63,11 @@ def test_list_shows_the_configs_noted_as_crashed_that_no_entry_records_yet(capsy
     assert main(["cache", "list"]) == 0
     out = capsys.readouterr().out
     assert "CRASHED CONFIG" in out and KERNEL_ID in out and "BLOCK=32" in out and "the process ended" in out, out
-    assert "1 config noted by the crash journal" in out, out
+    assert "1 config noted by the crash journal: the next tuning" in out, out
 
     write_record(record("add", [1], dtypes=list(DTYPES), kernel_id=KERNEL_ID))
     assert main(["cache", "list", "--kernel", "add"]) == 0
     out = capsys.readouterr().out
-    assert "1 entry in" in out and "1 config noted by the crash journal" in out, out
+    assert "1 entry in" in out and "1 config noted by the crash journal: the next tuning" in out, out
     assert main(["cache", "list", "--kernel", "other:add"]) == 1  # another module's add: neither entry nor note
     assert "CRASHED CONFIG" not in capsys.readouterr().out

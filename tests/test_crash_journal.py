@@ -315,3 +315,52 @@ def test_a_device_lost_in_the_re_measurement_raises_device_error_and_keeps_its_n
     (note,) = notes_dir().iterdir()  # this process is alive: not yet a crash, but the note outlives it
     assert json.loads(note.read_bytes())["config"] == {"BLOCK": 64}
     assert journal.crashed("m:refined", (5,), ("float32",)) == {}
+
+
+def test_a_new_set_of_calls_keeps_the_noted_crashes_and_a_forced_warmup_tries_them_again(monkeypatch):
+    """A multi-shape entry tuned again because its set of calls changed keeps the journal's notes (a service whose
+    calls changed would otherwise try a crashing config at every restart); AUTOTUNE_FORCE tries them again."""
+    import sweep_kernels as sk
+
+    import autotune
+
+    kernel = sk.shape_tagged("geomean")
+    autotune.warmup(kernel, sk.shape_calls([1, 2]))
+    dtypes = tuple(kernel.record(()).dtypes)
+    _note_of_a_dead_process(kernel.identity, (), dtypes, {"TAG": 3})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [k.key for k in autotune.warmup(kernel, sk.shape_calls([2])).tuned] == [()]
+    assert [w for w in caught if issubclass(w.category, CrashWarning)]
+    assert kernel.record(()).trial_for(Config(TAG=3)).status is TrialStatus.CRASHED
+
+    _note_of_a_dead_process(kernel.identity, (), dtypes, {"TAG": 3})
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
+    assert [k.key for k in autotune.warmup(kernel, sk.shape_calls([2])).tuned] == [()]
+    assert kernel.record(()).trial_for(Config(TAG=3)).status is TrialStatus.OK
+    assert journal.crashed(kernel.identity, (), dtypes) == {}
+
+
+def test_an_earlier_launch_s_device_error_is_not_noted_against_the_next_config():
+    """CUDA reports a launch's error at a later call: the runner waits for earlier launches before noting a
+    config, so an error they left stops the tuning without blaming (and keeping a note for) that config."""
+    from autotune import DeviceError, Tuning
+    from autotune.engine.compilers import FunctionCompiler
+    from autotune.engine.in_process import InProcessRunner
+    from autotune.engine.timing import WallClockTimer
+
+    def synchronize() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (an earlier launch's)")
+
+    runner = InProcessRunner(
+        run_config=lambda config: None,
+        compiler=FunctionCompiler(lambda config: None),
+        timer=WallClockTimer(),
+        tuning=Tuning(warmup=0, reps=1),
+        synchronize=synchronize,
+        kernel_name="innocent",
+        noted=lambda config: journal.measuring("m:innocent", (5,), ("float32",), config),
+    )
+    with pytest.raises(DeviceError, match="unusable before innocent's next config ran.*CUDA_LAUNCH_BLOCKING"):
+        runner.measure(Config(BLOCK=32))
+    assert not notes_dir().exists() or list(notes_dir().iterdir()) == []

@@ -139,6 +139,7 @@ LAYERS: dict[str, str] = {
             "decorator",
             "decorator.autotuned",
             "decorator.functional",
+            "decorator.tune_key",
             "decorator.inspection",
             "modes",
             "modes.online",

@@ -325,26 +325,40 @@ add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
     assert "{32: 'ok', 64: 'timeout', 128: 'ok'}" in out
 
 
-@pytest.mark.parametrize("failing", [64, 128])
-def test_a_config_that_fails_when_re_measured_is_failed_and_the_others_decide(failing):
-    """The re-measurement of the best few runs each again: one that raises there (its own error, say a flaky
-    launch) is recorded failed and never wins; the others' rounds decide, and the tuning completes."""
+def _flaky_job(failing: set[int]) -> TuneJob:
+    """BLOCK 32, 64 and 128, all re-measured; those in `failing` raise from their third run on (the re-measurement:
+    their check run and first measurement pass are clean)."""
     runs: dict[int, int] = {}
 
     def run_config(config: Config) -> None:
         block = config["BLOCK"]
         runs[block] = runs.get(block, 0) + 1
-        if block == failing and runs[block] > 2:  # its check run and its first measurement pass
+        if block in failing and runs[block] > 2:
             raise RuntimeError("flaky launch")
 
     tuning = Tuning(warmup=0, reps=1, compile_workers=0, refine_topk=3, refine_reps=3)
     runner = InProcessRunner(
         run_config=run_config, compiler=FunctionCompiler(lambda c: None), timer=WallClockTimer(), tuning=tuning
     )
-    outcome = tune(TuneJob(configs=[Config(BLOCK=b) for b in (32, 64, 128)], tuning=tuning, runner=runner))
+    return TuneJob(configs=[Config(BLOCK=b) for b in (32, 64, 128)], tuning=tuning, runner=runner)
+
+
+@pytest.mark.parametrize("failing", [{64}, {128}, {32, 128}])
+def test_a_config_that_fails_when_re_measured_is_failed_and_the_others_decide(failing):
+    """The re-measurement of the best few runs each again: one that raises there (its own error, say a flaky
+    launch) is recorded failed and never wins; the others' rounds decide, and the tuning completes."""
+    outcome = tune(_flaky_job(failing))
     trials = {t.config["BLOCK"]: t for t in outcome.trials}
-    assert trials[failing].status is TrialStatus.RUNTIME_ERROR
-    assert trials[failing].error == "failed when re-measured: RuntimeError: flaky launch"
-    assert outcome.winner["BLOCK"] != failing and failing not in {c["BLOCK"] for c in outcome.remeasured}
-    assert sorted(c["BLOCK"] for c in outcome.remeasured) == sorted({32, 64, 128} - {failing})
-    assert all(len(trials[b].samples_ms) == 3 for b in {32, 64, 128} - {failing})  # their rounds decided
+    for block in failing:
+        assert trials[block].status is TrialStatus.RUNTIME_ERROR
+        assert trials[block].error == "failed when re-measured: RuntimeError: flaky launch"
+    survivors = {32, 64, 128} - failing
+    assert outcome.winner["BLOCK"] in survivors and {c["BLOCK"] for c in outcome.remeasured} == survivors
+    assert all(len(trials[b].samples_ms) == 3 for b in survivors)  # their rounds decided
+
+
+def test_when_every_config_fails_when_re_measured_none_wins():
+    from autotune import NoValidConfigError
+
+    with pytest.raises(NoValidConfigError, match="failed when re-measured: RuntimeError: flaky launch"):
+        tune(_flaky_job({32, 64, 128}))

@@ -105,6 +105,23 @@ def test_decorating_a_billion_config_space_lists_nothing_and_searches_it():
     assert "| random: 6 of 1,000,000,000 tried" in format_summary(record, cache_hit=False)
 
 
+def test_a_search_over_the_configs_prune_kept_counts_those_configs_as_its_space():
+    space = CartesianSpace(BLOCK=[32, 64, 128], A=[0, 1], B=[0], C=[0])  # 6 configs, prune= keeps BLOCK 64's 2
+    kernel = autotune(
+        space=space,
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        prune=lambda configs, args: [c for c in configs if c["BLOCK"] == 64],
+        tuning=Tuning(strategy="random", max_configs=5, compile_workers=0, warmup=0, reps=1, refine_topk=0),
+    )(add_kernel)
+    call(kernel, 200)
+    record = kernel.record()
+    assert record.space_size == 2 and {t.config["BLOCK"] for t in record.trials} == {64}, record
+    from autotune.reporting import format_summary
+
+    assert "| random: 2 of 2 tried" in format_summary(record, cache_hit=False)
+
+
 def test_exhaustive_refuses_a_lazy_space_and_names_a_strategy():
     with pytest.raises(SpaceError, match="strategy='model'"):
         decorate(huge_space(), strategy="exhaustive")

@@ -193,7 +193,8 @@ def _crash_notes(kernel: str | None) -> list[Any]:
 
 
 def _crash_notes_table(notes: list[Any]) -> str:
-    """The configs the crash journal holds as having ended a process, which no entry records yet."""
+    """The configs the crash journal holds as having ended a process (or left its GPU unusable): a note is
+    dropped when a tuning of its key records the config."""
     rows = [
         [
             safe_text(n.kernel),
@@ -201,21 +202,23 @@ def _crash_notes_table(notes: list[Any]) -> str:
             safe_text(format_dtypes(n.dtypes)),
             safe_text(format_config(n.config, " ")),
             format_timestamp(n.since),
-            "left the GPU unusable" if n.error else "the process ended",
+            "the process ended" if n.error is None else _cut(f"left the GPU unusable: {safe_text(n.error)}", 70),
         ]
         for n in sorted(notes, key=lambda n: (n.kernel, n.key, n.since))
     ]
     table = format_table(["KERNEL", "KEY", "DTYPES", "CRASHED CONFIG", "NOTED", "WHAT HAPPENED"], rows)
     return (
-        f"{table}\n\n{plural(len(notes), 'config', 'configs')} noted by the crash journal as having ended the "
-        "process measuring it: the next tuning of the key records it as crashed and tunes the others "
-        "(`autotune cache clear` has it tried again)"
+        f"{table}\n\n{plural(len(notes), 'config', 'configs')} noted by the crash journal: the next tuning of "
+        "each key records them as crashed and tunes the others (`autotune cache clear` has them tried again)"
     )
 
 
 def _problem(error: str | None, path: Any) -> str:
-    text = safe_text((error or "").replace(str(path), "").strip())
-    return text if len(text) <= 80 else text[:77] + "..."
+    return _cut(safe_text((error or "").replace(str(path), "").strip()), 80)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -420,7 +423,8 @@ def _register_list(sub: argparse._SubParsersAction, common: list[argparse.Argume
         help="one line per cached entry",
         description="List every entry of the tuning cache on disk, one line each: kernel, key, "
         "dtypes, device, winner, its time and the entry's age; unusable files are listed "
-        "with the reason, and the configs the crash journal holds as having ended a process.",
+        "with the reason, and then the configs the crash journal holds as having ended a process (text only: "
+        "--json lists the entries).",
     )
     add_kernel_filter(p)
     p.add_argument("--json", action="store_true", help="the entries as JSON")

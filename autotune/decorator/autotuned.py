@@ -6,7 +6,6 @@ once, whatever the number of threads and processes asking) and launches it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import logging
@@ -14,19 +13,17 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from msgspec import structs
 from triton.runtime.jit import KernelInterface
 
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
 from ..engine.compilers import JitCompiler, NoCompile, driver_problem
 from ..engine.process_group import Mode, active_mode
-from ..engine.search import check_strategy, make_strategy, nearest_prior, nearest_winners, prior_note, search_of
+from ..engine.search import check_strategy, search_of
 from ..errors import (
     AutotuneError,
     CacheWarning,
     CallError,
-    CrashWarning,
     NoDeviceError,
     OptionError,
     SpaceError,
@@ -77,23 +74,20 @@ from ..options import (
     online_mode,
     warn_misspelt_env,
 )
-from ..record import Trial, TuningRecord
+from ..record import TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import tuned_under
 from ..space.expressions import compile_derive, compile_grid
 from ..space.spaces import Config, SearchSpace, as_space
-from ..storage import journal
 from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
 from ..storage.kernel_cache import KernelCache
 from .inspection import KernelInspection
+from .tune_key import KeyTuning, Select, tune_key
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Compiler
-    from ..engine.progress import TuningProgress
-    from ..engine.search.strategies import SearchStrategy
-    from ..engine.trial_runner import TrialRunner
     from ..engine.tunable_kernel import TunableKernel
     from ..modes.online import OnlineTuner
 
@@ -338,7 +332,6 @@ class Autotuned(KernelInspection, KernelInterface):
             else _NO_HIT_PATH
         )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
-        self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Config | None = None
 
@@ -546,7 +539,7 @@ class Autotuned(KernelInspection, KernelInterface):
             record, how = self.cache.get_or_tune(
                 key,
                 dtypes,
-                lambda: self._tune(key, dtypes, bound, grid, kept, candidates),
+                lambda: tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force)),
                 force=force,
                 lock_timeout_s=self.tuning.lock_timeout_s,
                 candidates=candidates,
@@ -577,8 +570,8 @@ class Autotuned(KernelInspection, KernelInterface):
         except Exception as exc:  # raised inside the agreement, so every rank learns of it together
             kept, candidates, prune_error = list(self.configs or ()), None, exc
 
-        def tune_shard(select: Callable[[list[Config]], Sequence[Config]] | None) -> TuningRecord:
-            return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
+        def tune_shard(select: Select | None) -> TuningRecord:
+            return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force, select=select))
 
         from ..modes import distributed as _distributed
 
@@ -624,10 +617,13 @@ class Autotuned(KernelInspection, KernelInterface):
         first, grid = calls[0]
         kept, candidates = self.candidates(first)
         described = [describe_call(bound.named) for bound, _ in calls]
+        # Tuned again for a changed set of calls, but the crash journal's notes stay: a restart whose calls differ
+        # from the entry's until a tuning completes would otherwise try a crashing config at every start.
+        job = KeyTuning(key, dtypes, first, grid, kept, candidates, force=force, calls=calls, described=described)
         return self.cache.get_or_tune(
             key,
             dtypes,
-            lambda: self._tune(key, dtypes, first, grid, kept, candidates, calls=calls, described=described),
+            lambda: tune_key(self, job),
             force=force or self.cache.calls_changed(key, dtypes, candidates, described),
             lock_timeout_s=self.tuning.lock_timeout_s,
             candidates=candidates,
@@ -736,138 +732,12 @@ class Autotuned(KernelInspection, KernelInterface):
         return args, launch_kwargs, grid
 
     # ------------------------------------------------------------------------------------------ tuning
-    def _tune(
-        self,
-        key: tuple,
-        dtypes: tuple,
-        bound: BoundCall,
-        grid: Any,
-        kept: Sequence[Config],
-        candidates: str | None,
-        select: Callable[[list[Config]], Sequence[Config]] | None = None,
-        calls: Sequence[tuple[BoundCall, Any]] = (),
-        described: list[str] | None = None,
-    ) -> TuningRecord:
-        """Tune this key. With `select` (distributed shard mode), tune only the candidates it keeps, record the
-        others as skipped and measure even a lone one: the ranks' records are merged and reported afterwards."""
-        from ..engine.tuner import TuneJob, tune
-        from ..reporting.lines import emit
-
-        configs, strategy, skip = self._configs_to_tune(key, dtypes, kept, select)
-        total = len(configs) - len(skip) if strategy is None else min(self.tuning.max_configs, self.space_size)
-        noted, crashed = self.crash_journal(key, dtypes)
-        runner = self._trial_runner(bound, grid, calls, noted)  # a shard too: its subset is `skip`
-        progress = self._progress(key, total, searched=strategy is not None)
-        job = TuneJob(
-            configs=configs,
-            tuning=self.tuning,
-            runner=runner,
-            kernel_name=self.name,
-            skip=skip,
-            strategy=strategy,
-            preference=kept,
-            progress=progress,
-            measure_single=select is not None or self.verify is not None,
-            whole_space=select is None,
-            crashed=crashed if runner.where == "in-process" else {},  # a worker may try them: a crash costs only itself
-        )
-        with progress:
-            outcome = tune(job)
-        journal.forget(self.identity, key, dtypes)  # the crashes noted are in the record now
-        record = self.cache.new_record(
-            key,
-            dtypes,
-            winner=outcome.winner,
-            trials=self.with_lowering(outcome.trials),
-            tuning_s=outcome.tuning_s,
-            candidates=candidates,
-            strategy=None if strategy is None else self.strategy,
-            space_size=None if strategy is None else self.space_size,
-            prior=prior_note(getattr(strategy, "prior", None), outcome.winner),
-            where=runner.where,
-            remeasured=outcome.remeasured,
-            calls=described,
-        )
-        if select is None:
-            emit(record, cache_hit=False)
-        return record
-
-    def _configs_to_tune(
-        self,
-        key: tuple,
-        dtypes: tuple,
-        kept: Sequence[Config],
-        select: Callable[[list[Config]], Sequence[Config]] | None,
-    ) -> tuple[Sequence[Config], SearchStrategy | None, frozenset[Config]]:
-        """(the configs, [] when a search strategy proposes them; that strategy, else None; the configs to record
-        as skipped: those prune= did not keep, and with `select` those it did not choose)."""
-        configs, strategy = self.configs or [], None
-        if self.strategy != "exhaustive":
-            configs, strategy = [], self.search_strategy(key, kept, dtypes)
-        kept_set = set(kept)
-        skip = frozenset(c for c in configs if c not in kept_set)
-        if select is not None:
-            mine = set(select([c for c in configs if c not in skip]))
-            skip = frozenset(c for c in configs if c not in mine)
-        return configs, strategy, skip
-
-    def _trial_runner(
-        self, bound: BoundCall, grid: Any, calls: Sequence[tuple[BoundCall, Any]], noted: Callable[[Config], Any]
-    ) -> TrialRunner:
-        from ..engine.runners import multi_call_runner, runner_for
-
-        if calls:
-            return multi_call_runner(self, calls, self.tuning.objective or "geomean", noted)
-        return runner_for(self, bound, grid, noted)
-
-    def with_lowering(self, trials: list[Trial]) -> list[Trial]:
-        """The trials with what each config's occupancy became on this process's target (`Trial.lowered`)."""
-        if OCCUPANCY not in self.static_options and OCCUPANCY not in self.space.fields():
-            return trials
-        lowered = [self.lowered(t.config) for t in trials]
-        return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
-
-    def tune_selected(
-        self, bound: BoundCall, grid: Any = None, *, select: Callable[[list[Config]], Sequence[Config]]
-    ) -> TuningRecord:
+    def tune_selected(self, bound: BoundCall, grid: Any = None, *, select: Select) -> TuningRecord:
         """Tune only the candidates `select` keeps for this call (the others recorded skipped; a lone one measured
         too), reading and writing no cache: one share of a key that several processes tune (a sweep's split)."""
         key, dtypes = self.key_of(bound)
         kept, candidates = self.candidates(bound)
-        return self._tune(key, dtypes, bound, grid, kept, candidates, select=select)
-
-    def crash_journal(self, key: tuple, dtypes: tuple) -> tuple[Callable[[Config], Any], dict[Config, str]]:
-        """The crash journal's note around each in-process trial of this key, and the configs noted as having
-        ended a process (each warned of once); none under force, which tries them again. A kernel whose winners
-        stay in memory (compat's cache_results=False) writes nothing to the cache directory: no journal."""
-        if not self.cache.tiers:
-            return lambda config: contextlib.nullcontext(), {}
-        if self.tuning.force or env_force():
-            journal.forget(self.identity, key, dtypes)
-            crashed: dict[Config, str] = {}
-        else:
-            crashed = journal.crashed(self.identity, key, dtypes)
-        for config, why in crashed.items():
-            if (key, dtypes, config) not in self._crash_warned:
-                self._crash_warned.add((key, dtypes, config))
-                warn_at_caller(
-                    f"autotune: {self.name} config {dict(config)} for key={key}: {why}. It is recorded as "
-                    "crashed and the other configs are tuned",
-                    CrashWarning,
-                )
-        return functools.partial(journal.measuring, self.identity, key, dtypes), crashed
-
-    def search_strategy(self, key: tuple, kept: Sequence[Config], dtypes: tuple | None = None) -> SearchStrategy:
-        """The strategy that searches this key: over the space (or the configs prune= kept), seeded with the
-        winners of this kernel's nearest tuned keys (the same key with other `dtypes` included), and for "model"
-        with `Tuning(transfer=True)`, the nearest key's record tuned on another device kind as its prior."""
-        space = self.space if self.configs is None or len(kept) == len(self.configs) else as_space(list(kept))
-        seeds = nearest_winners(key, self.cache.tuned_records(), dtypes=dtypes)
-        transfer = self.strategy == "model" and self.tuning.transfer  # only the model search uses a prior
-        prior = nearest_prior(key, dtypes, self.cache.prior_records()) if transfer else None
-        return make_strategy(
-            self.strategy, space, seed=self.tuning.seed, seeds=seeds, budget=self.tuning.max_configs, prior=prior
-        )
+        return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, select=select))
 
     def run_trial(self, config: Config, args: tuple, kwargs: dict, grid: Any) -> Any:
         """Launch one run of `config` while tuning (never the final launch). A seam: the triton.autotune
@@ -896,13 +766,6 @@ class Autotuned(KernelInspection, KernelInterface):
             import torch
 
             torch.cuda.synchronize()
-
-    def _progress(self, key: tuple, total: int, searched: bool) -> TuningProgress:
-        from ..engine.progress import TuningProgress
-
-        if not searched:
-            return TuningProgress(self.name, key, total)
-        return TuningProgress(self.name, key, total, strategy=self.strategy, space_size=self.space_size)
 
     # ------------------------------------------------------------------------------------------ inspection
     def __repr__(self) -> str:

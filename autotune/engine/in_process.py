@@ -99,7 +99,7 @@ class InProcessRunner:
         guards: CallGuards = CallGuards(),
         synchronize: Callable[[], None] = lambda: None,
         kernel_name: str = "kernel",
-        noted: Callable[[Config], AbstractContextManager[Any]] = lambda config: contextlib.nullcontext(),
+        noted: Callable[[Config], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.run_config = run_config
         self._compiler = compiler
@@ -109,7 +109,9 @@ class InProcessRunner:
         self.guards = guards
         self.synchronize = synchronize
         self.kernel_name = kernel_name
-        self.noted = noted  # around each measurement: the crash journal notes the config while it runs
+        # around each measurement: the crash journal notes the config while it runs (None: nothing notes it)
+        self.noted = noted if noted is not None else lambda config: contextlib.nullcontext()
+        self.journaled = noted is not None
         self.compile_timeout_s = tuning.compile_timeout_s
         self.errors: dict[Config, BaseException] = {}
         checked = guards.verify.outputs if isinstance(guards.verify, Reference) else ()
@@ -124,6 +126,7 @@ class InProcessRunner:
         return self._compiler
 
     def measure(self, config: Config) -> Trial:
+        self._settle_earlier_launches()
         with self.noted(config):
             return self._measure(config)
 
@@ -153,6 +156,7 @@ class InProcessRunner:
         for _ in range(reps):
             for config in [c for c in configs if c in rounds]:
                 run = functools.partial(self.run_config, config)
+                self._settle_earlier_launches()
                 with self.noted(config):  # a run that ends the process here is the config's crash too
                     try:
                         rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
@@ -191,13 +195,32 @@ class InProcessRunner:
         raise exc
 
     def _device_lost(self, config: Config, exc: Exception) -> DeviceError:
+        restart = (
+            "Restart the process: the crash journal noted the config, so the next tuning of this key records it "
+            "as crashed and tunes the others."
+            if self.journaled
+            else "Restart the process (nothing notes the config here: a new tuning would try it again)."
+        )
         return DeviceError(
             f"{self.kernel_name} config {dict(config)} left the GPU unusable ({type(exc).__name__}: {exc}); "
-            "every later launch in this process would fail, so the tuning stops here. Restart the process: the "
-            "crash journal has noted the config, so the next tuning records it as crashed and tunes the others. "
-            "Tune with Tuning(isolate='process') (the kernel defined at the top level of an importable module) to "
-            "have such a config cost only itself; or fix that config or prune= it away."
+            f"every later launch in this process would fail, so the tuning stops here. {restart} Tune with "
+            "Tuning(isolate='process') (the kernel defined at the top level of an importable module) to have "
+            "such a config cost only itself; or fix that config or prune= it away."
         )
+
+    def _settle_earlier_launches(self) -> None:
+        """Wait for what ran before a config is noted: CUDA reports a launch's error at a later call, and an
+        earlier launch's error is not the config's to be noted for."""
+        try:
+            self.synchronize()
+        except Exception as exc:
+            if classify(exc, "run") is not FailureKind.STICKY_DEVICE:
+                raise
+            raise DeviceError(
+                f"the GPU was unusable before {self.kernel_name}'s next config ran ({type(exc).__name__}: {exc}): "
+                "an earlier launch left it so (CUDA reports an error at a later call). Restart the process; "
+                "CUDA_LAUNCH_BLOCKING=1 makes the launch that fails raise at once."
+            ) from exc
 
     def _failed(self, trial: Trial, status: TrialStatus, exc: BaseException) -> Trial:
         self.errors[trial.config] = exc

@@ -248,14 +248,12 @@ def _refine(job: TuneJob, top: list[Trial]) -> list[Trial]:
     if len(top) < 2 or job.tuning.refine_reps <= 0:
         return []
     rounds = job.runner.refine([t.config for t in top], job.tuning.refine_reps)
-    if not rounds:  # the runner could not re-measure them: first passes decide
-        return []
-    for trial in top:
-        if not rounds.get(trial.config):
-            error = job.runner.errors.get(trial.config)
+    for trial in top:  # a config that ran clean in the first pass has an error only from its re-measurement
+        error = None if rounds.get(trial.config) else job.runner.errors.get(trial.config)
+        if error is not None:
             trial.status = TrialStatus.RUNTIME_ERROR
-            trial.error = "failed when re-measured" + ("" if error is None else f": {type(error).__name__}: {error}")
-    refined = [t for t in top if t.ok]
+            trial.error = f"failed when re-measured: {type(error).__name__}: {error}"
+    refined = [t for t in top if t.ok and rounds.get(t.config)]  # none: the runner could not (first passes decide)
     for trial in refined:  # its samples are now the rounds: the record's median is what decided
         trial.samples_ms = list(rounds[trial.config])
         trial.median_ms, trial.min_ms = summarize(trial.samples_ms)

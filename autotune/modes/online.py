@@ -17,6 +17,7 @@ caller never sees a wrong result. During CUDA-graph capture the current best con
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import statistics
 import threading
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compiled.capture import capturing
+from ..decorator.tune_key import search_strategy, with_lowering
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
 from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
@@ -34,7 +36,6 @@ from ..kernel.call import How
 from ..record import Trial, TrialStatus, TuningRecord
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
-from ..storage import journal
 
 if TYPE_CHECKING:
     from ..decorator.autotuned import Autotuned
@@ -372,13 +373,14 @@ class OnlineTuner:
         if record is not None:
             return record.winner, record, "cache"
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
-            kept = kernel.search_strategy(key, kept, dtypes).ask(kernel.tuning.max_configs)
+            kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
         from ..engine.search import nearest_winners
 
         start = next((c for c in nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes) if c in kept), None)
         start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
 
-        noted, crashed = kernel.crash_journal(key, dtypes)
+        journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
+        noted = journaled if journaled is not None else lambda config: contextlib.nullcontext()
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
             self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
@@ -490,7 +492,7 @@ class OnlineTuner:
             key,
             dtypes,
             winner=winner,
-            trials=kernel.with_lowering(trials),
+            trials=with_lowering(kernel, trials),
             tuning_s=tuning_s,
             candidates=checksum,
             strategy="online",
@@ -498,7 +500,7 @@ class OnlineTuner:
             where="in-process",
         )
         kernel.cache.store_tuned(key, dtypes, record, since=since)
-        journal.forget(kernel.identity, key, dtypes)  # the crashes noted are in the record now
+        kernel.cache.forget_crashes(key, dtypes)  # the crashes noted are in the record now
         with self._lock:
             self._sessions.pop((key, dtypes), None)
             self._noted.pop((key, dtypes), None)

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import CacheEntryError, FailureKind, classify
+from ..errors import CacheEntryError, DeviceError
 from ..space.spaces import Config
 from .entries import key_text
 from .files import is_regular_file, pid_alive, read_entry_bytes, root
@@ -65,7 +65,8 @@ def measuring(
     kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any]
 ) -> contextlib.AbstractContextManager:
     """A context around measuring `config` for (kernel, key, dtypes) in this process: noted before, the note
-    removed after, whether the measurement returns or raises, unless what it raised left the device unusable."""
+    removed after, whether the measurement returns or raises, unless it raised DeviceError (the config left the
+    device unusable)."""
     return _noted(kernel_id, key, dtypes, config)
 
 
@@ -87,8 +88,8 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
     written = _write(path, msgspec.json.encode(note))
     try:
         yield
-    except Exception as exc:
-        if written and classify(exc, "run") is FailureKind.STICKY_DEVICE:
+    except DeviceError as exc:  # the measurement's own verdict (InProcessRunner), after earlier launches settled
+        if written:
             _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=_device_error(exc))))
             written = False  # kept: once this process ends, the next one records the config as crashed
         raise

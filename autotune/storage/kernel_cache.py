@@ -9,17 +9,20 @@ others wait and take its winner.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
 
-from ..errors import AutotuneError, CallError, NoValidConfigError
+from ..errors import AutotuneError, CallError, CrashWarning, NoValidConfigError, warn_at_caller
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..kernel.call import Found
@@ -139,6 +142,7 @@ class KernelCache:
         self._clears = 0  # clears of this cache so far
         self._cleared_all = 0  # `_clears` at the last clear of every key
         self._cleared_keys: dict[str, int] = {}  # key text -> `_clears` at its last clear
+        self._crash_warned: set = set()  # (key, dtypes, config) said to have ended a process, warned of once
         with _LIVE_LOCK:
             _LIVE.add(self)
         register(kernel_name)
@@ -613,6 +617,33 @@ class KernelCache:
             "; ".join(record.calls or ()) or "one call at a time",
         )
         return True
+
+    def crash_journal(
+        self, key: tuple, dtypes: tuple[str, ...], *, force: bool
+    ) -> tuple[Callable[[Config], AbstractContextManager[Any]] | None, dict[Config, str]]:
+        """The crash journal's note around each in-process measurement of (key, dtypes), and the configs noted as
+        having ended a process, each warned of once; under `force` none (the notes are dropped: they are tried
+        again). A cache without tiers (compat's cache_results=False) writes nothing to a directory: no journal
+        (None, {})."""
+        kernel_id = self.identity or self.kernel_name
+        if not self.tiers:
+            return None, {}
+        if force:
+            journal.forget(kernel_id, key, dtypes)
+        crashed = {} if force else journal.crashed(kernel_id, key, dtypes)
+        for config, why in crashed.items():
+            if (key, dtypes, config) not in self._crash_warned:
+                self._crash_warned.add((key, dtypes, config))
+                warn_at_caller(
+                    f"autotune: {self.kernel_name} config {dict(config)} for key={key}: {why}. It is recorded as "
+                    "crashed and the other configs are tuned",
+                    CrashWarning,
+                )
+        return functools.partial(journal.measuring, kernel_id, key, dtypes), crashed
+
+    def forget_crashes(self, key: tuple, dtypes: tuple[str, ...]) -> None:
+        """Drop the crash journal's notes of (key, dtypes) once a record holds them."""
+        journal.forget(self.identity or self.kernel_name, key, dtypes)
 
     def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
         """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns

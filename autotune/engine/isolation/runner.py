@@ -273,7 +273,11 @@ class WorkerRunner:
             )
             return {}
         by_text = {c.canonical(): c for c in configs}
-        return {by_text[text]: samples for text, samples in reply[1].items()}
+        rounds = {by_text[text]: samples for text, samples in reply[1].items()}
+        for config in configs:  # left out by the worker: it failed on its own when run again
+            if config not in rounds:
+                self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
+        return rounds
 
     def _measuring(self, index: int) -> None:
         self.measuring_call = index
