@@ -222,3 +222,10 @@ def classify(exc: BaseException, stage: str) -> FailureKind:
     if stage != "compile" and isinstance(exc, TypeError) and _CALL_MISTAKE.search(str(exc)):
         return FailureKind.CALL
     return FailureKind.CONFIG
+
+
+def device_error_text(exc: BaseException) -> str:
+    """`Type: message` of the device's own error: the one a DeviceError wraps (not its in-process advice), else
+    `exc`'s."""
+    cause = exc.__cause__ if isinstance(exc, DeviceError) and exc.__cause__ is not None else exc
+    return f"{type(cause).__name__}: {cause}"

@@ -22,6 +22,7 @@ __all__ = [
     "one_line",
     "plural",
     "safe_text",
+    "shorten",
 ]
 
 
@@ -129,10 +130,12 @@ def one_line(error: str | None, limit: int) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if not lines:
         return ""
-    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-    if len(text) > limit:
-        text = text[: max(0, limit - 3)] + "..."
-    return text
+    return shorten(lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}", limit)
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the last three "..." when it was longer."""
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
 
 
 def plural(n: int, one: str, many: str) -> str:

@@ -29,6 +29,7 @@ from ..format import (
     format_timestamp,
     plural,
     safe_text,
+    shorten,
 )
 from ..keyspec import parse_key
 from .arguments import (
@@ -202,7 +203,7 @@ def _crash_notes_table(notes: list[Any]) -> str:
             safe_text(format_dtypes(n.dtypes)),
             safe_text(format_config(n.config, " ")),
             format_timestamp(n.since),
-            "the process ended" if n.error is None else _cut(f"left the GPU unusable: {safe_text(n.error)}", 70),
+            "the process ended" if n.error is None else shorten(f"left the GPU unusable: {safe_text(n.error)}", 70),
         ]
         for n in sorted(notes, key=lambda n: (n.kernel, n.key, n.since))
     ]
@@ -214,11 +215,7 @@ def _crash_notes_table(notes: list[Any]) -> str:
 
 
 def _problem(error: str | None, path: Any) -> str:
-    return _cut(safe_text((error or "").replace(str(path), "").strip()), 80)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return shorten(safe_text((error or "").replace(str(path), "").strip()), 80)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from ..format import format_config, format_ms
+from ..format import format_config, format_ms, shorten
 from ..options import env_progress
 
 __all__ = ["TuningProgress"]
@@ -82,9 +82,7 @@ class TuningProgress:
         return self._bar is not None
 
     def _description(self) -> str:
-        key = repr(tuple(self.key)) if isinstance(self.key, (tuple, list)) else repr(self.key)
-        if len(key) > 40:
-            key = key[:37] + "..."
+        key = shorten(repr(tuple(self.key)) if isinstance(self.key, (tuple, list)) else repr(self.key), 40)
         searched = f" {self.strategy} of {self.space_size:,}" if self.strategy and self.space_size else ""
         return f"autotune {self.kernel_name} key={key}{searched}"
 

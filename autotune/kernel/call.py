@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..errors import CallError, OptionError, did_you_mean
+from ..format import shorten
 from ..space.checks import CHECKED_OPTIONS, compile_option_problem
 from .compile_options import backend_option_fields, compile_option_names
 from .occupancy import FIELD as OCCUPANCY
@@ -198,5 +199,4 @@ def need_grid(kernel: str, own_grid: object, grid: object, said: str) -> None:
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"
+    return f"{type(value).__name__} {shorten(repr(value), 80)}"

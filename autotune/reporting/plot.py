@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AutotuneError
-from ..format import format_config, format_ms, format_record_key
+from ..format import format_config, format_ms, format_record_key, shorten
 from ..record import TuningRecord
 from . import ranking
 from .export import PathLike
@@ -80,9 +80,7 @@ class _Chart:
         self.reference = reference_ms(record)
 
     def _label(self, i: int, rank: int | None, trial: Any) -> str:
-        text = format_config(trial.config)
-        if len(text) > 60:
-            text = text[:57] + "..."
+        text = shorten(format_config(trial.config), 60)
         if self.label_all or rank is None or i < _LABEL_TOP:
             return text if rank is not None else f"{text} [{trial.status.value}]"
         return ""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..errors import ExpressionError, did_you_mean
+from ..format import shorten
 
 __all__ = [
     "Expression",
@@ -128,8 +129,7 @@ _FRIENDLY_NODE_NAMES = {
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
+    return shorten(repr(value) if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__, 40)
 
 
 def _names(valid: Collection[str]) -> str:

@@ -162,7 +162,7 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
     removed, kernels, loaded = set(), set(), set()
     for cache in live_caches():
         if kernel_matches(cache.kernel_name, cache.identity, name):
-            loaded.add(cache.identity or cache.kernel_name)
+            loaded.add(cache.journal_id)
             dropped = cache.forget(key)
             removed |= {(e.location, e.entry_id) for e in dropped}
             if dropped:

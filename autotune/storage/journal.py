@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import CacheEntryError, DeviceError
+from ..errors import CacheEntryError, DeviceError, device_error_text
 from ..space.spaces import Config
 from .entries import key_text
 from .files import is_regular_file, pid_alive, read_entry_bytes, root
@@ -90,7 +90,7 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
         yield
     except DeviceError as exc:  # the measurement's own verdict (InProcessRunner), after earlier launches settled
         if written:
-            _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=_device_error(exc))))
+            _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300])))
             written = False  # kept: once this process ends, the next one records the config as crashed
         raise
     finally:
@@ -124,12 +124,6 @@ def why_crashed(note: Note) -> str:
         what = f"it left the GPU unusable in the process measuring it (pid {note.pid} on {note.host}, at {when}:"
         what += f" {note.error})"
     return f"{what}; not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or `autotune cache clear`"
-
-
-def _device_error(exc: BaseException) -> str:
-    """The device's own error behind `exc` (a DeviceError wraps it), cut to a line's length."""
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    return f"{type(cause).__name__}: {cause}"[:300]
 
 
 def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple | None = None) -> int:

@@ -618,6 +618,11 @@ class KernelCache:
         )
         return True
 
+    @property
+    def journal_id(self) -> str:
+        """The kernel as the crash journal names it: its identity, else its short name."""
+        return self.identity or self.kernel_name
+
     def crash_journal(
         self, key: tuple, dtypes: tuple[str, ...], *, force: bool
     ) -> tuple[Callable[[Config], AbstractContextManager[Any]] | None, dict[Config, str]]:
@@ -625,12 +630,11 @@ class KernelCache:
         having ended a process, each warned of once; under `force` none (the notes are dropped: they are tried
         again). A cache without tiers (compat's cache_results=False) writes nothing to a directory: no journal
         (None, {})."""
-        kernel_id = self.identity or self.kernel_name
         if not self.tiers:
             return None, {}
         if force:
-            journal.forget(kernel_id, key, dtypes)
-        crashed = {} if force else journal.crashed(kernel_id, key, dtypes)
+            journal.forget(self.journal_id, key, dtypes)
+        crashed = {} if force else journal.crashed(self.journal_id, key, dtypes)
         for config, why in crashed.items():
             if (key, dtypes, config) not in self._crash_warned:
                 self._crash_warned.add((key, dtypes, config))
@@ -639,11 +643,11 @@ class KernelCache:
                     "crashed and the other configs are tuned",
                     CrashWarning,
                 )
-        return functools.partial(journal.measuring, kernel_id, key, dtypes), crashed
+        return functools.partial(journal.measuring, self.journal_id, key, dtypes), crashed
 
     def forget_crashes(self, key: tuple, dtypes: tuple[str, ...]) -> None:
         """Drop the crash journal's notes of (key, dtypes) once a record holds them."""
-        journal.forget(self.identity or self.kernel_name, key, dtypes)
+        journal.forget(self.journal_id, key, dtypes)
 
     def count_offline_miss(self, key: tuple, dtypes: tuple[str, ...]) -> bool:
         """Count a miss in stats (offline mode); True the first time for (key, dtypes), so the caller warns
@@ -712,7 +716,7 @@ class KernelCache:
         if remote and not any(tier.name == "remote" for tier in tiers):
             tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
         removed = {(e.location, e.entry_id) for e in self.forget(key)}
-        journal.forget(self.identity or self.kernel_name, key)  # configs that ended a process are tried again
+        journal.forget(self.journal_id, key)  # configs that ended a process are tried again
         for tier in tiers:
             removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
         return len(removed)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import codec
-from ...errors import DeviceError
+from ...errors import DeviceError, device_error_text
 from ...options import Objective, Tuning
 from ...record import Trial, TrialStatus
 from ...space.spaces import Config
@@ -79,9 +79,8 @@ def run_trial_in_worker(
         else:
             trial = runner.measure(config)
         trial.compile_s = compile_s
-    except DeviceError as exc:  # the device error itself, not the in-process advice wrapped around it (any
-        cause = exc.__cause__ or exc  # other sticky error, e.g. restoring arguments afterwards, is answered
-        return ("sticky", f"{type(cause).__name__}: {cause}")  # "sticky" by serve())
+    except DeviceError as exc:  # any other sticky error (restoring arguments afterwards) is answered by serve()
+        return ("sticky", device_error_text(exc))
     finally:
         runner.close()
     return ("ok" if trial.ok else "failed", codec.to_builtins(trial))

@@ -164,11 +164,10 @@ def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tu
 
 
 def _request_failed(exc: Exception) -> tuple:
-    from ...errors import DeviceError, FailureKind, classify
+    from ...errors import FailureKind, classify, device_error_text
 
     if classify(exc, "run") is FailureKind.STICKY_DEVICE:  # the context is poisoned: replace this worker
-        cause = exc.__cause__ if isinstance(exc, DeviceError) and exc.__cause__ is not None else exc
-        return ("sticky", f"{type(cause).__name__}: {cause}")  # the device's error, not the in-process advice
+        return ("sticky", device_error_text(exc))
     # the innermost frames (the user's verify= is there) and the class by name: the parent rebuilds an autotune
     # or built-in error as itself (runner.worker_error), anything else as AutotuneError
     return (
