@@ -125,29 +125,32 @@ def sign(manifest_bytes: bytes, key: bytes) -> bytes:
 
 
 def capped_tarinfo(max_header_bytes: int) -> type[tarfile.TarInfo]:
-    """A TarInfo class for `tarfile.open(..., tarinfo=)` that refuses, as each 512-byte header is parsed, an
-    extension header (GNU long name / long link, pax) whose data is over `max_header_bytes`, and a GNU sparse
-    file. Why here: tarfile reads an extension header's data whole into memory, and a sparse file's chain of
-    extension blocks, before `check_member` sees the member they describe; a 0.5 MB .tar.gz can declare a
-    512 MiB long name."""
+    """A TarInfo class for `tarfile.open(..., tarinfo=)` that refuses, once each 512-byte header is parsed and
+    before anything after it is read, an extension header (GNU long name / long link, pax) whose data is over
+    `max_header_bytes`, and a GNU sparse file. Why here: tarfile reads an extension header's data whole into
+    memory, and a sparse file's chain of extension blocks, before `check_member` sees the member they describe;
+    a 0.5 MB .tar.gz can declare a 512 MiB long name.
+
+    The hook is `_proc_member`, which tarfile calls on every parsed header (the first of a member and each one
+    after an extension header) before its `_proc_*` method reads what follows, in every Python 3. Not
+    `frombuf`: since the security fix gh-143933 (in later patch releases and in distributions' backports, such
+    as a 3.12.3) tarfile parses headers with a private `_frombuf`, never calling an overridden one."""
 
     class CappedTarInfo(tarfile.TarInfo):
-        @classmethod
-        def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> CappedTarInfo:
-            info = super().frombuf(buf, encoding, errors)
-            kind = _EXTENSION_HEADERS.get(info.type)
-            if kind is not None and info.size > max_header_bytes:
+        def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+            kind = _EXTENSION_HEADERS.get(self.type)
+            if kind is not None and self.size > max_header_bytes:
                 raise ArchiveError(
-                    f"unsafe archive: a {kind} extension header of {info.size} bytes, over the cap "
+                    f"unsafe archive: a {kind} extension header of {self.size} bytes, over the cap "
                     f"of {max_header_bytes} bytes (max_header_bytes); it would be read whole into "
                     "memory, and an autotune archive's names are short: refusing it before reading"
                 )
-            if info.type == tarfile.GNUTYPE_SPARSE:
+            if self.type == tarfile.GNUTYPE_SPARSE:
                 raise ArchiveError(
-                    f"unsafe archive: member {info.name!r} is a GNU sparse file; an autotune archive "
+                    f"unsafe archive: member {self.name!r} is a GNU sparse file; an autotune archive "
                     "holds only regular files"
                 )
-            return info
+            return super()._proc_member(tar)  # type: ignore[misc]  # not in typeshed: a private hook
 
     return CappedTarInfo
 
