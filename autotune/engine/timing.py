@@ -74,12 +74,23 @@ class CallableTimer:
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024  # Triton's do_bench uses 256 MB where the L2 size is unknown
 
 
+# The GPU sleep that holds the stream while the host queues the reps (`torch.cuda._sleep` spins for a number of
+# clock cycles): cycles per second assumed when sizing it (about a data-centre GPU's boost clock; a slower clock
+# only sleeps longer), its longest, and how many times the reps are queued behind a sleep before the last
+# samples are kept as they are.
+_SLEEP_HZ = 2.0e9
+_MAX_HOLD_CYCLES = int(0.25 * _SLEEP_HZ)
+_HELD_TRIES = 3
+
+
 class CudaEventTimer:
     """CUDA events around each rep on the caller's current stream.
 
     Before each rep, an L2-sized buffer is zeroed (queued before the start event, so it is not timed);
-    before the timed reps, a short GPU-side sleep lets the host queue every launch ahead of the GPU, so
-    host launch overhead is not what gets measured. With `cuda_graph`, one call is captured and replayed.
+    before the timed reps, a GPU-side sleep holds the stream while the host queues every rep, so neither launch
+    overhead nor a host thread kept from the GIL (compile threads of the same tuning) is what gets measured. If
+    the sleep ended before the last rep was queued, the reps are run again behind a sleep sized to the host's
+    pace, which later measurements keep. With `cuda_graph`, one call is captured and replayed.
     """
 
     def __init__(self, *, flush_l2: bool = True, cuda_graph: bool = False, delay_cycles: int = 1_000_000) -> None:
@@ -89,6 +100,8 @@ class CudaEventTimer:
         self.flush_l2 = flush_l2
         self.cuda_graph = cuda_graph
         self.delay_cycles = delay_cycles
+        self.hold_cycles = delay_cycles  # the sleep the next measurement starts with: grows when the host lags
+        self.late_measurements = 0  # measurements whose host still lagged behind the longest sleep
         self._flush_buffer: Any | None = None
 
     def _buffer(self) -> Any:
@@ -122,9 +135,25 @@ class CudaEventTimer:
                     fn()
             stream.wait_stream(side)
             run = graph.replay
+        for _ in range(_HELD_TRIES):
+            samples, queued_s, ahead = self._held_reps(run, reps, before, stream)
+            if ahead:  # shrink a grown sleep back to this pace, with room to spare
+                self.hold_cycles = max(self.delay_cycles, min(self.hold_cycles, int(4 * queued_s * _SLEEP_HZ)))
+                return samples
+            self.hold_cycles = min(max(2 * self.hold_cycles, int(2 * queued_s * _SLEEP_HZ)), _MAX_HOLD_CYCLES)
+        self.late_measurements += 1
+        return samples
+
+    def _held_reps(self, run: Thunk, reps: int, before: Thunk | None, stream: Any) -> tuple[list[float], float, bool]:
+        """The reps queued behind a sleep: (samples, seconds the host took to queue them, whether the GPU was
+        still asleep when the last one was queued, so that no host delay can fall inside a timed rep)."""
+        torch = self.torch
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        torch.cuda._sleep(self.delay_cycles)
+        awake = torch.cuda.Event()
+        began = time.perf_counter()
+        torch.cuda._sleep(self.hold_cycles)
+        awake.record(stream)
         for i in range(reps):
             if before is not None:
                 before()
@@ -133,8 +162,10 @@ class CudaEventTimer:
             starts[i].record(stream)
             run()
             ends[i].record(stream)
+        ahead = not awake.query()
+        queued_s = time.perf_counter() - began
         torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)], queued_s, ahead
 
 
 def make_timer(
