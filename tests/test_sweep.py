@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from autotune.aot.archive import import_archive
 from autotune.record import TrialStatus
 from autotune.storage.disk import DiskCache
 from autotune.storage.files import disk_entries
+from autotune.sweeps.scratch import remove_abandoned_worker_dirs
 
 TESTS = str(Path(__file__).parent)
 REPO = str(Path(__file__).parent.parent)
@@ -84,6 +86,34 @@ def test_two_workers_give_the_winners_of_tuning_alone_and_skip_a_key_another_pro
     assert [k.status for k in again.keys] == ["cached", "cached", "leased", "leased"] and not again.tuned
     assert f"pid {holder.pid}" in str(again.keys[2].error) and f"pid {holder.pid}" in str(again.keys[3].error)
     assert "interpreter" in str(again) and json.loads(again.to_json())["by_device"]["interpreter"]["skipped"] == 4
+
+
+def test_worker_directories_are_removed_once_their_workers_end_and_a_live_ones_is_kept(tmp_path, monkeypatch):
+    """A worker's private cache is a directory in the temporary directory; killed at the sweep's end, the worker
+    cannot remove it, so the driver removes those whose lock is free once its workers stop, as a starting worker
+    does (a Ray node's). The directory of a worker still running elsewhere is kept."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    claim = (
+        "from autotune.sweeps.scratch import claim_worker_dir; import time; "
+        "print(claim_worker_dir(), flush=True); time.sleep(600)"
+    )
+    live = subprocess.Popen([sys.executable, "-c", claim], env=_env(), stdout=PIPE)
+    try:
+        assert live.stdout is not None
+        live_dir = Path(live.stdout.readline().decode().strip())
+        older = temp / "autotune-sweep-worker-older"  # an earlier version's, with no lock file in it
+        older.mkdir()
+        os.utime(older, (0, 0))
+        report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64]), workers=2)
+        assert [k.status for k in report.keys] == ["tuned", "tuned"]
+        assert sorted(temp.glob("autotune-sweep-worker-*")) == [live_dir]
+    finally:
+        live.kill()
+        live.wait()
+    assert remove_abandoned_worker_dirs() == 1 and not live_dir.exists()
 
 
 def test_two_device_kinds_each_tune_every_key_filed_under_their_own_fingerprint():

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .scratch import remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
@@ -61,6 +62,7 @@ class LocalExecutor:
     def stop(self) -> None:
         for slot in self.slots:
             slot.stop()
+        remove_abandoned_worker_dirs()  # the stopped workers' private caches (killed, they cannot)
 
 
 class LocalWorker:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from ..kernel.call import made_args, need_grid
 from ..kernel.identity import heuristic_kwargs
 from ..options import Tuning
 from ..record import Search, Trial
+from .scratch import claim_worker_dir
 
 if TYPE_CHECKING:
     from ..decorator.autotuned import Autotuned
@@ -102,7 +102,7 @@ class SweepWorker:
         # crashes then costs itself (`crashed`), not this worker and its key (the in-process default is a serving
         # process's, which must not double its memory; a sweep worker builds its own arguments).
         os.environ.setdefault("AUTOTUNE_ISOLATE", "auto")
-        os.environ["AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-sweep-worker-")
+        os.environ["AUTOTUNE_CACHE_DIR"] = claim_worker_dir()
         _follow_path(list(spec.sys_path))
         self.kernel, self.layers = _import_kernel(spec.module, spec.qualname, spec.file)
         if spec.tuning is not None:

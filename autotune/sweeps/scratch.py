@@ -1,0 +1,62 @@
+"""A sweep worker's private cache directory, in the system's temporary directory.
+
+A worker is killed at the sweep's end (or by Ray), so it cannot remove its own directory: it holds a lock in it
+for its life instead (released by the OS however the process ends), and whoever finds the lock free removes the
+directory: the next worker on that host as it starts, and the local driver once its workers have stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+import filelock
+
+__all__ = ["claim_worker_dir", "remove_abandoned_worker_dirs"]
+
+_PREFIX = "autotune-sweep-worker-"
+_ALIVE = ".alive"
+_YOUNG_S = 60.0  # a directory this new without a lock file may be a starting worker's
+_held: list[filelock.BaseFileLock] = []  # this process's lock: held until it exits
+
+
+def claim_worker_dir() -> str:
+    """A new private directory for this worker process, locked for its life."""
+    remove_abandoned_worker_dirs()
+    path = tempfile.mkdtemp(prefix=_PREFIX)
+    lock = filelock.FileLock(os.path.join(path, _ALIVE))
+    lock.acquire()
+    _held.append(lock)
+    return path
+
+
+def remove_abandoned_worker_dirs() -> int:
+    """Remove the worker directories of this user whose worker has ended; returns how many were removed."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(_PREFIX + "*"):
+        if _abandoned(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
+    return removed
+
+
+def _abandoned(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return False
+    if not (path / _ALIVE).exists() and time.time() - info.st_mtime < _YOUNG_S:
+        return False
+    lock = filelock.FileLock(str(path / _ALIVE))
+    try:
+        lock.acquire(timeout=0)
+    except (filelock.Timeout, OSError):
+        return False
+    lock.release()
+    return True
