@@ -31,7 +31,7 @@ def main() -> int:
     worker, _ = shared_worker()
     started = time.perf_counter()
     worker.start()
-    worker.load((kmod.__name__, "isolated", ""), None, 300)
+    worker.load((kmod.__name__, "isolated", "", None), None, 300)
     start_s = time.perf_counter() - started
     rows, results = [], {}
     for round_ in range(2):
