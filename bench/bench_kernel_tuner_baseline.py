@@ -25,7 +25,6 @@ import io
 import json
 import math
 import random
-import shutil
 import statistics
 import sys
 import tempfile
@@ -92,9 +91,12 @@ def main() -> int:
             if wanted and gz.name.removesuffix(".json.gz") not in wanted:
                 continue
             plain = Path(scratch) / gz.name.removesuffix(".gz")  # tune_cache reads plain JSON only
-            with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            cache = json.loads(plain.read_text())["cache"]
+            with gzip.open(gz, "rb") as src:
+                doc = json.load(src)
+            # kernel_tuner takes a file that does not end in "}}}" or "}\n}" for one cut short and closes it again:
+            # `cache` goes last (record_landscape.py writes its `autotune_recorder` block after it)
+            cache = doc.pop("cache")
+            plain.write_text(json.dumps({**doc, "cache": cache}))
             best_ms = min(e["time"] for e in cache.values() if isinstance(e.get("time"), (int, float)))
             budget = max(1, round(args.fraction * len(cache)))
             name = gz.name.removesuffix(".json.gz")

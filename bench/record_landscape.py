@@ -298,7 +298,9 @@ def summary_lines(
             key = f"{entry['time']}/{entry.get('failure')}"
             failures[key] = failures.get(key, 0) + 1
     compiles = [e["compile_time"] for e in cache.values() if e.get("compile_time")]
-    reloads = 0 if interpret else sum(1 for e in ok.values() if e.get("load_time", 0.0) > LOAD_RECOMPILED_MS)
+    # the first config measured also pays the process's first launch (the driver's and the context's setup)
+    loaded_after_first = list(ok.values())[1:]
+    reloads = 0 if interpret else sum(1 for e in loaded_after_first if e.get("load_time", 0.0) > LOAD_RECOMPILED_MS)
     lines = [f"recorded {len(cache)} of {planned} configs: {len(ok)} ran, failed {failures or 'none'}"]
     if compiles:
         lines.append(
@@ -405,8 +407,8 @@ def main() -> int:
             "tune_params_keys": list(axes),
             "tune_params": axes,
             "objective": "time",
-            "cache": cache,
             "autotune_recorder": meta,
+            "cache": cache,  # last: kernel_tuner's read_cache takes a file not ending in the cache as cut short
         }
 
     def on_term(signum: int, frame: Any) -> None:
