@@ -16,7 +16,9 @@
 # counted), so one task runs `core` and `quality` back to
 # back: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
 # carry=[".whl"], timeout_s=360), then the same with `quality` right after it (the machine stays warm 30 s), then
-# give_back; the next task with a GPU runs `search` and `compiled`, the one after `extra`.
+# give_back; the next task with a GPU runs `search` and `compiled`, the one after `extra`. (Every phase ran once,
+# on an H200 on 2026-11-29; the next task with a GPU re-runs `core` and `quality`, which check the changes made
+# after that run, then `search` for search_gpu, which had no room, and `extra` for isolation and the suite.)
 # Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
 # that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
 # here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
@@ -35,6 +37,8 @@ if [ "$PHASE" = "wheels" ]; then
         "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
 fi
 PHASES="core quality search compiled extra"
+XDIST=""
+if "$PY" -c "import xdist" 2>/dev/null; then XDIST="-n 12 --dist loadfile"; fi
 # Ten of bench_determinism's twenty shapes (M,N,K), one of each kind, so that two cold runs fit the phase: with ten
 # keys its 95% target means all ten.
 DETERMINISM_KEYS="512,512,512 4096,4096,4096 1000,1000,1000 16,4096,4096 256,4096,4096 8192,1024,1024 1024,1024,8192 3072,3072,768 2048,8192,2048 6144,1536,1536"
@@ -62,8 +66,9 @@ phase_steps() {   # phase_steps PHASE: its steps, most important first (`step NA
         step isolation 105 "$PY" bench/bench_isolation.py
         step online 80 "$PY" bench/bench_online.py
         # The suite's CPU tests use CPU tensors, which a real GPU launch refuses: they run through the interpreter
-        # here, the one run of the suite under the image's Python 3.12, torch 2.11 and Triton 3.6 (gpu tests skipped).
-        step suite_interpreted 130 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider --timeout 100 \
+        # here, the one run of the suite under the image's Python 3.12, torch 2.11 and Triton 3.6 (gpu tests skipped),
+        # spread over 12 processes where pytest-xdist is installed (the image has it; one file stays on one process).
+        step suite_interpreted 130 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider $XDIST --timeout 100 \
             tests/ -k "not redis" --durations=5
         ;;
     esac
