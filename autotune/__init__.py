@@ -7,10 +7,10 @@ the fastest and caches it on disk.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import keys
-from .compiled.warm_up import WarmupReport, warmup
 from .decorator.autotuned import Autotuned, autotune
-from .decorator.functional import TuningResult, autotune_launch
 from .errors import (
     ArchiveError,
     AutotuneError,
@@ -40,8 +40,16 @@ from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
 from .reference import Reference
 from .space.spaces import CartesianSpace, Config, FixedSpace, SearchSpace
-from .storage import clear_autotune_cache, stats
+from .storage.counters import stats
 from .storage.remote_config import set_remote_cache
+
+if TYPE_CHECKING:  # what mypy sees; at run time `__getattr__` imports them on first use
+    from .aot import precompile
+    from .compiled.torch_ops import torch_op
+    from .compiled.warm_up import WarmupReport, warmup
+    from .decorator.functional import TuningResult, autotune_launch
+    from .storage.clear import clear_autotune_cache
+    from .sweeps import SweepReport, sweep
 
 __version__ = "0.1.0"
 
@@ -50,6 +58,11 @@ __version__ = "0.1.0"
 _LAZY = {
     "precompile": ("autotune.aot", "precompile"),
     "torch_op": ("autotune.compiled.torch_ops", "torch_op"),
+    "warmup": ("autotune.compiled.warm_up", "warmup"),
+    "WarmupReport": ("autotune.compiled.warm_up", "WarmupReport"),
+    "autotune_launch": ("autotune.decorator.functional", "autotune_launch"),
+    "TuningResult": ("autotune.decorator.functional", "TuningResult"),
+    "clear_autotune_cache": ("autotune.storage.clear", "clear_autotune_cache"),
     # modules documented at their old top-level path (`from autotune import distributed`)
     "distributed": ("autotune.modes.distributed", None),
     "isolation": ("autotune.engine.isolation", None),
@@ -69,6 +82,11 @@ def __getattr__(name: str) -> object:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The loaded names and the lazy ones (`_LAZY`), as if all were imported."""
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -186,16 +186,16 @@ class FailureKind(str, Enum):
     CALL = "call"  # the caller's or the program's mistake: raise it at once
 
 
-# CUDA errors after which every later launch in the process fails (the context is poisoned).
-_STICKY = re.compile(
+# CUDA errors after which every later launch in the process fails (the context is poisoned). The patterns are
+# compiled at their first use (re's own cache), not at import: only a failure reads them.
+_STICKY = (
     r"illegal memory access|misaligned address|unspecified launch failure|device-side assert|illegal instruction"
     r"|CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR)"
-    r"|hipErrorIllegalAddress|hipErrorLaunchFailure",
-    re.IGNORECASE,
+    r"|hipErrorIllegalAddress|hipErrorLaunchFailure"
 )
 
 # Python's own messages for a call that does not fit a signature.
-_CALL_MISTAKE = re.compile(
+_CALL_MISTAKE = (
     r"missing \d+ required|got multiple values for|unexpected keyword argument"
     r"|takes \d+ positional arguments? but \d+"
 )
@@ -213,13 +213,13 @@ def classify(exc: BaseException, stage: str) -> FailureKind:
         return FailureKind.CALL
     if isinstance(exc, VerificationError):
         return FailureKind.CONFIG
-    if isinstance(exc, DeviceError) or _STICKY.search(str(exc)):
+    if isinstance(exc, DeviceError) or re.search(_STICKY, str(exc), re.IGNORECASE):
         return FailureKind.STICKY_DEVICE
     if type(exc).__name__ == "OutOfResources" or "out of resource" in str(exc).lower():
         return FailureKind.OUT_OF_RESOURCES
     if isinstance(exc, AutotuneError):
         return FailureKind.CALL
-    if stage != "compile" and isinstance(exc, TypeError) and _CALL_MISTAKE.search(str(exc)):
+    if stage != "compile" and isinstance(exc, TypeError) and re.search(_CALL_MISTAKE, str(exc)):
         return FailureKind.CALL
     return FailureKind.CONFIG
 

@@ -164,6 +164,7 @@ LAYERS: dict[str, str] = {
             "sweeps.report",
             "sweeps.split",
             "sweeps.jobs",
+            "sweeps.scratch",
         ],
         FRONT,
     ),

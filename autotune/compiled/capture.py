@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ..engine.search import nearest_winners
 from ..errors import CaptureWarning, warn_at_caller
 from ..kernel.call import How
 from ..record import TuningRecord
@@ -105,6 +104,8 @@ def select_in_capture(
 
 def _untuned_choice(kernel: CapturedKernel, key: tuple, dtypes: tuple, kept: list[Config]) -> Config:
     """The nearest tuned key's winner among the kept configs, else `fallback=`, else the first kept config."""
+    from ..engine.search.warm_start import nearest_winners  # not at import: a cache hit never comes here
+
     allowed = set(kept)
     nearest = nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes)
     near = next((c for c in nearest if not allowed or c in allowed), None)

@@ -17,7 +17,6 @@ from triton.runtime.jit import KernelInterface
 
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
-from ..engine.compilers import JitCompiler, NoCompile, driver_problem
 from ..engine.process_group import Mode, active_mode
 from ..engine.search import check_strategy, search_of
 from ..errors import (
@@ -84,12 +83,12 @@ from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
 from ..storage.kernel_cache import KernelCache
 from .inspection import KernelInspection
-from .tune_key import KeyTuning, Select, tune_key
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Compiler
     from ..engine.tunable_kernel import TunableKernel
     from ..modes.online import OnlineTuner
+    from .tune_key import Select
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
 
@@ -536,10 +535,16 @@ class Autotuned(KernelInspection, KernelInterface):
             record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
             kept, candidates = self.candidates(bound)
+
+            def tune() -> TuningRecord:  # a miss of every tier: only then is the tuning loaded
+                from .tune_key import KeyTuning, tune_key
+
+                return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force))
+
             record, how = self.cache.get_or_tune(
                 key,
                 dtypes,
-                lambda: tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force)),
+                tune,
                 force=force,
                 lock_timeout_s=self.tuning.lock_timeout_s,
                 candidates=candidates,
@@ -551,6 +556,8 @@ class Autotuned(KernelInspection, KernelInterface):
         return record.winner, record, how
 
     def _refuse_without_gpu_driver(self) -> None:
+        from ..engine.compilers import driver_problem
+
         problem = driver_problem()
         if problem is not None:
             raise NoDeviceError(
@@ -571,6 +578,8 @@ class Autotuned(KernelInspection, KernelInterface):
             kept, candidates, prune_error = list(self.configs or ()), None, exc
 
         def tune_shard(select: Select | None) -> TuningRecord:
+            from .tune_key import KeyTuning, tune_key
+
             return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force, select=select))
 
         from ..modes import distributed as _distributed
@@ -609,6 +618,7 @@ class Autotuned(KernelInspection, KernelInterface):
         of the per-call medians), through the cache as any key: (the record, where it was found). Every call must
         fall in one key (key=None, or a bucket key that maps them together); prune= runs on the first."""
         from ..engine.multi_call import describe_call
+        from .tune_key import KeyTuning, tune_key
 
         objective = self.tuning.objective
         if objective is None:
@@ -735,6 +745,8 @@ class Autotuned(KernelInspection, KernelInterface):
     def tune_selected(self, bound: BoundCall, grid: Any = None, *, select: Select) -> TuningRecord:
         """Tune only the candidates `select` keeps for this call (the others recorded skipped; a lone one measured
         too), reading and writing no cache: one share of a key that several processes tune (a sweep's split)."""
+        from .tune_key import KeyTuning, tune_key
+
         key, dtypes = self.key_of(bound)
         kept, candidates = self.candidates(bound)
         return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, select=select))
@@ -755,6 +767,8 @@ class Autotuned(KernelInspection, KernelInterface):
 
     def compiler_for(self, prepare: Callable[[Config], tuple]) -> Compiler:
         """The compiler of the tuning pipeline: the JIT on a GPU, nothing under the interpreter."""
+        from ..engine.compilers import JitCompiler, NoCompile
+
         if self.compiler_factory is not None:
             return self.compiler_factory(self, prepare)
         if self.interpreted:

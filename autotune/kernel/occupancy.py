@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from msgspec import UNSET, UnsetType
 
@@ -50,8 +49,7 @@ class OccupancyUnreachable(AutotuneError):
     resources: recorded and skipped), the arithmetic in its message."""
 
 
-@dataclass(frozen=True)
-class _Nvidia:
+class _Nvidia(NamedTuple):  # a NamedTuple, not a frozen dataclass: ~7x cheaper to define at import
     max_warps_per_sm: int
     max_blocks_per_sm: int
     regs_per_sm: int = 65536
@@ -79,8 +77,7 @@ _NVIDIA: dict[int, _Nvidia] = {
 }
 
 
-@dataclass(frozen=True)
-class _Amd:
+class _Amd(NamedTuple):
     max_waves_per_eu: int
     eus_per_cu: int = 4  # SIMDs a workgroup's waves share: a CDNA CU, an RDNA WGP (Triton compiles in WGP mode)
 

@@ -5,7 +5,8 @@ validity, read/write-through, single flight) -> `clear`; `stats` counts what hap
 
 from __future__ import annotations
 
-from .clear import clear_autotune_cache
+from typing import TYPE_CHECKING
+
 from .counters import reset_stats, stats
 from .disk import DiskCache
 from .files import DiskEntry, disk_entries, load_record
@@ -13,6 +14,9 @@ from .fingerprint import device_fingerprint, runtime_versions, source_hash
 from .kernel_cache import KernelCache
 from .memory import MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry
+
+if TYPE_CHECKING:
+    from .clear import clear_autotune_cache
 
 __all__ = [
     "Cache",
@@ -32,3 +36,14 @@ __all__ = [
     "stats",
     "reset_stats",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """PEP 562: `clear_autotune_cache` loads `clear` (and the crash journal it clears) on first use, not with the
+    package: a cache hit never clears."""
+    if name == "clear_autotune_cache":
+        from .clear import clear_autotune_cache
+
+        globals()[name] = clear_autotune_cache
+        return clear_autotune_cache
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

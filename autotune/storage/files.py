@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import socket
 import stat
 import threading
@@ -66,12 +65,10 @@ logger = logging.getLogger("autotune")
 
 ENTRY_SUFFIX = ".json"
 _LOCK_SUFFIX = ".lock"
-_ENTRY_NAME = re.compile(r"^[0-9a-f]{32}\.json$")  # only files named like ours are ever listed or removed
+_ENTRY_NAME = r"^[0-9a-f]{32}\.json$"  # only files named like ours are ever listed or removed
 # `.<entry>[.holder].<host tag>.<pid>.<random>.tmp` (an entry's write, or its holder file's); names without the host tag
 # (older writers) are swept by age only
-_TMP_NAME = re.compile(
-    r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$"
-)
+_TMP_NAME = r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$"
 HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 _STALE_TMP_S = 600.0  # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0  # after this long waiting for a key's lock, say so in the log
@@ -182,6 +179,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     removed and `path` is untouched. The caller holds the entry's lock."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep_tmp_now_and_then(path.parent)
+    import secrets  # not at import (it loads hmac): a cache hit writes nothing
+
     tmp = path.parent / f".{path.name}.{HOST_TAG}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
@@ -299,7 +298,7 @@ def entry_files(d: Path, on_error: OnError = warn_unlistable) -> list[Path]:
     except OSError as exc:
         on_error(d, exc)
         return []
-    return sorted(p for p in found if _ENTRY_NAME.match(p.name) and is_regular_file(p))
+    return sorted(p for p in found if re.match(_ENTRY_NAME, p.name) and is_regular_file(p))
 
 
 def disk_entries(
@@ -376,7 +375,7 @@ def sweep_tmp(d: Path) -> None:
         return
     now = time.time()
     for p in names:
-        match = _TMP_NAME.match(p.name)
+        match = re.match(_TMP_NAME, p.name)
         if match is None or not is_regular_file(p):
             continue
         try:  # left by a writer of this host that is gone, or old enough that no writer anywhere still owns it

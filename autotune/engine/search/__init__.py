@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from ...record import Search
 from ...space.spaces import Config, SearchSpace
-from .prior import Prior, nearest_prior, prior_from_record, prior_note
-from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
-from .warm_start import key_distance, nearest_winners
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what mypy sees; at run time `__getattr__` imports them on first use
     from ...options import Tuning
+    from .prior import Prior, nearest_prior, prior_from_record, prior_note
+    from .strategies import STRATEGIES, LocalSearch, RandomSearch, SearchStrategy
+    from .warm_start import key_distance, nearest_winners
 
 __all__ = [
     "STRATEGIES",
@@ -114,5 +114,34 @@ def make_strategy(
         from .model import ModelSearch
 
         return ModelSearch(space, seed=seed, seeds=seeds, budget=budget, prior=prior)
+    from .strategies import LocalSearch, RandomSearch
+
     cls = {"random": RandomSearch, "local": LocalSearch}[name]
     return cls(space, seed=seed, seeds=seeds, budget=budget)
+
+
+# Loaded on first use, not with the package: decorating a kernel needs `check_strategy` and `search_of` only, and a
+# cache hit none of the strategies, priors or warm starts (start-up is part of the API).
+_LAZY = {
+    "Prior": "prior",
+    "nearest_prior": "prior",
+    "prior_from_record": "prior",
+    "prior_note": "prior",
+    "STRATEGIES": "strategies",
+    "LocalSearch": "strategies",
+    "RandomSearch": "strategies",
+    "SearchStrategy": "strategies",
+    "key_distance": "warm_start",
+    "nearest_winners": "warm_start",
+}
+
+
+def __getattr__(name: str) -> object:
+    """PEP 562: a strategy, prior or warm-start name imports its module the first time it is asked for."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
