@@ -65,3 +65,54 @@ def test_a_tuning_inside_another_tunings_session_keeps_its_own_pool_and_timeout(
     assert out["inner"] == ["ok", "timeout"] and out["outer"] == ["ok", "ok"]
     assert out["outer_restored"] and not out["mode_after"]
     assert out["hung_still_waiting"]  # the hung compile waits a minute, or until the script lets it go
+
+
+WARM_KEY = """
+import multiprocessing
+import triton, triton.language as tl
+from triton.runtime.cache import triton_key
+import autotune
+from autotune.engine import compilers
+
+assert triton_key.cache_info().currsize == 0
+
+@autotune.autotune(space={"BLOCK": [16]}, key=["n"])
+@triton.jit
+def first(x, n, BLOCK: tl.constexpr):
+    pass
+
+thread = compilers._triton_key_thread
+assert thread is not None and thread.name == "autotune-triton-key", thread
+
+@triton.jit
+def second(x, n, BLOCK: tl.constexpr):
+    pass
+
+autotune.autotune(space={"BLOCK": [16]}, key=["n"])(second)
+assert compilers._triton_key_thread is thread  # once per process
+thread.join(120)
+assert triton_key.cache_info().currsize == 1  # Triton's own memo: the first compile finds it computed
+
+def decorate_in_a_child(queue):
+    triton_key.cache_clear()  # as in a child whose parent had not hashed yet
+    autotune.autotune(space={"BLOCK": [32]}, key=["n"])(second)
+    queue.put(compilers._triton_key_thread is None)  # a pool's or a DataLoader's worker may never compile
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=decorate_in_a_child, args=(queue,))
+    child.start()
+    assert queue.get(timeout=120) is True
+    child.join()
+    print("ok")
+"""
+
+
+def test_decorating_a_jit_kernel_starts_tritons_compiler_hash_in_the_background_once_per_process(tmp_path):
+    script = tmp_path / "warm_key.py"  # a file: @triton.jit reads the kernel's source from it
+    script.write_text(WARM_KEY)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.dirname(HERE)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

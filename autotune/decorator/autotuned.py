@@ -304,6 +304,10 @@ class Autotuned(KernelInspection, KernelInterface):
         self.interpreted = is_interpreted(self.base_fn)
         if self.interpreted:
             warn_if_interpreter_breaks()
+        else:  # the compiler hash every first compile or launch of the process needs, in the background from now
+            from ..engine.compilers import warm_triton_key
+
+            warm_triton_key()
         self.launch_lock = launch_lock(self.interpreted)  # serialises interpreted launches across threads
         ref = kernel_ref(self.base_fn)
         self.identity = f"{ref.module}:{ref.qualname}"  # two kernels of one short name keep separate entries
@@ -556,8 +560,9 @@ class Autotuned(KernelInspection, KernelInterface):
         return record.winner, record, how
 
     def _refuse_without_gpu_driver(self) -> None:
-        from ..engine.compilers import driver_problem
+        from ..engine.compilers import await_triton_key, driver_problem
 
+        await_triton_key()  # a new key's launch or tuning needs the compiler hash started at decoration
         problem = driver_problem()
         if problem is not None:
             raise NoDeviceError(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from ..fork_safety import reset_in_forked_child
 from ..space.spaces import Config
 
 # (positional args, keyword args incl. meta-parameters and compile options, grid) for one config's launch
@@ -82,6 +85,7 @@ class JitCompiler:
     @contextlib.contextmanager
     def session(self, executor: Executor) -> Iterator[Any]:
         mode_type, active = _async_compile()
+        await_triton_key()  # the first submit needs it: wait for one started early rather than hash again beside it
         # A tuning inside another one's session (a setup=, verify= or hook that tunes a kernel, on its thread):
         # Triton allows one active mode per thread, so the outer mode steps aside until this one closes, and
         # each keeps its own pool, timeouts and errors.
@@ -148,6 +152,51 @@ class JitCompiler:
         if future_kernel is not None and isinstance(raw_futures, list):
             with contextlib.suppress(ValueError):
                 raw_futures.remove(future_kernel.future)
+
+
+_triton_key_thread: threading.Thread | None = None
+_triton_key_lock = threading.Lock()
+
+
+def warm_triton_key() -> None:
+    """Start Triton's compiler hash (`triton_key()`: a SHA-256 of libtriton.so and Triton's sources) on a daemon
+    thread, once per process. Every compile's cache key needs it, and Triton computes it in the first submit, on
+    the calling thread, with the pool idle (0.3 s on a CPU here; on the H200 machine the first submits took a
+    fixed 1.2 s). Started at decoration, it runs while the program does other things (reading and hashing
+    release the GIL)."""
+    global _triton_key_thread
+    if multiprocessing.parent_process() is not None:
+        return  # a pool's or a DataLoader's worker may never compile (a spawned one knows only once it runs)
+    with _triton_key_lock:
+        if _triton_key_thread is not None:
+            return
+        try:
+            from triton.runtime.cache import triton_key
+        except Exception:  # an unexpected Triton: the first compile computes it as before
+            return
+        if getattr(triton_key, "cache_info", None) is not None and triton_key.cache_info().currsize:
+            return  # computed already (a kernel launched or compiled before)
+
+        def compute() -> None:
+            with contextlib.suppress(Exception):  # what fails here fails again, reported, where Triton calls it
+                triton_key()
+
+        _triton_key_thread = threading.Thread(target=compute, name="autotune-triton-key", daemon=True)
+        _triton_key_thread.start()
+
+
+def await_triton_key() -> None:
+    """Wait for `warm_triton_key`'s thread, if one is still hashing (without, Triton would hash again, concurrently)."""
+    thread = _triton_key_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+@reset_in_forked_child
+def _forget_triton_key_thread() -> None:
+    """In a forked child the thread is gone (and Triton's memo empty, if it had not finished): start afresh."""
+    global _triton_key_thread, _triton_key_lock
+    _triton_key_thread, _triton_key_lock = None, threading.Lock()
 
 
 _driver_ok = False  # set once a driver answered: the check then costs nothing for the rest of the process
