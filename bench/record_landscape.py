@@ -298,9 +298,10 @@ def summary_lines(
             key = f"{entry['time']}/{entry.get('failure')}"
             failures[key] = failures.get(key, 0) + 1
     compiles = [e["compile_time"] for e in cache.values() if e.get("compile_time")]
-    # the first config measured also pays the process's first launch (the driver's and the context's setup)
-    loaded_after_first = list(ok.values())[1:]
-    reloads = 0 if interpret else sum(1 for e in loaded_after_first if e.get("load_time", 0.0) > LOAD_RECOMPILED_MS)
+    # the first config launched also pays the process's first launch (the driver's and the context's setup)
+    first = next((k for k, e in cache.items() if "load_time" in e), None)
+    loaded = [e for k, e in ok.items() if k != first]
+    reloads = 0 if interpret else sum(1 for e in loaded if e.get("load_time", 0.0) > LOAD_RECOMPILED_MS)
     lines = [f"recorded {len(cache)} of {planned} configs: {len(ok)} ran, failed {failures or 'none'}"]
     if compiles:
         lines.append(

@@ -205,6 +205,21 @@ def test_a_sparse_member_is_refused(tmp_path):
         import_archive(archive, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
 
 
+def test_a_pax_header_naming_gnu_sparse_1_0_is_refused_before_its_map_is_read(tmp_path):
+    """Sparse format 1.0 is said in a small pax header; the member after it is a regular file whose data tarfile
+    reads as the sparse map (as many numbers as its first line says) before any member check: refused first."""
+    fields = 200_000
+    data = b"%d\n" % fields + b"0\n" * (2 * fields)
+    archive = tmp_path / "sparse10.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ArchiveError, match=r"member 'manifest.json' is a GNU sparse file \(format 1.0\)"):
+        import_archive(archive, cache_dir=tmp_path / "d", triton_cache_dir=tmp_path / "t")
+
+
 def test_a_repacked_archive_with_directory_entries_is_refused_saying_so(exported, tmp_path):
     """`tar czf` over extracted folders adds directory members: refused (nothing written) with that reason, not
     as "links, devices and sparse files"."""

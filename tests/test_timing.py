@@ -107,6 +107,22 @@ def test_a_host_slower_than_the_longest_sleep_keeps_its_last_samples_and_is_coun
     timer = _timer(sim)
     samples = timer.measure(sim.kernel, warmup=0, reps=10)
     assert len(samples) == 10
-    assert len(sim.sleeps) == timing._HELD_TRIES
-    assert sim.sleeps[-1] == timing._MAX_HOLD_CYCLES
-    assert timer.late_measurements == 1
+    assert sim.sleeps == [timer.delay_cycles, timing._MAX_HOLD_CYCLES]  # the longest did not help: no third
+    assert timer.late_measurements == 1 and timer.hold_cycles == timer.delay_cycles
+
+
+def test_a_setup_that_waits_for_the_gpu_is_not_held_ever_longer(host_clock):
+    """A `before` that synchronizes (`.item()`, a copy from pageable memory) makes the host wait out every sleep:
+    a longer one cannot help, so the timer stops at the second try and the next measurement starts afresh."""
+    sim = SimulatedCuda(lambda: 20e-6)
+
+    def synchronize() -> None:
+        sim.host = max(sim.host, sim.gpu_free)
+
+    host_clock.append(sim)
+    timer = _timer(sim)
+    for _ in range(3):
+        assert len(timer.measure(sim.kernel, warmup=0, reps=10, before=synchronize)) == 10
+    assert len(sim.sleeps) == 6 and sim.sleeps[::2] == [timer.delay_cycles] * 3
+    assert max(sim.sleeps) < 0.01 * timing._SLEEP_HZ  # never near the cap
+    assert timer.late_measurements == 3

@@ -152,6 +152,14 @@ def capped_tarinfo(max_header_bytes: int) -> type[tarfile.TarInfo]:
                 )
             return super()._proc_member(tar)  # type: ignore[misc]  # not in typeshed: a private hook
 
+        def _proc_gnusparse_10(self, next: tarfile.TarInfo, pax_headers: dict, tar: tarfile.TarFile) -> None:
+            # a pax header naming GNU sparse format 1.0: tarfile would read the member's sparse map, as many
+            # numbers as its first line says, from the stream before any member check
+            raise ArchiveError(
+                f"unsafe archive: member {next.name!r} is a GNU sparse file (format 1.0); an autotune archive "
+                "holds only regular files"
+            )
+
     return CappedTarInfo
 
 

@@ -135,12 +135,18 @@ class CudaEventTimer:
                     fn()
             stream.wait_stream(side)
             run = graph.replay
+        if self.flush_l2:
+            self._buffer()  # allocated before the reps are held, not while they are queued
         for _ in range(_HELD_TRIES):
+            held_s = self.hold_cycles / _SLEEP_HZ
             samples, queued_s, ahead = self._held_reps(run, reps, before, stream)
             if ahead:  # shrink a grown sleep back to this pace, with room to spare
                 self.hold_cycles = max(self.delay_cycles, min(self.hold_cycles, int(4 * queued_s * _SLEEP_HZ)))
                 return samples
+            if queued_s >= held_s and self.hold_cycles > self.delay_cycles:
+                break  # a longer sleep made the host slower: it waits for the GPU (a `setup=` that synchronizes)
             self.hold_cycles = min(max(2 * self.hold_cycles, int(2 * queued_s * _SLEEP_HZ)), _MAX_HOLD_CYCLES)
+        self.hold_cycles = self.delay_cycles  # no sleep helped: the next measurement starts afresh
         self.late_measurements += 1
         return samples
 

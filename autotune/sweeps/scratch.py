@@ -19,17 +19,24 @@ import filelock
 __all__ = ["claim_worker_dir", "remove_abandoned_worker_dirs"]
 
 _PREFIX = "autotune-sweep-worker-"
+_STARTING_PREFIX = "autotune-sweep-starting-"  # where a worker takes its lock, before the directory is found
 _ALIVE = ".alive"
-_YOUNG_S = 60.0  # a directory this new without a lock file may be a starting worker's
+_YOUNG_S = 60.0  # a directory this new without a lock file may be a worker's of an earlier version, starting
 _held: list[filelock.BaseFileLock] = []  # this process's lock: held until it exits
 
 
 def claim_worker_dir() -> str:
-    """A new private directory for this worker process, locked for its life."""
+    """A new private directory for this worker process, locked for its life. It is locked under another name
+    and then renamed, so no one can find it unlocked."""
     remove_abandoned_worker_dirs()
-    path = tempfile.mkdtemp(prefix=_PREFIX)
-    lock = filelock.FileLock(os.path.join(path, _ALIVE))
+    starting = tempfile.mkdtemp(prefix=_STARTING_PREFIX)
+    lock = filelock.FileLock(os.path.join(starting, _ALIVE))
     lock.acquire()
+    path = os.path.join(os.path.dirname(starting), _PREFIX + os.path.basename(starting)[len(_STARTING_PREFIX) :])
+    try:
+        os.rename(starting, path)  # the lock is on the file, which keeps it through the rename
+    except OSError:  # Windows renames no directory holding an open file: this one is then left where it is
+        path = starting
     _held.append(lock)
     return path
 
@@ -49,7 +56,8 @@ def _abandoned(path: Path) -> bool:
         info = os.lstat(path)
     except OSError:
         return False
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+    getuid = getattr(os, "getuid", None)  # none on Windows, where the temporary directory is the user's own
+    if not stat.S_ISDIR(info.st_mode) or (getuid is not None and info.st_uid != getuid()):
         return False
     if not (path / _ALIVE).exists() and time.time() - info.st_mtime < _YOUNG_S:
         return False
