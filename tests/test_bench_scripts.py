@@ -176,3 +176,12 @@ def test_gpu_suite_skips_what_its_budget_has_no_room_for_and_packs_the_results(t
         env_log = packed.extractfile(f"{slug}/logs/env-quality.log").read().decode()
     assert f"{slug}/logs/quality.log" in names and log.count("skipped") == 3
     assert "commit abc1234" in env_log and "autotune from" in env_log
+
+
+def test_cold_tuning_times_functions_the_tuner_still_has():
+    """bench_cold_tuning times the tuner's per-config measurement by wrapping its functions by name: a rename
+    fails here, not as a silently missing figure after a GPU's start (the hook once named a function renamed)."""
+    code = "import sys; sys.path.insert(0, 'bench'); import bench_cold_tuning as b; print(b.instrument_measurement([]))"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stdout + proc.stderr[-2000:]
