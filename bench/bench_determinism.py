@@ -194,7 +194,9 @@ def main() -> None:
         # Re-measure with run A's Triton cache: both runs compiled every config of SPACE, so nothing compiles.
         os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton-A")
         common.prepare()
-        rows, cases, ratios = [], {}, []
+        rows: list[list[Any]] = []
+        cases: dict[str, dict[str, Any]] = {}
+        ratios: list[float | None] = []
         for shape in args.keys:
             name = f"{shape[0]},{shape[1]},{shape[2]}"
             got = {run: runs[run].get(name, {"error": "missing"}) for run in RUNS}

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
@@ -33,7 +34,8 @@ def main() -> int:
     worker.start()
     worker.load((kmod.__name__, "isolated", "", None), None, 300)
     start_s = time.perf_counter() - started
-    rows, results = [], {}
+    rows: list[list[Any]] = []
+    results: dict[str, list[float]] = {}
     for round_ in range(2):
         for name in ("in_process", "isolated"):
             kernel = getattr(kmod, name)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
@@ -39,12 +39,14 @@ def child(strategy: str, budget: int, seed: int, size: int) -> None:
     import torch
 
     from autotune import Tuning
+    from autotune.options import Strategy
     from kernels.matmul import CPU_SPACE, WIDE_SPACE, make_matmul, matmul
 
     dev = "cuda" if gpu else "cpu"
     size = size if gpu else 64
     kernel = make_matmul(
-        WIDE_SPACE if gpu else CPU_SPACE, tuning=Tuning(strategy=strategy, max_configs=budget, seed=seed)
+        WIDE_SPACE if gpu else CPU_SPACE,
+        tuning=Tuning(strategy=cast(Strategy, strategy), max_configs=budget, seed=seed),
     )
     torch.manual_seed(0)
     a = torch.randn((size, size), device=dev, dtype=torch.float16)
@@ -141,7 +143,8 @@ def main() -> int:
         return 1
     landscape = load_landscape(path)
     size = args.size or int((landscape.problem_size or (4096,))[0])
-    best_config = min((c for c in landscape.entries if landscape.time_of(c) is not None), key=landscape.time_of)
+    timed = {c: t for c in landscape.entries if (t := landscape.time_of(c)) is not None}
+    best_config = min(timed, key=lambda c: timed[c])
     strategies = args.strategies.split(",")
     replayed: dict[str, Any] = {}
     if args.replay:  # cheap (CPU, simulated clock), so first: a cut-off run still has it

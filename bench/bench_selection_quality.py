@@ -160,9 +160,9 @@ def main() -> None:
                 times = measure_all(
                     {c: config_launcher(kernel, c, seen) for c in ok}, args.rounds, args.rep_ms, args.seed
                 )
-                best = min(times, key=times.get)
+                best = min(times, key=lambda c: times[c])
                 ratio = times[chosen] / times[best]
-                rank = sorted(times, key=times.get).index(chosen) + 1
+                rank = sorted(times, key=lambda c: times[c]).index(chosen) + 1
                 rows.append(
                     [
                         name,

@@ -44,7 +44,7 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,7 @@ def _compile_task(task: tuple[dict[str, int], tuple[int, int, int]]) -> dict[str
 
 def compile_results(
     configs: list[dict[str, int]], shape: tuple[int, int, int], workers: int, deadline: float, stall_s: float
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """Compile results as they finish (in this process when workers == 0), until `deadline` (monotonic s) or
     until no result came for `stall_s` (a worker hung or died); the workers are killed on the way out."""
     if workers <= 0:
