@@ -36,6 +36,7 @@ from .errors import (
     WorkerShutdownError,
     classify,
 )
+from .lazy import lazy_names
 from .options import Tuning
 from .record import Trial, TrialStatus, TuningRecord
 from .reference import Reference
@@ -71,17 +72,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """PEP 562: `autotune.precompile` imports the ahead-of-time compiler the first time it is asked for."""
-    if name in _LAZY:
-        import importlib
-
-        module, attribute = _LAZY[name]
-        imported = importlib.import_module(module)
-        value = imported if attribute is None else getattr(imported, attribute)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+__getattr__ = lazy_names("autotune", globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

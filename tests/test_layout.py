@@ -16,7 +16,19 @@ DATA, ENGINE, STORAGE, TOOLING, FRONT = "data", "engine", "storage", "tooling", 
 LAYERS: dict[str, str] = {
     # data: what a tuning is about, no side effects
     **dict.fromkeys(
-        ["errors", "config", "keys", "codec", "options", "record", "reference", "format", "keyspec", "fork_safety"],
+        [
+            "errors",
+            "config",
+            "keys",
+            "codec",
+            "options",
+            "record",
+            "reference",
+            "format",
+            "keyspec",
+            "fork_safety",
+            "lazy",
+        ],
         DATA,
     ),
     **dict.fromkeys(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..lazy import lazy_names
 from .counters import reset_stats, stats
 from .disk import DiskCache
 from .files import DiskEntry, disk_entries, load_record
@@ -38,12 +39,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """PEP 562: `clear_autotune_cache` loads `clear` (and the crash journal it clears) on first use, not with the
-    package: a cache hit never clears."""
-    if name == "clear_autotune_cache":
-        from .clear import clear_autotune_cache
-
-        globals()[name] = clear_autotune_cache
-        return clear_autotune_cache
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `clear_autotune_cache` loads `clear` (and the crash journal it clears) on first use: a cache hit never clears.
+__getattr__ = lazy_names(__name__, globals(), {"clear_autotune_cache": (f"{__name__}.clear", "clear_autotune_cache")})

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ...lazy import lazy_names
 from ...record import Search
 from ...space.spaces import Config, SearchSpace
 
@@ -123,25 +124,11 @@ def make_strategy(
 # Loaded on first use, not with the package: decorating a kernel needs `check_strategy` and `search_of` only, and a
 # cache hit none of the strategies, priors or warm starts (start-up is part of the API).
 _LAZY = {
-    "Prior": "prior",
-    "nearest_prior": "prior",
-    "prior_from_record": "prior",
-    "prior_note": "prior",
-    "STRATEGIES": "strategies",
-    "LocalSearch": "strategies",
-    "RandomSearch": "strategies",
-    "SearchStrategy": "strategies",
-    "key_distance": "warm_start",
-    "nearest_winners": "warm_start",
+    **{name: (f"{__name__}.prior", name) for name in ("Prior", "nearest_prior", "prior_from_record", "prior_note")},
+    **{
+        name: (f"{__name__}.strategies", name)
+        for name in ("STRATEGIES", "LocalSearch", "RandomSearch", "SearchStrategy")
+    },
+    **{name: (f"{__name__}.warm_start", name) for name in ("key_distance", "nearest_winners")},
 }
-
-
-def __getattr__(name: str) -> object:
-    """PEP 562: a strategy, prior or warm-start name imports its module the first time it is asked for."""
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, globals(), _LAZY)
