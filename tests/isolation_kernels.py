@@ -522,3 +522,34 @@ poisoning_add_in_process = autotune(
     verify=poisoning_verify,
     tuning=Tuning(isolate="off", compile_workers=0, warmup=0, reps=1, refine_topk=0),
 )(poisoning_add.fn)
+
+
+def _fail_when_re_measured(x, y, out, n, arm) -> None:
+    """setup= of fails_when_re_measured: once the test's gate holds "refining-segfault" (the parent's
+    re-measurement has begun), arm its CRASHES config's wild load; "refining-poison" raises the error a poisoned
+    CUDA context gives, in whichever config runs next."""
+    if (_gate() / "refining-segfault").exists():
+        arm.fill_(1 << 40)
+    if (_gate() / "refining-poison").exists():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated by the test)")
+
+
+@autotune(
+    space=[{"BLOCK": 64, "CRASHES": 1}, {"BLOCK": 64, "CRASHES": 0}],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    setup=_fail_when_re_measured,
+    tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=2, refine_topk=2, refine_reps=2),
+)
+@triton.jit
+def fails_when_re_measured(x, y, out, n, arm, BLOCK: tl.constexpr, CRASHES: tl.constexpr):
+    """CRASHES 1 is the faster config on its first pass (CRASHES 0 loads y 17 times), and fails only when re-measured."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if CRASHES:
+        value = tl.load(x + offs + tl.load(arm), mask=mask)  # arm: 0, until setup= arms it
+    else:
+        value = tl.load(x + offs, mask=mask)
+        for _ in tl.static_range(16):
+            value += tl.load(y + offs, mask=mask) * 0.0
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)

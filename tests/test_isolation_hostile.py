@@ -123,3 +123,29 @@ def test_a_call_under_the_bound_is_isolated_and_the_worker_frees_its_copies_afte
     assert isolation_kernels.SETUP_PIDS == []  # measured in the worker
     grown = _rss_bytes(worker.proc.pid) - before
     assert grown < (32 << 20), f"the worker grew by {grown >> 20} MiB after the tuning: it kept its copies"
+
+
+@pytest.mark.parametrize("failure", ["segfault", "poison"])
+def test_a_config_that_fails_only_when_re_measured_is_failed_and_never_the_winner(tmp_path, failure):
+    """CRASHES 1 wins the first pass, then ends its worker (a wild load) or poisons the device when the best two are
+    re-measured: the worker named it before its run, so it is failed and the other config wins."""
+    body = textwrap.dedent(f"""
+        import pathlib
+        original = runner.WorkerRunner.refine
+        def refine(self, configs, reps):  # the gate the worker's setup= reads: the re-measurement begins
+            pathlib.Path({str(tmp_path)!r}, "refining-{failure}").touch()
+            return original(self, configs, reps)
+        runner.WorkerRunner.refine = refine
+        x, y, out, arm = torch.randn(500), torch.randn(500), torch.empty(500), torch.zeros(1, dtype=torch.int64)
+        kernel = k.fails_when_re_measured
+        kernel(x, y, out, 500, arm)
+        record = kernel.record()
+        print(json.dumps({{"winner": dict(record.winner),
+                          "trials": {{t.config["CRASHES"]: [t.status.value, t.error] for t in record.trials}}}}))
+    """)
+    got = run_child(body, tmp_path)["out"]
+    assert got["winner"] == {"BLOCK": 64, "CRASHES": 0}, got
+    status, error = got["trials"]["1"]
+    assert status == "crashed" and error.startswith("failed when re-measured: "), got["trials"]
+    assert ("SIGSEGV" if failure == "segfault" else "poisoned the device") in error, error
+    assert got["trials"]["0"][0] == "ok"

@@ -15,9 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ..record import Trial, Where
+from ..record import Trial, TrialStatus, Where
 from ..space.spaces import Config
 from .pipeline import Compiler
+
+
+class TrialFailed(Exception):
+    """A config's failure whose status the runner knows without an exception of the config's own (a worker that
+    died, hung or lost its device while running it), as kept in `TrialRunner.errors`."""
+
+    def __init__(self, status: TrialStatus, text: str) -> None:
+        super().__init__(text)
+        self.status = status
 
 
 class TrialRunner(Protocol):
@@ -49,7 +58,8 @@ class TrialRunner(Protocol):
 
     def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
         """Re-measure `configs` interleaved, `reps` rounds of one run each; {} when they could not be. A config
-        that failed on its own when run again is left out (its exception in `errors` where the runner has it)."""
+        that failed on its own when run again is left out (its exception in `errors` where the runner has it; a
+        `TrialFailed` where it knows only the status), and is never the winner."""
         ...
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from ..space.spaces import Config
 from .pipeline import CompileFailed, CompileOutcome, compile_as_proposed, compile_in_order_of_completion
 from .search import SearchStrategy
 from .timing import summarize
-from .trial_runner import TrialRunner
+from .trial_runner import TrialFailed, TrialRunner
 
 logger = logging.getLogger("autotune")
 
@@ -250,7 +250,9 @@ def _refine(job: TuneJob, top: list[Trial]) -> list[Trial]:
     rounds = job.runner.refine([t.config for t in top], job.tuning.refine_reps)
     for trial in top:  # a config that ran clean in the first pass has an error only from its re-measurement
         error = None if rounds.get(trial.config) else job.runner.errors.get(trial.config)
-        if error is not None:
+        if isinstance(error, TrialFailed):  # its worker died, hung or lost the device running it
+            trial.status, trial.error = error.status, f"failed when re-measured: {error}"
+        elif error is not None:
             trial.status = TrialStatus.RUNTIME_ERROR
             trial.error = f"failed when re-measured: {type(error).__name__}: {error}"
     refined = [t for t in top if t.ok and rounds.get(t.config)]  # none: the runner could not (first passes decide)

@@ -33,6 +33,7 @@ from ...record import Trial, TrialStatus, Where
 from ...space.spaces import Config
 from ..compilers import NoCompile
 from ..pipeline import CompileFailed, Compiler
+from ..trial_runner import TrialFailed
 from ..tunable_kernel import TunableKernel
 from .call_copies import encode_call
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
@@ -253,20 +254,32 @@ class WorkerRunner:
         raise worker_error(reply, f"the compile worker of {self.kernel_name}", own_class=False)
 
     def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
-        """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples)."""
+        """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples). The
+        worker names each config before it runs it (each run has `trial_timeout_s`): the one that ended the worker,
+        hung or lost the device is failed, so it cannot win on its first pass's samples."""
+        running: list[Config] = []
         with self.lock:
             try:
                 self.prepare(self.worker)
                 reply = self.worker.request(
                     ("refine", self.ref, list(configs), self.token, self.grids, self.tuning, reps, self.objective),
-                    self.trial_timeout_s * len(configs) * len(self.grids),
+                    self.trial_timeout_s,
+                    on_note=lambda index: running.append(configs[index]),
                 )
             except WorkerShutdownError:
                 raise
-            except (WorkerTimedOut, WorkerCrashed, AutotuneError) as exc:
+            except WorkerTimedOut as exc:
+                self._fail_refined(running, TrialStatus.TIMEOUT, self._timeout_text(exc))
+                reply = ("error", exc)
+            except WorkerCrashed as exc:
+                if exc.signal_number != signal.SIGKILL:  # SIGKILL: from outside (see _measure), not the config's
+                    self._fail_refined(running, TrialStatus.CRASHED, str(exc))
+                reply = ("error", exc)
+            except AutotuneError as exc:
                 reply = ("error", exc)
             if reply[0] == "sticky":
                 self.worker.kill()
+                self._fail_refined(running, TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
         if reply[0] != "ok":
             logger.warning(
                 "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, reply[1]
@@ -278,6 +291,12 @@ class WorkerRunner:
             if config not in rounds:
                 self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
         return rounds
+
+    def _fail_refined(self, running: list[Config], status: TrialStatus, error: str) -> None:
+        """Fail the config a re-measurement was running when its worker died, hung or lost the device (none
+        before the first run: then the worker, not a config, failed)."""
+        if running:
+            self.errors[running[-1]] = TrialFailed(status, error)
 
     def _measuring(self, index: int) -> None:
         self.measuring_call = index

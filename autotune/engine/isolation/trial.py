@@ -5,6 +5,7 @@ worker imported it (its own verify=, setup=, restore_value, grid and compile pat
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,13 +32,14 @@ def _set_runner(
     precompiled: bool = False,
     verify: bool = True,
     on_call: Callable[[int], Any] | None = None,
+    noted: Callable[[Config], Any] | None = None,
 ) -> TrialRunner:
     """The runner of one call (`objective` None), or of a set of calls: one runner per call, combined."""
 
     def runner(call: tuple, grid: Any) -> InProcessRunner:
         bound = kernel.bind(*call)  # "direct": not the drop-in's run_trial, whose Triton hooks run in the caller
         return in_process_runner(
-            kernel, bound, grid, tuning=tuning, launch="direct", precompiled=precompiled, verify=verify
+            kernel, bound, grid, noted, tuning=tuning, launch="direct", precompiled=precompiled, verify=verify
         )
 
     if objective is None:
@@ -106,9 +108,18 @@ def refine_in_worker(
     tuning: Tuning,
     reps: int,
     objective: Objective | None = None,
+    on_config: Callable[[int], Any] | None = None,
 ) -> dict:
-    """Interleaved re-measurement of the best few (on every call of a set): {config canonical JSON: [samples]}."""
-    runner = _set_runner(kernel, calls, grids, tuning, objective, precompiled=True, verify=False)
+    """Interleaved re-measurement of the best few (on every call of a set): {config canonical JSON: [samples]}.
+    `on_config` is told each config's index in `configs` before each of its runs: a crash or a hang is its own."""
+    index = {config: i for i, config in enumerate(configs)}
+
+    def noted(config: Config) -> contextlib.AbstractContextManager[None]:
+        if on_config is not None:
+            on_config(index[config])
+        return contextlib.nullcontext()
+
+    runner = _set_runner(kernel, calls, grids, tuning, objective, precompiled=True, verify=False, noted=noted)
     try:
         rounds = runner.refine(configs, reps)
     finally:

@@ -19,7 +19,8 @@ one config, on every call of a set (saying ("note", index) before each call, so 
 call a crash or a hang was on), and answers with the trial (samples, or the failure's status and text);
 ("compile", ref, config, token, grid) only compiles it, with the first call's shapes (a compile
 worker: Triton's on-disk cache keeps the result for the measuring worker); ("refine", ref, configs, token,
-grids, tuning, reps, objective) re-measures the best few interleaved; ("exit",).
+grids, tuning, reps, objective) re-measures the best few interleaved (saying ("note", index in configs) before
+each run); ("exit",).
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tu
         return run_trial_in_worker(kernel, config, call_set, grids, tuning, precompiled, objective, _noting(conn))
     if kind == "compile":
         return compile_in_worker(kernel, config, call_set, request[4])
-    return ("ok", refine_in_worker(kernel, config, call_set, *request[4:]))
+    grids, tuning, reps, objective = request[4:]
+    return ("ok", refine_in_worker(kernel, config, call_set, grids, tuning, reps, objective, _noting(conn)))
 
 
 def _request_failed(exc: Exception) -> tuple:
@@ -179,7 +181,8 @@ def _request_failed(exc: Exception) -> tuple:
 
 
 def _noting(conn: Any) -> Callable[[int], None]:
-    """Tells the parent which call of a set a trial is measuring now: a crash or a hang is on that call."""
+    """Tells the parent which call of a set a trial is measuring now, or which config a re-measurement is
+    running: a crash or a hang is on that one."""
     return lambda index: conn.send(("note", index))
 
 
