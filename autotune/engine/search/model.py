@@ -79,7 +79,7 @@ class ModelSearch(SearchStrategy):
         self._seeds.extend(self.prior_seeds)
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
         self._held_done = False
-        startup = max(8, min(64, self.budget // 4))  # random configs before the model proposes
+        startup = max(4, min(64, self.budget // 4))  # random configs before the model proposes: a quarter
         with warnings.catch_warnings():  # multivariate and constant_liar are marked experimental by optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(
