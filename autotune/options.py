@@ -75,7 +75,7 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     max_seconds: Seconds | None = None  # stop proposing configs after this long
     mode: Literal["blocking", "online"] | None = None  # None: AUTOTUNE_MODE, else "blocking"
     isolate: Literal["auto", "process", "off"] | None = None  # None: AUTOTUNE_ISOLATE, else "off"
-    trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated
+    trial_timeout_s: Seconds | None = None  # one config's compile + measure, isolated (and each re-measurement run)
     transfer: bool = True  # the model search starts from another device kind's record of the key, where one exists
     # A call whose tensors add up to more than this is tuned in-process (one IsolationWarning says why): a worker
     # holds copies of every argument, ~3x its bytes at the peak. None: no bound.

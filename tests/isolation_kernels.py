@@ -525,13 +525,19 @@ poisoning_add_in_process = autotune(
 
 
 def _fail_when_re_measured(x, y, out, n, arm) -> None:
-    """setup= of fails_when_re_measured: once the test's gate holds "refining-segfault" (the parent's
-    re-measurement has begun), arm its CRASHES config's wild load; "refining-poison" raises the error a poisoned
-    CUDA context gives, in whichever config runs next."""
-    if (_gate() / "refining-segfault").exists():
+    """setup= of fails_when_re_measured, once the parent's re-measurement has begun (the test's gate holds
+    "refining-<how>"): "segfault" arms the CRASHES config's wild load; "poison" raises the error a poisoned CUDA
+    context gives, and "sigkill" kills the worker as the OOM killer would (once, or "sigkill-always"), in
+    whichever config runs first."""
+    gate = _gate()
+    if (gate / "refining-segfault").exists():
         arm.fill_(1 << 40)
-    if (_gate() / "refining-poison").exists():
+    if (gate / "refining-poison").exists():
         raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated by the test)")
+    once = (gate / "refining-sigkill").exists() and not (gate / "killed-once").exists()
+    if once or (gate / "refining-sigkill-always").exists():
+        (gate / "killed-once").touch()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @autotune(
@@ -552,4 +558,46 @@ def fails_when_re_measured(x, y, out, n, arm, BLOCK: tl.constexpr, CRASHES: tl.c
         value = tl.load(x + offs, mask=mask)
         for _ in tl.static_range(16):
             value += tl.load(y + offs, mask=mask) * 0.0
+    tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def _arm_in_the_second_round(x, y, out, n, arm, hang) -> None:
+    """setup= of fails_in_a_later_round: once the test's gate holds "refining", count the runs on the call with
+    n=200 and arm from the fourth on (the re-measurement's second round on call 1: three configs a round)."""
+    gate = _gate()
+    if (gate / "refining").exists() and n == 200:
+        count = gate / "runs"
+        runs = int(count.read_text()) + 1 if count.exists() else 1
+        count.write_text(str(runs))
+        if runs > 3:
+            arm.fill_(1 if hang else 1 << 40)
+
+
+@autotune(
+    space=[{"BLOCK": 64, "TAG": 0}, {"BLOCK": 64, "TAG": 1}, {"BLOCK": 64, "TAG": 2}],
+    key=None,
+    grid="(cdiv(n, $BLOCK),)",
+    setup=_arm_in_the_second_round,
+    tuning=Tuning(
+        isolate="process", objective="max", compile_workers=0, warmup=0, reps=2, refine_topk=3, refine_reps=3
+    ),
+)
+@triton.jit
+def fails_in_a_later_round(x, y, out, n, arm, hang, BLOCK: tl.constexpr, TAG: tl.constexpr):
+    """TAG 0 is the fastest, TAG 2 the slowest (8 extra loads per TAG); TAG 1 segfaults, or with hang=1 never ends,
+    once armed. One config for a set of calls."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    armed = tl.load(arm)
+    value = tl.load(x + offs, mask=mask)
+    if TAG == 1:
+        if hang == 1:
+            i = armed
+            while i > 0:
+                i = i % 7 + 1
+            value += i
+        else:
+            value = tl.load(x + offs + armed, mask=mask)
+    for _ in tl.static_range(TAG * 8):
+        value += tl.load(y + offs, mask=mask) * 0.0
     tl.store(out + offs, value + tl.load(y + offs, mask=mask), mask=mask)

@@ -125,27 +125,50 @@ def test_a_call_under_the_bound_is_isolated_and_the_worker_frees_its_copies_afte
     assert grown < (32 << 20), f"the worker grew by {grown >> 20} MiB after the tuning: it kept its copies"
 
 
-@pytest.mark.parametrize("failure", ["segfault", "poison"])
-def test_a_config_that_fails_only_when_re_measured_is_failed_and_never_the_winner(tmp_path, failure):
-    """CRASHES 1 wins the first pass, then ends its worker (a wild load) or poisons the device when the best two are
-    re-measured: the worker named it before its run, so it is failed and the other config wins."""
+def _tune_failing_when_re_measured(tmp_path, how: str) -> dict:
+    """fails_when_re_measured tuned in a fresh process whose re-measurement opens the gate `how` (see its setup=)."""
     body = textwrap.dedent(f"""
         import pathlib
         original = runner.WorkerRunner.refine
-        def refine(self, configs, reps):  # the gate the worker's setup= reads: the re-measurement begins
-            pathlib.Path({str(tmp_path)!r}, "refining-{failure}").touch()
-            return original(self, configs, reps)
+        def refine(self, configs, reps, retried=False):  # the gate the worker's setup= reads: the re-measurement begins
+            pathlib.Path({str(tmp_path)!r}, "refining-{how}").touch()
+            return original(self, configs, reps, retried)
         runner.WorkerRunner.refine = refine
         x, y, out, arm = torch.randn(500), torch.randn(500), torch.empty(500), torch.zeros(1, dtype=torch.int64)
         kernel = k.fails_when_re_measured
         kernel(x, y, out, 500, arm)
         record = kernel.record()
-        print(json.dumps({{"winner": dict(record.winner),
+        print(json.dumps({{"winner": record.winner["CRASHES"], "remeasured": len(record.remeasured or []),
                           "trials": {{t.config["CRASHES"]: [t.status.value, t.error] for t in record.trials}}}}))
     """)
-    got = run_child(body, tmp_path)["out"]
-    assert got["winner"] == {"BLOCK": 64, "CRASHES": 0}, got
+    return run_child(body, tmp_path)
+
+
+def test_a_config_that_ends_its_worker_when_re_measured_is_failed_and_never_the_winner(tmp_path):
+    """CRASHES 1 wins the first pass (CRASHES 0 loads y 17 times), then ends its worker with a wild load when the
+    best two are re-measured: the worker named it before its run, so it is failed and the other config wins."""
+    got = _tune_failing_when_re_measured(tmp_path, "segfault")["out"]
     status, error = got["trials"]["1"]
-    assert status == "crashed" and error.startswith("failed when re-measured: "), got["trials"]
-    assert ("SIGSEGV" if failure == "segfault" else "poisoned the device") in error, error
-    assert got["trials"]["0"][0] == "ok"
+    assert got["winner"] == 0 and got["trials"]["0"][0] == "ok", got
+    assert status == "crashed" and error.startswith("failed when re-measured: ") and "SIGSEGV" in error, error
+
+
+@pytest.mark.parametrize(
+    ("how", "says"), [("poison", "poisoned the device"), ("sigkill-always", "SIGKILL")], ids=["poison", "sigkill"]
+)
+def test_the_config_running_when_a_re_measurement_loses_its_worker_is_failed_and_the_other_wins(tmp_path, how, says):
+    """The device poisoned, or the worker SIGKILLed from outside in two workers in turn, at the first run of the
+    re-measurement: that run's config is failed (whichever of the two it was), the other wins."""
+    got = _tune_failing_when_re_measured(tmp_path, how)["out"]
+    failed = [c for c, (status, _) in got["trials"].items() if status != "ok"]
+    assert len(failed) == 1 and got["winner"] == 1 - int(failed[0]), got
+    status, error = got["trials"][failed[0]]
+    assert status == "crashed" and error.startswith("failed when re-measured: ") and says in error, error
+    assert how != "sigkill-always" or "twice, in two workers" in error
+
+
+def test_a_re_measurement_whose_worker_is_sigkilled_once_from_outside_runs_again_in_a_new_worker(tmp_path):
+    child = _tune_failing_when_re_measured(tmp_path, "sigkill")
+    got = child["out"]
+    assert [status for status, _ in got["trials"].values()] == ["ok", "ok"] and got["remeasured"] == 2, got
+    assert "re-measuring them once more in a new worker" in child["stderr"]

@@ -53,6 +53,42 @@ def worker_start_s() -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.parametrize("hang", [0, 1], ids=["segfault", "hang"])
+def test_a_config_that_crashes_or_hangs_in_a_later_round_of_the_re_measurement_is_that_config_s_failure(
+    worker_start_s, monkeypatch, tmp_path, hang
+):
+    """Three configs re-measured over a set of two calls: TAG 1 ends the worker, or hangs, in the second round on
+    call 1, after TAG 0 ran there. The worker named TAG 1 before that run, so TAG 1 is failed, not the first config
+    of the round; TAG 0 and TAG 2 keep their first-pass samples and TAG 0 wins."""
+    from isolation_kernels import fails_in_a_later_round as kernel
+
+    import autotune.engine.isolation.runner as runner
+
+    monkeypatch.setenv("AUTOTUNE_TEST_GATE_DIR", str(tmp_path))
+    shutdown()  # a worker started with the gate's variable
+    monkeypatch.setattr(kernel, "tuning", kernel.tuning.replace(trial_timeout_s=worker_start_s))
+    original = runner.WorkerRunner.refine
+
+    def refine(self, configs, reps, retried=False):
+        (tmp_path / "refining").touch()
+        return original(self, configs, reps, retried)
+
+    monkeypatch.setattr(runner.WorkerRunner, "refine", refine)
+    calls = []
+    for n in (100, 200):
+        args = (torch.randn(n), torch.randn(n), torch.empty(n), n, torch.zeros(1, dtype=torch.int64), hang)
+        calls.append((kernel.bind(args, {}), None))
+    try:
+        record = kernel.tune_calls(calls)[0]
+    finally:
+        shutdown()  # no later test gets a worker with the gate's variable
+    by_tag = {t.config["TAG"]: t for t in record.trials}
+    assert record.winner["TAG"] == 0 and by_tag[0].ok and by_tag[2].ok, record.trials
+    assert by_tag[1].status.value == ("timeout" if hang else "crashed"), by_tag[1]
+    assert by_tag[1].error.startswith("failed when re-measured: "), by_tag[1].error
+    assert (f"trial_timeout_s={worker_start_s:g} passed" if hang else "SIGSEGV") in by_tag[1].error
+
+
 def test_a_config_that_crashes_or_hangs_on_one_call_of_the_set_costs_that_config_and_the_tuning_goes_on(
     worker_start_s, monkeypatch
 ):

@@ -253,10 +253,34 @@ class WorkerRunner:
         # compile error, and what a compile worker answers "error" (not "failed") is never the config's doing.
         raise worker_error(reply, f"the compile worker of {self.kernel_name}", own_class=False)
 
-    def refine(self, configs: Sequence[Config], reps: int) -> dict[Config, list[float]]:
+    def refine(self, configs: Sequence[Config], reps: int, retried: bool = False) -> dict[Config, list[float]]:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples). The
         worker names each config before it runs it (each run has `trial_timeout_s`): the one that ended the worker,
-        hung or lost the device is failed, so it cannot win on its first pass's samples."""
+        hung or lost the device is failed, so it cannot win on its first pass's samples. A SIGKILL from outside
+        (see `_measure`) is blamed only when it comes again in a new worker."""
+        reply = self._request_refine(configs, reps, retried)
+        if reply is None:
+            logger.warning(
+                "autotune: the worker re-measuring the best configs of %s was killed by SIGKILL from outside (the OOM "
+                "killer, a supervisor?); re-measuring them once more in a new worker",
+                self.kernel_name,
+            )
+            return self.refine(configs, reps, retried=True)
+        if reply[0] != "ok":
+            logger.warning(
+                "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, reply[1]
+            )
+            return {}
+        by_text = {c.canonical(): c for c in configs}
+        rounds = {by_text[text]: samples for text, samples in reply[1].items()}
+        for config in configs:  # left out by the worker: it failed on its own when run again
+            if config not in rounds:
+                self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
+        return rounds
+
+    def _request_refine(self, configs: Sequence[Config], reps: int, retried: bool) -> tuple | None:
+        """The worker's reply to a re-measurement, failing the config it was running when it died, hung or lost the
+        device; None for a first SIGKILL from outside (to be tried again)."""
         running: list[Config] = []
         with self.lock:
             try:
@@ -270,27 +294,20 @@ class WorkerRunner:
                 raise
             except WorkerTimedOut as exc:
                 self._fail_refined(running, TrialStatus.TIMEOUT, self._timeout_text(exc))
-                reply = ("error", exc)
+                return ("error", exc)
             except WorkerCrashed as exc:
-                if exc.signal_number != signal.SIGKILL:  # SIGKILL: from outside (see _measure), not the config's
-                    self._fail_refined(running, TrialStatus.CRASHED, str(exc))
-                reply = ("error", exc)
+                if exc.signal_number == signal.SIGKILL and not retried:
+                    return None
+                self._fail_refined(
+                    running, TrialStatus.CRASHED, f"{exc}{' (twice, in two workers)' if retried else ''}"
+                )
+                return ("error", exc)
             except AutotuneError as exc:
-                reply = ("error", exc)
+                return ("error", exc)
             if reply[0] == "sticky":
                 self.worker.kill()
                 self._fail_refined(running, TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
-        if reply[0] != "ok":
-            logger.warning(
-                "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, reply[1]
-            )
-            return {}
-        by_text = {c.canonical(): c for c in configs}
-        rounds = {by_text[text]: samples for text, samples in reply[1].items()}
-        for config in configs:  # left out by the worker: it failed on its own when run again
-            if config not in rounds:
-                self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
-        return rounds
+        return reply
 
     def _fail_refined(self, running: list[Config], status: TrialStatus, error: str) -> None:
         """Fail the config a re-measurement was running when its worker died, hung or lost the device (none
