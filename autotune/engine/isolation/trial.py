@@ -114,7 +114,7 @@ def refine_in_worker(
     `on_config` is told each config's index in `configs` before each of its runs: a crash or a hang is its own."""
     index = {config: i for i, config in enumerate(configs)}
 
-    def noted(config: Config) -> contextlib.AbstractContextManager[None]:
+    def noted(config: Config) -> contextlib.AbstractContextManager[None]:  # the parent keeps the note, not a journal
         if on_config is not None:
             on_config(index[config])
         return contextlib.nullcontext()
