@@ -10,6 +10,8 @@
 #   bench/gpu_suite.sh compiled   ON THE GPU: examples/compiled_model.py under torch.compile(fullgraph=True) and
 #                                 mode="reduce-overhead" (CUDA graphs), and a sweep over the local GPU
 #   bench/gpu_suite.sh extra      ON THE GPU, if time is left: isolation and online benchmarks, the suite interpreted
+#   bench/gpu_suite.sh recheck    ON THE GPU, after `core` in a task whose GPU ran every phase before: selection
+#                                 quality, model search vs random live (needs that GPU's landscape), isolation
 #
 # A lent GPU comes with 15 minutes of device time per task, its start (a minute or two) included, and at most 10
 # minutes per command. Each phase's steps fit PHASE_BUDGET_S (320 s; the setup before them, about 20 s, is not
@@ -17,8 +19,9 @@
 # back: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
 # carry=[".whl"], timeout_s=360), then the same with `quality` right after it (the machine stays warm 30 s), then
 # give_back; the next task with a GPU runs `search` and `compiled`, the one after `extra`. (Every phase ran once,
-# on an H200 on 2026-11-29; the next task with a GPU re-runs `core` and `quality`, which check the changes made
-# after that run, then `search` for search_gpu, which had no room, and `extra` for isolation and the suite.)
+# on an H200 on 2026-11-29; the next task with an H200 runs `core` and then `recheck`: the two targets missed
+# there (the pipeline's bound, selection quality) after their fixes, and the two steps that had no room, search_gpu
+# and isolation. On another GPU, which has no landscape here, `search` records one first.)
 # Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
 # that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
 # here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
@@ -36,7 +39,7 @@ if [ "$PHASE" = "wheels" ]; then
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
         "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
 fi
-PHASES="core quality search compiled extra"
+PHASES="core quality search compiled extra recheck"
 XDIST=""
 if "$PY" -c "import xdist" 2>/dev/null; then XDIST="-n 12 --dist loadfile"; fi
 # Ten of bench_determinism's twenty shapes (M,N,K), one of each kind, so that two cold runs fit the phase: with ten
@@ -71,6 +74,11 @@ phase_steps() {   # phase_steps PHASE: its steps, most important first (`step NA
         step suite_interpreted 130 env TRITON_INTERPRET=1 "$PY" -m pytest -v -p no:cacheprovider $XDIST --timeout 100 \
             tests/ -k "not redis" --durations=5
         ;;
+    recheck)
+        step selection_quality 90 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 15
+        step search_gpu 105 "$PY" bench/bench_search_gpu.py --seeds 2 --rounds 3 --replay
+        step isolation 105 "$PY" bench/bench_isolation.py
+        ;;
     esac
 }
 
@@ -96,7 +104,7 @@ if [ "$PHASE" = "plan" ]; then   # what each phase runs and how long it may take
     fi
     [ "$FITS" = 1 ] && exit 0 || exit 1
 fi
-case "$PHASE" in core|quality|search|compiled|extra) ;; *) echo "usage: $0 wheels|plan|${PHASES// /|}" >&2; exit 2;; esac
+case "$PHASE" in core|quality|search|compiled|extra|recheck) ;; *) echo "usage: $0 wheels|plan|${PHASES// /|}" >&2; exit 2;; esac
 
 # The GPU image has torch, triton, filelock, tqdm, numpy, pytest and matplotlib; the rest travels as wheels.
 SITE_DIR="$PWD/.gpu-suite-site"   # private to this checkout (a shared /tmp path could be planted by another user)

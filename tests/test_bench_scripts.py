@@ -120,11 +120,11 @@ def test_gpu_suite_plan_fits_the_device_budget_and_names_real_options():
     plan = _suite("plan")
     assert plan.returncode == 0, plan.stdout + plan.stderr
     phases = [line[:-1] for line in plan.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
-    assert phases == ["core", "quality", "search", "compiled", "extra"]
-    assert plan.stdout.count("s of steps in a budget of 320 s") == 5
+    assert phases == ["core", "quality", "search", "compiled", "extra", "recheck"]
+    assert plan.stdout.count("s of steps in a budget of 320 s") == 6
     assert "take at most 840 s of a task's 900" in plan.stdout
     over = _suite("plan", PHASE_BUDGET_S="250")  # every phase is checked, not only the first
-    assert over.returncode == 1 and over.stdout.count("does not fit PHASE_BUDGET_S") == 4
+    assert over.returncode == 1 and over.stdout.count("does not fit PHASE_BUDGET_S") == 5
     too_long = _suite("plan", PHASE_BUDGET_S="450")  # the phases fit, two of them do not fit a task
     assert too_long.returncode == 1 and "do not fit a task's 900 s" in too_long.stdout
     assert _suite("core quality").returncode == 2  # one phase at a time, named exactly
