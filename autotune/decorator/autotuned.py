@@ -513,6 +513,8 @@ class Autotuned(KernelInspection, KernelInterface):
     def _select_on_miss(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
     ) -> tuple[Config, TuningRecord | None, How]:
+        """A miss of the memory tier: the first that applies of autotune disabled (the fallback config), a
+        CUDA-graph capture, offline, a kernel tuned for sets of calls, then a tuning of the key (`_tune_on_miss`)."""
         check_finite_key(key, self.name)
         if env_disable():
             return self.fallback_config(), None, "disabled"
@@ -528,36 +530,43 @@ class Autotuned(KernelInspection, KernelInterface):
             return self._select_tuned_for_calls(key, dtypes, bound)
         if not self.interpreted and self.compiler_factory is None:
             self._refuse_without_gpu_driver()
+        return self._tune_on_miss(key, dtypes, bound, grid)
+
+    def _tune_on_miss(
+        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
+    ) -> tuple[Config, TuningRecord | None, How]:
+        """Online tuning (never waits), or the record of a blocking tuning: found in a cache tier, tuned here, or
+        agreed across the ranks of a job."""
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
-            return self.online.select(key, dtypes, bound, grid)  # never waits: tunes across calls (online.py)
-        # prune= runs on a memory miss, before the disk or Redis tier is read: an entry there counts only for the
-        # configs it kept for this call (`candidates`). A memory hit runs no prune (as in triton.autotune), so what
-        # prune= reads belongs in key=.
+            return self.online.select(key, dtypes, bound, grid)  # tunes across calls (online.py)
         if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
             record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
-            kept, candidates = self.candidates(bound)
-
-            def tune() -> TuningRecord:  # a miss of every tier: only then is the tuning loaded
-                from .tune_key import KeyTuning, tune_key
-
-                return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force))
-
-            record, how = self.cache.get_or_tune(
-                key,
-                dtypes,
-                tune,
-                force=force,
-                lock_timeout_s=self.tuning.lock_timeout_s,
-                candidates=candidates,
-            )
+            record, how = self._get_or_tune(key, dtypes, bound, grid, force)
         if force:  # tuned now, or produced by another tuning while this call waited: fresh either way
             self._forced.add((key, dtypes))
         if how in ("disk", "remote"):
             _say_cache_hit(record)
         return record.winner, record, how
+
+    def _get_or_tune(
+        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, force: bool
+    ) -> tuple[TuningRecord, Found]:
+        """The key's record from the disk or Redis tier, else tuned here (`tune_key`, loaded only then).
+        prune= runs first: an entry there counts only for the configs it kept for this call (`candidates`). A
+        memory hit runs no prune (as in triton.autotune), so what prune= reads belongs in key=."""
+        kept, candidates = self.candidates(bound)
+
+        def tune() -> TuningRecord:
+            from .tune_key import KeyTuning, tune_key
+
+            return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force))
+
+        return self.cache.get_or_tune(
+            key, dtypes, tune, force=force, lock_timeout_s=self.tuning.lock_timeout_s, candidates=candidates
+        )
 
     def _refuse_without_gpu_driver(self) -> None:
         from ..engine.compilers import await_triton_key, driver_problem
