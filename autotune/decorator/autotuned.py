@@ -554,7 +554,8 @@ class Autotuned(KernelInspection, KernelInterface):
     def _get_or_tune(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, force: bool
     ) -> tuple[TuningRecord, Found]:
-        """The key's record from the disk or Redis tier, else tuned here (`tune_key`, loaded only then).
+        """The key's record from a cache tier (memory read again, disk, Redis), else tuned here (`tune_key`,
+        loaded only then).
         prune= runs first: an entry there counts only for the configs it kept for this call (`candidates`). A
         memory hit runs no prune (as in triton.autotune), so what prune= reads belongs in key=."""
         kept, candidates = self.candidates(bound)

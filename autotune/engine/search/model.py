@@ -79,11 +79,14 @@ class ModelSearch(SearchStrategy):
         self._seeds.extend(self.prior_seeds)
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
         self._held_done = False
-        startup = max(4, min(64, self.budget // 4))  # random configs before the model proposes: a quarter
+        self.random_start = max(4, min(64, self.budget // 4))  # TPE's random configs before it proposes: a quarter
         with warnings.catch_warnings():  # multivariate and constant_liar are marked experimental by optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(
-                seed=self.rng.randrange(2**31), n_startup_trials=startup, multivariate=True, constant_liar=True
+                seed=self.rng.randrange(2**31),
+                n_startup_trials=self.random_start,
+                multivariate=True,
+                constant_liar=True,
             )
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[Config, Any] = {}  # config -> its open optuna trial
