@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
@@ -200,31 +200,43 @@ class WorkerRunner:
         raise worker_error(reply, f"the tuning worker of {self.kernel_name}")
 
     def _measure(self, message: tuple, config: Config, retried: bool = False) -> tuple | Trial:
-        """The worker's reply to a trial `message`, or the Trial a timeout, a crash or a poisoned device makes of it.
-        A worker killed by SIGKILL, which autotune only sends on a timeout (a `WorkerTimedOut`), was killed from
-        outside (the OOM killer, a supervisor): not the config's doing until it happens again in a new worker."""
+        """The worker's reply to a trial `message`, or the Trial a timeout, a crash or a poisoned device makes of it
+        (a SIGKILL from outside: see `_ask_measuring_worker`)."""
         self.measuring_call = 0
+        answer = self._ask_measuring_worker(message, self._measuring, retried)
+        if answer is None:
+            logger.warning(
+                "autotune: the worker measuring %s of %s was killed by SIGKILL from outside (the OOM killer, a "
+                "supervisor?); trying that config once more in a new worker",
+                config,
+                self.kernel_name,
+            )
+            return self._measure(message, config, retried=True)
+        if isinstance(answer, TrialFailed):
+            return self._failed(config, answer.status, str(answer))
+        return answer
+
+    def _ask_measuring_worker(
+        self, message: tuple, on_note: Callable[[Any], Any], retried: bool
+    ) -> tuple | TrialFailed | None:
+        """The measuring worker's reply to `message`; a `TrialFailed` when it timed out, died or lost the device
+        answering (the config it was running is to blame); None when it was killed by SIGKILL for the first time.
+        autotune sends SIGKILL only on a timeout (a `WorkerTimedOut`), so that one came from outside (the OOM
+        killer, a supervisor): not the config's doing until it happens again in a new worker."""
         with self.lock:
             self.prepare(self.worker)
             try:
-                reply = self.worker.request(message, self.trial_timeout_s, on_note=self._measuring)
+                reply = self.worker.request(message, self.trial_timeout_s, on_note=on_note)
             except WorkerTimedOut as exc:
-                return self._failed(config, TrialStatus.TIMEOUT, self._timeout_text(exc))
+                return TrialFailed(TrialStatus.TIMEOUT, self._timeout_text(exc))
             except WorkerCrashed as exc:
-                if exc.signal_number != signal.SIGKILL or retried:
-                    again = " (twice, in two workers)" if retried else ""
-                    return self._failed(config, TrialStatus.CRASHED, f"{exc}{again}")
-                logger.warning(
-                    "autotune: the worker measuring %s of %s was killed by SIGKILL from outside (the OOM killer, a "
-                    "supervisor?); trying that config once more in a new worker",
-                    config,
-                    self.kernel_name,
-                )
-                reply = None
-            if reply is not None and reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
+                if exc.signal_number == signal.SIGKILL and not retried:
+                    return None
+                return TrialFailed(TrialStatus.CRASHED, f"{exc}{' (twice, in two workers)' if retried else ''}")
+            if reply[0] == "sticky":  # its device context is poisoned: a fresh worker next
                 self.worker.kill()
-                return self._failed(config, TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
-        return reply if reply is not None else self._measure(message, config, retried=True)
+                return TrialFailed(TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
+        return reply
 
     def compile(self, config: Config, worker: Worker) -> float:
         """Compile `config` in a compile worker: the seconds it took there, or `CompileFailed` with the config's
@@ -256,64 +268,38 @@ class WorkerRunner:
     def refine(self, configs: Sequence[Config], reps: int, retried: bool = False) -> dict[Config, list[float]]:
         """Re-measure the best few interleaved in the worker; {} when it could not (they keep their samples). The
         worker names each config before it runs it (each run has `trial_timeout_s`): the one that ended the worker,
-        hung or lost the device is failed, so it cannot win on its first pass's samples. A SIGKILL from outside
-        (see `_measure`) is blamed only when it comes again in a new worker."""
-        reply = self._request_refine(configs, reps, retried)
-        if reply is None:
+        hung or lost the device is failed, so it cannot win on its first pass's samples (none before the first
+        run: then the worker, not a config, failed). A SIGKILL from outside is blamed only when it comes again."""
+        running: list[Config] = []
+        try:
+            message = ("refine", self.ref, list(configs), self.token, self.grids, self.tuning, reps, self.objective)
+            answer = self._ask_measuring_worker(message, lambda index: running.append(configs[index]), retried)
+        except WorkerShutdownError:
+            raise
+        except AutotuneError as exc:  # the worker could not load the kernel and the call again
+            answer = ("error", exc)
+        if answer is None:
             logger.warning(
                 "autotune: the worker re-measuring the best configs of %s was killed by SIGKILL from outside (the OOM "
                 "killer, a supervisor?); re-measuring them once more in a new worker",
                 self.kernel_name,
             )
             return self.refine(configs, reps, retried=True)
-        if reply[0] != "ok":
+        if isinstance(answer, TrialFailed):
+            if running:
+                self.errors[running[-1]] = answer
+            answer = ("error", answer)
+        if answer[0] != "ok":
             logger.warning(
-                "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, reply[1]
+                "autotune: re-measuring the best configs of %s in the worker failed (%s)", self.kernel_name, answer[1]
             )
             return {}
         by_text = {c.canonical(): c for c in configs}
-        rounds = {by_text[text]: samples for text, samples in reply[1].items()}
+        rounds = {by_text[text]: samples for text, samples in answer[1].items()}
         for config in configs:  # left out by the worker: it failed on its own when run again
             if config not in rounds:
                 self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
         return rounds
-
-    def _request_refine(self, configs: Sequence[Config], reps: int, retried: bool) -> tuple | None:
-        """The worker's reply to a re-measurement, failing the config it was running when it died, hung or lost the
-        device; None for a first SIGKILL from outside (to be tried again)."""
-        running: list[Config] = []
-        with self.lock:
-            try:
-                self.prepare(self.worker)
-                reply = self.worker.request(
-                    ("refine", self.ref, list(configs), self.token, self.grids, self.tuning, reps, self.objective),
-                    self.trial_timeout_s,
-                    on_note=lambda index: running.append(configs[index]),
-                )
-            except WorkerShutdownError:
-                raise
-            except WorkerTimedOut as exc:
-                self._fail_refined(running, TrialStatus.TIMEOUT, self._timeout_text(exc))
-                return ("error", exc)
-            except WorkerCrashed as exc:
-                if exc.signal_number == signal.SIGKILL and not retried:
-                    return None
-                self._fail_refined(
-                    running, TrialStatus.CRASHED, f"{exc}{' (twice, in two workers)' if retried else ''}"
-                )
-                return ("error", exc)
-            except AutotuneError as exc:
-                return ("error", exc)
-            if reply[0] == "sticky":
-                self.worker.kill()
-                self._fail_refined(running, TrialStatus.CRASHED, f"poisoned the device: {reply[1]}")
-        return reply
-
-    def _fail_refined(self, running: list[Config], status: TrialStatus, error: str) -> None:
-        """Fail the config a re-measurement was running when its worker died, hung or lost the device (none
-        before the first run: then the worker, not a config, failed)."""
-        if running:
-            self.errors[running[-1]] = TrialFailed(status, error)
 
     def _measuring(self, index: int) -> None:
         self.measuring_call = index
