@@ -123,11 +123,12 @@ class LocalWorker:
         self.process = self.conn = None
 
     def _call(self, request: tuple) -> Any:
-        if self.conn is None:
+        conn = self.conn
+        if conn is None:
             raise WorkerLost(f"sweep worker {self.index} is stopped")
         try:
-            self.conn.send(request)
-        except (BrokenPipeError, ConnectionError, EOFError) as exc:
+            conn.send(request)
+        except (OSError, EOFError) as exc:  # BrokenPipeError; or our end closed by `stop`
             raise WorkerLost(f"sweep worker {self.index} ({self.kind}) is gone ({exc})") from exc
         except Exception as exc:  # pickling the maker: the job's own problem
             raise JobFailed(
@@ -137,20 +138,22 @@ class LocalWorker:
         return self._reply(None)
 
     def _reply(self, timeout_s: float | None) -> Any:
-        assert self.conn is not None and self.process is not None
+        conn, process = self.conn, self.process  # `stop` (Ctrl-C, from the main thread) clears them under us
+        if conn is None or process is None:
+            raise WorkerLost(f"sweep worker {self.index} is stopped")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self.conn.poll(0.1):
-            if not self.process.is_alive():
-                raise WorkerLost(
-                    f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(self.process)}"
-                )
-            if deadline is not None and time.monotonic() > deadline:
-                raise WorkerLost(f"sweep worker {self.index} did not start within {timeout_s:g} s")
         try:
-            status, value = self.conn.recv()
-        except (EOFError, OSError) as exc:  # its end closed: the process is gone, or going
-            ended = _exit_text(self.process)
-            if self.process.exitcode is not None:
+            while not conn.poll(0.1):
+                if not process.is_alive():
+                    raise WorkerLost(
+                        f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(process)}"
+                    )
+                if deadline is not None and time.monotonic() > deadline:
+                    raise WorkerLost(f"sweep worker {self.index} did not start within {timeout_s:g} s")
+            status, value = conn.recv()
+        except (EOFError, OSError) as exc:  # its end closed (the process is gone, or going), or ours by `stop`
+            ended = _exit_text(process)
+            if process.exitcode is not None:
                 raise WorkerLost(f"sweep worker {self.index} ({self.kind or 'starting'}) died: {ended}") from None
             raise WorkerLost(f"sweep worker {self.index} ({self.kind}) closed its pipe ({exc!r})") from exc
         if status == "error":
