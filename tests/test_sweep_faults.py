@@ -231,3 +231,90 @@ def test_the_cli_refuses_calls_that_are_not_makers_in_one_line(calls, said):
     done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _kill_the_worker_at_its_first_tune(monkeypatch) -> list[int]:
+    """The first `tune` request a local worker gets finds it killed (SIGKILL, as the OOM killer would): the driver
+    sees a worker lost in the middle of a key's tuning."""
+    import autotune.sweeps.local as local
+
+    real, killed = local.LocalWorker.tune, []
+
+    def tune(self):
+        if not killed:
+            killed.append(self.process.pid)
+            self.process.kill()
+            self.process.join()
+        return real(self)
+
+    monkeypatch.setattr(local.LocalWorker, "tune", tune)
+    return killed
+
+
+def test_a_forced_key_whose_worker_dies_while_tuning_is_tuned_again_on_the_retry(monkeypatch):
+    """The retry of a job is not "another call of the key": with AUTOTUNE_FORCE=1 it tunes the key again, and does
+    not report the entry from before the sweep as cached."""
+    autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=1)
+    (before,) = _stored("sweep_pick")
+    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
+    killed = _kill_the_worker_at_its_first_tune(monkeypatch)
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=1)
+    assert killed and [(k.status, k.attempts) for k in report.keys] == [("tuned", 2)], report.keys
+    (after,) = _stored("sweep_pick")
+    assert after.timestamp > before.timestamp and report.workers[0].restarts == 1
+
+
+def test_a_worker_that_cannot_be_restarted_fails_its_keys_saying_why(monkeypatch):
+    """A worker dies, and starting its replacement raises (here an OSError, as fork does out of memory): its keys
+    are `failed` naming both, the worker's stats say why it was given up, and no driver thread dies."""
+    import autotune.sweeps.local as local
+
+    _kill_the_worker_at_its_first_tune(monkeypatch)
+
+    def restart(self):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(local.LocalWorker, "restart", restart)
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64]), workers=1)
+    assert [k.status for k in report.keys] == ["failed", "failed"]
+    for outcome in report.keys:
+        assert "died: killed by SIGKILL" in str(outcome.error), outcome.error
+        assert "a new worker could not start: OSError: [Errno 12] Cannot allocate memory" in str(outcome.error)
+    assert report.workers[0].lost == "a new worker could not start: OSError: [Errno 12] Cannot allocate memory"
+    assert "worker 0 on interpreter: given up: a new worker could not start" in str(report)
+
+
+def test_a_split_key_whose_worker_dies_and_cannot_be_restarted_is_reported_failed(monkeypatch):
+    """The same where the key is split over two workers: the key is in the report, `failed`, saying why."""
+    import autotune.sweeps.local as local
+
+    real, killed = local.LocalWorker.tune_share, []
+
+    def tune_share(self, share):
+        if not killed:
+            killed.append(self.index)
+            self.process.kill()
+            self.process.join()
+        return real(self, share)
+
+    def restart(self):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(local.LocalWorker, "tune_share", tune_share)
+    monkeypatch.setattr(local.LocalWorker, "restart", restart)
+    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([64]), workers=2)
+    assert [k.status for k in report.keys] == ["failed"], report.keys
+    assert "a new worker could not start: OSError" in str(report.keys[0].error)
+
+
+def test_a_ray_slot_stopped_under_its_thread_is_a_lost_worker_not_a_driver_bug():
+    """Ctrl-C stops every slot from the main thread while a slot's thread goes on to its next request: a stopped
+    actor is `WorkerLost` (the key is `interrupted`), not an AttributeError logged as the driver's fault."""
+    ray = pytest.importorskip("ray")
+    from autotune.sweeps.ray_executor import RayWorker
+    from autotune.sweeps.slots import WorkerLost
+
+    slot = RayWorker(ray, 3, None, {}, gpu=False)  # never launched: as after `stop`
+    for request in (lambda: slot.prepare(sk.pick_calls([32])[0]), slot.tune, lambda: slot.tune_share(None)):
+        with pytest.raises(WorkerLost, match="sweep actor 3 is stopped"):
+            request()

@@ -10,13 +10,14 @@ job whose worker died is retried once on another worker (the worker is replaced)
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["sweep", "warmup_sweep"]
 
 logger = logging.getLogger("autotune")
+
+_KeyId = tuple[str, str, tuple[str, ...]]  # (device kind, repr(key), dtypes): one key of a sweep
+_INTERRUPTED = "the sweep was interrupted"
 
 
 def sweep(
@@ -266,7 +270,8 @@ class _Run:
         self.outcomes: dict[tuple[int, str], KeyOutcome] = {}
         self.stats = {s.index: WorkerStats(index=s.index, device=s.kind) for s in self.slots}
         self.caches = {kind: _cache_for(tuned, kind, search) for kind in kinds}
-        self.begun: set[tuple[str, str, tuple[str, ...]]] = set()  # (kind, key, dtypes) a job of this sweep took up
+        self.key_locks: dict[_KeyId, threading.Lock] = {}  # the jobs of one key (its calls) run one at a time
+        self.tuned_here: set[_KeyId] = set()  # keys a job of this sweep has tuned, or found cached
         self.queues = {
             kind: JobQueue(
                 [Job(i, m, kind) for i, m in enumerate(makers)],
@@ -297,8 +302,9 @@ class _Run:
             self.stopping.set()
             for slot in self.slots:
                 slot.stop()
+            deadline = time.monotonic() + 10  # for all of them: a thread may be waiting on another process's lease
             for thread in threads:
-                thread.join(10)
+                thread.join(max(0.0, deadline - time.monotonic()))
             raise
         finally:
             if self.bar is not None:
@@ -347,16 +353,18 @@ class _Run:
         try:
             outcome = self._run(group[0], job, group)
         except WorkerLost as exc:
-            if self.stopping.is_set() or not all(self._replace(slot) for slot in group):
-                status: Status = "interrupted" if self.stopping.is_set() else "failed"
-                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=str(exc))
+            given_up = _INTERRUPTED if self.stopping.is_set() else self._replace_all(group)
+            if given_up is not None:
+                status: Status = "interrupted" if given_up == _INTERRUPTED else "failed"
+                outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=f"{exc}; {given_up}")
                 outcome.attempts = job.attempts
             else:
                 job.attempts += 1
                 try:
                     outcome = self._run(group[0], job)
                 except WorkerLost as again:
-                    outcome = KeyOutcome(job=job.index, device=job.kind, status="failed", error=str(again))
+                    status = "interrupted" if self.stopping.is_set() else "failed"
+                    outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=str(again))
                     outcome.attempts = job.attempts
         finally:
             self._busy(-len(group))
@@ -374,11 +382,14 @@ class _Run:
             self._record(job, outcome)
         job.lost_on = slot.index
         queue.finish(job, again=retry)
-        if not stopping and self._replace(slot):
+        given_up = _INTERRUPTED if stopping else self._replace(slot)
+        if given_up is None:
             return True
+        status = "interrupted" if given_up == _INTERRUPTED else "failed"
         for left in queue.leave():
-            error = f"no worker of this kind is left ({exc})"
-            self._record(left, KeyOutcome(job=left.index, device=slot.kind, status="failed", error=error))
+            error = f"no worker of this kind is left ({exc}; {given_up})"
+            outcome = KeyOutcome(job=left.index, device=slot.kind, status=status, error=error, attempts=left.attempts)
+            self._record(left, outcome)
         return False
 
     def _run(self, slot: Slot, job: Job, group: Sequence[Slot] = ()) -> KeyOutcome:
@@ -406,36 +417,50 @@ class _Run:
     def _tune(
         self, slot: Slot, job: Job, group: Sequence[Slot], outcome: KeyOutcome, split: SplitTuning
     ) -> tuple[TuningRecord, Found, bool] | None:
-        """The key's record, where it came from (`get_or_tune`'s answer) and whether another job of this sweep took
-        up the key first (calls of one key: it waits for that job), or None when another process holds its lease
-        (`outcome` then says who)."""
+        """The key's record, where it came from (`get_or_tune`'s answer) and whether another job of this sweep had
+        the key first (calls of one key run one at a time: a later one finds the first one's winner, or tunes the
+        key itself when the first one failed), or None when another process holds its lease (`outcome` then says
+        who)."""
         key, dtypes, candidates, calls = slot.prepare(job.maker)
         outcome.key, outcome.dtypes = _jsonable_key(key), list(dtypes)
         cache = self.caches[slot.kind]
         mine = (slot.kind, repr(key), tuple(dtypes))
-        with self.lock:  # the first job of a key asks for the lease holder before a later one can take the lease
-            again = mine in self.begun
+        with self._one_job_of(mine):
+            again = mine in self.tuned_here
             holder = None if again else _lease_holder(cache, key, dtypes)
-            if holder is None:  # leased elsewhere: each job of the key asks, and is `leased` too
-                self.begun.add(mine)
-        if holder is not None:
-            outcome.status, outcome.error = "leased", f"being tuned by {holder}"
-            return None
-        for other in group[1:]:
-            other.prepare(job.maker)
+            if holder is not None:  # leased elsewhere: each job of the key asks, and is `leased` too
+                outcome.status, outcome.error = "leased", f"being tuned by {holder}"
+                return None
+            for other in group[1:]:
+                other.prepare(job.maker)
 
-        def tune() -> TuningRecord:
-            if len(group) < 2:
-                return _record_of(slot.tune())
-            return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
+            def tune() -> TuningRecord:
+                if len(group) < 2:
+                    return _record_of(slot.tune())
+                return split_tune(group, cache, key, dtypes, candidates, self.split_topk or 0, split)
 
-        force = (self.force and not again) or (
-            calls is not None and cache.calls_changed(key, dtypes, candidates, calls)
-        )
-        record, how = cache.get_or_tune(key, dtypes, tune, force=force, candidates=candidates)
+            force = (self.force and not again) or (
+                calls is not None and cache.calls_changed(key, dtypes, candidates, calls)
+            )
+            record, how = cache.get_or_tune(key, dtypes, tune, force=force, candidates=candidates)
+            with self.lock:
+                self.tuned_here.add(mine)
         if self.keep is not None and slot.kind == self.keep.device_fingerprint():
             self.keep.remember(key, dtypes, record)
         return record, how, again
+
+    @contextlib.contextmanager
+    def _one_job_of(self, key: _KeyId) -> Iterator[None]:
+        """Hold `key`'s lock (a job of another call of the key may be tuning it); given up on Ctrl-C."""
+        with self.lock:
+            lock = self.key_locks.setdefault(key, threading.Lock())
+        while not lock.acquire(timeout=0.2):
+            if self.stopping.is_set():
+                raise WorkerLost(_INTERRUPTED)
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _done(
         self, slot: Slot, outcome: KeyOutcome, record: TuningRecord, how: str, again: bool, split: SplitTuning
@@ -458,20 +483,31 @@ class _Run:
                 self.stats[index].configs_measured += count
                 self.stats[index].busy_s += outcome.seconds
 
-    def _replace(self, slot: Slot) -> bool:
-        """Start a new worker in place of `slot`'s dead one; False when it cannot be (the slot is given up), or when
-        the new one is of another device kind (a Ray actor placed on another node): its thread serves one kind."""
+    def _replace(self, slot: Slot) -> str | None:
+        """Start a new worker in place of `slot`'s dead one: None when it started, else why the slot is given up
+        (also when the sweep is stopping, or the new worker is of another device kind: a Ray actor placed on another
+        node, while the slot's thread serves one kind)."""
         kind = slot.kind
         try:
             slot.restart()
-        except (WorkerLost, JobFailed):
-            return False
-        if slot.kind != kind:
+        except Exception as exc:  # WorkerLost, JobFailed, or the launch's own (OSError: fork out of memory)
+            stopped = self.stopping.is_set()
+            given_up = _INTERRUPTED if stopped else f"a new worker could not start: {type(exc).__name__}: {exc}"
+        else:
+            if not self.stopping.is_set() and slot.kind == kind:
+                with self.lock:
+                    self.stats[slot.index].restarts += 1
+                return None
+            given_up = _INTERRUPTED if self.stopping.is_set() else f"its new worker is a {slot.kind!r} device"
             slot.stop()
-            return False
         with self.lock:
-            self.stats[slot.index].restarts += 1
-        return True
+            self.stats[slot.index].lost = given_up
+        return given_up
+
+    def _replace_all(self, group: Sequence[Slot]) -> str | None:
+        """`_replace` each worker of a split key's group: None when all started, else the first reason not."""
+        reasons = [self._replace(slot) for slot in group]
+        return next((why for why in reasons if why is not None), None)
 
     def _record(self, job: Job, outcome: KeyOutcome) -> None:
         with self.lock:

@@ -61,7 +61,7 @@ class LocalExecutor:
 
     def stop(self) -> None:
         for slot in self.slots:
-            slot.stop()
+            slot.retire()
         remove_abandoned_worker_dirs()  # the stopped workers' private caches (killed, they cannot)
 
 
@@ -73,8 +73,16 @@ class LocalWorker:
         self.kind = ""
         self.process: Any = None
         self.conn: Connection | None = None
+        self.retired = False  # the sweep is over: no new worker starts (a slot's thread may restart one late)
+        self._lock = threading.Lock()  # launch and stop: the slot's thread restarts while Ctrl-C stops
 
     def launch(self) -> None:
+        with self._lock:
+            if self.retired:
+                raise WorkerLost(f"sweep worker {self.index} is stopped: the sweep is over")
+            self._launch()
+
+    def _launch(self) -> None:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         self.process = context.Process(
@@ -114,21 +122,30 @@ class LocalWorker:
         return self._call(("share", share))
 
     def stop(self) -> None:
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()
-        if self.process is not None and self.process.pid is not None:
-            self.process.join(10)
-        if self.conn is not None:
-            self.conn.close()
-        self.process = self.conn = None
+        with self._lock:
+            process, conn = self.process, self.conn
+            self.process = self.conn = None
+        if process is not None and process.is_alive():
+            process.kill()
+        if process is not None and process.pid is not None:
+            process.join(10)
+        if conn is not None:
+            conn.close()
+
+    def retire(self) -> None:
+        with self._lock:
+            self.retired = True
+        self.stop()
 
     def _call(self, request: tuple) -> Any:
-        conn = self.conn
-        if conn is None:
+        conn, process = self.conn, self.process
+        if conn is None or process is None:
             raise WorkerLost(f"sweep worker {self.index} is stopped")
         try:
             conn.send(request)
-        except (OSError, EOFError) as exc:  # BrokenPipeError; or our end closed by `stop`
+        except (OSError, EOFError) as exc:  # BrokenPipeError: the worker is gone; or our end closed by `stop`
+            if process.exitcode is not None or not process.is_alive():
+                raise WorkerLost(f"sweep worker {self.index} ({self.kind}) died: {_exit_text(process)}") from None
             raise WorkerLost(f"sweep worker {self.index} ({self.kind}) is gone ({exc})") from exc
         except Exception as exc:  # pickling the maker: the job's own problem
             raise JobFailed(

@@ -122,13 +122,19 @@ class RayWorker:
         self.wait_ready()
 
     def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
-        return self._get(self.actor.prepare.remote(maker))
+        return self._get(self._running().prepare.remote(maker))
 
     def tune(self) -> bytes:
-        return self._get(self.actor.tune.remote())
+        return self._get(self._running().tune.remote())
 
     def tune_share(self, share: Share) -> bytes:
-        return self._get(self.actor.tune_share.remote(share))
+        return self._get(self._running().tune_share.remote(share))
+
+    def _running(self) -> Any:
+        actor = self.actor  # `stop` (Ctrl-C, from the main thread) clears it under a slot's thread
+        if actor is None:
+            raise WorkerLost(f"sweep actor {self.index} is stopped")
+        return actor
 
     def stop(self) -> None:
         if self.actor is not None:
@@ -145,5 +151,10 @@ class RayWorker:
         except exceptions.RayTaskError as exc:  # raised by the worker's own code: the job's failure
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             raise JobFailed(f"{type(cause).__name__}: {cause}") from None
-        except (exceptions.RayActorError, exceptions.WorkerCrashedError, exceptions.NodeDiedError) as exc:
+        except (
+            exceptions.RayActorError,
+            exceptions.WorkerCrashedError,
+            exceptions.NodeDiedError,
+            exceptions.RaySystemError,  # Ray shut down under the call (the sweep is ending)
+        ) as exc:
             raise WorkerLost(f"sweep actor {self.index} ({self.kind or 'starting'}) was lost: {exc}") from None

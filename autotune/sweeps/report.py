@@ -42,6 +42,7 @@ class WorkerStats(msgspec.Struct, kw_only=True):
     configs_measured: int = 0
     busy_s: float = 0.0
     restarts: int = 0
+    lost: str | None = None  # why this worker was given up: it died and no new one started in its place
 
     @property
     def configs_per_s(self) -> float:
@@ -121,6 +122,9 @@ class SweepReport(msgspec.Struct, kw_only=True):
                 right=(0, 2, 3, 4, 5, 6),
             )
         )
+        for w in self.workers:
+            if w.lost is not None:
+                lines.append(f"  worker {w.index} on {w.device}: given up: {one_line(w.lost, 160)}")
         for outcome in self.keys:
             what = f"key {outcome.key}" if outcome.key is not None else f"call {outcome.job}"
             if outcome.split_over:
