@@ -54,11 +54,12 @@ SPACE = {"BLOCK": [128], "SLOW": [360, 0, 180], "BAD": [0]}  # 0 is fastest by f
 
 def online(space=SPACE, fn=slow_add, key=("n",), **options):
     options.setdefault("reps", 3)
+    options.setdefault("compile_workers", 0)
     return autotune(
         space=space,
         key=list(key),
         grid="(cdiv(n, $BLOCK),)",
-        tuning=Tuning(mode="online", compile_workers=0, **options),
+        tuning=Tuning(mode="online", **options),
     )(fn)
 
 
@@ -379,3 +380,69 @@ def test_keys_seen_once_do_not_accumulate_sessions(monkeypatch):
         call(kernel, 1000)
     assert "[1000] float32,float32,float32" not in kernel.cache_info()["online"]
     assert kernel.record().winner["SLOW"] == 0
+
+
+def test_an_error_of_the_reference_is_the_callers_and_blames_no_config():
+    """verify='s reference is the user's code: its error reaches the caller as it is, and no config is marked
+    failed for it (the fastest config still wins)."""
+    raised = []
+
+    def reference(x, y, out, n):
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("a bug in my reference")
+        return x + y
+
+    kernel = autotune(
+        space={"BLOCK": [128], "SLOW": [0, 360], "BAD": [0]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        verify=Reference(reference, outputs=("out",)),
+        tuning=Tuning(mode="online", compile_workers=0, reps=2),
+    )(slow_add)
+    with pytest.raises(RuntimeError, match="a bug in my reference"):
+        call(kernel)
+    for _ in range(12):
+        call(kernel)
+    record = kernel.record()
+    assert {t.config["SLOW"]: t.status.value for t in record.trials} == {0: "ok", 360: "ok"}
+    assert record.winner["SLOW"] == 0
+
+
+def test_a_call_no_config_can_run_raises_its_error_and_blames_none(caplog):
+    """Every config fails on one call (its output is a meta tensor): that is the call's problem. Its first error is
+    raised, no config is marked failed or warned of, and the later calls decide as if it had not happened."""
+    kernel = online(space={"BLOCK": [128], "SLOW": [0, 180], "BAD": [0]}, reps=2)
+    call(kernel)
+    x, y = torch.randn(512), torch.randn(512)
+    with caplog.at_level("WARNING", logger="autotune"):
+        with pytest.raises(NotImplementedError, match="meta"):
+            kernel(x, y, torch.empty(512, device="meta"), 512)
+    assert "failed during online tuning" not in caplog.text
+    for _ in range(12):
+        call(kernel)
+    record = kernel.record()
+    assert {t.config["SLOW"]: t.status.value for t in record.trials} == {0: "ok", 180: "ok"}
+
+
+def test_a_failed_start_config_is_replaced_as_the_best_known_and_not_launched_again(caplog):
+    """The start config fails on the first call and the next candidate runs it: that one becomes the best known,
+    so the calls while the candidates still compile (held here) launch it, not the failed one again, and so would a
+    CUDA-graph capture (`best_in_progress`)."""
+    from autotune.engine.compilers import FunctionCompiler
+
+    kernel = online(space={"BLOCK": [96, 128], "SLOW": [0], "BAD": [0]}, reps=2, compile_workers=1)  # 96: no power of 2
+    held = threading.Event()
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: held.wait(60))
+    runs = record_launches(kernel, "BLOCK")
+    try:
+        with caplog.at_level("WARNING", logger="autotune"):
+            for _ in range(4):
+                call(kernel)
+        assert runs == [(96,), (128,), (128,), (128,), (128,)], runs
+        assert caplog.text.count("failed during online tuning") == 1
+        x = torch.randn(512)
+        key, dtypes = kernel.key_of(kernel.bind((x, x, x, 512), {}))
+        assert kernel.online.best_in_progress(key, dtypes)["BLOCK"] == 128
+    finally:
+        held.set()

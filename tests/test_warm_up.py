@@ -76,11 +76,34 @@ def test_an_online_kernel_is_warmed_up_on_the_blocking_path_and_then_hits():
     assert add.cache_info()["hits"] == 1 and "online" not in add.cache_info()
 
 
+def test_warming_up_a_key_an_online_session_has_begun_ends_that_session():
+    add = tuned_add(FAST.replace(mode="online"))
+    args, _ = add_args(96)
+    add(*args)  # the key's online session begins
+    assert list(add.cache_info()["online"]) == ["[96] float32,float32,float32"]
+    warmup(add, makers(96), in_process=True)
+    assert "online" not in add.cache_info()  # tuned by the warm-up: no longer in progress
+    add(*args)
+    assert add.cache_info()["hits"] == 1
+
+
 def test_tuning_given_to_warmup_tunes_under_it():
     add = tuned_add()
     warmup(add, makers(80), tuning=FAST.replace(strategy="random", max_configs=1))
     record = add.record((80,))  # in the kernel's memory, tuned as the warm-up's Tuning says
     assert record.strategy == "random" and len(record.trials) == 1
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_a_compat_kernel_given_its_own_tuning_is_refused_with_a_gpu_and_without(monkeypatch, gpus):
+    """A compat kernel is warmed up with its own Tuning: `tuning=` is refused before anything starts, whether the
+    keys would be tuned in this process or over the GPUs (here the GPU count is the seam)."""
+    import autotune.compiled.warm_up as warm_up
+
+    monkeypatch.setattr(warm_up, "visible_gpus", lambda: gpus)
+    kernel = triton_style_autotune(configs=[triton.Config({"BLOCK": 32})], key=["n"], tuning=FAST)(add_kernel)
+    with pytest.raises(OptionError, match=r"give tuning= to autotune.compat.autotune\(...\)"):
+        warmup(kernel, makers(100, grid=True), tuning=FAST.replace(max_configs=1))
 
 
 def test_compat_kernels_take_their_grid_from_the_makers_kwargs():

@@ -80,6 +80,8 @@ def warmup(
     if in_process is not None and not isinstance(in_process, bool):
         raise OptionError(f"autotune.warmup({engine.name}, ...): in_process={in_process!r}: give True, False or None")
     calls = argument_makers(calls, f"autotune.warmup({engine.name}, calls)")
+    if type(engine) is not Autotuned and (tuning is not None or online_mode(engine.tuning)):
+        raise _compat_refusal(engine)  # on every route: a warm-up refused without a GPU is refused with one
     if not (in_process if in_process is not None else visible_gpus() == 0):
         return _warm_up_over_gpus(kernel, engine, calls, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
@@ -228,11 +230,7 @@ def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | N
 
         return own_path
     if not native:
-        raise OptionError(
-            f"autotune.warmup({engine.name}, ..., tuning=...) or online mode: an autotune.compat kernel is warmed "
-            "up with its own Tuning on the blocking path; give tuning= to autotune.compat.autotune(...) and unset "
-            "AUTOTUNE_MODE for the warm-up"
-        )
+        raise _compat_refusal(engine)
     blocking = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
     copy = Autotuned(engine.fn, **{**engine.recipe, "tuning": blocking})
 
@@ -243,6 +241,14 @@ def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | N
             engine.cache.remember(key, dtypes, record)
 
     return copy_path
+
+
+def _compat_refusal(engine: Autotuned) -> OptionError:
+    return OptionError(
+        f"autotune.warmup({engine.name}, ..., tuning=...) or online mode: an autotune.compat kernel is warmed up "
+        "with its own Tuning on the blocking path; give tuning= to autotune.compat.autotune(...) and unset "
+        "AUTOTUNE_MODE for the warm-up"
+    )
 
 
 def _need_grid(engine: Autotuned, grid: Any) -> None:

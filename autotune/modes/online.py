@@ -173,10 +173,14 @@ class OnlineSession:
         return sum(1 for c, _, _ in self._pending if c == config)
 
     def _trusted(self, config: Config, named: dict, launch: Launch, *, timed: bool) -> Any:
-        """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), drop
-        it, put the arguments back and run the call with the next config that works, so the caller only ever
-        gets a correct result. Errors of the call itself are raised."""
-        tried: set[Config] = set()
+        """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), put
+        the arguments back and run the call with the next config, so the caller only ever gets a correct result.
+        A config is blamed for its failure only once another config has run this call: when none can, the first
+        error is the call's (a tensor on the wrong device) and is raised, blaming none. Errors of the call itself,
+        and of verify='s reference, are raised."""
+        failures: dict[Config, tuple[TrialStatus, str]] = {}
+        first_error: Exception | None = None
+        expected: Any = _UNSET
         while True:
             needs_check = self.verify is not None and config not in self._checked
             snapshot = (
@@ -184,64 +188,62 @@ class OnlineSession:
                 if (needs_check or config not in self._checked)
                 else {}
             )
+            if needs_check and expected is _UNSET:  # once per call, outside the try: the reference is the user's
+                expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
             try:
                 if needs_check:
-                    result = self._checked_launch(config, named, launch)
+                    result = self._checked_launch(config, named, launch, expected)
                 elif timed:
                     result = self._timed(config, launch)
                 else:
                     result = launch(config)
-                with self._lock:
-                    self._checked.add(config)
-                return result
             except Exception as exc:
                 kind = classify(exc, "run")
                 if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
                     raise
-                status = (
-                    TrialStatus.VERIFY_FAILED
-                    if isinstance(exc, VerificationError)
-                    else (
-                        TrialStatus.OUT_OF_RESOURCES
-                        if kind is FailureKind.OUT_OF_RESOURCES
-                        else TrialStatus.RUNTIME_ERROR
-                    )
-                )
-                tried.add(config)
-                with self._lock:
-                    self._failed[config] = (status, f"{type(exc).__name__}: {exc}")
-                    if self.best == config:
-                        self.best = next(
-                            (c for c in self.candidates if c in self._checked and c not in self._failed), self.best
-                        )
+                failures[config] = (_failed_status(exc, kind), f"{type(exc).__name__}: {exc}")
+                first_error = first_error or exc
                 for name, value in snapshot.items():
                     named[name].copy_(value)
-                config = self._replacement(tried)
-                logger.warning(
-                    "autotune: %s config %s failed during online tuning (%s); the call is run with %s",
-                    self.kernel_name,
-                    dict(next(iter(tried))) if len(tried) == 1 else "several",
-                    status.value,
-                    dict(config),
-                )
-                timed = False
+                replacement = self._replacement(set(failures))
+                if replacement is None:
+                    raise first_error from None  # no config ran this call: its problem, not theirs
+                config, timed = replacement, False
+                continue
+            self._ran(config, failures)
+            self._maybe_decide()
+            return result
 
-    def _replacement(self, tried: set[Config]) -> Config:
-        """The config a failed launch is re-run with: the best known that works, else the next candidate."""
+    def _ran(self, config: Config, failures: dict[Config, tuple[TrialStatus, str]]) -> None:
+        """`config` ran this call: it is checked, and the configs that failed before it on this call are blamed
+        (never launched again); the best known is one that works."""
+        with self._lock:
+            self._checked.add(config)
+            self._failed.update(failures)
+            if self.best in self._failed:
+                self.best = config
+        for failed, (status, _) in failures.items():
+            logger.warning(
+                "autotune: %s config %s failed during online tuning (%s); the call is run with %s",
+                self.kernel_name,
+                dict(failed),
+                status.value,
+                dict(config),
+            )
+
+    def _replacement(self, tried: set[Config]) -> Config | None:
+        """The config a failed launch is re-run with: the best known that works, else the next candidate; None
+        when every one has failed (before, or on this call)."""
         with self._lock:
             if self.best not in self._failed and self.best not in tried:
                 return self.best
             for config in self.candidates:
-                if config in self._checked and config not in self._failed:
+                if config in self._checked and config not in self._failed and config not in tried:
                     return config
             for config in self.candidates:
                 if config not in self._failed and config not in tried:
                     return config
-        raise NoValidConfigError(
-            f"every config of {self.kernel_name} failed during online tuning: "
-            + "; ".join(f"{dict(c)}: {e}" for c, (_, e) in self._failed.items()),
-            [self._trial(c) for c in self.candidates],
-        )
+        return None
 
     def _timed(self, config: Config, launch: Launch) -> Any:
         if self.on_gpu:
@@ -257,23 +259,21 @@ class OnlineSession:
             return result
         began = time.perf_counter()
         result = launch(config)
-        self._add(config, (time.perf_counter() - began) * 1e3)
+        self._sample(config, (time.perf_counter() - began) * 1e3)
         return result
 
-    def _checked_launch(self, config: Config, named: dict, launch: Launch) -> Any:
+    def _checked_launch(self, config: Config, named: dict, launch: Launch, expected: Any) -> Any:
         """The first launch of a config under verify=: its output is checked before the caller gets it; raises
         VerificationError when it is wrong."""
-        expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
         result = launch(config)
         if self.on_gpu:
             import torch
 
             torch.cuda.synchronize()
         check_verified(self.verify, named, expected)
-        self._maybe_decide()
         return result
 
-    def _add(self, config: Config, ms: float) -> None:
+    def _sample(self, config: Config, ms: float) -> None:
         with self._lock:
             self._samples[config].append(ms)
             self.launches += 1
@@ -281,7 +281,6 @@ class OnlineSession:
             timed = [c for c in self.candidates if c not in self._failed and len(self._samples[c]) >= enough]
             if timed:
                 self.best = min(timed, key=lambda c: statistics.median(self._samples[c]))
-        self._maybe_decide()
 
     def _read_events(self) -> None:
         """Read the CUDA events of earlier launches that have finished (never waits)."""
@@ -292,7 +291,9 @@ class OnlineSession:
             done = [p for p, ok in zip(self._pending, finished) if ok]
             self._pending = [p for p, ok in zip(self._pending, finished) if not ok]
         for config, start, end in done:
-            self._add(config, float(start.elapsed_time(end)))
+            self._sample(config, float(start.elapsed_time(end)))
+        if done:
+            self._maybe_decide()
 
     # -- the decision ---------------------------------------------------------------------------------
 
@@ -325,6 +326,15 @@ class OnlineSession:
             min_ms=min(samples),
             compile_s=compile_s,
         )
+
+
+_UNSET: Any = object()  # verify='s expected output, not computed yet on this call
+
+
+def _failed_status(exc: Exception, kind: FailureKind) -> TrialStatus:
+    if isinstance(exc, VerificationError):
+        return TrialStatus.VERIFY_FAILED
+    return TrialStatus.OUT_OF_RESOURCES if kind is FailureKind.OUT_OF_RESOURCES else TrialStatus.RUNTIME_ERROR
 
 
 class OnlineTuner:
@@ -418,8 +428,7 @@ class OnlineTuner:
         lock."""
         while len(self._sessions) > kept:
             (key, dtypes), dropped = next(iter(self._sessions.items()))
-            del self._sessions[(key, dtypes)]
-            self._to_compile = collections.deque(item for item in self._to_compile if item[0] is not dropped)
+            self._drop((key, dtypes))
             logger.info(
                 "autotune: online tuning of %s keeps at most %d keys in progress; dropped key %s (%s), the least "
                 "recently called: it starts over if called again",
@@ -428,6 +437,12 @@ class OnlineTuner:
                 key,
                 dropped.progress(),
             )
+
+    def _drop(self, key: tuple) -> None:
+        """Forget the session of `key` ((key, dtypes)) and its queued compiles; holding the lock."""
+        dropped = self._sessions.pop(key, None)
+        self._noted.pop(key, None)
+        self._to_compile = collections.deque(item for item in self._to_compile if item[0] is not dropped)
 
     def _drive(self) -> None:
         """The driver thread: compile the waiting sessions' candidates one session after another (each on the
@@ -469,10 +484,16 @@ class OnlineTuner:
         return None if session is None else session.best
 
     def progress(self) -> dict[str, str]:
-        """Keys in progress: "[1024] float32,float32" -> "3 of 8 candidates measured"."""
+        """Keys in progress: "[1024] float32,float32" -> "3 of 8 candidates measured". A key whose winner another
+        path stored meanwhile (a warm-up, a sweep) is no longer in progress: its session is dropped."""
         from ..format import format_dtypes, format_key
 
         with self._lock:
+            keys = list(self._sessions)
+        over = [k for k in keys if self.kernel.cache.in_memory(*k) is not None]
+        with self._lock:
+            for key in over:
+                self._drop(key)
             return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
 
     def _decided(
