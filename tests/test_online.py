@@ -446,3 +446,29 @@ def test_a_failed_start_config_is_replaced_as_the_best_known_and_not_launched_ag
         assert kernel.online.best_in_progress(key, dtypes)["BLOCK"] == 128
     finally:
         held.set()
+
+
+def test_the_driver_thread_compiles_for_the_callers_cuda_device(monkeypatch):
+    """A new thread starts on CUDA device 0 and Triton files a compile under the thread's current device: a rank on
+    GPU 3 whose candidates compiled for device 0 would compile them again on its hot path. The session keeps the
+    caller's device and the driver thread makes it current before compiling (the device calls are the seam here:
+    no GPU)."""
+    import autotune.modes.online as online_module
+
+    monkeypatch.setattr(online_module, "current_cuda_device", lambda: 3)
+    used: list[tuple[str, int | None]] = []
+    monkeypatch.setattr(
+        online_module, "use_cuda_device", lambda device: used.append((threading.current_thread().name, device))
+    )
+    session = online_module.OnlineSession(
+        kernel_name="k", candidates=[], start=None, samples=1, on_gpu=True, verify=None, restore_value=(),
+        decide=lambda *a: None,
+    )  # fmt: skip
+    assert session.cuda_device == 3
+    compiled_on: list[str] = []
+    session.compile_all = lambda *args: compiled_on.append(threading.current_thread().name)
+    kernel = online(space={"BLOCK": [128], "SLOW": [0], "BAD": [0]})
+    tuner = online_module.OnlineTuner(kernel)
+    tuner._to_compile.append((session, None, 0))
+    tuner._drive()  # the driver thread's body, run here
+    assert used == [(threading.current_thread().name, 3)] and compiled_on == [threading.current_thread().name]

@@ -72,6 +72,9 @@ class OnlineSession:
         self.verify = verify
         self.guarded = tuple(dict.fromkeys((*restore_value, *reset_to_zero)))  # put back before a re-run
         self.on_gpu = on_gpu
+        # the caller's CUDA device: the driver thread compiles for it (a thread starts on device 0, and Triton files
+        # a compile under the current device: a rank on another GPU would compile again on its hot path)
+        self.cuda_device = current_cuda_device() if on_gpu else None
         self._decide = decide
         self._lock = threading.Lock()
         self._ready: list[Config] = []  # compiled, in compile order
@@ -331,6 +334,20 @@ class OnlineSession:
 _UNSET: Any = object()  # verify='s expected output, not computed yet on this call
 
 
+def current_cuda_device() -> int:
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def use_cuda_device(device: int | None) -> None:
+    """Make `device` this thread's current CUDA device (None: leave it)."""
+    if device is not None:
+        import torch
+
+        torch.cuda.set_device(device)
+
+
 def _failed_status(exc: Exception, kind: FailureKind) -> TrialStatus:
     if isinstance(exc, VerificationError):
         return TrialStatus.VERIFY_FAILED
@@ -453,6 +470,8 @@ class OnlineTuner:
                     self._driver = None
                     return
                 session, compiler, workers = self._to_compile.popleft()
+            use_cuda_device(session.cuda_device)
+            with self._lock:
                 if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
                     self._pool = DaemonThreadPool(
                         workers,
