@@ -75,6 +75,54 @@ def launch(kernel: Any, n: int = 100, **kwargs: Any) -> torch.Tensor:
     return out
 
 
+@triton.jit
+def _copy_with_unused(x, n, D: tl.constexpr):
+    offs = tl.arange(0, 16)
+    tl.store(x + offs, tl.load(x + offs) + D * 0)
+
+
+@BOTH
+def test_every_config_of_a_list_longer_than_the_default_budget_is_measured(decorate: Decorate) -> None:
+    """Triton measures every config it is given: 300 are 300 measurements, not a search of 256, and the one the
+    do_bench reports fastest wins (here the first: each later call reports a little slower)."""
+    measured: list[int] = []
+
+    def do_bench(kernel_call: Callable[[], Any], quantiles: Any) -> list[float]:
+        kernel_call()
+        measured.append(1)
+        return [1.0 + len(measured) * 1e-3] * 3
+
+    given = [triton.Config({"D": d}) for d in range(300)]
+    kernel = decorate(configs=given, key=["n"], do_bench=do_bench)(_copy_with_unused)
+    kernel[(1,)](torch.ones(16), 16)
+    assert len(measured) == 300 and len(kernel.configs_timings) == 300
+    assert kernel.best_config is given[0]
+
+
+def test_each_configs_pre_hook_runs_before_its_compile_is_made() -> None:
+    """On a GPU Triton compiles a config in its first run, after the config's pre_hook, and specializes on what the
+    hook set (a TensorDescriptor's block_shape, in Triton's tutorials). compat compiles ahead, in a pool: it runs
+    the hook as each config's compile arguments are made. The compiler is the seam (the interpreter compiles
+    nothing): each compile sees the block its own config's hook announced."""
+    from autotune.engine.compilers import FunctionCompiler
+
+    announced: dict[str, int] = {}
+    seen: list[tuple[int, int]] = []
+
+    def announce(nargs: dict[str, Any]) -> None:
+        announced["block"] = nargs["BLOCK"]
+
+    def compile_fn(prepare: Callable[[Any], tuple], config: Any) -> None:
+        prepare(config)
+        seen.append((config["BLOCK"], announced["block"]))
+
+    given = [triton.Config({"BLOCK": b}, pre_hook=announce) for b in (16, 32, 64)]
+    kernel = compat.autotune(configs=given, key=["n"], tuning={"compile_workers": 1})(add_kernel)
+    kernel.tuner.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: compile_fn(prepare, config))
+    launch(kernel)
+    assert sorted(seen) == [(16, 16), (32, 32), (64, 64)]
+
+
 # ------------------------------------------------------------------------------------------------ pruning
 @BOTH
 def test_a_perf_model_without_top_k_keeps_every_config(decorate: Decorate) -> None:

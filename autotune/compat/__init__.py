@@ -101,6 +101,18 @@ class _Engine(Autotuned):
     def run_trial(self, config: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
 
+    def compiler_for(self, prepare: Callable[[_NativeConfig], tuple]) -> Any:
+        """The native compiler, with each config's Triton `pre_hook` run on its launch arguments as they are made
+        for its compile: Triton compiles in a config's first run, after the hook, and specializes on what the hook
+        sets (the tutorials set a TensorDescriptor's block_shape there)."""
+
+        def prepare_hooked(config: _NativeConfig) -> tuple:
+            launch_args = prepare(config)
+            self.owner._config_pre_hook(self.index, config, *launch_args)
+            return launch_args
+
+        return super().compiler_for(prepare_hooked)
+
 
 # ------------------------------------------------------------------------------------------------ Autotuner
 @dataclass(slots=True)
@@ -238,6 +250,8 @@ class Autotuner(KernelInterface):
         (launched without tuning, as in Triton)."""
         index = index or self.tuner.index
         tuning = self._tuning
+        if tuning.strategy == "auto" and "max_configs" not in tuning.explicit_fields():
+            tuning = tuning.replace(strategy="exhaustive")  # Triton measures every config, however many
         if self.do_bench is not None:
             # A do_bench is Triton's whole measurement of a config: call it once per config, no refinement.
             tuning = tuning.replace(refine_topk=0)
@@ -562,7 +576,7 @@ class Autotuner(KernelInterface):
         if announced is not None and native not in announced and triton_print_enabled():
             announced.add(native)  # as Triton's _bench: one line per config, before it is benchmarked
             print(f"Autotuning kernel {self.base_fn.__name__} with config {config}")
-        full_nargs = {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}
+        full_nargs = self._full_nargs(args, kwargs, grid)
         name = self.base_fn.__name__
         if config.pre_hook is not None:
             call_user(f"pre_hook of config {config}", name, config.pre_hook, full_nargs)
@@ -576,6 +590,15 @@ class Autotuner(KernelInterface):
             raise
         call_user("post_hook", name, self.post_hook, full_nargs, exception=None)
         return ret
+
+    def _config_pre_hook(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> None:
+        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
+        if config.pre_hook is not None:
+            hook = config.pre_hook
+            call_user(f"pre_hook of config {config}", self.base_fn.__name__, hook, self._full_nargs(args, kwargs, grid))
+
+    def _full_nargs(self, args: tuple, kwargs: dict, grid: Any) -> dict[str, Any]:
+        return {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}
 
     def _is_run_error(self, exc: BaseException) -> bool:
         """Whether `exc`, out of do_bench, is the kernel run's own failure (the config's), not do_bench's."""
