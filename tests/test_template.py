@@ -35,6 +35,18 @@ def test_arithmetic_with_config_fields_and_args():
     assert e.source == "$BLOCK_M * 2 + M // $BLOCK_N - (N % 3) ** 2"
 
 
+def test_a_dollar_inside_a_string_literal_is_text_not_a_field():
+    """`$X` names a config field in the expression, never inside a quoted string: a filter comparing a field with a
+    value that holds a `$` reads it as written (it matched no config), and is not refused."""
+    from autotune import CartesianSpace
+
+    space = CartesianSpace(L=("a$B", "x"), B=(1, 2))
+    assert [c["L"] for c in space.where("$L == 'a$B'").configs()] == ["a$B", "a$B"]
+    assert [c["L"] for c in space.where('$L != "a$B" and $B > 1').configs()] == ["x"]
+    e = expr("('$BLOCK_M', $BLOCK_M)")
+    assert e({"BLOCK_M": 4}, {}) == ("$BLOCK_M", 4) and e.config_refs == frozenset({"BLOCK_M"})
+
+
 def test_helpers():
     e = expr("(cdiv(M, $BLOCK_M), next_power_of_2(N), min(M, N), max(M, N), abs(-M), int(N / 2))")
     assert e({"BLOCK_M": 64}, {"M": 130, "N": 33}) == (3, 64, 33, 130, 130, 16)

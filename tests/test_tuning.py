@@ -389,6 +389,27 @@ def test_autotune_launch_with_call_site_lambdas_reuses_one_wrapper_and_hits_memo
     assert results[-1].grid == (triton.cdiv(n, results[-1].config["BLOCK"]),)
 
 
+def test_autotune_launch_with_a_call_site_list_of_triton_configs_reuses_one_wrapper():
+    """`triton.Config` has no repr of its own (its text holds its address): a list made at each call is still one
+    space, so one wrapper and memory hits, and other configs another wrapper."""
+    from autotune.decorator import functional
+
+    x, y, out = vectors(100)
+    before = len(functional._launch_registry)
+
+    def launch(blocks):
+        space = [triton.Config({"BLOCK": b}) for b in blocks]
+        return autotune_launch(
+            add_kernel, space=space, args=(x, y, out, 100), key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=FAST
+        )
+
+    results = [launch((32, 64)) for _ in range(3)]
+    assert len(functional._launch_registry) == before + 1
+    assert [r.cache_hit for r in results] == [False, True, True]
+    launch((32, 128))
+    assert len(functional._launch_registry) == before + 2
+
+
 def _outputs_match(out, x, y, atol, **_):
     return bool(torch.allclose(out, x + y, atol=atol))
 

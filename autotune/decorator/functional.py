@@ -126,6 +126,13 @@ def _identity(value: Any, what: str) -> Any:
     return text
 
 
+def _space_identity(space: Any) -> Any:
+    """A space given as data, by its text; where that holds object addresses (`triton.Config`s, which have no
+    repr of their own), item by item, as `_identity` tells objects apart."""
+    text = repr(space)
+    return _identity(space, "space") if _ADDRESS.search(text) else text
+
+
 def _registered(kernel: object, space: Any, grid: Any, key: Any, options: dict[str, Any]) -> Autotuned:
     """The autotuned wrapper kept for these arguments, made at their first launch. Spaces given as data are told
     apart by their repr, a SearchSpace object by identity (the registry keeps it alive): a checksum would hash
@@ -133,7 +140,7 @@ def _registered(kernel: object, space: Any, grid: Any, key: Any, options: dict[s
     callable_grid = callable(grid)
     ident = (
         id(kernel),
-        id(space) if isinstance(space, SearchSpace) else repr(space),
+        id(space) if isinstance(space, SearchSpace) else _space_identity(space),
         _CALLABLE_GRID if callable_grid else _identity(grid, "grid"),
         _identity(key, "key"),
         tuple((name, _identity(value, name)) for name, value in sorted(options.items())),

@@ -83,7 +83,11 @@ HELPERS: dict[str, Callable[..., Any]] = {
 
 # `$NAME` is rewritten to this prefix + NAME before parsing (`$` is not Python syntax).
 _CFG_PREFIX = "__autotune_cfg__"
-_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# `$X` outside string literals (a literal is matched first and kept as it is): "$L == 'a$B'" reads field L only
+_DOLLAR = re.compile(
+    r"""(?P<literal>[rRbBuUfF]{0,2}(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))"""
+    r"|\$(?P<field>[A-Za-z_][A-Za-z0-9_]*)?"
+)
 _CONFIG_VAR = "__c"
 _ARGS_VAR = "__a"
 
@@ -136,6 +140,23 @@ def _names(valid: Collection[str]) -> str:
     return ", ".join(sorted(valid)) if valid else "(none)"
 
 
+def _with_fields_named(source: str) -> str | None:
+    """`source` with each `$X` outside string literals as the name the compiled expression reads; None when a `$`
+    there names no field."""
+    lone: list[bool] = []
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("literal") is not None:
+            return match.group(0)
+        if match.group("field") is None:
+            lone.append(True)
+            return "$"
+        return _CFG_PREFIX + match.group("field")
+
+    rewritten = _DOLLAR.sub(replace, source)
+    return None if lone else rewritten
+
+
 class _Rewriter(ast.NodeTransformer):
     """Rewrites `$X` placeholders to `__c["X"]` and argument names to `__a["name"]`."""
 
@@ -181,8 +202,8 @@ class Expression:
                 f"{what} expression {source!r} uses the reserved name prefix {_CFG_PREFIX!r}; "
                 "write $X for config field X"
             )
-        rewritten = _DOLLAR.sub(lambda m: _CFG_PREFIX + m.group(1), source)
-        if "$" in rewritten:
+        rewritten = _with_fields_named(source)
+        if rewritten is None:
             raise ExpressionError(
                 f"{what} expression {source!r}: '$' must be followed by a config field name, as in $BLOCK_M"
             )
@@ -598,7 +619,7 @@ class WhereString:
     def clauses(self) -> list[WhereString]:
         """The filter as the clauses its top-level `and` joins (itself when it is one): each reads fewer fields, so
         a sampler can check it as soon as those are chosen (space_sampling)."""
-        body = ast.parse(_DOLLAR.sub(lambda m: _CFG_PREFIX + m.group(1), self.source).strip(), mode="eval").body
+        body = ast.parse((_with_fields_named(self.source) or self.source).strip(), mode="eval").body
         parts = _conjuncts(body)
         if len(parts) == 1:
             return [self]
