@@ -144,6 +144,28 @@ def test_a_prune_of_the_wrong_shape_is_named_at_decoration_or_at_its_first_retur
         _tuned(prune={"perf_model": lambda **_: 1.0, "top_k": 1.5})
 
 
+def test_a_triton_style_perf_model_gets_the_config_options_triton_gives_it():
+    """`prune={"perf_model": ...}` is called as Triton calls it: the call's arguments and the config's options, the
+    decorator's static options and a triton.Config's unset ones (num_warps, num_stages, num_ctas) among them."""
+    seen = []
+
+    def estimate(x, y, out, n, BLOCK, num_warps, num_stages, num_ctas, **_):
+        seen.append((BLOCK, num_warps, num_stages, num_ctas))
+        return BLOCK  # the smallest block is "fastest"
+
+    tuned, tried = _tuned(prune={"perf_model": estimate, "top_k": 1}, num_warps=8)
+    tuned(*_args())
+    assert sorted(seen) == [(16, 8, 3, 1), (32, 8, 3, 1)]
+    assert tried == [] and tuned.best_config["BLOCK"] == 16  # one config left: launched, nothing to measure
+
+
+def test_a_perf_model_that_cannot_take_the_configs_options_is_an_option_error_naming_prune():
+    tuned, tried = _tuned(prune={"perf_model": lambda BLOCK, n: BLOCK, "top_k": 1})
+    with pytest.raises(OptionError, match=r"prune=\{'perf_model': \.\.\.\} on add_kernel .*give it \*\*kwargs"):
+        tuned(*_args())
+    assert tried == []
+
+
 @pytest.mark.parametrize(
     "grid, message",
     [

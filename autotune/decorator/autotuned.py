@@ -285,7 +285,7 @@ class Autotuned(KernelInspection, KernelInterface):
             "verify=Reference(...) outputs": verify.outputs if isinstance(verify, Reference) else (),
         }
         self.verify, self.setup, self.do_bench = verify, setup, do_bench
-        self.prune = as_pruner(prune, self.name)
+        self.prune = as_pruner(prune, self.name, self.static_options)
         self.fallback = (
             None
             if fallback is None

@@ -6,6 +6,7 @@ a `perf_model` estimate of which `top_k` configs to keep (triton.autotune's sema
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -73,13 +74,17 @@ def fastest_by_model(configs: list[Any], top_k: int | float, estimate: Callable[
     return [configs[i] for i in sorted(range(len(configs)), key=estimates.__getitem__)[:k]]
 
 
-def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Callable[[list[Config], dict], Sequence[Any]] | None:
+def as_pruner(
+    prune: PruneSpec, kernel_name: str = "kernel", static_options: Mapping[str, Any] | None = None
+) -> Callable[[list[Config], dict], Sequence[Any]] | None:
     """Normalise `prune=` to one callable `(configs, named_args) -> kept configs`.
 
     The dict form is triton.autotune's `prune_configs_by` for the native decorator: `early_config_prune(configs,
-    named_args)` filters first; then, if `perf_model` is given, each config is estimated with
-    `perf_model(**named_args, **config)` and the `top_k` lowest estimates are kept (`top_k` an int, or a float
-    <= 1.0 meaning that fraction of the configs; at least one is always kept; default 1.0, i.e. all).
+    named_args)` filters first; then, if `perf_model` is given, each config is estimated as Triton does, with
+    `perf_model(**named_args, **options)`, the options being the config's over the decorator's static options over
+    what a `triton.Config` holds unset (num_warps 4, num_stages 3, num_ctas 1); the `top_k` lowest estimates are
+    kept (`top_k` an int, or a float <= 1.0 meaning that fraction of the configs; at least one is always kept;
+    default 1.0, i.e. all).
     """
     if prune is None:
         return None
@@ -104,13 +109,35 @@ def as_pruner(prune: PruneSpec, kernel_name: str = "kernel") -> Callable[[list[C
     if early is not None:
         _check_prune_signature(early, "prune={'early_config_prune': ...}", kernel_name)
 
+    unset = {**_TRITON_CONFIG_DEFAULTS, **(static_options or {})}
+
     def pruner(configs: list[Config], named: dict) -> list[Any]:
         kept = list(early(configs, named)) if early is not None else list(configs)
         if perf_model is None or not kept:
             return kept
-        return fastest_by_model(kept, top_k, lambda c: perf_model(**{**named, **Config(c)}))
+        _check_perf_model_takes(perf_model, {**named, **unset, **Config(kept[0])}, kernel_name)
+        return fastest_by_model(kept, top_k, lambda c: perf_model(**{**named, **unset, **Config(c)}))
 
     return pruner
+
+
+_TRITON_CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1}  # a triton.Config's, in all_kwargs()
+
+
+def _check_perf_model_takes(perf_model: Callable[..., Any], values: Mapping[str, Any], kernel_name: str) -> None:
+    """A perf model that cannot take a config's values would raise a bare TypeError at the call, naming no prune=."""
+    try:
+        signature = inspect.signature(perf_model)
+    except (TypeError, ValueError):  # a builtin: not checked
+        return
+    try:
+        signature.bind(**values)
+    except TypeError as exc:
+        raise OptionError(
+            f"prune={{'perf_model': ...}} on {kernel_name} is called as perf_model(**named_args, **config options) "
+            f"with {sorted(values)}; its signature {signature} cannot take that ({exc}): give it **kwargs for "
+            "the names it does not use"
+        ) from None
 
 
 def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) -> None:
