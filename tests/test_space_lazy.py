@@ -132,6 +132,27 @@ def test_a_lazy_filter_s_checksum_follows_the_module_globals_it_reads():
     assert printed_under_hash_seeds(code.replace("LIMIT = 10", "LIMIT = 999"), ("1",))[0] != ten[0]
 
 
+def test_a_lazy_filter_s_checksum_follows_constants_read_through_a_module_a_class_or_a_dict():
+    """A filter reading `settings.LIMIT`, `Limits.HIGH` or a table (dict) global: loosening one of them is a new
+    space (the old winner would pass `contains` and the new configs never be tried)."""
+    code = (
+        "import types\n"
+        "from autotune.space import CartesianSpace\n"
+        "settings = types.ModuleType('settings'); settings.LIMIT = 64\n"
+        "class Limits:\n    HIGH = 8\n"
+        "ALLOWED = {1: True, 2: False}\n"
+        "def keep(c):\n    return c['A'] != settings.LIMIT and c['B'] < Limits.HIGH and ALLOWED.get(c['C'], True)\n"
+        "print(CartesianSpace(A=range(100), B=range(100), C=range(100)).where(keep).checksum())"
+    )
+    base = printed_under_hash_seeds(code, ("1", "2"))
+    assert base[0] == base[1]
+    for change in ("settings.LIMIT = 256", "HIGH = 9", "ALLOWED = {1: True, 2: True}"):
+        was = {"settings.LIMIT = 256": "settings.LIMIT = 64", "HIGH = 9": "HIGH = 8"}.get(
+            change, "ALLOWED = {1: True, 2: False}"
+        )
+        assert printed_under_hash_seeds(code.replace(was, change), ("1",))[0] != base[0], change
+
+
 def test_a_filter_with_no_stable_text_is_refused_at_where_on_a_lazy_space_only():
     class Opaque:
         pass

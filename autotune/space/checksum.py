@@ -202,14 +202,17 @@ class _FilterWalk:
             for name in sorted(_global_names(code)):
                 if name in scope:
                     parts.append(f"global {name}={self.global_value(scope[name], depth)}")
+                    parts += _module_constants_read(name, scope[name], code)
             return "\n".join(parts)
         finally:
             self.path.discard(id(fn))
 
     def global_value(self, value: Any, depth: int) -> str:
-        """A global's stable text; a function by its identity; anything else (a module, a class, a dict) by its type,
-        as the kernel identity does: globals are read at each call, so they name what they are."""
+        """A global's stable text (a dict of stable items included: a table the filter looks up); a function by its
+        identity; anything else (a module, a class) by its type, as the kernel identity does."""
         text = stable_text(value)
+        if text is None and isinstance(value, dict):
+            text = _stable_dict_text(value)
         if text is not None:
             return text
         if _plain_function(value) is not None:
@@ -219,6 +222,26 @@ class _FilterWalk:
         if inspect.isclass(value):
             return f"class {value.__module__}.{value.__qualname__}"
         return f"{type(value).__module__}.{type(value).__qualname__} object"
+
+
+def _stable_dict_text(value: dict) -> str | None:
+    pairs = [(stable_text(k), stable_text(v)) for k, v in value.items()]
+    if any(k is None or v is None for k, v in pairs):
+        return None
+    return "dict(" + ", ".join(sorted(f"{k}: {v}" for k, v in pairs)) + ")"
+
+
+def _module_constants_read(name: str, module: Any, code: Any) -> list[str]:
+    """Lines for the constants a filter may read through a module or class global (`settings.LIMIT`): each name
+    the code uses that is a stable-valued attribute of it. A change to one is a change of the filter."""
+    if not (inspect.ismodule(module) or inspect.isclass(module)):
+        return []
+    lines = []
+    for attr in sorted(set(code.co_names)):
+        text = stable_text(getattr(module, attr, None)) if hasattr(module, attr) else None
+        if text is not None:
+            lines.append(f"global {name}.{attr}={text}")
+    return lines
 
 
 def _function_text(fn: Any) -> str:
