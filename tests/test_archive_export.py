@@ -252,3 +252,15 @@ def test_binaries_compiled_without_line_info_are_left_out_of_a_module_qualname_e
         manifest = export_archive(tmp_path / "a.tar.gz", kernels=["twin_kernels:add_kernel"], triton_cache_dir=stripped)
     assert manifest.binaries == [] and len(manifest.records) == 1
     assert len(export_archive(tmp_path / "b.tar.gz", kernels=["add_kernel"], triton_cache_dir=stripped).binaries) == 2
+
+
+def test_a_record_is_for_a_target_of_its_vendor_only():
+    """ROCm's torch gives an AMD GPU a compute capability too (an MI250 reads sm90): its winners are never a CUDA
+    target's, and an NVIDIA GPU's never a HIP target's; the interpreter's are no target's."""
+    from autotune.aot.archive import record_fits_targets
+
+    assert record_fits_targets("NVIDIA H100 80GB HBM3 sm90", ["cuda:90"])
+    assert not record_fits_targets("NVIDIA H100 80GB HBM3 sm90", ["cuda:80", "hip:gfx942"])
+    assert not record_fits_targets("AMD Instinct MI250X/MI250 sm90", ["cuda:90"])
+    assert record_fits_targets("AMD Instinct MI250X/MI250 sm90", ["cuda:90", "hip:gfx90a"])
+    assert not record_fits_targets("interpreter", ["cuda:90", "hip:gfx942"])

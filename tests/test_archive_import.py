@@ -154,6 +154,34 @@ def test_a_local_entry_of_a_newer_autotune_is_kept_and_reported_as_such(exported
     assert "(warned)" not in str(report) and entry.read_bytes() == before
 
 
+def test_a_local_entry_of_this_triton_is_not_replaced_by_a_newer_record_of_another(exported, tmp_path):
+    """An archive's records may be tuned under another Triton than its manifest names (the exporter's cache held
+    them): a newer one of those would replace a good entry of this Triton with one a lookup here treats as stale."""
+    import triton
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    (entry,) = [p for p in dest.rglob("*.json")]
+    before = entry.read_bytes()
+    member = manifest.records[0].path
+    with tarfile.open(archive) as tar:
+        record = json.loads(tar.extractfile(member).read())
+    record["triton_version"], record["timestamp"] = "0.0.1", record["timestamp"] + 3600
+    stale = tmp_path / "stale.tar.gz"
+    _with_member(archive, stale, member, json.dumps(record).encode())
+
+    report = import_archive(stale, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert report.records_imported == [] and entry.read_bytes() == before
+    assert report.records_skipped == [
+        (
+            member,
+            f"kept the entry at {entry}: tuned under this Triton ({triton.__version__}); the archive's record was "
+            "tuned under Triton 0.0.1",
+        )
+    ]
+
+
 def _with_member(src: Path, dst: Path, name: str, data: bytes) -> None:
     """Copy the archive at `src` with member `name` replaced by `data`, its checksum and size in the manifest
     updated to match (what a well-formed archive holding a bad record looks like)."""

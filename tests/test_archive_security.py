@@ -405,3 +405,42 @@ def test_a_record_dated_years_ahead_is_not_imported_and_a_later_archive_is(expor
     assert not report.records_imported and "ahead of this machine's clock" in report.records_failed[0][1]
     later = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
     assert len(later.records_imported) == 1, str(later)
+
+
+def test_compiled_kernels_listed_with_no_files_are_counted_and_refused_not_made_from_nothing(exported, tmp_path):
+    """A listed compiled kernel whose files are none needs no member, so the member caps never counted it, and the
+    import made a directory and a group file for each (20,000 from a 53 KB archive): the manifest's entries count
+    against `max_members`, and a kernel without its metadata file is refused."""
+    archive, _, _ = exported
+
+    def empty_kernels(count: int):
+        def edit(manifest: dict) -> None:
+            manifest["binaries"] = [
+                {"kernel": "k", "dir": f"D{i}", "target": "cuda:90", "files": []} for i in range(count)
+            ]
+
+        return edit
+
+    many, few = tmp_path / "many.tar.gz", tmp_path / "few.tar.gz"
+    _rebuild(archive, many, manifest_edit=empty_kernels(2000))
+    _rebuild(archive, few, manifest_edit=empty_kernels(1))
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"the manifest lists 200\d records and compiled kernels, more than 100"):
+        import_archive(many, cache_dir=dest, triton_cache_dir=triton_dest, limits=ArchiveLimits(max_members=100))
+    with pytest.raises(ArchiveError, match=r"compiled kernel D0 lists \[\]: .*\(k\.json\).*nothing was imported"):
+        import_archive(few, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_a_group_file_in_a_compiled_kernel_is_refused(exported, tmp_path):
+    """Triton's group file lists absolute paths: the import writes its own, never one of the archive's (which
+    could point Triton at any file on the machine)."""
+    archive, manifest, _ = exported
+    kernel = manifest.binaries[0].kernel
+    planted = json.dumps({"child_paths": {f"{kernel}.cubin": "/tmp/elsewhere/evil.cubin"}}).encode()
+    bad = tmp_path / "group.tar.gz"
+    _rebuild(archive, bad, extra={f"triton/{manifest.binaries[0].dir}/__grp__other.json": planted})
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=r"never a group file \(__grp__\*, written here\)"):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}

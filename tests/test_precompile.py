@@ -643,6 +643,18 @@ def test_export_writes_records_binaries_and_a_manifest(exported):
     assert any(n.endswith("/add_kernel.cubin") for n in names)
 
 
+def test_export_says_how_many_entries_it_could_not_read_and_left_out(exported, tmp_path):
+    """A cache entry the export cannot read (corrupt, here) is not shipped: the export says so, with the reason,
+    rather than write an archive short of it unsaid."""
+    from autotune.storage.files import record_path
+
+    corrupt = record_path(tuned_add.record()).with_name("0" * 32 + ".json")
+    corrupt.write_text("{ not json")
+    with pytest.warns(UserWarning, match=r"left out 1 cache entries that cannot be read \(0{32}\.json: "):
+        manifest = export_archive(tmp_path / "again.tar.gz", kernels=[tuned_add])
+    assert len(manifest.records) == 1
+
+
 def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path, capsys):
     """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels, and the records to
     those tuned on a device of the targets (the interpreter's winner is left out, and said so)."""

@@ -198,8 +198,9 @@ def _winner_configs(kernel: Autotuned, target: Target | None) -> tuple[list[Conf
     matching = valid
     note = None
     if target is not None:
-        tag = f"sm{target.arch}" if target.backend == "cuda" else str(target.arch)
-        matching = [r for r in valid if r.device.split()[-1:] == [tag] or tag in r.device.split()]
+        from .archive import record_fits_targets
+
+        matching = [r for r in valid if record_fits_targets(r.device, [f"{target.backend}:{target.arch}"])]
         if not matching:
             devices = sorted({r.device for r in valid})
             note = (

@@ -31,6 +31,7 @@ from msgspec import field as struct_field
 
 from .. import codec
 from ..errors import ArchiveError
+from ..format import safe_text
 from ..kernel.identity import kernel_ref, python_function
 from . import triton_compile
 from .archive_checks import MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits, read_key, sign, stage
@@ -142,7 +143,7 @@ class ImportReport:
         lines += [f"  replaced record {p}: {why}" for p, why in self.records_replaced]
         lines += [f"  skipped binary {p}: {why}" for p, why in self.binaries_skipped]
         lines += [f"  warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(safe_text(line) for line in lines)  # names and versions are the archive's: escaped
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -231,7 +232,9 @@ def _chosen(
     from ..storage.files import root as tuning_root
 
     names = _kernel_names(kernels)
-    entries = [(e.path, e.record) for e in disk_entries(None, cache_dir) if e.record is not None]
+    found = disk_entries(None, cache_dir)
+    entries = [(e.path, e.record) for e in found if e.record is not None]
+    _warn_left_out([e for e in found if e.record is None], names)
     cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]  # every cached kernel, for a misspelt name's hint
     if names is not None:
         entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
@@ -391,14 +394,36 @@ def _check_found(
         raise ArchiveError(next(iter(chosen.unfound.values())))
 
 
+def _warn_left_out(unreadable: list[Any], names: dict[str, str | None] | None) -> None:
+    """An export leaves out the entries it cannot read (corrupt, of a newer autotune, dated ahead): say how many
+    and the first reasons, as `autotune cache list` does, rather than ship an archive short of them unsaid."""
+    from ..storage.entries import short_name
+
+    if names is not None:  # of the kernels asked for (an unreadable entry's kernel is its directory's name)
+        shorts = {short_name(n) for n in names}
+        unreadable = [e for e in unreadable if e.kernel.split(".")[0] in shorts]
+    if unreadable:
+        reasons = "; ".join(f"{e.path.name}: {safe_text(e.error)}" for e in unreadable[:3])
+        warnings.warn(
+            f"autotune export: left out {len(unreadable)} cache entries that cannot be read ({reasons}"
+            f"{'; ...' if len(unreadable) > 3 else ''}); `autotune cache list` shows them",
+            stacklevel=4,
+        )
+
+
 def record_fits_targets(device: str, targets: Iterable[str]) -> bool:
     """Whether a record tuned on `device` (its fingerprint: "interpreter", "<name> sm<cc>") is for one of `targets`
-    ("cuda:90", "hip:gfx942"): a CUDA device by its compute capability; any GPU for a HIP target, whose
-    fingerprint does not tell the gfx architecture; the interpreter's (CPU) winners for none."""
+    ("cuda:90", "hip:gfx942"): an NVIDIA device by its compute capability; any AMD GPU for a HIP target, whose
+    fingerprint does not tell the gfx architecture (ROCm's torch gives AMD GPUs a capability too: an MI250 reads
+    sm90, never a CUDA target's); the interpreter's (CPU) winners for none."""
     match = re.search(r" sm(\d+)$", device)
     if match is None:
         return False
-    return any(t == f"cuda:{match.group(1)}" or t.startswith("hip:") for t in targets)
+    amd = _AMD_DEVICE.search(device) is not None
+    return any((t == f"cuda:{match.group(1)}" and not amd) or (t.startswith("hip:") and amd) for t in targets)
+
+
+_AMD_DEVICE = re.compile(r"\b(AMD|Radeon|Instinct)\b")
 
 
 def _records_for_targets(entries: list, targets: list[str]) -> list:
@@ -487,8 +512,15 @@ def import_archive(
     import triton
 
     key = read_key(verify_key) if verify_key is not None else None
-    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits or ArchiveLimits(), verify_key=key)
+    limits = limits or ArchiveLimits()
+    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits, verify_key=key)
     try:
+        listed = len(manifest.records) + len(manifest.binaries)
+        if listed > limits.max_members:  # each makes files: counted as the members are
+            raise ArchiveError(
+                f"{path}: the manifest lists {listed} records and compiled kernels, more than {limits.max_members} "
+                "(max_members); nothing was imported"
+            )
         report = ImportReport(manifest=manifest)
         if key is None and SIGNATURE in staged.names:  # installing is fine; trusting it unchecked should be a choice
             report.warnings.append(

@@ -65,6 +65,12 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
                 f"refused: the manifest lists a compiled kernel with an unsafe directory or kernel name "
                 f"({binary.dir[:80]!r}, {binary.kernel[:80]!r}); nothing was imported"
             )
+        if f"{binary.kernel}.json" not in binary.files or any(name.startswith("__grp__") for name in binary.files):
+            raise ArchiveError(  # no files: a directory made from nothing; a group file: paths of the archive's choosing
+                f"refused: compiled kernel {binary.dir} lists {sorted(binary.files)[:8]!r}: a Triton compile's files "
+                f"hold its metadata ({binary.kernel}.json) and never a group file (__grp__*, written here); nothing "
+                "was imported"
+            )
         for name in binary.files:
             member = f"{TRITON_PREFIX}/{binary.dir}/{name}"
             if not ARTIFACT_NAME.match(name):
@@ -232,6 +238,10 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
                 existing = None  # corrupt, or an older schema: replaced by a good record
             except OSError:
                 existing = None  # absent or unreadable: replaced by a good record
+            stale = _staler_triton(existing, record)
+            if stale:
+                report.records_skipped.append((member, f"kept the entry at {dest}: {stale}"))
+                continue
             if existing is not None and existing.timestamp > record.timestamp:
                 report.records_skipped.append(
                     (
@@ -261,6 +271,17 @@ def _fault_reason(faults: list[str], fallback: str) -> str:
     (`DiskCache(on_fault=...)`), else `fallback`. Nothing is warned: the cache's advice is a running kernel's
     ("kept in memory only"), not an import's."""
     return faults[0].removeprefix("autotune cache: ").split("; ")[0] if faults else fallback
+
+
+def _staler_triton(existing: Any, record: Any) -> str:
+    """Why a newer record must not replace `existing` ('' when it may): the entry here was tuned under this
+    process's Triton and the record under another, which a lookup here would treat as stale and tune again."""
+    import triton
+
+    local = str(triton.__version__)
+    if existing is None or existing.triton_version != local or record.triton_version == local:
+        return ""
+    return f"tuned under this Triton ({local}); the archive's record was tuned under Triton {record.triton_version}"
 
 
 def _made_for_another(existing: Any, record: Any) -> str:

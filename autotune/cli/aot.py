@@ -19,6 +19,7 @@ from typing import Any
 from ..aot.api import load_kernel, precompile
 from ..aot.archive import export_archive, import_archive
 from ..errors import ArchiveError, AutotuneError
+from ..format import safe_text
 from .arguments import add_command, checked_cache_dir, key_file, option_parent
 
 __all__ = ["register"]
@@ -130,7 +131,7 @@ def _cmd_import(args: Any) -> int:
                 verify_key=secret,
             )
     except (ArchiveError, OSError) as exc:  # OSError: a file system fault import_archive did not name itself
-        print(f"autotune import: {exc}", file=sys.stderr)
+        print(f"autotune import: {safe_text(exc)}", file=sys.stderr)  # it may quote the archive's text
         return 1
     for warning in caught:  # the report prints them (e.g. a --force import's other-Triton warning)
         text = str(warning.message)
@@ -221,7 +222,7 @@ def _register_export(subparsers: Any, dirs: Any) -> None:
         action="append",
         metavar="TARGET",
         help="only the binaries compiled for this target (cuda:90, hip:gfx942; repeat for several; "
-        "default: every target in Triton's cache); records are not filtered",
+        "default: every target in Triton's cache), and only the winners tuned on a device of that target",
     )
 
 
