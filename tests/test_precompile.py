@@ -655,6 +655,17 @@ def test_export_says_how_many_entries_it_could_not_read_and_left_out(exported, t
     assert len(manifest.records) == 1
 
 
+def test_an_export_the_import_would_refuse_is_refused_naming_what_to_leave_out(exported, tmp_path, monkeypatch):
+    """An archive past the import's default caps (here a manifest cap made small) would ship and then fail at every
+    import: the export refuses it, saying which cap and how to export less."""
+    import autotune.aot.archive as archive_module
+
+    monkeypatch.setattr(archive_module, "MAX_MANIFEST_BYTES", 100)
+    with pytest.raises(ArchiveError, match=r"a manifest of [\d,]+ bytes \(import's cap: 100\).*--kernel.*--target"):
+        export_archive(tmp_path / "big.tar.gz", kernels=[tuned_add])
+    assert not (tmp_path / "big.tar.gz").exists()
+
+
 def test_export_with_targets_takes_only_those_targets_binaries(exported, tmp_path, capsys):
     """A fleet of one GPU kind ships its binaries alone: `targets=` filters the compiled kernels, and the records to
     those tuned on a device of the targets (the interpreter's winner is left out, and said so)."""

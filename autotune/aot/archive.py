@@ -34,7 +34,17 @@ from ..errors import ArchiveError
 from ..format import safe_text
 from ..kernel.identity import kernel_ref, python_function
 from . import triton_compile
-from .archive_checks import MANIFEST, RECORDS_PREFIX, SIGNATURE, TRITON_PREFIX, ArchiveLimits, read_key, sign, stage
+from .archive_checks import (
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    RECORDS_PREFIX,
+    SIGNATURE,
+    TRITON_PREFIX,
+    ArchiveLimits,
+    read_key,
+    sign,
+    stage,
+)
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
 from .triton_cache import Selection, select, triton_entries
 
@@ -216,8 +226,35 @@ def export_archive(
     secret = read_key(sign_key) if sign_key is not None else None  # a wrong key file before any work
     kernel_names, entries, binaries = _chosen(kernels, cache_dir, triton_cache_dir, targets)
     manifest, members = _manifest(kernel_names, entries, binaries)
+    _check_importable(manifest, members)
     _write_archive(out, manifest, members, secret)
     return manifest
+
+
+def _check_importable(manifest: ArchiveManifest, members: dict[str, bytes]) -> None:
+    """An archive that `import_archive`'s default caps would refuse is refused here, before it is shipped."""
+    limits = ArchiveLimits()
+    manifest_bytes = len(codec.to_json(manifest, indent=1))
+    total = sum(len(data) for data in members.values())
+    listed = len(manifest.records) + len(manifest.binaries)
+    largest = max((len(data) for data in members.values()), default=0)
+    over = [
+        f"{text} (import's cap: {cap:,})"
+        for text, value, cap in (
+            (f"a manifest of {manifest_bytes:,} bytes", manifest_bytes, MAX_MANIFEST_BYTES),
+            (f"{len(members) + 2:,} members", len(members) + 2, limits.max_members),
+            (f"{listed:,} records and compiled kernels", listed, limits.max_members),
+            (f"{total:,} bytes", total, limits.max_total_bytes),
+            (f"a member of {largest:,} bytes", largest, limits.max_member_bytes),
+        )
+        if value > cap
+    ]
+    if over:
+        raise ArchiveError(
+            f"autotune export: this archive would hold {'; '.join(over)}, which import_archive refuses: export "
+            "fewer kernels (kernels= / --kernel), the targets deployed (targets= / --target), or only the winners' "
+            "binaries (precompile with winners_only=True into a fresh Triton cache directory)"
+        )
 
 
 def _chosen(
