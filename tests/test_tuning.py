@@ -299,8 +299,8 @@ def test_changing_a_static_compile_option_retunes_instead_of_reusing_the_winner(
     same = make_add({"BLOCK": (32, 64)}, num_warps=8, tuning=tuning)
     same(x, y, out, 64)
     assert counted() == (before[0] + 1, before[1] + 1)  # the same options: the disk entry
-    plain = make_add({"BLOCK": (32, 64)}, tuning=tuning)
-    assert plain.cache.space_checksum == plain.space.checksum()  # no static options: the space's own
+    plain = autotune(space={"BLOCK": (32, 64)}, key=["n"], tuning=tuning)(add_kernel)
+    assert plain.cache.space_checksum == plain.space.checksum()  # no static options, grid= or derive=: the space's
 
 
 def test_conflicting_meta_parameter_at_call_time():
@@ -686,3 +686,25 @@ def test_the_median_of_the_interleaved_rounds_picks_the_winner_among_the_best_fe
     assert calls == {1: 4, 2: 4, 3: 4}  # one first pass and three rounds each
     assert record.winner == Config(TAG=1) and int(out[0]) == 1
     assert {t.config["TAG"]: t.samples_ms for t in record.trials} == OUTLIERS
+
+
+def test_editing_the_grid_or_a_derive_expression_tunes_again_and_an_unchanged_one_hits_the_disk():
+    """grid= and derive= decide what each config launches: a winner timed under one is not served under another
+    (as a static option's change), while a kernel decorated again with the same ones finds its entry on disk."""
+
+    def decorated(grid: str, block: str):
+        space = {"num_warps": (1, 2)}
+        return autotune(space=space, key=["n"], grid=grid, derive={"BLOCK": block}, tuning=FAST)(add_kernel)
+
+    x, y, out = vectors(100)
+    first = decorated("(cdiv(n, 32),)", "32")
+    first(x, y, out, 100)
+    assert first.cache_info()["tunings"] == 1
+    again = decorated("(cdiv(n, 32),)", "32")
+    again(x, y, out, 100)
+    assert again.cache_info()["disk_hits"] == 1
+    for edited in (decorated("(cdiv(n, 32),)", "64"), decorated("(cdiv(n, 32) + 1,)", "32")):  # derive; grid
+        before = edited.cache_info()["tunings"]
+        edited(x, y, out, 100)
+        assert edited.cache_info()["tunings"] == before + 1
+        torch.testing.assert_close(out, x + y)

@@ -76,7 +76,7 @@ from ..options import (
 from ..record import TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
-from ..space.checksum import tuned_under
+from ..space.checksum import launch_text, tuned_under
 from ..space.expressions import compile_derive, compile_grid
 from ..space.spaces import Config, SearchSpace, as_space
 from ..storage.counters import count_hit
@@ -315,7 +315,11 @@ class Autotuned(KernelInspection, KernelInterface):
         self.cache = KernelCache(
             self.name,
             functools.partial(source_hash, self.base_fn),
-            tuned_under(self.space.checksum(), self.static_options),
+            tuned_under(
+                self.space.checksum(),
+                self.static_options,
+                launch_text(self.recipe["grid"], self.recipe["derive"]),
+            ),
             self.space.contains,
             identity=self.identity,
             key_fields=self._key.fields,

@@ -10,13 +10,13 @@ import functools
 import hashlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import SpaceError
 from ..kernel.identity import python_function
 
-__all__ = ["configs_checksum", "code_identity", "filter_identity", "stable_text", "tuned_under"]
+__all__ = ["configs_checksum", "code_identity", "filter_identity", "launch_text", "stable_text", "tuned_under"]
 
 _MAX_DEPTH = 16  # nesting followed in a value (a list that contains itself stops here) or a filter's helpers
 
@@ -30,14 +30,25 @@ def configs_checksum(configs: Iterable[Any]) -> str:
     return h.hexdigest()
 
 
-def tuned_under(space_checksum: str, static_options: dict[str, Any]) -> str:
-    """The checksum a cache entry is filed under: the space's, and the static compile options every config was
-    compiled with (`@autotune(num_warps=8)`), so changing one retunes instead of reusing a winner timed under the
-    other. Without static options, the space's checksum as is."""
-    if not static_options:
+def tuned_under(space_checksum: str, static_options: dict[str, Any], launch: str = "") -> str:
+    """The checksum a cache entry is filed under: the space's, the static compile options every config was
+    compiled with (`@autotune(num_warps=8)`) and how each config is launched (`launch_text`: the decorator's grid=
+    and derive= expressions), so changing one retunes instead of reusing a winner timed under the other. Without
+    either, the space's checksum as is."""
+    if not static_options and not launch:
         return space_checksum
     options = ", ".join(f"{name}={stable_text(value) or repr(value)}" for name, value in sorted(static_options.items()))
-    return hashlib.sha256(f"{space_checksum}\nstatic: {options}".encode()).hexdigest()
+    text = f"{space_checksum}\nstatic: {options}" if static_options else space_checksum
+    return hashlib.sha256((text + (f"\nlaunch: {launch}" if launch else "")).encode()).hexdigest()
+
+
+def launch_text(grid: Any, derive: Any) -> str:
+    """The decorator's grid= and derive= expression strings ('' when there are none). A callable is left out: its
+    bytecode differs between Python versions, which would split a fleet's entries."""
+    parts = [f"grid={grid}"] if isinstance(grid, str) else []
+    if isinstance(derive, Mapping):
+        parts += [f"derive {name}={value}" for name, value in sorted(derive.items()) if isinstance(value, str)]
+    return "; ".join(parts)
 
 
 def code_identity(fn: Any, _depth: int = 0) -> str:
