@@ -296,3 +296,28 @@ class _Large:
 def test_callable_objects_alike_in_call_but_not_in_the_methods_it_calls_are_two_filters():
     assert big().where(_Small()).checksum() != big().where(_Large()).checksum()
     assert big().where(_Small()).checksum() == big().where(_Small()).checksum()
+
+
+def test_a_lazy_spaces_compile_options_are_checked_in_every_part_and_a_filter_may_keep_knobs_apart():
+    """Decoration checks a lazy space as a listed one is checked: a bad num_warps in a union's small part (never in
+    the one sampled config) is refused, and occupancy beside maxnreg is accepted where a filter keeps them apart."""
+    from autotune.kernel.compile_options import compile_option_names
+    from autotune.space.checks import validate_space
+
+    def validate(space) -> None:
+        validate_space(
+            space,
+            kernel_name="k",
+            constexpr_names=["A", "B"],
+            compile_options=compile_option_names(),
+            static_options={},
+        )
+
+    union = CartesianSpace(A=range(1000), B=range(200), num_warps=(4,)) + CartesianSpace(A=(1, 2), num_warps=(3,))
+    assert union.lazy
+    with pytest.raises(SpaceError, match="has num_warps=3: num_warps must be a power of two"):
+        validate(union)
+    apart = CartesianSpace(A=range(1000), B=range(200), occupancy=(None, 2), maxnreg=(None, 128))
+    validate(apart.where("$occupancy is None or $maxnreg is None"))  # no config sets both
+    with pytest.raises(SpaceError, match="sets both occupancy and maxnreg"):
+        validate(apart)  # unfiltered: the axes make a config with both

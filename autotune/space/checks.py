@@ -57,14 +57,19 @@ def compile_option_problem(name: str, value: Any) -> str | None:
 
 
 def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
-    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, else the
-    sample; only the options compile_option_problem checks, each pair once (by repr: 1 and True are two)."""
-    if space.lazy and isinstance(space, CartesianSpace):
-        pairs = [(name, value) for name, values in space.axes.items() if name in _OPTION_RULES for value in values]
-    else:
-        names = _OPTION_RULES.keys() & space.fields()
-        pairs = [(name, config[name]) for config in configs for name in names if name in config]
+    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, each part
+    of a lazy union so, else the sample; only the options compile_option_problem checks, each pair once (by repr:
+    1 and True are two)."""
+    pairs = [(name, value) for name, value in _option_pairs(space, configs) if name in _OPTION_RULES]
     return list({(name, repr(value)): (name, value) for name, value in pairs}.values())
+
+
+def _option_pairs(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
+    if space.lazy and isinstance(space, CartesianSpace):
+        return [(name, value) for name, values in space.axes.items() for value in values]
+    if space.lazy and isinstance(space, UnionSpace):
+        return [pair for part in space.parts for pair in _option_pairs(part, [] if part.lazy else part.configs())]
+    return [(name, value) for config in configs for name, value in config.items()]
 
 
 def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
@@ -89,10 +94,7 @@ def _sets(values: Collection[Any], name: str) -> bool:
 def _check_occupancy_knobs(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
     """Refuse a config that sets occupancy and a knob occupancy lowers to: one would override the other."""
     static = {name: (value,) for name, value in static_options.items()}
-    if space.lazy and isinstance(space, CartesianSpace):  # the product's axes: every pair of values is a config
-        candidates = [(None, {**static, **space.axes})]
-    else:
-        candidates = [(c, {**static, **{name: (value,) for name, value in c.items()}}) for c in configs]
+    candidates = [(c, {**static, **values}) for c, values in _knob_candidates(space, configs)]
     for config, values in candidates:
         knob = next((k for k in LOWERED_KNOBS if _sets(values.get(k, ()), k)), None)
         if knob is None or not _sets(values.get(OCCUPANCY, ()), OCCUPANCY):
@@ -102,6 +104,17 @@ def _check_occupancy_knobs(space: SearchSpace, configs: list, static_options: Ma
             f"{which} of {kernel} sets both occupancy and {knob}: occupancy is lowered to {knob} when "
             f"compiled, so one would override the other; keep occupancy or {knob}, not both"
         )
+
+
+def _knob_candidates(space: SearchSpace, configs: list) -> list[tuple[Config | None, dict[str, Collection[Any]]]]:
+    """(config or None, the values each field may take together): a listed config's own; an unfiltered lazy
+    Cartesian space's axes (every pair of values is a config; a filter may keep them apart, so a filtered one is
+    left to its configs' compiles); each part of a lazy union so."""
+    if space.lazy and isinstance(space, CartesianSpace):
+        return [] if space.is_filtered else [(None, dict(space.axes))]
+    if space.lazy and isinstance(space, UnionSpace):
+        return [pair for part in space.parts for pair in _knob_candidates(part, [] if part.lazy else part.configs())]
+    return [(c, {name: (value,) for name, value in c.items()}) for c in configs]
 
 
 def validate_space(
