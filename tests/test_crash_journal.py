@@ -364,3 +364,36 @@ def test_an_earlier_launch_s_device_error_is_not_noted_against_the_next_config()
     with pytest.raises(DeviceError, match="unusable before innocent's next config ran.*CUDA_LAUNCH_BLOCKING"):
         runner.measure(Config(BLOCK=32))
     assert not notes_dir().exists() or list(notes_dir().iterdir()) == []
+
+
+def test_a_clear_by_a_key_that_needs_normalising_forgets_its_crashes():
+    """A clear's key is matched as a call's key is stored (an IntEnum as `Type.NAME`): the journal's notes of that
+    key go too, not only its entries."""
+    import enum
+
+    from autotune.keys import normalise_key
+    from autotune.storage import KernelCache
+
+    class Mode(enum.IntEnum):
+        A = 1
+
+    key = normalise_key((Mode.A,))
+    _note_of_a_dead_process("m:mode", key, ("torch.float32",), {"BLOCK": 64})
+    assert set(journal.crashed("m:mode", key, ("torch.float32",))) == {Config(BLOCK=64)}
+    KernelCache("add", "src", "space", lambda c: True, identity="m:mode", key_fields=("mode",)).clear((Mode.A,))
+    assert journal.crashed("m:mode", key, ("torch.float32",)) == {}
+
+
+def test_a_clear_forgets_every_dead_note_not_only_the_first_ones_read():
+    """Reads stop at MAX_NOTES notes per key; a clear removes them all (300 here, from one crashed process)."""
+    code = (
+        f"import os, sys, contextlib; sys.path.insert(0, {str(TESTS.parent)!r}); from autotune.storage import journal\n"
+        "with contextlib.ExitStack() as stack:\n"
+        "    for k in range(300):\n"
+        "        stack.enter_context(journal.measuring('m:many', (k,), ('torch.float32',), {'BLOCK': 64}))\n"
+        "    os._exit(3)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], env=dict(os.environ), timeout=120).returncode == 3
+    assert len(list(notes_dir().iterdir())) == 300 > journal.MAX_NOTES
+    clear_autotune_cache()
+    assert list(notes_dir().iterdir()) == []

@@ -579,3 +579,71 @@ def test_listing_one_kernel_skips_a_record_of_another_kernel_found_in_its_direct
     assert sorted(e.record.kernel for e in disk_entries()) == ["mul", "mul"]
     assert disk_entries("add") == []
     assert clear_autotune_cache("add") == 0 and stray.exists()
+
+
+# ------------------------------------------------------------------------------------------- slots and clears
+
+
+def test_an_entry_of_another_space_in_an_earlier_slot_never_hides_this_kernels_good_entry() -> None:
+    """The weaker-search rule is applied to a record this kernel could use, never to another space's in an earlier
+    slot: that one made every process tune the key again (and rewrite its own slot) forever."""
+    import msgspec
+
+    from autotune.record import Search
+
+    strong, weak = Search(strategy="exhaustive", measured=3), Search(strategy="random", max_configs=2, measured=2)
+    write_record(msgspec.structs.replace(make_record((7,)), space_checksum="space-OTHER", search=weak))  # slot 0
+    tuner = Tuner((7,))
+
+    def tune() -> TuningRecord:
+        return msgspec.structs.replace(tuner(), search=strong)
+
+    hows = [
+        KernelCache("add", "src-1", "space-1", lambda c: c.get("BLOCK") in BLOCKS, search=strong).get_or_tune(
+            (7,), DT, tune
+        )[1]
+        for _ in range(3)  # three processes: a new KernelCache, memory empty
+    ]
+    assert hows == ["tuned", "disk", "disk"] and tuner.calls == 1
+
+
+class _RemovesAfter(DiskCache):
+    """A tier whose `remove` first runs `before` (what another thread or process does meanwhile)."""
+
+    def __init__(self, *args, name: str = "disk", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.name, self.before = name, None
+
+    def remove(self, *args, **kwargs):
+        if self.before is not None:
+            before, self.before = self.before, None
+            before()
+        return super().remove(*args, **kwargs)
+
+
+def test_a_lookup_during_a_clear_keeps_nothing_once_the_clear_returns() -> None:
+    """A clear is a barrier: a lookup that began while the tiers were being cleared found the old entry on disk and
+    kept it in memory, which served it after the clear returned."""
+    disk = _RemovesAfter()
+    cache = new_cache(tiers=[disk])
+    cache.get_or_tune((7,), DT, Tuner((7,), winner=64))
+    cache.forget()  # memory empty: the next lookup reads the disk
+    disk.before = lambda: cache.get_or_tune((7,), DT, Tuner((7,), winner=128))  # during the clear: finds 64
+    assert cache.clear() == 1
+    record, how = cache.get_or_tune((7,), DT, Tuner((7,), winner=128))
+    assert (how, record.winner) == ("tuned", Config(BLOCK=128))
+
+
+def test_a_clear_of_the_remote_tier_goes_first_so_no_lookup_copies_it_back_to_disk(tmp_path: Path) -> None:
+    """A lookup copies what it finds into the tiers before it (remote to disk): clearing disk then remote let another
+    process, between the two, copy the cleared winner back onto disk for every later process of the node."""
+    disk, remote = DiskCache(), _RemovesAfter(tmp_path / "remote", name="remote")
+
+    def process():
+        return KernelCache("add", "src-1", "space-1", lambda c: c.get("BLOCK") in BLOCKS, tiers=[disk, remote])
+
+    process().get_or_tune((7,), DT, Tuner((7,), winner=64))  # tuned: on disk and remote
+    remote.before = lambda: process().get_or_tune((7,), DT, Tuner((7,), winner=128))  # another process, meanwhile
+    process().clear(remote=True)
+    assert disk.entries("add") == [] and remote.entries("add") == []
+    assert process().get_or_tune((7,), DT, Tuner((7,), winner=128))[1] == "tuned"

@@ -130,7 +130,7 @@ def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple
     """Remove the notes of dead processes (of `kernel_id`, or every kernel; of `key` and `dtypes`, or every key):
     their configs are tried again. Returns how many were removed. A live process's notes stay."""
     removed = 0
-    for path, note in _dead_notes(kernel_id, key):
+    for path, note in _dead_notes(kernel_id, key, limit=None):
         if dtypes is not None and note is not None and note.dtypes != [str(d) for d in dtypes]:
             continue
         with contextlib.suppress(OSError):
@@ -139,16 +139,19 @@ def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple
     return removed
 
 
-def _dead_notes(kernel_id: str | None, key: tuple | None) -> list[tuple[Path, Note | None]]:
-    """(path, note) of each note of `kernel_id` (and `key`; every note for None) whose process is gone; the note
-    None when it cannot be read (half written by a process killed while writing it)."""
+def _dead_notes(
+    kernel_id: str | None, key: tuple | None, limit: int | None = MAX_NOTES
+) -> list[tuple[Path, Note | None]]:
+    """(path, note) of each note of `kernel_id` (and `key`; every note for None) whose process is gone, of the
+    first `limit` (None: all, for a clear); the note None when it cannot be read (half written by a process killed
+    while writing it)."""
     prefix = "" if kernel_id is None else _prefix(kernel_id, key)
     try:
         names = [e.name for e in os.scandir(_directory()) if e.name.startswith(prefix) and e.name.endswith(".json")]
     except OSError:  # no journal yet, or none readable: nothing known to have crashed
         return []
     dead: list[tuple[Path, Note | None]] = []
-    for name in sorted(names)[:MAX_NOTES]:
+    for name in sorted(names)[:limit]:
         path = _directory() / name
         note = _read(path)
         if note is None:
@@ -205,7 +208,13 @@ def _replace(path: Path, data: bytes) -> None:
     """Write a note over an earlier one atomically; best-effort, as `_write` (the earlier note stays then)."""
     temporary = path.with_name(f".{path.name}.tmp")
     try:
-        temporary.write_bytes(data)
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()  # a link left there is removed, never written through
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         os.replace(temporary, path)
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)

@@ -351,16 +351,17 @@ class KernelCache:
             record = tier.get(slot)
             if record is None:
                 continue
+            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            if reason is not None:  # another source's or space's slot, or out of date: never this kernel's winner
+                if reason not in reasons:
+                    reasons.append(reason)
+                continue
             if weaker is not None and self.search is not None and record.search is not None:
                 stronger = stronger_search(self.search, record.search, record.space_size)
                 if stronger is not None:
                     weaker.append(f"the Tuning asks for {stronger} (the {tier.name} entry)")
                     return None
-            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
-            if reason is None:
-                return record
-            if reason not in reasons:
-                reasons.append(reason)
+            return record
         for reason in reasons:
             logger.info(
                 "autotune cache: the %s entry of %s is out of date (%s); not used", tier.name, entry.what, reason
@@ -718,9 +719,14 @@ class KernelCache:
         if remote and not any(tier.name == "remote" for tier in tiers):
             tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
         removed = {(e.location, e.entry_id) for e in self.forget(key)}
+        from ..keys import normalise_key
         from . import journal
 
-        journal.forget(self.journal_id, key)  # configs that ended a process are tried again
-        for tier in tiers:
+        # configs that ended a process are tried again (the notes are filed under the key as a call normalises it)
+        journal.forget(self.journal_id, None if key is None else normalise_key(key))
+        # the remote tier first: a lookup copies what it finds into the tiers before it (remote to disk), never after
+        for tier in reversed(tiers):
             removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
+        # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
+        removed |= {(e.location, e.entry_id) for e in self.forget(key)}
         return len(removed)
