@@ -397,3 +397,23 @@ def test_a_clear_forgets_every_dead_note_not_only_the_first_ones_read():
     assert len(list(notes_dir().iterdir())) == 300 > journal.MAX_NOTES
     clear_autotune_cache()
     assert list(notes_dir().iterdir()) == []
+
+
+def test_a_single_candidate_that_crashed_a_process_is_not_launched_but_refused():
+    """With one config left (prune=, or a one-config space) nothing is compared, but a config the journal saw end
+    a process is still never launched: the tuning raises NoValidConfigError naming the crash, and keeps the note."""
+    from autotune import NoValidConfigError
+
+    kernel, args, key, dtypes = _kernel_and_call(7)
+    only = {"BLOCK": 64, "MODE": 0}
+    _note_of_a_dead_process(kernel.identity, key, dtypes, only)
+    original = kernel.configs
+    kernel.configs = [Config(**only)]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CrashWarning)
+            with pytest.raises(NoValidConfigError, match="crashed: the process ended while measuring it"):
+                kernel(*args)
+    finally:
+        kernel.configs = original
+    assert set(journal.crashed(kernel.identity, key, dtypes)) == {Config(**only)}

@@ -100,6 +100,26 @@ def test_a_call_over_isolate_max_bytes_is_tuned_in_process_saying_why_once(monke
         default_add(x, y, out, 1000)
 
 
+def test_isolate_max_bytes_counts_the_storage_a_view_carries_not_its_elements(monkeypatch):
+    """A worker gets a view as a copy of the storage span it covers: a column of a 256 x 1024 matrix is 1 KiB of
+    elements but ~1 MiB of copy, so it is over a 64 KiB bound and tuned here (it was counted as 1 KiB and sent)."""
+    import warnings
+
+    import isolation_kernels
+    import torch
+    from isolation_kernels import default_add
+
+    from autotune import IsolationWarning
+
+    monkeypatch.setattr(default_add, "tuning", default_add.tuning.replace(isolate="process", isolate_max_bytes=65536))
+    del isolation_kernels.SETUP_PIDS[:]
+    x = torch.randn(256, 1024)[:, 0]  # 256 elements, strided over the whole matrix
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IsolationWarning)  # said once per kernel: maybe by an earlier test
+        default_add(x, torch.randn(200), torch.empty(200), 200)  # (the kernel reads x as contiguous: not the point)
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}  # measured here: its setup= ran in this process
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a worker's RSS from /proc")
 def test_a_call_under_the_bound_is_isolated_and_the_worker_frees_its_copies_after(monkeypatch):
     """#40 item 9, below the bound: tuned in the worker, which no longer keeps a 64 MiB copy after the tuning (the

@@ -708,3 +708,17 @@ def test_editing_the_grid_or_a_derive_expression_tunes_again_and_an_unchanged_on
         edited(x, y, out, 100)
         assert edited.cache_info()["tunings"] == before + 1
         torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.parametrize("refine_topk", [0, 3])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_do_bench_time_that_is_no_time_fails_that_config_and_never_wins(refine_topk, bad):
+    """A NaN sorts nowhere (it won when it came first) and would make an entry no process can read back: a time
+    that is not a finite number of ms >= 0 fails its config, saying do_bench= returned it."""
+    tagged, out = tagged_by(lambda tag: [bad if tag == 1 else float(tag)], refine_topk=refine_topk, refine_reps=2)
+    tagged(out)
+    record = tagged.record(())
+    assert record.winner == Config(TAG=2)
+    failed = next(t for t in record.trials if t.config["TAG"] == 1)
+    assert failed.status is TrialStatus.RUNTIME_ERROR and "do_bench= returned" in str(failed.error)
+

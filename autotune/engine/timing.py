@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -58,17 +59,21 @@ class CallableTimer:
         result = self.do_bench(call)
         try:
             if isinstance(result, (int, float)) and not isinstance(result, bool):
-                return [float(result)]
-            values = list(result)
-            if not values or any(isinstance(x, bool) for x in values):
-                raise ValueError("no times")
-            return [float(x) for x in values]
+                samples = [float(result)]
+            else:
+                values = list(result)
+                if not values or any(isinstance(x, bool) for x in values):
+                    raise ValueError("no times")
+                samples = [float(x) for x in values]
         except (TypeError, ValueError):
             # The user's function, not the config: every config would fail alike.
             raise OptionError(
                 f"do_bench= returned {type(result).__name__} {result!r}: it must return the time in "
                 "milliseconds, a number or a list of numbers"
             ) from None
+        if not all(math.isfinite(ms) and ms >= 0 for ms in samples):  # this config's measurement failed
+            raise ValueError(f"do_bench= returned {result!r} for this config: a time is a finite number of ms >= 0")
+        return samples
 
 
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024  # Triton's do_bench uses 256 MB where the L2 size is unknown

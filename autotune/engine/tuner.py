@@ -80,7 +80,7 @@ def tune(job: TuneJob) -> TuneOutcome:
             trials = _search(job)
         else:
             order = _exhaustive_order(job)
-            if len(order) == 1 and not job.measure_single:  # nothing to compare (as triton.autotune does)
+            if len(order) == 1 and not job.measure_single and order[0] not in job.crashed:  # nothing to compare
                 return TuneOutcome(order[0], [Trial(config=c) for c in job.configs], time.perf_counter() - started)
             trials = _try_every_config(job, order)
         winner, remeasured = _winner(job, trials)
@@ -109,8 +109,8 @@ def _winner(job: TuneJob, trials: dict[Config, Trial]) -> tuple[Config, list[Con
     """The winner, and the configs re-measured side by side (fastest first) when the refinement decided it."""
     rank = {c: i for i, c in enumerate(job.preference or job.configs)}
 
-    def fastest_first(t: Trial) -> tuple:
-        return t.median_ms, rank.get(t.config, len(rank))
+    def fastest_first(t: Trial) -> tuple:  # ties: the space's order, else the config's text (never compile order)
+        return t.median_ms, rank.get(t.config, len(rank)), t.config.canonical()
 
     ok = sorted((t for t in trials.values() if t.ok), key=fastest_first)
     if not ok:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["encode_call", "decode_call", "encode_args", "decode_args"]
+__all__ = ["encode_call", "decode_call", "encode_args", "decode_args", "span_of"]
 
 
 def encode_call(args: tuple, kwargs: dict, data: bool = True) -> tuple[dict, dict]:
@@ -21,7 +21,7 @@ def decode_call(encoded: tuple[dict, dict]) -> tuple[tuple, dict]:
     return tuple(positional[i] for i in range(len(positional))), decode_args(encoded[1])
 
 
-def _span(shape: tuple, strides: tuple) -> int:
+def span_of(shape: tuple, strides: tuple) -> int:
     """How many elements of its storage a view covers, from its first element to its last (a zero stride, as
     `expand` gives, or overlapping rows cover fewer than `numel`; gaps between rows count)."""
     return 0 if 0 in shape else 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
@@ -37,7 +37,7 @@ def encode_args(named: dict, data: bool = True) -> dict:
         if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
             payload = None
             if data:
-                span = _span(tuple(value.shape), tuple(value.stride()))
+                span = span_of(tuple(value.shape), tuple(value.stride()))
                 flat = value.detach().as_strided((span,), (1,)).to("cpu").contiguous()
                 payload = flat.view(_byte_dtype()).numpy().tobytes() if span else b""
             out[name] = (
@@ -74,7 +74,7 @@ def decode_args(encoded: dict) -> dict:
         _, shape, dtype, strides, data, device, align = item
         dt = getattr(torch, dtype.removeprefix("torch."))
         itemsize = torch.empty(0, dtype=dt).element_size()
-        span = _span(shape, strides)
+        span = span_of(shape, strides)
         offset = align // itemsize if align % itemsize == 0 else 0  # a fresh allocation is 16-byte aligned
         storage = torch.empty(span + offset, dtype=dt, device=device)
         if data and span:

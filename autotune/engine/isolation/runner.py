@@ -35,7 +35,7 @@ from ..compilers import NoCompile
 from ..pipeline import CompileFailed, Compiler
 from ..trial_runner import TrialFailed
 from ..tunable_kernel import TunableKernel
-from .call_copies import encode_call
+from .call_copies import encode_call, span_of
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
 
 __all__ = ["WorkerRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
@@ -491,9 +491,12 @@ def _encoded_calls(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[list, str | 
 
 
 def _tensor_bytes(bound: Any) -> int:
-    """The bytes of the call's tensors (each counted whole: a view's copy carries the storage span it covers)."""
+    """The bytes of the call's tensors as a worker gets them: a view's copy carries the storage span it covers (a
+    column of a matrix is most of the matrix), so each counts its span, not its elements."""
     return sum(
-        v.numel() * v.element_size() for v in bound.named.values() if hasattr(v, "numel") and hasattr(v, "element_size")
+        span_of(v.shape, v.stride()) * v.element_size()
+        for v in bound.named.values()
+        if hasattr(v, "stride") and hasattr(v, "element_size") and hasattr(v, "shape")
     )
 
 
