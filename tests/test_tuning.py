@@ -721,4 +721,3 @@ def test_a_do_bench_time_that_is_no_time_fails_that_config_and_never_wins(refine
     assert record.winner == Config(TAG=2)
     failed = next(t for t in record.trials if t.config["TAG"] == 1)
     assert failed.status is TrialStatus.RUNTIME_ERROR and "do_bench= returned" in str(failed.error)
-
