@@ -109,14 +109,15 @@ def test_isolate_max_bytes_counts_the_storage_a_view_carries_not_its_elements(mo
     import torch
     from isolation_kernels import default_add
 
-    from autotune import IsolationWarning
+    from autotune import IsolationWarning, clear_autotune_cache
 
     monkeypatch.setattr(default_add, "tuning", default_add.tuning.replace(isolate="process", isolate_max_bytes=65536))
+    clear_autotune_cache(default_add, key=(211,))  # a module-level kernel: another test may have tuned the key
     del isolation_kernels.SETUP_PIDS[:]
     x = torch.randn(256, 1024)[:, 0]  # 256 elements, strided over the whole matrix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IsolationWarning)  # said once per kernel: maybe by an earlier test
-        default_add(x, torch.randn(200), torch.empty(200), 200)  # (the kernel reads x as contiguous: not the point)
+        default_add(x, torch.randn(211), torch.empty(211), 211)  # (the kernel reads x as contiguous: not the point)
     assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}  # measured here: its setup= ran in this process
 
 
