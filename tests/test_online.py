@@ -472,3 +472,20 @@ def test_the_driver_thread_compiles_for_the_callers_cuda_device(monkeypatch):
     tuner._to_compile.append((session, None, 0))
     tuner._drive()  # the driver thread's body, run here
     assert used == [(threading.current_thread().name, 3)] and compiled_on == [threading.current_thread().name]
+
+
+@triton.jit
+def _store_block(out, n, BLOCK: tl.constexpr):
+    tl.store(out, BLOCK)
+
+
+def test_best_config_is_the_candidate_each_online_call_ran():
+    """DESIGN 6: under online tuning `best_config` is the config the call launched (a candidate it timed), not the
+    session's best known, which another candidate's launch leaves unchanged."""
+    kernel = autotune(
+        space={"BLOCK": [16, 32, 64]}, key=["n"], grid=(1,), tuning=Tuning(mode="online", reps=2, compile_workers=0)
+    )(_store_block)
+    out = torch.zeros(1, dtype=torch.int32)
+    for _ in range(8):
+        kernel(out, 8)
+        assert kernel.best_config["BLOCK"] == int(out[0])

@@ -187,6 +187,8 @@ def test_a_bad_triton_style_grid_is_refused_before_tuning_not_blamed_on_every_co
     x, y, out, n = _args()
     tuned[(2,)](x, y, out, n)
     assert torch.equal(out, x + y)
+    with pytest.raises(ExpressionError, match=message):  # a memory hit now: the same words, not Triton's raw error
+        tuned[grid](*_args())
 
 
 def test_every_new_error_is_an_autotune_error_and_a_builtin_one():

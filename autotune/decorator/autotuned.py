@@ -98,6 +98,12 @@ _NO_HIT_PATH = (1, 0)  # `_hit_arity` bounds no count of arguments meets: every 
 logger = logging.getLogger("autotune")
 
 
+def _plain_grid(grid: Any) -> bool:
+    """A grid the hit path may hand to Triton as is (a tuple of 1-3 sizes, or a callable); any other takes the full
+    path, whose `check_launch_grid` says what is wrong with it, as on a miss."""
+    return (type(grid) is tuple and 0 < len(grid) <= 3) or (grid is not None and callable(grid))
+
+
 def _say_cache_hit(record: TuningRecord) -> None:
     """Print or log a winner read from the disk or remote tier, as a tuning is; only then is reporting loaded."""
     if env_print_level() >= 1 or logger.isEnabledFor(logging.INFO):
@@ -403,8 +409,14 @@ class Autotuned(KernelInspection, KernelInterface):
         """Triton's launch protocol (`kernel[grid](...)` and `triton.heuristics` call this)."""
         if shapes_only():  # torch_op's fake implementation: the wrapper gives shapes, nothing launches
             return None
-        if not kwargs and not warmup and grid is not None and self._hit_arity[0] <= len(args) <= self._hit_arity[1]:
-            result = self._launch_hit(args, grid)
+        if not _plain_grid(grid):
+            check_launch_grid(self.name, grid)  # a hit says what is wrong with a grid as a miss does
+        elif not kwargs and not warmup and self._hit_arity[0] <= len(args) <= self._hit_arity[1]:
+            try:
+                result = self._launch_hit(args, grid)
+            except TypeError:  # a grid callable of the wrong shape: said as on a miss (checked only now: hot path)
+                check_launch_grid(self.name, grid)
+                raise
             if result is not _NOT_A_HIT:
                 return result
         return self.select_and_launch(args, kwargs, grid, warmup).result
@@ -437,6 +449,7 @@ class Autotuned(KernelInspection, KernelInterface):
 
         result = self.online.launch(*self.key_of(bound), bound, launch)
         chosen, launch_grid, launch_kwargs = launched
+        self.best_config = chosen  # the candidate this call ran (the session may time another than its best)
         return Launch(result, chosen, record, "online", bound, launch_grid, launch_kwargs)
 
     def _stored_winner(self, bound: BoundCall) -> Config:
