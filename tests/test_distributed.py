@@ -278,6 +278,16 @@ def _scenario_prune_raises_on_a_follower_in_rank0_mode(rank: int, world: int, ou
     return {**raised, "compiled": compiled}
 
 
+def _scenario_prune_raises_offline(rank: int, world: int, out: Path) -> dict:
+    """AUTOTUNE_OFFLINE=1: a prune= that raised on one rank is told at the handshake too (it skipped the agreement
+    and left the other ranks waiting for it until the group's timeout)."""
+    os.environ["AUTOTUNE_OFFLINE"] = "1"
+    try:
+        return _caught(lambda: _launch(_make(SPACE, "shard", [], prune=_prune_raising_on(world - 1, rank)), 322, rank))
+    finally:
+        os.environ.pop("AUTOTUNE_OFFLINE", None)
+
+
 def _scenario_prune_differs_per_rank(rank: int, world: int, out: Path) -> dict:
     """prune= looking at rank-specific data: the ranks still agree, and are warned."""
     import warnings
@@ -380,6 +390,7 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "lock_timeout": _scenario_lock_timeout,
     "prune_raises": _scenario_prune_raises_on_one_rank,
     "prune_raises_rank0": _scenario_prune_raises_on_a_follower_in_rank0_mode,
+    "prune_raises_offline": _scenario_prune_raises_offline,
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys_and_prune_error": _scenario_different_keys_and_a_prune_error,
     "scripted_shard": _scenario_scripted_shard,
@@ -671,6 +682,14 @@ def test_a_prune_error_on_a_follower_in_rank0_mode_is_raised_on_every_rank_and_n
     assert other["error"] == "DistributedTuningError", other
     assert "prune= raised on another rank: rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
     assert other["compiled"] == [] and failing["compiled"] == []
+
+
+def test_a_prune_error_under_autotune_offline_is_raised_on_every_rank_together(runs):
+    results = runs(2)
+    failing, other = results[1]["prune_raises_offline"], results[0]["prune_raises_offline"]
+    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"], failing
+    assert other["error"] == "DistributedTuningError", other
+    assert "prune= raised on another rank: rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
 
 
 def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):

@@ -690,14 +690,22 @@ class Autotuned(KernelInspection, KernelInterface):
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
         (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
-        candidates, mode = self.candidates(bound)[1], active_mode(self.tuning.distributed)
+        mode = active_mode(self.tuning.distributed)
         stale: list[str] = []  # why a stored entry was not used: the warning's diagnosis
         if mode is not None:
             from ..modes import distributed as _distributed
 
-            record = _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates)
+            try:
+                candidates, prune_error = self.candidates(bound)[1], None
+            except RerunCall:
+                raise
+            except Exception as exc:  # told at the agreement's handshake, so every rank raises it together
+                candidates, prune_error = None, exc
+            record = _distributed.agree_offline(
+                self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
+            )
         else:
-            record = self.cache.peek(key, dtypes, candidates, stale)
+            record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
         if record is not None:
             return record.winner, record, "cache"
         if self.cache.count_offline_miss(key, dtypes):

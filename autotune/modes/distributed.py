@@ -179,16 +179,23 @@ def agree(
 
 
 def agree_offline(
-    cache: KernelCache, key: tuple, dtypes: tuple, mode: Mode, *, candidates: str | None = None
+    cache: KernelCache,
+    key: tuple,
+    dtypes: tuple,
+    mode: Mode,
+    *,
+    candidates: str | None = None,
+    prune_error: BaseException | None = None,
 ) -> TuningRecord | None:
     """Under AUTOTUNE_OFFLINE=1 (never tune): rank 0's stored record for (key, dtypes), sent to every rank, or None
     on every rank when rank 0 has none, so all launch the same config (the winner, else the same fallback) even
-    when only some nodes hold the entry. Every rank of the group must call this for the same key."""
+    when only some nodes hold the entry. Every rank of the group must call this for the same key. `prune_error`:
+    as `agree`'s, told at the handshake."""
     dtypes = tuple(dtypes)
     record = cache.in_memory(key, dtypes)
     if record is not None:
         return record
-    with _one_round(cache, key, dtypes, mode, candidates) as rnd:
+    with _one_round(cache, key, dtypes, mode, candidates, prune_error=prune_error) as rnd:
         return rnd.run_offline()
 
 
