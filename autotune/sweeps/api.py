@@ -490,18 +490,18 @@ class _Run:
         kind = slot.kind
         try:
             slot.restart()
+            given_up = None if slot.kind == kind else f"its new worker is a {slot.kind!r} device"
         except Exception as exc:  # WorkerLost, JobFailed, or the launch's own (OSError: fork out of memory)
-            stopped = self.stopping.is_set()
-            given_up = _INTERRUPTED if stopped else f"a new worker could not start: {type(exc).__name__}: {exc}"
-        else:
-            if not self.stopping.is_set() and slot.kind == kind:
-                with self.lock:
-                    self.stats[slot.index].restarts += 1
-                return None
-            given_up = _INTERRUPTED if self.stopping.is_set() else f"its new worker is a {slot.kind!r} device"
-            slot.stop()
+            given_up = f"a new worker could not start: {type(exc).__name__}: {exc}"
+        if self.stopping.is_set():
+            given_up = _INTERRUPTED
+        if given_up is not None:
+            slot.stop()  # whatever started is not used
         with self.lock:
-            self.stats[slot.index].lost = given_up
+            if given_up is None:
+                self.stats[slot.index].restarts += 1
+            else:
+                self.stats[slot.index].lost = given_up
         return given_up
 
     def _replace_all(self, group: Sequence[Slot]) -> str | None:
