@@ -434,11 +434,10 @@ def _check_found(
 def _warn_left_out(unreadable: list[Any], names: dict[str, str | None] | None) -> None:
     """An export leaves out the entries it cannot read (corrupt, of a newer autotune, dated ahead): say how many
     and the first reasons, as `autotune cache list` does, rather than ship an archive short of them unsaid."""
-    from ..storage.entries import short_name
+    from ..storage.entries import is_dir_of
 
-    if names is not None:  # of the kernels asked for (an unreadable entry's kernel is its directory's name)
-        shorts = {short_name(n) for n in names}
-        unreadable = [e for e in unreadable if e.kernel.split(".")[0] in shorts]
+    if names is not None:  # of the kernels asked for: by the directory they lie in (their record is unreadable)
+        unreadable = [e for e in unreadable if any(is_dir_of(e.path.parent.name, n) for n in names)]
     if unreadable:
         reasons = "; ".join(f"{e.path.name}: {safe_text(e.error)}" for e in unreadable[:3])
         warnings.warn(

@@ -570,7 +570,7 @@ class Autotuner(KernelInterface):
         """One kernel run while tuning, wrapped as Triton's `kernel_call`: config.pre_hook, pre_hook, run,
         post_hook (told the exception, which is then re-raised). An exception of a hook is the user's
         (UserCodeError, raised by `run` as itself); one of the run is the config's."""
-        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
+        config = self._triton_config(index, native)
         self._local.current = native
         announced = getattr(self._local, "announced", None)
         if announced is not None and native not in announced and triton_print_enabled():
@@ -592,10 +592,14 @@ class Autotuner(KernelInterface):
         return ret
 
     def _config_pre_hook(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> None:
-        config = (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
+        config = self._triton_config(index, native)
         if config.pre_hook is not None:
             hook = config.pre_hook
             call_user(f"pre_hook of config {config}", self.base_fn.__name__, hook, self._full_nargs(args, kwargs, grid))
+
+    def _triton_config(self, index: ConfigIndex, native: _NativeConfig) -> Any:
+        """The caller's `triton.Config` of `native`: the one this call's early_config_prune returned, else the list's."""
+        return (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
 
     def _full_nargs(self, args: tuple, kwargs: dict, grid: Any) -> dict[str, Any]:
         return {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}

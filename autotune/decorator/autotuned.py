@@ -599,15 +599,20 @@ class Autotuned(KernelInspection, KernelInterface):
                 "CUDA_VISIBLE_DEVICES)."
             )
 
+    def _candidates_for_agreement(self, bound: BoundCall) -> tuple[list[Config], str | None, Exception | None]:
+        """`candidates(bound)` and None, or, when prune= raised, every config, no checksum and its error: raised
+        inside the agreement (at its handshake), so every rank learns of it together."""
+        try:
+            return *self.candidates(bound), None
+        except RerunCall:  # not an error: this rank runs its call again, then agrees
+            raise
+        except Exception as exc:
+            return list(self.configs or ()), None, exc
+
     def _agree_across_ranks(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, dist_mode: Mode, force: bool
     ) -> tuple[TuningRecord, Found]:
-        try:
-            kept, candidates, prune_error = *self.candidates(bound), None
-        except RerunCall:  # not an error: this rank runs its call again, then agrees
-            raise
-        except Exception as exc:  # raised inside the agreement, so every rank learns of it together
-            kept, candidates, prune_error = list(self.configs or ()), None, exc
+        kept, candidates, prune_error = self._candidates_for_agreement(bound)
 
         def tune_shard(select: Select | None) -> TuningRecord:
             from .tune_key import KeyTuning, tune_key
@@ -695,12 +700,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if mode is not None:
             from ..modes import distributed as _distributed
 
-            try:
-                candidates, prune_error = self.candidates(bound)[1], None
-            except RerunCall:
-                raise
-            except Exception as exc:  # told at the agreement's handshake, so every rank raises it together
-                candidates, prune_error = None, exc
+            _, candidates, prune_error = self._candidates_for_agreement(bound)
             record = _distributed.agree_offline(
                 self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
             )

@@ -22,7 +22,7 @@ from ..space.spaces import Config
 from .pipeline import Compiler
 from .timing import Timer, summarize
 
-_FAILED_STATUS = {
+RUN_FAILURE_STATUS = {  # a config's own failure of a run, as its trial's status (online mode too)
     FailureKind.CONFIG: TrialStatus.RUNTIME_ERROR,
     FailureKind.OUT_OF_RESOURCES: TrialStatus.OUT_OF_RESOURCES,
 }
@@ -188,8 +188,8 @@ class InProcessRunner:
     def _status_of(self, config: Config, exc: Exception, stage: str) -> TrialStatus:
         """The config's own failure as a status; a poisoned device ends the tuning; a mistake of the call is raised."""
         kind = classify(exc, stage)
-        if kind in _FAILED_STATUS:
-            return _FAILED_STATUS[kind]
+        if kind in RUN_FAILURE_STATUS:
+            return RUN_FAILURE_STATUS[kind]
         if kind is FailureKind.STICKY_DEVICE:
             raise self._device_lost(config, exc) from exc
         raise exc

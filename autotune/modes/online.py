@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..compiled.capture import capturing
 from ..decorator.tune_key import search_strategy, with_lowering
+from ..engine.in_process import RUN_FAILURE_STATUS
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
 from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
@@ -204,7 +205,8 @@ class OnlineSession:
                 kind = classify(exc, "run")
                 if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
                     raise
-                failures[config] = (_failed_status(exc, kind), f"{type(exc).__name__}: {exc}")
+                status = TrialStatus.VERIFY_FAILED if isinstance(exc, VerificationError) else RUN_FAILURE_STATUS[kind]
+                failures[config] = (status, f"{type(exc).__name__}: {exc}")
                 first_error = first_error or exc
                 for name, value in snapshot.items():
                     named[name].copy_(value)
@@ -346,12 +348,6 @@ def use_cuda_device(device: int | None) -> None:
         import torch
 
         torch.cuda.set_device(device)
-
-
-def _failed_status(exc: Exception, kind: FailureKind) -> TrialStatus:
-    if isinstance(exc, VerificationError):
-        return TrialStatus.VERIFY_FAILED
-    return TrialStatus.OUT_OF_RESOURCES if kind is FailureKind.OUT_OF_RESOURCES else TrialStatus.RUNTIME_ERROR
 
 
 class OnlineTuner:

@@ -65,11 +65,21 @@ def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
 
 
 def _option_pairs(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
-    if space.lazy and isinstance(space, CartesianSpace):
-        return [(name, value) for name, values in space.axes.items() for value in values]
+    pairs: list[tuple[str, Any]] = []
+    for part, listed in _parts_to_check(space, configs):
+        if part.lazy and isinstance(part, CartesianSpace):
+            pairs += [(name, value) for name, values in part.axes.items() for value in values]
+        else:
+            pairs += [(name, value) for config in listed for name, value in config.items()]
+    return pairs
+
+
+def _parts_to_check(space: SearchSpace, configs: list) -> list[tuple[SearchSpace, list]]:
+    """(space, its configs to check): a lazy union's parts, each listed one with all its configs (a lazy one with
+    none: its axes are checked), else the space itself with `configs` (all, or a lazy space's sample)."""
     if space.lazy and isinstance(space, UnionSpace):
-        return [pair for part in space.parts for pair in _option_pairs(part, [] if part.lazy else part.configs())]
-    return [(name, value) for config in configs for name, value in config.items()]
+        return [leaf for part in space.parts for leaf in _parts_to_check(part, [] if part.lazy else part.configs())]
+    return [(space, configs)]
 
 
 def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
@@ -110,11 +120,13 @@ def _knob_candidates(space: SearchSpace, configs: list) -> list[tuple[Config | N
     """(config or None, the values each field may take together): a listed config's own; an unfiltered lazy
     Cartesian space's axes (every pair of values is a config; a filter may keep them apart, so a filtered one is
     left to its configs' compiles); each part of a lazy union so."""
-    if space.lazy and isinstance(space, CartesianSpace):
-        return [] if space.is_filtered else [(None, dict(space.axes))]
-    if space.lazy and isinstance(space, UnionSpace):
-        return [pair for part in space.parts for pair in _knob_candidates(part, [] if part.lazy else part.configs())]
-    return [(c, {name: (value,) for name, value in c.items()}) for c in configs]
+    candidates: list[tuple[Config | None, dict[str, Collection[Any]]]] = []
+    for part, listed in _parts_to_check(space, configs):
+        if part.lazy and isinstance(part, CartesianSpace):
+            candidates += [] if part.is_filtered else [(None, dict(part.axes))]
+        else:
+            candidates += [(c, {name: (value,) for name, value in c.items()}) for c in listed]
+    return candidates
 
 
 def validate_space(
