@@ -378,6 +378,84 @@ def _scenario_scripted_shard(rank: int, world: int, out: Path) -> dict:
     }
 
 
+def _add_args(n: int) -> tuple[tuple, dict]:
+    return (torch.randn(n), torch.randn(n), torch.empty(n), n), {}
+
+
+def _objective_kernel(seen: list) -> Any:
+    tuning = Tuning(**FAST, distributed="shard", objective="geomean")
+    kernel = autotune(space=SPACE, key=None, grid="(cdiv(n, $BLOCK),)", tuning=tuning)(add_kernel)
+    kernel.compiler_factory = lambda k, prepare: _RecordingCompiler(seen)
+    return kernel
+
+
+def _served(kernel: Any, n: int) -> dict:
+    return _caught(lambda: _launch_unkeyed(kernel, n))
+
+
+def _launch_unkeyed(kernel: Any, n: int) -> dict:
+    (x, y, out, _), _ = _add_args(n)
+    kernel(x, y, out, n)
+    return {"winner": kernel.best_config["BLOCK"], "correct": bool(torch.allclose(out, x + y))}
+
+
+def _scenario_objective(rank: int, world: int, out: Path) -> dict:
+    """Tuning(objective=...) under a process group: the calls' one config is agreed as a single call's is (shards
+    measured on every call, rank 0's cache decides), served to every rank from rank 0's entry, and ranks giving
+    different calls raise together. Each rank has its own cache directory."""
+    import functools
+
+    from autotune import warmup
+
+    own = out / f"objective-cache-rank{rank}"
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
+    try:
+        seen: list = []
+        kernel = _objective_kernel(seen)
+        report = warmup(kernel, [functools.partial(_add_args, n) for n in (64, 300)], in_process=True)
+        agreed = [a for a in adist.agreements(kernel) if a.key == ()]
+        record = kernel.record(())
+        steps: dict[str, Any] = {
+            "warmup": {
+                "tuned": len(report.tuned),
+                "compiled": seen,
+                "source": agreed[-1].source if agreed else None,
+                "winner": record.winner["BLOCK"],
+                "calls": list(record.calls or ()),
+                "entries": _entries(own),
+            }
+        }
+        _barrier()
+        steps["served"] = _served(_objective_kernel([]), 300)  # a new kernel object: rank 0's entry, on each rank
+        other = [functools.partial(_add_args, n) for n in (64, 300 + rank)]
+        steps["other_calls"] = _caught(lambda: warmup(_objective_kernel([]), other, in_process=True) and None)
+    finally:
+        os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
+    return steps
+
+
+def _scenario_warmup_where_only_a_follower_holds_the_key(rank: int, world: int, out: Path) -> dict:
+    """autotune.warmup under a process group where rank 1's own disk holds the key and rank 0's does not: every
+    rank joins the agreement (rank 0 tunes, the others take its winner) instead of rank 1 skipping it."""
+    import functools
+
+    from autotune import warmup
+
+    own = out / f"warmup-cache-rank{rank}"
+    os.environ["AUTOTUNE_CACHE_DIR"] = str(own)
+    try:
+        if rank == 1:
+            _launch(_make(SPACE, "off", []), 360, rank)  # tuned alone: rank 1's disk holds the key
+        _barrier()
+        seen: list = []
+        kernel = _make(SPACE, "rank0", seen)
+        report = _caught(lambda: str(warmup(kernel, [functools.partial(_add_args, 360)], in_process=True)))
+        winner = kernel.record((360,)).winner["BLOCK"] if "error" not in report else None
+        return {**report, "compiled": seen, "winner": winner}
+    finally:
+        os.environ["AUTOTUNE_CACHE_DIR"] = str(out / "cache-shared")
+
+
 SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "shard": _scenario_shard,
     "rank0": _scenario_rank0,
@@ -394,6 +472,8 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "prune_differs": _scenario_prune_differs_per_rank,
     "different_keys_and_prune_error": _scenario_different_keys_and_a_prune_error,
     "scripted_shard": _scenario_scripted_shard,
+    "objective": _scenario_objective,
+    "warmup_follower_holds_key": _scenario_warmup_where_only_a_follower_holds_the_key,
     "different_keys": _scenario_different_keys,  # last: it leaves the ranks out of step on purpose
 }
 ALONE = {"isolated_shard": _scenario_isolated_shard}  # spawned on their own (`runs` does not run them)
@@ -750,3 +830,31 @@ def test_shard_mode_with_process_isolation_tunes_each_shard_in_a_worker_so_a_seg
         assert outcome["trials"] == {"64": "ok", "128": "ok", "32": "crashed", "16": "crashed"}
         assert "SIGSEGV" in outcome["errors"]["32"] and "SIGSEGV" in outcome["errors"]["16"]
         assert outcome["measured_by"] == {"64": 0, "32": 0, "128": 1, "16": 1}
+
+
+def test_an_objective_tuning_is_agreed_across_ranks_and_served_from_rank_0s_entry(runs):
+    steps = [res["objective"] for res in runs(2)]
+    warmed = [s["warmup"] for s in steps]
+    assert [w["source"] for w in warmed] == ["tuned", "tuned"]  # through the agreement, on both ranks
+    assert [sorted(w["compiled"]) for w in warmed] == [_shard_of(SPACE, r, 2) for r in range(2)]
+    assert warmed[0]["winner"] == warmed[1]["winner"]
+    assert all(len(w["calls"]) == 2 for w in warmed)  # the merged record keeps the calls it was tuned on
+    assert warmed[0]["entries"] and warmed[1]["entries"] == []  # rank 0 alone stores it
+    served = [s["served"] for s in steps]
+    assert all("error" not in s for s in served), served  # rank 1, whose disk holds nothing, takes rank 0's entry
+    assert [s["result"]["winner"] for s in served] == [warmed[0]["winner"]] * 2
+    assert all(s["result"]["correct"] for s in served)
+
+
+def test_ranks_warming_an_objective_kernel_up_on_different_calls_raise_together(runs):
+    errors = [res["objective"]["other_calls"] for res in runs(2)]
+    assert [e.get("error") for e in errors] == ["DistributedTuningError"] * 2, errors
+    assert all("same calls" in e["message"] and "calls [" in e["message"] for e in errors)
+
+
+def test_a_warm_up_joins_the_agreement_where_only_a_follower_holds_the_key(runs):
+    results = [res["warmup_follower_holds_key"] for res in runs(2)]
+    assert all("error" not in r for r in results), results
+    assert results[0]["winner"] == results[1]["winner"]
+    assert sorted(results[0]["compiled"]) == sorted(SPACE["BLOCK"]) and results[1]["compiled"] == []  # rank0 mode
+    assert all(r["result"].startswith("add_kernel: 1 key tuned") for r in results)

@@ -21,9 +21,11 @@ from typing import Any
 
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
+from ..engine.process_group import active_mode
 from ..errors import CallError, OptionError
 from ..kernel.call import argument_makers, made_args, need_grid
 from ..kernel.identity import heuristic_kwargs, wrapper_layers
+from ..modes.distributed import Agreement, agreements
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
 
@@ -90,6 +92,9 @@ def warmup(
         check_objective(engine.name, engine.tuning.objective, given, f"autotune.warmup({engine.name}, ...)")
         return _warm_up_together(engine, layers, calls, tuning, force)
     tune = _tuner_for(launcher, engine, tuning)
+    # Under a process group only rank 0's tiers decide (modes/distributed.py): every rank takes the kernel's path
+    # to the agreement, where a rank that skipped a key its own disk holds would leave the others waiting.
+    agreeing = active_mode(engine.tuning.distributed) is not None
     began, seen = time.perf_counter(), set()
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
@@ -104,13 +109,25 @@ def warmup(
         seen.add((key, dtypes))
         start = time.perf_counter()
         held = engine.cache.memory.lookup(key, dtypes)
-        stored = None if force else engine.cache.peek(key, dtypes, engine.candidates(bound)[1])
-        if stored is None:
+        if agreeing:
+            agreed = _latest_agreement(engine, key, dtypes)
             tune(args, kwargs, grid, key, dtypes)
-        # tuned when memory holds a new record: AUTOTUNE_FORCE set after this process met the key serves its winner
-        now_tuned = stored is None and engine.cache.memory.lookup(key, dtypes) is not held
+            now = _latest_agreement(engine, key, dtypes)
+            now_tuned = now is not agreed and now is not None and now.source == "tuned"
+        else:
+            stored = None if force else engine.cache.peek(key, dtypes, engine.candidates(bound)[1])
+            if stored is None:
+                tune(args, kwargs, grid, key, dtypes)
+            # tuned when memory holds a new record: AUTOTUNE_FORCE set after this process met the key serves its
+            # winner
+            now_tuned = stored is None and engine.cache.memory.lookup(key, dtypes) is not held
         (tuned if now_tuned else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
+
+
+def _latest_agreement(engine: Autotuned, key: tuple, dtypes: tuple) -> Agreement | None:
+    found = [a for a in agreements(engine.name) if a.key == key and a.dtypes == tuple(dtypes)]
+    return found[-1] if found else None
 
 
 def _warm_up_together(

@@ -6,6 +6,7 @@ once, whatever the number of threads and processes asking) and launches it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -639,7 +640,16 @@ class Autotuned(KernelInspection, KernelInterface):
         """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
         tuning it on this call alone would file a one-shape winner as the whole set's."""
         stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
-        record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+        mode = active_mode(self.tuning.distributed)
+        if mode is not None:  # rank 0's entry, on every rank (as offline): the ranks launch one winner or all raise
+            from ..modes import distributed as _distributed
+
+            _, candidates, prune_error = self._candidates_for_agreement(bound)
+            record = _distributed.agree_offline(
+                self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
+            )
+        else:
+            record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
         if record is None:
             why = f" ({'; '.join(stale)})" if stale else ""
             raise AutotuneError(
@@ -667,11 +677,27 @@ class Autotuned(KernelInspection, KernelInterface):
         # Tuned again for a changed set of calls, but the crash journal's notes stay: a restart whose calls differ
         # from the entry's until a tuning completes would otherwise try a crashing config at every start.
         job = KeyTuning(key, dtypes, first, grid, kept, candidates, force=force, calls=calls, described=described)
+        retune = force or self.cache.calls_changed(key, dtypes, candidates, described)
+        mode = active_mode(self.tuning.distributed)
+        if mode is not None:  # every rank launches the same winner, as for one call (rank 0's cache decides)
+            from ..modes import distributed as _distributed
+
+            return _distributed.agree(
+                self.cache,
+                key,
+                dtypes,
+                mode,
+                lambda select: tune_key(self, dataclasses.replace(job, select=select)),
+                force=retune,
+                candidates=candidates,
+                lock_timeout_s=self.tuning.lock_timeout_s,
+                calls=described,
+            )
         return self.cache.get_or_tune(
             key,
             dtypes,
             lambda: tune_key(self, job),
-            force=force or self.cache.calls_changed(key, dtypes, candidates, described),
+            force=retune,
             lock_timeout_s=self.tuning.lock_timeout_s,
             candidates=candidates,
         )

@@ -152,12 +152,14 @@ def agree(
     candidates: str | None = None,
     lock_timeout_s: float | None = None,
     prune_error: BaseException | None = None,
+    calls: list[str] | None = None,
 ) -> tuple[TuningRecord, Found]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
     `lock_timeout_s` bounds rank 0's wait for another process's lock on the entry, as without a group.
     `prune_error`: what this rank's prune= raised; told at the handshake, so every rank raises together (this rank
     its own error, the others a DistributedTuningError naming it), in "rank0" mode as in "shard".
+    `calls`: a `Tuning.objective` tuning's calls as the record lists them; the ranks must give the same set.
 
     A hit in this rank's memory returns at once without communicating (`force` skips it). Raises
     NoValidConfigError on every rank when no config ran on any rank, and DistributedTuningError when
@@ -169,7 +171,7 @@ def agree(
         if record is not None:
             count(cache.kernel_name, hits=1)
             return record, "memory"
-    with _one_round(cache, key, dtypes, mode, candidates, lock_timeout_s, prune_error) as rnd:
+    with _one_round(cache, key, dtypes, mode, candidates, lock_timeout_s, prune_error, calls) as rnd:
         if not force:
             record = cache.in_memory(key, dtypes)
             if record is not None:  # another thread of this process agreed on it meanwhile
@@ -208,6 +210,7 @@ def _one_round(
     candidates: str | None,
     lock_timeout_s: float | None = None,
     prune_error: BaseException | None = None,
+    calls: list[str] | None = None,
 ) -> Iterator[_Round]:
     """The process's one agreement in progress (collectives must pair up across ranks), known to this thread so
     that an agreement started from inside it (a setup=, verify= or prune= calling another kernel) is refused."""
@@ -221,6 +224,7 @@ def _one_round(
     with _AGREE_LOCK:
         rnd = _Round(cache, key, dtypes, mode, candidates, lock_timeout_s)
         rnd.prune_error = prune_error
+        rnd.calls = calls
         _TLS.round = rnd
         try:
             yield rnd
@@ -250,6 +254,7 @@ class _Round:
     ) -> None:
         self.candidates = candidates  # checksum of the configs prune= kept (None without prune=)
         self.prune_error: BaseException | None = None  # what this rank's prune= raised
+        self.calls: list[str] | None = None  # a Tuning.objective tuning's calls (the record's `calls`)
         self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
 
@@ -385,6 +390,7 @@ class _Round:
             tuning_s=time.perf_counter() - started,
             candidates=self.candidates,
             where=where,
+            calls=self.calls,
         )
         if self.rank == 0:
             from ..reporting.lines import emit
@@ -482,6 +488,7 @@ class _Round:
             "mode": self.mode,
             "space": self.cache.space_checksum,
             "source": self.cache.source_hash,
+            "calls": None if self.calls is None else sorted(self.calls),
         }
         error = self.prune_error
         hellos = self._all_gather(
@@ -490,17 +497,24 @@ class _Round:
         pruned = [f"rank {r}: {text}" for r, text in enumerate([h.pop("pruned") for h in hellos]) if text is not None]
         differing = [r for r, h in enumerate(hellos) if h != hellos[0]]
         if differing:
+            other_calls = any(hellos[r]["calls"] != hellos[0]["calls"] for r in differing)
             lines = "; ".join(
                 f"rank {r}: {h['kernel']} key {h['key']} {h['dtypes']} mode {h['mode']}"
                 + ("" if h["space"] == hellos[0]["space"] else " (another search space)")
                 + ("" if h["source"] == hellos[0]["source"] else " (another kernel source)")
+                + (f" calls {h['calls']}" if other_calls else "")
                 for r, h in enumerate(hellos)
                 if r == 0 or r in differing
             )
+            fix = (
+                "A Tuning(objective=...) kernel is tuned for one set of calls: give every rank's warmup or "
+                "tune_calls the same calls"
+                if other_calls
+                else "Every rank must call an autotuned kernel with the same key in the same order"
+            )
             raise DistributedTuningError(
-                self._where() + f": the ranks are not tuning the same thing ({lines}). Every rank must call an "
-                "autotuned kernel with the same key in the same order; where shapes differ per rank use "
-                "Tuning(distributed='off')."
+                self._where() + f": the ranks are not tuning the same thing ({lines}). {fix}; where shapes differ "
+                "per rank use Tuning(distributed='off')."
             )
         if error is not None:
             raise error
