@@ -109,6 +109,21 @@ def test_kernel_arguments_given_by_keyword_or_by_a_heuristic_are_not_missing():
     assert torch.equal(out2, 2 * x)
 
 
+@pytest.mark.parametrize(
+    "grid", [lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),), "(cdiv(n, BLOCK),)"], ids=["callable", "string"]
+)
+def test_the_decorators_grid_reads_the_values_of_triton_heuristics_below_it_as_a_triton_grid_does(grid):
+    tuned = autotune(space={"num_warps": [1, 2]}, key=["n"], grid=grid, tuning={"warmup": 0, "reps": 1})(
+        triton.heuristics({"BLOCK": lambda args: 16})(add_kernel)
+    )
+    for _ in range(2):  # a miss (tuned), then a memory hit
+        x = torch.randn(100)
+        out = torch.zeros_like(x)
+        tuned(x, x, out, 100)
+        assert torch.equal(out, 2 * x)  # every block covered: the grid used BLOCK=16
+    assert tuned.cache_info()["tunings"] == 1
+
+
 def test_a_warmup_with_dtypes_through_triton_heuristics_compiles_the_winner_or_says_tensors_are_needed():
     """KernelInterface.warmup (what triton.heuristics' .warmup is) passes dtypes as MockTensors: nothing can be
     tuned on them. Untuned, the caller is told to warm up with tensors; tuned, the winner compiles, nothing runs."""

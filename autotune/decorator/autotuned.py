@@ -35,6 +35,7 @@ from ..kernel.identity import (
     base_kernel,
     constexpr_names,
     has_dtype_stand_ins,
+    heuristic_kwargs,
     heuristics_layers,
     is_interpreted,
     kernel_ref,
@@ -250,7 +251,8 @@ class Autotuned(KernelInspection, KernelInterface):
         # What a call must pass: every parameter that has no default and that neither the space, derive= nor a
         # triton.heuristics layer provides; `_required_upto` lets a call that passes them all by position skip
         # the check.
-        heuristic = check_heuristic_overlap(self.name, fields, derive, heuristics_layers(fn, self.base_fn))
+        self._heuristics = heuristics_layers(fn, self.base_fn)  # what the grid sees too, as in Triton's launch
+        heuristic = check_heuristic_overlap(self.name, fields, derive, self._heuristics)
         provided = set(fields) | set(derive) | heuristic
         self._call_signature = CallSignature(
             self.name, self.arg_names, frozenset(fields) | frozenset(derive), self.static_options
@@ -402,7 +404,7 @@ class Autotuned(KernelInspection, KernelInterface):
             meta, options = self._split(config)
             launch_kwargs = self._hit_kwargs[config] = {**options, **meta}
         if grid is None:
-            grid = self._grid(config, named)  # type: ignore[misc]  # __call__ comes here only with a grid
+            grid = self._own_grid(config, named, args, launch_kwargs)
         with self.launch_lock:
             return self.fn.run(*args, grid=grid, warmup=False, **launch_kwargs)
 
@@ -804,8 +806,15 @@ class Autotuned(KernelInspection, KernelInterface):
                 raise AutotuneError(
                     f"{self.name} needs a grid: give @autotune(grid=...) or launch {self.name}[grid](...)"
                 )
-            grid = self._grid(values, named)
+            grid = self._own_grid(values, named, args, launch_kwargs)
         return args, launch_kwargs, grid
+
+    def _own_grid(self, values: Mapping[str, Any], named: Mapping[str, Any], args: tuple, launch_kwargs: dict) -> Any:
+        """The decorator's grid for a launch; it reads the values of the `triton.heuristics` layers under the
+        decorator too, as a Triton grid reads them."""
+        if self._heuristics:
+            named = {**named, **heuristic_kwargs(self._heuristics, args, launch_kwargs)}
+        return self._grid(values, named)  # type: ignore[misc]  # only called with a grid
 
     # ------------------------------------------------------------------------------------------ tuning
     def tune_selected(self, bound: BoundCall, grid: Any = None, *, select: Select) -> TuningRecord:
