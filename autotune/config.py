@@ -16,19 +16,42 @@ _JSON_SCALARS = (bool, int, float, str, type(None))
 
 
 def check_json_value(name: str, value: Any) -> Any:
-    """Return `value` normalised for a Config (lists become tuples) or raise SpaceError."""
+    """Return `value` normalised for a Config (lists become tuples; a subclass of int, float or str, such as
+    numpy's float64 or an IntEnum, becomes the plain value its JSON holds) or raise SpaceError."""
     if isinstance(value, _JSON_SCALARS):
         if isinstance(value, float) and not math.isfinite(value):
             raise SpaceError(
                 f"config field {name!r} = {value!r}: non-finite floats are not JSON-serialisable; use a finite number"
             )
-        return value
+        if isinstance(value, str) and not _encodable(value):
+            raise SpaceError(
+                f"config field {name!r} = {value!r}: the text holds a lone surrogate, which no file can hold; "
+                "give valid Unicode text"
+            )
+        return _plain(value)
     if isinstance(value, (tuple, list)):
         return tuple(check_json_value(name, v) for v in value)
     raise SpaceError(
         f"config field {name!r} = {value!r} ({type(value).__name__}) is not JSON-serialisable; "
         "config values must be int, float, bool, str, None or tuples of those"
     )
+
+
+def _plain(value: Any) -> Any:
+    if type(value) in _JSON_SCALARS:
+        return value
+    for kind in (int, float, str):
+        if isinstance(value, kind) and type(value) is not kind:
+            return kind.__str__(value) if kind is str else kind(value)
+    return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def value_identity(value: Any) -> Any:
@@ -40,7 +63,7 @@ def value_identity(value: Any) -> Any:
     if isinstance(value, int):
         return ("int", value)
     if isinstance(value, float):
-        return ("float", repr(value))
+        return ("float", float.__repr__(value))
     if isinstance(value, (tuple, list)):
         return ("array", tuple(value_identity(v) for v in value))
     if value is None or isinstance(value, str):

@@ -74,9 +74,9 @@ def format_age(seconds: float) -> str:
     return f"{int(seconds)}s"
 
 
-# Control characters (C0, DEL, C1), format characters (bidirectional overrides, zero-width joiners) and the Unicode
-# line and paragraph separators: none of them is printed as itself.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Control characters (C0, DEL, C1), format characters (bidirectional overrides, zero-width joiners), the Unicode
+# line and paragraph separators, and lone surrogates (no terminal encoding can write one): none is printed as itself.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def safe_text(value: Any) -> str:
@@ -86,12 +86,13 @@ def safe_text(value: Any) -> str:
     text = str(value)
     if text.isprintable():
         return text
-    return "".join(
-        ch
-        if unicodedata.category(ch) not in _UNSAFE_CATEGORIES
-        else (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-        for ch in text
-    )
+    return "".join(ch if unicodedata.category(ch) not in _UNSAFE_CATEGORIES else _escape(ord(ch)) for ch in text)
+
+
+def _escape(code: int) -> str:
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def format_timestamp(timestamp: float) -> str:

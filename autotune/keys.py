@@ -89,6 +89,16 @@ def _normalise(value: Any, what: str) -> Any:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.dtype):
         return str(value)
+    if isinstance(value, type):  # a class (np.float32, int): not one of its instances
+        return _stable_text(value, what)
+    if isinstance(value, frozenset):  # str() follows the process's hash seed: items sorted instead
+        items = sorted(repr(_normalise(v, f"{what} item")) for v in value)
+        return f"{type(value).__module__}.{type(value).__qualname__}:{{{', '.join(items)}}}"
+    if getattr(value, "ndim", 0) and hasattr(value, "dtype"):  # a numpy array: a tensor's case
+        raise KeyValueError(
+            f"key {what} is an array ({tuple(value.shape)}, {value.dtype}); a key must be made of sizes and "
+            "flags: use e.g. len(a) or a.shape[0]"
+        )
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
     if isinstance(value, (bool, int, float, str)):  # subclasses, e.g. an IntEnum

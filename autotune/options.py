@@ -85,6 +85,7 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     objective: Objective | None = None
 
     def __post_init__(self) -> None:
+        _check_field("preset", self.preset)  # first: it names the other fields' defaults
         for name in self.__struct_fields__:
             value = getattr(self, name)
             if value is not None or name not in PRESETS[self.preset]:
@@ -181,9 +182,9 @@ def _switch(raw: str) -> bool | None:
     word = raw.strip().lower()
     if word in _OFF:
         return False
-    if word in _ON or word.isdigit():
-        return True
-    return None
+    if word.isascii() and word.isdigit():
+        return int(word) != 0
+    return True if word in _ON else None
 
 
 def _env_flag(name: str) -> bool:

@@ -3,6 +3,7 @@ declaring a kernel (and `import autotune`) does not load the tuner."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -56,15 +57,15 @@ class Reference:
                 f"got {type(fn).__name__}: {fn!r}"
             )
         for name, tolerance in (("atol", atol), ("rtol", rtol)):
-            number = isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
+            number = isinstance(tolerance, numbers.Real) and not isinstance(tolerance, bool)
             if not (number and 0 <= tolerance < float("inf")):
                 raise OptionError(
                     f"Reference({name}={tolerance!r}): a tolerance is a finite number >= 0, e.g. {name}=1e-5"
                 )
         self.fn = fn
         self.outputs = tuple(outputs)
-        self.atol = atol
-        self.rtol = rtol
+        self.atol = float(atol)
+        self.rtol = float(rtol)
 
     def expected(self, named_args: Mapping[str, Any]) -> dict[str, Any]:
         """Run the reference once and map each output name to its expected tensor."""
@@ -106,11 +107,11 @@ class Reference:
 
         for name in self.outputs:
             got, want = named_args[name], expected[name]
-            if got.shape != want.shape or not torch.allclose(
-                got.float(), want.to(got.device).float(), atol=self.atol, rtol=self.rtol, equal_nan=True
-            ):
+            common = _compared_as(torch.promote_types(got.dtype, want.dtype))
+            got, want = got.to(common), want.to(device=got.device, dtype=common)
+            if got.shape != want.shape or not torch.allclose(got, want, atol=self.atol, rtol=self.rtol, equal_nan=True):
                 diff = (
-                    (got.float() - want.to(got.device).float()).abs().max().item()
+                    (got - want).abs().max().item()
                     if got.shape == want.shape
                     else f"shape {tuple(got.shape)} != {tuple(want.shape)}"
                 )
@@ -118,3 +119,13 @@ class Reference:
                     f"output {name!r} differs from the reference (max abs diff {diff}, "
                     f"atol={self.atol}, rtol={self.rtol})"
                 )
+
+
+def _compared_as(dtype: Any) -> Any:
+    """The dtype two outputs are compared in: float32 for narrower floats (their rounding is what atol/rtol
+    allow for), float64 and complex as they are, and float64 for integers and bools (exact to 2**53)."""
+    import torch
+
+    if dtype.is_complex or dtype == torch.float64:
+        return dtype
+    return torch.float32 if dtype.is_floating_point else torch.float64

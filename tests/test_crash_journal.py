@@ -124,6 +124,17 @@ def test_clear_autotune_cache_forgets_the_crashes_of_a_kernel():
     assert journal.crashed(kernel.identity, key, dtypes) == {}
 
 
+def test_a_note_whose_config_no_space_can_hold_is_not_one_of_ours_and_the_call_tunes_and_clears_it(monkeypatch):
+    kernel, args, key, dtypes = _kernel_and_call(9)
+    monkeypatch.setattr(kernel, "configs", [Config(BLOCK=64, MODE=0), Config(BLOCK=128, MODE=0)])  # no segfault
+    _note_of_a_dead_process(kernel.identity, key, dtypes, {"1B": 32})  # decodes as a note: no config has "1B"
+    assert journal.crashed(kernel.identity, key, dtypes) == {}
+    kernel(*args)  # tunes as if there were no note (raised SpaceError on every call before)
+    assert torch.allclose(args[2], args[0] + args[1])
+    clear_autotune_cache(kernel)
+    assert not any(notes_dir().iterdir())
+
+
 def test_a_noted_crash_is_recorded_without_running_the_config_and_force_retries_it(monkeypatch):
     kernel, args, key, dtypes = _kernel_and_call(7)
     # A dead process's note for a config that works here: were it run, its trial would be ok.

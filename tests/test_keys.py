@@ -380,3 +380,24 @@ def test_normalise_key_matches_what_a_call_stores():
     )
     with pytest.raises(KeyValueError, match=r"where\[1\] is NaN"):
         normalise_key((1, float("nan")), "where")
+
+
+def test_a_set_key_value_has_the_same_text_in_every_process():
+    from hash_seeds import printed_under_hash_seeds
+
+    code = (
+        "from autotune.keys import KeyBuilder\n"
+        "print(KeyBuilder(['mode'], arg_names=['mode'])({'mode': frozenset({'relu', 'gelu', 'silu', 7})}))"
+    )
+    printed = printed_under_hash_seeds(code, ("1", "2", "3", "4"))
+    assert len(set(printed)) == 1 and "gelu" in printed[0], printed
+
+
+def test_a_class_is_a_key_value_by_its_name_and_an_array_is_refused_as_a_tensor_is():
+    import numpy as np
+
+    kb = KeyBuilder(["kind"], arg_names=["kind"])
+    assert kb({"kind": np.float32})[0] != kb({"kind": np.float64})[0]
+    assert kb({"kind": int})[0] == ("builtins.type:<class 'int'>",)
+    with pytest.raises(KeyValueError, match=r"is an array \(\(2,\), int64\).*len\(a\)"):
+        kb({"kind": np.array([1, 2])})

@@ -183,3 +183,14 @@ def test_a_config_that_fails_on_one_call_cannot_serve_the_set():
     failed = [t for t in record.trials if not t.ok]
     assert [t.config["TAG"] for t in failed] == [2, 3]
     assert all(t.error.startswith("on call 1: ") and not t.calls_ms for t in failed)
+
+
+def test_an_infinite_key_value_is_refused_before_a_set_of_calls_is_tuned_as_before_one_call():
+    import math
+
+    from autotune.errors import KeyValueError
+
+    kernel = sk.shape_tagged("geomean", key=["n"])
+    with pytest.raises(KeyValueError, match=r"key value inf is infinite"):
+        autotune.warmup(kernel, [lambda: ((torch.zeros(1, dtype=torch.int32), math.inf), {})])
+    assert kernel.cache_info()["tunings"] == 0 and not disk_entries(kernel)

@@ -48,6 +48,29 @@ def test_config_rejects_non_finite_floats_and_bad_values_nested_in_sequences(bad
         Config(X=bad)
 
 
+def test_config_takes_subclasses_of_json_types_as_their_plain_values_so_they_encode_and_compare_as_json():
+    import enum
+
+    import numpy as np
+
+    from autotune.codec import to_json
+
+    class Width(enum.IntEnum):
+        WIDE = 4
+
+    config = Config(SCALE=np.float64(1.5), WIDTH=Width.WIDE, NAME=np.str_("x"))
+    assert [type(v) for v in config.values()] == [float, int, str]
+    assert json.loads(to_json(config)) == {"SCALE": 1.5, "WIDTH": 4, "NAME": "x"}  # what a cache entry writes
+    assert config == Config(SCALE=1.5, WIDTH=4, NAME="x") == {"SCALE": np.float64(1.5), "WIDTH": 4, "NAME": "x"}
+    space = CartesianSpace(SCALE=np.array([1.0, 2.0]))  # numpy's float64 is a float
+    assert list(space) == [Config(SCALE=1.0), Config(SCALE=2.0)]
+
+
+def test_config_refuses_text_no_file_can_hold():
+    with pytest.raises(SpaceError, match="lone surrogate"):
+        Config(NAME="\ud800")
+
+
 def test_config_turns_nested_lists_into_tuples():
     c = Config(SHAPE=[[1, 2], [3]])
     assert c.SHAPE == ((1, 2), (3,)) and hash(c) == hash(Config(SHAPE=((1, 2), (3,))))

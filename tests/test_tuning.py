@@ -216,6 +216,27 @@ def test_verify_with_a_reference_rejects_the_wrong_config():
     torch.testing.assert_close(out, x + y)
 
 
+@pytest.mark.parametrize(
+    "got, want",
+    [
+        (torch.tensor([16777217], dtype=torch.int64), torch.tensor([16777216], dtype=torch.int64)),  # float32: equal
+        (torch.tensor([1.0 + 1e-9], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64)),
+    ],
+    ids=["int64", "float64"],
+)
+def test_a_reference_compares_wide_outputs_without_rounding_them_to_float32(got, want):
+    import numpy as np
+
+    from autotune.errors import VerificationError
+
+    exact = Reference(lambda **_: want, outputs=("out",), atol=np.float32(0), rtol=0)  # numpy tolerances are numbers
+    with pytest.raises(VerificationError, match="'out' differs from the reference"):
+        exact.check({"out": got}, {"out": want})
+    exact.check({"out": want.clone()}, {"out": want})
+    loose = Reference(lambda **_: want, outputs=("out",), atol=1e-3, rtol=0)  # narrow floats: float32, as before
+    loose.check({"out": torch.tensor([1.0004], dtype=torch.float16)}, {"out": torch.tensor([1.0], dtype=torch.float16)})
+
+
 def writes_in_place(x, y, out, **_):
     out.copy_(x + y)  # as the kernel does: returns None
 

@@ -35,6 +35,19 @@ def test_an_unknown_or_positional_tuning_field_is_an_option_error_naming_the_clo
     with pytest.raises(OptionError, match=r"'warmpu' is not a Tuning field\. Did you mean 'warmup'\?"):
         Tuning(preset="fast").replace(warmpu=1)
     assert Tuning(preset="fast", reps=7).replace(preset="thorough").reps == 7
+    for made in (lambda: Tuning(preset=None), lambda: Tuning().replace(preset=None)):
+        with pytest.raises(OptionError, match=r"preset: .*use one of: 'fast', 'default', 'thorough'"):
+            made()
+
+
+def test_an_env_switch_of_zeros_is_off_and_a_digit_of_another_script_is_refused(monkeypatch):
+    tuned, tried = _tuned()
+    monkeypatch.setenv("AUTOTUNE_DISABLE", "00")  # zero: off, so the key is tuned
+    tuned(*_args())
+    assert tried
+    monkeypatch.setenv("AUTOTUNE_DISABLE", "\u0660")  # an Arabic-Indic zero: neither, not "a number, so on"
+    with pytest.raises(OptionError, match=r"neither on nor off"):
+        _tuned()[0](*_args(50))
 
 
 @pytest.mark.parametrize("name", ["AUTOTUNE_OFFLINE", "AUTOTUNE_FORCE", "AUTOTUNE_DISABLE"])

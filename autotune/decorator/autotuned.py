@@ -718,6 +718,7 @@ class Autotuned(KernelInspection, KernelInterface):
                 f"in {len(keys)} keys ({shown}{'; ...' if len(keys) > 4 else ''}): decorate it with key=None (one "
                 "entry for every call) or a bucket key that maps them to one, or tune each key's calls separately"
             )
+        check_finite_key(keys[0][0], self.name)  # as a first call checks it
         return keys[0]
 
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import CacheEntryError, DeviceError, device_error_text
+from ..errors import CacheEntryError, DeviceError, SpaceError, device_error_text
 from ..space.spaces import Config
 from .entries import key_text
 from .files import is_regular_file, pid_alive, read_entry_bytes, root
@@ -184,9 +184,11 @@ def _read(path: Path) -> Note | None:
     if not is_regular_file(path):
         return None
     try:
-        return msgspec.json.decode(read_entry_bytes(path, MAX_NOTE_BYTES), type=Note)
-    except (OSError, CacheEntryError, msgspec.ValidationError, msgspec.DecodeError):  # not (or no longer) a note
-        return None
+        note = msgspec.json.decode(read_entry_bytes(path, MAX_NOTE_BYTES), type=Note)
+        Config(note.config)  # a config no space can hold: not one of ours
+    except (OSError, CacheEntryError, msgspec.ValidationError, msgspec.DecodeError, SpaceError):
+        return None  # not (or no longer) a note
+    return note
 
 
 def _write(path: Path, data: bytes) -> bool:
