@@ -236,7 +236,10 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
         x, y, out = torch.randn(500), torch.randn(500), torch.empty(500)
         gated_add(x, y, out, 500)
         record = gated_add.record()
+        from autotune.engine.isolation.pool import compile_workers
+        holding = [w.call_token for w in compile_workers().workers if w.call_token is not None]
         print(json.dumps({{"ok": bool(torch.allclose(out, x + y)), "pid": os.getpid(), "winner": dict(record.winner),
+                          "holding": holding,
                           "trials": {{t.config["BLOCK"]: [t.status.value, t.error, t.compile_s]
                                      for t in record.trials}}}}))
     """)
@@ -255,6 +258,7 @@ def test_compile_workers_compile_side_by_side_while_the_measuring_worker_measure
     assert {block: trials[block][0] for block in trials} == {32: "ok", 64: "ok", 128: "ok", 16: "crashed"}
     assert "SIGSEGV" in trials[16][1]
     assert all(trials[block][2] is not None for block in (32, 64, 128))  # compile_s from the compile workers
+    assert got["holding"] == []  # the tuning ended: no compile worker keeps the call's (device-sized) tensors
     compilers = {int(p.name.split("-")[2]) for p in tmp_path.glob("compile-*")}
     measurers = {int(p.name.split("-")[1]) for p in tmp_path.glob("measure-*")}
     assert len(measurers) == 1 and len(compilers) >= 2

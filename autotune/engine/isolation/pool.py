@@ -239,6 +239,20 @@ class WorkerPool:
                     self.workers.remove(worker)
                 self._available.notify()
 
+    def drop_call(self, token: str, timeout_s: float | None) -> None:
+        """Have the idle workers that hold `token`'s arguments free them (its tuning ended): a compile worker's are
+        full-size allocations on the device (uninitialised), held until its next tuning otherwise."""
+        with self._available:
+            holding = [w for w in self._idle if w.call_token == token]
+            self._idle = [w for w in self._idle if w not in holding]
+        try:
+            for worker in holding:
+                worker.drop_call(timeout_s)
+        finally:
+            with self._available:
+                self._idle.extend(w for w in holding if not w.aborted)
+                self._available.notify_all()
+
     def _drop_aborted(self) -> None:
         """Forget the workers `Worker.abort` killed (never started again); the caller holds `_available`."""
         self.workers = [w for w in self.workers if not w.aborted]

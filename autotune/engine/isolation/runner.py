@@ -168,11 +168,14 @@ class WorkerRunner:
             ) from None
 
     def close(self) -> None:
-        """The tuning ended: free the worker's copies of the call's arguments, and this side's encoded copy."""
+        """The tuning ended: free the workers' copies of the call's arguments (the compile workers' too), and this
+        side's encoded copy."""
         self.encoded = []
         with self.lock:
             if self.worker.call_token == self.token:  # not already replaced by another tuning's call
                 self.worker.drop_call(_LOAD_TIMEOUT_S)
+        if self.precompiles:
+            compile_workers().drop_call(self.token + "-shapes", _LOAD_TIMEOUT_S)
 
     def compiler(self) -> Compiler:
         """The pipeline's compiler: the compile workers, or nothing to compile ahead (the measuring worker
