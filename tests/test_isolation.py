@@ -460,6 +460,24 @@ def test_compile_timeout_s_kills_a_compile_worker_that_does_not_finish(worker_st
         assert trials[block].compile_s < float((tmp_path / f"compiled-{block}").read_text()), trials[block]
 
 
+def test_compile_timeout_s_bounds_a_compile_in_the_measuring_worker_without_compile_workers(
+    worker_start_s, monkeypatch
+):
+    """compile_workers=0 under isolation: the measuring worker compiles each config as its trial begins, and that
+    compile has compile_timeout_s (below trial_timeout_s), not only the trial's limit."""
+    from isolation_kernels import slow_compile_add
+
+    limit = round(worker_start_s, 1)
+    tuning = slow_compile_add.tuning.replace(compile_workers=0, compile_timeout_s=limit, trial_timeout_s=600)
+    monkeypatch.setattr(slow_compile_add, "tuning", tuning)
+    x, y, out = torch.randn(90), torch.randn(90), torch.empty(90)
+    slow_compile_add(x, y, out, 90)  # BLOCK=64 would compile forever: killed after `limit`, not 600 s
+    torch.testing.assert_close(out, x + y)
+    trials = {t.config["BLOCK"]: t for t in slow_compile_add.record().trials}
+    assert {b: t.status.value for b, t in trials.items()} == {32: "ok", 64: "timeout", 128: "ok"}
+    assert f"longer than compile_timeout_s={limit:g} s" in trials[64].error
+
+
 def test_arguments_travel_as_copies_of_the_same_layout_and_alignment():
     from autotune.engine.isolation.call_copies import decode_args, encode_args
 

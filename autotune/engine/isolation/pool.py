@@ -89,24 +89,33 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def request(self, message: tuple, timeout_s: float | None, on_note: Callable[[Any], Any] | None = None) -> Any:
+    def request(
+        self,
+        message: tuple,
+        timeout_s: float | None,
+        on_note: Callable[[Any], Any] | None = None,
+        until_note_s: float | None = None,
+    ) -> Any:
         """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). With `on_note`,
         the worker's ("note", what) messages before the answer are handed to it, each starting a new `timeout_s`
-        (a trial on a set of calls: one note per call, each call timed as one trial is). The worker must be
+        (a trial on a set of calls: one note per call, each call timed as one trial is); `until_note_s`, when
+        given, is the limit before the first note instead (a trial's compile in the worker). The worker must be
         running (`load` starts it): one started here would hold no kernel and no call."""
         if self.stopped:
             raise WorkerShutdownError(STOPPED)
         if not self.alive or self.conn is None:
             raise WorkerCrashed("the worker is not running (it died before the request)")
+        limit = until_note_s if until_note_s is not None and on_note is not None else timeout_s
         try:
             self.conn.send(message)
             while True:
-                if not self.conn.poll(timeout_s):
+                if not self.conn.poll(limit):
                     self.kill()
-                    raise WorkerTimedOut(f"no answer in {timeout_s:g} s; the worker was killed")
+                    raise WorkerTimedOut(f"no answer in {limit:g} s; the worker was killed")
                 reply = self.conn.recv()
                 if on_note is None or not (isinstance(reply, tuple) and reply[:1] == ("note",)):
                     return reply
+                limit = timeout_s
                 on_note(reply[1])
         except (EOFError, ConnectionError, OSError) as exc:
             proc = self.proc  # read once: shutdown() on another thread may kill() it and set None meanwhile

@@ -147,6 +147,7 @@ class WorkerRunner:
         self.errors: dict[Config, BaseException] = {}  # only text comes back from a worker
         self.compile_seconds: dict[Config, float] = {}  # in a compile worker, not the thread waiting for it
         self.measuring_call = 0  # during a trial on a set of calls, the call the worker measures (its notes say)
+        self.noted = False  # during a trial, whether the worker has said it measures (its compile is over)
         self.worker, self.lock = shared_worker()
         with self.lock:
             self.prepare(self.worker)
@@ -226,11 +227,17 @@ class WorkerRunner:
         answering (the config it was running is to blame); None when it was killed by SIGKILL for the first time.
         autotune sends SIGKILL only on a timeout (a `WorkerTimedOut`), so that one came from outside (the OOM
         killer, a supervisor): not the config's doing until it happens again in a new worker."""
+        compiling = self._compile_limit() if message[0] == "trial" else None
         with self.lock:
             self.prepare(self.worker)
+            self.noted = False
             try:
-                reply = self.worker.request(message, self.trial_timeout_s, on_note=on_note)
+                reply = self.worker.request(message, self.trial_timeout_s, on_note=on_note, until_note_s=compiling)
             except WorkerTimedOut as exc:
+                if compiling is not None and not self.noted:
+                    return TrialFailed(
+                        TrialStatus.TIMEOUT, f"compiling it took longer than compile_timeout_s={compiling:g} s: {exc}"
+                    )
                 return TrialFailed(TrialStatus.TIMEOUT, self._timeout_text(exc))
             except WorkerCrashed as exc:
                 if exc.signal_number == signal.SIGKILL and not retried:
@@ -306,6 +313,13 @@ class WorkerRunner:
 
     def _measuring(self, index: int) -> None:
         self.measuring_call = index
+        self.noted = True
+
+    def _compile_limit(self) -> float | None:
+        """The limit of a trial's compile in the measuring worker (no compile workers): `compile_timeout_s` where
+        it is below `trial_timeout_s`; None where the compile has only the trial's."""
+        limit = self.tuning.compile_timeout_s
+        return limit if not self.precompiles and limit is not None and limit < self.trial_timeout_s else None
 
     def _failed(self, config: Config, status: TrialStatus, error: str) -> Trial:
         """The trial of a config that ended its worker, saying which call of a set it was on (as `MultiCallRunner`

@@ -79,6 +79,8 @@ def run_trial_in_worker(
         if status is not TrialStatus.OK:
             trial = Trial(config=config, status=status, error=error)
         else:
+            if objective is None and on_call is not None:
+                on_call(0)  # compiled: measuring the one call (a set's runner says each call itself)
             trial = runner.measure(config)
         trial.compile_s = compile_s
     except DeviceError as exc:  # any other sticky error (restoring arguments afterwards) is answered by serve()
