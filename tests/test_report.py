@@ -176,12 +176,12 @@ def test_table_lists_every_trial_sorted_with_failures_last_and_ratios(record):
 
 
 def test_ratios_are_relative_to_the_recorded_winner():
-    # refinement can pick a winner whose stored median is not the lowest first-pass one
+    # refinement can pick a winner whose stored median is not the lowest first-pass one; it still ranks first
     trials = [ok(Config(BLOCK=16), 1.0), ok(Config(BLOCK=32), 2.0)]
     rec = make_record(trials, winner=Config(BLOCK=32))
     rows = report_table(rec).splitlines()[3:]
-    assert rows[0].split()[:5] == ["1", "BLOCK=16", "1.000", "0.9000", "ok"] and rows[0].split()[5] == "0.50"
-    assert rows[1].split()[0] == "2*"
+    assert rows[0].split()[:6] == ["1*", "BLOCK=32", "2.000", "1.800", "ok", "1.00"]
+    assert rows[1].split()[:5] == ["2", "BLOCK=16", "1.000", "0.9000", "ok"] and rows[1].split()[5] == "0.50"
 
 
 # ------------------------------------------------------------------------------------------ PNG

@@ -148,7 +148,7 @@ def test_replay_json_with_a_prior_adds_it_and_keeps_every_field(tmp_path, landsc
     refused = subprocess.run(
         [*args, "--strategy", "random", "--prior", str(LANDSCAPE)], capture_output=True, text=True, env=env
     )
-    assert refused.returncode == 1 and "--prior is used by --strategy model only" in refused.stderr
+    assert refused.returncode == 2 and "--prior is used by --strategy model only" in refused.stderr
     plain = replay(landscape, "random", budget=5, seeds=1)
     assert "prior" not in plain and "prior_rank" not in plain["runs"][0]
 

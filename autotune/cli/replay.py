@@ -8,9 +8,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..format import format_table
+from ..format import format_table, safe_text
 from .arguments import add_command, output_file_problem
+
+if TYPE_CHECKING:
+    from ..reporting.replay import Landscape
 
 __all__ = ["register"]
 
@@ -18,38 +22,71 @@ MAX_WORKERS = 4096  # simulated compile workers: more than any build machine has
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..errors import AutotuneError, OptionError
-    from ..reporting.replay import load_landscape, replay
+    from ..errors import AutotuneError
+    from ..reporting.replay import replay
 
-    problem = output_file_problem("json", args.json, "replay.json") if args.json else None
-    if problem:  # before the runs: a path that cannot be written would lose them all
-        print(f"autotune replay: {problem}", file=sys.stderr)
-        return 2
-    try:
-        landscape = load_landscape(args.landscape)
-        prior = load_landscape(args.prior) if args.prior else None
-    except AutotuneError as exc:  # a file that is not a landscape is the caller's mistake
-        print(f"autotune replay: {exc}", file=sys.stderr)
-        return 2
-    if prior is not None and prior.kernel != landscape.kernel:
+    if args.prior and args.strategy != "model":  # a usage mistake, said before any file is read
         print(
-            f"autotune replay: --prior {args.prior} records kernel {prior.kernel!r}, and {args.landscape} "
-            f"{landscape.kernel!r}: a prior is a landscape of the same kernel on another device kind",
+            f"autotune replay: --prior is used by --strategy model only, not {args.strategy}; add --strategy model "
+            "or drop --prior",
             file=sys.stderr,
         )
         return 2
+    problem = output_file_problem("json", args.json, "replay.json") if args.json else None
+    if problem:  # before the runs: a path that cannot be written would lose them all
+        print(f"autotune replay: {safe_text(problem)}", file=sys.stderr)
+        return 2
     try:
-        if prior is not None and args.strategy != "model":
-            raise OptionError(f"--prior is used by --strategy model only, not {args.strategy}")
-        budget = (
-            args.budget if args.budget is not None else max(1, round(args.budget_fraction * landscape.valid_configs))
-        )
-        if args.strategy == "exhaustive":
-            budget = landscape.valid_configs  # every config, whatever the budget asked
+        landscape, prior = _load(args)
+    except AutotuneError as exc:  # a file that is not a landscape, or a prior that is not one of it
+        print(f"autotune replay: {safe_text(exc)}", file=sys.stderr)
+        return 2
+    try:
+        budget = _budget(args, landscape.valid_configs)
         result = replay(landscape, args.strategy, budget, args.seeds, args.workers, prior=prior)
-    except (AutotuneError, OptionError) as exc:
-        print(f"autotune replay: {exc}", file=sys.stderr)
+    except AutotuneError as exc:
+        print(f"autotune replay: {safe_text(exc)}", file=sys.stderr)
         return 1
+    _print_runs(result, args, budget, prior)
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+        except OSError as exc:
+            print(f"autotune replay: cannot write --json {safe_text(args.json)}: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {safe_text(args.json)}")
+    return 0
+
+
+def _load(args: argparse.Namespace) -> tuple[Landscape, Landscape | None]:
+    """The landscape and the prior's; AutotuneError where one is not a landscape, or the prior is of another
+    kernel or shares no config with the landscape."""
+    from ..errors import AutotuneError
+    from ..reporting.replay import load_landscape, prior_problem
+
+    landscape = load_landscape(args.landscape)
+    prior = load_landscape(args.prior) if args.prior else None
+    if prior is not None and prior.kernel != landscape.kernel:
+        raise AutotuneError(
+            f"--prior {args.prior} records kernel {prior.kernel!r}, and {args.landscape} {landscape.kernel!r}: a "
+            "prior is a landscape of the same kernel on another device kind"
+        )
+    problem = prior_problem(landscape, prior) if prior is not None else None
+    if problem:
+        raise AutotuneError(f"--prior: {problem}")
+    return landscape, prior
+
+
+def _budget(args: argparse.Namespace, valid_configs: int) -> int:
+    if args.strategy == "exhaustive":
+        return valid_configs  # every config, whatever the budget asked
+    return args.budget if args.budget is not None else max(1, round(args.budget_fraction * valid_configs))
+
+
+def _print_runs(result: dict[str, Any], args: argparse.Namespace, budget: int, prior: Landscape | None) -> None:
+    """The summary line, a row per run and the median: the landscape's names and paths escaped (`safe_text`), as
+    they are its file's. A run that chose nothing (its budget drew only recorded failures) shows `-`."""
+    landscape = result["landscape"]
     rows = [
         [
             r["seed"],
@@ -57,27 +94,24 @@ def _run(args: argparse.Namespace) -> int:
             r["evaluations"],
             f"{r['tuning_s']:.1f}",
             *([r["prior_rank"] if r["prior_rank"] is not None else "-"] if prior is not None else []),
-            json.dumps(r["chosen"], separators=(",", ":")),
+            json.dumps(r["chosen"], separators=(",", ":")) if r["chosen"] is not None else "- (every config failed)",
         ]
         for r in result["runs"]
     ]
     print(
-        f"{landscape.kernel} on {landscape.device}: {landscape.valid_configs} valid configs, best "
-        f"{landscape.best_ms:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile workers"
-        + (f"; prior {prior.path} ({prior.device})" if prior is not None else "")
+        safe_text(
+            f"{landscape['kernel']} on {landscape['device']}: {landscape['valid_configs']} valid configs, best "
+            f"{landscape['best_ms']:.4g} ms; strategy {args.strategy}, budget {budget}, {args.workers} compile "
+            "workers" + (f"; prior {prior.path} ({prior.device})" if prior is not None else "")
+        )
     )
     header = ["SEED", "RATIO", "EVALS", "SIM_S", *(["PRIOR_RANK"] if prior is not None else []), "CHOSEN"]
     print(format_table(header, rows, right=set(range(len(header) - 1))))
     if result["median_ratio"] is not None:
         print(f"\nmedian ratio {result['median_ratio']:.3f}, worst {result['worst_ratio']:.3f}")
-    if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
-        except OSError as exc:
-            print(f"autotune replay: cannot write --json {args.json}: {exc}", file=sys.stderr)
-            return 1
-        print(f"wrote {args.json}")
-    return 0
+    chose_nothing = sum(1 for r in result["runs"] if r["chosen"] is None)
+    if chose_nothing:
+        print(f"{chose_nothing} of {len(result['runs'])} runs measured only recorded failures (not in the ratios)")
 
 
 def _positive(text: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
@@ -29,18 +30,24 @@ def _tag(record: TuningRecord) -> str:
 
 def _tags(records: list[TuningRecord]) -> list[str]:
     """One file-name tag per record. Tags that would collide (two kernels of one name in different modules, keys
-    that differ only in characters a file name cannot hold, or in type) get a short hash of the kernel's identity
-    and the exact key, so no file overwrites another's."""
+    that differ only in characters a file name cannot hold, or in type, one key tuned on two device kinds, or for
+    two sources or spaces) get a short hash of the record's identity; any still alike are numbered, so no file
+    overwrites another's."""
     tags = [_tag(r) for r in records]
-    seen: dict[str, int] = {}
-    for tag in tags:
-        seen[tag] = seen.get(tag, 0) + 1
-    return [
-        tag
-        if seen[tag] == 1
-        else f"{tag}-{hashlib.sha256(repr((r.kernel_id, r.key, r.dtypes)).encode()).hexdigest()[:8]}"
-        for tag, r in zip(tags, records)
-    ]
+    seen = Counter(tags)
+    tags = [f"{tag}-{_identity_hash(r)}" if seen[tag] > 1 else tag for tag, r in zip(tags, records)]
+    seen, numbered = Counter(tags), Counter[str]()
+    for i, tag in enumerate(tags):
+        if seen[tag] > 1:
+            numbered[tag] += 1
+            tags[i] = f"{tag}-{numbered[tag]}"
+    return tags
+
+
+def _identity_hash(record: TuningRecord) -> str:
+    """8 hex digits of what tells two records of one kernel name and key apart."""
+    identity = (record.kernel_id, record.key, record.dtypes, record.device, record.source_hash, record.space_checksum)
+    return hashlib.sha256(repr(identity).encode()).hexdigest()[:8]
 
 
 def _path_for(path: str, tag: str, many: bool) -> Path:
@@ -98,8 +105,8 @@ def run_report_command(args: argparse.Namespace, *, out: TextIO | None = None) -
         paths = {o: _path_for(getattr(args, o), tag, many) for o in ("png", "csv", "json") if getattr(args, o)}
         try:
             table = render_report(record, png=paths.get("png"), csv=paths.get("csv"), json=paths.get("json"), name=name)
-        except AutotuneError as exc:
-            print(f"autotune report: {exc}", file=sys.stderr)
+        except AutotuneError as exc:  # matplotlib missing, or a chart it cannot draw: one line, its text escaped
+            print(f"autotune report: {safe_text(exc)}", file=sys.stderr)
             return 1
         except OSError as exc:  # `--csv /proc/version`: a path that exists but cannot be written
             where = safe_text(" or ".join(str(p) for p in paths.values()))

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import stat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
+from .. import codec
 from ..errors import AutotuneError
-from ..record import Trial, TrialStatus, TuningRecord
-from ..space.spaces import Config
+from ..record import Trial, TuningRecord
+from ..storage.entries import MAX_ENTRY_BYTES, finite_float, no_constant
 from . import ranking
 from .ranking import ranked, reference_ms
 
 PathLike = str | os.PathLike
 
-__all__ = ["PathLike", "record_to_csv", "records_from_csv", "record_to_json", "record_from_json"]
+__all__ = ["PathLike", "record_to_csv", "records_from_csv", "record_to_json", "record_from_json", "open_regular"]
 
 
 _CSV_COLUMNS = [
@@ -97,35 +100,77 @@ def records_from_csv(path_or_file: PathLike | TextIO) -> list[Trial]:
     """Read the trials back from a CSV written by `record_to_csv`, in file order.
 
     Uses the `config`, `status`, `median_ms`, `min_ms`, `samples_ms`, `error` and `compile_s`
-    columns (the others are derived and ignored). An empty `error` cell reads as None.
+    columns (the others are derived and ignored). An empty `error` cell reads as None. Each row is validated as a
+    `Trial` is (no negative, NaN or infinite time); a file is read only when regular and at most
+    `MAX_ENTRY_BYTES` long. AutotuneError names the line that is not a trial.
     """
+    text = _read_text(path_or_file, "trials CSV")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    trials: list[Trial] = []
+    try:
+        for row in reader:
+            trials.append(codec.from_builtins(_trial_fields(row), Trial))
+    except (KeyError, ValueError, TypeError, RecursionError, csv.Error) as exc:
+        why = codec.error_text(exc) if isinstance(exc, codec.ValidationError) else f"{exc.__class__.__name__}: {exc}"
+        raise AutotuneError(
+            f"not an autotune trials CSV (line {reader.reader.line_num}): {why}; give a file record_to_csv wrote"
+        ) from None
+    return trials
 
-    def parse_float(text: str) -> float | None:
-        return float(text) if text != "" else None
 
-    def read(fh: TextIO) -> list[Trial]:
-        trials = []
-        for row in csv.DictReader(fh):
-            try:
-                trials.append(
-                    Trial(
-                        config=Config.from_json(json.loads(row["config"])),
-                        status=TrialStatus(row["status"]),
-                        median_ms=parse_float(row.get("median_ms", "")),
-                        min_ms=parse_float(row.get("min_ms", "")),
-                        samples_ms=json.loads(row["samples_ms"]) if row.get("samples_ms") else [],
-                        error=row.get("error") or None,
-                        compile_s=parse_float(row.get("compile_s", "") or ""),
-                    )
-                )
-            except (KeyError, ValueError, TypeError) as exc:
-                raise AutotuneError(f"not an autotune trials CSV (line {len(trials) + 2}): {exc}") from None
-        return trials
+def _trial_fields(row: dict[str, str]) -> dict[str, Any]:
+    """One CSV row as the plain data of a Trial (validated by `codec.from_builtins`)."""
+    return {
+        "config": _json_cell(row["config"]),
+        "status": row["status"],
+        "median_ms": _float_cell(row, "median_ms"),
+        "min_ms": _float_cell(row, "min_ms"),
+        "samples_ms": _json_cell(row["samples_ms"]) if row.get("samples_ms") else [],
+        "error": row.get("error") or None,
+        "compile_s": _float_cell(row, "compile_s"),
+    }
 
-    if hasattr(path_or_file, "read"):
-        return read(path_or_file)  # type: ignore[arg-type]
-    with open(path_or_file, newline="", encoding="utf-8") as fh:
-        return read(fh)
+
+def _float_cell(row: dict[str, str], column: str) -> float | None:
+    """A number cell (empty or absent: None); NaN and infinities are refused, as in a record."""
+    text = row.get(column)
+    try:
+        return finite_float(text) if text else None
+    except ValueError as exc:
+        raise ValueError(f"{column}: {exc}") from None
+
+
+def _json_cell(text: str) -> Any:
+    """A JSON cell; NaN, Infinity and numbers too large for a float are refused, as in a record."""
+    return json.loads(text, parse_constant=no_constant, parse_float=finite_float)
+
+
+def open_regular(path: PathLike, what: str) -> BinaryIO:
+    """`path` opened to read bytes, where it is a regular file (a FIFO would block, /dev/zero never ends);
+    AutotuneError `cannot read {what} PATH: ...` otherwise, OSError where it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise AutotuneError(f"cannot read {what} {path}: not a regular file (a directory, FIFO or device)")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_text(path_or_file: PathLike | TextIO, what: str) -> str:
+    """The text of a file (UTF-8, regular) or of an open file: at most MAX_ENTRY_BYTES, what a cache entry may be."""
+    try:
+        if hasattr(path_or_file, "read"):
+            data = path_or_file.read(MAX_ENTRY_BYTES + 1)
+        else:
+            with open_regular(path_or_file, what) as fh:
+                data = fh.read(MAX_ENTRY_BYTES + 1)
+        if len(data) > MAX_ENTRY_BYTES:
+            raise AutotuneError(f"{what} {path_or_file} is over {MAX_ENTRY_BYTES} bytes, the limit of a cache entry")
+        return data if isinstance(data, str) else data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AutotuneError(f"{what} {path_or_file} is not UTF-8 text: {exc}") from None
 
 
 def record_to_json(record: TuningRecord, path_or_file: PathLike | TextIO) -> None:
@@ -140,9 +185,6 @@ def record_to_json(record: TuningRecord, path_or_file: PathLike | TextIO) -> Non
 
 
 def record_from_json(path_or_file: PathLike | TextIO) -> TuningRecord:
-    """Read a record written by `record_to_json` (validated as a TuningRecord; nothing is evaluated)."""
-    if hasattr(path_or_file, "read"):
-        text = path_or_file.read()
-    else:
-        text = Path(path_or_file).read_text(encoding="utf-8")
-    return TuningRecord.from_json(text)
+    """Read a record written by `record_to_json` (validated as a TuningRecord, raising `codec.ValidationError`;
+    nothing is evaluated). A file is read only when regular and at most `MAX_ENTRY_BYTES` long (AutotuneError)."""
+    return TuningRecord.from_json(_read_text(path_or_file, "record JSON"))

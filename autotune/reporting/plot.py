@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AutotuneError
-from ..format import format_config, format_ms, format_record_key, shorten
+from ..format import format_config, format_ms, format_record_key, one_line, shorten
 from ..record import TuningRecord
 from . import ranking
 from .export import PathLike
@@ -18,14 +18,25 @@ _BAR_IN = 0.22  # inches of figure height per trial bar
 _MAX_HEIGHT_IN = 60.0  # 6000 px at 100 dpi: beyond this bars get thinner, labels sparser
 _LABEL_MIN_IN = 0.14  # below this much height per bar, tick labels would overlap
 _LABEL_TOP = 40  # when labels cannot all fit: the fastest N and every failure are labelled
+# Every text is drawn as written: a config value, key or device name (read from a cache entry) holding two `$` would
+# otherwise be parsed as mathtext (`$x^$` made savefig raise), and under `text.usetex` as LaTeX.
+_LITERAL = {"parse_math": False, "usetex": False}
 
 
 def plot_trials(record: TuningRecord, path: PathLike, *, dpi: int = 100) -> Path:
-    """Write `trial_figure(record)` as a PNG; return its path."""
+    """Write `trial_figure(record)` as a PNG; return its path. A figure matplotlib cannot draw is an
+    `AutotuneError` naming the record; a file that cannot be written is the OSError."""
     path = Path(path)
-    fig = trial_figure(record, dpi=dpi)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    try:
+        fig = trial_figure(record, dpi=dpi)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png")
+    except (ValueError, RuntimeError, OverflowError) as exc:  # matplotlib's own: an image too large, a bad value
+        raise AutotuneError(
+            f"cannot draw the chart of {record.kernel} {format_record_key(record)} on {record.device}: "
+            f"{exc.__class__.__name__}: {one_line(str(exc), 200).rstrip('.')}; leave out the PNG (the table, CSV "
+            "and JSON do not need it)"
+        ) from None
     return path
 
 
@@ -54,7 +65,7 @@ def trial_figure(record: TuningRecord, *, dpi: int = 100) -> Any:
     chart.draw_bars(ax)
     chart.draw_values(ax)
     chart.draw_labels(ax)
-    fig.suptitle(chart.title(), fontsize=10)
+    fig.suptitle(chart.title(), fontsize=10, **_LITERAL)
     ax.grid(axis="x", alpha=0.3)
     if chart.reference or chart.ok_ms:
         ax.legend(loc="upper right", fontsize=8)  # the fastest bars, at the top, are the shortest
@@ -107,6 +118,7 @@ class _Chart:
                     ha="left",
                     fontsize=7,
                     color="#cc0000",
+                    **_LITERAL,
                 )
         mins = [(i, t.min_ms) for i, (r, t) in enumerate(self.ranked) if r is not None and t.min_ms is not None]
         if mins:
@@ -140,6 +152,7 @@ class _Chart:
                     ha="left",
                     fontsize=value_font,
                     clip_on=True,
+                    **_LITERAL,
                 )
         axis_end = self.span_max * (1.05 if not self.log_axis else 1.5)
         if self.log_axis:
@@ -149,7 +162,7 @@ class _Chart:
 
     def draw_labels(self, ax: Any) -> None:
         ax.set_yticks(list(range(len(self.ranked))))
-        ax.set_yticklabels(self.labels, fontsize=8 if self.label_all else 6)
+        ax.set_yticklabels(self.labels, fontsize=8 if self.label_all else 6, **_LITERAL)
         for tick, (rank, _) in zip(ax.get_yticklabels(), self.ranked):
             if rank is None:
                 tick.set_color("#cc0000")

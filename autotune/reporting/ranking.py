@@ -45,14 +45,17 @@ def format_counts(record: TuningRecord) -> str:
 
 
 def ranked(record: TuningRecord) -> list[tuple[int | None, Trial]]:
-    """Trials ranked as the tuning decided: the configs re-measured side by side first, in the order of that
-    re-measurement (the winner is rank 1), then the others fastest first by their median, failures (and OK trials
-    without a median) last.
+    """Trials ranked as the tuning decided: the winner first (rank 1), then the other configs re-measured side by
+    side, in the order of that re-measurement, then the others fastest first by their median, failures (and OK
+    trials without a median) last. A record that does not say what it re-measured (an entry from before it was
+    kept, a sweep's split tuning, a `shard` tuning) still ranks its winner first: its median may be a
+    re-measurement's, slower than another config's first pass.
 
     Returns `(rank, trial)` pairs; rank is 1-based for measured trials and None for failures.
     The sort is stable, so failures keep the record's order.
     """
-    order = {config: i for i, config in enumerate(record.remeasured or ())}
+    decided = [record.winner, *(c for c in record.remeasured or () if c != record.winner)]
+    order = {config: i for i, config in enumerate(decided)}
     ok = sorted((t for t in record.trials if is_ok(t)), key=lambda t: (order.get(t.config, len(order)), median_of(t)))
     bad = [t for t in record.trials if not is_ok(t)]
     return [(i + 1, t) for i, t in enumerate(ok)] + [(None, t) for t in bad]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import gzip
 import heapq
 import json
-import math
 import random
 import statistics
+import zlib
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -26,14 +26,28 @@ from ..config import value_identity
 from ..engine.in_process import InProcessRunner
 from ..engine.search.prior import Prior
 from ..engine.tuner import TuneJob, tune
-from ..errors import AutotuneError
+from ..errors import AutotuneError, NoValidConfigError
 from ..options import Strategy, Tuning
-from ..record import TrialStatus
+from ..record import Trial, TrialStatus
 from ..space.spaces import CartesianSpace, Config, FixedSpace, SearchSpace
+from .export import open_regular
 
-__all__ = ["Landscape", "load_landscape", "landscape_prior", "replay_once", "replay", "MAX_LANDSCAPE_BYTES"]
+__all__ = [
+    "Landscape",
+    "load_landscape",
+    "landscape_prior",
+    "replay_once",
+    "replay",
+    "prior_problem",
+    "MAX_LANDSCAPE_BYTES",
+    "MIN_TIME_MS",
+    "MAX_TIME_MS",
+]
 
-MAX_LANDSCAPE_BYTES = 1 << 30  # decompressed; the largest shared landscape is ~40 MB
+# Decompressed JSON: about 6x the largest shared landscape (~40 MB); parsed, a landscape takes about 15x its JSON.
+MAX_LANDSCAPE_BYTES = 256 << 20
+# A recorded time (ms) outside these is no GPU's; within them every ratio and the simulated clock stay finite.
+MIN_TIME_MS, MAX_TIME_MS = 1e-9, 1e9
 
 
 @dataclass
@@ -75,36 +89,19 @@ class Landscape:
 
 
 def load_landscape(path: str | Path) -> Landscape:
-    """Read a landscape file (gzip or plain JSON), checking its shape; AutotuneError names what is wrong."""
+    """Read a landscape file (gzip or plain JSON, a regular file of at most MAX_LANDSCAPE_BYTES decompressed),
+    checking its shape; AutotuneError names what is wrong."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-        opener = gzip.open if head == b"\x1f\x8b" else open
-        with opener(path, "rb") as fh:
-            data = fh.read(MAX_LANDSCAPE_BYTES + 1)
-    except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
-        raise AutotuneError(f"cannot read landscape {path}: {exc}") from None
-    if len(data) > MAX_LANDSCAPE_BYTES:
-        raise AutotuneError(f"landscape {path} is over {MAX_LANDSCAPE_BYTES} bytes")
+    data = _landscape_bytes(path)
     try:
         doc = json.loads(data)
         axes = {str(k): tuple(v) for k, v in doc["tune_params"].items()}
-        entries = {}
-        on_axis = {name: {value_identity(v) for v in values} for name, values in axes.items()}
-        for raw in doc["cache"].values():
-            config = Config({name: raw[name] for name in axes})
-            entries[config] = {
-                "time": raw["time"],
-                "times": [float(t) for t in raw.get("times") or []],
-                "compile_time": float(raw.get("compile_time") or 0.0),
-            }
-            problem = _entry_problem(axes, on_axis, config, entries[config])
-            if problem:
-                raise AutotuneError(f"landscape {path} records {dict(config)}: {problem}; fix or remove that entry")
+        if not axes:
+            raise AutotuneError(f"landscape {path} has empty tune_params: a landscape names at least one axis")
+        entries = _entries(path, axes, doc["cache"])
         size = doc.get("problem_size")
         problem_size = tuple(size) if isinstance(size, list) else (size,) if isinstance(size, int) else None
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
         raise AutotuneError(
             f"{path} is not a landscape in kernel_tuner's cache format (tune_params, cache): "
             f"{exc.__class__.__name__}: {exc}"
@@ -119,10 +116,59 @@ def load_landscape(path: str | Path) -> Landscape:
     )
 
 
+def _landscape_bytes(path: Path) -> bytes:
+    """The JSON bytes of a landscape file, gunzipped where it is gzip: a regular file only (a FIFO would block,
+    /dev/zero never ends) and at most MAX_LANDSCAPE_BYTES of JSON."""
+    try:
+        with open_regular(path, "landscape") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+            fh.seek(0)
+            with gzip.GzipFile(fileobj=fh, mode="rb") if gzipped else nullcontext(fh) as stream:
+                data = stream.read(MAX_LANDSCAPE_BYTES + 1)
+    except (OSError, EOFError) as exc:  # EOFError: a gzip file cut short
+        raise AutotuneError(f"cannot read landscape {path}: {exc}") from None
+    except zlib.error as exc:
+        raise AutotuneError(
+            f"{path} is not a landscape in kernel_tuner's cache format: its gzip data is corrupt ({exc})"
+        ) from None
+    if len(data) > MAX_LANDSCAPE_BYTES:
+        raise AutotuneError(
+            f"landscape {path} is over {MAX_LANDSCAPE_BYTES} bytes of JSON (the largest real one is about 40 MB); "
+            "give a landscape file, not a larger document"
+        )
+    return data
+
+
+def _entries(path: Path, axes: dict[str, tuple], cache: dict) -> dict[Config, dict]:
+    """The recorded configs of a landscape's `cache`, each checked (`_entry_problem`); a config recorded twice is
+    refused, naming both entries (keeping either would change the best or a ratio)."""
+    entries: dict[Config, dict] = {}
+    names: dict[Config, str] = {}
+    on_axis = {name: {value_identity(v) for v in values} for name, values in axes.items()}
+    for name, raw in cache.items():
+        config = Config({axis: raw[axis] for axis in axes})
+        if config in entries:
+            raise AutotuneError(
+                f"landscape {path} records {dict(config)} twice, as cache entries {names[config]!r} and {name!r}; "
+                "remove one of them"
+            )
+        names[config] = name
+        entries[config] = {
+            "time": raw["time"],
+            "times": [float(t) for t in raw.get("times") or []],
+            "compile_time": float(raw.get("compile_time") or 0.0),
+        }
+        problem = _entry_problem(axes, on_axis, config, entries[config])
+        if problem:
+            raise AutotuneError(f"landscape {path} records {dict(config)}: {problem}; fix or remove that entry")
+    return entries
+
+
 def _entry_problem(axes: dict[str, tuple], on_axis: dict[str, set], config: Config, entry: dict) -> str | None:
     """What makes one recorded config unusable (None: nothing): a value off its axis (no search could reach it,
-    so no run could match the best), or a time, repetition or compile time that is not a finite number >= 0
-    (a NaN best made every ratio NaN and the JSON invalid)."""
+    so no run could match the best), a time outside MIN_TIME_MS..MAX_TIME_MS, or a repetition or compile time
+    that is not a finite number of ms within 0..MAX_TIME_MS (a NaN best made every ratio NaN and the JSON invalid;
+    a time of 1e-300 against one of 1e300 made a ratio infinite)."""
     for name, values in axes.items():
         if value_identity(config[name]) not in on_axis[name]:
             return f"{name}={config[name]!r} is not one of tune_params[{name!r}] {list(values)}"
@@ -131,12 +177,12 @@ def _entry_problem(axes: dict[str, tuple], on_axis: dict[str, set], config: Conf
         numbers = entry["times"] + [entry["compile_time"]]
     elif isinstance(time, (int, float)) and not isinstance(time, bool):
         numbers = [float(time), *entry["times"], entry["compile_time"]]
-        if not time > 0:
-            return f"its time {time!r} is not a positive number of ms"
+        if not MIN_TIME_MS <= time <= MAX_TIME_MS:
+            return f"its time {time!r} is not a positive number of ms within {MIN_TIME_MS:g}..{MAX_TIME_MS:g}"
     else:
         return f"its time {time!r} is neither a number of ms nor a failure string"
-    bad = next((v for v in numbers if not math.isfinite(v) or v < 0), None)
-    return None if bad is None else f"it has {bad!r} among its times or compile time (finite numbers >= 0 only)"
+    bad = next((v for v in numbers if not 0 <= v <= MAX_TIME_MS), None)
+    return None if bad is None else f"it has {bad!r} among its times or compile time (0..{MAX_TIME_MS:g} ms only)"
 
 
 class _SimClock:
@@ -214,6 +260,17 @@ def landscape_prior(landscape: Landscape) -> Prior:
     return Prior.from_times(((c, landscape.time_of(c)) for c in landscape.entries), landscape.device, landscape.path)
 
 
+def prior_problem(landscape: Landscape, prior: Landscape) -> str | None:
+    """Why `prior` cannot be `landscape`'s prior (None: it can): none of the configs that ran in it is recorded
+    in `landscape` (other axes or values), so the search would propose none of them and the prior would do nothing."""
+    if any(config in landscape.entries for config in landscape_prior(prior).configs_ranked):
+        return None
+    return (
+        f"the prior {prior.path} shares no config that ran with {landscape.path} (their axes or axis values "
+        "differ): give a landscape of the same tune_params"
+    )
+
+
 def replay_once(
     landscape: Landscape,
     strategy: str,
@@ -225,7 +282,9 @@ def replay_once(
 ) -> dict[str, Any]:
     """One tuning of the landscape with `strategy` ("exhaustive", "random", "local", "model") and a budget of
     `budget` configs: the chosen config, its recorded time over the best, evaluations, simulated seconds, the
-    configs evaluated; with `prior` (model only), the winner's rank in the prior's order."""
+    configs evaluated; with `prior` (model only), the winner's rank in the prior's order. A run whose budget drew
+    only recorded failures chose nothing: its `chosen`, `chosen_ms` and `ratio` are None (the other runs of a
+    `replay` still count)."""
     from ..engine.search import make_strategy
 
     space = space if space is not None else landscape.space()
@@ -258,18 +317,35 @@ def replay_once(
         clock=lambda: clock.now,
         batch_size=2 * max(1, workers),
     )
-    outcome = tune(job)
-    chosen_ms = landscape.time_of(outcome.winner)
+    try:
+        outcome = tune(job)
+    except NoValidConfigError as exc:  # the budget drew only recorded failures: this run chose nothing
+        return _run_summary(landscape, seed, None, exc.trials, runner, prior)
+    return _run_summary(landscape, seed, outcome.winner, outcome.trials, runner, prior)
+
+
+def _run_summary(
+    landscape: Landscape,
+    seed: int,
+    winner: Config | None,
+    trials: list[Trial],
+    runner: _ReplayRunner,
+    prior: Prior | None,
+) -> dict[str, Any]:
+    """One run as `replay_once` returns it; `winner` None (and so `chosen`, `chosen_ms`, `ratio` and `prior_rank`)
+    where every config the run measured had failed as recorded."""
+    chosen_ms = landscape.time_of(winner) if winner is not None else None
+    evaluated = [dict(t.config) for t in trials if t.status is not TrialStatus.SKIPPED]
     return {
         "seed": seed,
-        "chosen": dict(outcome.winner),
+        "chosen": dict(winner) if winner is not None else None,
         "chosen_ms": chosen_ms,
         "ratio": chosen_ms / landscape.best_ms if chosen_ms is not None else None,
-        "evaluations": sum(1 for t in outcome.trials if t.status is not TrialStatus.SKIPPED),
-        "tuning_s": clock.now,
+        "evaluations": len(evaluated),
+        "tuning_s": runner.clock.now,
         "reached_3pct_s": runner.reached_3pct_s,
-        "prior_rank": prior.rank_of(outcome.winner) if prior is not None else None,
-        "evaluated": [dict(t.config) for t in outcome.trials if t.status is not TrialStatus.SKIPPED],
+        "prior_rank": prior.rank_of(winner) if prior is not None and winner is not None else None,
+        "evaluated": evaluated,
     }
 
 
@@ -282,7 +358,11 @@ def replay(
     prior: Landscape | None = None,
 ) -> dict[str, Any]:
     """`seeds` replays (seeds 0..seeds-1), in the JSON layout `autotune replay --json` writes; `prior`, another
-    landscape of the kernel, is the prior of every run (and adds `prior` and each run's `prior_rank`)."""
+    landscape of the kernel, is the prior of every run (and adds `prior` and each run's `prior_rank`). The median
+    and worst ratio are over the runs that chose a config (None where none did)."""
+    problem = prior_problem(landscape, prior) if prior is not None else None
+    if problem:
+        raise AutotuneError(problem)
     space = landscape.space()
     fields: tuple[str, ...] = ("seed", "chosen", "chosen_ms", "ratio", "evaluations", "tuning_s")
     fields += ("prior_rank",) if prior is not None else ()

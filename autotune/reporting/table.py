@@ -18,8 +18,9 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
     Header: `{kernel} {key} on {device}: {n} trials, {ok} ok, {failed} failed[, {skipped} skipped]; winner
     {Config} {median} ms; tuned in {s} s`. Columns: `rank` (`1*` marks the winner, `*` alone a winner launched
     without a time, `-` for the other unranked),
-    Ranks follow the tuning's decision: the configs re-measured side by side first (their status says
-    `ok, re-measured`), in that re-measurement's order, then the others by their own median.
+    Ranks follow the tuning's decision: the winner first, then the other configs re-measured side by side (their
+    status says `ok, re-measured`), in that re-measurement's order, then the others by their own median (a record
+    that does not say what it re-measured, as a sweep's split or a `shard` tuning writes, still ranks its winner 1).
     `config` (`BLOCK=64, num_warps=4`, then `[occupancy -> maxnreg=128]` for one with occupancy), `median ms`, `min ms`, `status`, `x-winner` (median over
     the winner's median), `error` (one line, at most 80 characters). `{kernel}` is `name` when given (`autotune
     report` names a kernel by its `kernel_id` where two modules' kernels of one name are reported), else the
