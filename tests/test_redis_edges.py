@@ -580,7 +580,7 @@ def test_list_remote_json_names_each_entry_s_redis_key_and_kernel(redis_server, 
     assert [(d["kernel"], d["kernel_id"]) for d in data] == [("add", "m1:add")]
     assert redis_server.client().exists(data[0]["key"]) and data[0]["key"].startswith("autotune:entry:")
     res = run_cli("cache", "list", "--remote", "--json", "--kernel", "mul", env=env)
-    assert res.returncode == 0 and json.loads(res.stdout) == []  # JSON: an empty list, for a script
+    assert res.returncode == 1 and json.loads(res.stdout) == []  # JSON: an empty list (exit 1: nothing matched)
 
 
 def test_list_remote_shows_entries_in_key_order(redis_server, tmp_path):

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..keyspec import parse_key  # noqa: F401  (one key syntax for every subcommand; `cli.parse_key` too)
-from .arguments import PARSER_DEST, CliParser
+from .arguments import CliParser
 from .cache import register as register_cache
 
 __all__ = ["main", "build_parser", "register", "parse_key", "REGISTRARS", "SUBCOMMAND_MODULES"]
@@ -52,7 +52,7 @@ def register(fn: Registrar) -> Registrar:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser: built-in registrars plus those of SUBCOMMAND_MODULES that exist. It is a `CliParser`, and so
     is every subcommand's (`add_subparsers` makes parsers of its parser's class): no option is taken by an
-    abbreviation, and each knows itself for `main` to report an unknown option with that subcommand's usage."""
+    abbreviation. `main` reports an unknown option with the usage of the subcommand it follows (`_parser_of`)."""
     parser = CliParser(prog="autotune", description="autotune: Triton kernel autotuning tools.")
     parser.add_argument("--version", action="version", version=f"autotune {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -92,12 +92,17 @@ def _version() -> str:
 def _parser_of(
     top: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str], argv: list[str]
 ) -> argparse.ArgumentParser:
-    """The parser whose usage an unknown argument is reported with: the subcommand's that was parsed, or the top
-    level's for one written before the subcommand's name (`autotune --bogus cache list`)."""
-    command = getattr(args, "command", None)
-    if command in argv and unknown[0] in argv and argv.index(unknown[0]) < argv.index(command):
-        return top
-    return getattr(args, PARSER_DEST, top)
+    """The parser whose usage an unknown argument is reported with: the innermost (sub)command whose name precedes
+    it (`autotune cache list --bogus`: `cache list`'s; `autotune cache --bogus list`: `cache`'s; `autotune --bogus
+    cache list`: the top level's)."""
+    where = argv.index(unknown[0]) if unknown[0] in argv else len(argv)
+    parser = top
+    while True:
+        action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, action.dest, None) if action is not None else None
+        if action is None or name is None or name not in argv or argv.index(name) > where:
+            return parser
+        parser = action.choices[name]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

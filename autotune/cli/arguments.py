@@ -15,14 +15,15 @@ from ..format import safe_text
 __all__ = [
     "KEY_SYNTAX",
     "KERNEL_SYNTAX",
-    "PARSER_DEST",
     "CliParser",
     "add_command",
     "add_kernel_filter",
     "add_key_option",
     "checked_cache_dir",
+    "kernel_name",
     "option_parent",
     "output_file_problem",
+    "path_text",
 ]
 
 KEY_SYNTAX = "4096, 4096,1024, '(4096, 1024)' or '[4096]' (the same syntax in every subcommand; see keyspec)"
@@ -32,19 +33,32 @@ KERNEL_SYNTAX = (
 )
 
 
-PARSER_DEST = "_cli_parser"  # the namespace attribute naming the innermost (sub)command parser that was parsed
-
-
 class CliParser(argparse.ArgumentParser):
     """The CLI's parser class, used for the top level, every subcommand (`add_subparsers` makes its parsers of this
     class) and the shared option parents: abbreviations are off (`--remote` is never read as `--remote-url`), and
-    each parser records itself in the namespace (`PARSER_DEST`), so `cli.main` reports an option a subcommand
-    does not take with that subcommand's own usage."""
+    an option naming a path refuses empty text (`add_argument`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
-        self.set_defaults(**{PARSER_DEST: self})  # after `parents`' defaults: a child names itself, not its parent
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        """As argparse's, but an option naming a file or directory (a metavar of `PATH_METAVARS`) refuses empty
+        text (`path_text`): `--cache-dir "$DIR"` with DIR unset must not mean the default cache."""
+        if args and str(args[0]).startswith("-") and kwargs.get("metavar") in PATH_METAVARS:
+            kwargs.setdefault("type", path_text)
+        return super().add_argument(*args, **kwargs)
+
+
+PATH_METAVARS = frozenset({"DIR", "FILE", "OUT", "ARCHIVE", "KEYFILE"})  # options whose value is a path
+
+
+def path_text(text: str) -> str:
+    """A path option's value (argparse `type=`): refused when empty, which is an unset shell variable far more
+    often than a choice, and would otherwise read as the option left out."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path (an unset shell variable?); give a path, or leave the option out")
+    return text
 
 
 def option_parent() -> CliParser:
@@ -52,9 +66,21 @@ def option_parent() -> CliParser:
     return CliParser(add_help=False)
 
 
+def kernel_name(text: str) -> str:
+    """A kernel name typed on the command line (argparse `type=`): refused when it is not text (bytes that are not
+    UTF-8 reach Python as surrogates, which no kernel's name holds and no cache path can be made of)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            f"{ascii(text)} is not UTF-8 text, so no kernel's name; give the kernel's function name or module:qualname"
+        ) from None
+    return text
+
+
 def add_kernel_filter(parser: argparse.ArgumentParser) -> None:
     """`--kernel K`: only the entries of this kernel, named as `storage.entries.kernel_matches` reads it."""
-    parser.add_argument("--kernel", metavar="K", help=f"only this kernel: {KERNEL_SYNTAX}")
+    parser.add_argument("--kernel", metavar="K", type=kernel_name, help=f"only this kernel: {KERNEL_SYNTAX}")
 
 
 def add_key_option(parser: argparse.ArgumentParser, of: str = "") -> None:
@@ -88,10 +114,13 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
     from ..options import cache_dir
 
     explicit = getattr(args, "cache_dir", None)
-    directory = os.path.expanduser(explicit) if explicit else cache_dir()
+    if explicit == "":
+        print(f"autotune {command}: --cache-dir is empty; give a directory, or leave --cache-dir out", file=sys.stderr)
+        return None
+    directory = os.path.expanduser(explicit) if explicit is not None else cache_dir()
     origin = (
         "--cache-dir"
-        if explicit
+        if explicit is not None
         else "AUTOTUNE_CACHE_DIR"
         if os.environ.get("AUTOTUNE_CACHE_DIR")
         else "the default cache directory"
@@ -101,7 +130,7 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
     try:
         mode = os.stat(directory).st_mode
     except FileNotFoundError:
-        if explicit and must_exist:
+        if explicit is not None and must_exist:
             print(
                 f"autotune {command}: no entries: {where} does not exist; pass --cache-dir an existing directory "
                 "(`autotune cache path` prints the default one)",
@@ -164,7 +193,7 @@ def use_cache_dir(args: argparse.Namespace) -> str:
     """Point AUTOTUNE_CACHE_DIR at --cache-dir when given (so the tiers a command opens use it): the directory."""
     from ..options import cache_dir
 
-    if getattr(args, "cache_dir", None):
+    if getattr(args, "cache_dir", None) is not None:
         os.environ["AUTOTUNE_CACHE_DIR"] = args.cache_dir
     return cache_dir()
 

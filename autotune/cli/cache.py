@@ -37,26 +37,37 @@ from .arguments import (
     add_command,
     add_kernel_filter,
     add_key_option,
+    kernel_name,
     option_parent,
     use_cache_dir,
     use_checked_cache_dir,
 )
 from .remote import clear_remote, list_remote
 from .remote import register as register_remote
-from .rows import age_of, entries_table, kernel_labels
+from .rows import age_of, entries_table, kernel_labels, sortable
 
 __all__ = ["register"]
 
 
 def _key_or_none(args: argparse.Namespace, command: str) -> tuple[tuple | None, bool]:
-    """(the parsed --key, or None when not given; False after printing why the given one is not a key)."""
+    """(the parsed --key, or None when not given; False after printing why the given one is not a key): parsed
+    (`keyspec.parse_key`) and normalised as every tier's clear matches it (`wanted_key_text`), so that a value no
+    key can hold is this usage error (exit 2), never a traceback from the tier."""
+    from ..errors import KeyValueError
+    from ..storage.entries import wanted_key_text
+
     if args.key is None:
         return None, True
     try:
-        return parse_key(args.key), True
-    except ValueError as exc:
-        print(f"autotune cache {command}: {exc}", file=sys.stderr)
+        key = parse_key(args.key)
+        wanted_key_text(key)
+    except KeyValueError as exc:
+        print(f"autotune cache {command}: --key {safe_text(repr(args.key[:40]))} is not a key: {exc}", file=sys.stderr)
         return None, False
+    except ValueError as exc:
+        print(f"autotune cache {command}: {safe_text(exc)}", file=sys.stderr)
+        return None, False
+    return key, True
 
 
 def _entries(kernel: str | None):
@@ -69,7 +80,7 @@ def _entries(kernel: str | None):
             e.kernel,
             e.record is None,
             e.record.kernel_id or "" if e.record else "",
-            _sortable(e.record.key if e.record else []),
+            sortable(e.record.key if e.record else []),
             e.record.dtypes if e.record else [],
             e.record.device if e.record else "",
             str(e.path),
@@ -91,21 +102,6 @@ def _unknown_kernel_hint(kernel: str) -> str:
         ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
         hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
     return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])  # "" for a cached one
-
-
-def _sortable(value: Any) -> tuple:
-    """A sort key for a stored key value that compares with any other's, whatever their shapes ([40] and [[40]],
-    numbers, strings, null): numbers by value (256 before 1000), then flags and null, then strings, then lists
-    element by element. Every value maps to (rank, number, text, items), so no two are ever incomparable."""
-    if isinstance(value, bool) or value is None:
-        return (1, 0, str(value), ())
-    if isinstance(value, (int, float)):
-        return (0, value, "", ())
-    if isinstance(value, str):
-        return (2, 0, value, ())
-    if isinstance(value, (list, tuple)):
-        return (3, 0, "", tuple(_sortable(v) for v in value))
-    return (4, 0, json.dumps(value, sort_keys=True, default=str), ())
 
 
 def _remote_url_ignored(args: argparse.Namespace, command: str) -> bool:
@@ -135,36 +131,24 @@ def _cmd_list(args: argparse.Namespace) -> int:
     directory = use_checked_cache_dir(args, "list")
     if directory is None:
         return 2
-    entries = _entries(args.kernel)
+    entries, crashes = _entries(args.kernel), _crash_notes(args.kernel)
+    if not entries and not crashes and args.kernel is not None:  # likely a typo: said and exit 1 (--json too)
+        if args.json:
+            print("[]")
+        print(
+            f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
+            f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}",
+            file=sys.stderr,
+        )
+        return 1
     if args.json:
-        out = [
-            {
-                "path": str(e.path),
-                "kernel": e.kernel,
-                "kernel_id": e.record.kernel_id if e.record else None,
-                "error": e.error,
-                "record": e.record.to_dict() if e.record else None,
-            }
-            for e in entries
-        ]
-        print(json.dumps(out, indent=1))
+        print(json.dumps([_entry_json(e) for e in entries], indent=1))
+        return 0
+    if not entries:
+        print(_crash_notes_table(crashes) if crashes else f"no entries in {safe_text(directory)}")
         return 0
     good = [e for e in entries if e.record is not None]
     bad = [e for e in entries if e.record is None]
-    crashes = _crash_notes(args.kernel)
-    if not entries and crashes:
-        print(_crash_notes_table(crashes))
-        return 0
-    if not entries:
-        if args.kernel is not None:  # a filter that matches nothing is likely a typo: said and exit 1, as show does
-            print(
-                f"no entries for kernel {safe_text(repr(args.kernel))} in {safe_text(directory)} (`autotune cache "
-                f"list` lists every kernel){safe_text(_unknown_kernel_hint(args.kernel))}",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"no entries in {safe_text(directory)}")
-        return 0
     if good:
         print(entries_table(e.record for e in good))
     if bad:
@@ -183,6 +167,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if crashes:
         print(f"\n{_crash_notes_table(crashes)}")
     return 0
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    """An entry of `cache list --json`: its path, kernel, kernel_id, why it is unusable (or None) and record."""
+    return {
+        "path": str(entry.path),
+        "kernel": entry.kernel,
+        "kernel_id": entry.record.kernel_id if entry.record else None,
+        "error": entry.error,
+        "record": entry.record.to_dict() if entry.record else None,
+    }
 
 
 def _crash_notes(kernel: str | None) -> list[Any]:
@@ -350,15 +345,18 @@ def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: s
 
 
 def _forget_crashes(kernel: str | None, key: tuple | None, cleared: list[Any]) -> int:
-    """Forget the crash journal's notes of what a clear asked for, as `clear_autotune_cache` does (everything, or the
-    kernels of the `cleared` entries and a "module:qualname" `kernel`, of `key`); how many notes went."""
+    """Forget the crash journal's notes of what a clear asked for, as `clear_autotune_cache` does (everything, or
+    those of `key` of the kernels of the `cleared` entries, of a "module:qualname" `kernel`, and of every kernel
+    whose notes `cache list --kernel` shows: a crash in a key's first tuning left a note and no entry, which a short
+    name must clear too); how many notes went."""
     from ..storage import journal
     from ..storage.entries import is_kernel_id
 
     if kernel is None:
         return journal.forget()
     kernel_ids = {e.record.kernel_id or e.record.kernel for e in cleared}
-    if is_kernel_id(kernel):  # a crash in a key's first tuning left a note and no entry
+    kernel_ids.update(note.kernel for note in _crash_notes(kernel))
+    if is_kernel_id(kernel):
         kernel_ids.add(kernel)
     return sum(journal.forget(kernel_id, key) for kernel_id in sorted(kernel_ids))
 
@@ -438,7 +436,7 @@ def _register_show(sub: argparse._SubParsersAction, common: list[argparse.Argume
         description="Show a kernel's cache entries (or one key's) with the device, versions, winner "
         "and every trial's status and timings. Exits 1 when nothing matches.",
     )
-    p.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
+    p.add_argument("kernel", metavar="KERNEL", type=kernel_name, help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(p)
 
 

@@ -7,16 +7,18 @@ entries to Redis and `pull` Redis's entries to the local disk; neither replaces 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..format import format_key, plural, safe_text
 from .arguments import add_command, add_kernel_filter
-from .rows import entries_table
+from .rows import entries_table, sortable
 
 __all__ = ["remote_or_exit", "list_remote", "clear_remote", "register"]
 
@@ -71,64 +73,83 @@ def _stopped(command: str, tier: Any, listed: int, stopped: str | None, done: st
     return 1
 
 
+@contextlib.contextmanager
+def _warnings_said(command: str) -> Iterator[None]:
+    """Within it, the tiers' CacheWarnings are caught; after it, each is said once on stderr as this command's own
+    line, escaped (`_reasons`: a Redis key or an entry's text is anyone's to write), not by Python's warning printer
+    ("<frozen runpy>:88: CacheWarning: ...")."""
+    from ..errors import CacheWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CacheWarning)
+        try:
+            yield
+        finally:
+            for reason in _reasons(caught):
+                print(f"autotune cache {command}: {reason}", file=sys.stderr)
+
+
 def list_remote(args: argparse.Namespace) -> int:
-    """`autotune cache list --remote`: one line per entry in Redis; exit 1 when Redis stopped answering during it."""
+    """`autotune cache list --remote`: one line per entry in Redis; exit 1 when Redis stopped answering during it,
+    or when a --kernel matches nothing (with --json too, as the disk's list)."""
+    with _warnings_said("list"):
+        return _list(args)
+
+
+def _list(args: argparse.Namespace) -> int:
     tier = remote_or_exit(args, "list")
     if tier is None:
         return 2
     found, stopped = tier.listing(args.kernel)
-    done = "only those are listed"
-    entries = sorted(
-        found,
-        key=lambda e: (
-            e.record.kernel,
-            e.record.kernel_id or "",
-            format_key(e.record.key),
-            e.record.dtypes,
-            e.record.device,
-        ),
-    )
-    if args.json:
+    entries = sorted(found, key=lambda e: _order(e.record))
+    if not entries and stopped is None and args.kernel is not None:  # a filter that matches nothing: exit 1
+        if args.json:
+            print("[]")
         print(
-            json.dumps(
-                [
-                    {
-                        "key": tier.key_of(e.location, e.entry_id),
-                        "kernel": e.record.kernel,
-                        "kernel_id": e.record.kernel_id,
-                        "record": e.record.to_dict(),
-                    }
-                    for e in entries
-                ],
-                indent=1,
-            )
+            f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
+            f"--remote` lists every kernel){safe_text(_suggestion(tier, args.kernel))}",
+            file=sys.stderr,
         )
-        return _stopped("list", tier, len(entries), stopped, done)
-    if not entries and stopped is None:
-        if args.kernel is not None:  # as the disk's list: a filter that matches nothing is said, exit 1
-            print(
-                f"no entries for kernel {safe_text(repr(args.kernel))} in {tier.url} (`autotune cache list "
-                f"--remote` lists every kernel){safe_text(_suggestion(tier, args.kernel))}",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"no entries in {tier.url}")
-        return 0
-    if entries:
+        return 1
+    if args.json:
+        print(json.dumps([_json_of(tier, e) for e in entries], indent=1))
+    elif entries:
         print(entries_table(e.record for e in entries))
         print(f"\n{plural(len(entries), 'entry', 'entries')} in {tier.url}")
-    return _stopped("list", tier, len(entries), stopped, done)
+    elif stopped is None:
+        print(f"no entries in {tier.url}")
+    return _stopped("list", tier, len(entries), stopped, "only those are listed")
+
+
+def _order(record: Any) -> tuple:
+    """How `list --remote` orders entries: as the disk's list (kernel, its module, key by value, dtypes, device)."""
+    return (record.kernel, record.kernel_id or "", sortable(record.key), record.dtypes, record.device)
+
+
+def _json_of(tier: Any, entry: Any) -> dict[str, Any]:
+    """An entry of `list --remote --json`: its Redis key, kernel, kernel_id and record."""
+    return {
+        "key": tier.key_of(entry.location, entry.entry_id),
+        "kernel": entry.record.kernel,
+        "kernel_id": entry.record.kernel_id,
+        "record": entry.record.to_dict(),
+    }
 
 
 def clear_remote(args: argparse.Namespace, key: tuple | None) -> int:
     """`autotune cache clear --remote`: remove entries from Redis (the whole fleet's)."""
+    with _warnings_said("clear"):
+        return _clear(args, key)
+
+
+def _clear(args: argparse.Namespace, key: tuple | None) -> int:
     tier = remote_or_exit(args, "clear")
     if tier is None:
         return 2
     removed, problem = tier.remove_now(args.kernel, key)
     if problem is not None:
         print(
-            f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({problem}); "
+            f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({safe_text(problem)}); "
             f"{plural(len(removed), 'entry was', 'entries were')} removed, others may remain",
             file=sys.stderr,
         )
@@ -145,7 +166,7 @@ def clear_remote(args: argparse.Namespace, key: tuple | None) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"removed {plural(len(removed), 'entry', 'entries')} ({what}) from {tier.url}")
+    print(f"removed {plural(len(removed), 'entry', 'entries')} ({safe_text(what)}) from {tier.url}")
     return 0
 
 
@@ -196,24 +217,30 @@ def _copy(args: argparse.Namespace, command: str) -> int:
                 if issubclass(w.category, CacheWarning):
                     print(f"  {safe_text(str(w.message).removeprefix('autotune cache: '))}", file=sys.stderr)
             return 1
+        for reason in _reasons(caught):  # entries the listing skipped (unreadable, another schema): said, not fatal
+            print(f"autotune cache {command}: {reason}", file=sys.stderr)
+        del caught[:]  # what follows is the copy's own
         counts = _copy_entries(found, target, args.lock_timeout)
     status = _report_copy(command, tier.url, counts, caught, args.lock_timeout)
     return max(status, _stopped(command, tier, len(found), stopped, f"{counts['copied']} copied"))
 
 
 def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dict[str, int]:
-    """Copy each entry under the target's lease (as a tuning writes): {"copied", "kept", "failed", "busy"}."""
+    """Copy each entry under the target's lease (as a tuning writes): {"copied", "kept", "failed", "busy",
+    "unlockable"}: "busy" a lease held by another process past `lock_timeout`, "unlockable" one that could not be
+    taken at all (an error the tier warned, such as a kernel directory that is a file, or Redis unreachable)."""
     from ..storage import EntryRef
     from ..storage.kernel_cache import slot_for
 
-    counts = dict.fromkeys(("copied", "kept", "failed", "busy"), 0)
+    counts = dict.fromkeys(("copied", "kept", "failed", "busy", "unlockable"), 0)
     for e in found:
         entry = EntryRef.of(e.record)
         # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
         # that wrote a newer winner between our read and our write) never has its entry replaced
+        started = time.monotonic()
         lease = target.lock(entry, timeout_s=lock_timeout)
-        if lease is None:  # held past --lock-timeout (the tier warned, naming the holder), or unreachable
-            counts["busy"] += 1
+        if lease is None:  # a wait that ran out is another process's; one that ended sooner is an error
+            counts["busy" if time.monotonic() - started >= lock_timeout else "unlockable"] += 1
             continue
         try:
             slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
@@ -229,43 +256,63 @@ def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dic
     return counts
 
 
-def _report_copy(command: str, url: str, counts: dict[str, int], caught: Sequence[Any], lock_timeout: float) -> int:
+def _reasons(caught: Sequence[Any]) -> list[str]:
+    """The distinct CacheWarnings of `caught`, escaped, in this command's words: without the "autotune cache: "
+    prefix, the advice for a tuning's lock timeout (AUTOTUNE_LOCK_TIMEOUT_S; a copy's is --lock-timeout) and what a
+    tuning does without its lock (a copy writes nothing then)."""
     from ..errors import CacheWarning
     from ..storage.protocol import LOCK_TIMEOUT_ADVICE
 
-    copied, kept, failed, busy = counts["copied"], counts["kept"], counts["failed"], counts["busy"]
-    # a lock timeout's advice is a tuning's (AUTOTUNE_LOCK_TIMEOUT_S): this command's own is --lock-timeout, below
-    reasons = list(
-        dict.fromkeys(
-            safe_text(str(w.message).removeprefix("autotune cache: ").replace(LOCK_TIMEOUT_ADVICE, ""))
-            for w in caught
-            if issubclass(w.category, CacheWarning)
-        )
+    texts = (
+        str(w.message).removeprefix("autotune cache: ").replace(LOCK_TIMEOUT_ADVICE, "").split("; tuning ")[0]
+        for w in caught
+        if issubclass(w.category, CacheWarning)
     )
+    return [safe_text(text) for text in dict.fromkeys(texts)]
+
+
+def _report_copy(command: str, url: str, counts: dict[str, int], caught: Sequence[Any], lock_timeout: float) -> int:
+    copied, kept, failed = counts["copied"], counts["kept"], counts["failed"]
+    reasons = _reasons(caught)
     where = f"{'to' if command == 'push' else 'from'} {url}"
     print(
         f"{command}: copied {plural(copied, 'entry', 'entries')} {where}"
         + (f"; {kept} already there and as new or newer" if kept else "")
     )
-    if failed or busy:
-        not_written = (["the target refused the write"] if failed and not reasons else []) + (
-            [
-                f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} "
-                f"{'Redis lease' if command == 'push' else 'lock'} stayed held for over {lock_timeout:g} s "
-                "(--lock-timeout) or could not be taken; run the command again once the tuning is done"
-            ]
-            if busy
-            else []
+    not_copied = failed + counts["busy"] + counts["unlockable"]
+    if not_copied:
+        not_written = (["the target refused the write"] if failed and not reasons else []) + _lock_failures(
+            command, counts, lock_timeout
         )
         print(
-            f"autotune cache {command}: {plural(failed + busy, 'entry', 'entries')} could not be copied "
+            f"autotune cache {command}: {plural(not_copied, 'entry', 'entries')} could not be copied "
             f"({'; '.join(reasons + not_written)})",
             file=sys.stderr,
         )
         return 1
-    for reason in reasons:  # entries skipped on the way (unreadable, another schema): said, not fatal
+    for reason in reasons:  # entries skipped on the way (another schema): said, not fatal
         print(f"autotune cache {command}: {reason}", file=sys.stderr)
     return 0
+
+
+def _lock_failures(command: str, counts: dict[str, int], lock_timeout: float) -> list[str]:
+    """What became of the entries whose lock (a Redis lease for push) was not had: held by another process past
+    --lock-timeout, or not taken at all (the warnings before say why)."""
+    lock = "Redis lease" if command == "push" else "lock"
+    busy, unlockable = counts["busy"], counts["unlockable"]
+    said = []
+    if busy:
+        said.append(
+            f"{plural(busy, 'entry', 'entries')} not written: {'its' if busy == 1 else 'their'} {lock} stayed held "
+            f"by another process for over {lock_timeout:g} s (--lock-timeout); run the command again once the "
+            "tuning is done"
+        )
+    if unlockable:
+        said.append(
+            f"{plural(unlockable, 'entry', 'entries')} not written: {'its' if unlockable == 1 else 'their'} {lock} "
+            "could not be taken, for the reason given; fix that and run the command again"
+        )
+    return said
 
 
 def register(sub: argparse._SubParsersAction, common: Sequence[argparse.ArgumentParser]) -> None:

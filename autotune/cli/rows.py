@@ -5,13 +5,15 @@ text must not drive the terminal."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..format import format_age, format_config, format_dtypes, format_key, format_ms, format_table
 from ..record import TuningRecord
 
-__all__ = ["entries_table", "age_of", "kernel_labels"]
+__all__ = ["entries_table", "age_of", "kernel_labels", "sortable"]
 
 
 def age_of(timestamp: float, now: float) -> str:
@@ -31,6 +33,21 @@ def kernel_labels(records: Sequence[TuningRecord]) -> list[str]:
     for r in records:
         ids.setdefault(r.kernel, set()).add(r.kernel_id)
     return [r.kernel_id or r.kernel if len(ids[r.kernel]) > 1 else r.kernel for r in records]
+
+
+def sortable(value: Any) -> tuple:
+    """A sort key for a stored key value that compares with any other's, whatever their shapes ([40] and [[40]],
+    numbers, strings, null): numbers by value (256 before 1000), then flags and null, then strings, then lists
+    element by element. Every value maps to (rank, number, text, items), so no two are ever incomparable."""
+    if isinstance(value, bool) or value is None:
+        return (1, 0, str(value), ())
+    if isinstance(value, (int, float)):
+        return (0, value, "", ())
+    if isinstance(value, str):
+        return (2, 0, value, ())
+    if isinstance(value, (list, tuple)):
+        return (3, 0, "", tuple(sortable(v) for v in value))
+    return (4, 0, json.dumps(value, sort_keys=True, default=str), ())
 
 
 def entries_table(records: Iterable[TuningRecord]) -> str:

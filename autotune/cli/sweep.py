@@ -2,17 +2,20 @@
 Ray cluster, then print the summary (and write it as JSON, and a deployment archive).
 
     autotune sweep MODULE:KERNEL --calls MODULE:FUNCTION [--workers N] [--ray [ADDRESS]]
-                   [--device-kind KIND ...] [--export ARCHIVE [--sign KEYFILE]] [--json OUT]
+                   [--device-kind KIND ...] [--export ARCHIVE [--sign KEYFILE]] [--json OUT] [--cache-dir DIR]
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import AutotuneError
-from .arguments import add_command, key_file, output_file_problem
+from .arguments import add_command, checked_cache_dir, key_file, output_file_problem, use_cache_dir
 
 __all__ = ["register"]
 
@@ -30,19 +33,27 @@ def _load(spec: str, option: str) -> Any:
         return import_object(KernelRef(module=module, qualname=qualname, file=None, line=None))
     except ImportError as exc:
         raise AutotuneError(f"{option} {spec!r}: {exc}") from None
+    except Exception as exc:  # the module's own code failed as it was imported
+        raise AutotuneError(f"{option} {spec!r}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
 def _makers(spec: str) -> list:
-    """The argument makers --calls names: a list of them, or a function returning one."""
+    """The argument makers --calls names: a list of them, or a function returning or yielding them."""
     from ..kernel.call import argument_makers
 
     source = _load(spec, "--calls")
-    if callable(source):
-        try:
-            source = source()
-        except Exception as exc:
-            raise AutotuneError(f"--calls {spec!r}: calling it raised {type(exc).__name__}: {exc}") from exc
-    return argument_makers(source, f"--calls {spec!r}")
+    made = _raising_named(source, spec, "calling it") if callable(source) else source
+    if isinstance(made, Iterator):  # a generator's body runs as it is read: read here, where it can fail
+        made = _raising_named(functools.partial(list, made), spec, "reading what it yields")
+    return argument_makers(made, f"--calls {spec!r}")
+
+
+def _raising_named(step: Callable[[], Any], spec: str, doing: str) -> Any:
+    """`step()`, its exception an AutotuneError saying what `doing` with --calls `spec` raised."""
+    try:
+        return step()
+    except Exception as exc:
+        raise AutotuneError(f"--calls {spec!r}: {doing} raised {type(exc).__name__}: {exc}") from exc
 
 
 def _cmd_sweep(args: Any) -> int:
@@ -57,26 +68,59 @@ def _cmd_sweep(args: Any) -> int:
         executor = "local" if args.ray is None else args.ray
         report = sweep(kernel, makers, executor=executor, workers=args.workers, device_kinds=args.device_kinds)
     except AutotuneError as exc:
-        print(f"autotune sweep: {exc}", file=sys.stderr)
+        print(f"autotune sweep: {_in_cli_words(str(exc), args)}", file=sys.stderr)
         return 2
     print(report)
-    if args.json:
-        Path(args.json).write_bytes(report.to_json())
-    if args.export:
-        from ..aot.archive import export_archive
+    written = _write_json(args.json, report) if args.json else True
+    exported = _export(args.export, kernel, secret) if args.export else True
+    return 1 if report.failed or not (written and exported) else 0
 
-        try:
-            manifest = export_archive(args.export, [kernel], sign_key=secret)
-        except (AutotuneError, OSError) as exc:  # ArchiveError, a file system fault
-            print(f"autotune sweep: the sweep finished, but --export failed: {exc}", file=sys.stderr)
-            return 1
-        print(f"wrote {args.export}: {len(manifest.records)} records of {', '.join(manifest.kernels)}")
-    return 1 if report.failed else 0
+
+def _write_json(path: str, report: Any) -> bool:
+    """Write the summary to --json's `path`; False after saying why it could not be (the sweep's work is cached)."""
+    try:
+        Path(path).write_bytes(report.to_json())
+    except OSError as exc:
+        print(
+            f"autotune sweep: the sweep finished, but --json {path} could not be written: {exc.strerror or exc}; "
+            "its winners are in the tuning cache",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
+def _export(archive: str, kernel: Any, secret: bytes | None) -> bool:
+    """Write the --export archive of `kernel`'s records; False after saying why it could not be."""
+    from ..aot.archive import export_archive
+
+    try:
+        manifest = export_archive(archive, [kernel], sign_key=secret)
+    except (AutotuneError, OSError) as exc:  # ArchiveError, a file system fault
+        print(f"autotune sweep: the sweep finished, but --export failed: {exc}", file=sys.stderr)
+        return False
+    print(f"wrote {archive}: {len(manifest.records)} records of {', '.join(manifest.kernels)}")
+    return True
+
+
+def _in_cli_words(message: str, args: Any) -> str:
+    """An error of the `sweep` API in the words of the command line: the options typed, not the keyword arguments
+    they became (`sweep(executor='ray')` is `--ray`)."""
+    words = [("or use executor='local'", "or drop --ray to tune on worker processes here")]
+    if args.ray is not None:
+        words.append((f"sweep(executor={args.ray!r})", "--ray" if args.ray == "ray" else f"--ray {args.ray}"))
+    if args.device_kinds:
+        words.append(
+            (f"sweep(device_kinds={args.device_kinds!r})", " ".join(f"--device-kind {k}" for k in args.device_kinds))
+        )
+    for api, cli in words:
+        message = message.replace(api, cli)
+    return message
 
 
 def _checked_options(args: Any) -> tuple[bool, bytes | None]:
     """(True, the --sign secret or None) when the output options can be used, else (False, None) after saying why:
-    checked before sweeping, so that a mistake costs no sweep."""
+    checked before sweeping, so that a mistake costs no sweep. Points AUTOTUNE_CACHE_DIR at --cache-dir."""
     if args.sign and not args.export:
         print("autotune sweep: --sign KEYFILE signs the --export archive; give --export ARCHIVE too", file=sys.stderr)
         return False, None
@@ -85,7 +129,23 @@ def _checked_options(args: Any) -> tuple[bool, bytes | None]:
         if problem:
             print(f"autotune sweep: {problem}", file=sys.stderr)
             return False, None
+    use_cache_dir(args)  # the driver writes every winner, so its cache is the sweep's
+    if checked_cache_dir(args, "sweep", must_exist=False) is None:  # a file, an unreadable directory: exit 2
+        return False, None
     return key_file(args.sign, "sweep")
+
+
+def _workers(text: str) -> int:
+    """`--workers`'s value: a positive number of worker processes (or Ray actors)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text} must be a positive number of workers; leave --workers out for the default"
+        )
+    return value
 
 
 def register(subparsers: Any) -> None:
@@ -104,7 +164,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kernel", metavar="MODULE:KERNEL", help="the @autotune kernel")
     parser.add_argument("--calls", required=True, metavar="MODULE:FUNCTION", help="returns or yields the makers")
-    parser.add_argument("--workers", type=int, metavar="N", help="workers (default: one per GPU, else 1)")
+    parser.add_argument("--workers", type=_workers, metavar="N", help="workers (default: one per GPU, else 1)")
     parser.add_argument(
         "--ray",
         nargs="?",
@@ -122,3 +182,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--export", metavar="ARCHIVE", help="write a deployment archive (.tar.gz) at the end")
     parser.add_argument("--sign", metavar="KEYFILE", help="sign the --export archive with the secret in KEYFILE")
     parser.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT")
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="the tuning cache the winners are written to (default: AUTOTUNE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/autotune, else ~/.cache/autotune)",
+    )
