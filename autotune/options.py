@@ -119,6 +119,16 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
                 changes[name] = None
         return structs.replace(self, **changes)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickled (a worker's copy) and copied as made: the preset fields not given explicitly stay implicit, so
+        the copy's `replace(preset=...)` refills them as the original's would."""
+        implicit = set(PRESETS[self.preset]) - self.explicit_fields()
+        fields = {name: getattr(self, name) for name in self.__struct_fields__ if name not in implicit}
+        return _tuning_of, (fields,)
+
+    def __copy__(self) -> Tuning:
+        return self  # frozen: a copy is the same value
+
     @classmethod
     def coerce(cls, value: Tuning | str | dict | None) -> Tuning:
         """Accept a Tuning, a preset name, a dict of fields, or None (defaults)."""
@@ -134,6 +144,10 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
         raise OptionError(
             f"tuning= takes a Tuning, a preset name ({', '.join(PRESETS)}) or a dict; got {type(value).__name__}"
         )
+
+
+def _tuning_of(fields: dict[str, Any]) -> Tuning:
+    return Tuning(**fields)
 
 
 @functools.cache

@@ -288,6 +288,19 @@ def test_offline_miss_of_a_stale_entry_says_why_it_was_not_used(tmp_path, monkey
     assert len(disk_entries()) == 1  # offline: the stale entry is left as it is
 
 
+def test_offline_miss_of_a_corrupt_entry_says_what_offline_does_not_that_it_tunes(tmp_path, monkeypatch):
+    call(load_kernel(tmp_path, blocks=(32, 64, 128)))
+    entry = disk_entries()[0].path
+    entry.write_text("{bad")
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    with pytest.warns(CacheWarning) as caught:
+        call(load_kernel(tmp_path, blocks=(32, 64, 128)))
+    said = " ".join(str(w.message) for w in caught if issubclass(w.category, CacheWarning))
+    assert "not valid JSON" in said and "AUTOTUNE_OFFLINE=1 launches vadd key" in said, said
+    assert "tuning vadd" not in said and "replacing it" not in said
+    assert entry.read_text() == "{bad"  # offline: left as it is
+
+
 def test_disable_mode_neither_tunes_nor_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_DISABLE", "1")
     vadd = load_kernel(tmp_path, blocks=(128, 32))

@@ -140,6 +140,11 @@ def test_show_one_key_and_unknown(filled):
     assert res.returncode == 0 and res.stdout.count("key=[1024,512]") == 1
     res = run_cli("cache", "show", "nope")
     assert res.returncode == 1 and "no entries for kernel 'nope'" in res.stderr
+    for command in (["show", "vadd"], ["clear", "--kernel", "vadd"]):  # a key that matches nothing: the cached ones
+        res = run_cli("cache", *command, "--key", "1025")
+        assert res.returncode == 1, res.stderr
+        cached = "(256,) float32,float32; (1024,) float16,float16; (1024,) float32,float32; (1024, 512) float32,float32"
+        assert f"; its cached keys: {cached}" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("key_arg, left", [("1024", 3), ("[1024, 512]", 4), ("1024,512", 4), ("256", 4)])

@@ -378,3 +378,14 @@ def test_a_refinement_asked_for_with_no_rounds_is_refused_naming_where_the_zero_
         Tuning(preset="fast", refine_topk=3)
     assert Tuning(preset="fast").refine_topk == 0  # the preset alone: no refinement, by design
     assert Tuning(preset="fast", refine_topk=3, refine_reps=5).refine_reps == 5
+
+
+def test_a_tuning_sent_to_a_worker_or_copied_keeps_which_preset_fields_were_given():
+    import copy
+    import pickle
+
+    tuning = Tuning(preset="fast", reps=7)
+    for made in (pickle.loads(pickle.dumps(tuning)), copy.copy(tuning), copy.deepcopy(tuning)):
+        assert made == tuning and made.explicit_fields() == {"reps"}
+        thorough = made.replace(preset="thorough")
+        assert thorough.reps == 7 and thorough.warmup == Tuning(preset="thorough").warmup

@@ -25,6 +25,7 @@ from ..format import (
     format_dtypes,
     format_key,
     format_ms,
+    format_record_key,
     format_table,
     format_timestamp,
     plural,
@@ -102,6 +103,20 @@ def _unknown_kernel_hint(kernel: str) -> str:
         ids = sorted({r.kernel_id for r in records if r.kernel == name and r.kernel_id})
         hint = f"; kernels named {name}: {', '.join(ids)}" if ids else ""
     return hint + kernel_suggestion(kernel, [(r.kernel, r.kernel_id) for r in records])  # "" for a cached one
+
+
+def _no_match_hint(kernel: str, key_given: bool) -> str:
+    """What follows "no entries for kernel K key X": the kernel's cached keys when it has some (the key is what
+    did not match), else `_unknown_kernel_hint`."""
+    mine = [e.record for e in _entries(kernel) if e.record is not None] if key_given else []
+    if not mine:
+        return _unknown_kernel_hint(kernel)
+    mine.sort(key=lambda r: sortable(list(r.key)))
+    keys = list(dict.fromkeys(format_record_key(r).removeprefix("key=") for r in mine))
+    return f"; its cached keys: {'; '.join(keys[:_KEYS_SHOWN])}" + ("; ..." if len(keys) > _KEYS_SHOWN else "")
+
+
+_KEYS_SHOWN = 20
 
 
 def _remote_url_ignored(args: argparse.Namespace, command: str) -> bool:
@@ -229,7 +244,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not entries:
         what = f"kernel {args.kernel!r}" + (f" key {args.key}" if args.key is not None else "")
         print(
-            f"no entries for {safe_text(what)} in {safe_text(directory)}{safe_text(_unknown_kernel_hint(args.kernel))}",
+            f"no entries for {safe_text(what)} in {safe_text(directory)}"
+            f"{safe_text(_no_match_hint(args.kernel, key is not None))}",
             file=sys.stderr,
         )
         return 1
@@ -303,7 +319,7 @@ def _cmd_clear(args: argparse.Namespace) -> int:
     if removed == 0 and not left and not forgotten and args.kernel is not None:
         print(
             f"autotune cache clear: nothing matched {what} in {where} (see `autotune cache list`)"
-            f"{safe_text(_unknown_kernel_hint(args.kernel))}",
+            f"{safe_text(_no_match_hint(args.kernel, key is not None))}",
             file=sys.stderr,
         )
         return 1

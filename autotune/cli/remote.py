@@ -118,7 +118,7 @@ def _list(args: argparse.Namespace) -> int:
         print(f"\n{plural(len(entries), 'entry', 'entries')} in {tier.url}")
     elif stopped is None:
         print(f"no entries in {tier.url}")
-    return _stopped("list", tier, len(entries), stopped, "only those are listed")
+    return _stopped("list --remote", tier, len(entries), stopped, "only those are listed")
 
 
 def _order(record: Any) -> tuple:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CacheEntryError
+from ..options import env_offline
 from ..record import TuningRecord
 from .entries import as_key_tuple, is_newer_schema, kernel_matches, key_text, parse_record, record_json, wanted_key_text
 from .files import (
@@ -146,7 +147,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except CacheEntryError as exc:
-            self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it and tuning {what}")
+            self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it, {_then(what)}")
             return None
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and self.warn_not_writable(exc, path):  # the cache directory's fault
@@ -154,7 +155,7 @@ class DiskCache:
             self.warn_once(
                 path,
                 f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
-                f"{exc.strerror or exc}); ignoring it and tuning {what}",
+                f"{exc.strerror or exc}); ignoring it, {_then(what)}",
             )
             return None
         try:
@@ -167,7 +168,7 @@ class DiskCache:
                     f"place; tuning {what} with the winner kept in memory only",
                 )
             else:
-                self.warn_once(path, f"autotune cache: {exc}; ignoring it, tuning {what} and replacing it")
+                self.warn_once(path, f"autotune cache: {exc}; ignoring it, {_then(what, replaced=True)}")
             return None
 
     # -- writing ------------------------------------------------------------------------------------
@@ -296,3 +297,10 @@ def _newer_schema_at(path: Path) -> bool:
     except (OSError, CacheEntryError, ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and is_newer_schema(obj.get("schema_version"))
+
+
+def _then(what: str, replaced: bool = False) -> str:
+    """What follows an entry that cannot be used: a tuning (that replaces it), or under AUTOTUNE_OFFLINE=1 none."""
+    if env_offline():
+        return f"and AUTOTUNE_OFFLINE=1 launches {what} untuned (the entry is left as it is)"
+    return f"tuning {what}" + (" and replacing it" if replaced else "")
