@@ -1054,3 +1054,75 @@ def test_replay_checks_its_json_path_before_running_and_bounds_the_workers(tmp_p
     assert res.returncode == 2 and "over 4096" in res.stderr
     landscape = load_landscape(LANDSCAPE)  # the function takes any count: slots beyond the budget are unused
     assert replay_once(landscape, "random", 3, 0, workers=10**9) == replay_once(landscape, "random", 3, 0, workers=3)
+
+
+def _run_to_the_end(strategy, time_of, batch: int = 4) -> list[Config]:
+    """Ask and tell until `strategy` proposes nothing more or its budget is spent; the configs in proposal order."""
+    proposed: list[Config] = []
+    while len(proposed) < strategy.budget:
+        configs = strategy.ask(min(batch, strategy.budget - len(proposed)))
+        if not configs:
+            break
+        for config in configs:
+            proposed.append(config)
+            strategy.tell(config, time_of(config))
+    return proposed
+
+
+def test_the_model_search_proposes_the_configs_of_a_union_part_that_lacks_a_field():
+    """A union whose second part has no SPLIT_K: its configs are drawn too (TPE chooses "left out" for the field),
+    and they are where the best config is."""
+    pytest.importorskip("optuna")
+    from autotune.engine.search.model import ModelSearch
+
+    split = CartesianSpace(BLOCK=[16, 32, 64, 128], W=[1, 2, 4, 8], SPLIT_K=[1, 2, 4, 8])
+    plain = CartesianSpace(BLOCK=[16, 32, 64, 128], W=[1, 2, 4, 8])
+    for seed in range(3):
+        search = ModelSearch(split + plain, seed=seed, budget=24)
+        proposed = _run_to_the_end(search, lambda c: 3.0 - c["BLOCK"] / 128 if "SPLIT_K" not in c else 9.0)
+        assert any("SPLIT_K" not in c for c in proposed[search.random_start :]), seed  # drawn by TPE, not by chance
+        assert "SPLIT_K" not in search.best[0]
+
+
+def test_the_model_search_keeps_values_that_compare_equal_apart_and_takes_tuples_without_a_warning():
+    """0 and False, 1 and True are four values of a config (as its JSON): TPE proposes each; tuple values are
+    choices like any other (optuna warns of tuples given as its choices)."""
+    pytest.importorskip("optuna")
+    import warnings
+
+    from autotune.engine.search.model import ModelSearch
+
+    space = CartesianSpace(FLAG=[0, 1, False, True], TILE=[(16, 16), (32, 32)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proposed = _run_to_the_end(ModelSearch(space, seed=0, budget=8), lambda c: 1.0)
+    assert sorted(repr(c["FLAG"]) for c in proposed) == ["0", "0", "1", "1", "False", "False", "True", "True"]
+
+
+@pytest.mark.parametrize("cls", [RandomSearch, LocalSearch])
+def test_a_budget_as_large_as_the_space_measures_every_config(cls):
+    """When random draws keep finding tried configs (most of a small space is tried), the untried ones are drawn
+    from the listed space: none is left out (a few were, by chance)."""
+    space = CartesianSpace(A=range(20), B=range(10))
+    for seed in range(5):
+        proposed = _run_to_the_end(cls(space, seed=seed, budget=256), lambda c: 1.0 + c["A"] + c["B"] / 10, batch=1)
+        assert len(proposed) == len(set(proposed)) == 200, seed
+
+
+def test_an_optuna_that_is_installed_but_fails_to_import_is_named_as_broken_not_missing(tmp_path):
+    broken = tmp_path / "optuna"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('a half-upgraded install')\n")
+    script = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from autotune.engine.search.model import ModelSearch
+from autotune import CartesianSpace, OptionError
+try:
+    ModelSearch(CartesianSpace(BLOCK=[32, 64]), seed=0, budget=2)
+except OptionError as exc:
+    print(exc)
+"""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert "installed but fails to import (a half-upgraded install)" in res.stdout, res.stdout + res.stderr

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from ...config import value_identity
 from ...errors import OptionError
 from ...space.spaces import Config, SearchSpace, UnionSpace
 from .prior import Prior
@@ -49,7 +50,7 @@ _SMALL_COMBOS = 8  # the small axes: the fewest-valued ones, as many as make at 
 
 
 def optuna_available() -> bool:
-    """Whether the `search` extra (optuna) is installed."""
+    """Whether the `search` extra (optuna) is installed (found, not imported: decorating stays cheap)."""
     import importlib.util
 
     return importlib.util.find_spec("optuna") is not None
@@ -64,9 +65,14 @@ class ModelSearch(SearchStrategy):
         super().__init__(space, **kwargs)
         try:
             import optuna
-        except ImportError:
+        except ImportError as exc:
+            installed = optuna_available()  # found, yet it does not import: a broken install, not a missing one
             raise OptionError(
-                "strategy='model' uses optuna: pip install 'autotune[search]' (or choose strategy='local' or 'random')"
+                f"strategy='model' uses optuna, which is installed but fails to import ({exc}): repair it (pip "
+                "install --force-reinstall optuna), or choose strategy='local' or 'random'"
+                if installed
+                else "strategy='model' uses optuna: pip install 'autotune[search]' (or choose strategy='local' or "
+                "'random')"
             ) from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
@@ -97,8 +103,12 @@ class ModelSearch(SearchStrategy):
         self._model_phase: frozenset[Config] = frozenset()  # the configs proposed before the climb began
         self._moved_from: list[Config] = []  # the configs the climb moved across the small axes
         self._switches: list[Config] = []  # the climb's next proposals: its start moved across the small axes, stepped
+        # TPE chooses an index into each axis's values (one past the end: the field left out, for a union part that
+        # lacks it), so values optuna cannot tell apart (0 and False, tuples) stay distinct choices.
+        self._optional = _optional_fields(space, self._axes)
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
-            name: optuna.distributions.CategoricalDistribution(values) for name, values in self._axes.items()
+            name: optuna.distributions.CategoricalDistribution(tuple(range(len(values) + (name in self._optional))))
+            for name, values in self._axes.items()
         }
 
     def _tell_held(self) -> None:
@@ -113,11 +123,7 @@ class ModelSearch(SearchStrategy):
         no_better = not seeds or seeds[len(seeds) // 2] >= others[len(others) // 2]
         for config, value in self._held.items():
             if no_better or value is None or value >= threshold:
-                self._study.add_trial(
-                    self._optuna.trial.create_trial(
-                        params=dict(config), distributions=self._dists, value=value if value is not None else _FAILED
-                    )
-                )
+                self._add_trial(config, value)
         self._held = {}
         self._held_done = True
 
@@ -133,7 +139,7 @@ class ModelSearch(SearchStrategy):
         for config in prior.configs_ranked:
             if len(chosen) >= count:
                 break
-            if config in self._seeds or config.keys() != self._axes.keys() or not self.space.contains(config):
+            if config in self._seeds or self._params(config) is None or not self.space.contains(config):
                 continue
             if all(sum(1 for k in config if config[k] != other[k]) >= _PRIOR_APART for other in chosen):
                 chosen.append(config)
@@ -225,7 +231,9 @@ class ModelSearch(SearchStrategy):
     def _draw(self, batch: list[Config]) -> Config | None:
         for _ in range(_DRAWS):
             trial = self._study.ask()
-            config = Config({name: trial.suggest_categorical(name, values) for name, values in self._axes.items()})
+            config = self._config_of(
+                {name: trial.suggest_categorical(name, c.choices) for name, c in self._dists.items()}
+            )
             if not self.space.contains(config):
                 self._study.tell(trial, _FAILED)
                 continue
@@ -253,12 +261,41 @@ class ModelSearch(SearchStrategy):
         elif config in self.prior_seeds:  # one measured after the judgement (a right prior's later seed) stays untold
             if not self._held_done:
                 self._held[config] = value
-        elif config.keys() == self._axes.keys():  # a warm-start seed or a local-phase config: the model learns of it
+        else:  # a warm-start seed or a local-phase config: the model learns of it
+            self._add_trial(config, value)
+
+    def _add_trial(self, config: Config, value: float | None) -> None:
+        """Tell TPE of `config`, measured outside its draws (`value` None: failed); one its axes cannot describe
+        is not told."""
+        params = self._params(config)
+        if params is not None:
             self._study.add_trial(
                 self._optuna.trial.create_trial(
-                    params=dict(config), distributions=self._dists, value=value if value is not None else _FAILED
+                    params=params, distributions=self._dists, value=value if value is not None else _FAILED
                 )
             )
+
+    def _params(self, config: Config) -> dict[str, int] | None:
+        """`config` as TPE's choices (an index into each axis, one past the end where the field is left out), or
+        None when it has a field or value the axes lack."""
+        if not config.keys() <= self._axes.keys():
+            return None
+        params: dict[str, int] = {}
+        for name, values in self._axes.items():
+            if name not in config:
+                if name not in self._optional:
+                    return None
+                params[name] = len(values)
+                continue
+            wanted = value_identity(config[name])
+            found = [i for i, v in enumerate(values) if value_identity(v) == wanted]
+            if not found:
+                return None
+            params[name] = found[0]
+        return params
+
+    def _config_of(self, params: dict[str, int]) -> Config:
+        return Config({name: self._axes[name][i] for name, i in params.items() if i < len(self._axes[name])})
 
 
 def _axes_of(space: SearchSpace) -> dict[str, tuple]:
@@ -278,9 +315,22 @@ def _axes_of(space: SearchSpace) -> dict[str, tuple]:
         for name, vs in found.items():
             known = values.setdefault(name, [])
             for v in vs:
-                if v not in known:
+                if all(value_identity(v) != value_identity(k) for k in known):  # 1, 1.0 and True are three values
                     known.append(v)
     return {name: tuple(v) for name, v in values.items()}
+
+
+def _optional_fields(space: SearchSpace, axes: dict[str, tuple]) -> frozenset[str]:
+    """The fields some union part (or some config of a listed part) leaves out."""
+    optional: set[str] = set()
+    for part in _parts(space):
+        part_axes = getattr(part, "axes", None)
+        if isinstance(part_axes, dict):
+            optional |= axes.keys() - part_axes.keys()
+        else:
+            for config in part.configs():
+                optional |= axes.keys() - config.keys()
+    return frozenset(optional)
 
 
 def _small_axes(axes: dict[str, tuple]) -> list[str]:

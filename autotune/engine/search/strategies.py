@@ -70,6 +70,8 @@ class SearchStrategy(ABC):
         """Up to `n` configs to try next (the base class drops those already tried)."""
 
     def _random_untried(self, n: int, tries_per_config: int = 50) -> list[Config]:
+        """Up to `n` untried configs drawn at random; where draws keep finding tried ones (most of a small space
+        is tried), a listed space's untried configs are drawn from directly, so none is left out."""
         out: list[Config] = []
         for _ in range(n * tries_per_config):
             if len(out) >= n:
@@ -77,6 +79,9 @@ class SearchStrategy(ABC):
             config = self.space.sample(self.rng)
             if config not in self.tried and config not in out:
                 out.append(config)
+        if len(out) < n and not self.space.lazy:
+            left = [c for c in self.space.configs() if c not in self.tried and c not in out]
+            out += self.rng.sample(left, min(n - len(out), len(left)))
         return out
 
 
