@@ -194,3 +194,22 @@ def test_an_infinite_key_value_is_refused_before_a_set_of_calls_is_tuned_as_befo
     with pytest.raises(KeyValueError, match=r"key value inf is infinite"):
         autotune.warmup(kernel, [lambda: ((torch.zeros(1, dtype=torch.int32), math.inf), {})])
     assert kernel.cache_info()["tunings"] == 0 and not disk_entries(kernel)
+
+
+def test_a_set_of_calls_trial_combines_its_samples_rank_by_rank_so_they_agree_with_its_median_and_min():
+    from autotune.engine.multi_call import MultiCallRunner
+    from autotune.record import Trial, TrialStatus
+
+    class Scripted:
+        def __init__(self, samples):
+            self.samples = samples
+
+        def measure(self, config):
+            ordered = sorted(self.samples)
+            return Trial(
+                config=config, status=TrialStatus.OK, median_ms=ordered[1], min_ms=ordered[0], samples_ms=self.samples
+            )
+
+    trial = MultiCallRunner([Scripted([1.0, 3.0, 2.0]), Scripted([3.0, 2.0, 1.0])], "max").measure(Config(TAG=1))
+    assert trial.median_ms == 2.0 and trial.min_ms == 1.0
+    assert sorted(trial.samples_ms) == [1.0, 2.0, 3.0]  # by index it was [3, 3, 2]: median 3, min 2

@@ -362,3 +362,59 @@ def test_when_every_config_fails_when_re_measured_none_wins():
 
     with pytest.raises(NoValidConfigError, match="failed when re-measured: RuntimeError: flaky launch"):
         tune(_flaky_job({32, 64, 128}))
+
+
+class _SharedFutureCompiler(FunctionCompiler):
+    """Configs with the same "kernel" field get one future, as Triton's JIT cache hands two configs that compile to
+    the same kernel (occupancy 1 and 2 lowering alike) the same FutureKernel."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda config: time.sleep(0.05))
+        self.futures: dict = {}
+
+    def submit(self, config, executor):
+        if config["kernel"] not in self.futures:
+            self.futures[config["kernel"]] = super().submit(config, executor)
+        return self.futures[config["kernel"]]
+
+
+def test_two_configs_that_compile_to_one_kernel_each_get_their_outcome():
+    configs = [Config(kernel=k, occupancy=o) for k, o in ((0, 1), (0, 2), (1, 4))]
+    with compile_in_order_of_completion(configs, _SharedFutureCompiler(), workers=2) as outcomes:
+        seen = [(o.config, o.status) for o in outcomes]
+    assert sorted(seen, key=lambda item: item[0]["occupancy"]) == [(c, TrialStatus.OK) for c in configs]
+    assert not pool_threads()
+
+
+def test_leaving_after_a_compile_timed_out_still_waits_for_the_compiles_within_their_time():
+    """A compile past compile_timeout_s is abandoned; one still within its time is joined when the caller leaves
+    (by an error here): no compile thread runs on after the tuning. Two workers: "hang" and "first" start at once,
+    "late" when "first" ends, so it is well within its time when "hang" passes it."""
+    started, go, finished, release = (threading.Event() for _ in range(4))
+
+    def compile_fn(config):
+        if config["name"] == "hang":
+            release.wait(60)  # abandoned (released at the end, so no thread outlives the test)
+        elif config["name"] == "first":
+            time.sleep(2.5)
+        else:
+            started.set()
+            go.wait(30)
+            time.sleep(0.2)
+            finished.set()
+
+    configs = [Config(name=n) for n in ("hang", "first", "late")]
+    with pytest.raises(RuntimeError, match="the caller's own"):
+        with compile_in_order_of_completion(
+            configs, FunctionCompiler(compile_fn), workers=2, timeout_s=4.0
+        ) as outcomes:
+            for outcome in outcomes:
+                if outcome.status is TrialStatus.TIMEOUT:
+                    assert outcome.config["name"] == "hang" and started.is_set()
+                    go.set()
+                    raise RuntimeError("the caller's own")
+    assert finished.is_set()
+    release.set()
+    deadline = time.monotonic() + 30
+    while pool_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)

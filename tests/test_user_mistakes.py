@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from kernels_for_tests import add_kernel, count_trials
@@ -308,7 +309,20 @@ def test_a_do_bench_that_cannot_take_the_function_to_time_is_refused_at_decorati
     _tuned(do_bench=lambda fn, rep=10: 1.0)  # a default for the rest is fine
 
 
-@pytest.mark.parametrize("returned", ["fast", None, [], [True]], ids=["str", "None", "empty", "bool"])
+@pytest.mark.parametrize(
+    "returned",
+    [lambda: np.float32(1.5), lambda: torch.tensor(1.5), lambda: torch.tensor([1.5, 2.0])],
+    ids=["numpy", "0-d tensor", "tensor of samples"],
+)
+def test_a_do_bench_returning_numpy_or_torch_numbers_is_timed(returned):
+    tuned, tried = _tuned(do_bench=lambda fn: (fn(), returned())[1])
+    tuned(*_args())
+    assert tried and tuned.record().trial_for(tuned.best_config).median_ms in (1.5, 1.75)
+
+
+@pytest.mark.parametrize(
+    "returned", ["fast", None, [], [True], [np.bool_(True)]], ids=["str", "None", "empty", "bool", "np.bool_"]
+)
 def test_a_do_bench_returning_no_time_is_an_option_error_naming_do_bench(returned):
     tuned, _ = _tuned(do_bench=lambda fn: (fn(), returned)[1])
     with pytest.raises(OptionError, match=r"do_bench= returned .*: it must return the time in milliseconds"):

@@ -122,12 +122,13 @@ class MultiCallRunner:
             per_call.append(trial)
         medians = [float(t.median_ms or 0.0) for t in per_call]
         rounds = min(len(t.samples_ms) for t in per_call)
+        ranked = [sorted(t.samples_ms) for t in per_call]  # rank by rank: the i-th fastest of each call together
         return Trial(
             config=config,
             status=TrialStatus.OK,
             median_ms=combine(self.objective, medians),
             min_ms=combine(self.objective, [float(t.min_ms or 0.0) for t in per_call]),
-            samples_ms=[combine(self.objective, [t.samples_ms[i] for t in per_call]) for i in range(rounds)],
+            samples_ms=[combine(self.objective, [samples[i] for samples in ranked]) for i in range(rounds)],
             calls_ms=medians,
         )
 

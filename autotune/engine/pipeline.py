@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Executor, Future, wait
@@ -83,6 +82,23 @@ def _timed_call(clock: dict[str, float], fn: Callable[..., Any], args: tuple, kw
         return fn(*args, **kwargs)
     finally:
         clock["end"] = time.perf_counter()
+
+
+def _twin(future: Future) -> Future:
+    """A future of its own that completes as `future` does (and shares its compile's clock)."""
+    twin: Future = Future()
+    twin._autotune_clock = _clock(future)  # type: ignore[attr-defined]
+
+    def settle(done: Future) -> None:
+        if done.cancelled():
+            twin.cancel()
+        elif done.exception() is not None:
+            twin.set_exception(done.exception())
+        else:
+            twin.set_result(done.result())
+
+    future.add_done_callback(settle)
+    return twin
 
 
 def _clock(future: Future) -> dict[str, float]:
@@ -173,14 +189,13 @@ def _pipeline(
             yield _serial(propose, compiler, executor, max(1, ahead))
         return
     executor = StartTrackingExecutor(workers, pool=pool)
-    abandoned = threading.Event()
     try:
         with compiler.session(executor):
-            yield _parallel(propose, compiler, executor, timeout_s, abandoned, ahead)
+            yield _parallel(propose, compiler, executor, timeout_s, ahead)
     finally:
-        # A compile that timed out cannot be stopped; everything else is waited for. (Pool threads are daemons:
-        # an abandoned compile never holds the process at exit.)
-        executor.shutdown(wait=not abandoned.is_set(), cancel_futures=True)
+        # A compile that timed out cannot be stopped (its thread is abandoned: not joined); everything else is
+        # waited for. (Pool threads are daemons: an abandoned compile never holds the process at exit.)
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _begin_batch(compiler: Compiler, batch: Sequence[Config]) -> None:
@@ -239,7 +254,6 @@ def _parallel(
     compiler: Compiler,
     executor: StartTrackingExecutor,
     timeout_s: float | None,
-    abandoned: threading.Event,
     ahead: int,
 ) -> Iterator[CompileOutcome]:
     pending: dict[Future, _Submitted] = {}
@@ -257,6 +271,8 @@ def _parallel(
             except Exception as exc:
                 failed.append(compile_failure(config, exc))
                 continue
+            if future in pending:  # another config compiles to the same kernel: Triton's JIT cache shares its future
+                future = _twin(future)
             pending[future] = _Submitted(config, future)
 
     refill()
@@ -268,7 +284,7 @@ def _parallel(
             break
         done, _ = wait(list(pending), timeout=_next_deadline(pending, timeout_s), return_when=FIRST_COMPLETED)
         if not done:
-            for outcome in _abandon_expired(pending, compiler, executor, timeout_s, abandoned):
+            for outcome in _abandon_expired(pending, compiler, executor, timeout_s):
                 yield outcome
                 refill()
         for future in sorted(done, key=lambda f: pending[f].submitted_at):
@@ -281,14 +297,12 @@ def _abandon_expired(
     compiler: Compiler,
     executor: StartTrackingExecutor,
     timeout_s: float | None,
-    abandoned: threading.Event,
 ) -> list[CompileOutcome]:
     """The compiles past `timeout_s`, given up: their threads are not waited for, and the compiler is told."""
     abandon = getattr(compiler, "abandon", None)
     outcomes = []
     for future in _expired(pending, timeout_s):
         sub = pending.pop(future)
-        abandoned.set()
         executor.abandon(future)  # its thread is not waited for; another may take its place
         if abandon is not None:
             abandon(sub.config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -58,13 +59,13 @@ class CallableTimer:
 
         result = self.do_bench(call)
         try:
-            if isinstance(result, (int, float)) and not isinstance(result, bool):
-                samples = [float(result)]
+            if _scalar(result) is not None:
+                samples = [_scalar(result)]
             else:
-                values = list(result)
-                if not values or any(isinstance(x, bool) for x in values):
+                values = [_scalar(x) for x in result]
+                if not values or None in values:
                     raise ValueError("no times")
-                samples = [float(x) for x in values]
+                samples = values
         except (TypeError, ValueError):
             # The user's function, not the config: every config would fail alike.
             raise OptionError(
@@ -74,6 +75,17 @@ class CallableTimer:
         if not all(math.isfinite(ms) and ms >= 0 for ms in samples):  # this config's measurement failed
             raise ValueError(f"do_bench= returned {result!r} for this config: a time is a finite number of ms >= 0")
         return samples
+
+
+def _scalar(value: Any) -> Any:
+    """`value` as a float when it is one number (a Python or numpy number, a 0-d tensor; not a bool), else None."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        return _scalar(value.item())
+    return None
 
 
 _DEFAULT_L2_BYTES = 256 * 1024 * 1024  # Triton's do_bench uses 256 MB where the L2 size is unknown
