@@ -471,6 +471,10 @@ def test_winners_only_compiles_the_cached_winner(monkeypatch):
     report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True)
     assert compiled == [winner]
     assert any("no winner of add_kernel was tuned on cuda:90" in n for n in report.notes)
+    compiled.clear()  # with space=: only the winners that space holds (it was ignored)
+    other = {"BLOCK": tuple(b for b in (16, 32, 64, 128, 256) if b != winner["BLOCK"])}
+    report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=["cuda:90"], winners_only=True, space=other)
+    assert compiled == [] and any("left out, not in space=" in n for n in report.notes)
 
 
 # ---------------------------------------------------------------------------------------------- arguments

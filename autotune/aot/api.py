@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
-from ..kernel.identity import base_kernel, is_interpreted
+from ..kernel.identity import base_kernel, is_interpreted, python_function
 from ..kernel.occupancy import OccupancyUnreachable
 from ..space.spaces import Config, as_space
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
@@ -33,6 +33,7 @@ from .subprocess_compilers import (
     compile_in_helper,
     encode_constant,
     is_compilation_error,
+    source_digest,
     unimportable_constant,
 )
 from .targets import Target, active_target, over_limits, parse_target
@@ -60,21 +61,15 @@ class _OutOfResources(Exception):
 
 def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
     """Compile one (config, target) on a pool thread: here, or through a helper process under the interpreter."""
-    signature, constexprs, attrs, options = plan.specialize(job.config, job.target)
-    if plan.processes:
-        result = compile_in_helper(
-            {
-                **plan.location,
-                "target": (job.target.backend, job.target.arch, job.target.warp_size),
-                "signature": signature,
-                "constexprs": {k: encode_constant(v) for k, v in constexprs.items()},
-                "attrs": attrs,
-                "options": options,
-                "cache_dir": plan.cache_dir,
-            }
-        )
-    else:
-        result = compile_source(plan.jit_fn, job.target, signature, constexprs, attrs, options)
+    try:
+        result = _compiled(plan, job)
+    except Exception as exc:
+        if isinstance(exc, RemoteCompileError) or is_compilation_error(exc):  # the config's, whatever its text says
+            from ..engine.pipeline import CompileFailed
+            from ..record import TrialStatus
+
+            raise CompileFailed(TrialStatus.COMPILE_ERROR, _error_text(exc)) from None
+        raise
     problem = over_limits(
         job.target,
         shared=result["shared"],
@@ -99,8 +94,30 @@ def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
     )
 
 
+def _compiled(plan: Plan, job: _Job) -> dict[str, Any]:
+    """Compile one (config, target): through a helper process under the interpreter, else here."""
+    signature, constexprs, attrs, options = plan.specialize(job.config, job.target)
+    if not plan.processes:
+        return compile_source(plan.jit_fn, job.target, signature, constexprs, attrs, options)
+    return compile_in_helper(
+        {
+            **plan.location,
+            "target": (job.target.backend, job.target.arch, job.target.warp_size),
+            "signature": signature,
+            "constexprs": {k: encode_constant(v) for k, v in constexprs.items()},
+            "attrs": attrs,
+            "options": options,
+            "cache_dir": plan.cache_dir,
+            "source": source_digest(python_function(plan.jit_fn)),
+        }
+    )
+
+
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, (RemoteCompileError, _OutOfResources, OccupancyUnreachable)) or is_compilation_error(exc):
+    from ..engine.pipeline import CompileFailed
+
+    texts = (RemoteCompileError, _OutOfResources, OccupancyUnreachable, CompileFailed)
+    if isinstance(exc, texts) or is_compilation_error(exc):
         return str(exc)
     return f"{exc.__class__.__name__}: {exc}"
 
@@ -362,6 +379,15 @@ def _jobs(
             configs, note = _winner_configs(tuned, target)
             if note:
                 report.notes.append(note)
+            if space is not None:  # the winners of that space only
+                within = as_space(space)
+                outside = [c for c in configs if not within.contains(c)]
+                configs = [c for c in configs if within.contains(c)]
+                if outside:
+                    report.notes.append(
+                        f"note: {len(outside)} winner(s) for {target} left out, not in space=: "
+                        + ", ".join(str(dict(c)) for c in outside[:5])
+                    )
         else:
             configs = _listed_configs(tuned, space)
         jobs.extend(_Job(c, target) for c in configs)

@@ -30,7 +30,7 @@ from msgspec import Struct
 from msgspec import field as struct_field
 
 from .. import codec
-from ..errors import ArchiveError
+from ..errors import ArchiveError, CacheEntryError
 from ..format import safe_text
 from ..kernel.identity import kernel_ref, python_function
 from . import triton_compile
@@ -46,7 +46,7 @@ from .archive_checks import (
     stage,
 )
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
-from .triton_cache import Selection, select, triton_entries
+from .triton_cache import CacheEntry, Selection, read_artifact, select, triton_entries
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -231,6 +231,18 @@ def export_archive(
     return manifest
 
 
+def _binary_bytes(entry: CacheEntry, name: str) -> bytes:
+    """A file of a Triton cache entry as the scan took it: a regular file in the entry (not a link, which may have
+    replaced it since the scan), at most import's member cap."""
+    try:
+        return read_artifact(entry, name, ArchiveLimits().max_member_bytes)
+    except CacheEntryError as exc:
+        raise ArchiveError(
+            f"autotune export: the Triton cache entry {entry.dir} cannot be exported ({exc}); export without that "
+            "kernel's binaries, or precompile it again into a fresh TRITON_CACHE_DIR"
+        ) from None
+
+
 def _check_importable(manifest: ArchiveManifest, members: dict[str, bytes]) -> None:
     """An archive that `import_archive`'s default caps would refuse is refused here, before it is shipped."""
     limits = ArchiveLimits()
@@ -352,7 +364,7 @@ def _manifest(
         )
     for b in binaries:
         for f in b.files:
-            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = (b.dir / f).read_bytes()
+            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = _binary_bytes(b, f)
         manifest.binaries.append(
             ArchiveBinary(
                 kernel=b.kernel,

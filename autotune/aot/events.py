@@ -30,6 +30,19 @@ class CompileListener:
     def __call__(
         self, *, src: Any, metadata: Any, metadata_group: Any, times: Any, cache_hit: bool, **extra: Any
     ) -> None:
+        if getattr(self.local, "calling", False):  # a listener installed over ours chains back to it: once is enough
+            return
+        self.local.calling = True
+        try:
+            self._note(metadata, cache_hit)
+            if self.previous is not None:
+                self.previous(
+                    src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit, **extra
+                )
+        finally:
+            self.local.calling = False
+
+    def _note(self, metadata: Any, cache_hit: bool) -> None:
         digest = metadata.get("hash") if isinstance(metadata, Mapping) else None
         events = getattr(self.local, "events", None)
         if events is not None:
@@ -38,10 +51,6 @@ class CompileListener:
             with self.lock:
                 for session in self.sessions:
                     session[digest] = bool(cache_hit)
-        if self.previous is not None:
-            self.previous(
-                src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit, **extra
-            )
 
     def install(self) -> bool:
         """Make sure we are Triton's listener (keeping a user's as `previous`); False where Triton has none."""

@@ -17,12 +17,15 @@ The helper's print()s go to its stderr, a temporary file read back when it dies.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import hashlib
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
 import threading
+import types
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -158,6 +161,10 @@ def helper_main() -> None:
                 line=request.get("line"),
             )
             jit_fn = resolver.jit(ref)
+            if request.get("source") not in (None, source_digest(jit_fn.fn)):  # imported before an edit
+                pickle.dump({"ok": False, "stale": True}, protocol_out, protocol=pickle.HIGHEST_PROTOCOL)
+                protocol_out.flush()
+                continue
             constexprs = {k: resolver.constant(v) for k, v in request["constexprs"].items()}
             result = compile_source(
                 jit_fn,
@@ -218,6 +225,13 @@ class _Helper:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        self.log.close()
 
     def close(self) -> None:
         try:
@@ -286,6 +300,13 @@ class HelperPool:
             self._all.remove(helper)
         helper.close()
 
+    def discard(self, helper: _Helper) -> None:
+        """Kill `helper` and forget it: one whose pipe may still hold a reply to a request given up on."""
+        with self._lock:
+            if helper in self._all:
+                self._all.remove(helper)
+        helper.kill()
+
     def close(self) -> None:
         with self._lock:
             helpers, self._all, self._idle = self._all, [], []
@@ -301,12 +322,42 @@ atexit.register(HELPERS.close)
 
 
 def compile_in_helper(request: dict) -> dict[str, Any]:
-    """Send one compile request to an idle helper (started if none); its result, or RemoteCompileError."""
-    helper = HELPERS.acquire()
-    try:
-        reply = helper.call(request)
-    finally:
-        HELPERS.release(helper)
+    """Send one compile request to an idle helper (started if none); its result, or RemoteCompileError. A helper
+    that imported the kernel before its source was edited is replaced (once: a fresh one imports the file)."""
+    reply = _ask_a_helper(request)
+    if reply.get("stale"):
+        reply = _ask_a_helper(request)
+    if reply.get("stale"):
+        raise PrecompileError(
+            f"{request['module']}:{request['qualname']} in this process is not the source its file holds now "
+            f"({request.get('file')}): a compile helper imports the file; reload the module (or restart) so both "
+            "compile the same kernel"
+        )
     if not reply["ok"]:
         raise RemoteCompileError(reply["error"])
     return reply["result"]
+
+
+def _ask_a_helper(request: dict) -> dict[str, Any]:
+    helper = HELPERS.acquire()
+    try:
+        reply = helper.call(request)
+    except BaseException:  # interrupted (Ctrl-C) or died: its reply may still come; it is never asked again
+        HELPERS.discard(helper)
+        raise
+    if reply.get("stale"):
+        HELPERS.discard(helper)
+    else:
+        HELPERS.release(helper)
+    return reply
+
+
+def source_digest(fn: Any) -> str:
+    """A digest of a kernel function's code (bytecode, constants, names; not its file or line numbers): the same in
+    this process and in a helper that imported the same source, whatever the file holds now."""
+    return hashlib.sha256(_code_text(fn.__code__).encode()).hexdigest()
+
+
+def _code_text(code: types.CodeType) -> str:
+    consts = [_code_text(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return repr((code.co_code.hex(), consts, code.co_names, code.co_varnames))

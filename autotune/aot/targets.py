@@ -15,6 +15,11 @@ from ..errors import PrecompileError
 __all__ = ["Target", "parse_target", "active_target", "ResourceLimits", "limits_for", "over_limits"]
 
 _HIP_WAVE32 = re.compile(r"^gfx1\d{3}")  # RDNA (gfx10xx/11xx/12xx) runs wave32; CDNA (gfx9xx) wave64
+# An AMDGPU processor: gfx, major (6-9, or 1x), minor (decimal), stepping (hex): gfx908, gfx90a, gfx1100.
+_GFX = re.compile(r"gfx(?:[6-9]|1\d)\d[0-9a-f]")
+# Compute capabilities a target may name: ptxas knows sm_50 to sm_121 (2025); the headroom is for later GPUs,
+# the bounds only refuse what cannot be one (sm_9, sm_999).
+_CUDA_MIN, _CUDA_MAX = 50, 300
 
 
 @dataclass(frozen=True)
@@ -52,18 +57,36 @@ def parse_target(spec: str | Target | Any) -> Target:
     if not backend:
         backend = "hip" if arch.startswith("gfx") else "cuda"
     if backend in ("cuda", "nvidia"):
-        match = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", arch)
-        if not match:
-            raise PrecompileError(
-                f"target {spec!r}: a CUDA target is 'cuda:<compute capability>' such as "
-                f"'cuda:80' (A100), 'cuda:90' (H100), 'cuda:100' (B200)"
-            )
-        return Target("cuda", int(match.group(1)), 32)
+        return _cuda_target(spec, arch)
     if backend in ("hip", "rocm", "amd"):
-        if not re.fullmatch(r"gfx[0-9a-f]{3,4}", arch):
-            raise PrecompileError(f"target {spec!r}: a HIP target is 'hip:<gfx arch>' such as 'hip:gfx942' (MI300)")
-        return Target("hip", arch, 32 if _HIP_WAVE32.match(arch) else 64)
+        return _hip_target(spec, arch)
     raise PrecompileError(f"target {spec!r}: unknown backend {backend!r}; use 'cuda:<cc>' or 'hip:<gfx arch>'")
+
+
+def _cuda_target(spec: str, arch: str) -> Target:
+    """`arch` ("90", "sm_90a", "sm80") as a CUDA target: a compute capability (major digits, then one minor
+    digit) from `_CUDA_MIN` to `_CUDA_MAX`, no leading zero, as `ptxas --gpu-name=sm_<cc>` knows them."""
+    match = re.fullmatch(r"(?:sm_?)?([1-9]\d{1,2})a?", arch)
+    if not match or not _CUDA_MIN <= int(match.group(1)) <= _CUDA_MAX:
+        raise PrecompileError(
+            f"target {spec!r}: a CUDA target is 'cuda:<compute capability>', major and minor digits with no "
+            f"leading zero, {_CUDA_MIN} to {_CUDA_MAX} ('sm_' before it and 'a' after it are allowed), such as "
+            f"'cuda:80' (A100), 'cuda:90' (H100), 'cuda:100' (B200)"
+        )
+    return Target("cuda", int(match.group(1)), 32)
+
+
+def _hip_target(spec: str, arch: str) -> Target:
+    """`arch` ("gfx942", "gfx90a", "gfx1100") as a HIP target: LLVM's AMDGPU processor name, `gfx`, the major
+    version in decimal (6 to 19), the minor in decimal and the stepping in hex; Triton's
+    AMD backend reads the major as the digits before the last two (wave32 from 10 on)."""
+    if not _GFX.fullmatch(arch):
+        raise PrecompileError(
+            f"target {spec!r}: a HIP target is 'hip:<gfx arch>', LLVM's AMDGPU processor name: 'gfx', the "
+            f"major version (6 to 19), one minor digit and one hex stepping digit, such as "
+            f"'hip:gfx942' (MI300), 'hip:gfx90a' (MI200), 'hip:gfx1100' (RX 7900)"
+        )
+    return Target("hip", arch, 32 if _HIP_WAVE32.match(arch) else 64)
 
 
 def active_target() -> Target:

@@ -25,19 +25,35 @@ import ast
 import json
 import os
 import re
+import stat
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, CacheEntryError
 from ..storage.entries import is_kernel_id, short_name
+from ..storage.files import is_real_dir, read_entry_bytes
 from .archive_checks import ARTIFACT_NAME
 
-__all__ = ["CacheEntry", "Definition", "Selection", "compiled_from", "definition", "select", "triton_entries"]
+__all__ = [
+    "CacheEntry",
+    "Definition",
+    "Selection",
+    "compiled_from",
+    "definition",
+    "read_artifact",
+    "select",
+    "triton_entries",
+]
 
 _IR_LIMIT = 64 * 1024 * 1024  # an IR text longer than this is not read (no kernel's is near it)
+# A group file lists a handful of paths and a kernel's metadata JSON is a few KB (a kernel with many TMA
+# descriptors or a long `constants` still well under 100 KB): 4 MiB is far above any Triton writes, and small
+# enough that a stray large file costs no noticeable time or memory to refuse.
+_METADATA_LIMIT = 4 << 20
 _ALIAS = re.compile(r"^(#loc\d*) = loc\((.*)\)[ \t]*$", re.MULTILINE)
 _STRING = r'"((?:[^"\\]|\\\\|\\[0-9A-Fa-f]{2})*)"'
 _FILE_LINE = re.compile(_STRING + r":(\d+):\d+")  # "file":line:col (a range may follow)
@@ -64,34 +80,87 @@ class CacheEntry:
 
 
 def triton_entries(triton_dir: Path, names: set[str] | None) -> list[CacheEntry]:
-    """Complete entries of Triton's cache directory whose kernel is in `names` (None: all), in directory order."""
+    """Complete entries of Triton's cache directory whose kernel is in `names` (None: all), in directory order.
+    Only real directories and regular files are taken (Triton writes nothing else there); anything else is left
+    out with a warning, and its metadata is read bounded (`_METADATA_LIMIT`) without following a link."""
     out: list[CacheEntry] = []
     try:
-        subdirs = sorted(p for p in triton_dir.iterdir() if p.is_dir())
+        found = sorted(triton_dir.iterdir())
     except OSError:
         return out
-    for d in subdirs:
+    for d in found:
+        if not is_real_dir(d):
+            _refuse_link(d)
+            continue
         try:
             groups = [p for p in d.iterdir() if p.name.startswith("__grp__") and p.name.endswith(".json")]
         except OSError:
             continue
         for grp in groups:
             kernel = grp.name[len("__grp__") : -len(".json")]
-            if names is not None and kernel not in names:
-                continue
-            try:
-                children = json.loads(grp.read_text())["child_paths"]
-                metadata = json.loads((d / f"{kernel}.json").read_text())
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
-            if (
-                isinstance(metadata, dict)
-                and all((d / f).is_file() for f in files)
-                and all(ARTIFACT_NAME.match(f) for f in files)
-            ):
-                out.append(CacheEntry(kernel, d, metadata, tuple(files)))
+            if names is None or kernel in names:
+                entry = _entry(d, grp, kernel)
+                out += [entry] if entry is not None else []
     return out
+
+
+def _entry(d: Path, grp: Path, kernel: str) -> CacheEntry | None:
+    """The complete entry of `kernel` in `d` whose group file is `grp`; None when it is incomplete, unreadable,
+    or holds what Triton never writes (a link, a FIFO, a device, an oversized metadata file: warned of)."""
+    try:
+        children = json.loads(read_entry_bytes(grp, _METADATA_LIMIT))["child_paths"]
+        metadata = json.loads(read_entry_bytes(d / f"{kernel}.json", _METADATA_LIMIT))
+        files = sorted({os.path.basename(p) for p in children.values()} | {os.path.basename(c) for c in children})
+    except CacheEntryError as exc:
+        _warn_refused(d, str(exc))
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(metadata, dict) or not all(ARTIFACT_NAME.match(f) for f in files):
+        return None
+    kinds = {f: _kind(d / f) for f in files}
+    odd = [f for f, kind in kinds.items() if kind == "other"]
+    if odd:
+        _warn_refused(d, f"{', '.join(odd)}: not a regular file (a symbolic link, FIFO or device)")
+        return None
+    return CacheEntry(kernel, d, metadata, tuple(files)) if all(k == "file" for k in kinds.values()) else None
+
+
+def _kind(path: Path) -> str:
+    """ "file" (regular), "missing" (an entry still being written), or "other" (a link, FIFO, device, directory),
+    as `lstat` sees it: a link is never followed."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "other"
+    return "file" if stat.S_ISREG(mode) else "other"
+
+
+def _refuse_link(path: Path) -> None:
+    """A link among the entry directories (a plain file there is Triton's business and passed over in silence)."""
+    if path.is_symlink():
+        _warn_refused(path, "it is a symbolic link, and links are never followed out of the cache directory")
+
+
+def _warn_refused(path: Path, why: str) -> None:
+    warnings.warn(
+        f"autotune export: left out the Triton cache entry {path}: {why}; Triton writes only directories of "
+        "regular files there (metadata under "
+        f"{_METADATA_LIMIT >> 20} MiB): remove it, or point TRITON_CACHE_DIR at a cache only Triton writes",
+        UserWarning,
+        stacklevel=3,  # triton_entries' line: one warning per entry, whichever export step scans it
+    )
+
+
+def read_artifact(entry: CacheEntry, name: str, limit: int) -> bytes:
+    """The bytes of the file `name` of `entry`, read as `triton_entries` took it: a regular file inside the
+    entry's directory (a link is not followed, a FIFO not waited on), at most `limit` bytes. Raises
+    CacheEntryError when it is no longer one (replaced since the scan), OSError when unreadable."""
+    if name not in entry.files:
+        raise CacheEntryError(f"{name} is not a file of the Triton cache entry {entry.dir}")
+    return read_entry_bytes(entry.dir / name, limit)
 
 
 def _normal(path: str) -> str:
@@ -132,11 +201,8 @@ def compiled_from(entry: CacheEntry) -> tuple[str, int] | None:
     if ir is None:
         return None
     try:
-        with open(entry.dir / ir, "rb") as f:
-            data = f.read(_IR_LIMIT + 1)
-    except OSError:
-        return None
-    if len(data) > _IR_LIMIT:
+        data = read_entry_bytes(entry.dir / ir, _IR_LIMIT)
+    except (OSError, CacheEntryError):
         return None
     text = data.decode("utf-8", "replace")
     name = re.escape(entry.kernel)

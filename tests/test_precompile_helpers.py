@@ -1,0 +1,149 @@
+"""The compile helper processes a precompile under the interpreter compiles in (`aot/subprocess_compilers.py`):
+one interrupted mid-request is never asked again, and one that imported a kernel before its source was edited is
+replaced. Each test runs a script in a fresh process, against kernel modules it writes itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+KERNEL = """
+import os, time
+os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "0" and {slow}:  # in a compile helper: a compile that takes a while
+    time.sleep(60)
+import triton, triton.language as tl
+from autotune import autotune
+
+@triton.jit
+def {name}(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) * {factor}, mask=offs < n)
+
+tuned = autotune(space={{"BLOCK": {blocks}}}, key=["n"], grid="(cdiv(n, $BLOCK),)")({name})
+"""
+
+
+def _write_kernel(directory: Path, module: str, *, name: str, factor: str = "2.0", slow: bool = False, blocks=(64,)):
+    (directory / f"{module}.py").write_text(KERNEL.format(name=name, factor=factor, slow=slow, blocks=tuple(blocks)))
+
+
+def _run(tmp_path: Path, body: str) -> dict:
+    script = "import os, sys, json, glob, importlib\n" + textwrap.dedent(body)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]),
+        TRITON_INTERPRET="1",
+        TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
+        AUTOTUNE_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+SIG = '{"x": "*fp32", "out": "*fp32", "n": "i32:16"}'
+
+
+def test_a_helper_interrupted_mid_compile_is_never_asked_again(tmp_path):
+    """Ctrl-C while a helper compiles: that helper is killed, not put back idle with its reply still to come (the
+    next request would read it: another kernel's binary under this config's name)."""
+    _write_kernel(tmp_path, "slow_mod", name="slow_kernel", slow=True)
+    _write_kernel(tmp_path, "fast_mod", name="fast_kernel", blocks=(64, 128))
+    got = _run(
+        tmp_path,
+        f"""
+        import signal, threading
+        from autotune import precompile
+        import slow_mod, fast_mod
+        threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            precompile(slow_mod.tuned, signature={SIG}, targets="cuda:90", workers=0)
+        except KeyboardInterrupt:
+            pass
+        report = precompile(fast_mod.tuned, signature={SIG}, targets="cuda:90", workers=0)
+        print(json.dumps({{str(c.config["BLOCK"]): sorted(os.listdir(c.path)) for c in report.compiled}}))
+        """,
+    )
+    assert set(got) == {"64", "128"}
+    assert all("fast_kernel.cubin" in files and "slow_kernel.cubin" not in files for files in got.values()), got
+
+
+def test_a_helper_that_imported_a_kernel_before_it_was_edited_compiles_the_edited_source(tmp_path):
+    _write_kernel(tmp_path, "edited_mod", name="edited_kernel", factor="2.0")
+    got = _run(
+        tmp_path,
+        f"""
+        from autotune import precompile
+        import edited_mod
+        before = precompile(edited_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        source = open(edited_mod.__file__).read().replace("* 2.0", "* 7.0")
+        open(edited_mod.__file__, "w").write(source)
+        importlib.reload(edited_mod)
+        after = precompile(edited_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        ttir = open(glob.glob(os.path.join(after.path, "*.ttir"))[0]).read()
+        print(json.dumps({{"same": before.hash == after.hash, "seven": "7.000000e+00" in ttir}}))
+        """,
+    )
+    assert got == {"same": False, "seven": True}
+
+
+def test_a_compile_error_whose_text_reads_like_a_device_error_is_that_config_s_alone(tmp_path):
+    """A static_assert message mentioning an "illegal memory access" is one config's compile error, not a poisoned
+    device (no device is involved in a precompile): the other configs are still compiled."""
+    (tmp_path / "guarded_mod.py").write_text(
+        textwrap.dedent("""
+        import os
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        import triton, triton.language as tl
+        from autotune import autotune
+
+        @triton.jit
+        def guarded_kernel(x, out, n, BLOCK: tl.constexpr):
+            tl.static_assert(BLOCK <= 128, "BLOCK > 128 would make an illegal memory access")
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)
+
+        tuned = autotune(space={"BLOCK": (64, 128, 256)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(guarded_kernel)
+        """)
+    )
+    got = _run(
+        tmp_path,
+        f"""
+        from autotune import precompile
+        import guarded_mod
+        report = precompile(guarded_mod.tuned, signature={SIG}, targets="cuda:90", workers=2)
+        print(json.dumps({{"compiled": sorted(c.config["BLOCK"] for c in report.compiled),
+                          "failed": [(f.config["BLOCK"], f.kind) for f in report.failed]}}))
+        """,
+    )
+    assert got == {"compiled": [64, 128], "failed": [[256, "compile_error"]]}
+
+
+def test_a_listener_installed_over_ours_that_chains_back_is_called_once_not_forever():
+    from triton import knobs
+
+    from autotune.aot.events import LISTENER
+
+    saved = knobs.compilation.listener, LISTENER.previous
+    LISTENER.install()
+    ours, calls = knobs.compilation.listener, []
+
+    def users_listener(**event):  # a user's listener, chaining to the one it found: ours
+        calls.append(event)
+        ours(**event)
+
+    knobs.compilation.listener = users_listener
+    try:
+        events = LISTENER.capture()  # a later precompile installs ours again, keeping the user's as `previous`
+        knobs.compilation.listener(src=None, metadata={"hash": "h"}, metadata_group={}, times=None, cache_hit=False)
+        assert len(calls) == 1 and events == [("h", False)]
+    finally:
+        LISTENER.release()
+        knobs.compilation.listener, LISTENER.previous = saved
