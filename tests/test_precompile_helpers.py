@@ -147,3 +147,61 @@ def test_a_listener_installed_over_ours_that_chains_back_is_called_once_not_fore
     finally:
         LISTENER.release()
         knobs.compilation.listener, LISTENER.previous = saved
+
+
+def test_a_compile_past_timeout_s_or_interrupted_has_its_helper_killed(tmp_path):
+    """timeout_s is enforced by killing the helper compiling that config (it compiled on for minutes, and more
+    helpers were started beside it); Ctrl-C kills the helpers in flight too, so it returns at once."""
+    (tmp_path / "hanging_mod.py").write_text(
+        KERNEL.format(name="hanging_kernel", factor="2.0", slow=False, blocks=(64,)).replace(
+            "import triton,",
+            'if os.environ.get("TRITON_INTERPRET") == "0":  # a helper: note its pid, then hang\n'
+            '    open(os.path.join(os.environ["PIDS"], str(os.getpid())), "w").close()\n'
+            "    time.sleep(600)\n"
+            "import triton,",
+        )
+    )
+    (tmp_path / "pids").mkdir()
+    got = _run(
+        tmp_path,
+        f"""
+        import signal, threading, time
+        os.environ["PIDS"] = {str(tmp_path / "pids")!r}
+        from autotune import precompile
+        import hanging_mod
+        report = precompile(hanging_mod.tuned, signature={SIG}, targets=["cuda:90", "cuda:80"], workers=2, timeout_s=3)
+        timed_out = sorted(f.kind for f in report.failed)
+        threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        began = time.monotonic()
+        try:
+            precompile(hanging_mod.tuned, signature={SIG}, targets=["cuda:70"], workers=2)
+        except KeyboardInterrupt:
+            interrupted_after = time.monotonic() - began
+        pids = [int(name) for name in os.listdir(os.environ["PIDS"])]
+        deadline = time.monotonic() + 30
+        def alive(pid):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            return open(f"/proc/{{pid}}/stat").read().split()[2] != "Z"  # a zombie is dead
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(json.dumps({{"timed_out": timed_out, "interrupted_after": interrupted_after, "helpers": len(pids),
+                          "alive": [pid for pid in pids if alive(pid)]}}))
+        """,
+    )
+    assert got["timed_out"] == ["timeout", "timeout"] and got["helpers"] >= 3
+    assert got["interrupted_after"] < 60 and got["alive"] == [], got  # the helpers sleep 600 s
+
+
+def test_a_timeout_with_no_pool_is_refused_before_anything_compiles():
+    import pytest
+
+    from autotune.aot.call_checks import check_timeout
+    from autotune.errors import PrecompileError
+
+    with pytest.raises(PrecompileError, match=r"workers=0 .*cannot be given up on; give workers=1 or more"):
+        check_timeout(5, workers=0)
+    check_timeout(5, workers=1)
+    check_timeout(None, workers=0)

@@ -8,17 +8,19 @@ through the kernel's own JIT instead, so this process's later launches compile n
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..engine.compilers import FunctionCompiler
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
 from ..kernel.identity import base_kernel, is_interpreted, python_function
 from ..kernel.occupancy import OccupancyUnreachable
@@ -29,6 +31,7 @@ from .report import CompiledConfig, FailedConfig, PrecompileReport
 from .specialize import Plan, check_triton
 from .standins import parse_signature, scalar_standins, wrap_dtype
 from .subprocess_compilers import (
+    HELPERS,
     RemoteCompileError,
     compile_in_helper,
     encode_constant,
@@ -94,6 +97,27 @@ def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
     )
 
 
+class _JobCompiler(FunctionCompiler):
+    """The precompile's jobs on the pool. A job given up on (past `timeout_s`), and every job in flight when the
+    precompile is interrupted, has its helper process killed: its thread returns at once, and no compile runs on."""
+
+    def __init__(self, compile_fn: Callable[[Any], Any], jobs: list[_Job]) -> None:
+        super().__init__(compile_fn)
+        self.jobs = jobs
+
+    def abandon(self, job: Any) -> None:
+        HELPERS.kill_busy(job)
+
+    @contextlib.contextmanager
+    def session(self, executor: Any) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            for job in self.jobs:
+                HELPERS.kill_busy(job)
+            raise
+
+
 def _compiled(plan: Plan, job: _Job) -> dict[str, Any]:
     """Compile one (config, target): through a helper process under the interpreter, else here."""
     signature, constexprs, attrs, options = plan.specialize(job.config, job.target)
@@ -109,7 +133,8 @@ def _compiled(plan: Plan, job: _Job) -> dict[str, Any]:
             "options": options,
             "cache_dir": plan.cache_dir,
             "source": source_digest(python_function(plan.jit_fn)),
-        }
+        },
+        owner=job,
     )
 
 
@@ -280,7 +305,7 @@ def precompile(
     check_space(tuned, space)
     check_arguments(tuned, args, kwargs, space)
     workers = _compile_workers(workers)
-    check_timeout(timeout_s)
+    check_timeout(timeout_s, workers)
     interpreted = is_interpreted(tuned.base_fn)
     if targets is None:
         _refuse_jit_when_interpreted(interpreted)
@@ -397,12 +422,11 @@ def _jobs(
 def _compile_jobs(
     plan: Plan, jobs: list[_Job], report: PrecompileReport, workers: int, timeout_s: float | None
 ) -> None:
-    from ..engine.compilers import FunctionCompiler
     from ..engine.pipeline import compile_in_order_of_completion
 
     started = time.perf_counter()
     # the pipeline only hashes its items and hands them back: a _Job goes through it in place of a Config
-    compiler = FunctionCompiler(lambda job: _run_job(plan, cast(_Job, job)))
+    compiler = _JobCompiler(lambda job: _run_job(plan, cast(_Job, job)), jobs)
     with compile_in_order_of_completion(
         cast("list[Config]", jobs), compiler, workers=workers, timeout_s=timeout_s
     ) as outcomes:

@@ -44,12 +44,18 @@ def check_space(tuned: Any, space: Any) -> None:
     )
 
 
-def check_timeout(timeout_s: float | None) -> None:
-    """A per-compile timeout must be a positive number of seconds (None: no limit)."""
+def check_timeout(timeout_s: float | None, workers: int) -> None:
+    """A per-compile timeout must be a positive number of seconds (None: no limit), and needs a pool: a compile on
+    the calling thread (`workers=0`) cannot be given up on."""
     if timeout_s is not None and not timeout_s > 0:
         raise PrecompileError(
             f"timeout_s={timeout_s!r} (--timeout): give a positive number of seconds per compile, "
             "or leave it unset for no limit"
+        )
+    if timeout_s is not None and workers == 0:
+        raise PrecompileError(
+            f"timeout_s={timeout_s:g} (--timeout) with workers=0 (--workers 0): a compile on the calling thread "
+            "cannot be given up on; give workers=1 or more, or drop the timeout"
         )
 
 

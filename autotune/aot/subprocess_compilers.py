@@ -27,7 +27,7 @@ import tempfile
 import threading
 import types
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import PrecompileError
@@ -273,6 +273,7 @@ class HelperPool:
     def __init__(self) -> None:
         self._idle: list[_Helper] = []
         self._all: list[_Helper] = []
+        self._busy: dict[object, _Helper] = {}  # the helper compiling each owner's request (`busy_with`)
         self._lock = threading.Lock()
 
     def acquire(self) -> _Helper:
@@ -300,6 +301,29 @@ class HelperPool:
             self._all.remove(helper)
         helper.close()
 
+    @contextlib.contextmanager
+    def busy_with(self, owner: object, helper: _Helper) -> Iterator[None]:
+        """`helper` compiles `owner`'s request meanwhile (`kill_busy(owner)` kills it)."""
+        if owner is None:
+            yield
+            return
+        with self._lock:
+            self._busy[owner] = helper
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy.pop(owner, None)
+
+    def kill_busy(self, owner: object) -> None:
+        """Kill the helper compiling `owner`'s request (a compile past its timeout, or a precompile interrupted):
+        its caller's wait ends at once, with an error."""
+        with self._lock:
+            helper = self._busy.get(owner)
+        if helper is not None:
+            with contextlib.suppress(OSError):
+                helper.proc.kill()
+
     def discard(self, helper: _Helper) -> None:
         """Kill `helper` and forget it: one whose pipe may still hold a reply to a request given up on."""
         with self._lock:
@@ -321,12 +345,13 @@ HELPERS = HelperPool()
 atexit.register(HELPERS.close)
 
 
-def compile_in_helper(request: dict) -> dict[str, Any]:
+def compile_in_helper(request: dict, owner: object = None) -> dict[str, Any]:
     """Send one compile request to an idle helper (started if none); its result, or RemoteCompileError. A helper
-    that imported the kernel before its source was edited is replaced (once: a fresh one imports the file)."""
-    reply = _ask_a_helper(request)
+    that imported the kernel before its source was edited is replaced (once: a fresh one imports the file).
+    `owner` names the compile for `HELPERS.kill_busy` (a compile given up on: its helper is killed)."""
+    reply = _ask_a_helper(request, owner)
     if reply.get("stale"):
-        reply = _ask_a_helper(request)
+        reply = _ask_a_helper(request, owner)
     if reply.get("stale"):
         raise PrecompileError(
             f"{request['module']}:{request['qualname']} in this process is not the source its file holds now "
@@ -338,11 +363,12 @@ def compile_in_helper(request: dict) -> dict[str, Any]:
     return reply["result"]
 
 
-def _ask_a_helper(request: dict) -> dict[str, Any]:
+def _ask_a_helper(request: dict, owner: object) -> dict[str, Any]:
     helper = HELPERS.acquire()
     try:
-        reply = helper.call(request)
-    except BaseException:  # interrupted (Ctrl-C) or died: its reply may still come; it is never asked again
+        with HELPERS.busy_with(owner, helper):
+            reply = helper.call(request)
+    except BaseException:  # interrupted (Ctrl-C), killed or died: its reply may still come; it is never asked again
         HELPERS.discard(helper)
         raise
     if reply.get("stale"):
