@@ -205,3 +205,15 @@ def test_a_timeout_with_no_pool_is_refused_before_anything_compiles():
         check_timeout(5, workers=0)
     check_timeout(5, workers=1)
     check_timeout(None, workers=0)
+
+
+def test_the_summary_says_where_configs_compiled_one_at_a_time():
+    from autotune.aot.report import PrecompileReport
+
+    def summary(**fields) -> str:
+        return PrecompileReport(kernel="k", targets=["cuda:90"], **fields).summary()
+
+    assert summary(workers=0, processes=True).endswith(", 1 helper process")  # it said "0 helper processes"
+    assert summary(workers=0, processes=False).endswith(", on the calling thread")
+    assert summary(workers=4, processes=True).endswith(", 4 helper processes")
+    assert summary(workers=4, processes=False).endswith(", 4 workers")

@@ -96,9 +96,13 @@ class PrecompileReport:
         return (
             f"precompile {self.kernel} for {', '.join(self.targets)}: {len(self.compiled)} compiled "
             f"({self.fresh} now, {self.cache_hits} already in Triton's cache), {len(self.failed)} failed, "
-            f"{self.wall_s:.2f} s, {self.configs_per_s:.1f} configs/s, "
-            f"{self.workers} {'helper processes' if self.processes else 'workers'}"
+            f"{self.wall_s:.2f} s, {self.configs_per_s:.1f} configs/s, " + self._where_compiled()
         )
+
+    def _where_compiled(self) -> str:
+        if self.workers == 0:  # one config at a time: on this thread, or in one helper process
+            return "1 helper process" if self.processes else "on the calling thread"
+        return f"{self.workers} {'helper processes' if self.processes else 'workers'}"
 
     def __str__(self) -> str:
         from ..format import format_config, format_table
