@@ -502,6 +502,9 @@ def test_bad_calls_fail_before_compiling_with_a_fix():
         r"search space sets for each config",
     ):
         precompile(tuned_add, x, x, x, 64, 16, targets=["cuda:90"])  # one too many: BLOCK, not a missing size
+    # a constexpr after a tuned field cannot be an example argument: the advice is a whole signature=, which works
+    with pytest.raises(PrecompileError, match=r"no value for the constexpr SCALE.*give the whole call as signature="):
+        precompile(tuned_scale, x, x, 64, targets=["cuda:90"])
 
 
 def test_a_space_argument_is_validated_against_the_kernel_like_the_decorators(monkeypatch):

@@ -78,9 +78,9 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
     if by_position:
         raise PrecompileError(
             f"{tuned.name}: the example arguments give {', '.join(by_position)} by position, which "
-            "the search space sets for each config: pass the arguments before it by position and any "
-            f"after it by keyword (to compile one value of {by_position[0]}, precompile a narrower "
-            "space, space=)"
+            "the search space sets for each config: pass only the arguments before it, or give the whole call "
+            f"as signature= with {by_position[0]} left out (to compile one value of {by_position[0]}, precompile "
+            "a narrower space, space=)"
         )
     given_tuned = [name for name in kwargs if name in tuned_fields]
     if given_tuned:
@@ -112,11 +112,15 @@ def check_arguments(tuned: Any, args: tuple, kwargs: dict, space: Any) -> None:
         )
     if missing:
         name = missing[0]
+        how = (
+            "give the whole call as signature= instead (a constexpr after a tuned field cannot be an example "
+            f"argument): signature={{..., '{name}': <value>}}"
+            if args
+            else f"add {name}=<value> to --signature (signature={{'{name}': <value>}})"
+        )
         raise PrecompileError(
             f"{tuned.name}: no value for the constexpr {', '.join(missing)}, which neither the "
-            f"search space, derive= nor triton.heuristics sets: add {name}=<value> to --signature "
-            f"(signature={{'{name}': <value>}}) or to the space, or give it with the example "
-            "arguments"
+            f"search space, derive= nor triton.heuristics sets: {how}, or set it in the space"
         )
 
 
