@@ -642,16 +642,7 @@ class Autotuned(KernelInspection, KernelInterface):
         """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
         tuning it on this call alone would file a one-shape winner as the whole set's."""
         stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
-        mode = active_mode(self.tuning.distributed)
-        if mode is not None:  # rank 0's entry, on every rank (as offline): the ranks launch one winner or all raise
-            from ..modes import distributed as _distributed
-
-            _, candidates, prune_error = self._candidates_for_agreement(bound)
-            record = _distributed.agree_offline(
-                self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
-            )
-        else:
-            record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+        record = self._stored_record(key, dtypes, bound, stale)
         if record is None:
             why = f" ({'; '.join(stale)})" if stale else ""
             raise AutotuneError(
@@ -721,20 +712,22 @@ class Autotuned(KernelInspection, KernelInterface):
         check_finite_key(keys[0][0], self.name)  # as a first call checks it
         return keys[0]
 
+    def _stored_record(self, key: tuple, dtypes: tuple, bound: BoundCall, stale: list[str]) -> TuningRecord | None:
+        """The key's stored record, never tuned: under a process group rank 0's, sent to every rank (all launch the
+        same config, or all find none); else this process's tiers' (why an entry was not used added to `stale`)."""
+        mode = active_mode(self.tuning.distributed)
+        if mode is None:
+            return self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+        from ..modes import distributed as _distributed
+
+        _, candidates, prune_error = self._candidates_for_agreement(bound)
+        return _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error)
+
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
         (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
-        mode = active_mode(self.tuning.distributed)
         stale: list[str] = []  # why a stored entry was not used: the warning's diagnosis
-        if mode is not None:
-            from ..modes import distributed as _distributed
-
-            _, candidates, prune_error = self._candidates_for_agreement(bound)
-            record = _distributed.agree_offline(
-                self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
-            )
-        else:
-            record = self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+        record = self._stored_record(key, dtypes, bound, stale)
         if record is not None:
             return record.winner, record, "cache"
         if self.cache.count_offline_miss(key, dtypes):
