@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..engine.compilers import FunctionCompiler
 from ..errors import PrecompileError, did_you_mean, warn_at_caller
-from ..kernel.identity import base_kernel, is_interpreted, python_function
+from ..kernel.identity import base_kernel, is_interpreted
 from ..kernel.occupancy import OccupancyUnreachable
 from ..space.spaces import Config, as_space
 from .call_checks import check_arguments, check_space, check_timeout, standin_notes
@@ -36,7 +36,6 @@ from .subprocess_compilers import (
     compile_in_helper,
     encode_constant,
     is_compilation_error,
-    source_digest,
     unimportable_constant,
 )
 from .targets import Target, active_target, over_limits, parse_target
@@ -132,7 +131,6 @@ def _compiled(plan: Plan, job: _Job) -> dict[str, Any]:
             "attrs": attrs,
             "options": options,
             "cache_dir": plan.cache_dir,
-            "source": source_digest(python_function(plan.jit_fn)),
         },
         owner=job,
     )

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PrecompileError
 from ..kernel.call import BoundCall
-from ..kernel.identity import heuristics_layers, kernel_ref
+from ..kernel.identity import heuristics_layers, kernel_ref, python_function
 from ..space.spaces import Config
+from .subprocess_compilers import source_digest
 from .targets import Target
 from .triton_compile import triton_cache_dir
 
@@ -48,7 +49,8 @@ class Plan:
                 "(or precompile from a process without TRITON_INTERPRET=1, which compiles in "
                 "threads)"
             )
-        self.location = dataclasses.asdict(ref)
+        # ... and the digest of the code it must find there (a helper that imported an older source is replaced)
+        self.location = {**dataclasses.asdict(ref), "source": source_digest(python_function(kernel.base_fn))}
         self.cache_dir = triton_cache_dir()
         self._binders: dict[Target, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
