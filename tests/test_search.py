@@ -734,6 +734,26 @@ def test_the_model_is_told_every_result_and_every_refused_draw():
     assert len(trials) > len(strategy.results)  # the filter refused some draws, told as failed
 
 
+def test_the_model_s_fixed_search_space_is_the_one_optuna_would_derive_from_the_study():
+    """TPE is given the axes as its search space instead of re-deriving it from the trials at every ask: that
+    is only right while every trial of the study (drawn, refused, added) has the same distributions, which this
+    checks after a search with refused draws, failures, seeds, in-flight batches and the local phase, over a union
+    whose second part lacks a field."""
+    optuna = pytest.importorskip("optuna")
+    space = CartesianSpace(A=range(8), B=range(8), C=[1], D=[7]).where("$A + $B <= 9") + CartesianSpace(A=[0, 3], D=[7])
+    strategy = make_strategy("model", space, seed=1, seeds=[Config(A=3, D=7)], budget=40)
+    cost = _l1_to(Config(A=2, B=6))
+    while len(strategy.tried) < 40 and (batch := strategy.ask(4)):
+        for config in batch:
+            strategy.tell(config, None if config.get("B") == 5 else cost({"B": 0, "A": config["A"]}))
+    trials = strategy._study.trials
+    assert len(trials) > len(strategy.tried)  # refused draws are in the study
+    derived = optuna.search_space.intersection_search_space(trials)
+    given = strategy._study.sampler.infer_relative_search_space(strategy._study, trials[-1])
+    assert given == {name: dist for name, dist in derived.items() if not dist.single()}
+    assert list(given) == ["A", "B", "C"]  # sorted; C (1, or left out) is a choice, D (7 alone) is not
+
+
 def test_online_tuning_of_a_large_space_tries_the_strategy_s_proposals_only():
     space = CartesianSpace(BLOCK=[32, 64], A=range(20), B=range(10), C=[0])  # 400 configs > 8
     kernel = autotune(

@@ -86,9 +86,18 @@ class ModelSearch(SearchStrategy):
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
         self._held_done = False
         self.random_start = max(4, min(64, self.budget // 4))  # TPE's random configs before it proposes: a quarter
+        # TPE chooses an index into each axis's values (one past the end: the field left out, for a union part that
+        # lacks it), so values optuna cannot tell apart (0 and False, tuples) stay distinct choices.
+        self._optional = _optional_fields(space, self._axes)
+        self._dists: dict[str, optuna.distributions.BaseDistribution] = {
+            name: optuna.distributions.CategoricalDistribution(tuple(range(len(values) + (name in self._optional))))
+            for name, values in self._axes.items()
+        }
         with warnings.catch_warnings():  # multivariate and constant_liar are marked experimental by optuna
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.TPESampler(
+            sampler = _fixed_space_tpe(
+                optuna,
+                self._dists,
                 seed=self.rng.randrange(2**31),
                 n_startup_trials=self.random_start,
                 multivariate=True,
@@ -103,13 +112,6 @@ class ModelSearch(SearchStrategy):
         self._model_phase: frozenset[Config] = frozenset()  # the configs proposed before the climb began
         self._moved_from: list[Config] = []  # the configs the climb moved across the small axes
         self._switches: list[Config] = []  # the climb's next proposals: its start moved across the small axes, stepped
-        # TPE chooses an index into each axis's values (one past the end: the field left out, for a union part that
-        # lacks it), so values optuna cannot tell apart (0 and False, tuples) stay distinct choices.
-        self._optional = _optional_fields(space, self._axes)
-        self._dists: dict[str, optuna.distributions.BaseDistribution] = {
-            name: optuna.distributions.CategoricalDistribution(tuple(range(len(values) + (name in self._optional))))
-            for name, values in self._axes.items()
-        }
 
     def _tell_held(self) -> None:
         """Once 8 of the search's own configs have measured, tell TPE the prior's seeds that measured worse than
@@ -296,6 +298,19 @@ class ModelSearch(SearchStrategy):
 
     def _config_of(self, params: dict[str, int]) -> Config:
         return Config({name: self._axes[name][i] for name, i in params.items() if i < len(self._axes[name])})
+
+
+def _fixed_space_tpe(optuna: Any, dists: dict[str, Any], **options: Any) -> Any:
+    """optuna's TPE sampler over a search space known in advance. Its own re-derives the space at every ask from
+    each trial since the oldest one in flight (a search with many in flight or many refused draws spent most of
+    its time there); every trial here has the same distributions, so the answer is the same."""
+    space = {name: dist for name, dist in sorted(dists.items()) if not dist.single()}
+
+    class FixedSpaceTPE(optuna.samplers.TPESampler):
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return dict(space)
+
+    return FixedSpaceTPE(**options)
 
 
 def _axes_of(space: SearchSpace) -> dict[str, tuple]:
