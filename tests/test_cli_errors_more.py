@@ -100,9 +100,7 @@ def test_an_empty_path_option_is_a_usage_error_not_the_option_left_out(args):
     assert len(disk_entries("K")) == 1 and not list(REPO.glob("report*.csv"))  # the default cache: untouched
 
 
-def test_checked_cache_dir_refuses_an_empty_cache_dir_given_in_process(capsys):
-    assert checked_cache_dir(argparse.Namespace(cache_dir=""), "cache list") is None
-    assert "--cache-dir is empty" in capsys.readouterr().err
+def test_checked_cache_dir_without_a_cache_dir_is_the_default_one():
     assert checked_cache_dir(argparse.Namespace(cache_dir=None), "cache list") == cache_dir()
 
 

@@ -283,7 +283,7 @@ class HelperPool:
                 helper = self._idle.pop()
                 if helper.alive() and helper.fingerprint == fingerprint:
                     return helper
-                self._discard(helper)
+                self._close_forgotten(helper)
         helper = _Helper(env, fingerprint)
         with self._lock:
             self._all.append(helper)
@@ -294,9 +294,9 @@ class HelperPool:
             if helper.alive():
                 self._idle.append(helper)
             else:
-                self._discard(helper)
+                self._close_forgotten(helper)
 
-    def _discard(self, helper: _Helper) -> None:
+    def _close_forgotten(self, helper: _Helper) -> None:
         if helper in self._all:
             self._all.remove(helper)
         helper.close()

@@ -113,10 +113,7 @@ def checked_cache_dir(args: argparse.Namespace, command: str, *, must_exist: boo
     a --cache-dir a command writes into (`pull`, `import`), which is created."""
     from ..options import cache_dir
 
-    explicit = getattr(args, "cache_dir", None)
-    if explicit == "":
-        print(f"autotune {command}: --cache-dir is empty; give a directory, or leave --cache-dir out", file=sys.stderr)
-        return None
+    explicit = getattr(args, "cache_dir", None)  # never empty: the parser refuses that (`path_text`)
     directory = os.path.expanduser(explicit) if explicit is not None else cache_dir()
     origin = (
         "--cache-dir"
