@@ -17,6 +17,7 @@ KERNEL = """
 import os, time
 os.environ.setdefault("TRITON_INTERPRET", "1")
 if os.environ.get("TRITON_INTERPRET") == "0" and {slow}:  # in a compile helper: a compile that takes a while
+    open(__file__ + ".compiling", "w").close()
     time.sleep(60)
 import triton, triton.language as tl
 from autotune import autotune
@@ -59,10 +60,14 @@ def test_a_helper_interrupted_mid_compile_is_never_asked_again(tmp_path):
     got = _run(
         tmp_path,
         f"""
-        import signal, threading
+        import signal, threading, time
         from autotune import precompile
         import slow_mod, fast_mod
-        threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        def interrupt_once_the_helper_compiles():
+            while not os.path.exists(slow_mod.__file__ + ".compiling"):
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt_once_the_helper_compiles, daemon=True).start()
         try:
             precompile(slow_mod.tuned, signature={SIG}, targets="cuda:90", workers=0)
         except KeyboardInterrupt:
@@ -171,7 +176,12 @@ def test_a_compile_past_timeout_s_or_interrupted_has_its_helper_killed(tmp_path)
         import hanging_mod
         report = precompile(hanging_mod.tuned, signature={SIG}, targets=["cuda:90", "cuda:80"], workers=2, timeout_s=3)
         timed_out = sorted(f.kind for f in report.failed)
-        threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        started = len(os.listdir(os.environ["PIDS"]))
+        def interrupt_once_the_helper_compiles():
+            while len(os.listdir(os.environ["PIDS"])) == started:
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt_once_the_helper_compiles, daemon=True).start()
         began = time.monotonic()
         try:
             precompile(hanging_mod.tuned, signature={SIG}, targets=["cuda:70"], workers=2)
