@@ -88,7 +88,9 @@ class _Engine(Autotuned):
     key_at: tuple[bool, ...]  # per parameter, whether it is one of key_names
     keys_of_shape: dict[tuple, tuple]  # shape_key -> (`cache` key, (key, dtypes), key, dtypes) of a hit
     options_of: dict[_NativeConfig, dict[str, Any]]  # launch_options, memoised
+    pruned_of: dict[tuple, dict[_NativeConfig, Any]]  # (key, dtypes) -> its prune's own copies (`_pruned_copies`)
     default_isolate = "off"  # as triton.autotune: in this process, Triton's hooks around each run
+    takes_grid_option = False  # autotune.compat.autotune has no grid=: a launch is given one, kernel[grid](...)
 
     def launch_options(self, config: _NativeConfig) -> dict[str, Any]:
         """The keywords `launch_args` adds for `config` (compile options, meta-parameters; no derive=), made once."""
@@ -102,16 +104,46 @@ class _Engine(Autotuned):
         return self.owner._run_trial(self.index, config, args, kwargs, grid)
 
     def compiler_for(self, prepare: Callable[[_NativeConfig], tuple]) -> Any:
-        """The native compiler, with each config's Triton `pre_hook` run on its launch arguments as they are made
-        for its compile: Triton compiles in a config's first run, after the hook, and specializes on what the hook
-        sets (the tutorials set a TensorDescriptor's block_shape there)."""
+        """The native compiler, with each config's Triton `pre_hook` (its pruned copy's) run on its launch arguments
+        as they are made for its compile: Triton compiles in a config's first run, after the hook, and specializes
+        on what the hook sets (the tutorials set a TensorDescriptor's block_shape there). Within a call, only while
+        that call selects: an online session compiles in the background after its call returned, when the
+        arguments are the caller's again, so those compiles run no hook (each launch runs it)."""
+        owner, index = self.owner, self.index
+        scope: _CallScope | None = getattr(owner._local, "scope", None)
+        pruned_as = (scope.pruned_as if scope is not None else None) or {}
 
         def prepare_hooked(config: _NativeConfig) -> tuple:
             launch_args = prepare(config)
-            self.owner._config_pre_hook(self.index, config, *launch_args)
+            triton_config = pruned_as.get(config) or index.triton_of[config]
+            if triton_config.pre_hook is None:
+                return launch_args
+            if scope is None:  # not made by a call (a compile worker, `kernel.tuner`): no caller's arguments
+                owner._config_pre_hook(triton_config, *launch_args)
+                return launch_args
+            with scope.lock:
+                if scope.open:
+                    owner._config_pre_hook(triton_config, *launch_args)
             return launch_args
 
         return super().compiler_for(prepare_hooked)
+
+
+class _CallScope:
+    """One call's selection of its config, as the compiles it starts see it: the copies its early_config_prune
+    returned, and whether the call is still selecting (its arguments are the call's to hook only until then)."""
+
+    __slots__ = ("lock", "open", "pruned_as")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = True
+        self.pruned_as: dict[_NativeConfig, Any] | None = None
+
+    def close(self) -> None:
+        """The call has chosen: a compile still under way (an online session's) runs no hook from now on."""
+        with self.lock:
+            self.open = False
 
 
 # ------------------------------------------------------------------------------------------------ Autotuner
@@ -125,6 +157,7 @@ class _Picked:
     how: str = "memory"
     benchmarked: bool = False
     key: Any = None
+    pruned: dict[_NativeConfig, Any] | None = None  # the key's early_config_prune copies (an online launch's)
 
 
 class Autotuner(KernelInterface):
@@ -278,7 +311,7 @@ class Autotuner(KernelInterface):
         tuner.owner, tuner.index, tuner.key_names, tuner.filed = self, index, key_names, {}
         tuner.key_positions = {name: self.arg_names.index(name) for name in key_names}
         tuner.key_at = tuple(name in tuner.key_positions for name in self.arg_names)
-        tuner.keys_of_shape, tuner.options_of = {}, {}
+        tuner.keys_of_shape, tuner.options_of, tuner.pruned_of = {}, {}, {}
         if not self.cache_results:  # the memory tier alone: same single flight and stats, no file touched
             native = tuner.cache
             tuner.cache = KernelCache(
@@ -378,7 +411,7 @@ class Autotuner(KernelInterface):
         tuner.best_config = native
         full_nargs = self._after_benchmark(picked, nargs, kwargs) if picked.benchmarked else {}
         if picked.how == "online" and not warmup and bound is not None:  # AUTOTUNE_MODE=online: may time one
-            return self._launch_online(tuner, bound, grid, nargs, kwargs)
+            return self._launch_online(tuner, bound, grid, nargs, kwargs, picked.pruned or {})
         if config.pre_hook is not None:
             config.pre_hook(full_nargs or {**nargs, **kwargs, **config.all_kwargs()})
         if bound is None:  # a memoised hit: launched as launch_args would (no derive=, a grid given)
@@ -440,17 +473,38 @@ class Autotuner(KernelInterface):
             tuner.cache.forget(key_values)
             filed = None
         native, record, how = self._select(tuner, bound, grid, nargs, kwargs, changed)
+        pruned = self._pruned_copies(tuner, ident, bound, nargs, kwargs, changed)
         # the config this module filed for the key keeps its identity (a pre_hook early_config_prune gave)
-        config = (
-            self._local.pruned_as.get(native)
-            or (filed[0] if filed and filed[1] == native else None)
-            or index.triton_of[native]
-        )
+        config = pruned.get(native) or (filed[0] if filed and filed[1] == native else None) or index.triton_of[native]
         # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
         if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
             self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
         benchmarked = record is not None and how != "memory" and self._absorb(index, record, how)
-        return _Picked(config, native, bound, how, benchmarked, key)
+        return _Picked(config, native, bound, how, benchmarked, key, pruned)
+
+    def _pruned_copies(
+        self, tuner: _Engine, ident: tuple, bound: Any, nargs: dict[str, Any], kwargs: dict[str, Any], changed: bool
+    ) -> dict[_NativeConfig, Any]:
+        """The configs early_config_prune returned for this call's key that are copies of listed ones with their
+        own pre_hook (native -> triton.Config): this call's when its prune ran, else those kept for the key by the
+        engine (a memory hit, an online session's later calls); for a key never pruned in a call here (tuned through
+        `kernel.tuner`) the prune runs now, as Triton prunes every key not in its `cache`."""
+        pruned = self._local.pruned_as
+        if pruned is None and self._early_config_prune is not None:
+            pruned = tuner.pruned_of.get(ident)
+            if pruned is None:
+                self._local.call = (nargs, kwargs, changed)
+                try:
+                    tuner.candidates(bound)
+                except UserCodeError as exc:
+                    raise exc.original from None
+                finally:
+                    self._local.call = None
+                pruned = self._local.pruned_as
+        if pruned is None:
+            return {}
+        tuner.pruned_of[ident] = pruned
+        return pruned
 
     def _after_benchmark(self, picked: _Picked, nargs: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
         """What Triton does after benchmarking a key: print (TRITON_PRINT_AUTOTUNING), reset the reset_to_zero
@@ -470,12 +524,21 @@ class Autotuner(KernelInterface):
         return full_nargs
 
     def _launch_online(
-        self, tuner: _Engine, bound: Any, grid: Any, nargs: dict[str, Any], kwargs: dict[str, Any]
+        self,
+        tuner: _Engine,
+        bound: Any,
+        grid: Any,
+        nargs: dict[str, Any],
+        kwargs: dict[str, Any],
+        pruned: dict[_NativeConfig, Any],
     ) -> Any:
+        """Run a call of a key tuned online: the session picks the candidate, launched as its triton.Config (the
+        copy the key's early_config_prune returned, with its pre_hook), which `best_config` then is."""
         index = tuner.index
 
         def launch(chosen: _NativeConfig) -> Any:
-            triton_config = index.triton_of[chosen]
+            triton_config = pruned.get(chosen) or index.triton_of[chosen]
+            self.best_config, tuner.best_config = triton_config, chosen  # the one this call runs, as natively
             if triton_config.pre_hook is not None:
                 triton_config.pre_hook({**nargs, **kwargs, **triton_config.all_kwargs()})
             launch_args, launch_kwargs, launch_grid = tuner.launch_args(chosen, bound, grid)
@@ -490,15 +553,19 @@ class Autotuner(KernelInterface):
         """The engine's choice for this call (tuning on a miss, with Triton's hooks around each run). A user hook
         or do_bench that raised is raised as itself, as triton.autotune does. `changed`: this call's prune already
         changed a config in place."""
-        self._local.call = (nargs, kwargs, changed)
-        self._local.raw, self._local.announced, self._local.pruned_as = {}, set(), {}
-        self._local.run_error = None
+        local = self._local
+        local.call = (nargs, kwargs, changed)
+        local.raw, local.announced, local.pruned_as = {}, set(), None
+        local.run_error = None
+        outer, local.scope = getattr(local, "scope", None), _CallScope()  # outer: a call made by a hook of a call
+        scope = local.scope
         try:
             return tuner.select(bound, grid)
         except UserCodeError as exc:
             raise exc.original from None
         finally:
-            self._local.call = None
+            local.call, local.scope = None, outer
+            scope.close()
 
     def _warm(
         self,
@@ -515,10 +582,10 @@ class Autotuner(KernelInterface):
         """`run(..., warmup=True)` on a key not in `cache` (KernelInterface.warmup, triton.heuristics' warmup):
         compile the stored winner if there is one, else every config pruning keeps; launch and tune nothing (the
         arguments may be dtypes, not tensors). Returns the first compiled kernel, as Triton's run returns one."""
-        self._local.call, self._local.pruned_as = (nargs, kwargs, changed), {}
+        self._local.call, self._local.pruned_as = (nargs, kwargs, changed), None
         try:  # pruned once, with this call's arguments: the kept configs name the stored entry and are compiled
             kept, checksum = tuner.candidates(bound)
-            pruned_as = self._local.pruned_as
+            pruned_as = self._local.pruned_as or {}
         finally:
             self._local.call = None
         record, triton_of = tuner.cache.peek(key_values, dtypes, checksum), tuner.index.triton_of
@@ -564,7 +631,13 @@ class Autotuner(KernelInterface):
         with self._prune_lock:
             index.raise_if_changed(self.name)
             pruned = self.prune_configs(kwargs, nargs=nargs)
-        return index.natives_of(pruned, self.name, changed, getattr(self._local, "pruned_as", None))
+        pruned_as: dict[_NativeConfig, Any] | None = None
+        if call is not None:  # this call's copies (none noted by a prune outside a call: `kernel.tuner`'s)
+            pruned_as = self._local.pruned_as = {}
+            scope = getattr(self._local, "scope", None)
+            if scope is not None:
+                scope.pruned_as = pruned_as
+        return index.natives_of(pruned, self.name, changed, pruned_as)
 
     def _run_trial(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> Any:
         """One kernel run while tuning, wrapped as Triton's `kernel_call`: config.pre_hook, pre_hook, run,
@@ -591,15 +664,17 @@ class Autotuner(KernelInterface):
         call_user("post_hook", name, self.post_hook, full_nargs, exception=None)
         return ret
 
-    def _config_pre_hook(self, index: ConfigIndex, native: _NativeConfig, args: tuple, kwargs: dict, grid: Any) -> None:
-        config = self._triton_config(index, native)
-        if config.pre_hook is not None:
-            hook = config.pre_hook
-            call_user(f"pre_hook of config {config}", self.base_fn.__name__, hook, self._full_nargs(args, kwargs, grid))
+    def _config_pre_hook(self, config: Any, args: tuple, kwargs: dict, grid: Any) -> None:
+        """A triton.Config's pre_hook on a compile's launch arguments (`_Engine.compiler_for`)."""
+        full_nargs = self._full_nargs(args, kwargs, grid)
+        call_user(f"pre_hook of config {config}", self.base_fn.__name__, config.pre_hook, full_nargs)
 
     def _triton_config(self, index: ConfigIndex, native: _NativeConfig) -> Any:
-        """The caller's `triton.Config` of `native`: the one this call's early_config_prune returned, else the list's."""
-        return (getattr(self._local, "pruned_as", None) or {}).get(native) or index.triton_of[native]
+        """The caller's `triton.Config` of `native`: the one this call's early_config_prune returned, else the list's
+        (also for a trial outside a call: `kernel.tuner`'s)."""
+        local = self._local
+        pruned_as = getattr(local, "pruned_as", None) if getattr(local, "call", None) is not None else None
+        return (pruned_as or {}).get(native) or index.triton_of[native]
 
     def _full_nargs(self, args: tuple, kwargs: dict, grid: Any) -> dict[str, Any]:
         return {**dict(zip(self.arg_names, args)), "grid": grid, "warmup": False, **kwargs}

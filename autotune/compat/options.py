@@ -14,7 +14,7 @@ import triton
 from triton.runtime.errors import AutotunerError
 
 from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
-from ..kernel.pruning import RerunCall, fastest_by_model
+from ..kernel.pruning import RerunCall, check_top_k, fastest_by_model
 from ..keys import DTYPE_TEXTS  # the dtype texts KeyBuilder.dtypes already made
 from ..space.spaces import Config as NativeConfig
 from ..space.triton_config import config_from_triton
@@ -171,6 +171,8 @@ class PruneFunction:
 
     def __set__(self, obj: Any, fn: Callable[..., Any] | None) -> None:
         check_callables(obj.base_fn.__name__, **{self.name: fn})
+        if self.name == "perf_model":  # top_k is read (and checked) only with a perf model: now there is one
+            check_top_k(obj.configs_top_k, "prune_configs_by['top_k']", perf_model=fn)
         setattr(obj, f"_{self.name}", fn)
         obj.rebuild_engine()
 
@@ -186,6 +188,7 @@ def triton_prune(kernel: Autotuner, kwargs: dict[str, Any], nargs: dict[str, Any
                 "No valid autotuner configs after pruning. `early_config_prune` should return at least one config."
             )
     if kernel.perf_model is not None:
+        check_top_k(kernel.configs_top_k, "configs_top_k", perf_model=kernel.perf_model)  # may be set after decorating
         pruned = fastest_by_model(
             pruned, kernel.configs_top_k, lambda config: kernel.perf_model(**nargs, **kwargs, **config.all_kwargs())
         )

@@ -4,8 +4,9 @@ Tuning measures, synchronizes and waits on locks, and any of those breaks a capt
 memory while capturing launches, untuned, the best config known without waiting for anything: a usable stored
 winner of the key (each tier read at most once per key while capturing, with no lock or lease), else the winner
 of the nearest tuned key of the kernel, else `fallback=`, else the first config. Nothing is stored, so the key is
-tuned at its next call outside a capture (or by `autotune.warmup` beforehand). One `CaptureWarning` per kernel
-names the key and how to warm up.
+tuned at its next call outside a capture (or by `autotune.warmup` beforehand; a `Tuning(objective=...)` kernel,
+never tuned on a launch, only by `warmup` or `sweep`). One `CaptureWarning` per kernel names the key and how to
+warm up.
 
 `capturing()` is the one test every mode asks (blocking, online, distributed, `autotune.compat`): torch's
 `torch.cuda.is_current_stream_capturing()`, or `assume_capturing()`, the seam a test on the CPU sets.
@@ -119,11 +120,20 @@ def _untuned_choice(kernel: CapturedKernel, key: tuple, dtypes: tuple, kept: lis
 def _warn_once(kernel: CapturedKernel, state: _KernelState, key: tuple, dtypes: tuple, config: Config) -> None:
     with _STATES_LOCK:
         first, state.warned = not state.warned, True
-    if first:
-        warn_at_caller(
-            f"autotune: {kernel.name} met key={key} {list(dtypes)} during CUDA-graph capture with no tuned winner; "
-            f"launching {dict(config)} untuned (tuning would synchronize and break the capture). The key is tuned "
-            f"at its next call outside a capture; to capture tuned kernels, warm the keys up first: "
-            f"autotune.warmup({kernel.name}, calls) or one eager call per shape before capturing",
-            CaptureWarning,
+    if not first:
+        return
+    if kernel.cache.objective is not None:  # an objective kernel never tunes on a launch, captured or not
+        then = (
+            f"A Tuning(objective=...) kernel is not tuned on launches: run autotune.warmup({kernel.name}, calls) or "
+            f"autotune.sweep({kernel.name}, calls) for these calls before capturing"
         )
+    else:
+        then = (
+            f"The key is tuned at its next call outside a capture; to capture tuned kernels, warm the keys up "
+            f"first: autotune.warmup({kernel.name}, calls) or one eager call per shape before capturing"
+        )
+    warn_at_caller(
+        f"autotune: {kernel.name} met key={key} {list(dtypes)} during CUDA-graph capture with no tuned winner; "
+        f"launching {dict(config)} untuned (tuning would synchronize and break the capture). {then}",
+        CaptureWarning,
+    )

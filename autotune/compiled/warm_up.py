@@ -3,8 +3,9 @@ graph, so that no request pays for tuning (and a serving process may run with `A
 
 Each of `calls` is an argument maker: a picklable callable returning `(args, kwargs)` for one call of the kernel
 (`kwargs` holds `grid=` for a kernel decorated without one, such as an `autotune.compat` kernel). A key already
-stored in a tier (memory, disk, Redis) is read into memory and skipped; any other is tuned in this process on the
-blocking path, as a first call would tune it (isolation, distributed agreement and the cache tiers as usual).
+stored in a tier (memory, disk, Redis) is read into memory and skipped, unless a weaker search than the Tuning's
+found it; any other is tuned in this process on the blocking path, as a first call would tune it (isolation,
+distributed agreement and the cache tiers as usual).
 `autotune.sweep` takes the same makers to worker processes and Ray actors; this is its in-process form.
 
 A kernel tuned with `Tuning(objective=...)` gets one config per key for all the calls of that key, each config
@@ -14,24 +15,28 @@ measured on every one of them (`Autotuned.tune_calls`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterable
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, TypeVar
 
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..engine.process_group import active_mode
 from ..errors import CallError, OptionError
-from ..kernel.call import argument_makers, made_args, need_grid
+from ..kernel.call import Found, argument_makers, made_args, need_grid
 from ..kernel.identity import heuristic_kwargs, wrapper_layers
+from ..kernel.pruning import RerunCall
 from ..modes.distributed import Agreement, agreements
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
+from ..storage.kernel_cache import KernelCache
 
 __all__ = ["ArgumentMaker", "WarmedKey", "WarmupReport", "warmup"]
 
 ArgumentMaker = Callable[[], tuple[tuple, dict[str, Any]]]
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +95,8 @@ def warmup(
     given = Tuning.coerce(tuning).objective if tuning is not None else engine.tuning.objective
     if given is not None or engine.tuning.objective is not None:
         check_objective(engine.name, engine.tuning.objective, given, f"autotune.warmup({engine.name}, ...)")
-        return _warm_up_together(engine, layers, calls, tuning, force)
-    tune = _tuner_for(launcher, engine, tuning)
+        return _warm_up_together(kernel, engine, layers, calls, tuning, force)
+    tune, judge = _tuner_for(launcher, engine, tuning)
     # Under a process group only rank 0's tiers decide (modes/distributed.py): every rank takes the kernel's path
     # to the agreement, where a rank that skipped a key its own disk holds would leave the others waiting.
     agreeing = active_mode(engine.tuning.distributed) is not None
@@ -108,14 +113,20 @@ def warmup(
             continue
         seen.add((key, dtypes))
         start = time.perf_counter()
-        held = engine.cache.memory.lookup(key, dtypes)
         if agreeing:
             agreed = _latest_agreement(engine, key, dtypes)
             tune(args, kwargs, grid, key, dtypes)
             now = _latest_agreement(engine, key, dtypes)
             now_tuned = now is not agreed and now is not None and now.source == "tuned"
         else:
-            stored = None if force else engine.cache.peek(key, dtypes, engine.candidates(bound)[1])
+            checksum = None
+            if not force:
+                engine, checksum = _settled(kernel, functools.partial(_checksum_of, bound))
+            held = engine.cache.memory.lookup(key, dtypes)
+            # judge_search: an entry of a weaker search than the Tuning's is tuned again, as a first call tunes it
+            stored = None if force else (judge or engine.cache).peek(key, dtypes, checksum, judge_search=True)
+            if stored is not None and judge is not None:
+                engine.cache.remember(key, dtypes, stored)
             if stored is None:
                 tune(args, kwargs, grid, key, dtypes)
             # tuned when memory holds a new record: AUTOTUNE_FORCE set after this process met the key serves its
@@ -125,12 +136,44 @@ def warmup(
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
 
 
+_MAX_RUNS = 8  # as compat's own run: a prune that changes the configs on every run never settles
+
+
+def _settled(kernel: object, step: Callable[[Autotuned], _T]) -> tuple[Autotuned, _T]:
+    """(the engine, `step(engine)`), where `step` runs the kernel's prune outside a launch. An `autotune.compat`
+    kernel's early_config_prune that changed a config in place asks for the call again (`RerunCall`), as Triton's
+    matmul_perf_model does: the configs are indexed anew (compat's `configs` setter) and `step` runs again on the
+    rebuilt engine, as compat's own `run` does."""
+    for _ in range(_MAX_RUNS):
+        launcher, engine, _ = _engine_of(kernel)
+        try:
+            return engine, step(engine)
+        except RerunCall:
+            if type(engine) is Autotuned:  # asked only by compat's prune, which the configs setter re-indexes
+                raise
+            launcher.configs = launcher.configs  # compat indexes a list set anew and rebuilds its engine over it
+    raise OptionError(
+        f"autotune.warmup({engine.name}, ...): early_config_prune changed the configs in place on each of "
+        f"{_MAX_RUNS} runs, so they never settle; return a subset of the configs unchanged, and set the values "
+        "you want on kernel.configs once, before the warm-up"
+    )
+
+
+def _checksum_of(bound: Any, engine: Autotuned) -> str | None:
+    return engine.candidates(bound)[1]
+
+
+def _tune_together(group: list[tuple[Any, Any]], force: bool, engine: Autotuned) -> tuple[TuningRecord, Found]:
+    return engine.tune_calls(group, force=force)
+
+
 def _latest_agreement(engine: Autotuned, key: tuple, dtypes: tuple) -> Agreement | None:
     found = [a for a in agreements(engine.name) if a.key == key and a.dtypes == tuple(dtypes)]
     return found[-1] if found else None
 
 
 def _warm_up_together(
+    kernel: object,
     engine: Autotuned,
     layers: list[Any],
     calls: Iterable[ArgumentMaker],
@@ -151,7 +194,11 @@ def _warm_up_together(
     cached: list[WarmedKey] = []
     for (key, dtypes), group in groups.items():
         start = time.perf_counter()
-        record, how = tuner.tune_calls(group, force=force)
+        if tuner is engine:  # a compat kernel's engine is rebuilt when its prune changed a config in place
+            engine, (record, how) = _settled(kernel, functools.partial(_tune_together, group, force))
+            tuner = engine
+        else:
+            record, how = tuner.tune_calls(group, force=force)
         if tuner is not engine:
             engine.cache.remember(key, dtypes, record)
         (tuned if how == "tuned" else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
@@ -178,11 +225,12 @@ def visible_gpus() -> int:
 def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[ArgumentMaker], tuning: Any) -> WarmupReport:
     """`autotune.sweep` with the local executor over every visible GPU, on the blocking path, as a `WarmupReport`;
     the winners are kept in the kernel's memory too. A key that failed is an error (a warm-up that left keys
-    untuned would leave them to a request)."""
+    untuned would leave them to a request); one whose lease another process held is warmed up in this process
+    afterwards, waiting for that process's winner as the in-process warm-up does."""
     from ..errors import AutotuneError
     from ..sweeps.api import warmup_sweep
 
-    began, name, makers = time.perf_counter(), engine.name, list(calls)
+    began, name, makers, given = time.perf_counter(), engine.name, list(calls), tuning
     _check_picklable(makers, name)
     if tuning is not None or online_mode(engine.tuning):  # an online kernel's worker would not tune
         tuning = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
@@ -197,10 +245,24 @@ def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[Argume
     tuned: dict[tuple, WarmedKey] = {}  # each distinct key once: tuned, else cached (calls of one key share it)
     cached: dict[tuple, WarmedKey] = {}
     for k in report.keys:
-        key = (tuple(k.key or ()), tuple(k.dtypes or ()))
-        (tuned if k.status == "tuned" else cached).setdefault(key, WarmedKey(*key, k.seconds))
+        if k.status != "leased":
+            key = (tuple(k.key or ()), tuple(k.dtypes or ()))
+            (tuned if k.status == "tuned" else cached).setdefault(key, WarmedKey(*key, k.seconds))
+    leased = sorted({k.job for k in report.keys if k.status == "leased"})
+    waited = _wait_for_leased(kernel, [makers[i] for i in leased], given)
+    for w in waited.tuned:
+        tuned.setdefault((w.key, w.dtypes), w)
+    for w in waited.cached:
+        cached.setdefault((w.key, w.dtypes), w)
     kept = tuple(w for key, w in cached.items() if key not in tuned)
     return WarmupReport(name, tuple(tuned.values()), kept, time.perf_counter() - began)
+
+
+def _wait_for_leased(kernel: object, makers: list[ArgumentMaker], tuning: Any) -> WarmupReport:
+    """The keys of `makers`, whose lease another process held during the sweep, warmed up in this process as
+    without a GPU: each waits for that process's winner (or tunes the key if it gave the lease up without one), so
+    no key is reported cached that no tier holds, and the kernel's memory holds each key as after any warm-up."""
+    return warmup(kernel, makers, tuning=tuning, in_process=True) if makers else WarmupReport("", (), (), 0.0)
 
 
 def _check_picklable(makers: list[ArgumentMaker], name: str) -> None:
@@ -234,10 +296,11 @@ def _engine_of(kernel: object) -> tuple[Any, Autotuned, list[Any]]:
 Tune = Callable[[tuple, dict, Any, tuple, tuple], None]
 
 
-def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | None) -> Tune:
+def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | None) -> tuple[Tune, KernelCache | None]:
     """How one missing key is tuned: the kernel's own blocking path (compiling the winner without launching it
     where the kernel is native), or, for `tuning=` or an online kernel, a copy of the kernel decorated with that
-    Tuning on the blocking path, whose winner the kernel then keeps in memory."""
+    Tuning on the blocking path, whose winner the kernel then keeps in memory. With it, for `tuning=`, the cache
+    whose search judges a stored entry (one of a weaker search than `tuning`'s is tuned again); else None."""
     native = type(engine) is Autotuned
     if tuning is None and not online_mode(engine.tuning):
 
@@ -245,7 +308,7 @@ def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | N
             _need_grid(engine, grid)
             launcher.run(*args, grid=grid, warmup=native, **kwargs)
 
-        return own_path
+        return own_path, None
     if not native:
         raise _compat_refusal(engine)
     blocking = Tuning.coerce(tuning if tuning is not None else engine.tuning).replace(mode="blocking")
@@ -257,7 +320,7 @@ def _tuner_for(launcher: Any, engine: Autotuned, tuning: Tuning | str | dict | N
         if record is not None:
             engine.cache.remember(key, dtypes, record)
 
-    return copy_path
+    return copy_path, (copy.cache if tuning is not None else None)
 
 
 def _compat_refusal(engine: Autotuned) -> OptionError:

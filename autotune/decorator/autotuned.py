@@ -797,9 +797,8 @@ class Autotuned(KernelInspection, KernelInterface):
             values = {**config, **derived}
         if grid is None:
             if self._grid is None:
-                raise AutotuneError(
-                    f"{self.name} needs a grid: give @autotune(grid=...) or launch {self.name}[grid](...)"
-                )
+                given_how = "give @autotune(grid=...) or " if getattr(self, "takes_grid_option", True) else ""
+                raise AutotuneError(f"{self.name} needs a grid: {given_how}launch {self.name}[grid](...)")
             grid = self._own_grid(values, named, args, launch_kwargs)
         return args, launch_kwargs, grid
 
