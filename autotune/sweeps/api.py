@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.multi_call import check_objective
 from ..errors import AutotuneError, CallError, NoValidConfigError, OptionError
 from ..kernel.call import Found, argument_makers
-from ..options import Tuning, env_force, env_print_level, env_progress
+from ..options import Tuning, env_force, env_print_level, env_progress, online_mode
 from ..record import Search, TrialStatus, TuningRecord
 from ..storage.kernel_cache import KernelCache
 from .jobs import Job, JobQueue
@@ -69,7 +69,8 @@ def sweep(
     all of them with key=None), one config measured on every call of the key. AUTOTUNE_FORCE=1 (or
     `Tuning(force=True)`) tunes keys already cached again.
     """
-    options = _Options(executor, workers, tuning, device_kinds, tuple(worker_env or ()), progress)
+    kinds = _checked_device_kinds(device_kinds)
+    options = _Options(executor, workers, tuning, kinds, _checked_worker_env(worker_env), progress)
     return _sweep(kernel, calls, options)
 
 
@@ -102,6 +103,8 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
     tuned = _autotuned(kernel)
     own = None if options.tuning is None else Tuning.coerce(options.tuning)  # the sweep's own Tuning, if given
     effective = tuned.tuning if own is None else own
+    if online_mode(effective):  # Tuning(mode="online") or AUTOTUNE_MODE=online: a sweep tunes on the blocking path
+        own = effective = effective.replace(mode="blocking")
     spec = _spec(tuned, own, options)
     given = argument_makers(calls, options.said(tuned.name))
     makers: list[Maker | MakerSet] = list(given)
@@ -157,6 +160,49 @@ def _autotuned(kernel: object) -> Any:
 def _check_workers(workers: object) -> None:
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
+
+
+def _checked_worker_env(worker_env: object) -> tuple[Mapping[str, str], ...]:
+    """`worker_env` as a tuple of environments, refused before any worker starts unless it is a list of dicts of
+    strings (a worker's environment variables are strings)."""
+    example = '[{"AUTOTUNE_DEVICE_KIND": "a"}, {"AUTOTUNE_DEVICE_KIND": "b"}]'
+    if worker_env is None:
+        return ()
+    if isinstance(worker_env, (str, bytes, Mapping)) or not isinstance(worker_env, Sequence):
+        raise OptionError(
+            f"sweep(worker_env={worker_env!r}): give a list of dicts, one environment per worker (cycling), "
+            f"e.g. {example}; for one environment for every worker, [{{...}}]"
+        )
+    for index, env in enumerate(worker_env):
+        bad = (
+            "not a dict"
+            if not isinstance(env, Mapping)
+            else next(
+                (f"{k!r}: {v!r}" for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)), None
+            )
+        )
+        if bad is not None:
+            raise OptionError(
+                f"sweep(worker_env=...): worker_env[{index}] = {env!r}: {bad}: a worker's environment variables "
+                f"are strings, names and values (e.g. {{'OMP_NUM_THREADS': '1'}}), one dict per worker as in {example}"
+            )
+    return tuple(worker_env)
+
+
+def _checked_device_kinds(device_kinds: object) -> tuple[str, ...] | None:
+    """`device_kinds` as a tuple of fingerprints (None: every kind of the pool), refused before any worker starts
+    unless it is a non-empty list of strings."""
+    if device_kinds is None:
+        return None
+    if isinstance(device_kinds, str) or not isinstance(device_kinds, Sequence):
+        hint = f"[{device_kinds!r}]" if isinstance(device_kinds, str) else "['<fingerprint>', ...]"
+        raise OptionError(f"sweep(device_kinds={device_kinds!r}): give a list of device fingerprints, e.g. {hint}")
+    if not device_kinds or not all(isinstance(k, str) and k for k in device_kinds):
+        raise OptionError(
+            f"sweep(device_kinds={list(device_kinds)!r}): give at least one device fingerprint (a non-empty "
+            "string, as a worker's `device_fingerprint()` says), or None to tune for every kind in the pool"
+        )
+    return tuple(device_kinds)
 
 
 def _spec(tuned: Any, tuning: Tuning | None, options: _Options) -> WorkerSpec:
@@ -382,6 +428,10 @@ class _Run:
             self._record(job, outcome)
         job.lost_on = slot.index
         queue.finish(job, again=retry)
+        if not retry and not stopping and not queue.pending():  # no job left for a new worker: none is started
+            slot.stop()
+            queue.leave()  # the kind's other workers take what their own lost workers hand back
+            return False
         given_up = _INTERRUPTED if stopping else self._replace(slot)
         if given_up is None:
             return True
@@ -477,11 +527,13 @@ class _Run:
         measured = split.measured or {slot.index: outcome.configs_measured}
         if split.measured:
             outcome.split_over, outcome.refined_on = sorted(split.measured), split.refined_on
+        busy = split.busy_s or {slot.index: outcome.seconds}  # split: each worker's own share's time
         with self.lock:
             self.stats[slot.index].jobs += 1
             for index, count in measured.items():
                 self.stats[index].configs_measured += count
-                self.stats[index].busy_s += outcome.seconds
+            for index, seconds in busy.items():
+                self.stats[index].busy_s += seconds
 
     def _replace(self, slot: Slot) -> str | None:
         """Start a new worker in place of `slot`'s dead one: None when it started, else why the slot is given up

@@ -48,6 +48,11 @@ class JobQueue:
                 self.jobs.append(job)
             self.cond.notify_all()
 
+    def pending(self) -> bool:
+        """Whether a job waits to be taken (one handed back included)."""
+        with self.cond:
+            return bool(self.jobs)
+
     def claim_all(self) -> list[Job]:
         """Every pending job, taken out of the queue (a split kind runs one job per group of workers)."""
         with self.cond:

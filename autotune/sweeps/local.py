@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .scratch import remove_abandoned_worker_dirs
+from .scratch import claim_worker_dir, release_worker_dir, remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
@@ -55,13 +55,17 @@ class LocalExecutor:
     def start(self) -> list[Slot]:
         for i in range(self.count):
             env = env_of_worker(self.worker_env, i)
-            self.slots.append(LocalWorker(i, self.spec, env, i % self.gpus if self.gpus else None))
+            worker = LocalWorker(i, self.spec, env, i % self.gpus if self.gpus else None)
+            self.slots.append(worker)
+            worker.directory = claim_worker_dir()  # the slot's, kept for its replacement workers (crash journal)
         start_together(self.slots)
         return list(self.slots)
 
     def stop(self) -> None:
         for slot in self.slots:
             slot.retire()
+            if slot.directory:
+                release_worker_dir(slot.directory)
         remove_abandoned_worker_dirs()  # the stopped workers' private caches (killed, they cannot)
 
 
@@ -71,6 +75,7 @@ class LocalWorker:
     def __init__(self, index: int, spec: WorkerSpec, env: dict[str, str], cuda_device: int | None) -> None:
         self.index, self.spec, self.env, self.cuda_device = index, spec, env, cuda_device
         self.kind = ""
+        self.directory = ""  # its private cache directory, the driver's: a replacement worker finds its journal
         self.process: Any = None
         self.conn: Connection | None = None
         self.retired = False  # the sweep is over: no new worker starts (a slot's thread may restart one late)
@@ -87,7 +92,7 @@ class LocalWorker:
         parent, child = context.Pipe()
         self.process = context.Process(
             target=serve,
-            args=(child, self.spec, self.env, os.getpid(), self.cuda_device),
+            args=(child, self.spec, self.env, os.getpid(), self.cuda_device, self.directory or None),
             name=f"autotune-sweep-worker-{self.index}",
         )
         self.process.start()
@@ -189,8 +194,16 @@ def _exit_text(process: Any) -> str:
 # ------------------------------------------------------------------------------------------ the worker process
 
 
-def serve(conn: Connection, spec: WorkerSpec, env: dict[str, str], parent: int, cuda_device: int | None) -> None:
-    """The worker process: start a SweepWorker, then answer the driver's requests until its pipe closes."""
+def serve(
+    conn: Connection,
+    spec: WorkerSpec,
+    env: dict[str, str],
+    parent: int,
+    cuda_device: int | None,
+    directory: str | None = None,
+) -> None:
+    """The worker process: start a SweepWorker (in the slot's `directory`), then answer the driver's requests until
+    its pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it stops every worker
     os.environ.update(env)
     _exit_with(parent)
@@ -199,7 +212,7 @@ def serve(conn: Connection, spec: WorkerSpec, env: dict[str, str], parent: int, 
             import torch
 
             torch.cuda.set_device(cuda_device)
-        worker = SweepWorker(spec)
+        worker = SweepWorker(spec, directory)
         conn.send(("ok", worker.fingerprint()))
     except Exception as exc:
         conn.send(("error", f"the sweep worker could not start: {type(exc).__name__}: {exc}"))

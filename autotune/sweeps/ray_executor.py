@@ -1,31 +1,40 @@
 """The Ray executor: one actor per GPU of the cluster (or per requested slot on the CPU), each a `SweepWorker`.
 
-Ray is imported only here, when a sweep asks for it (`pip install -e ".[ray]"`). The Ray runtime the caller
-started with `ray.init` is used as it is; otherwise this connects to `address` (or RAY_ADDRESS; a fresh local
-runtime when neither is given) and disconnects at the end. An actor that dies (killed, its node lost) raises
-`WorkerLost` in the driver, which replaces it with a new actor wherever Ray places it.
+Ray is imported only here, when a sweep asks for it (`pip install "autotune[ray]"`). The Ray runtime the caller
+started with `ray.init` is used as it is (an explicit address of another cluster is refused); otherwise this
+connects to `address` (or RAY_ADDRESS; a fresh local runtime when neither is given), after checking that a HOST:PORT
+head answers at all (Ray itself retries a dead address for minutes), and disconnects at the end. An actor that dies
+(killed, its node lost) raises `WorkerLost` in the driver, which replaces it with a new actor wherever Ray places
+it. Each actor removes its private cache directory as it is stopped.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import OptionError
+from ..errors import AutotuneError, OptionError
+from .scratch import release_worker_dir, remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
 
 _START_TIMEOUT_S = 300.0  # placing an actor and importing torch, Triton and the kernel's module in it
+_PROBE_TIMEOUT_S = 10.0  # a head's port that does not accept a TCP connection in this long is not a Ray head
+_CLEANUP_TIMEOUT_S = 10.0  # an actor removing its directory before it is killed
+_HEAD = re.compile(r"^(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):(\d+)/?$")  # (host, port) of an address
 
 
-def _ray() -> Any:
+def _ray(executor: str = "ray") -> Any:
     try:
         import ray
     except ImportError as exc:
         raise OptionError(
-            f"sweep(executor='ray') needs Ray, which is not installed ({exc}): pip install -e '.[ray]' "
+            f'sweep(executor={executor!r}) needs Ray, which is not installed ({exc}): pip install "autotune[ray]" '
             "(or pip install 'ray>=2.9'), or use executor='local'"
         ) from None
     return ray
@@ -39,6 +48,10 @@ class SweepActor:
 
     def fingerprint(self) -> str:
         return self.worker.fingerprint()
+
+    def cleanup(self) -> None:
+        """Remove this actor's private cache directory: it is about to be killed."""
+        release_worker_dir(self.worker.directory)
 
     def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         return self.worker.prepare(maker)
@@ -63,7 +76,7 @@ class RayExecutor:
         worker_env: Sequence[Mapping[str, str]] = (),
         address: str | None = None,
     ) -> None:
-        self.ray = _ray()
+        self.ray = _ray(address or "ray")
         self.spec, self.worker_env, self.address = spec, list(worker_env), address
         self.requested = workers
         self.slots: list[RayWorker] = []
@@ -71,8 +84,10 @@ class RayExecutor:
 
     def start(self) -> list[Slot]:
         ray = self.ray
-        if not ray.is_initialized():
-            ray.init(address=self.address, log_to_driver=False)
+        if ray.is_initialized():
+            _check_same_cluster(ray, self.address)
+        else:
+            _connect(ray, self.address)
             self.connected_here = True
         gpus = int(ray.cluster_resources().get("GPU", 0))
         count = self.requested or max(1, gpus)
@@ -86,6 +101,61 @@ class RayExecutor:
             slot.stop()
         if self.connected_here:
             self.ray.shutdown()
+        remove_abandoned_worker_dirs()  # this host's actors' directories, of those killed before they removed theirs
+
+
+def _said(address: str | None) -> str:
+    return f"sweep(executor={address or 'ray'!r})"
+
+
+def _connect(ray: Any, address: str | None) -> None:
+    """`ray.init` to `address` (else RAY_ADDRESS, else a new local runtime); an AutotuneError naming the address
+    when no cluster answers there."""
+    target = address or os.environ.get("RAY_ADDRESS", "").strip() or None
+    where = f"the Ray cluster at {target!r}" + ("" if address else " (RAY_ADDRESS)")
+    head = _HEAD.match(target or "")
+    if head is not None:  # Ray waits minutes for a head that is not there: ask its port first
+        host, port = head.group(1).strip("[]"), int(head.group(2))
+        try:
+            socket.create_connection((host, port), timeout=_PROBE_TIMEOUT_S).close()
+        except OSError as exc:
+            raise AutotuneError(
+                f"{_said(address)}: {where} cannot be reached ({exc.strerror or exc}): start it (`ray start --head` "
+                "there) or give the head's address, or use executor='local'"
+            ) from None
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except Exception as exc:  # ConnectionError (no cluster for "auto"), RuntimeError, a version mismatch
+        what = where if target is not None else "a new local Ray runtime"
+        raise AutotuneError(
+            f"{_said(address)}: could not connect to {what}: {type(exc).__name__}: {exc}; start a cluster "
+            "(`ray start --head`) or give its address (a Ray address, or RAY_ADDRESS), or use executor='local'"
+        ) from None
+
+
+def _check_same_cluster(ray: Any, address: str | None) -> None:
+    """Refuse an explicit address other than the cluster this process is already connected to (`ray.init`)."""
+    if address is None or address == "auto":
+        return
+    try:
+        connected = ray.get_runtime_context().gcs_address
+    except Exception:  # a Ray Client connection has no GCS address here
+        connected = "another address"
+    head, there = _HEAD.match(address), _HEAD.match(connected or "")
+    if head is not None and there is not None and not address.startswith("ray://"):
+        if head.group(2) == there.group(2) and _ip(head.group(1)) == _ip(there.group(1)):
+            return
+    raise OptionError(
+        f"{_said(address)}: this process is already connected to the Ray cluster at {connected} (ray.init), not "
+        f"{address!r}: give executor='ray' to sweep on that cluster, or call ray.shutdown() first"
+    )
+
+
+def _ip(host: str) -> str:
+    try:
+        return socket.gethostbyname(host.strip("[]"))
+    except OSError:
+        return host
 
 
 class RayWorker:
@@ -96,6 +166,7 @@ class RayWorker:
         self.kind = ""
         self.actor: Any = None
         self._ready: Any = None
+        self._calling = False  # a request is in flight (Ctrl-C stops it): no cleanup call is queued behind it
 
     def launch(self) -> None:
         options: dict[str, Any] = {"num_gpus": 1} if self.gpu else {"num_cpus": 1}
@@ -137,7 +208,11 @@ class RayWorker:
         return actor
 
     def stop(self) -> None:
-        if self.actor is not None:
+        if self.actor is not None and not self._calling:  # an idle actor removes its directory first (a busy or
+            try:  # dead one's is removed by the next worker on its host, or the driver's `stop` on this one)
+                self.ray.get(self.actor.cleanup.remote(), timeout=_CLEANUP_TIMEOUT_S)
+            except Exception:
+                pass
             try:
                 self.ray.kill(self.actor, no_restart=True)
             except Exception:  # already gone with its node
@@ -146,6 +221,7 @@ class RayWorker:
 
     def _get(self, ref: Any, timeout_s: float | None = None) -> Any:
         exceptions = self.ray.exceptions
+        self._calling = True
         try:
             return self.ray.get(ref, timeout=timeout_s)
         except exceptions.RayTaskError as exc:  # raised by the worker's own code: the job's failure
@@ -158,3 +234,5 @@ class RayWorker:
             exceptions.RaySystemError,  # Ray shut down under the call (the sweep is ending)
         ) as exc:
             raise WorkerLost(f"sweep actor {self.index} ({self.kind or 'starting'}) was lost: {exc}") from None
+        finally:
+            self._calling = False

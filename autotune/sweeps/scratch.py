@@ -1,8 +1,10 @@
 """A sweep worker's private cache directory, in the system's temporary directory.
 
-A worker is killed at the sweep's end (or by Ray), so it cannot remove its own directory: it holds a lock in it
+A worker is killed at the sweep's end (or by Ray), so it may not remove its own directory: it holds a lock in it
 for its life instead (released by the OS however the process ends), and whoever finds the lock free removes the
-directory: the next worker on that host as it starts, and the local driver once its workers have stopped.
+directory: the next worker on that host as it starts, and the local driver once its workers have stopped. The local
+driver claims one directory per slot itself (its lock held by the driver), so a slot's replacement worker uses its
+dead worker's directory and finds the crash journal there; a Ray actor removes its own before it is killed.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from pathlib import Path
 
 import filelock
 
-__all__ = ["claim_worker_dir", "remove_abandoned_worker_dirs"]
+__all__ = ["claim_worker_dir", "release_worker_dir", "remove_abandoned_worker_dirs"]
 
 _PREFIX = "autotune-sweep-worker-"
 _STARTING_PREFIX = "autotune-sweep-starting-"  # where a worker takes its lock, before the directory is found
 _ALIVE = ".alive"
 _YOUNG_S = 60.0  # a directory this new without a lock file may be a worker's of an earlier version, starting
-_held: list[filelock.BaseFileLock] = []  # this process's lock: held until it exits
+_held: dict[str, filelock.BaseFileLock] = {}  # this process's locks by directory: held until it exits or releases
 
 
 def claim_worker_dir() -> str:
@@ -37,8 +39,17 @@ def claim_worker_dir() -> str:
         os.rename(starting, path)  # the lock is on the file, which keeps it through the rename
     except OSError:  # Windows renames no directory holding an open file: this one is then left where it is
         path = starting
-    _held.append(lock)
+    _held[path] = lock
     return path
+
+
+def release_worker_dir(path: str) -> None:
+    """Remove a directory `claim_worker_dir` gave this process, releasing its lock (a slot's, or an actor's own)."""
+    lock = _held.pop(path, None)
+    if lock is not None:
+        shutil.rmtree(path, ignore_errors=True)  # removed while locked: no other process takes it meanwhile
+        lock.release()
+        shutil.rmtree(path, ignore_errors=True)  # Windows removes no file held open
 
 
 def remove_abandoned_worker_dirs() -> int:

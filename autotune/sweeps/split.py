@@ -29,7 +29,8 @@ class SplitTuning:
     """What a split tuning did besides its record: the configs each worker measured, and where it refined."""
 
     def __init__(self) -> None:
-        self.measured: dict[int, int] = {}  # worker index -> configs it measured
+        self.measured: dict[int, int] = {}  # worker index -> configs it measured (workers with none left out)
+        self.busy_s: dict[int, float] = {}  # worker index -> seconds its own share (and refinement) took
         self.refined_on: int | None = None
 
 
@@ -46,11 +47,13 @@ def split_tune(
     shares again on the first worker. Raises NoValidConfigError when no config of any share ran."""
     started, count = time.perf_counter(), len(group)
     with ThreadPoolExecutor(count, thread_name_prefix="autotune-sweep-share") as pool:
-        shares = list(pool.map(lambda i: _share(group[i], (i, count)), range(count)))
+        shares = list(pool.map(lambda i: _share(group[i], (i, count), done), range(count)))
     gathered = [{"rank": i, "trials": s.trials, "winner": s.winner} for i, s in enumerate(shares)]
     merged, measured_by = merge_shards(gathered)
     for i, slot in enumerate(group):
-        done.measured[slot.index] = sum(1 for w in measured_by.values() if w == i)
+        configs = sum(1 for w in measured_by.values() if w == i)
+        if configs:  # a worker whose share was empty (more workers than configs) measured nothing
+            done.measured[slot.index] = configs
     ok = sorted((t for t in merged if t.ok), key=lambda t: t.median_ms or 0.0)
     if not ok:
         by_worker = {config: group[share].index for config, share in measured_by.items()}
@@ -59,7 +62,7 @@ def split_tune(
     winner = ok[0].config
     finalists = ok[: max(2, topk)]
     if len(finalists) >= 2:
-        final = _share(group[0], [dict(t.config) for t in finalists])
+        final = _share(group[0], [dict(t.config) for t in finalists], done)
         done.refined_on = group[0].index
         remeasured = {t.config: t for t in final.trials if t.status is not TrialStatus.SKIPPED}
         merged = [remeasured.get(t.config, t) for t in merged]
@@ -69,5 +72,11 @@ def split_tune(
     )
 
 
-def _share(slot: Slot, share: tuple[int, int] | list[dict]) -> ShareResult:
-    return codec.from_json(slot.tune_share(share), ShareResult)
+def _share(slot: Slot, share: tuple[int, int] | list[dict], done: SplitTuning) -> ShareResult:
+    """`slot`'s tuning of `share`, its seconds added to the worker's busy time in `done`."""
+    started = time.perf_counter()
+    try:
+        return codec.from_json(slot.tune_share(share), ShareResult)
+    finally:
+        seconds = time.perf_counter() - started
+        done.busy_s[slot.index] = done.busy_s.get(slot.index, 0.0) + seconds

@@ -27,6 +27,7 @@ from ..kernel.call import made_args, need_grid
 from ..kernel.identity import heuristic_kwargs
 from ..options import Tuning
 from ..record import Search, Trial
+from ..storage.remote_config import set_remote_cache
 from .scratch import claim_worker_dir
 
 if TYPE_CHECKING:
@@ -77,7 +78,9 @@ class ShareResult(msgspec.Struct, kw_only=True):
 # What a worker's own environment must say whatever the driver's does: no progress bar of its own (the driver
 # draws one for the sweep), no remote tier and no shared disk cache (the driver writes every winner).
 WORKER_ENV = {"AUTOTUNE_PROGRESS": "0"}
-_DROPPED_ENV = ("AUTOTUNE_REMOTE_CACHE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_FORCE")
+# AUTOTUNE_MODE too: a serving deployment's "online" would have the worker not tune (the driver passes a blocking
+# Tuning when the kernel's own says online).
+_DROPPED_ENV = ("AUTOTUNE_REMOTE_CACHE", "AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE", "AUTOTUNE_FORCE", "AUTOTUNE_MODE")
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,11 @@ class WorkerSpec:
 
 
 class SweepWorker:
-    """Tunes the keys a driver hands it, one at a time: `prepare(maker)` then `tune()`."""
+    """Tunes the keys a driver hands it, one at a time: `prepare(maker)` then `tune()`. `directory`: its private
+    cache directory, kept by the driver for the slot (a replacement worker finds its crash journal there), else one
+    of its own (`claim_worker_dir`)."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: WorkerSpec, directory: str | None = None) -> None:
         for name in _DROPPED_ENV:
             os.environ.pop(name, None)
         os.environ.update(WORKER_ENV)
@@ -102,11 +107,13 @@ class SweepWorker:
         # crashes then costs itself (`crashed`), not this worker and its key (the in-process default is a serving
         # process's, which must not double its memory; a sweep worker builds its own arguments).
         os.environ.setdefault("AUTOTUNE_ISOLATE", "auto")
-        os.environ["AUTOTUNE_CACHE_DIR"] = claim_worker_dir()
+        self.directory = directory or claim_worker_dir()
+        os.environ["AUTOTUNE_CACHE_DIR"] = self.directory
         _follow_path(list(spec.sys_path))
         self.kernel, self.layers = _import_kernel(spec.module, spec.qualname, spec.file)
         if spec.tuning is not None:
             _retune(self.kernel, spec.tuning)
+        _no_remote_tier()
         self._bound: Any = None
 
     def fingerprint(self) -> str:
@@ -148,6 +155,7 @@ class SweepWorker:
 
         if self._bound is None:
             raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
+        _no_remote_tier()  # a maker's module, imported since, may have set one
         bound, self._bound = self._bound, None
         if isinstance(bound, list):  # one config for every call (Tuning.objective)
             return record_json(self.kernel.tune_calls(bound)[0])
@@ -167,6 +175,7 @@ class SweepWorker:
 
         if self._bound is None:
             raise AutotuneError("the sweep worker was asked to tune before any arguments were prepared")
+        _no_remote_tier()
         if isinstance(share, tuple):
             index, count = share
             select: Callable[[list[Config]], Sequence[Config]] = lambda c: shard(c, index, count)  # noqa: E731
@@ -179,6 +188,13 @@ class SweepWorker:
         except NoValidConfigError as exc:
             result = ShareResult(trials=list(exc.trials))
         return codec.to_json(result)
+
+
+def _no_remote_tier() -> None:
+    """Turn the remote tier off in this worker: a script, kernel package or maker module may call set_remote_cache
+    at its top level, run again here as it is imported, and the driver holds each key's Redis lease while this
+    worker tunes it (and files the winner itself)."""
+    set_remote_cache(None)
 
 
 def _follow_path(parent_path: list[str]) -> None:
