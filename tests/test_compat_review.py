@@ -262,3 +262,20 @@ def test_a_launch_without_a_grid_is_told_to_give_one_as_triton_takes_it() -> Non
     with pytest.raises(AutotuneError) as caught:
         native.run(x, y, out, N, grid=None, warmup=False)
     assert str(caught.value) == "add_kernel needs a grid: give @autotune(grid=...) or launch add_kernel[grid](...)"
+
+
+def test_configs_timings_of_a_record_stored_without_a_loser_s_samples_read_its_median():
+    """A record over the entry size limit is stored without the losers' samples (their medians stay): compat's
+    `configs_timings` read from it gives each loser's median, not inf as for a failed config."""
+    from autotune.compat.timing import timings_of
+    from autotune.record import Trial, TrialStatus
+    from autotune.space import Config
+
+    winner, loser = Config(BLOCK=64), Config(BLOCK=128)
+    trials = [
+        Trial(config=winner, status=TrialStatus.OK, median_ms=1.0, min_ms=0.9, samples_ms=[0.9, 1.0, 1.1]),
+        Trial(config=loser, status=TrialStatus.OK, median_ms=2.0, min_ms=1.8, samples_ms=[]),
+    ]
+    record = type("R", (), {"trials": trials})()
+    timings = timings_of(record, {winner: "w", loser: "l"}, {})
+    assert timings["w"][0] == 1.0 and timings["l"] == [2.0, 2.0, 2.0]

@@ -203,7 +203,12 @@ def _copy(args: argparse.Namespace, command: str) -> int:
     source, target = (disk, tier) if command == "push" else (tier, disk)
     with warnings.catch_warnings(record=True) as caught:  # the tiers' warnings are this command's report
         warnings.simplefilter("always", CacheWarning)
-        found, stopped = tier.listing(args.kernel) if command == "pull" else (disk.entries(args.kernel), None)
+        if command == "pull":
+            found, stopped = tier.listing(args.kernel)
+        else:  # the disk's unreadable entries are said, as pull says Redis's, not left out unsaid
+            found, unreadable = disk.listing(args.kernel)
+            stopped = None
+            _say_unreadable(command, unreadable)
         # as `cache list --kernel`: a filter that matches nothing, exit 1 (unless Redis stopped before it was read)
         if not found and args.kernel is not None and stopped is None:
             origin = tier.url if command == "pull" else safe_text(directory)
@@ -223,6 +228,16 @@ def _copy(args: argparse.Namespace, command: str) -> int:
         counts = _copy_entries(found, target, args.lock_timeout)
     status = _report_copy(command, tier.url, counts, caught, args.lock_timeout)
     return max(status, _stopped(command, tier, len(found), stopped, f"{counts['copied']} copied"))
+
+
+def _say_unreadable(command: str, unreadable: Sequence[str]) -> None:
+    """Print the entries a listing could not read ("N entries could not be read: ..."); not fatal, as pull's."""
+    if unreadable:
+        print(
+            f"autotune cache {command}: {plural(len(unreadable), 'entry', 'entries')} could not be read and "
+            f"{'is' if len(unreadable) == 1 else 'are'} not copied: {safe_text('; '.join(unreadable))}",
+            file=sys.stderr,
+        )
 
 
 def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dict[str, int]:

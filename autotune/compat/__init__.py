@@ -40,7 +40,7 @@ from ..errors import CallError, UserCodeError
 from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
 from ..kernel.occupancy import FIELD as OCCUPANCY
 from ..kernel.occupancy import lowered_options
-from ..kernel.pruning import check_top_k
+from ..kernel.pruning import MAX_RERUNS, check_top_k
 from ..options import Tuning
 from ..record import TuningRecord
 from ..space.spaces import Config as _NativeConfig
@@ -71,7 +71,6 @@ Config = triton.Config
 heuristics = triton.heuristics
 
 _CONFIG_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})  # what a triton.Config may set
-_MAX_RUNS = 8  # runs of one call whose configs keep changing under it (a prune that never settles): then raise
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -358,15 +357,15 @@ class Autotuner(KernelInterface):
         ConfigChangedInPlace, raised by the prune; a change made before its prune ran (another thread's prune, the
         caller) costs it nothing."""
         changed = exc.own
-        for _ in range(_MAX_RUNS):
-            self._reindex()
+        for _ in range(MAX_RERUNS):
+            self.reindex()
             try:
                 return self._run(nargs, args, kwargs, changed=changed)
             except ConfigsChanged as again:
                 exc, changed = again, changed or again.own
         raise ConfigChangedInPlace(self.name, exc.index, exc.config) from exc
 
-    def _reindex(self) -> None:
+    def reindex(self) -> None:
         """Index `configs` anew if they changed since the current engine indexed them; threads that saw one change
         rebuild the engine once, so that none discards what another tuned on the engine it built."""
         with self._index_lock:
@@ -466,7 +465,7 @@ class Autotuner(KernelInterface):
         if warmup and config is None:
             return self._warm(tuner, args, call_kwargs, grid, nargs, key_values, dtypes, bound, changed)
         if config is None and index.changed_at() is not None:  # as Triton reads the list at each tuning
-            self._reindex()
+            self.reindex()
             return self._run(nargs, args, kwargs, changed)
         if config is None and filed is not None:  # deleted from `cache`: looked up again, as in Triton
             tuner.filed.pop(key, None)

@@ -131,7 +131,9 @@ def timings_of(record: TuningRecord, triton_of: Mapping[Any, Any], raw: Mapping[
         if config is None or trial.status is TrialStatus.SKIPPED:
             continue
         if trial.status is TrialStatus.OK:
-            timings[config] = raw.get(trial.config, timing_from_samples(trial.samples_ms))
+            # a record trimmed to fit an entry keeps a loser's median, not its samples
+            samples = trial.samples_ms or ([trial.median_ms] if trial.median_ms is not None else [])
+            timings[config] = raw.get(trial.config, timing_from_samples(samples))
         else:
             timings[config] = [float("inf")] * len(QUANTILES)
     return timings

@@ -27,7 +27,7 @@ from ..engine.process_group import active_mode
 from ..errors import CallError, OptionError
 from ..kernel.call import Found, argument_makers, made_args, need_grid
 from ..kernel.identity import heuristic_kwargs, wrapper_layers
-from ..kernel.pruning import RerunCall
+from ..kernel.pruning import MAX_RERUNS, RerunCall
 from ..modes.distributed import Agreement, agreements
 from ..options import Tuning, env_disable, env_force, env_offline, online_mode
 from ..record import TuningRecord
@@ -136,25 +136,22 @@ def warmup(
     return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
 
 
-_MAX_RUNS = 8  # as compat's own run: a prune that changes the configs on every run never settles
-
-
 def _settled(kernel: object, step: Callable[[Autotuned], _T]) -> tuple[Autotuned, _T]:
     """(the engine, `step(engine)`), where `step` runs the kernel's prune outside a launch. An `autotune.compat`
     kernel's early_config_prune that changed a config in place asks for the call again (`RerunCall`), as Triton's
-    matmul_perf_model does: the configs are indexed anew (compat's `configs` setter) and `step` runs again on the
+    matmul_perf_model does: the configs are indexed anew (compat's `reindex`) and `step` runs again on the
     rebuilt engine, as compat's own `run` does."""
-    for _ in range(_MAX_RUNS):
+    for _ in range(MAX_RERUNS):
         launcher, engine, _ = _engine_of(kernel)
         try:
             return engine, step(engine)
         except RerunCall:
-            if type(engine) is Autotuned:  # asked only by compat's prune, which the configs setter re-indexes
+            if type(engine) is Autotuned:  # asked only by compat's prune, whose kernel re-indexes
                 raise
-            launcher.configs = launcher.configs  # compat indexes a list set anew and rebuilds its engine over it
+            launcher.reindex()  # compat's: the configs indexed anew and its engine rebuilt over them
     raise OptionError(
         f"autotune.warmup({engine.name}, ...): early_config_prune changed the configs in place on each of "
-        f"{_MAX_RUNS} runs, so they never settle; return a subset of the configs unchanged, and set the values "
+        f"{MAX_RERUNS} runs, so they never settle; return a subset of the configs unchanged, and set the values "
         "you want on kernel.configs once, before the warm-up"
     )
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NoRecordError
+from ..keys import normalise_key
 from ..record import TuningRecord
 from ..storage.counters import stats
 
@@ -41,7 +42,8 @@ class KernelInspection:
                     f"or a stored winner decided it"
                 )
             return records[self._last_key]
-        wanted = tuple(key) if isinstance(key, (tuple, list)) else (key,)
+        # normalised as a call's key is stored (an enum as `Type.NAME`, a tl.dtype as its text), as a clear's is
+        wanted = normalise_key(tuple(key) if isinstance(key, (tuple, list)) else (key,), f"{self.name}.record(key)")
         matches = [rec for (k, _), rec in records.items() if k == wanted]
         if not matches:
             raise NoRecordError(

@@ -35,6 +35,9 @@ class TopKError(OptionError, TypeError):
     """A `top_k` of the wrong type: an OptionError, and a TypeError as triton.autotune raises for it."""
 
 
+MAX_RERUNS = 8  # runs of one call whose configs keep changing under it (a prune that never settles): then raise
+
+
 class RerunCall(AutotuneError):
     """Raised by a prune= callable to have its caller run the call again from the start, on an engine rebuilt over
     configs that changed (autotune.compat, when an early_config_prune changed one in place). A request, not a prune

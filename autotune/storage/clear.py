@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CallError, warn_at_caller
+from ..keys import normalise_key
 from . import journal
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_matches, kernel_suggestion, wanted_key_text
@@ -118,6 +119,32 @@ def _reads_same(stored: Any, given: Any) -> bool:
     return str(stored) == str(given) or (isinstance(stored, numbers) and isinstance(given, numbers) and stored == given)
 
 
+def _clear_in_order(
+    caches: list[KernelCache], persistent: list[Cache], name: str | None, key: tuple | None
+) -> tuple[set[tuple[str, str]], set[str]]:
+    """Clear `caches`' memory and the `persistent` tiers (of kernel `name` and `key`; None: all) in the order
+    `KernelCache.clear` keeps: memory forgotten before the tiers and again after (a lookup begun while they were
+    being cleared keeps nothing), the remote tier before the disk (a lookup copies a remote hit to the disk, never
+    back). Returns the (location, entry id) pairs removed and the kernel ids they belonged to."""
+    removed: set[tuple[str, str]] = set()
+    kernels: set[str] = set()
+
+    def forget_all() -> None:
+        for cache in caches:
+            dropped = cache.forget(key)
+            removed.update((e.location, e.entry_id) for e in dropped)
+            if dropped:
+                kernels.add(cache.identity or cache.kernel_name)
+
+    forget_all()
+    for tier in reversed(persistent):
+        for e in tier.remove(name, key):
+            removed.add((e.location, e.entry_id))
+            kernels.add(e.record.kernel_id or e.record.kernel)
+    forget_all()  # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
+    return removed, kernels
+
+
 def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool = False) -> int:
     """Remove tuned winners from memory (every kernel loaded in this process) and disk, and with `remote=True`
     from the shared remote tier too (every node's winners: a node's local clear leaves the fleet's alone).
@@ -146,9 +173,7 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         key = as_key_tuple(key)
     if kernel is None:
         persistent = _persistent(remote)
-        removed = {(e.location, e.entry_id) for cache in live_caches() for e in cache.forget(None)}
-        for tier in persistent:
-            removed |= {(e.location, e.entry_id) for e in tier.remove()}
+        removed, _ = _clear_in_order(live_caches(), persistent, None, None)
         journal.forget()  # configs that ended a process are tried again
         return len(removed)
     target = _target(kernel)
@@ -159,20 +184,12 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         return cleared
     persistent = _persistent(remote)
     name = target.name
-    removed, kernels, loaded = set(), set(), set()
-    for cache in live_caches():
-        if kernel_matches(cache.kernel_name, cache.identity, name):
-            loaded.add(cache.journal_id)
-            dropped = cache.forget(key)
-            removed |= {(e.location, e.entry_id) for e in dropped}
-            if dropped:
-                kernels.add(cache.identity or name)
-    for tier in persistent:
-        for e in tier.remove(name, key):
-            removed.add((e.location, e.entry_id))
-            kernels.add(e.record.kernel_id or e.record.kernel)
-    for kernel_id in kernels | loaded:
-        journal.forget(kernel_id, key)
+    matching = [c for c in live_caches() if kernel_matches(c.kernel_name, c.identity, name)]
+    removed, kernels = _clear_in_order(matching, persistent, name, key)
+    # the journal files its notes under the key as a call normalises it (an enum as `Type.NAME`), as KernelCache.clear
+    journal_key = None if key is None else normalise_key(key)
+    for kernel_id in kernels | {cache.journal_id for cache in matching}:
+        journal.forget(kernel_id, journal_key)
     if isinstance(kernel, str) and not removed:
         _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
         if key is not None:

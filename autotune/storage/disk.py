@@ -17,9 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CacheEntryError
-from ..options import env_offline
 from ..record import TuningRecord
-from .entries import as_key_tuple, is_newer_schema, kernel_matches, key_text, parse_record, record_json, wanted_key_text
+from .entries import (
+    as_key_tuple,
+    entry_json,
+    is_newer_schema,
+    kernel_matches,
+    key_text,
+    parse_record,
+    wanted_key_text,
+)
 from .files import (
     ENTRY_SUFFIX,
     OnError,
@@ -59,10 +66,18 @@ class DiskCache:
     persistent = True
 
     def __init__(
-        self, directory: str | os.PathLike | None = None, *, on_fault: Callable[[str], None] | None = None
+        self,
+        directory: str | os.PathLike | None = None,
+        *,
+        on_fault: Callable[[str], None] | None = None,
+        then: Callable[[str, bool], str] | None = None,
     ) -> None:
         self.directory = directory
         self.on_fault = on_fault  # given: each fault's message goes there, every time, instead of a warning
+        # what the caller does about an unusable entry of `what` (replaced: whether its next write replaces it), as
+        # the end of the warning (", tuning K and replacing it"); the tier reads no mode switch, so a caller that
+        # is not a launch (`cache pull`, an import) says nothing beyond "ignoring it"
+        self.then = then
         self._warned: set[tuple] = set()
         self._guard = threading.Lock()
 
@@ -73,6 +88,11 @@ class DiskCache:
             self.on_fault(message)
         else:
             warn(message)
+
+    def _then(self, what: str, replaced: bool = False) -> str:
+        """The end of a warning about an unusable entry of `what`: a comma and what the caller does next (`then`),
+        or nothing when the caller did not say."""
+        return "" if self.then is None else ", " + self.then(what, replaced)
 
     def path(self, entry: EntryRef) -> Path:
         """The file of `entry` (it may not exist)."""
@@ -147,7 +167,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except CacheEntryError as exc:
-            self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it, {_then(what)}")
+            self.warn_once(path, f"autotune cache: cannot read an entry ({exc}); ignoring it{self._then(what)}")
             return None
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and self.warn_not_writable(exc, path):  # the cache directory's fault
@@ -155,7 +175,7 @@ class DiskCache:
             self.warn_once(
                 path,
                 f"autotune cache: cannot read {path} ({exc.__class__.__name__}: "
-                f"{exc.strerror or exc}); ignoring it, {_then(what)}",
+                f"{exc.strerror or exc}); ignoring it{self._then(what)}",
             )
             return None
         try:
@@ -168,7 +188,7 @@ class DiskCache:
                     f"place; tuning {what} with the winner kept in memory only",
                 )
             else:
-                self.warn_once(path, f"autotune cache: {exc}; ignoring it, {_then(what, replaced=True)}")
+                self.warn_once(path, f"autotune cache: {exc}; ignoring it{self._then(what, True)}")
             return None
 
     # -- writing ------------------------------------------------------------------------------------
@@ -179,7 +199,10 @@ class DiskCache:
         if _newer_schema_at(path) or self.linked_out(path, what):
             return False  # warned when read
         try:
-            data = record_json(record)
+            data = entry_json(record, what)
+        except CacheEntryError as exc:  # too large for any reader: not written, rather than written unreadable
+            self.warn_once(path, f"autotune cache: {exc}")
+            return False
         except Exception as exc:  # a key value the encoder cannot serialise, say
             self._fault(
                 f"autotune cache: cannot serialise the record of {what} ({exc}); the winner is kept in memory only"
@@ -242,11 +265,18 @@ class DiskCache:
     # -- listing and removing -----------------------------------------------------------------------
 
     def entries(self, kernel: str | None = None) -> list[StoredEntry]:
-        return [
-            StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record)
-            for e in disk_entries(kernel, self.directory)
-            if e.record is not None
-        ]
+        return self.listing(kernel)[0]
+
+    def listing(self, kernel: str | None = None) -> tuple[list[StoredEntry], list[str]]:
+        """The readable entries (of `kernel`, or all), and why each other entry file could not be read (the error,
+        which names the file): a copy reports those rather than leaving them out unsaid."""
+        readable, unreadable = [], []
+        for e in disk_entries(kernel, self.directory):
+            if e.record is None:
+                unreadable.append(e.error or f"cannot read {e.path}")
+            else:
+                readable.append(StoredEntry(self.name, e.path.parent.name, e.path.name[: -len(ENTRY_SUFFIX)], e.record))
+        return readable, unreadable
 
     def remove(
         self,
@@ -297,10 +327,3 @@ def _newer_schema_at(path: Path) -> bool:
     except (OSError, CacheEntryError, ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and is_newer_schema(obj.get("schema_version"))
-
-
-def _then(what: str, replaced: bool = False) -> str:
-    """What follows an entry that cannot be used: a tuning (that replaces it), or under AUTOTUNE_OFFLINE=1 none."""
-    if env_offline():
-        return f"and AUTOTUNE_OFFLINE=1 launches {what} untuned (the entry is left as it is)"
-    return f"tuning {what}" + (" and replacing it" if replaced else "")

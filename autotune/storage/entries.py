@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from .. import codec
 from ..errors import CacheEntryError, did_you_mean
 from ..format import format_timestamp
@@ -21,6 +23,7 @@ from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = [
     "MAX_ENTRY_BYTES",
+    "MAX_KEY_DEPTH",
     "FUTURE_TOLERANCE_S",
     "key_text",
     "as_key_tuple",
@@ -34,12 +37,18 @@ __all__ = [
     "location_pattern",
     "short_name",
     "record_json",
+    "entry_json",
     "parse_record",
     "no_constant",
     "is_newer_schema",
 ]
 
 MAX_ENTRY_BYTES = 16 << 20  # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
+# A stored key's lists nest no deeper than this: the limit `keyspec` sets on a key given as text (its `_MAX_DEPTH`; a
+# key nests one or two deep). Kept here as the bound of what an entry may hold, as the code that reads a key (its
+# text, the CLI's sorting) recurses once per level.
+MAX_KEY_DEPTH = 16
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # An entry dated further ahead of this machine's clock than this was stamped by a clock set wrong; trusted, it
 # would win every newer-wins comparison (import, push, pull) for as long as it is ahead: it is refused instead.
 FUTURE_TOLERANCE_S = 24 * 3600.0
@@ -179,6 +188,48 @@ def finite_float(text: str) -> float:
     return value
 
 
+def _nesting(value: Any) -> int:
+    """How deep lists and objects nest in the JSON value `value` (1 for a flat list), without recursing."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _unencodable_text(value: Any) -> str | None:
+    """The first text (an object's name or a string) in the JSON value `value` that does not encode to UTF-8 (a
+    lone surrogate such as "\\udcff", which JSON can spell), else None; without recursing."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        texts = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return text
+        if isinstance(item, (list, dict)):
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return None
+
+
+def _check_shape(obj: dict, data: bytes, origin: object) -> None:
+    """Refuse what the record's schema allows but nothing downstream can handle: a key nested deeper than
+    MAX_KEY_DEPTH (its readers recurse once per level) and text that does not encode to UTF-8 (names, files and
+    Redis keys are made from it)."""
+    key = obj.get("key")
+    if isinstance(key, list) and _nesting(key) > MAX_KEY_DEPTH:
+        raise CacheEntryError(f"{origin} has a key nested deeper than {MAX_KEY_DEPTH} levels, deeper than any key")
+    if _SURROGATE_ESCAPE.search(data) is None:  # a lone surrogate can only come from a \u escape
+        return
+    bad = _unencodable_text(obj)
+    if bad is not None:
+        raise CacheEntryError(f"{origin} holds text that is not valid Unicode ({bad[:60]!r}: a lone surrogate)")
+
+
 def parse_record(data: bytes, origin: object, *, future_ok: bool = False) -> TuningRecord:
     """The TuningRecord in `data` (an entry's bytes; `origin` names where they came from in messages).
     Raises CacheEntryError when they are not JSON, not an object, of another schema version
@@ -193,6 +244,7 @@ def parse_record(data: bytes, origin: object, *, future_ok: bool = False) -> Tun
         raise CacheEntryError(f"{origin} is {what}") from None
     if not isinstance(obj, dict):
         raise CacheEntryError(f"{origin} is not a JSON object")
+    _check_shape(obj, data, origin)
     version = obj.get("schema_version")
     if version != SCHEMA_VERSION:
         raise CacheEntryError(
@@ -220,6 +272,31 @@ def is_newer_schema(version: object) -> bool:
     """Whether `version` (a stored entry's schema_version) is newer than this autotune's: such an entry is
     left in place, never replaced."""
     return isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+
+
+def entry_json(record: TuningRecord, what: str) -> bytes:
+    """`record_json` of `record` (of `what`) as a tier stores it: within MAX_ENTRY_BYTES, the size every reader
+    accepts. Over it, the samples of the trials other than the winner and the re-measured ones are left out (their
+    median and min stay); still over, a CacheEntryError (kind "size") naming the size, the limit and the cause, as
+    storing it would make an entry no reader takes (every process would tune the key again)."""
+    data = record_json(record)
+    if len(data) <= MAX_ENTRY_BYTES:
+        return data
+    kept = {record.winner, *(record.remeasured or ())}
+    trimmed = msgspec.structs.replace(
+        record,
+        trials=[t if t.config in kept else msgspec.structs.replace(t, samples_ms=[]) for t in record.trials],
+    )
+    smaller = record_json(trimmed)
+    if len(smaller) <= MAX_ENTRY_BYTES:
+        return smaller
+    raise CacheEntryError(
+        f"the record of {what} is {len(smaller)} bytes even without the samples of all but the winner and the "
+        f"re-measured configs, over the {MAX_ENTRY_BYTES}-byte limit of an entry: its {len(record.trials)} trials "
+        "are too many to store, so it is not written and the winner is kept in memory only; tune fewer configs "
+        "(a search strategy, a smaller space or prune=)",
+        kind="size",
+    )
 
 
 def record_json(record: TuningRecord) -> bytes:

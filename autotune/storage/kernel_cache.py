@@ -25,6 +25,7 @@ from ..errors import AutotuneError, CallError, CrashWarning, NoValidConfigError,
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..kernel.call import Found
+from ..options import env_offline
 from ..options import lock_timeout_s as configured_lock_timeout_s
 from ..record import PriorNote, Search, TrialStatus, TuningRecord, Where, stronger_search
 from ..space.spaces import Config
@@ -62,6 +63,14 @@ def _keys_this_thread_tunes() -> set:
     tuning_now: set = getattr(_TLS, "tuning", None) or set()
     _TLS.tuning = tuning_now
     return tuning_now
+
+
+def _what_a_launch_does(what: str, replaced: bool) -> str:
+    """What a launch does about an unusable disk entry of `what` (the end of the disk tier's warning): a tuning that
+    replaces it (`replaced`: a write would), or under AUTOTUNE_OFFLINE=1 an untuned launch that leaves it."""
+    if env_offline():
+        return f"and AUTOTUNE_OFFLINE=1 launches {what} untuned (the entry is left as it is)"
+    return f"tuning {what}" + (" and replacing it" if replaced else "")
 
 
 class _Seen(NamedTuple):  # a NamedTuple, not a frozen dataclass: ~7x cheaper to define at import
@@ -128,7 +137,7 @@ class KernelCache:
         self.space_contains = space_contains
         self.memory = MemoryCache(kernel_name, identity, self.dirname)
         self._tiers: list[Cache] | None = list(tiers) if tiers is not None else None
-        self._disk = DiskCache()
+        self._disk = DiskCache(then=_what_a_launch_does)
         if tiers is None:
             remote_tiers()  # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()

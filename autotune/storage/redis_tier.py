@@ -34,13 +34,13 @@ from ..record import TuningRecord
 from .entries import (
     MAX_ENTRY_BYTES,
     as_key_tuple,
+    entry_json,
     is_dir_of,
     is_newer_schema,
     kernel_matches,
     key_text,
     location_pattern,
     parse_record,
-    record_json,
     wanted_key_text,
 )
 from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, StoredEntry, warn
@@ -312,10 +312,13 @@ class RedisCache:
             head = self.call(lambda c: c.getrange(key, 0, 63))  # a record's JSON starts with its schema_version
             if head and _newer_schema(head):
                 return False
-            data = record_json(record)
+            data = entry_json(record, entry.what)
             ttl_ms = int(self.ttl_s * 1000) if self.ttl_s else None
             self.call(lambda c: c.set(key, data, px=ttl_ms))
         except _Unavailable:
+            return False
+        except CacheEntryError as exc:  # too large for any reader: not written, rather than written unreadable
+            self.warn_once(f"autotune cache: {exc} (Redis key {key})")
             return False
         logger.debug("autotune cache: wrote Redis key %s", key)
         return True
