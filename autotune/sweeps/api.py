@@ -429,12 +429,12 @@ class _Run:
         job.lost_on = slot.index
         queue.finish(job, again=retry)
         if not retry and not stopping and not queue.pending():  # no job left for a new worker: none is started
-            slot.stop()
-            queue.leave()  # the kind's other workers take what their own lost workers hand back
-            return False
-        given_up = _INTERRUPTED if stopping else self._replace(slot)
-        if given_up is None:
-            return True
+            slot.stop()  # (the kind's other workers take what their own lost workers hand back)
+            given_up = "no job was left for a new worker"
+        else:
+            given_up = _INTERRUPTED if stopping else self._replace(slot)
+            if given_up is None:
+                return True
         status = "interrupted" if given_up == _INTERRUPTED else "failed"
         for left in queue.leave():
             error = f"no worker of this kind is left ({exc}; {given_up})"
