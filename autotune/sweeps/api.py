@@ -428,9 +428,9 @@ class _Run:
             self._record(job, outcome)
         job.lost_on = slot.index
         queue.finish(job, again=retry)
-        if not retry and not stopping and not queue.pending():  # no job left for a new worker: none is started
-            slot.stop()  # (the kind's other workers take what their own lost workers hand back)
-            given_up = "no job was left for a new worker"
+        given_up: str | None = "no job was left for a new worker"
+        if not retry and not stopping and not queue.pending():  # none is started (the kind's other workers take
+            slot.stop()  # what their own lost workers hand back)
         else:
             given_up = _INTERRUPTED if stopping else self._replace(slot)
             if given_up is None:
