@@ -4,7 +4,7 @@
 (a tuple or list is the key, a lone value a 1-tuple), else as a comma list whose items are literals or bare
 strings (`1024,row` -> `(1024, "row")`). Literals are parsed, never evaluated. What no cached key can hold is
 refused with a ValueError naming --key (the CLI's exit 2): a dict, set, bytes or complex, NaN or an infinity (no
-key holds one: `NaN`, `Infinity`, `1e999`), and tuples nested deeper than `_MAX_DEPTH`.
+key holds one: `NaN`, `Infinity`, `1e999`), and tuples nested deeper than `MAX_KEY_DEPTH`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import json
 import math
 from typing import Any
 
-__all__ = ["parse_key"]
+__all__ = ["MAX_KEY_DEPTH", "parse_key"]
 
 _MAX_KEY_TEXT = 10_000  # a key is a few sizes and flags; longer text is a mistake, not a key
-_MAX_DEPTH = 16  # tuples in tuples: a key nests one or two deep; the parsers recurse once per level
+MAX_KEY_DEPTH = 16  # tuples in tuples: a key nests one or two deep; what reads one (parsers, a stored key's text)
+# recurses once per level
 
 
 def _literal(text: str) -> Any:
@@ -35,9 +36,9 @@ def parse_key(text: str) -> tuple:
     text = text.strip()
     if not text or len(text) > _MAX_KEY_TEXT:
         raise ValueError(f"--key {text[:40]!r}: give the key's values, e.g. 4096 or 4096,1024 or '(4096, 1024)'")
-    if _depth(text) > _MAX_DEPTH:
+    if _depth(text) > MAX_KEY_DEPTH:
         raise ValueError(
-            f"--key {text[:40]!r}: its tuples nest deeper than {_MAX_DEPTH} levels, deeper than any key; give the "
+            f"--key {text[:40]!r}: its tuples nest deeper than {MAX_KEY_DEPTH} levels, deeper than any key; give the "
             "key's values, e.g. 4096,1024 or '(4096, (1, 2))'"
         )
     try:

@@ -61,3 +61,12 @@ def redis_server(tmp_path):
     server = RedisProcess(tmp_path / "redis")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray runtime (2 CPUs) for a test module's Ray sweeps, shut down after the module."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -220,14 +220,6 @@ def test_the_cli_writes_the_summary_json_and_a_signed_archive(tmp_path):
     assert installed.complete and len(installed.records_imported) == 2
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_actors_give_the_winners_of_tuning_alone(ray_cluster, tmp_path):
     report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32, 64, 128]), executor="ray", workers=2)
     assert report.executor == "ray" and [k.status for k in report.keys] == ["tuned"] * 3

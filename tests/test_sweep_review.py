@@ -189,14 +189,6 @@ def test_the_cli_says_in_one_line_when_no_ray_cluster_answers():
     assert "--ray auto: could not connect to the Ray cluster at 'auto'" in auto.stderr
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _worker_dirs() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("autotune-sweep-worker-*"))
 

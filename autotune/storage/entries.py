@@ -19,11 +19,11 @@ from .. import codec
 from ..errors import CacheEntryError, did_you_mean
 from ..format import format_timestamp
 from ..keys import normalise_key
+from ..keyspec import MAX_KEY_DEPTH  # a stored key nests no deeper than a typed one
 from ..record import SCHEMA_VERSION, TuningRecord
 
 __all__ = [
     "MAX_ENTRY_BYTES",
-    "MAX_KEY_DEPTH",
     "FUTURE_TOLERANCE_S",
     "key_text",
     "as_key_tuple",
@@ -44,10 +44,6 @@ __all__ = [
 ]
 
 MAX_ENTRY_BYTES = 16 << 20  # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
-# A stored key's lists nest no deeper than this: the limit `keyspec` sets on a key given as text (its `_MAX_DEPTH`; a
-# key nests one or two deep). Kept here as the bound of what an entry may hold, as the code that reads a key (its
-# text, the CLI's sorting) recurses once per level.
-MAX_KEY_DEPTH = 16
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # An entry dated further ahead of this machine's clock than this was stamped by a clock set wrong; trusted, it
 # would win every newer-wins comparison (import, push, pull) for as long as it is ahead: it is refused instead.
