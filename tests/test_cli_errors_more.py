@@ -111,6 +111,7 @@ def test_checked_cache_dir_without_a_cache_dir_is_the_default_one():
     ("args", "named"),
     [
         (["cache", "show", b"\xff"], "argument KERNEL"),
+        (["report", b"\xff"], "argument KERNEL"),
         (["cache", "list", "--kernel", b"\xff"], "argument --kernel"),
         (["cache", "clear", "--kernel", b"\xff"], "argument --kernel"),
         (["cache", "list", "--remote", *NO_REDIS, "--kernel", b"\xff"], "argument --kernel"),
@@ -190,6 +191,28 @@ def test_sweep_of_calls_that_yield_then_raise_names_them(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("kernel", "said"),
+    [
+        ("kernels_for_tests:add_kernel", "KERNEL 'kernels_for_tests:add_kernel' is a plain @triton.jit kernel"),
+        ("notkernels:number", "KERNEL 'notkernels:number' is an object of type int, not a kernel"),
+    ],
+    ids=["plain-jit", "number"],
+)
+def test_sweep_of_something_not_an_autotune_kernel_says_so_in_the_cli_s_words(tmp_path, kernel, said):
+    (tmp_path / "notkernels.py").write_text("number = 5\n")
+    res = run_cli("sweep", kernel, "--calls", "sweep_kernels:cli_pick_calls", cwd=tmp_path)
+    one_line_mistake(res, said)
+    assert "sweep()" not in res.stderr and " at 0x" not in res.stderr, res.stderr
+
+
+def test_sweep_of_calls_that_make_no_arguments_is_refused_before_any_worker_starts(tmp_path):
+    (tmp_path / "nocalls.py").write_text("def calls():\n    return []\n")
+    res = run_cli(*SWEEP[:2], "--calls", "nocalls:calls", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    one_line_mistake(res, "--calls 'nocalls:calls' returned no argument makers")
+    assert res.stdout == "", res.stdout  # no report: no worker ran
+
+
+@pytest.mark.parametrize(
     ("args", "said", "not_said"),
     [
         (["--workers", "0"], "argument --workers", "sweep(workers"),
@@ -210,6 +233,45 @@ def test_sweep_that_cannot_write_json_still_exports_and_exits_1(tmp_path):
     no_traceback(res)
     assert "--json /proc/version could not be written" in res.stderr, res.stderr
     assert archive.is_file() and f"wrote {archive}" in res.stdout, res.stdout
+
+
+# ---------------------------------------------------------------------------------------------- replay
+
+
+def test_replay_caps_the_budget_at_the_configs_the_landscape_recorded(tmp_path, capsys):
+    from test_reporting_edges import entry, landscape_file
+
+    cache = {str(a): entry(a, float(a)) for a in (1, 2, 3, 4)}
+    path = landscape_file(tmp_path / "small.json", cache, tune_params={"a": [1, 2, 3, 4]})
+    out_json = tmp_path / "replay.json"
+    args = ["replay", str(path), "--strategy", "random", "--budget", "1000", "--workers", "256", "--seeds", "2"]
+    assert main([*args, "--json", str(out_json)]) == 0
+    assert "strategy random, budget 4, 256 compile workers" in capsys.readouterr().out
+    result = json.loads(out_json.read_text())
+    assert result["budget"] == 4 and all(r["evaluations"] == 4 for r in result["runs"]), result
+
+
+def test_a_random_search_draws_only_for_the_untried_configs_of_a_listed_space(monkeypatch):
+    """Asked for many configs (one per simulated worker) once a listed space is (nearly) all tried, a strategy
+    draws for the configs left, not 50 times the number asked."""
+    from autotune.engine.search import RandomSearch
+    from autotune.space import CartesianSpace
+
+    space = CartesianSpace(a=[1, 2, 3])
+    search = RandomSearch(space, seed=0)
+    assert len(search.ask(1)) == 1
+    draws = [0]
+    real = CartesianSpace.sample
+
+    def counted(self, rng):
+        draws[0] += 1
+        return real(self, rng)
+
+    monkeypatch.setattr(CartesianSpace, "sample", counted)
+    assert len(search.ask(256)) == 2
+    assert draws[0] <= 2 * 50, draws
+    draws[0] = 0
+    assert search.ask(256) == [] and draws[0] == 0
 
 
 # ---------------------------------------------------------------------------------------------- Redis

@@ -316,6 +316,17 @@ def _scenario_different_keys_and_a_prune_error(rank: int, world: int, out: Path)
     return _caught(lambda: _launch(_make(SPACE, "rank0", [], prune=_prune_raising_on(world - 1, rank)), n, rank))
 
 
+def _scenario_offline_on_one_rank(rank: int, world: int, out: Path) -> dict:
+    """AUTOTUNE_OFFLINE=1 on the last rank only: it would wait for rank 0's stored record while rank 0 tunes, so
+    the handshake refuses it on every rank together, naming the ranks and the variable."""
+    if rank == world - 1:
+        os.environ["AUTOTUNE_OFFLINE"] = "1"
+    try:
+        return _caught(lambda: _launch(_make(SPACE, "shard", []), 350, rank))
+    finally:
+        os.environ.pop("AUTOTUNE_OFFLINE", None)
+
+
 def _scenario_isolated_shard(rank: int, world: int, out: Path) -> dict:
     from isolation_kernels import shard_crashy_add
 
@@ -474,6 +485,7 @@ SCENARIOS: dict[str, Callable[[int, int, Path], Any]] = {
     "scripted_shard": _scenario_scripted_shard,
     "objective": _scenario_objective,
     "warmup_follower_holds_key": _scenario_warmup_where_only_a_follower_holds_the_key,
+    "offline_on_one_rank": _scenario_offline_on_one_rank,
     "different_keys": _scenario_different_keys,  # last: it leaves the ranks out of step on purpose
 }
 ALONE = {"isolated_shard": _scenario_isolated_shard}  # spawned on their own (`runs` does not run them)
@@ -780,6 +792,15 @@ def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):
     for res in results:
         assert res["prune_differs"]["trials"]["128"] == "skipped"
         assert any("prune= kept different configs on different ranks" in w for w in res["prune_differs"]["warnings"])
+
+
+def test_autotune_offline_on_some_ranks_only_is_refused_on_every_rank_naming_them(runs):
+    for rank, res in enumerate(runs(2)):
+        outcome = res["offline_on_one_rank"]
+        assert outcome["error"] == "DistributedTuningError" and outcome["is_autotune_error"], (rank, outcome)
+        assert f"rank {rank} of 2" in outcome["message"]
+        assert "AUTOTUNE_OFFLINE=1 on rank(s) 1 only, not on rank(s) 0" in outcome["message"], outcome
+        assert "Set AUTOTUNE_OFFLINE the same on every rank" in outcome["message"]
 
 
 def test_ranks_at_different_keys_raise_instead_of_pairing_unrelated_collectives(runs):

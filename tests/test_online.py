@@ -489,3 +489,127 @@ def test_best_config_is_the_candidate_each_online_call_ran():
     for _ in range(8):
         kernel(out, 8)
         assert kernel.best_config["BLOCK"] == int(out[0])
+
+
+def _call_until(kernel, done, n=512, limit=400):
+    """Call `kernel` until `done()` (each call checked); the driver thread compiles meanwhile."""
+    for _ in range(limit):
+        if done():
+            return
+        call(kernel, n)
+        time.sleep(0.005)
+    raise AssertionError(f"not done after {limit} calls: {kernel.cache_info()}")
+
+
+def test_a_key_whose_every_candidate_fails_is_given_up_warned_once_and_keeps_running():
+    """Every candidate fails to compile in the background: the key is given up (a failed tuning counted, its
+    session dropped, each config's error warned once) and its calls go on launching the config they ran so far,
+    until a clear of the cache tunes it again."""
+    from autotune import clear_autotune_cache
+    from autotune.engine.compilers import FunctionCompiler
+
+    kernel = autotune(
+        space={"BLOCK": [128], "SLOW": [0, 180], "BAD": [0]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        fallback={"BLOCK": 64, "SLOW": 0, "BAD": 0},
+        tuning=Tuning(mode="online", compile_workers=0, reps=2),
+    )(slow_add)
+
+    def bad(config):
+        raise RuntimeError(f"out of resources: shared memory (config SLOW={config['SLOW']})")
+
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(bad)
+    runs = record_launches(kernel, "BLOCK", "SLOW")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _call_until(kernel, lambda: stats()["slow_add"]["failed_tunings"] == 1)
+        for _ in range(5):
+            call(kernel)
+    given_up = [str(w.message) for w in caught if "found no config that runs" in str(w.message)]
+    assert len(given_up) == 1, given_up
+    assert "out of resources: shared memory (config SLOW=0)" in given_up[0]
+    assert "out of resources: shared memory (config SLOW=180)" in given_up[0]
+    assert "{'BLOCK': 64, 'SLOW': 0, 'BAD': 0}" in given_up[0]
+    assert "online" not in kernel.cache_info()  # no session holds a slot
+    assert stats()["slow_add"]["failed_configs"] == 2 and stats()["slow_add"]["tunings"] == 0
+    assert set(runs) == {(64, 0)}  # the fallback, the only config that ran
+    clear_autotune_cache()
+    with warnings.catch_warnings(record=True):
+        _call_until(kernel, lambda: stats()["slow_add"]["failed_tunings"] == 2)  # tuned (and given up) again
+
+
+def test_candidates_a_broken_compile_pipeline_never_compiled_are_failed_not_waited_for(monkeypatch):
+    """The background compiles stop (the pipeline raised): the candidates never compiled are failed with that
+    reason, so the key is given up instead of showing "2 of 2 candidates measured" for ever."""
+    import autotune.modes.online as online_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the pool is gone")
+
+    monkeypatch.setattr(online_module, "compile_in_order_of_completion", broken)
+    kernel = online(space={"BLOCK": [128], "SLOW": [0, 180], "BAD": [0]}, reps=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _call_until(kernel, lambda: stats()["slow_add"]["failed_tunings"] == 1)
+    (message,) = [str(w.message) for w in caught if "found no config that runs" in str(w.message)]
+    assert message.count("never compiled: the background compiles stopped (RuntimeError: the pool is gone)") == 2
+    assert "online" not in kernel.cache_info()
+
+
+def test_an_error_in_the_driver_thread_fails_that_key_only_and_later_keys_are_tuned(monkeypatch):
+    """The driver thread's setup for one session raises (a CUDA error making the caller's device current): that
+    key gives up, the driver goes on, and the next keys are compiled and decided."""
+    import autotune.modes.online as online_module
+
+    failures = [RuntimeError("CUDA error: simulated")]
+
+    def flaky(device):
+        if failures:
+            raise failures.pop()
+
+    monkeypatch.setattr(online_module, "use_cuda_device", flaky)
+    kernel = online(space={"BLOCK": [128], "SLOW": [0, 180], "BAD": [0]}, reps=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _call_until(kernel, lambda: stats()["slow_add"]["failed_tunings"] == 1, n=100)
+    assert any("never compiled: RuntimeError: CUDA error: simulated" in str(w.message) for w in caught)
+    for n in (200, 300):
+        _call_until(kernel, lambda n=n: kernel.cache.in_memory((n,), ("torch.float32",) * 3) is not None, n=n)
+    assert stats()["slow_add"]["tunings"] == 2 and "online" not in kernel.cache_info()
+
+
+def test_a_new_keys_first_call_never_lists_the_stored_records(monkeypatch):
+    """Listing the kernel's stored records reads every entry (seconds with thousands): the call that meets a new
+    key does not; the driver thread does, and the nearest stored winner becomes the key's start config."""
+    from cache_files import write_record
+    from msgspec.structs import replace
+
+    space = {"BLOCK": [128], "SLOW": [360, 0, 180], "BAD": [0]}
+    blocking = autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(compile_workers=0, reps=1))(
+        slow_add
+    )
+    call(blocking, 64)
+    stored = blocking.record()
+    slow = next(c for c in stored.trials if c.config["SLOW"] == 180).config
+    write_record(replace(stored, key=[1000], winner=slow))
+    kernel = online(space=space, reps=2)
+    listed_on: list[str] = []
+    real = kernel.cache.tuned_records
+
+    def listing():
+        listed_on.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(kernel.cache, "tuned_records", listing)
+    call(kernel, 900)
+    assert threading.current_thread().name not in listed_on
+    key, dtypes = (900,), ("torch.float32",) * 3
+    deadline = time.monotonic() + 60
+    while not listed_on and time.monotonic() < deadline:
+        time.sleep(0.01)
+    deadline = time.monotonic() + 60
+    while kernel.online.best_in_progress(key, dtypes) != slow and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert kernel.online.best_in_progress(key, dtypes) == slow, "the nearest stored winner is the start"
+    assert listed_on and all(name.startswith("autotune-online") for name in listed_on), listed_on

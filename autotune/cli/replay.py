@@ -78,9 +78,13 @@ def _load(args: argparse.Namespace) -> tuple[Landscape, Landscape | None]:
 
 
 def _budget(args: argparse.Namespace, valid_configs: int) -> int:
-    if args.strategy == "exhaustive":
-        return valid_configs  # every config, whatever the budget asked
-    return args.budget if args.budget is not None else max(1, round(args.budget_fraction * valid_configs))
+    """The configs a run may try: --budget (or --budget-fraction of the landscape), at most every config it
+    recorded (a larger budget has nothing more to try); exhaustive: every config."""
+    if args.strategy == "exhaustive" or args.budget is None:
+        asked = valid_configs if args.strategy == "exhaustive" else round(args.budget_fraction * valid_configs)
+    else:
+        asked = args.budget
+    return max(1, min(asked, valid_configs))
 
 
 def _print_runs(result: dict[str, Any], args: argparse.Namespace, budget: int, prior: Landscape | None) -> None:

@@ -16,7 +16,14 @@ from ..record import TuningRecord
 from ..reporting.lookup import cache_entries, normalise, select_records
 from ..reporting.table import render_report
 from ..storage.entries import is_dir_of, is_kernel_id, kernel_matches, kernel_suggestion
-from .arguments import KERNEL_SYNTAX, add_command, add_key_option, checked_cache_dir, output_file_problem
+from .arguments import (
+    KERNEL_SYNTAX,
+    add_command,
+    add_key_option,
+    checked_cache_dir,
+    kernel_name,
+    output_file_problem,
+)
 from .rows import kernel_labels
 
 __all__ = ["run_report_command", "register"]
@@ -137,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(AUTOTUNE_CACHE_DIR), and optionally write a PNG bar chart, a CSV and the JSON record. "
         "With several keys and a file option, each file name gets the key appended.",
     )
-    parser.add_argument("kernel", metavar="KERNEL", help=f"the kernel: {KERNEL_SYNTAX}")
+    parser.add_argument("kernel", metavar="KERNEL", type=kernel_name, help=f"the kernel: {KERNEL_SYNTAX}")
     add_key_option(parser, of=" (every dtype variant of it)")
     parser.add_argument(
         "--png", metavar="FILE", default=None, help="write a bar chart of trial times (needs autotune[plot])"

@@ -37,15 +37,36 @@ def _load(spec: str, option: str) -> Any:
         raise AutotuneError(f"{option} {spec!r}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
+def _kernel(spec: str) -> Any:
+    """The @autotune kernel KERNEL names; an AutotuneError in the command line's words when it names another
+    object (a plain @triton.jit function, a number), said before any worker starts."""
+    from triton.runtime import KernelInterface
+
+    from ..kernel.identity import tuned_under
+
+    kernel = _load(spec, "KERNEL")
+    if tuned_under(kernel) is not None:
+        return kernel
+    if isinstance(kernel, KernelInterface):
+        what = "a plain @triton.jit kernel: decorate it with @autotune (above @triton.jit) where it is defined"
+    else:
+        what = f"an object of type {type(kernel).__name__}, not a kernel: give MODULE:NAME of an @autotune kernel"
+    raise AutotuneError(f"KERNEL {spec!r} is {what}")
+
+
 def _makers(spec: str) -> list:
-    """The argument makers --calls names: a list of them, or a function returning or yielding them."""
+    """The argument makers --calls names: a list of them, or a function returning or yielding them; none is a
+    mistake (a sweep of nothing), said before any worker starts."""
     from ..kernel.call import argument_makers
 
     source = _load(spec, "--calls")
     made = _raising_named(source, spec, "calling it") if callable(source) else source
     if isinstance(made, Iterator):  # a generator's body runs as it is read: read here, where it can fail
         made = _raising_named(functools.partial(list, made), spec, "reading what it yields")
-    return argument_makers(made, f"--calls {spec!r}")
+    makers = argument_makers(made, f"--calls {spec!r}")
+    if not makers:
+        raise AutotuneError(f"--calls {spec!r} returned no argument makers: nothing to sweep; give at least one")
+    return makers
 
 
 def _raising_named(step: Callable[[], Any], spec: str, doing: str) -> Any:
@@ -63,7 +84,7 @@ def _cmd_sweep(args: Any) -> int:
     from ..sweeps import sweep
 
     try:
-        kernel = _load(args.kernel, "KERNEL")
+        kernel = _kernel(args.kernel)
         makers = _makers(args.calls)
         executor = "local" if args.ray is None else args.ray
         report = sweep(kernel, makers, executor=executor, workers=args.workers, device_kinds=args.device_kinds)

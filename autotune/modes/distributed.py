@@ -255,6 +255,7 @@ class _Round:
         self.candidates = candidates  # checksum of the configs prune= kept (None without prune=)
         self.prune_error: BaseException | None = None  # what this rank's prune= raised
         self.calls: list[str] | None = None  # a Tuning.objective tuning's calls (the record's `calls`)
+        self.offline = False  # an AUTOTUNE_OFFLINE round (`run_offline`): read rank 0's record, never tune
         self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
 
@@ -291,6 +292,7 @@ class _Round:
 
     def run_offline(self) -> TuningRecord | None:
         """`agree_offline`'s round: rank 0 reads its tiers without tuning and sends what it found, or a miss."""
+        self.offline = True
         self._meet()
         if self.rank == 0:
             record = self.cache.peek(self.key, self.dtypes, self.candidates)
@@ -489,12 +491,20 @@ class _Round:
             "space": self.cache.space_checksum,
             "source": self.cache.source_hash,
             "calls": None if self.calls is None else sorted(self.calls),
+            "offline": self.offline,
         }
         error = self.prune_error
         hellos = self._all_gather(
             {**mine, "pruned": None if error is None else f"{type(error).__name__}: {error}"}, "handshake"
         )
         pruned = [f"rank {r}: {text}" for r, text in enumerate([h.pop("pruned") for h in hellos]) if text is not None]
+        offline = [r for r, h in enumerate(hellos) if h["offline"]]
+        if offline and len(offline) < len(hellos):
+            raise DistributedTuningError(
+                self._where() + f": AUTOTUNE_OFFLINE=1 on rank(s) {', '.join(map(str, offline))} only, not on "
+                f"rank(s) {', '.join(str(r) for r in range(len(hellos)) if r not in offline)}: the ones offline never "
+                "tune, the others would. Set AUTOTUNE_OFFLINE the same on every rank of the job."
+            )
         differing = [r for r, h in enumerate(hellos) if h != hellos[0]]
         if differing:
             other_calls = any(hellos[r]["calls"] != hellos[0]["calls"] for r in differing)

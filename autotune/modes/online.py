@@ -2,7 +2,10 @@
 ones run the best config known without measuring (the nearest tuned key's winner, else `fallback=`, else the
 space's first config) while the candidates compile in the background; later calls each launch one compiled
 candidate once on the real arguments and time it; when every candidate has its samples, the winner is decided,
-stored like any winner, and launched from then on at the ordinary hot-path cost.
+stored like any winner, and launched from then on at the ordinary hot-path cost. The nearest tuned key is found
+among the records in memory and the driver thread's listing of the persistent tiers, never read on a call. When
+every candidate fails, the key is given up: a failed tuning is counted and warned once with each config's error,
+and its calls go on launching the config they ran so far until clear_autotune_cache().
 
 How a winner is decided (inputs vary between calls, so noise is real): candidates are sampled round-robin, one
 launch per call, so every candidate sees the same mix of inputs over the same stretch of time; each gets
@@ -31,12 +34,13 @@ from ..decorator.tune_key import search_strategy, with_lowering
 from ..engine.in_process import RUN_FAILURE_STATUS
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
-from ..errors import FailureKind, NoValidConfigError, VerificationError, classify
+from ..errors import FailureKind, NoValidConfigError, VerificationError, classify, warn_at_caller
 from ..fork_safety import reset_in_forked_child
 from ..kernel.call import How
 from ..record import Trial, TrialStatus, TuningRecord
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
+from ..storage.counters import count
 
 if TYPE_CHECKING:
     from ..decorator.autotuned import Autotuned
@@ -65,8 +69,12 @@ class OnlineSession:
         reset_to_zero: Sequence[str] = (),
         decide: Callable[[Config, list[Trial], float], None],
         crashed: Mapping[Config, str] | None = None,
+        failed: Callable[[Config, list[Trial]], None] | None = None,
+        key: tuple = (),
+        dtypes: tuple = (),
     ) -> None:
         self.kernel_name = kernel_name
+        self.key, self.dtypes = key, dtypes
         self.candidates = list(dict.fromkeys(candidates))
         self.best = start
         self.samples_wanted = max(1, samples)
@@ -77,6 +85,7 @@ class OnlineSession:
         # a compile under the current device: a rank on another GPU would compile again on its hot path)
         self.cuda_device = current_cuda_device() if on_gpu else None
         self._decide = decide
+        self._failed_all = failed  # every candidate failed: told (best known, trials) once
         self._lock = threading.Lock()
         self._ready: list[Config] = []  # compiled, in compile order
         self._samples: dict[Config, list[float]] = {c: [] for c in self.candidates}
@@ -131,8 +140,26 @@ class OnlineSession:
         except Exception as exc:  # a broken pool: the calls go on with the best known config
             if not exiting():  # at exit the queued compiles are cancelled on purpose
                 logger.warning("autotune: background compiles of %s stopped: %s", self.kernel_name, exc)
+                self.stop_compiles(f"never compiled: the background compiles stopped ({type(exc).__name__}: {exc})")
         finally:
             self._compiled.set()
+
+    def stop_compiles(self, why: str) -> None:
+        """No more candidate compiles: the ones neither compiled nor failed are failed with `why` (so the session
+        can still decide, on what did compile, or give up)."""
+        with self._lock:
+            for config in self.candidates:
+                if config not in self._ready and config not in self._failed:
+                    self._failed[config] = (TrialStatus.COMPILE_ERROR, why)
+        self._compiled.set()
+
+    def offer_start(self, config: Config) -> None:
+        """A better start config found after the first call (the driver's listing of stored winners): the best
+        known until a candidate is timed, if it is a candidate that has not failed."""
+        with self._lock:
+            timed = any(self._samples.values())
+            if not (self.decided or timed) and config in self._samples and config not in self._failed:
+                self.best = config
 
     # -- progress -------------------------------------------------------------------------------------
 
@@ -303,19 +330,22 @@ class OnlineSession:
     # -- the decision ---------------------------------------------------------------------------------
 
     def _maybe_decide(self) -> None:
+        """Once every candidate has its samples or failed: decide the winner (`decide`), or, when every one
+        failed, tell `failed` (the best known, the trials) so the kernel gives the key up instead of waiting."""
         with self._lock:
             if self.decided or not self._compiled.is_set() or self._pending:
                 return
             if any(c not in self._failed and len(self._samples[c]) < self.samples_wanted for c in self.candidates):
                 return
-            ok = [c for c in self.candidates if c not in self._failed and self._samples[c]]
-            if not ok:
-                return  # every candidate failed: keep launching the start config
             self.decided = True
-            winner = min(ok, key=lambda c: (statistics.median(self._samples[c]), self.candidates.index(c)))
-            self.best = winner
+            ok = [c for c in self.candidates if c not in self._failed and self._samples[c]]
+            if ok:
+                self.best = min(ok, key=lambda c: (statistics.median(self._samples[c]), self.candidates.index(c)))
             trials = [self._trial(c) for c in self.candidates]
-        self._decide(winner, trials, time.perf_counter() - self._started)
+        if ok:
+            self._decide(self.best, trials, time.perf_counter() - self._started)
+        elif self._failed_all is not None:
+            self._failed_all(self.best, trials)
 
     def _trial(self, config: Config) -> Trial:
         compile_s = self._compile_s.get(config)
@@ -363,10 +393,18 @@ class OnlineTuner:
     # compiles queued with its first call's arguments) would otherwise stay for the life of the process. A new key
     # past this many drops the least recently called one, which starts over if it is called again.
     MAX_SESSIONS = 64
+    # The stored winners a new key starts from (the nearest one) are listed by the driver thread, at most this
+    # often: a listing reads every entry of the kernel, far too slow for the call that met the key.
+    LISTING_TTL_S = 30.0
 
     def __init__(self, kernel: Autotuned) -> None:
         self.kernel = kernel
         self._sessions: dict[tuple, OnlineSession] = {}
+        # keys whose every candidate failed: (the config their calls launch, the cache's clears() then); a clear
+        # of the cache tunes them again. At most MAX_SESSIONS, the oldest dropped first.
+        self._given_up: dict[tuple, tuple[Config, int]] = {}
+        self._listing: list[TuningRecord] = []  # the kernel's stored records, as the driver last listed them
+        self._listed_at: float | None = None
         self._noted: dict[tuple, Callable[[Config], Any]] = {}  # (key, dtypes) -> the crash journal's note
         self._lock = threading.Lock()
         self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
@@ -378,7 +416,7 @@ class OnlineTuner:
         """In a forked child: the driver and pool threads did not survive the fork, so the sessions in progress
         would never compile there. The child starts afresh: no session, a new driver and pool when a key needs one."""
         self._lock = threading.Lock()
-        self._sessions, self._to_compile, self._noted = {}, collections.deque(), {}
+        self._sessions, self._to_compile, self._noted, self._given_up = {}, collections.deque(), {}, {}
         self._driver, self._pool = None, None
 
     def select(self, key: tuple, dtypes: tuple, bound: Any, grid: Any) -> tuple[Config, TuningRecord | None, How]:
@@ -388,8 +426,14 @@ class OnlineTuner:
             session = self._sessions.pop((key, dtypes), None)
             if session is not None:
                 self._sessions[(key, dtypes)] = session  # the most recently called, last to be dropped
+            given_up = self._given_up.get((key, dtypes))
         if session is not None:
             return session.best, None, "online"
+        if given_up is not None:
+            if given_up[1] == kernel.cache.clears():
+                return given_up[0], None, "online"
+            with self._lock:  # the cache was cleared since: tuned again
+                self._given_up.pop((key, dtypes), None)
         kept, checksum = kernel.candidates(bound)
         since = kernel.cache.clears()  # a clear of the key before the decision: the winner is not kept
         record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
@@ -397,9 +441,7 @@ class OnlineTuner:
             return record.winner, record, "cache"
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
-        from ..engine.search import nearest_winners
-
-        start = next((c for c in nearest_winners(key, kernel.cache.tuned_records(), dtypes=dtypes) if c in kept), None)
+        start = self._nearest_stored(key, dtypes, kept)
         start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
 
         journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
@@ -407,6 +449,9 @@ class OnlineTuner:
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
             self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
+
+        def failed(best: Config, trials: list[Trial]) -> None:
+            self._gave_up(key, dtypes, best, trials, since)
 
         def prepare(config: Config) -> tuple:
             return kernel.launch_args(config, bound, grid)
@@ -426,6 +471,9 @@ class OnlineTuner:
                     reset_to_zero=kernel.reset_to_zero,
                     decide=decide,
                     crashed=crashed,
+                    failed=failed,
+                    key=key,
+                    dtypes=dtypes,
                 )
                 self._noted[(key, dtypes)] = noted
                 self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
@@ -435,6 +483,16 @@ class OnlineTuner:
                     )
                     self._driver.start()
         return session.best, None, "online"
+
+    def _nearest_stored(self, key: tuple, dtypes: tuple, kept: Sequence[Config]) -> Config | None:
+        """The winner of the nearest other key that is a candidate, from what costs the caller nothing: the
+        records in memory and the driver thread's last listing of the persistent tiers (never read here)."""
+        from ..engine.search import nearest_winners
+
+        with self._lock:
+            listed = list(self._listing)
+        known = [*self.kernel.cache.memory.records().values(), *listed]
+        return next((c for c in nearest_winners(key, known, dtypes=dtypes) if c in kept), None)
 
     def _drop_oldest_past(self, kept: int) -> None:
         """Drop the least recently called sessions (and their queued compiles) until `kept` remain; holding the
@@ -459,32 +517,66 @@ class OnlineTuner:
 
     def _drive(self) -> None:
         """The driver thread: compile the waiting sessions' candidates one session after another (each on the
-        shared pool, so that pool is what bounds the compiles), then end."""
-        while True:
+        shared pool, so that pool is what bounds the compiles), then end. A session whose compiles cannot start
+        has its candidates failed (it gives up), and the next one is taken: one bad session stops no other key."""
+        me = threading.current_thread()
+        try:
+            while True:
+                with self._lock:
+                    if not self._to_compile or exiting():
+                        self._driver = None
+                        return
+                    session, compiler, workers = self._to_compile.popleft()
+                try:
+                    self._compile_session(session, compiler, workers)
+                except Exception as exc:
+                    logger.warning("autotune: background compiles of %s stopped: %s", self.kernel.name, exc)
+                    session.stop_compiles(f"never compiled: {type(exc).__name__}: {exc}")
+        finally:  # ended by anything else (a BaseException): the next new key starts a new driver
             with self._lock:
-                if not self._to_compile or exiting():
+                if self._driver is me:
                     self._driver = None
-                    return
-                session, compiler, workers = self._to_compile.popleft()
-            use_cuda_device(session.cuda_device)
-            with self._lock:
-                if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
-                    self._pool = DaemonThreadPool(
-                        workers,
-                        f"autotune-compile-online-{self.kernel.name}",
-                        idle_timeout_s=self.IDLE_TIMEOUT_S,
-                        cancel_at_exit=True,
-                    )
-                pool = self._pool if workers > 0 else None
-            session.compile_all(compiler, workers, pool, self.kernel.tuning.compile_timeout_s)
+
+    def _compile_session(self, session: OnlineSession, compiler: Any, workers: int) -> None:
+        """Compile one session's candidates on the caller's CUDA device, after offering it the nearest stored
+        winner as its start (the listing is read here, off the calls' path)."""
+        use_cuda_device(session.cuda_device)
+        self._refresh_listing()
+        start = self._nearest_stored(session.key, session.dtypes, session.candidates) if session.key else None
+        if start is not None:
+            session.offer_start(start)
+        with self._lock:
+            if workers > 0 and (self._pool is None or self._pool.max_workers != workers):
+                self._pool = DaemonThreadPool(
+                    workers,
+                    f"autotune-compile-online-{self.kernel.name}",
+                    idle_timeout_s=self.IDLE_TIMEOUT_S,
+                    cancel_at_exit=True,
+                )
+            pool = self._pool if workers > 0 else None
+        session.compile_all(compiler, workers, pool, self.kernel.tuning.compile_timeout_s)
+
+    def _refresh_listing(self) -> None:
+        """List the kernel's stored records (every persistent tier but the remote one) when the last listing is
+        older than LISTING_TTL_S; on the driver thread only."""
+        now = time.monotonic()
+        if self._listed_at is not None and now - self._listed_at < self.LISTING_TTL_S:
+            return
+        listing = self.kernel.cache.tuned_records()
+        with self._lock:
+            self._listing, self._listed_at = listing, now
 
     def launch(self, key: tuple, dtypes: tuple, bound: Any, launch: Launch) -> Any:
         """Run one call of a key in progress (`launch(config)` launches a config on this call's arguments)."""
         with self._lock:
             session, noted = self._sessions.get((key, dtypes)), self._noted.get((key, dtypes))
-        if session is None or noted is None:  # decided by another thread meanwhile
+        if session is None or noted is None:  # decided (or given up) by another thread meanwhile
             record = self.kernel.cache.in_memory(key, dtypes)
-            return launch(record.winner if record is not None else self.kernel.fallback_config())
+            if record is not None:
+                return launch(record.winner)
+            with self._lock:
+                given_up = self._given_up.get((key, dtypes))
+            return launch(given_up[0] if given_up is not None else self.kernel.fallback_config())
 
         def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
             with noted(config):
@@ -510,6 +602,28 @@ class OnlineTuner:
             for key in over:
                 self._drop(key)
             return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
+
+    def _gave_up(self, key: tuple, dtypes: tuple, best: Config, trials: list[Trial], since: int) -> None:
+        """Every candidate of the key failed: a failed tuning is counted, its session dropped and the reason
+        warned once (each config's error, as a blocking tuning's NoValidConfigError gives it). The key's calls go
+        on launching `best`, the config they ran so far, until a clear of the cache tunes it again."""
+        from ..format import format_dtypes, format_key
+
+        failed = [t for t in trials if t.status is not TrialStatus.SKIPPED]
+        count(self.kernel.name, misses=1, failed_tunings=1, failed_configs=len(failed))
+        with self._lock:
+            self._drop((key, dtypes))
+            self._given_up.pop((key, dtypes), None)
+            self._given_up[(key, dtypes)] = (best, since)
+            while len(self._given_up) > self.MAX_SESSIONS:
+                del self._given_up[next(iter(self._given_up))]
+        errors = "\n".join(f"  {dict(t.config)}: {t.status.value}: {t.error}" for t in failed)
+        warn_at_caller(
+            f"autotune: online tuning of {self.kernel.name} key {format_key(list(key))} {format_dtypes(dtypes)} "
+            f"found no config that runs; each failed:\n{errors}\nIts calls go on launching {dict(best)}, untuned "
+            "(the config they ran so far). Fix the kernel or the search space; clear_autotune_cache() in this "
+            "process, or a new process, tunes the key again."
+        )
 
     def _decided(
         self,

@@ -71,7 +71,12 @@ class SearchStrategy(ABC):
 
     def _random_untried(self, n: int, tries_per_config: int = 50) -> list[Config]:
         """Up to `n` untried configs drawn at random; where draws keep finding tried ones (most of a small space
-        is tried), a listed space's untried configs are drawn from directly, so none is left out."""
+        is tried), a listed space's untried configs are drawn from directly, so none is left out. A listed space
+        with fewer untried configs than `n` is asked for only those: none left, no draw at all."""
+        if not self.space.lazy:
+            n = min(n, len(self.space) - sum(1 for c in self.tried if self.space.contains(c)))
+            if n <= 0:
+                return []
         out: list[Config] = []
         for _ in range(n * tries_per_config):
             if len(out) >= n:
