@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import ExpressionError, KeyValueError
+from .errors import AutotuneError, ExpressionError, KeyValueError
 from .space.expressions import Expression, anchor, pow2_bucket
 
 __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
-_SCALARS = frozenset({int, float, bool, str, type(None)})
+# Key values kept as they are on the hot path; a float goes through `_normalise` (-0.0 becomes 0.0, NaN is refused)
+_SCALARS = frozenset({int, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
 DTYPE_TEXTS: dict[Any, str] = {}  # each dtype met -> its text in keys; filled by KeyBuilder, read by compat_options
 
@@ -71,8 +72,10 @@ def _parenthesised(text: str) -> bool:
 
 def _normalise(value: Any, what: str) -> Any:
     """A key value as a JSON-friendly Python value (int/float/bool/str/None or tuples of those)."""
-    if type(value) in _SCALARS and value == value:
+    if type(value) in _SCALARS:
         return value
+    if type(value) is float and value == value:  # -0.0 as 0.0: equal in memory, so one text on disk too
+        return value + 0.0
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         return tuple(_normalise(v, f"{what} item {i}") for i, v in enumerate(value))
     if _is_tensor(value):
@@ -157,6 +160,14 @@ def _stable_text(value: Any, what: str) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}:{text}"
 
 
+def _shown(value: Any) -> str:
+    """An argument in an error message: a tensor by its shape and dtype, anything else by a short repr."""
+    if _is_tensor(value):
+        return f"Tensor{tuple(value.shape)} {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _builtin(value: Any) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
@@ -239,7 +250,7 @@ class KeyBuilder:
                 f"key argument {exc.args[0]!r} was not passed; passed: {', '.join(args) or '(none)'}"
             ) from None
         for v in values:
-            if type(v) not in _SCALARS or v != v:  # v != v: a NaN, refused by _normalise
+            if type(v) not in _SCALARS:  # a float (-0.0, NaN), a tensor, a dtype...: `_normalise` says
                 return tuple(_normalise(v, repr(n)) for v, n in zip(values, self._names_only))  # type: ignore[arg-type]
         return values
 
@@ -257,15 +268,30 @@ class KeyBuilder:
             else:
                 v = entry({}, args)
                 what = repr(entry.source)
-            out.append(v if type(v) in _SCALARS and v == v else _normalise(v, what))
+            out.append(v if type(v) in _SCALARS else _normalise(v, what))
         return tuple(out)
 
     def _values_callable(self, args: Mapping[str, Any]) -> tuple:
-        result = self._fn(**args)  # type: ignore[misc]
+        """The callable's result as key values: a tuple or a list is several values, anything else one."""
+        try:
+            result = self._fn(**args)  # type: ignore[misc]
+        except AutotuneError:
+            raise
+        except Exception as exc:
+            raise KeyValueError(self._raised(exc, args)) from exc
         name = getattr(self._fn, "__name__", "callable")
-        if not isinstance(result, tuple):
+        if not isinstance(result, (tuple, list)):
             result = (result,)
-        return tuple(v if type(v) in _SCALARS and v == v else _normalise(v, f"from {name}()") for v in result)
+        return tuple(v if type(v) in _SCALARS else _normalise(v, f"from {name}()") for v in result)
+
+    def _raised(self, exc: Exception, args: Mapping[str, Any]) -> str:
+        """The message for a callable key= that raised: which function, what it raised, with what arguments."""
+        name = getattr(self._fn, "__qualname__", None) or type(self._fn).__name__
+        passed = ", ".join(f"{n}={_shown(v)}" for n, v in args.items())
+        return (
+            f"key={name} raised {type(exc).__name__}: {exc} (called with {passed or 'no arguments'}); "
+            "fix the key= function for these arguments"
+        )
 
     # -- the key ------------------------------------------------------------------------------------
     @property

@@ -282,11 +282,12 @@ def test_an_infinity_inside_a_tuple_key_value_is_refused_too():
 
 def test_list_key_values_become_tuples():
     """A list key value is stored as a tuple (hashable, the form a cache entry's key has); a callable key
-    returning a list gives one key value (only a tuple is taken as several)."""
+    returning a list gives the same key values as one returning that tuple (its items, not one nested value)."""
     kb = KeyBuilder(["M"], arg_names=ARGS)
     assert kb(_args(M=[1, [2, 3]]))[0] == ((1, (2, 3)),)
-    assert KeyBuilder(lambda **_: [4, 5], arg_names=ARGS)(_args())[0] == ((4, 5),)
+    assert KeyBuilder(lambda **_: [4, 5], arg_names=ARGS)(_args())[0] == (4, 5)
     assert KeyBuilder(lambda **_: (4, 5), arg_names=ARGS)(_args())[0] == (4, 5)
+    assert KeyBuilder(lambda **_: [4, [5, 6]], arg_names=ARGS)(_args())[0] == (4, (5, 6))
 
 
 def test_subclasses_of_builtin_scalars_are_stored_as_the_plain_builtin():
@@ -401,3 +402,75 @@ def test_a_class_is_a_key_value_by_its_name_and_an_array_is_refused_as_a_tensor_
     assert kb({"kind": int})[0] == ("builtins.type:<class 'int'>",)
     with pytest.raises(KeyValueError, match=r"is an array \(\(2,\), int64\).*len\(a\)"):
         kb({"kind": np.array([1, 2])})
+
+
+def test_a_callable_key_that_raises_is_a_key_value_error_naming_key_and_the_arguments():
+    """What a callable key= raises is said as key='s failure (as an expression key's is), naming the function,
+    the exception and the call's arguments; the original exception is its cause."""
+    from kernels_for_tests import add_kernel
+
+    from autotune import Tuning, autotune
+
+    def bucket(x, y, out, n):
+        return n // 0
+
+    tuned = autotune(
+        space={"BLOCK": (16, 32)},
+        key=bucket,
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
+    )(add_kernel)
+    x = torch.ones(40)
+    with pytest.raises(KeyValueError, match=r"key=.*bucket raised ZeroDivisionError: .* n=40\); fix the key=") as info:
+        tuned(x, x, torch.empty(40), 40)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert "x=Tensor(40,) torch.float32" in str(info.value)
+
+
+def test_autotune_launch_tells_apart_key_callables_differing_only_in_keyword_only_defaults():
+    """Two key= lambdas with the same code and different keyword-only defaults compute different keys: each gets
+    its own tuner (code_identity hashes __kwdefaults__ as it hashes __defaults__)."""
+    from kernels_for_tests import add_kernel
+
+    from autotune import Tuning, autotune_launch
+
+    x = torch.ones(64)
+    keys = []
+    for block in (16, 32):
+        launched = autotune_launch(
+            add_kernel,
+            space={"BLOCK": (16, 32)},
+            args=(x, x, torch.empty(64), 64),
+            key=lambda x, y, out, n, *, B=block: n // B,
+            grid="(cdiv(n, $BLOCK),)",
+            tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
+        )
+        keys.append(tuple(launched.record.key))
+    assert keys == [(4,), (2,)]
+
+
+def test_negative_zero_key_value_is_stored_as_zero_so_memory_and_disk_agree():
+    """-0.0 == 0.0, so memory holds one winner for both; the key value is 0.0 everywhere (a nested one too), so
+    the disk and clear_autotune_cache(key=) see the same single entry instead of "[-0.0]" beside "[0.0]"."""
+    from kernels_for_tests import add_kernel
+
+    from autotune import Tuning, autotune, clear_autotune_cache
+    from autotune.storage import disk_entries
+
+    for kb in (KeyBuilder(["M"], arg_names=ARGS), KeyBuilder(["M * 1.0"], arg_names=ARGS)):
+        (value,) = kb(_args(M=-0.0))[0]
+        assert math.copysign(1.0, value) == 1.0
+    assert math.copysign(1.0, KeyBuilder(["M"], arg_names=ARGS)(_args(M=(1, -0.0)))[0][0][1]) == 1.0
+    value = [-0.0]
+    tuned = autotune(
+        space={"BLOCK": (16, 32)},
+        key=lambda **_: (value[0],),
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
+    )(add_kernel)
+    x = torch.ones(40)
+    tuned(x, x, torch.empty(40), 40)
+    value[0] = 0.0
+    tuned(x, x, torch.empty(40), 40)
+    assert [json.dumps(e.record.key) for e in disk_entries("add_kernel")] == ["[0.0]"]
+    assert clear_autotune_cache(add_kernel.__name__, key=(-0.0,)) == 1

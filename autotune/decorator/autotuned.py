@@ -83,7 +83,7 @@ from ..space.expressions import compile_derive, compile_grid
 from ..space.spaces import Config, SearchSpace, as_space
 from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
-from ..storage.kernel_cache import KernelCache
+from ..storage.kernel_cache import ForceBaseline, KernelCache
 from .inspection import KernelInspection
 
 if TYPE_CHECKING:
@@ -557,6 +557,8 @@ class Autotuned(KernelInspection, KernelInterface):
     ) -> tuple[Config, TuningRecord | None, How]:
         """Online tuning (never waits), or the record of a blocking tuning: found in a cache tier, tuned here, or
         agreed across the ranks of a job."""
+        # memory before `_forced`: a winner stored by a forced tuning after this read is not this call's baseline
+        baseline = self.cache.force_baseline(key, dtypes)
         force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
@@ -564,7 +566,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
             record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
         else:
-            record, how = self._get_or_tune(key, dtypes, bound, grid, force)
+            record, how = self._get_or_tune(key, dtypes, bound, grid, baseline if force else None)
         if force:  # tuned now, or produced by another tuning while this call waited: fresh either way
             self._forced.add((key, dtypes))
         if how in ("disk", "remote"):
@@ -572,10 +574,10 @@ class Autotuned(KernelInspection, KernelInterface):
         return record.winner, record, how
 
     def _get_or_tune(
-        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, force: bool
+        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, forced_from: ForceBaseline | None
     ) -> tuple[TuningRecord, Found]:
         """The key's record from a cache tier (memory read again, disk, Redis), else tuned here (`tune_key`,
-        loaded only then).
+        loaded only then). `forced_from`: force=, and what memory held when the call began.
         prune= runs first: an entry there counts only for the configs it kept for this call (`candidates`). A
         memory hit runs no prune (as in triton.autotune), so what prune= reads belongs in key=."""
         kept, candidates = self.candidates(bound)
@@ -585,8 +587,15 @@ class Autotuned(KernelInspection, KernelInterface):
 
             return tune_key(self, KeyTuning(key, dtypes, bound, grid, kept, candidates, force=force))
 
+        force = forced_from is not None
         return self.cache.get_or_tune(
-            key, dtypes, tune, force=force, lock_timeout_s=self.tuning.lock_timeout_s, candidates=candidates
+            key,
+            dtypes,
+            tune,
+            force=force,
+            lock_timeout_s=self.tuning.lock_timeout_s,
+            candidates=candidates,
+            baseline=forced_from,
         )
 
     def _refuse_without_gpu_driver(self) -> None:

@@ -55,8 +55,8 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
     """What a function computes, the same in every process: its bytecode, names and constants (nested code objects
     too, never their addresses; a set literal's members sorted, as their order follows PYTHONHASHSEED), its
     annotations, the values it closes over (a jitted or plain function there by its own identity) and its
-    defaults. Used for a kernel made by exec(), whose source cannot be read, and for the callables given to
-    `autotune_launch` (a lazy space's filters use `filter_identity`)."""
+    defaults (keyword-only ones too). Used for a kernel made by exec(), whose source cannot be read, and for the
+    callables given to `autotune_launch` (a lazy space's filters use `filter_identity`)."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return getattr(fn, "__qualname__", type(fn).__name__)
@@ -73,6 +73,9 @@ def code_identity(fn: Any, _depth: int = 0) -> str:
         else:
             h.update(repr(value).encode())
     h.update(repr(getattr(fn, "__defaults__", None)).encode())
+    kwdefaults = getattr(fn, "__kwdefaults__", None)
+    if kwdefaults:  # only when there are any: the identity of a function without them stays what it was
+        h.update(("kwdefaults " + repr(sorted((k, repr(v)) for k, v in kwdefaults.items()))).encode())
     try:
         annotations = dict(getattr(fn, "__annotations__", None) or {})
     except Exception:  # lazily evaluated annotations (Python 3.14) naming what is not defined

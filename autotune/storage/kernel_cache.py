@@ -37,7 +37,7 @@ from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
 
-__all__ = ["KernelCache", "live_caches", "slot_for"]
+__all__ = ["ForceBaseline", "KernelCache", "live_caches", "slot_for"]
 
 logger = logging.getLogger("autotune")
 
@@ -78,6 +78,13 @@ class _Seen(NamedTuple):  # a NamedTuple, not a frozen dataclass: ~7x cheaper to
 
     in_memory: TuningRecord | None
     in_tiers: dict[int, TuningRecord | None]  # id(tier) -> its usable record then
+
+
+class ForceBaseline(NamedTuple):
+    """What memory held for a key when a forced call first looked at it (`KernelCache.force_baseline`): taken
+    before prune= runs, so a winner another thread stores meanwhile counts as fresh, not as one to tune again."""
+
+    in_memory: TuningRecord | None
 
 
 def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
@@ -416,12 +423,14 @@ class KernelCache:
         force: bool = False,
         lock_timeout_s: float | None = None,
         candidates: str | None = None,
+        baseline: ForceBaseline | None = None,
     ) -> tuple[TuningRecord, Found]:
         """The record for (key, dtypes), and where it was found: "memory", "disk", "remote" or "tuned".
 
         Single flight: at most one thread per process and one holder per persistent tier tunes a key at a
         time; the others wait and use its winner. `force=True` ignores records that existed before this call
-        (but takes a winner another thread or process produced while this call waited). If `tune()` raises,
+        (but takes a winner another thread or process produced while this call waited); `baseline` says what
+        memory held when the call began (`force_baseline`), else it is read now. If `tune()` raises,
         nothing is stored, the leases are released and the exception propagates.
         """
         entry = self.entry(key, dtypes)
@@ -437,9 +446,13 @@ class KernelCache:
         # when this call started (compared by content, not by timestamps, which a skewed clock would make lie).
         seen = None
         if force:
-            in_memory = self.memory.lookup(entry.key, entry.dtypes)
+            in_memory = (baseline or self.force_baseline(entry.key, entry.dtypes)).in_memory
             seen = _Seen(in_memory, {id(tier): self._usable(tier, entry, candidates) for tier in tiers})
         return self._get_or_tune_leased(tiers, entry, tune, tuning_now, seen, lock_timeout_s, candidates)
+
+    def force_baseline(self, key: tuple, dtypes: tuple[str, ...]) -> ForceBaseline:
+        """What memory holds for (key, dtypes) now: a forced call's `get_or_tune(baseline=)`, taken at its start."""
+        return ForceBaseline(self.memory.lookup(key, dtypes))
 
     def _marks(self, entry: EntryRef) -> tuple[tuple, tuple]:
         """What a tuning of `entry` marks as tuned by this thread: in this cache, and in any of the same kernel."""
