@@ -746,3 +746,144 @@ def test_a_worker_does_not_repeat_what_decorating_warned_of(monkeypatch, capfd):
     assert plain_mul.cache_info()["tunings"] == tunings + 1 and all(t.ok for t in plain_mul.record().trials)
     shutdown()
     assert "AUTOTUNE_ISOLATION" not in capfd.readouterr().err
+
+
+def test_a_pathlib_path_on_sys_path_does_not_keep_the_worker_from_starting(monkeypatch, tmp_path):
+    """Import skips a sys.path entry that is not a string (a `sys.path.append(Path(...))` is common): the worker's
+    PYTHONPATH and the sys.path sent to it keep the strings, and the isolated tuning runs in a new worker."""
+    from isolation_kernels import plain_add
+
+    shutdown()  # the next tuning has to start a worker
+    monkeypatch.setattr(sys, "path", [*sys.path, tmp_path, Path(tmp_path / "other")])
+    x, y, out = torch.randn(170), torch.randn(170), torch.empty(170)
+    plain_add(x, y, out, 170)
+    assert plain_add.record((170,)).where == "worker process"
+    assert [t.status.value for t in plain_add.record((170,)).trials] == ["ok", "ok"]
+    torch.testing.assert_close(out, x + y)
+
+
+def test_an_unexpected_error_starting_the_worker_leaves_auto_tuning_in_process(monkeypatch):
+    """isolate="auto" tunes in-process when the worker cannot be started, whatever the error starting it."""
+    import isolation_kernels
+    from isolation_kernels import default_add
+
+    from autotune.engine.isolation.pool import Worker
+
+    def broken_start(self):
+        raise TypeError("an unexpected failure starting the worker")
+
+    shutdown()  # the next tuning has to start a worker
+    monkeypatch.setenv("AUTOTUNE_ISOLATE", "auto")
+    monkeypatch.setattr(Worker, "_start", broken_start)
+    del isolation_kernels.SETUP_PIDS[:]
+    x, y, out = torch.randn(171), torch.randn(171), torch.empty(171)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IsolationWarning)  # said once per kernel: an earlier test may have
+        default_add(x, y, out, 171)
+    assert default_add.record((171,)).where == "in-process"
+    assert set(isolation_kernels.SETUP_PIDS) == {os.getpid()}
+    torch.testing.assert_close(out, x + y)
+
+
+def test_two_isolated_tunings_taking_turns_in_the_worker_send_their_arguments_once_each(monkeypatch):
+    """Two threads tune two kernels at once in the one measuring worker, their trials alternating: the worker keeps
+    both tunings' copies, so each tuning's arguments are sent once, not again at every turn."""
+    from isolation_kernels import plain_add, plain_mul
+
+    from autotune.engine.isolation import pool
+    from autotune.engine.isolation.runner import WorkerRunner
+
+    sends: dict[str, int] = {}
+    real_request, real_measure = pool.Worker.request, WorkerRunner.measure
+
+    def request(self, message, *args, **kwargs):
+        if message[0] == "call" and message[2]:
+            sends[message[1]] = sends.get(message[1], 0) + 1
+        return real_request(self, message, *args, **kwargs)
+
+    turn = {"next": "add", "done": set()}
+    cond = threading.Condition()
+
+    def measure(self, config):  # one trial of one tuning, then one of the other: they alternate in the worker
+        me = "add" if self.kernel_name == plain_add.name else "mul"
+        other = "mul" if me == "add" else "add"
+        with cond:
+            assert cond.wait_for(lambda: turn["next"] == me or other in turn["done"], timeout=120)
+        try:
+            return real_measure(self, config)
+        finally:
+            with cond:
+                turn["next"] = other
+                cond.notify_all()
+
+    monkeypatch.setattr(pool.Worker, "request", request)
+    monkeypatch.setattr(WorkerRunner, "measure", measure)
+    outs = {}
+
+    def tune(name, kernel):
+        try:
+            x, y, out = torch.randn(777), torch.randn(777), torch.empty(777)
+            kernel(x, y, out, 777)
+            outs[name] = (x, y, out)
+        finally:
+            with cond:
+                turn["done"].add(name)
+                cond.notify_all()
+
+    threads = [threading.Thread(target=tune, args=(n, k)) for n, k in (("add", plain_add), ("mul", plain_mul))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert set(outs) == {"add", "mul"}
+    torch.testing.assert_close(outs["add"][2], outs["add"][0] + outs["add"][1])
+    torch.testing.assert_close(outs["mul"][2], outs["mul"][0] * outs["mul"][1])
+    assert len(sends) == 2 and set(sends.values()) == {1}, sends
+    worker, _ = shared_worker()
+    assert worker.call_token is None  # both tunings ended: the worker freed both copies
+
+
+FLAKY_WHEN_REMEASURED = '''
+import triton
+import triton.language as tl
+
+from autotune import Tuning, autotune
+
+LAST, RUNS = {}, {}
+
+
+def remember(**named):
+    LAST.update(named)
+
+
+def bench(fn):
+    """TAG's time is TAG ms; TAG 2 raises from its second measurement on (the re-measurement)."""
+    fn()
+    tag = int(LAST["out"][0])
+    RUNS[tag] = RUNS.get(tag, 0) + 1
+    if tag == 2 and RUNS[tag] > 1:
+        raise RuntimeError("flaky launch")
+    return [float(tag)] * 2
+
+
+@autotune(space={"TAG": (1, 2, 3)}, grid="(1,)", setup=remember, do_bench=bench,
+          tuning=Tuning(isolate="process", compile_workers=0, warmup=0, reps=1, refine_topk=3, refine_reps=2))
+@triton.jit
+def flaky_tagged(out, n, TAG: tl.constexpr):
+    tl.store(out, TAG + n * 0)
+'''
+
+
+def test_a_config_failing_in_the_workers_re_measurement_is_recorded_with_its_error(tmp_path, monkeypatch):
+    """A config that raises only when re-measured in the worker is failed with the worker's actual error (its
+    class and text), as in-process, not a placeholder that says only that it raised."""
+    (tmp_path / "flaky_remeasure_kernel.py").write_text(FLAKY_WHEN_REMEASURED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from flaky_remeasure_kernel import flaky_tagged
+
+    out = torch.zeros(1, dtype=torch.int32)
+    flaky_tagged(out, 1)
+    record = flaky_tagged.record(())
+    trials = {t.config["TAG"]: t for t in record.trials}
+    assert record.winner["TAG"] == 1 and trials[2].status.value == "runtime_error"
+    assert "RuntimeError: flaky launch" in trials[2].error and trials[2].error.startswith("failed when re-measured")

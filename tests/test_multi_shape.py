@@ -213,3 +213,26 @@ def test_a_set_of_calls_trial_combines_its_samples_rank_by_rank_so_they_agree_wi
     trial = MultiCallRunner([Scripted([1.0, 3.0, 2.0]), Scripted([3.0, 2.0, 1.0])], "max").measure(Config(TAG=1))
     assert trial.median_ms == 2.0 and trial.min_ms == 1.0
     assert sorted(trial.samples_ms) == [1.0, 2.0, 3.0]  # by index it was [3, 3, 2]: median 3, min 2
+
+
+def test_geomean_of_a_set_with_a_call_too_quick_to_time_is_decided_by_the_other_calls():
+    """Every config measures 0 ms on n=1 (below the timer's resolution): the geometric mean still ranks the
+    configs by n=2 (TAG 3 fastest there), instead of scoring every config 0 and falling back to space order."""
+    n2_ms = {1: 16.0, 2: 5.0, 3: 1.0}
+
+    def times(fn) -> list[float]:
+        fn()
+        tag, n = int(sk._LAST_CALL["out"][0]), int(sk._LAST_CALL["n"])
+        return [0.0 if n == 1 else n2_ms[tag]] * 2
+
+    kernel = autotune.autotune(
+        space={"TAG": (1, 2, 3)},
+        grid="(1,)",
+        setup=sk._remember_call,
+        do_bench=times,
+        tuning=sk.TUNING.replace(objective="geomean"),
+    )(sk.shape_tag)
+    autotune.warmup(kernel, sk.shape_calls([1, 2]))
+    record = kernel.record(())
+    assert record.winner == Config(TAG=3)
+    assert {t.config["TAG"]: t.calls_ms for t in record.trials}[3] == [0.0, 1.0]

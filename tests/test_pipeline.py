@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -418,3 +419,118 @@ def test_leaving_after_a_compile_timed_out_still_waits_for_the_compiles_within_t
     deadline = time.monotonic() + 30
     while pool_threads() and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def test_an_error_mid_tune_reaches_the_caller_without_waiting_past_compile_timeout():
+    """One compile hangs, compile_timeout_s=0.5, and the caller raises while measuring the other one: leaving
+    waits for the hung compile no longer than its timeout (it is abandoned, still running, when the error
+    reaches the caller), instead of joining it for as long as it hangs."""
+    release, hang_ended = threading.Event(), threading.Event()
+
+    def compile_fn(config):
+        if config["name"] == "hang":
+            release.wait(GATE_S)
+            hang_ended.set()
+
+    configs = [Config(name="hang"), Config(name="fast")]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with compile_in_order_of_completion(
+                configs, FunctionCompiler(compile_fn), workers=2, timeout_s=0.5
+            ) as outcomes:
+                for outcome in outcomes:
+                    assert outcome.config["name"] == "fast"
+                    raise KeyboardInterrupt
+        assert not hang_ended.is_set(), "leaving the pipeline joined a compile past compile_timeout_s"
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while pool_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pool_threads()
+
+
+def test_ctrl_c_while_measuring_reaches_the_caller_within_compile_timeout():
+    """At the decorator: Ctrl-C (from setup=) while the first config is measured and another one's compile
+    hangs; with compile_timeout_s=1 the KeyboardInterrupt reaches the caller while that compile still runs."""
+    release, hang_ended = threading.Event(), threading.Event()
+
+    def compile_fn(config):
+        if config["BLOCK"] == 64:
+            release.wait(GATE_S)
+            hang_ended.set()
+
+    def setup(**_):
+        raise KeyboardInterrupt
+
+    add = autotune(
+        space={"BLOCK": (32, 64)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        setup=setup,
+        tuning=Tuning(isolate="off", compile_workers=2, compile_timeout_s=1, warmup=0, reps=1, refine_topk=0),
+    )(add_kernel)
+    add.compiler_factory = lambda tuned, prepare: FunctionCompiler(compile_fn)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            add(torch.randn(64), torch.randn(64), torch.empty(64), 64)
+        assert not hang_ended.is_set(), "Ctrl-C waited for a compile past compile_timeout_s"
+    finally:
+        release.set()
+    assert add.cache_info()["entries"] == 0
+
+
+STICKY = "CUDA error: an illegal memory access was encountered (simulated by the test)"
+
+
+def _unrestorable_add(hook: str, error: BaseException):
+    """add_kernel with restore_value=["out"], whose `hook` (setup= or verify=) shrinks `out` so that putting it
+    back raises (as a copy on a lost device does) and then raises `error`."""
+
+    def spoil(x, y, out, n):
+        out.resize_(0)  # the snapshot no longer fits: restoring it raises a RuntimeError of its own
+        raise error
+
+    return autotune(
+        space={"BLOCK": (32, 64)},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        restore_value=["out"],
+        tuning=Tuning(isolate="off", compile_workers=0, warmup=0, reps=1, refine_topk=0),
+        **{hook: spoil},
+    )(add_kernel)
+
+
+def test_a_lost_device_reaches_the_caller_as_device_error_not_as_the_restores_error():
+    """A config poisons the device: the DeviceError (with its advice) reaches the caller; the runner does not
+    try to put the arguments back on the dead device, whose raw CUDA error would take its place."""
+    from autotune import DeviceError
+
+    add = _unrestorable_add("verify", RuntimeError(STICKY))
+    with pytest.raises(DeviceError, match="left the GPU unusable"):
+        add(torch.randn(64), torch.randn(64), torch.empty(64), 64)
+
+
+def test_an_error_closing_the_runner_does_not_replace_the_one_that_ended_the_tuning():
+    """Ctrl-C (from setup=) ends the tuning and putting the arguments back fails too: the KeyboardInterrupt
+    reaches the caller, the close's error noted on it, not raised in its place."""
+    add = _unrestorable_add("setup", KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt) as caught:
+        add(torch.randn(64), torch.randn(64), torch.empty(64), 64)
+    if sys.version_info >= (3, 11):
+        assert any("trial runner failed too" in note for note in caught.value.__notes__)
+
+
+def test_a_shut_down_compile_pool_ends_the_tuning_instead_of_failing_every_config():
+    """Submitting to a shared pool that was shut down (at exit, in a forked child) is no config's compile error:
+    it is raised, not recorded as each config's compile_error."""
+    from autotune import AutotuneError
+    from autotune.engine.thread_pool import DaemonThreadPool
+
+    pool = DaemonThreadPool(2, "autotune-compile-test-shut")
+    pool.shutdown()
+    configs = [Config(BLOCK=b) for b in (1, 2)]
+    with pytest.raises(AutotuneError, match="compile pool that was shut down"):
+        with compile_in_order_of_completion(configs, FunctionCompiler(lambda c: None), workers=2, pool=pool) as outs:
+            statuses = [o.status for o in outs]
+            assert statuses == []  # not reached: no outcome is a config's

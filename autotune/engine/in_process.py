@@ -114,6 +114,7 @@ class InProcessRunner:
         self.journaled = noted is not None
         self.compile_timeout_s = tuning.compile_timeout_s
         self.errors: dict[Config, BaseException] = {}
+        self.device_lost = False  # a DeviceError was raised: nothing more can run on the device, not even a copy
         checked = guards.verify.outputs if isinstance(guards.verify, Reference) else ()
         self.guard = ArgumentGuard(self.named_args, guards.restore_value, guards.reset_to_zero, checked)
         try:
@@ -167,7 +168,10 @@ class InProcessRunner:
         return rounds
 
     def close(self) -> None:
-        self.guard.restore_all()
+        """Put the guarded arguments back, unless the device was lost (the copy would raise CUDA's raw error in
+        place of the DeviceError saying what to do; the arguments are unusable with the device anyway)."""
+        if not self.device_lost:
+            self.guard.restore_all()
 
     def _before(self) -> None:
         self.guard.before_run()
@@ -195,6 +199,7 @@ class InProcessRunner:
         raise exc
 
     def _device_lost(self, config: Config, exc: Exception) -> DeviceError:
+        self.device_lost = True
         restart = (
             "Restart the process: the crash journal noted the config, so the next tuning of this key records it "
             "as crashed and tunes the others."
@@ -216,6 +221,7 @@ class InProcessRunner:
         except Exception as exc:
             if classify(exc, "run") is not FailureKind.STICKY_DEVICE:
                 raise
+            self.device_lost = True
             raise DeviceError(
                 f"the GPU was unusable before {self.kernel_name}'s next config ran ({type(exc).__name__}: {exc}): "
                 "an earlier launch left it so (CUDA reports an error at a later call). Restart the process; "

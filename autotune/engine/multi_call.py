@@ -55,13 +55,17 @@ def describe_call(named: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+# The least time a call counts for in a geometric mean: a call too quick for the timer (0 ms: a clock's resolution,
+# a do_bench= stand-in) would make every config's mean 0, and the other calls would decide nothing.
+GEOMEAN_FLOOR_MS = 1e-6
+
+
 def combine(objective: Objective, times: Sequence[float]) -> float:
-    """The objective of one config's per-call times: their geometric mean, or their max."""
+    """The objective of one config's per-call times: their geometric mean (each time at least GEOMEAN_FLOOR_MS,
+    so a 0 ms call leaves the ranking to the others), or their max."""
     if objective == "max":
         return max(times)
-    if min(times) <= 0:  # a zero time (a do_bench= stand-in, a clock's resolution): the geometric mean is 0
-        return 0.0
-    return math.exp(sum(math.log(t) for t in times) / len(times))
+    return math.exp(sum(math.log(max(t, GEOMEAN_FLOOR_MS)) for t in times) / len(times))
 
 
 def runners_for_calls(calls: Iterable[_Call], runner_for: Callable[[_Call], TrialRunner]) -> list[TrialRunner]:

@@ -189,13 +189,36 @@ def _pipeline(
             yield _serial(propose, compiler, executor, max(1, ahead))
         return
     executor = StartTrackingExecutor(workers, pool=pool)
+    pending: dict[Future, _Submitted] = {}
     try:
         with compiler.session(executor):
-            yield _parallel(propose, compiler, executor, timeout_s, ahead)
+            try:
+                yield _parallel(propose, compiler, executor, timeout_s, ahead, pending)
+            except BaseException:
+                # inside the session: leaving it waits for every compile it has not been told to abandon
+                _give_up_in_flight(pending, compiler, executor, timeout_s)
+                raise
     finally:
         # A compile that timed out cannot be stopped (its thread is abandoned: not joined); everything else is
         # waited for. (Pool threads are daemons: an abandoned compile never holds the process at exit.)
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _give_up_in_flight(
+    pending: dict[Future, _Submitted], compiler: Compiler, executor: StartTrackingExecutor, timeout_s: float | None
+) -> None:
+    """The tuning is failing (an error, Ctrl-C): cancel the queued compiles and, with `timeout_s`, wait for the
+    running ones at most until their own timeout, then abandon those still running, so that the exception
+    reaches the caller within `compile_timeout_s`. Without a timeout the running compiles are waited for."""
+    executor.cancel_queued()
+    if timeout_s is None:
+        return
+    running = {f: sub for f, sub in pending.items() if not f.done()}
+    for future in sorted(running, key=lambda f: _clock(f).get("t", time.perf_counter())):
+        started = _clock(future).get("t", time.perf_counter())
+        with contextlib.suppress(Exception):  # a compile's own error: nobody is waiting for its outcome now
+            future.exception(timeout=max(0.0, started + timeout_s - time.perf_counter()))
+    _abandon_expired(pending, compiler, executor, 0.0)
 
 
 def _begin_batch(compiler: Compiler, batch: Sequence[Config]) -> None:
@@ -255,8 +278,10 @@ def _parallel(
     executor: StartTrackingExecutor,
     timeout_s: float | None,
     ahead: int,
+    pending: dict[Future, _Submitted],
 ) -> Iterator[CompileOutcome]:
-    pending: dict[Future, _Submitted] = {}
+    """Compile what `propose` gives, `ahead` deep, yielding outcomes in completion order; `pending` (the caller's,
+    so it can give up the compiles still in flight) holds the configs submitted and not yet handed out."""
     failed: list[CompileOutcome] = []
 
     def refill() -> None:
@@ -340,6 +365,13 @@ class StartTrackingExecutor(Executor):
         self._pool.abandon(future)
         if future in self._mine:
             self._mine.remove(future)
+
+    def cancel_queued(self) -> None:
+        """Cancel this executor's compiles that have not started (running ones go on)."""
+        if self._owned:
+            self._pool.shutdown(wait=False, cancel_futures=True)  # takes no more work; `shutdown` joins later
+        else:
+            self._pool.cancel(self._mine)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if self._owned:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+from ..errors import AutotuneError
 from ..fork_safety import reset_in_forked_child
 
 __all__ = ["DaemonThreadPool", "exiting"]
@@ -77,7 +78,11 @@ class DaemonThreadPool(Executor):
         future: Future = Future()
         with self._cond:
             if self._shutdown:
-                raise RuntimeError("cannot submit to a compile pool that was shut down")
+                raise AutotuneError(
+                    "cannot submit to a compile pool that was shut down (the interpreter is exiting, or this is a "
+                    "forked child, where the pool's threads do not exist): no config's failure; tune again from a "
+                    "process that is not exiting"
+                )
             self._queue.append((future, fn, args, kwargs))
             self._grow()
             self._cond.notify()

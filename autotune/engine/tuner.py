@@ -76,17 +76,36 @@ def tune(job: TuneJob) -> TuneOutcome:
     within the budget), refine the best, and return the winner and the trials. The runner is closed at the end."""
     started = time.perf_counter()
     try:
-        if job.strategy is not None:
-            trials = _search(job)
-        else:
-            order = _exhaustive_order(job)
-            if len(order) == 1 and not job.measure_single and order[0] not in job.crashed:  # nothing to compare
-                return TuneOutcome(order[0], [Trial(config=c) for c in job.configs], time.perf_counter() - started)
-            trials = _try_every_config(job, order)
-        winner, remeasured = _winner(job, trials)
-        return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started, remeasured)
-    finally:
+        outcome = _tune(job, started)
+    except BaseException as exc:
+        _close_under(job, exc)
+        raise
+    job.runner.close()
+    return outcome
+
+
+def _tune(job: TuneJob, started: float) -> TuneOutcome:
+    if job.strategy is not None:
+        trials = _search(job)
+    else:
+        order = _exhaustive_order(job)
+        if len(order) == 1 and not job.measure_single and order[0] not in job.crashed:  # nothing to compare
+            return TuneOutcome(order[0], [Trial(config=c) for c in job.configs], time.perf_counter() - started)
+        trials = _try_every_config(job, order)
+    winner, remeasured = _winner(job, trials)
+    return TuneOutcome(winner, list(trials.values()), time.perf_counter() - started, remeasured)
+
+
+def _close_under(job: TuneJob, exc: BaseException) -> None:
+    """Close the runner while `exc` ends the tuning: an error of the close (a copy on a lost device) is logged
+    and noted on `exc`, never raised in its place (the caller is to see what ended the tuning)."""
+    try:
         job.runner.close()
+    except Exception as close_error:
+        text = f"closing {job.kernel_name}'s trial runner failed too: {type(close_error).__name__}: {close_error}"
+        logger.warning("autotune: %s", text)
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(text)
 
 
 def _exhaustive_order(job: TuneJob) -> list[Config]:

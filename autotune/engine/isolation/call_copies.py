@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["encode_call", "decode_call", "encode_args", "decode_args", "span_of"]
+__all__ = ["encode_call", "decode_call", "encode_args", "decode_args", "span_of", "copies_bytes"]
 
 
 def encode_call(args: tuple, kwargs: dict, data: bool = True) -> tuple[dict, dict]:
@@ -25,6 +25,21 @@ def span_of(shape: tuple, strides: tuple) -> int:
     """How many elements of its storage a view covers, from its first element to its last (a zero stride, as
     `expand` gives, or overlapping rows cover fewer than `numel`; gaps between rows count)."""
     return 0 if 0 in shape else 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+
+
+def copies_bytes(encoded_calls: list) -> int:
+    """The bytes the tensors of `encoded_calls` (each `encode_call`'s) take once a worker rebuilt them (with or
+    without their data: a compile worker allocates them too)."""
+    import torch
+
+    total = 0
+    for encoded in encoded_calls:
+        for part in encoded:
+            for item in part.values():
+                if item[0] == "tensor":
+                    dt = getattr(torch, item[2].removeprefix("torch."))
+                    total += span_of(item[1], item[3]) * torch.empty(0, dtype=dt).element_size()
+    return total
 
 
 def encode_args(named: dict, data: bool = True) -> dict:

@@ -7,6 +7,7 @@ One measuring worker (`shared_worker`: trials are measured one at a time, as in-
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import logging
 import os
@@ -21,10 +22,14 @@ from typing import Any
 
 from ...errors import WorkerShutdownError
 from ...fork_safety import reset_in_forked_child
+from .call_copies import copies_bytes
 
 __all__ = ["Worker", "WorkerCrashed", "WorkerTimedOut", "WorkerPool", "shared_worker", "compile_workers", "shutdown"]
 
 logger = logging.getLogger("autotune")
+# The most tunings' call arguments one worker keeps at once, and their bytes together (the newest always stays)
+HELD_CALLS_MAX = 4
+HELD_CALLS_MAX_BYTES = 1 << 30
 
 
 class WorkerCrashed(Exception):
@@ -54,7 +59,9 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.loaded: set[tuple[str, str, str, str | None]] = set()
-        self.call_token: str | None = None  # whose call arguments (one call, or a set) the worker holds
+        # the tunings whose call arguments (one call, or a set) the worker holds, least recently used first, and
+        # the bytes of each one's copies: concurrent tunings each keep theirs (`send_call`), within HELD_CALLS_*
+        self.held: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.starts = 0
         self.stopped = False  # closed by shutdown(): never started again (a runner still holding it gets an error)
         self.aborted = False  # killed by `abort` from another thread: never started again; the pool drops it
@@ -71,7 +78,7 @@ class Worker:
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what this process can import
+        env["PYTHONPATH"] = os.pathsep.join(importable_path())  # what this process can import
         main_thread = "1" if threading.current_thread() is threading.main_thread() else "0"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autotune.engine.isolation", str(theirs.fileno()), str(os.getpid()), main_thread],
@@ -82,8 +89,13 @@ class Worker:
         )
         theirs.close()
         self.conn = Connection(ours.detach())
-        self.loaded, self.call_token = set(), None
+        self.loaded, self.held = set(), collections.OrderedDict()
         self.starts += 1
+
+    @property
+    def call_token(self) -> str | None:
+        """The tuning whose call arguments the worker got or used last (None: it holds none)."""
+        return next(reversed(self.held), None)
 
     @property
     def alive(self) -> bool:
@@ -137,31 +149,41 @@ class Worker:
             return
         if not self.alive:
             self.start()
-        reply = self.request(("load", ref, recipe, list(sys.path)), timeout_s)  # sys.path as it is now
+        reply = self.request(("load", ref, recipe, importable_path()), timeout_s)  # sys.path as it is now
         if reply[0] != "ok":
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)
 
     def send_call(self, token: str, encoded: list, cuda_device: int | None, timeout_s: float | None) -> None:
-        """Give the worker a tuning's arguments once (`encoded`: each call's; it keeps one tuning's, one call or a
-        set) and the caller's current GPU; requests then name them by `token`."""
-        if self.call_token == token and self.alive:
+        """Give the worker a tuning's arguments once (`encoded`: each call's, one call or a set) and the caller's
+        current GPU; requests then name them by `token`. The worker keeps the calls of the last few tunings that
+        fit in HELD_CALLS_MAX_BYTES (the newest always), so tunings taking turns in it do not re-send theirs."""
+        if token in self.held and self.alive:
+            self.held.move_to_end(token)
             return
-        reply = self.request(("call", token, encoded, cuda_device), timeout_s)
+        size = copies_bytes(encoded)
+        keep = list(self.held)
+        while keep and (len(keep) >= HELD_CALLS_MAX or size + sum(self.held[t] for t in keep) > HELD_CALLS_MAX_BYTES):
+            keep.pop(0)  # the least recently used goes first
+        reply = self.request(("call", token, encoded, cuda_device, keep), timeout_s)
+        self.held = collections.OrderedDict((t, self.held[t]) for t in keep)  # the worker dropped the others
         if reply[0] != "ok":
             raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
-        self.call_token = token
+        self.held[token] = size
 
-    def drop_call(self, timeout_s: float | None) -> None:
-        """Have the worker free the copies of the call's arguments it holds (a tuning ended): it keeps one
-        tuning's, so they would otherwise stay until the next tuning. A worker that does not answer is killed."""
-        if self.call_token is None or not self.alive:
+    def drop_call(self, token: str, timeout_s: float | None) -> None:
+        """Have the worker free its copies of `token`'s call arguments (that tuning ended): they would otherwise
+        stay until later tunings push them out. A worker that does not answer is killed."""
+        if token not in self.held or not self.alive:
             return
+        keep = [t for t in self.held if t != token]
         try:
-            self.send_call("", [], None, timeout_s)  # no call in their place
+            reply = self.request(("keep", keep), timeout_s)
+            if reply[0] != "ok":
+                raise RuntimeError(f"the worker could not free a call's arguments: {reply[1]}")
+            self.held.pop(token, None)
         except (WorkerCrashed, WorkerTimedOut, RuntimeError):
             self.kill()
-        self.call_token = None
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""
@@ -171,7 +193,7 @@ class Worker:
                 self.proc.wait()
             if self.conn is not None:
                 self.conn.close()
-            self.proc, self.conn, self.loaded, self.call_token = None, None, set(), None
+            self.proc, self.conn, self.loaded, self.held = None, None, set(), collections.OrderedDict()
 
     def abort(self) -> None:
         """Kill the worker's process group from another thread than the one using it, which may be waiting in
@@ -195,6 +217,12 @@ class Worker:
             except Exception:
                 pass
         self.kill()
+
+
+def importable_path() -> list[str]:
+    """The entries of sys.path that import uses: non-empty strings (import skips anything else on it, such as a
+    pathlib.Path a program appended, which would break joining them into a worker's PYTHONPATH)."""
+    return [p for p in sys.path if isinstance(p, str) and p]
 
 
 def _kill_group(pid: int) -> None:
@@ -252,11 +280,11 @@ class WorkerPool:
         """Have the idle workers that hold `token`'s arguments free them (its tuning ended): a compile worker's are
         full-size allocations on the device (uninitialised), held until its next tuning otherwise."""
         with self._available:
-            holding = [w for w in self._idle if w.call_token == token]
+            holding = [w for w in self._idle if token in w.held]
             self._idle = [w for w in self._idle if w not in holding]
         try:
             for worker in holding:
-                worker.drop_call(timeout_s)
+                worker.drop_call(token, timeout_s)
         finally:
             with self._available:
                 self._idle.extend(w for w in holding if not w.aborted)

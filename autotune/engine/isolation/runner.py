@@ -167,14 +167,18 @@ class WorkerRunner:
             raise AutotuneError(
                 f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
             ) from None
+        except Exception as exc:  # an unexpected failure to start or feed the worker: still not a config's
+            raise AutotuneError(
+                f"the tuning worker could not be started with {self.ref[0]}:{self.ref[1]} and the call's "
+                f"arguments ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def close(self) -> None:
         """The tuning ended: free the workers' copies of the call's arguments (the compile workers' too), and this
         side's encoded copy."""
         self.encoded = []
         with self.lock:
-            if self.worker.call_token == self.token:  # not already replaced by another tuning's call
-                self.worker.drop_call(_LOAD_TIMEOUT_S)
+            self.worker.drop_call(self.token, _LOAD_TIMEOUT_S)  # unless later tunings' calls pushed it out
         if self.precompiles:
             compile_workers().drop_call(self.token + "-shapes", _LOAD_TIMEOUT_S)
 
@@ -306,9 +310,11 @@ class WorkerRunner:
             return {}
         by_text = {c.canonical(): c for c in configs}
         rounds = {by_text[text]: samples for text, samples in answer[1].items()}
+        failed = answer[2] if len(answer) > 2 else {}  # each one's error, as its text
         for config in configs:  # left out by the worker: it failed on its own when run again
             if config not in rounds:
-                self.errors[config] = AutotuneError("it raised in the worker's re-measurement")
+                text = failed.get(config.canonical(), "an error")
+                self.errors[config] = AutotuneError(f"{text} (raised in the worker's re-measurement)")
         return rounds
 
     def _measuring(self, index: int) -> None:

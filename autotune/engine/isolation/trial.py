@@ -111,8 +111,9 @@ def refine_in_worker(
     reps: int,
     objective: Objective | None = None,
     on_config: Callable[[int], Any] | None = None,
-) -> dict:
-    """Interleaved re-measurement of the best few (on every call of a set): {config canonical JSON: [samples]}.
+) -> tuple[dict, dict]:
+    """Interleaved re-measurement of the best few (on every call of a set): ({config canonical JSON: [samples]},
+    {config canonical JSON: its error's text} for those that failed on their own when run again).
     `on_config` is told each config's index in `configs` before each of its runs: a crash or a hang is its own."""
     index = {config: i for i, config in enumerate(configs)}
 
@@ -124,6 +125,7 @@ def refine_in_worker(
     runner = _set_runner(kernel, calls, grids, tuning, objective, precompiled=True, verify=False, noted=noted)
     try:
         rounds = runner.refine(configs, reps)
+        failed = {c.canonical(): f"{type(e).__name__}: {e}" for c, e in runner.errors.items() if c not in rounds}
     finally:
         runner.close()
-    return {config.canonical(): samples for config, samples in rounds.items()}
+    return {config.canonical(): samples for config, samples in rounds.items()}, failed

@@ -11,9 +11,11 @@ view covers) and are rebuilt as copies, so the caller's tensors are never writte
 Requests name a kernel by `ref` = (module, qualname, recipe digest, source file: a script's, imported from it).
 ("load", ref, recipe, sys_path) imports it with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
-[args of each call], cuda_device) makes the caller's GPU current and rebuilds a tuning's arguments once: one
+[args of each call], cuda_device, keep) makes the caller's GPU current and rebuilds a tuning's arguments once: one
 call's, or every call's of a set (`Tuning.objective`), kept together under the token (later requests name them
-by token, so they are copied once per worker and tuning, not per config). ("trial", ref, config, token, grids,
+by token, so they are copied once per worker and tuning, not per config), after freeing those of every token
+not in `keep` (the parent chooses which tunings' calls stay: the last few within a byte budget); ("keep", tokens)
+only frees the others. ("trial", ref, config, token, grids,
 tuning, precompiled, objective) compiles (unless a compile worker already did), checks (verify=) and measures
 one config, on every call of a set (saying ("note", index) before each call, so that the parent can tell which
 call a crash or a hang was on), and answers with the trial (samples, or the failure's status and text);
@@ -90,7 +92,8 @@ def _follow_path(parent_path: list) -> None:
 def serve(conn: Any) -> None:
     """Answer requests until ("exit",) or the parent closes the socket."""
     kernels: dict[tuple, TunableKernel] = {}
-    calls: dict[str, list] = {}  # the current tuning's arguments, rebuilt once: {token: [(args, kwargs) per call]}
+    # the arguments of the tunings the parent has it keep, rebuilt once: {token: (cuda device, [(args, kwargs)])}
+    calls: dict[str, tuple[int | None, list]] = {}
     while True:
         try:
             request = conn.recv()
@@ -104,17 +107,21 @@ def serve(conn: Any) -> None:
             conn.send(_request_failed(exc))
 
 
-def _answer(conn: Any, request: tuple, kernels: dict[tuple, TunableKernel], calls: dict[str, list]) -> tuple:
+def _answer(conn: Any, request: tuple, kernels: dict[tuple, TunableKernel], calls: dict[str, tuple]) -> tuple:
     kind = request[0]
     if kind == "load":
         return _load(request, kernels)
     if kind == "call":
         return _keep_call(request, calls)
+    if kind == "keep":
+        _keep_only(request[1], calls)
+        return ("ok",)
     if kind in ("trial", "compile", "refine"):
-        kernel, call_set = kernels.get(request[1]), calls.get(request[3])
+        kernel, (device, call_set) = kernels.get(request[1]), calls.get(request[3], (None, []))
         if kernel is None or not call_set:
             return ("error", "the kernel or the call's arguments are not loaded in the worker")
-        # call_set is held only by `calls` once this returns, so that a new call (or an empty one) frees the copies
+        _make_current(device)
+        # call_set is held only by `calls` once this returns, so that dropping the token frees the copies
         return _run(conn, request, kernel, call_set)
     return ("error", f"unknown request {kind!r}")
 
@@ -141,15 +148,31 @@ def _load(request: tuple, kernels: dict[tuple, TunableKernel]) -> tuple:
     return ("ok",)
 
 
-def _keep_call(request: tuple, calls: dict[str, list]) -> tuple:
-    calls.clear()  # one tuning at a time: the previous arguments are freed
-    gc.collect()  # now: a finished tuning's job holds them in reference cycles
-    if request[3] is not None:  # the caller's current GPU: Triton launches on the current device
+def _keep_call(request: tuple, calls: dict[str, tuple]) -> tuple:
+    """("call", token, encoded calls, cuda device, tokens to keep): rebuild a tuning's arguments, first freeing
+    those of the tunings the parent no longer has this worker keep."""
+    _keep_only(request[4] if len(request) > 4 else [], calls)
+    _make_current(request[3])
+    calls[request[1]] = (request[3], [decode_call(encoded) for encoded in request[2]])
+    return ("ok",)
+
+
+def _keep_only(tokens: list, calls: dict[str, tuple]) -> None:
+    """Free the arguments of every tuning but those of `tokens`."""
+    dropped = [token for token in calls if token not in tokens]
+    for token in dropped:
+        del calls[token]
+    if dropped:
+        gc.collect()  # now: a finished tuning's job holds them in reference cycles
+
+
+def _make_current(device: int | None) -> None:
+    """Make the caller's current GPU of a tuning current here too: Triton launches on the current device."""
+    if device is not None:
         import torch
 
-        torch.cuda.set_device(request[3])
-    calls[request[1]] = [decode_call(encoded) for encoded in request[2]]
-    return ("ok",)
+        if torch.cuda.current_device() != device:
+            torch.cuda.set_device(device)
 
 
 def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tuple:
@@ -162,7 +185,8 @@ def _run(conn: Any, request: tuple, kernel: TunableKernel, call_set: list) -> tu
     if kind == "compile":
         return compile_in_worker(kernel, config, call_set, request[4])
     grids, tuning, reps, objective = request[4:]
-    return ("ok", refine_in_worker(kernel, config, call_set, grids, tuning, reps, objective, _noting(conn)))
+    rounds, failed = refine_in_worker(kernel, config, call_set, grids, tuning, reps, objective, _noting(conn))
+    return ("ok", rounds, failed)
 
 
 def _request_failed(exc: Exception) -> tuple:
