@@ -289,3 +289,62 @@ def test_an_archive_of_binaries_alone_does_not_need_a_writable_tuning_cache(expo
     not_a_dir.write_text("")
     report = import_archive(binaries_only, cache_dir=not_a_dir, triton_cache_dir=tmp_path / "t")
     assert report.complete and report.binaries_imported and report.records_imported == []
+
+
+@pytest.mark.parametrize("refusal", ["another Triton", "too many records"])
+def test_another_triton_or_too_many_records_is_refused_before_any_member_is_staged(exported, tmp_path, refusal):
+    """The manifest alone decides these refusals: an archive may hold gigabytes, none of which is staged first. Here
+    an unlisted member follows the manifest, which staging would refuse: the manifest's refusal is what is said."""
+    archive, manifest, _ = exported
+    with tarfile.open(archive) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    manifest_dict = json.loads(members.pop("manifest.json"))
+    if refusal == "another Triton":
+        manifest_dict["triton_version"] = "0.0.1"
+        limits, expected = None, "was made with Triton 0.0.1"
+    else:
+        from autotune.aot.archive import ArchiveLimits
+
+        listed = len(manifest.records) + len(manifest.binaries)
+        limits = ArchiveLimits(max_members=listed - 1)
+        expected = f"the manifest lists {listed} records and compiled kernels, more than {listed - 1}"
+    bad = tmp_path / "bad.tar.gz"
+    _with_manifest_members(bad, json.dumps(manifest_dict).encode(), {"records/unlisted.json": b"{}", **members})
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match=expected):
+        import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest, limits=limits)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_an_entry_locked_by_another_process_fails_the_import_after_the_lock_timeout(exported, tmp_path):
+    """`autotune import` waits for an entry's lock at most AUTOTUNE_LOCK_TIMEOUT_S (it waited forever): the record
+    is FAILED, naming the lock's holder as the reason, and the command exits 1."""
+    from autotune.storage import DiskCache, EntryRef, load_record
+    from autotune.storage.files import lock_path
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    with tarfile.open(archive) as tar:
+        (tmp_path / "rec.json").write_bytes(tar.extractfile(manifest.records[0].path).read())
+    entry_path = DiskCache(dest).path(EntryRef.of(load_record(tmp_path / "rec.json")))
+    entry_path.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import filelock, sys, time; held = filelock.FileLock(sys.argv[1]); held.acquire(); "
+         "print('held', flush=True); time.sleep(120)", str(lock_path(entry_path))],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+        env.update(TRITON_INTERPRET="1", AUTOTUNE_LOCK_TIMEOUT_S="1", PYTHONPATH=str(ROOT))
+        out = subprocess.run(
+            [sys.executable, "-m", "autotune", "import", str(archive), "--cache-dir", str(dest),
+             "--triton-cache-dir", str(triton_dest)],
+            env=env, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.returncode == 1, out.stderr
+    assert f"another process held the lock of {entry_path} for over 1 s (AUTOTUNE_LOCK_TIMEOUT_S)" in out.stdout
+    assert not entry_path.exists()

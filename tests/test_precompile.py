@@ -1048,3 +1048,83 @@ def test_gpu_explicit_target_precompile_is_loaded_not_compiled(tmp_path, monkeyp
         triton.knobs.compilation.listener = previous
     assert len(events) == 4 and all(events), f"cache hits per config: {events}"
     torch.testing.assert_close(out, 2 * x)
+
+
+# ---------------------------------------------------------------------------------------------- exit status, imports
+
+
+def test_cli_precompile_exits_1_when_a_config_timed_out_though_another_compiled(tmp_path):
+    """A deploy step checks $?: a config past --timeout is a binary missing (exit 1, it was 0 while any config of the
+    target compiled). Here ptxas hangs from its second compile on, so one of the two configs times out."""
+    real = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    fake = tmp_path / "ptxas"
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" != "--version" ] && ! mkdir {tmp_path / "first"} 2>/dev/null; then exec sleep 600; fi\n'
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_PROGRESS="0",
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        TRITON_PTXAS_PATH=str(fake),
+        TRITON_PTXAS_BLACKWELL_PATH=str(fake),
+        PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT), env.get("PYTHONPATH", "")]),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "precompile", "test_precompile:tuned_add", "--target", "cuda:80",
+         "--signature", "x=*fp32,y=*fp32,out=*fp32,n=i32:16", "--workers", "1", "--timeout", "5", "--json"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    report = json.loads(out.stdout)
+    assert len(report["compiled"]) == 1 and [f["kind"] for f in report["failed"]] == ["timeout"], out.stderr
+    assert out.returncode == 1
+
+
+def test_precompile_exit_status_is_1_for_timeouts_crashes_and_any_failed_winner():
+    """A full space's compile errors and configs over the target's limits are its normal misfits (exit 0); a timeout,
+    a crashed helper, or under --winners-only any failure is a binary a deploy expects and lacks (exit 1)."""
+    from autotune.aot.report import FailedConfig, PrecompileReport
+    from autotune.cli.aot import _precompile_status
+    from autotune.space.spaces import Config
+
+    def status(kind: str, *, winners_only: bool) -> int:
+        report = PrecompileReport(kernel="k", targets=["cuda:90"])
+        report.compiled.append(CompiledConfig(config=Config(BLOCK=64), target="cuda:90", cached=False, compile_s=0.1))
+        report.failed.append(FailedConfig(config=Config(BLOCK=128), target="cuda:90", error="e", kind=kind))
+        return _precompile_status(report, winners_only=winners_only)
+
+    assert [status(k, winners_only=False) for k in ("compile_error", "out_of_resources")] == [0, 0]
+    assert [status(k, winners_only=False) for k in ("timeout", "crashed")] == [1, 1]
+    assert [status(k, winners_only=True) for k in ("compile_error", "out_of_resources")] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [("x = = 1\n", r"SyntaxError: invalid syntax"), ("raise RuntimeError('boom at import')\n", "RuntimeError: boom")],
+)
+def test_a_kernel_module_that_fails_to_import_is_one_line_and_left_out_of_sys_modules(tmp_path, capsys, source, error):
+    from autotune.cli import main
+
+    path = tmp_path / "broken_kernels_mod.py"
+    path.write_text(source)
+    argv = ["precompile", f"{path}:k", "--target", "cuda:90", "--signature", "x=*fp32"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.match(rf"autotune precompile: kernel '{re.escape(str(path))}:k': importing {re.escape(str(path))} "
+                    rf"failed \({error}.*\); fix the module", err), err  # fmt: skip
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "broken_kernels_mod" not in sys.modules  # a half-run module is not found by the next import
+
+
+def test_a_timeout_is_said_in_precompile_s_own_words():
+    """The pipeline's timeout names its compile_timeout_s; precompile's user set timeout_s (--timeout)."""
+    from autotune.aot.api import _failure, _Job
+    from autotune.aot.targets import parse_target
+    from autotune.record import TrialStatus
+    from autotune.space.spaces import Config
+
+    job = _Job(Config(BLOCK=64), parse_target("cuda:90"))
+    failure = _failure(job, TrialStatus.TIMEOUT, TimeoutError("compiling took longer than compile_timeout_s=3.0"), 3.0)
+    assert (failure.kind, failure.error) == ("timeout", "compiling took longer than timeout_s=3 (--timeout)")

@@ -227,3 +227,124 @@ def test_the_summary_says_where_configs_compiled_one_at_a_time():
     assert summary(workers=0, processes=False).endswith(", on the calling thread")
     assert summary(workers=4, processes=True).endswith(", 4 helper processes")
     assert summary(workers=4, processes=False).endswith(", 4 workers")
+
+
+def test_a_helper_s_start_up_is_not_counted_against_a_compile_s_timeout(tmp_path):
+    """timeout_s counts a compile from when its helper is ready: a helper whose start-up (its imports; here slowed to
+    8 s by a sitecustomize) takes longer than timeout_s still compiles every config (it timed out each, starting
+    a new cold helper each time)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        'import os, time\nif os.environ.get("TRITON_INTERPRET") == "0":  # a compile helper starting\n    time.sleep(8)\n'
+    )
+    _write_kernel(tmp_path, "plain_mod", name="plain_kernel", blocks=(64, 128))
+    got = _run(
+        tmp_path,
+        f"""
+        from autotune import precompile
+        import plain_mod
+        report = precompile(plain_mod.tuned, signature={SIG}, targets="cuda:90", workers=1, timeout_s=5)
+        print(json.dumps({{"compiled": sorted(c.config["BLOCK"] for c in report.compiled),
+                          "failed": [f.error for f in report.failed]}}))
+        """,
+    )
+    assert got == {"compiled": [64, 128], "failed": []}
+
+
+def test_a_compile_past_its_timeout_has_its_ptxas_killed_too(tmp_path):
+    """A timed-out compile kills the helper's whole process group: the ptxas it was waiting for (here one that
+    hangs) does not run on after precompile returns. The failure names precompile's own timeout_s."""
+    import triton
+
+    real = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    fake = tmp_path / "ptxas"
+    fake.write_text(
+        f'#!/bin/sh\nif [ "$1" != "--version" ]; then echo $$ > {tmp_path / "ptxas.pid"}; exec sleep 600; fi\n'
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    _write_kernel(tmp_path, "ptx_mod", name="ptx_kernel")
+    got = _run(
+        tmp_path,
+        f"""
+        import time
+        os.environ["TRITON_PTXAS_PATH"] = os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = {str(fake)!r}
+        from autotune import precompile
+        import ptx_mod
+        report = precompile(ptx_mod.tuned, signature={SIG}, targets="cuda:80", workers=1, timeout_s=3)
+        pid = int(open({str(tmp_path / "ptxas.pid")!r}).read())
+        def alive(pid):
+            try:
+                return open(f"/proc/{{pid}}/stat").read().split()[2] != "Z"  # a zombie is dead
+            except FileNotFoundError:
+                return False
+        deadline = time.monotonic() + 30
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(json.dumps({{"failed": [(f.kind, f.error) for f in report.failed], "ptxas_alive": alive(pid)}}))
+        if alive(pid):
+            os.kill(pid, 9)
+        """,
+    )
+    assert got["failed"] == [
+        ["timeout", "compiling took longer than timeout_s=3 (--timeout): its compile helper process (and its ptxas) "
+         "was killed"]
+    ]  # fmt: skip
+    assert got["ptxas_alive"] is False
+
+
+def test_after_an_edit_every_idle_helper_with_the_old_source_is_replaced(tmp_path):
+    """Two idle helpers imported the kernel before its edit: the first asked replies "stale" and the retry must not
+    take the second (which is stale too, and made precompile tell a user who did reload to reload)."""
+    _write_kernel(tmp_path, "twice_mod", name="twice_kernel", factor="2.0", blocks=(64, 128))
+    got = _run(
+        tmp_path,
+        f"""
+        from autotune import precompile
+        from autotune.aot.subprocess_compilers import HELPERS
+        import twice_mod
+        precompile(twice_mod.tuned, signature={SIG}, targets="cuda:90", workers=2)
+        source = open(twice_mod.__file__).read().replace("* 2.0", "* 7.0")
+        open(twice_mod.__file__, "w").write(source)
+        importlib.reload(twice_mod)
+        report = precompile(twice_mod.tuned, signature={SIG}, targets="cuda:90", workers=0)
+        print(json.dumps({{"compiled": sorted(c.config["BLOCK"] for c in report.compiled)}}))
+        """,
+    )
+    assert got == {"compiled": [64, 128]}
+
+
+def test_an_edit_to_a_jit_function_the_kernel_calls_is_compiled_by_a_warm_helper(tmp_path):
+    (tmp_path / "dep_mod.py").write_text(
+        textwrap.dedent("""
+        import os
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        import triton, triton.language as tl
+        from autotune import autotune
+
+        @triton.jit
+        def scale(v):
+            return v * 2.0
+
+        @triton.jit
+        def dep_kernel(x, out, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out + offs, scale(tl.load(x + offs, mask=offs < n)), mask=offs < n)
+
+        tuned = autotune(space={"BLOCK": (64,)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(dep_kernel)
+        """)
+    )
+    got = _run(
+        tmp_path,
+        f"""
+        from autotune import precompile
+        import dep_mod
+        before = precompile(dep_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        source = open(dep_mod.__file__).read().replace("v * 2.0", "v * 7.0")
+        open(dep_mod.__file__, "w").write(source)
+        importlib.reload(dep_mod)
+        after = precompile(dep_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        ttir = open(glob.glob(os.path.join(after.path, "*.ttir"))[0]).read()
+        print(json.dumps({{"same": before.hash == after.hash, "seven": "7.000000e+00" in ttir}}))
+        """,
+    )
+    assert got == {"same": False, "seven": True}

@@ -32,6 +32,8 @@ from .specialize import Plan, check_triton
 from .standins import parse_signature, scalar_standins, wrap_dtype
 from .subprocess_compilers import (
     HELPERS,
+    HelperDied,
+    HelperTimeout,
     RemoteCompileError,
     compile_in_helper,
     encode_constant,
@@ -62,14 +64,19 @@ class _OutOfResources(Exception):
 
 
 def _run_job(plan: Plan, job: _Job) -> CompiledConfig:
-    """Compile one (config, target) on a pool thread: here, or through a helper process under the interpreter."""
+    """Compile one (config, target) on a pool thread: here, or through a helper process under the interpreter
+    (`plan.helper_timeout_s` bounds a helper's compile once the helper is ready)."""
+    from ..engine.pipeline import CompileFailed
+    from ..record import TrialStatus
+
     try:
         result = _compiled(plan, job)
+    except HelperTimeout as exc:
+        raise CompileFailed(TrialStatus.TIMEOUT, str(exc)) from None
+    except HelperDied as exc:
+        raise CompileFailed(TrialStatus.CRASHED, str(exc)) from None
     except Exception as exc:
         if isinstance(exc, RemoteCompileError) or is_compilation_error(exc):  # the config's, whatever its text says
-            from ..engine.pipeline import CompileFailed
-            from ..record import TrialStatus
-
             raise CompileFailed(TrialStatus.COMPILE_ERROR, _error_text(exc)) from None
         raise
     problem = over_limits(
@@ -133,6 +140,7 @@ def _compiled(plan: Plan, job: _Job) -> dict[str, Any]:
             "cache_dir": plan.cache_dir,
         },
         owner=job,
+        timeout_s=plan.helper_timeout_s,
     )
 
 
@@ -145,15 +153,18 @@ def _error_text(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}"
 
 
-def _failure(job: _Job, status: Any, error: BaseException | None) -> FailedConfig:
-    kind = (
-        "timeout"
-        if getattr(status, "value", status) == "timeout"
-        else ("out_of_resources" if isinstance(error, (_OutOfResources, OccupancyUnreachable)) else "compile_error")
-    )
-    return FailedConfig(
-        config=job.config, target=str(job.target), error=_error_text(error) if error else kind, kind=kind
-    )
+def _failure(job: _Job, status: Any, error: BaseException | None, timeout_s: float | None) -> FailedConfig:
+    """A failed job as the report says it: "timeout", "crashed" (its helper process died), "out_of_resources" or
+    "compile_error"; a timeout in the words of precompile's own `timeout_s`."""
+    value = getattr(status, "value", status)
+    if value in ("timeout", "crashed"):
+        kind = value
+    else:
+        kind = "out_of_resources" if isinstance(error, (_OutOfResources, OccupancyUnreachable)) else "compile_error"
+    text = _error_text(error) if error else kind
+    if kind == "timeout" and isinstance(error, TimeoutError) and timeout_s is not None:  # the pipeline's words
+        text = f"compiling took longer than timeout_s={timeout_s:g} (--timeout)"
+    return FailedConfig(config=job.config, target=str(job.target), error=text, kind=kind)
 
 
 def _resolve_kernel(kernel: object, space: Any) -> Autotuned:
@@ -290,8 +301,9 @@ def precompile(
     - `space`: another space to compile instead of the kernel's; `winners_only`: only the winners in the
       tuning cache (for each target, those tuned on that architecture where there are any).
     - `workers`: compile threads (default `Tuning.compile_workers`; 0 compiles serially on this thread);
-      `timeout_s`: per compile; `processes`: compile in helper processes (default: only under TRITON_INTERPRET=1,
-      where it is required).
+      `timeout_s`: per compile (in a helper process, counted once the helper is ready: its start-up is not the
+      config's; a compile past it is killed, ptxas included, and reported `kind="timeout"`); `processes`:
+      compile in helper processes (default: only under TRITON_INTERPRET=1, where it is required).
 
     A config that fails to compile, or compiles to a kernel over the target's shared memory / register /
     thread limits, is reported in `.failed` with its error; it does not stop the others. Returns a
@@ -311,7 +323,9 @@ def precompile(
     target_list = _target_list(targets)
     _refuse_custom_pipeline()
     use_processes = _use_processes(processes, interpreted)
-    plan = Plan(tuned, args, kwargs, use_processes)
+    # in helper processes each helper times its compile from when it is ready: a cold helper's start-up is not the
+    # config's (the pipeline's clock, started with the job, would count it)
+    plan = Plan(tuned, args, kwargs, use_processes, helper_timeout_s=timeout_s if use_processes else None)
     report = PrecompileReport(
         kernel=tuned.name,
         targets=[str(t) for t in target_list],
@@ -424,16 +438,17 @@ def _compile_jobs(
 
     started = time.perf_counter()
     # the pipeline only hashes its items and hands them back: a _Job goes through it in place of a Config
+    pipeline_timeout = None if plan.processes else timeout_s
     compiler = _JobCompiler(lambda job: _run_job(plan, cast(_Job, job)), jobs)
     with compile_in_order_of_completion(
-        cast("list[Config]", jobs), compiler, workers=workers, timeout_s=timeout_s
+        cast("list[Config]", jobs), compiler, workers=workers, timeout_s=pipeline_timeout
     ) as outcomes:
         for outcome in outcomes:
             job: _Job = outcome.config  # type: ignore[assignment]
             if outcome.status.value == "ok":
                 report.compiled.append(outcome.result)
             else:
-                report.failed.append(_failure(job, outcome.status, outcome.error))
+                report.failed.append(_failure(job, outcome.status, outcome.error, timeout_s))
     report.wall_s = time.perf_counter() - started
 
 
@@ -485,7 +500,9 @@ def _precompile_jit(
         ) as outcomes:
             for outcome in outcomes:
                 if outcome.status.value != "ok":
-                    report.failed.append(_failure(_Job(outcome.config, target), outcome.status, outcome.error))
+                    report.failed.append(
+                        _failure(_Job(outcome.config, target), outcome.status, outcome.error, timeout_s)
+                    )
                     continue
                 # No compile event for its hash: triton.compile was not called, the JIT's memory had it.
                 cached = session.get(outcome.result.hash, True) if listening else None
@@ -564,7 +581,12 @@ def load_kernel(spec: str) -> Any:
                 raise PrecompileError(f"kernel {spec!r}: cannot load {path}")
             module = importlib.util.module_from_spec(spec_obj)
             sys.modules[path.stem] = module
-            spec_obj.loader.exec_module(module)
+            try:
+                spec_obj.loader.exec_module(module)
+            except BaseException:  # a half-run module is not left in sys.modules (as importlib does for its own)
+                if sys.modules.get(path.stem) is module:
+                    del sys.modules[path.stem]
+                raise
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -574,6 +596,11 @@ def load_kernel(spec: str) -> Any:
         ) from None
     except OSError as exc:
         raise PrecompileError(f"kernel {spec!r}: cannot read {module_name} ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed (a SyntaxError, an error at import)
+        raise PrecompileError(
+            f"kernel {spec!r}: importing {module_name} failed ({exc.__class__.__name__}: {exc}); fix the module "
+            "(import it in Python to see the traceback)"
+        ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

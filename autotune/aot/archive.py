@@ -536,6 +536,32 @@ def _parse_manifest(data: bytes) -> ArchiveManifest:
     return _decode(data, ArchiveManifest)
 
 
+def _other_triton(path: str | os.PathLike, manifest: ArchiveManifest, local: str) -> str:
+    return (
+        f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
+        f"would be tuned again and its binaries never found (Triton's cache key includes its version)"
+    )
+
+
+def _refused_early(
+    manifest: ArchiveManifest, path: str | os.PathLike, limits: ArchiveLimits, local: str, force: bool
+) -> ArchiveManifest:
+    """`manifest`, unless it lists too many records and kernels or (without `force`) was made with another Triton:
+    ArchiveError, raised before any member is staged (an archive may hold gigabytes)."""
+    listed = len(manifest.records) + len(manifest.binaries)
+    if listed > limits.max_members:  # each makes files: counted as the members are
+        raise ArchiveError(
+            f"{path}: the manifest lists {listed} records and compiled kernels, more than {limits.max_members} "
+            "(max_members); nothing was imported"
+        )
+    if manifest.triton_version != local and not force:
+        raise ArchiveError(
+            _other_triton(path, manifest, local)
+            + "; re-export with the same Triton, or pass force=True (--force) to import anyway"
+        )
+    return manifest
+
+
 def import_archive(
     path: str | os.PathLike,
     *,
@@ -559,32 +585,26 @@ def import_archive(
     """
     import triton
 
+    from ..options import lock_timeout_s
+
+    lock_wait = lock_timeout_s()  # a bad AUTOTUNE_LOCK_TIMEOUT_S is refused before the archive is read
     key = read_key(verify_key) if verify_key is not None else None
     limits = limits or ArchiveLimits()
-    manifest, staged = stage(path, parse_manifest=_parse_manifest, limits=limits, verify_key=key)
+    local = str(triton.__version__)
+
+    def parse_and_refuse(data: bytes) -> ArchiveManifest:  # run as soon as the manifest is read: nothing staged yet
+        return _refused_early(_parse_manifest(data), path, limits, local, force)
+
+    manifest, staged = stage(path, parse_manifest=parse_and_refuse, limits=limits, verify_key=key)
     try:
-        listed = len(manifest.records) + len(manifest.binaries)
-        if listed > limits.max_members:  # each makes files: counted as the members are
-            raise ArchiveError(
-                f"{path}: the manifest lists {listed} records and compiled kernels, more than {limits.max_members} "
-                "(max_members); nothing was imported"
-            )
         report = ImportReport(manifest=manifest)
         if key is None and SIGNATURE in staged.names:  # installing is fine; trusting it unchecked should be a choice
             report.warnings.append(
                 f"{path} is signed but its signature was not checked: pass verify_key= (autotune "
                 "import --verify KEYFILE) to refuse it unless the deployment key signed it"
             )
-        local = str(triton.__version__)
-        if manifest.triton_version != local:
-            message = (
-                f"{path} was made with Triton {manifest.triton_version}, this is Triton {local}: its records "
-                f"would be tuned again and its binaries never found (Triton's cache key includes its version)"
-            )
-            if not force:
-                raise ArchiveError(
-                    message + "; re-export with the same Triton, or pass force=True (--force) to import anyway"
-                )
+        if manifest.triton_version != local:  # force=True: refused otherwise, by _refused_early
+            message = _other_triton(path, manifest, local)
             report.warnings.append(message)
             warnings.warn(message, stacklevel=2)
         records = checked_records(manifest, staged, report)  # everything validated before any write
@@ -593,7 +613,7 @@ def import_archive(
         tuning_dir = Path(cache_dir) if cache_dir is not None else None
         # raises, with what it wrote undone, before any record is written: the tuning cache is probed first
         install_binaries(binaries, staged, triton_dir, report, tuning_dir=tuning_dir, records=bool(records))
-        install_records(records, tuning_dir, report)
+        install_records(records, tuning_dir, report, lock_timeout_s=lock_wait)
         return report
     finally:
         staged.close()

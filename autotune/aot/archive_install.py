@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,9 +207,12 @@ def install_binaries(
         report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
 
 
-def install_records(records: list[tuple[str, Any]], root: Path | None, report: ImportReport) -> None:
-    """Write each record through the disk store (under the entry's lock), unless the entry there is newer or
-    was written by a newer autotune (a higher schema version, which this one never replaces)."""
+def install_records(
+    records: list[tuple[str, Any]], root: Path | None, report: ImportReport, *, lock_timeout_s: float
+) -> None:
+    """Write each record through the disk store (under the entry's lock, waited for at most `lock_timeout_s`:
+    a record whose lock another process holds longer is a failure), unless the entry there is newer or was
+    written by a newer autotune (a higher schema version, which this one never replaces)."""
     from ..errors import CacheEntryError
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
@@ -220,9 +224,10 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
         entry = EntryRef.of(record)
         dest = store.path(entry)
         faults.clear()
-        lease = store.lock(entry, timeout_s=None)
+        started = time.monotonic()
+        lease = store.lock(entry, timeout_s=lock_timeout_s)
         if lease is None:
-            report.records_failed.append((member, _fault_reason(faults, f"cannot lock {dest}")))
+            report.records_failed.append((member, _lock_failure(faults, dest, lock_timeout_s, started)))
             continue
         entry = slot_for(store, entry, record)  # its kernel source's entry of the key: another source's stays
         dest = store.path(entry)
@@ -264,6 +269,16 @@ def install_records(records: list[tuple[str, Any]], root: Path | None, report: I
                 report.records_failed.append((member, _fault_reason(faults, f"could not write {dest}")))
         finally:
             lease.release()
+
+
+def _lock_failure(faults: list[str], dest: Path, lock_timeout_s: float, started: float) -> str:
+    """Why a record's lock was not taken: held by another process past the timeout, or the cache's fault."""
+    if time.monotonic() - started >= lock_timeout_s:
+        return (
+            f"another process held the lock of {dest} for over {lock_timeout_s:g} s (AUTOTUNE_LOCK_TIMEOUT_S); "
+            "run the import again once it is done"
+        )
+    return _fault_reason(faults, f"cannot lock {dest}")
 
 
 def _fault_reason(faults: list[str], fallback: str) -> str:

@@ -46,7 +46,7 @@ class FailedConfig:
     config: Config
     target: str
     error: str
-    kind: str = "compile_error"  # "compile_error" | "out_of_resources" | "timeout"
+    kind: str = "compile_error"  # "compile_error" | "out_of_resources" | "timeout" | "crashed" (its helper died)
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": dict(self.config), "target": self.target, "error": self.error, "kind": self.kind}
@@ -122,7 +122,8 @@ class PrecompileReport:
                 ]
             )
         for f in self.failed:
-            first = (f.error.strip().splitlines() or [""])[-1] if f.kind == "compile_error" else f.error
+            lines = f.error.strip().splitlines() or [""]
+            first = lines[-1] if f.kind == "compile_error" else lines[0]  # a crash's first line: the stderr follows
             rows.append(
                 [
                     f.target,

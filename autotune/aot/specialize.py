@@ -33,8 +33,11 @@ SUPPORTED_TRITON = "3.6 to 3.9"
 class Plan:
     """Everything the pool threads share for one precompile call (lives as long as that call)."""
 
-    def __init__(self, kernel: Autotuned, args: tuple, kwargs: dict, processes: bool) -> None:
+    def __init__(
+        self, kernel: Autotuned, args: tuple, kwargs: dict, processes: bool, *, helper_timeout_s: float | None = None
+    ) -> None:
         self.kernel = kernel
+        self.helper_timeout_s = helper_timeout_s  # a helper's compile, timed from when the helper is ready
         self.args = args
         self.kwargs = kwargs
         self.bound = kernel.bind(args, kwargs)

@@ -6,8 +6,10 @@ TRITON_INTERPRET=0; it imports the kernel's module by name (a script's `__main__
 running its `if __name__ == "__main__":` block), so such a kernel must be defined at module level.
 `processes=True` uses helpers for a JIT kernel too (they escape the GIL part of Triton's compile holds).
 
-Pipe protocol: one request, then one reply, each a pickle on the helper's stdin / stdout (only between this
-process and the child it started; nothing read from disk is unpickled). A request is the kernel's
+Pipe protocol: once its imports are done the helper says `{"ready": True}`; then one request, one reply, each a
+pickle on the helper's stdin / stdout (only between this process and the child it started; nothing read from disk
+is unpickled). A compile's timeout starts once its request reaches a ready helper (start-up is not counted) and
+kills the helper's whole process group (ptxas with it) when it passes. A request is the kernel's
 `KernelRef` fields (module, qualname, file, line) plus target, signature, constexprs (@jit functions
 encoded by their `KernelRef` fields, `encode_constant`), attrs, options and Triton's cache dir; the reply is
 `{"ok": True, "result": <compile_source's dict>}` or `{"ok": False, "error": text, "type": class name}`.
@@ -21,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,13 +34,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import PrecompileError
-from ..kernel.identity import KernelRef, base_kernel, import_object, kernel_ref
+from ..kernel.identity import KernelRef, base_kernel, import_object, kernel_ref, python_function
 from .targets import Target
 from .triton_compile import compile_source
 
 __all__ = [
     "HELPERS",
+    "HelperDied",
     "HelperPool",
+    "HelperTimeout",
     "RemoteCompileError",
     "compile_in_helper",
     "encode_constant",
@@ -49,8 +54,20 @@ __all__ = [
 _JIT_TAG = "__autotune_jit__"
 
 
+# A helper whose imports (torch, Triton, the autotune package) take longer than this is given up on as hung.
+HELPER_START_S = 300.0
+
+
 class RemoteCompileError(Exception):
     """A compile error raised in a helper process (its message as the helper formatted it)."""
+
+
+class HelperTimeout(Exception):
+    """A compile in a helper ran past its timeout: the helper and its children (ptxas) were killed."""
+
+
+class HelperDied(RuntimeError):
+    """A helper process died (a crash, a signal, or killed by an interrupted precompile) before it replied."""
 
 
 def is_compilation_error(exc: BaseException) -> bool:
@@ -144,6 +161,10 @@ def helper_main() -> None:
     warnings.simplefilter("ignore")
     import triton
 
+    with contextlib.suppress(Exception):  # what a kernel's module imports first: its seconds are start-up, not compile
+        import torch  # noqa: F401
+    pickle.dump({"ready": True}, protocol_out, protocol=pickle.HIGHEST_PROTOCOL)  # a compile's timeout starts now
+    protocol_out.flush()
     resolver = _KernelResolver()
     while True:
         try:
@@ -191,28 +212,75 @@ def helper_main() -> None:
 
 
 class _Helper:
-    """A Python process without the interpreter that compiles for us (requests and replies pickled on its pipes)."""
+    """A Python process without the interpreter that compiles for us (requests and replies pickled on its pipes),
+    the leader of a process group of its own: killing it kills the ptxas it runs too."""
 
     def __init__(self, env: dict[str, str], fingerprint: tuple) -> None:
         self.fingerprint = fingerprint
+        self.modules: set[str] = set()  # the modules it imported kernels from (a stale reply drops their helpers)
+        self.killed = False  # killed (or being killed): never asked again, never put back idle
+        self._ready = False
+        self._timed_out = False
         self.log = tempfile.TemporaryFile()
         command = [sys.executable, "-c", "from autotune.aot.subprocess_compilers import helper_main; helper_main()"]
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=os.getcwd()
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            cwd=os.getcwd(),
+            start_new_session=True,  # its own process group: see kill_group
         )
 
-    def call(self, request: dict) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None  # Popen'd with both as PIPEs
+    def call(self, request: dict, timeout_s: float | None = None) -> dict:
+        """The helper's reply to `request`; HelperTimeout when it takes over `timeout_s`, counted from when the
+        helper is ready (its start-up is not the compile's), HelperDied when the helper dies first."""
+        assert self.proc.stdin is not None  # Popen'd as a PIPE
+        if not self._ready:
+            self._read(HELPER_START_S, f"did not finish its imports within {HELPER_START_S:g} s")
+            self._ready = True
+        self.modules.add(request["module"])
         try:
             pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
+        except OSError as exc:
+            raise self._died(exc) from None
+        return self._read(timeout_s, None)
+
+    def _read(self, timeout_s: float | None, hung: str | None) -> dict:
+        """The next message on the helper's stdout, killing the helper if none came within `timeout_s`
+        (`hung`: what that means at start-up; None: a compile past its timeout, HelperTimeout)."""
+        assert self.proc.stdout is not None  # Popen'd as a PIPE
+        timer = threading.Timer(timeout_s, self._expire) if timeout_s is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
             return pickle.load(self.proc.stdout)
-        except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError) as exc:
-            code = self.proc.poll()
-            raise RuntimeError(
-                f"the compile helper process died (exit status {code}, {exc.__class__.__name__}); "
-                f"its stderr ends with:\n{self.stderr_tail()}"
-            ) from None
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            if self._timed_out and hung is None:
+                raise HelperTimeout(
+                    f"compiling took longer than timeout_s={timeout_s:g} (--timeout): its compile helper process "
+                    "(and its ptxas) was killed"
+                ) from None
+            if self._timed_out:
+                raise HelperDied(f"the compile helper process {hung}; it was killed") from None
+            raise self._died(exc) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _expire(self) -> None:
+        self._timed_out = True
+        self.kill_group()
+
+    def _died(self, exc: BaseException) -> HelperDied:
+        code = self.proc.poll()
+        return HelperDied(
+            f"the compile helper process died (exit status {code}, {exc.__class__.__name__}); "
+            f"its stderr ends with:\n{self.stderr_tail()}"
+        )
 
     def stderr_tail(self, limit: int = 2000) -> str:
         try:
@@ -224,11 +292,18 @@ class _Helper:
             return ""
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.killed and self.proc.poll() is None
+
+    def kill_group(self) -> None:
+        """SIGKILL the helper's process group (the helper and the ptxas it runs); its reader gets EOF at once."""
+        self.killed = True
+        if self.proc.returncode is not None:  # reaped: its process group id may name another group by now
+            return
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.proc.kill()
+        self.kill_group()
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=10)
         self.log.close()
@@ -239,7 +314,7 @@ class _Helper:
                 self.proc.stdin.close()
             self.proc.wait(timeout=5)
         except Exception:  # noqa: BLE001
-            self.proc.kill()
+            self.kill_group()
         finally:
             self.log.close()
 
@@ -276,10 +351,11 @@ class HelperPool:
         self._busy: dict[object, _Helper] = {}  # the helper compiling each owner's request (`busy_with`)
         self._lock = threading.Lock()
 
-    def acquire(self) -> _Helper:
+    def acquire(self, *, fresh: bool = False) -> _Helper:
+        """An idle helper started in this environment, else a new one (`fresh`: always a new one)."""
         env, fingerprint = _helper_env()
         with self._lock:
-            while self._idle:
+            while self._idle and not fresh:
                 helper = self._idle.pop()
                 if helper.alive() and helper.fingerprint == fingerprint:
                     return helper
@@ -318,11 +394,19 @@ class HelperPool:
     def kill_busy(self, owner: object) -> None:
         """Kill the helper compiling `owner`'s request (a compile past its timeout, or a precompile interrupted):
         its caller's wait ends at once, with an error."""
-        with self._lock:
+        with self._lock:  # under the lock: once `owner` is done its helper may be handed to another compile
             helper = self._busy.get(owner)
-        if helper is not None:
-            with contextlib.suppress(OSError):
-                helper.proc.kill()
+            if helper is not None:
+                helper.kill_group()
+
+    def discard_idle_importing(self, module: str) -> None:
+        """Kill the idle helpers that imported `module`: one replied it holds an older source of it than ours."""
+        with self._lock:
+            stale = [h for h in self._idle if module in h.modules]
+            self._idle = [h for h in self._idle if h not in stale]
+            self._all = [h for h in self._all if h not in stale]
+        for helper in stale:
+            helper.kill()
 
     def discard(self, helper: _Helper) -> None:
         """Kill `helper` and forget it: one whose pipe may still hold a reply to a request given up on."""
@@ -345,13 +429,15 @@ HELPERS = HelperPool()
 atexit.register(HELPERS.close)
 
 
-def compile_in_helper(request: dict, owner: object = None) -> dict[str, Any]:
+def compile_in_helper(request: dict, owner: object = None, timeout_s: float | None = None) -> dict[str, Any]:
     """Send one compile request to an idle helper (started if none); its result, or RemoteCompileError. A helper
-    that imported the kernel before its source was edited is replaced (once: a fresh one imports the file).
-    `owner` names the compile for `HELPERS.kill_busy` (a compile given up on: its helper is killed)."""
-    reply = _ask_a_helper(request, owner)
+    that imported the kernel before its source was edited is replaced, with every idle one that imported that module,
+    by a fresh one (which imports the file). `owner` names the compile for `HELPERS.kill_busy` (a compile given up
+    on: its helper is killed); `timeout_s` bounds the compile once a helper is ready (HelperTimeout)."""
+    reply = _ask_a_helper(request, owner, timeout_s)
     if reply.get("stale"):
-        reply = _ask_a_helper(request, owner)
+        HELPERS.discard_idle_importing(request["module"])
+        reply = _ask_a_helper(request, owner, timeout_s, fresh=True)
     if reply.get("stale"):
         raise PrecompileError(
             f"{request['module']}:{request['qualname']} in this process is not the source its file holds now "
@@ -363,11 +449,11 @@ def compile_in_helper(request: dict, owner: object = None) -> dict[str, Any]:
     return reply["result"]
 
 
-def _ask_a_helper(request: dict, owner: object) -> dict[str, Any]:
-    helper = HELPERS.acquire()
+def _ask_a_helper(request: dict, owner: object, timeout_s: float | None, *, fresh: bool = False) -> dict[str, Any]:
+    helper = HELPERS.acquire(fresh=fresh)
     try:
         with HELPERS.busy_with(owner, helper):
-            reply = helper.call(request)
+            reply = helper.call(request, timeout_s)
     except BaseException:  # interrupted (Ctrl-C), killed or died: its reply may still come; it is never asked again
         HELPERS.discard(helper)
         raise
@@ -379,9 +465,33 @@ def _ask_a_helper(request: dict, owner: object) -> dict[str, Any]:
 
 
 def source_digest(fn: Any) -> str:
-    """A digest of a kernel function's code (bytecode, constants, names; not its file or line numbers): the same in
-    this process and in a helper that imported the same source, whatever the file holds now."""
-    return hashlib.sha256(_code_text(fn.__code__).encode()).hexdigest()
+    """A digest of a kernel function's code (bytecode, constants, names; not its file or line numbers) and of the
+    @jit functions it calls by global name, recursively: the same in this process and in a helper that imported
+    the same sources, whatever the files hold now (an edit to a @jit function the kernel calls changes it too)."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    todo = [fn]
+    while todo and len(seen) < _MAX_DEPENDENCIES:  # depth first, in the order of the names each function uses
+        current = todo.pop()
+        if id(current) in seen or not isinstance(getattr(current, "__code__", None), types.CodeType):
+            continue
+        seen.add(id(current))
+        texts.append(_code_text(current.__code__))
+        namespace = getattr(current, "__globals__", {})
+        called = [namespace.get(name) for name in sorted(_global_names(current.__code__))]
+        todo.extend(python_function(v) for v in reversed(called) if v is not None and _is_jit(v))
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
+
+
+_MAX_DEPENDENCIES = 1000  # @jit functions followed from one kernel: a bound on the walk, far above real kernels
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
 
 
 def _code_text(code: types.CodeType) -> str:

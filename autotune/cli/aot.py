@@ -60,8 +60,19 @@ def _cmd_precompile(args: Any) -> int:
         print(f"autotune precompile: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_dict(), indent=1) if args.json else str(report))
+    return _precompile_status(report, winners_only=bool(args.winners_only))
+
+
+def _precompile_status(report: Any, *, winners_only: bool) -> int:
+    """1 when a target got nothing, a config timed out or its helper crashed (the binaries a deploy expects are
+    missing), or any winner failed under --winners-only; a full space's compile errors and configs over the
+    target's limits are its normal misfits (0)."""
     compiled_targets = {c.target for c in report.compiled}
-    return 0 if all(t in compiled_targets for t in report.targets) else 1
+    if not all(t in compiled_targets for t in report.targets):
+        return 1
+    if any(f.kind in ("timeout", "crashed") for f in report.failed):
+        return 1
+    return 1 if winners_only and report.failed else 0
 
 
 def _runtime_arg_names(kernel: object) -> str:
@@ -133,6 +144,9 @@ def _cmd_import(args: Any) -> int:
     except (ArchiveError, OSError) as exc:  # OSError: a file system fault import_archive did not name itself
         print(f"autotune import: {safe_text(exc)}", file=sys.stderr)  # it may quote the archive's text
         return 1
+    except AutotuneError as exc:  # OptionError: a bad AUTOTUNE_LOCK_TIMEOUT_S, refused before the archive is read
+        print(f"autotune import: {exc}", file=sys.stderr)
+        return 2
     for warning in caught:  # the report prints them (e.g. a --force import's other-Triton warning)
         text = str(warning.message)
         if not any(text in known for known in report.warnings):
@@ -165,7 +179,9 @@ def _register_precompile(subparsers: Any, dirs: Any) -> None:
         parents=[dirs],
         help="compile a kernel's configs for GPU targets ahead of time",
         description="Compile every config of an @autotune kernel's space (or only its cached winners) for each "
-        "--target into Triton's cache, without a GPU. Example: autotune precompile "
+        "--target into Triton's cache, without a GPU. Exits 1 when a target got no config compiled, a config "
+        "timed out (--timeout) or its compile helper crashed, or, with --winners-only, any winner failed; a full "
+        "space's compile errors and configs over a target's limits are listed but exit 0. Example: autotune precompile "
         "mypkg.kernels:matmul --target cuda:90 --target cuda:80 --signature "
         "'a=*fp16,b=*fp16,c=*fp16,M=i32,N=i32,K=i32,stride_am=i32:16,stride_ak=1,...'",
     )
@@ -186,7 +202,12 @@ def _register_precompile(subparsers: Any, dirs: Any) -> None:
     )
     p.add_argument("--winners-only", action="store_true", help="only the winners in the tuning cache")
     p.add_argument("--workers", type=int, default=None, help="compile threads (0: serial)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per compile")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per compile, counted once a compile helper is ready (a config past it fails: exit 1)",
+    )
     p.add_argument("--json", action="store_true", help="the report as JSON")
 
 
