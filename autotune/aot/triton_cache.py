@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchiveError, CacheEntryError
-from ..storage.entries import is_kernel_id, short_name
+from ..storage.entries import base_identity, is_kernel_id, short_name
 from ..storage.files import is_real_dir, read_entry_bytes
 from .archive_checks import ARTIFACT_NAME
 
@@ -324,7 +324,7 @@ def _def_lines(file: str, qualname: str) -> frozenset[int]:
 def definition(kernel: str, file: str | None = None) -> Definition:
     """Where the kernel `kernel` ("module:qualname") is defined; `file` (a kernel object's `co_filename`) saves
     finding its module. Raises ArchiveError when the module cannot be found without running it."""
-    module, _, qualname = kernel.partition(":")
+    module, _, qualname = base_identity(kernel).partition(":")  # a factory's variants share the one `def`
     if file is None:
         file = _module_file(kernel, module)
     return Definition(kernel, _normal(file), _def_lines(file, qualname))

@@ -38,7 +38,6 @@ from ..kernel.identity import (
     heuristic_kwargs,
     heuristics_layers,
     is_interpreted,
-    kernel_ref,
     launch_lock,
     python_function,
     warn_if_interpreter_breaks,
@@ -63,7 +62,7 @@ from ..kernel.option_checks import (
     fallback_config,
 )
 from ..kernel.pruning import PruneSpec, RerunCall, as_pruner, kept_configs
-from ..kernel.source import check_kernel_source
+from ..kernel.source import check_kernel_source, kernel_identity
 from ..keys import KeyBuilder, check_finite_key
 from ..options import (
     Tuning,
@@ -318,8 +317,9 @@ class Autotuned(KernelInspection, KernelInterface):
 
             warm_triton_key()
         self.launch_lock = launch_lock(self.interpreted)  # serialises interpreted launches across threads
-        ref = kernel_ref(self.base_fn)
-        self.identity = f"{ref.module}:{ref.qualname}"  # two kernels of one short name keep separate entries
+        # module:qualname, so two kernels of one short name keep separate entries; "#<8 hex>" of its closure's values
+        # after it for a factory-made variant, so that each has its own directory and slots
+        self.identity = kernel_identity(self.base_fn)
         check_kernel_source(self.base_fn)  # unidentifiable: an error now; the hash itself at the first use
         self.cache = KernelCache(
             self.name,

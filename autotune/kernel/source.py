@@ -20,9 +20,9 @@ from typing import Any
 
 from ..errors import OptionError
 from ..space.checksum import code_identity, stable_text
-from .identity import base_kernel, python_function
+from .identity import base_kernel, kernel_ref, python_function
 
-__all__ = ["check_kernel_source", "kernel_source_text"]
+__all__ = ["check_kernel_source", "kernel_identity", "kernel_source_text"]
 
 _MAX_DEPTH = 16  # helper-of-helper nesting followed (deeper ones are named, not hashed); also nested values
 _SKIPPED_MODULES = ("triton", "math", "copy", "builtins")  # versioned elsewhere (an entry keys the Triton version)
@@ -38,6 +38,46 @@ def kernel_source_text(kernel: object) -> str:
     """
     fn, text = check_kernel_source(kernel)
     return _Walk().function_identity(fn, text, depth=0)
+
+
+def kernel_identity(kernel: object) -> str:
+    """The kernel's "module:qualname", plus "#<8 hex>" of its closure's values for a kernel that has a closure: the
+    variants a factory makes (`def make(ACT): @triton.jit def k(...)`) share a qualname, and would otherwise share
+    one cache directory and its `SOURCES_PER_KEY` slots, evicting each other. Only the closure's values count, so
+    an edited body changes the source hash, not the variant; a kernel without a closure keeps "module:qualname"."""
+    ref = kernel_ref(kernel)
+    identity = f"{ref.module}:{ref.qualname}"
+    fn = python_function(kernel)
+    closure = getattr(fn, "__closure__", None)
+    if not closure:
+        return identity
+    names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    text = "\n".join(f"{name} {_closure_value_text(cell)}" for name, cell in zip(names, closure))
+    return f"{identity}#{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _closure_value_text(cell: Any) -> str:
+    """A closure cell's value as text the same in every process: its stable text, a helper's or class's qualified
+    name (not its source: editing a helper retunes through the source hash, not a new variant), else its type."""
+    try:
+        value = cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return "unfilled"
+    try:
+        if type(value).__name__ == "constexpr" and _is_jit_helper(getattr(value, "value", None)):
+            value = value.value
+        if _is_jit_helper(value):
+            value = python_function(value)
+        stable = stable_text(value)
+        if stable is not None:
+            return f"= {stable}"
+        if inspect.ismodule(value):
+            return f"-> {value.__name__}"
+        if inspect.isclass(value) or inspect.isfunction(value):
+            return f"-> {value.__module__}.{value.__qualname__}"
+    except Exception:  # an object that fights inspection (a proxy)
+        pass
+    return f": {_type_name(value)}"
 
 
 def check_kernel_source(kernel: object) -> tuple[Callable, str | None]:

@@ -10,7 +10,7 @@ from ..errors import CallError, warn_at_caller
 from ..keys import normalise_key
 from . import journal
 from .disk import DiskCache
-from .entries import as_key_tuple, kernel_matches, kernel_suggestion, wanted_key_text
+from .entries import as_key_tuple, base_identity, kernel_matches, kernel_suggestion, wanted_key_text
 from .kernel_cache import KernelCache, live_caches
 from .protocol import Cache
 from .remote_config import required_remote_tier
@@ -45,7 +45,8 @@ def _layers(kernel: object) -> list[Any]:
 def _target(kernel: object) -> _Target:
     if isinstance(kernel, str):
         return _Target(kernel)
-    from ..kernel.identity import base_kernel, kernel_ref
+    from ..kernel.identity import base_kernel
+    from ..kernel.source import kernel_identity
 
     for layer in _layers(kernel):
         own = getattr(layer, "cache", None)
@@ -54,9 +55,8 @@ def _target(kernel: object) -> _Target:
         if isinstance(own, KernelCache):
             return _Target(own.kernel_name, own)
     base = base_kernel(kernel)
-    if hasattr(base, "arg_names"):  # a @triton.jit kernel (autotune_launch's): its entries, by module:qualname
-        ref = kernel_ref(base)
-        return _Target(f"{ref.module}:{ref.qualname}")
+    if hasattr(base, "arg_names"):  # a @triton.jit kernel (autotune_launch's): its entries, by its identity
+        return _Target(kernel_identity(base))
     name = getattr(kernel, "name", None)
     if isinstance(name, str):
         return _Target(name)
@@ -194,7 +194,7 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
         _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
         if key is not None:
             _warn_if_key_length_differs(name, key)
-    if len(kernels) > 1:
+    if len({base_identity(k) for k in kernels}) > 1:  # a module:qualname's factory variants are what it names
         warn_at_caller(
             f"clear_autotune_cache(kernel={name!r}) cleared {len(kernels)} kernels of that name: "
             f"{', '.join(sorted(kernels))}; pass the kernel object, or its 'module:qualname', to clear "

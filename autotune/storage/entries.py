@@ -36,6 +36,7 @@ __all__ = [
     "kernel_suggestion",
     "location_pattern",
     "short_name",
+    "base_identity",
     "record_json",
     "entry_json",
     "parse_record",
@@ -45,6 +46,7 @@ __all__ = [
 
 MAX_ENTRY_BYTES = 16 << 20  # a real entry is a few KB to a few MB (one trial per config); anything larger is not one
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_HEX8 = re.compile(r"[0-9a-f]{8}")  # a variant as `kernel.source.kernel_identity` writes it
 # An entry dated further ahead of this machine's clock than this was stamped by a clock set wrong; trusted, it
 # would win every newer-wins comparison (import, push, pull) for as long as it is ahead: it is refused instead.
 FUTURE_TOLERANCE_S = 24 * 3600.0
@@ -96,18 +98,43 @@ def _identity_tag(identity: str) -> str:
     return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
 
 
+def _split_variant(identity: str) -> tuple[str, str | None]:
+    """A kernel identity's "module:qualname" and its variant ("#<8 hex>" of a factory-made kernel's closure values,
+    `kernel.source.kernel_identity`), None for a kernel without one."""
+    base, sep, variant = identity.partition("#")
+    return base, variant if sep else None
+
+
+def base_identity(identity: str) -> str:
+    """A kernel identity without its factory variant: "mod:make.<locals>.k#1a2b3c4d" -> "mod:make.<locals>.k"."""
+    return _split_variant(identity)[0]
+
+
+def _identity_suffix(identity: str) -> str:
+    """What a kernel directory's name ends with for `identity`: ".<tag of module:qualname>", then ".<variant>" for a
+    factory-made variant (hashed unless it is the 8 hex digits it is written with, as a stored kernel_id is read
+    from a file)."""
+    base, variant = _split_variant(identity)
+    suffix = "." + _identity_tag(base)
+    if variant is None:
+        return suffix
+    return f"{suffix}.{variant if _HEX8.fullmatch(variant) else _identity_tag(variant)}"
+
+
 def kernel_dirname(kernel_name: str, identity: str | None = None) -> str:
     """The directory name of a kernel's entries: the name itself when it is made of [A-Za-z0-9._-]
     (and doesn't start with a dot), else a sanitised form plus 8 hex digits of its hash, so that two
     different names never share a directory. With the kernel's `identity` ("module:qualname"), a dot and 8 hex
-    digits of it follow, so that same-named kernels of different modules keep apart (`add_kernel.1a2b3c4d`)."""
+    digits of it follow, so that same-named kernels of different modules keep apart (`add_kernel.1a2b3c4d`); a
+    factory-made variant ("module:qualname#<8 hex>") adds its own 8 (`add_kernel.1a2b3c4d.5e6f7a8b`), so that each
+    variant has its own directory and slots."""
     clean = re.sub(r"[^A-Za-z0-9._-]", "_", kernel_name)[:80]
     if clean.startswith("."):
         clean = "_" + clean[1:]
     if clean != kernel_name or not clean:
         clean = f"{clean}-{hashlib.sha256(kernel_name.encode('utf-8')).hexdigest()[:8]}"
     if identity is not None:
-        clean = f"{clean}.{_identity_tag(identity)}"
+        clean += _identity_suffix(identity)
     return clean
 
 
@@ -118,16 +145,23 @@ def is_kernel_id(kernel: str) -> bool:
 
 
 def short_name(kernel: str) -> str:
-    """The function name a kernel as a user names it stands for: "pkg.mod:Cls.add" -> "add", "add" -> "add"."""
-    return kernel.rpartition(":")[2].rpartition(".")[2] if is_kernel_id(kernel) else kernel
+    """The function name a kernel as a user names it stands for: "pkg.mod:Cls.add" -> "add", "add" -> "add",
+    "mod:make.<locals>.add#1a2b3c4d" -> "add"."""
+    return _split_variant(kernel)[0].rpartition(":")[2].rpartition(".")[2] if is_kernel_id(kernel) else kernel
 
 
 def kernel_matches(kernel: str, kernel_id: str | None, wanted: str) -> bool:
     """Whether the kernel of short name `kernel` and identity `kernel_id` ("module:qualname", None for an entry
     written before identities were recorded) is what `wanted` names: a short name names every module's kernel of
-    that name, a "module:qualname" the one kernel whose `kernel_id` it is. The one rule every tier's listing and
-    clear, the CLI's `--kernel`, `cache show`, `report`, `export` and `clear_autotune_cache(kernel="...")` follow."""
-    return kernel_id == wanted if is_kernel_id(wanted) else kernel == wanted
+    that name, a "module:qualname" the one kernel whose `kernel_id` it is and every factory-made variant of it
+    ("module:qualname#<8 hex>"), which a "module:qualname#<8 hex>" names alone. The one rule every tier's listing
+    and clear, the CLI's `--kernel`, `cache show`, `report`, `export` and `clear_autotune_cache(kernel="...")`
+    follow."""
+    if not is_kernel_id(wanted):
+        return kernel == wanted
+    if kernel_id is None:
+        return False
+    return kernel_id == wanted or ("#" not in wanted and _split_variant(kernel_id)[0] == wanted)
 
 
 def kernel_suggestion(wanted: str, known: Iterable[tuple[str, str | None]]) -> str:
@@ -149,18 +183,24 @@ def kernel_suggestion(wanted: str, known: Iterable[tuple[str, str | None]]) -> s
 
 def is_dir_of(dirname: str, kernel: str) -> bool:
     """Whether a cache sub-directory (or a remote tier's location) may hold entries of `kernel`: a short name
-    (every module's kernel of that name) or a "module:qualname" (the directory tagged with its hash). A reader still
-    checks each record with `kernel_matches`."""
+    (every module's kernel of that name, variants too), a "module:qualname" (the directory tagged with its hash and
+    those of its factory-made variants) or a "module:qualname#<8 hex>" (that variant's). A reader still checks each
+    record with `kernel_matches`."""
     if is_kernel_id(kernel):
-        return dirname.endswith("." + _identity_tag(kernel))
+        suffix = _identity_suffix(kernel)
+        if dirname.endswith(suffix):
+            return True
+        return "#" not in kernel and re.search(re.escape(suffix) + r"\.[0-9a-f]{8}\Z", dirname) is not None
     base = kernel_dirname(kernel)
-    return dirname == base or re.fullmatch(re.escape(base) + r"\.[0-9a-f]{8}", dirname) is not None
+    return dirname == base or re.fullmatch(re.escape(base) + r"(\.[0-9a-f]{8}){1,2}", dirname) is not None
 
 
 def location_pattern(kernel: str) -> str:
     """A glob over locations (`is_dir_of`'s names) that covers every location of `kernel` (a remote tier's scan);
     the caller still checks each with `is_dir_of`."""
-    return "*." + _identity_tag(kernel) if is_kernel_id(kernel) else kernel_dirname(kernel) + "*"
+    if not is_kernel_id(kernel):
+        return kernel_dirname(kernel) + "*"
+    return "*" + _identity_suffix(kernel) + ("" if "#" in kernel else "*")
 
 
 def entry_id(device: str, key: Iterable[Any], dtypes: Iterable[str], slot: int = 0) -> str:
