@@ -20,7 +20,7 @@ from .space.expressions import Expression, anchor, pow2_bucket
 
 __all__ = ["KeyBuilder", "pow2_bucket", "anchor", "normalise_key"]
 
-# Key values kept as they are on the hot path; a float goes through `_normalise` (-0.0 becomes 0.0, NaN is refused)
+# Key values kept as they are on the hot path, with a float other than a zero (-0.0 becomes 0.0) or NaN (refused)
 _SCALARS = frozenset({int, bool, str, type(None)})
 _NO_DTYPE = frozenset({int, float, bool, str, type(None)})
 DTYPE_TEXTS: dict[Any, str] = {}  # each dtype met -> its text in keys; filled by KeyBuilder, read by compat_options
@@ -68,6 +68,12 @@ def _parenthesised(text: str) -> bool:
         elif depth == 0:
             return False
     return False
+
+
+def _as_is(value: Any) -> bool:
+    """Whether a key value is kept as it is (the hot path), or needs `_normalise`."""
+    kind = type(value)
+    return kind in _SCALARS or (kind is float and value == value and value != 0.0)
 
 
 def _normalise(value: Any, what: str) -> Any:
@@ -249,8 +255,9 @@ class KeyBuilder:
             raise ExpressionError(
                 f"key argument {exc.args[0]!r} was not passed; passed: {', '.join(args) or '(none)'}"
             ) from None
-        for v in values:
-            if type(v) not in _SCALARS:  # a float (-0.0, NaN), a tensor, a dtype...: `_normalise` says
+        for v in values:  # `_as_is`, inlined: this runs on every call
+            kind = type(v)
+            if kind not in _SCALARS and (kind is not float or v != v or v == 0.0):  # a tensor, a dtype, -0.0...
                 return tuple(_normalise(v, repr(n)) for v, n in zip(values, self._names_only))  # type: ignore[arg-type]
         return values
 
@@ -268,7 +275,7 @@ class KeyBuilder:
             else:
                 v = entry({}, args)
                 what = repr(entry.source)
-            out.append(v if type(v) in _SCALARS else _normalise(v, what))
+            out.append(v if _as_is(v) else _normalise(v, what))
         return tuple(out)
 
     def _values_callable(self, args: Mapping[str, Any]) -> tuple:
@@ -282,7 +289,7 @@ class KeyBuilder:
         name = getattr(self._fn, "__name__", "callable")
         if not isinstance(result, (tuple, list)):
             result = (result,)
-        return tuple(v if type(v) in _SCALARS else _normalise(v, f"from {name}()") for v in result)
+        return tuple(v if _as_is(v) else _normalise(v, f"from {name}()") for v in result)
 
     def _raised(self, exc: Exception, args: Mapping[str, Any]) -> str:
         """The message for a callable key= that raised: which function, what it raised, with what arguments."""

@@ -19,7 +19,7 @@ from test_precompile import (
 
 from autotune.aot import import_archive
 from autotune.aot.archive import export_archive
-from autotune.aot.archive_checks import ArchiveLimits
+from autotune.aot.archive_checks import ArchiveLimits, read_key, sign
 from autotune.errors import ArchiveError
 
 
@@ -304,6 +304,39 @@ def test_an_unsigned_archive_is_refused_before_any_member_is_staged(exported, tm
         import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
     with pytest.raises(ArchiveError, match="does not match its checksum"):  # without a key: checked as before
         import_archive(bad, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert _snapshot(dest, triton_dest) == {}
+
+
+def test_with_a_key_an_unsigned_archive_of_another_triton_is_refused_as_unsigned_and_a_signed_one_by_version(
+    exported, tmp_path
+):
+    """With a key, the manifest's Triton version is not believed before the signature says who wrote it: an
+    unsigned archive is refused as unsigned, whatever version it claims; a signed one of another Triton by version."""
+    archive, _, _ = exported
+    key = tmp_path / "deploy.key"
+    key.write_text("k" * 32)
+    unsigned = tmp_path / "unsigned-old.tar.gz"
+    _rebuild(archive, unsigned, manifest_edit=lambda m: m.update(triton_version="0.0.1"))
+    dest, triton_dest = _dirs(tmp_path)
+    with pytest.raises(ArchiveError, match="is not signed"):
+        import_archive(unsigned, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
+    signed = tmp_path / "signed.tar.gz"
+    export_archive(signed, kernels=[tuned_add], sign_key=key)
+    with tarfile.open(signed) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    manifest = json.loads(dict(members)["manifest.json"])
+    manifest["triton_version"] = "0.0.1"
+    signed_old = tmp_path / "signed-old.tar.gz"
+    manifest_bytes = json.dumps(manifest).encode()
+    rest = [(n, d) for n, d in members if n not in ("manifest.json", "manifest.sig")]
+    with tarfile.open(signed_old, "w:gz") as tar:  # signed by the deployment key, as an export would be
+        signature = ("manifest.sig", sign(manifest_bytes, read_key(key)))
+        for name, data in [("manifest.json", manifest_bytes), signature, *rest]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ArchiveError, match="was made with Triton 0.0.1"):
+        import_archive(signed_old, cache_dir=dest, triton_cache_dir=triton_dest, verify_key=key)
     assert _snapshot(dest, triton_dest) == {}
 
 

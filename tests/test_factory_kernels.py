@@ -259,6 +259,28 @@ def test_clearing_one_plain_variant_given_to_autotune_launch_leaves_the_others(w
     assert sorted(_entries_in(d) for d in _kernel_dirs()) == [0, 1]
 
 
+def test_exporting_one_variants_kernel_object_exports_its_records_alone(work, monkeypatch, tmp_path):
+    import torch
+
+    from autotune import autotune_launch
+    from autotune.aot.archive import export_archive
+
+    monkeypatch.syspath_prepend(str(work))
+    import factory_mod
+
+    kernels = [factory_mod.make_plain(v) for v in range(3)]
+    x = torch.rand(64)
+    for kernel in kernels:
+        autotune_launch(
+            kernel, space={"BLOCK": (16, 32)}, args=(x, torch.empty(64), 64), key=["n"], grid="(cdiv(n, $BLOCK),)"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no binaries under the interpreter: said, not judged here
+        one = export_archive(tmp_path / "one.tar.gz", kernels=[kernels[1]])
+        every = export_archive(tmp_path / "every.tar.gz", kernels=[BASE])
+    assert len(one.records) == 1 and len(every.records) == 3
+
+
 def test_an_archive_finds_a_variants_definition_by_its_module_qualname(work):
     from autotune.aot.triton_cache import definition
 

@@ -887,3 +887,26 @@ def test_a_config_failing_in_the_workers_re_measurement_is_recorded_with_its_err
     trials = {t.config["TAG"]: t for t in record.trials}
     assert record.winner["TAG"] == 1 and trials[2].status.value == "runtime_error"
     assert "RuntimeError: flaky launch" in trials[2].error and trials[2].error.startswith("failed when re-measured")
+
+
+def test_a_tuning_ending_while_a_compile_worker_is_busy_has_its_arguments_freed_when_the_worker_is_given_back():
+    """A compile worker busy for another tuning when this tuning ends is not asked then (it is lent out); it frees
+    this tuning's copies as soon as it is given back, not when newer tunings' calls push them out."""
+    from autotune.engine.isolation.call_copies import encode_call
+    from autotune.engine.isolation.pool import WorkerPool
+
+    pool = WorkerPool()
+    x = torch.randn(64)
+    try:
+        with pool.borrow(1) as worker:
+            worker.start()
+            worker.send_call("ended", [encode_call((x,), {}, data=False)], None, 60)
+            worker.send_call("running", [encode_call((x,), {}, data=False)], None, 60)
+            pool.drop_call("ended", 60)  # its tuning ended while the worker is busy for "running"
+            assert list(worker.held) == ["ended", "running"]  # lent out: not asked now
+        assert list(worker.held) == ["running"]  # given back: freed, by the worker's own reply
+        assert worker.alive
+        pool.drop_call("running", 60)  # idle now: freed at once
+        assert list(worker.held) == []
+    finally:
+        pool.close()

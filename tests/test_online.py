@@ -613,3 +613,23 @@ def test_a_new_keys_first_call_never_lists_the_stored_records(monkeypatch):
         time.sleep(0.01)
     assert kernel.online.best_in_progress(key, dtypes) == slow, "the nearest stored winner is the start"
     assert listed_on and all(name.startswith("autotune-online") for name in listed_on), listed_on
+
+
+def test_a_listing_of_stored_winners_that_fails_does_not_fail_the_keys_tuning(monkeypatch):
+    """The driver's listing only improves a key's start config: when it raises, the key is tuned as usual (not
+    given up with every candidate failed), and the failure is logged, not retried at every key."""
+    kernel = online(reps=1)
+    listings: list[int] = []
+
+    def broken_listing():
+        listings.append(1)
+        raise OSError("the cache directory went away")
+
+    monkeypatch.setattr(kernel.cache, "tuned_records", broken_listing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _call_until(kernel, lambda: kernel.cache.in_memory((512,), ("torch.float32",) * 3) is not None)
+    assert not [w for w in caught if "found no config that runs" in str(w.message)]
+    assert stats()["slow_add"]["failed_tunings"] == 0 and stats()["slow_add"]["tunings"] == 1
+    _call_until(kernel, lambda: kernel.cache.in_memory((1024,), ("torch.float32",) * 3) is not None, n=1024)
+    assert len(listings) == 1  # the next key did not list again at once

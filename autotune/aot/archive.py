@@ -33,6 +33,7 @@ from .. import codec
 from ..errors import ArchiveError, CacheEntryError
 from ..format import safe_text
 from ..kernel.identity import kernel_ref, python_function
+from ..kernel.source import kernel_identity
 from . import triton_compile
 from .archive_checks import (
     MANIFEST,
@@ -185,8 +186,8 @@ def _kernel_names(kernels: Iterable[Any] | None) -> dict[str, str | None] | None
         fn = python_function(k)
         if not inspect.isfunction(fn):
             raise ArchiveError(f"kernels=[...]: {k!r} is neither a kernel name nor an autotuned kernel")
-        ref = kernel_ref(fn)  # a kernel object is that one kernel: its module:qualname
-        names[f"{ref.module}:{ref.qualname}"] = ref.file
+        # a kernel object is that one kernel: its module:qualname (with a factory-made variant's "#<8 hex>")
+        names[kernel_identity(fn)] = kernel_ref(fn).file
     return names
 
 
@@ -543,6 +544,9 @@ def _other_triton(path: str | os.PathLike, manifest: ArchiveManifest, local: str
     )
 
 
+_NOT_FORCED = "; re-export with the same Triton, or pass force=True (--force) to import anyway"
+
+
 def _refused_early(
     manifest: ArchiveManifest, path: str | os.PathLike, limits: ArchiveLimits, local: str, force: bool
 ) -> ArchiveManifest:
@@ -555,10 +559,7 @@ def _refused_early(
             "(max_members); nothing was imported"
         )
     if manifest.triton_version != local and not force:
-        raise ArchiveError(
-            _other_triton(path, manifest, local)
-            + "; re-export with the same Triton, or pass force=True (--force) to import anyway"
-        )
+        raise ArchiveError(_other_triton(path, manifest, local) + _NOT_FORCED)
     return manifest
 
 
@@ -593,10 +594,13 @@ def import_archive(
     local = str(triton.__version__)
 
     def parse_and_refuse(data: bytes) -> ArchiveManifest:  # run as soon as the manifest is read: nothing staged yet
-        return _refused_early(_parse_manifest(data), path, limits, local, force)
+        # with a key, the manifest's Triton version is judged once the signature says who wrote it (below)
+        return _refused_early(_parse_manifest(data), path, limits, local, force or key is not None)
 
     manifest, staged = stage(path, parse_manifest=parse_and_refuse, limits=limits, verify_key=key)
     try:
+        if manifest.triton_version != local and not force:  # signed by the deployment key, of another Triton
+            raise ArchiveError(_other_triton(path, manifest, local) + _NOT_FORCED)
         report = ImportReport(manifest=manifest)
         if key is None and SIGNATURE in staged.names:  # installing is fine; trusting it unchecked should be a choice
             report.warnings.append(

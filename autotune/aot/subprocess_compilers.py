@@ -270,8 +270,10 @@ class _Helper:
         finally:
             if timer is not None:
                 timer.cancel()
+                timer.join()  # an expiry already running has killed the helper by now: never handed out again
 
     def _expire(self) -> None:
+        self.killed = True
         self._timed_out = True
         self.kill_group()
 

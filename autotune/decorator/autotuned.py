@@ -557,9 +557,10 @@ class Autotuned(KernelInspection, KernelInterface):
     ) -> tuple[Config, TuningRecord | None, How]:
         """Online tuning (never waits), or the record of a blocking tuning: found in a cache tier, tuned here, or
         agreed across the ranks of a job."""
+        forcing = self.tuning.force or env_force()
         # memory before `_forced`: a winner stored by a forced tuning after this read is not this call's baseline
-        baseline = self.cache.force_baseline(key, dtypes)
-        force = (self.tuning.force or env_force()) and (key, dtypes) not in self._forced
+        baseline = self.cache.force_baseline(key, dtypes) if forcing else None
+        force = forcing and (key, dtypes) not in self._forced
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)  # tunes across calls (online.py)

@@ -154,9 +154,10 @@ def compile_in_order_of_completion(
     """Context manager yielding an iterator of `CompileOutcome`s in completion order.
 
     Leaving the context (normally, by an exception or by Ctrl-C) cancels what has not started and waits for
-    the compiles in flight, so no pool thread outlives the tuning. With `pool` (a pool shared by online
-    sessions) the compiles run there instead of in a pool of `workers` threads of this tuning's own, and leaving
-    cancels and waits for this tuning's compiles only.
+    the compiles in flight, so no pool thread outlives the tuning; on an exception with `timeout_s`, a compile
+    still running at its timeout is abandoned instead (its daemon thread ends with it). With `pool` (a pool shared
+    by online sessions) the compiles run there instead of in a pool of `workers` threads of this tuning's own, and
+    leaving cancels and waits for this tuning's compiles only.
     """
     configs = list(configs)
     return _pipeline(_listed(configs), compiler, workers, timeout_s, ahead=len(configs), pool=pool)

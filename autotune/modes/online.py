@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..compiled.capture import capturing
 from ..decorator.tune_key import search_strategy, with_lowering
 from ..engine.in_process import RUN_FAILURE_STATUS
@@ -541,8 +543,13 @@ class OnlineTuner:
         """Compile one session's candidates on the caller's CUDA device, after offering it the nearest stored
         winner as its start (the listing is read here, off the calls' path)."""
         use_cuda_device(session.cuda_device)
-        self._refresh_listing()
-        start = self._nearest_stored(session.key, session.dtypes, session.candidates) if session.key else None
+        try:  # a better start is an optimisation: a listing that fails must not fail the key's tuning
+            self._refresh_listing()
+            start = self._nearest_stored(session.key, session.dtypes, session.candidates) if session.key else None
+        except Exception as exc:
+            logger.warning("autotune: listing the stored winners of %s failed: %s", self.kernel.name, exc)
+            self._listed_at = time.monotonic()  # not tried again at every key
+            start = None
         if start is not None:
             session.offer_start(start)
         with self._lock:
@@ -562,7 +569,8 @@ class OnlineTuner:
         now = time.monotonic()
         if self._listed_at is not None and now - self._listed_at < self.LISTING_TTL_S:
             return
-        listing = self.kernel.cache.tuned_records()
+        # without their trials: only the key, dtypes and winner are read, and the listing lives as long as the tuner
+        listing = [msgspec.structs.replace(r, trials=[]) for r in self.kernel.cache.tuned_records()]
         with self._lock:
             self._listing, self._listed_at = listing, now
 

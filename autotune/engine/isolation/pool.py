@@ -252,6 +252,7 @@ class WorkerPool:
         self.workers: list[Worker] = []
         self._idle: list[Worker] = []
         self._available = threading.Condition()
+        self._ended: dict[str, float | None] = {}  # tokens of ended tunings a busy worker held -> drop's timeout
 
     @contextlib.contextmanager
     def borrow(self, size: int) -> Iterator[Worker]:
@@ -269,6 +270,7 @@ class WorkerPool:
         try:
             yield worker
         finally:
+            self._drop_ended(worker)
             with self._available:
                 if not worker.aborted:
                     self._idle.append(worker)
@@ -282,6 +284,8 @@ class WorkerPool:
         with self._available:
             holding = [w for w in self._idle if token in w.held]
             self._idle = [w for w in self._idle if w not in holding]
+            if any(token in w.held for w in self.workers if w not in holding):  # busy: dropped when given back
+                self._ended[token] = timeout_s
         try:
             for worker in holding:
                 worker.drop_call(token, timeout_s)
@@ -289,6 +293,16 @@ class WorkerPool:
             with self._available:
                 self._idle.extend(w for w in holding if not w.aborted)
                 self._available.notify_all()
+
+    def _drop_ended(self, worker: Worker) -> None:
+        """A worker given back frees the calls of tunings that ended while it was busy (`drop_call`)."""
+        with self._available:
+            ended = [(t, self._ended[t]) for t in worker.held if t in self._ended]
+        for token, timeout_s in ended:
+            worker.drop_call(token, timeout_s)
+        if ended:
+            with self._available:
+                self._ended = {t: s for t, s in self._ended.items() if any(t in w.held for w in self.workers)}
 
     def _drop_aborted(self) -> None:
         """Forget the workers `Worker.abort` killed (never started again); the caller holds `_available`."""
