@@ -238,7 +238,8 @@ def test_variants_made_with_helpers_differ_by_the_helper():
     assert kernel_identity(double) == f"{__name__}:test_variants_made_with_helpers_differ_by_the_helper.<locals>.double"
 
 
-def test_clearing_one_plain_variant_given_to_autotune_launch_leaves_the_others(work, monkeypatch):
+def _launch_plain_variants(work: Path, monkeypatch, count: int) -> list:
+    """`count` plain @triton.jit variants of the factory, each tuned in this process through autotune_launch."""
     import torch
 
     from autotune import autotune_launch
@@ -246,12 +247,17 @@ def test_clearing_one_plain_variant_given_to_autotune_launch_leaves_the_others(w
     monkeypatch.syspath_prepend(str(work))
     import factory_mod
 
-    kernels = [factory_mod.make_plain(v) for v in range(2)]
+    kernels = [factory_mod.make_plain(v) for v in range(count)]
     x = torch.rand(64)
     for kernel in kernels:
         autotune_launch(
             kernel, space={"BLOCK": (16, 32)}, args=(x, torch.empty(64), 64), key=["n"], grid="(cdiv(n, $BLOCK),)"
         )
+    return kernels
+
+
+def test_clearing_one_plain_variant_given_to_autotune_launch_leaves_the_others(work, monkeypatch):
+    kernels = _launch_plain_variants(work, monkeypatch, 2)
     assert [_entries_in(d) for d in _kernel_dirs()] == [1, 1]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -260,20 +266,9 @@ def test_clearing_one_plain_variant_given_to_autotune_launch_leaves_the_others(w
 
 
 def test_exporting_one_variants_kernel_object_exports_its_records_alone(work, monkeypatch, tmp_path):
-    import torch
-
-    from autotune import autotune_launch
     from autotune.aot.archive import export_archive
 
-    monkeypatch.syspath_prepend(str(work))
-    import factory_mod
-
-    kernels = [factory_mod.make_plain(v) for v in range(3)]
-    x = torch.rand(64)
-    for kernel in kernels:
-        autotune_launch(
-            kernel, space={"BLOCK": (16, 32)}, args=(x, torch.empty(64), 64), key=["n"], grid="(cdiv(n, $BLOCK),)"
-        )
+    kernels = _launch_plain_variants(work, monkeypatch, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no binaries under the interpreter: said, not judged here
         one = export_archive(tmp_path / "one.tar.gz", kernels=[kernels[1]])
