@@ -425,3 +425,20 @@ def test_property_union_idempotent_and_where_matches_filter(axes, threshold):
     name = sorted(axes)[0]
     filtered = s.where(f"${name} >= {threshold}")
     assert filtered.configs() == [c for c in s if c[name] >= threshold]
+
+
+def test_an_axis_given_as_a_set_has_one_order_and_checksum_in_every_process():
+    """A set of strings iterates in hash order, which PYTHONHASHSEED changes: its values are sorted, so that the
+    configs, their order and the checksum (listed and lazy) agree across processes, and each finds the others'
+    entries."""
+    code = (
+        "from autotune.space import CartesianSpace\n"
+        "listed = CartesianSpace(LAYOUT={'row', 'col', 'tiled', 'strided'}, B=(1, 2))\n"
+        "lazy = CartesianSpace(LAYOUT={'row', 'col', 'tiled', 'strided'}, **{f'A{i}': tuple(range(10)) for i in "
+        "range(6)})\n"
+        "assert lazy.lazy\n"
+        "print([c['LAYOUT'] for c in listed][::2], listed.checksum(), lazy.checksum())"
+    )
+    outs = set(printed_under_hash_seeds(code, ("1", "2", "3", "12345")))
+    assert len(outs) == 1, outs
+    assert outs.pop().startswith("['col', 'row', 'strided', 'tiled']")

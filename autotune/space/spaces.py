@@ -248,12 +248,23 @@ def _dedup(configs: Iterable[Config]) -> Iterator[Config]:
             yield config
 
 
+def _in_stable_order(values: set | frozenset) -> list[Any]:
+    """A set's values sorted (by type, then value; by text where values do not compare), so that the configs, their
+    order and the space's checksum are the same in every process: a set of strings iterates in hash order."""
+    try:
+        return sorted(values, key=lambda v: (type(v).__name__, v))
+    except TypeError:
+        return sorted(values, key=lambda v: (type(v).__name__, repr(v)))
+
+
 def _materialise_axis(name: str, values: Any) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or isinstance(values, Mapping) or not isinstance(values, Iterable):
         raise SpaceError(
             f"axis {name!r} = {values!r} is a single value, not an iterable of values; wrap it in a "
             f"tuple: {name}=({values!r},)"
         )
+    if isinstance(values, (set, frozenset)):  # its order follows PYTHONHASHSEED: the same in every process
+        values = _in_stable_order(values)
     out: list[Any] = []
     seen: set[Any] = set()
     for v in values:

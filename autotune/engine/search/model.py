@@ -186,9 +186,12 @@ class ModelSearch(SearchStrategy):
 
     def _moves_again(self, best: Config) -> bool:
         """Whether the climb also moves `best`: a model-phase config whose result came after the climb began, in a
-        combination of the small axes that no moved config had."""
+        combination of the small axes that no moved config had. A union part's config lacking an axis never moves
+        (`_switched` has nothing for it)."""
+        if best.keys() != self._axes.keys():
+            return False
         return best in self._model_phase and all(
-            any(best[name] != moved[name] for name in self._small) for moved in self._moved_from
+            any(best[name] != moved.get(name) for name in self._small) for moved in self._moved_from
         )
 
     def _switched(self, config: Config, room: int) -> list[Config]:
