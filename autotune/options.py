@@ -310,10 +310,8 @@ def _warn_unread(name: str, raw: str, reading: str, values: str) -> None:
 def env_print_level() -> int:
     """AUTOTUNE_PRINT: 0 silent, 1 one line per tuning, 2 every trial (on/off words are 1/0)."""
     raw = os.environ.get("AUTOTUNE_PRINT", "0").strip()
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        pass
+    if raw.isascii() and raw.isdigit():  # not int()'s wider reading: "-1", "1_0", other scripts' digits
+        return int(raw)
     value = _switch(raw)
     if value is None:
         _warn_unread("AUTOTUNE_PRINT", raw, "1", "0 (silent), 1 (a line per tuning) or 2 (every trial)")
@@ -379,9 +377,10 @@ def warn_misspelt_env() -> None:
         if name.startswith("AUTOTUNE_") and name not in ENV_NAMES and name not in _ENV_WARNED:
             _ENV_WARNED.add(name)
             upper = name.upper()  # a typo or the wrong case, not merely another AUTOTUNE_ name
-            close = [n for n in ENV_NAMES if n == upper] or difflib.get_close_matches(
-                upper, ENV_NAMES, n=1, cutoff=0.85
-            )
+            # the part after the prefix: the shared AUTOTUNE_ would make any two names look close
+            suffixes = {n.removeprefix("AUTOTUNE_"): n for n in ENV_NAMES}
+            near = difflib.get_close_matches(upper.removeprefix("AUTOTUNE_"), suffixes, n=1, cutoff=0.85)
+            close = [n for n in ENV_NAMES if n == upper] or [suffixes[s] for s in near]
             if close:
                 warn_at_caller(
                     f"autotune: the environment variable {name} is not one autotune reads, so it has no "

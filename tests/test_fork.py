@@ -118,3 +118,29 @@ def test_a_child_forked_after_online_tuning_tunes_online(tmp_path):
     finally:
         if proc.is_alive():
             proc.kill()
+
+
+def test_a_child_forked_while_a_thread_agrees_across_ranks_can_agree_itself():
+    """The lock that keeps one cross-rank agreement at a time per process is held for the whole agreement: a child
+    forked meanwhile would wait for it for ever (its holder did not survive the fork)."""
+    from autotune.modes import distributed
+
+    held, release = threading.Event(), threading.Event()
+
+    def agreeing() -> None:
+        with distributed._AGREE_LOCK:
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=agreeing)
+    thread.start()
+    held.wait(60)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 when it can take the lock
+            os._exit(0 if distributed._AGREE_LOCK.acquire(timeout=10) else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -340,3 +340,45 @@ def test_a_landscape_over_the_limit_decompressed_is_refused(tmp_path, monkeypatc
     assert path.stat().st_size < 20_000
     with pytest.raises(AutotuneError, match="is over 20000 bytes of JSON"):
         load_landscape(path)
+
+
+ESCAPE = "\x1b[2J\x1b]0;title\x07"
+
+
+def test_text_read_from_an_entry_reaches_the_terminal_escaped_in_autotune_print_and_the_report_header():
+    """A kernel name, dtype, device or trial error from a shared cache (or a compiler's coloured message) is shown
+    with its control characters escaped, as the report's table cells already were."""
+    from autotune.reporting.lines import emit
+    from autotune.reporting.table import report_table
+
+    failed = Trial(config=Config(BLOCK=2), status=TrialStatus.COMPILE_ERROR, error="boom" + ESCAPE)
+    record = make_record(
+        [ok(Config(BLOCK=1), 1.0), failed], kernel="add" + ESCAPE, device="dev" + ESCAPE, dtypes=["f32" + ESCAPE]
+    )
+    out = io.StringIO()
+    emit(record, cache_hit=True, level=2, stream=out)
+    shown = out.getvalue() + report_table(record)
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "add\\x1b[2J" in shown and "boom\\x1b[2J" in shown
+
+
+def test_a_trials_csv_with_cells_past_csvs_default_limit_reads_back(tmp_path):
+    """csv's field limit (128 KiB) is below what record_to_csv writes for many samples or a long compiler error."""
+    samples = [1.0 + i / 1e4 for i in range(20000)]
+    trial = Trial(config=Config(BLOCK=1), status=TrialStatus.OK, median_ms=1.0, min_ms=1.0, samples_ms=samples)
+    failed = Trial(config=Config(BLOCK=2), status=TrialStatus.COMPILE_ERROR, error="x" * 200_000)
+    path = tmp_path / "trials.csv"
+    record_to_csv(make_record([trial, failed]), path)
+    back = records_from_csv(path)
+    assert back[0].samples_ms == samples and back[1].error == "x" * 200_000
+    assert csv.field_size_limit() == 131072  # put back as it was
+
+
+def test_a_record_json_nested_too_deeply_is_an_autotune_error_not_a_recursion_error(tmp_path):
+    path = tmp_path / "deep.json"
+    record_to_json(make_record([ok(Config(BLOCK=1), 1.0)]), path)
+    record = json.loads(path.read_text())
+    record["key"] = "NESTED"
+    path.write_text(json.dumps(record).replace('"NESTED"', "[" * 3000 + "]" * 3000))
+    with pytest.raises(AutotuneError, match="nested too deeply"):
+        record_from_json(path)

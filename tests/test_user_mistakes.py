@@ -403,3 +403,23 @@ def test_a_tuning_sent_to_a_worker_or_copied_keeps_which_preset_fields_were_give
         assert made == tuning and made.explicit_fields() == {"reps"}
         thorough = made.replace(preset="thorough")
         assert thorough.reps == 7 and thorough.warmup == Tuning(preset="thorough").warmup
+
+
+def test_a_projects_own_autotune_variable_near_a_name_only_by_the_prefix_is_left_alone(monkeypatch):
+    """AUTOTUNE_REMOTE or AUTOTUNE_DEVICE (a project's own settings) shared only the AUTOTUNE_ prefix with a name
+    autotune reads, which was enough to be warned of (AUTOTUNE_REMOTE was told "Did you mean AUTOTUNE_MODE?")."""
+    for name in ("AUTOTUNE_REMOTE", "AUTOTUNE_DEVICE", "AUTOTUNE_OFFLINE_DIR"):
+        monkeypatch.setenv(name, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _tuned()
+
+
+@pytest.mark.parametrize("raw", ["-1", "1_0", "\u0662"])
+def test_autotune_print_that_is_not_a_plain_level_is_warned_of(monkeypatch, raw):
+    """int() reads "-1" (then taken as 0, silent), "1_0" (10) and other scripts' digits: none is a level."""
+    from autotune.options import env_print_level
+
+    monkeypatch.setenv("AUTOTUNE_PRINT", raw)
+    with pytest.warns(UserWarning, match="AUTOTUNE_PRINT"):
+        assert env_print_level() == 1

@@ -74,6 +74,7 @@ from typing import Any
 from ..engine.process_group import Mode, active_mode, chosen_group, group_timeout, set_process_group
 from ..engine.shards import merge_shards, no_valid_message, shard, shard_winner
 from ..errors import AutotuneError, DistributedTuningError, NoValidConfigError
+from ..fork_safety import reset_in_forked_child
 from ..kernel.call import Found
 from ..record import Trial, TrialStatus, TuningRecord, Where
 from ..space.spaces import Config
@@ -124,6 +125,14 @@ class Agreement:
 # ------------------------------------------------------------------------------------------ settings
 
 _AGREE_LOCK = threading.Lock()  # one agreement at a time per process: collectives must pair up
+
+
+@reset_in_forked_child
+def _free_agreement_lock_in_child() -> None:  # held by a thread that did not survive the fork
+    global _AGREE_LOCK
+    _AGREE_LOCK = threading.Lock()
+
+
 _TLS = threading.local()
 _AGREEMENTS: dict[tuple, Agreement] = {}
 _AGREEMENTS_LOCK = threading.Lock()

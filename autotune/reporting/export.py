@@ -107,6 +107,8 @@ def records_from_csv(path_or_file: PathLike | TextIO) -> list[Trial]:
     text = _read_text(path_or_file, "trials CSV")
     reader = csv.DictReader(io.StringIO(text, newline=""))
     trials: list[Trial] = []
+    # a cell may be as long as the file (many samples, a compiler's long error), past csv's 128 KiB default
+    default_limit = csv.field_size_limit(MAX_ENTRY_BYTES)
     try:
         for row in reader:
             trials.append(codec.from_builtins(_trial_fields(row), Trial))
@@ -115,6 +117,8 @@ def records_from_csv(path_or_file: PathLike | TextIO) -> list[Trial]:
         raise AutotuneError(
             f"not an autotune trials CSV (line {reader.reader.line_num}): {why}; give a file record_to_csv wrote"
         ) from None
+    finally:
+        csv.field_size_limit(default_limit)
     return trials
 
 
@@ -187,4 +191,10 @@ def record_to_json(record: TuningRecord, path_or_file: PathLike | TextIO) -> Non
 def record_from_json(path_or_file: PathLike | TextIO) -> TuningRecord:
     """Read a record written by `record_to_json` (validated as a TuningRecord, raising `codec.ValidationError`;
     nothing is evaluated). A file is read only when regular and at most `MAX_ENTRY_BYTES` long (AutotuneError)."""
-    return TuningRecord.from_json(_read_text(path_or_file, "record JSON"))
+    text = _read_text(path_or_file, "record JSON")
+    try:
+        return TuningRecord.from_json(text)
+    except RecursionError:
+        raise AutotuneError(
+            "not an autotune record: its JSON is nested too deeply; give a file record_to_json wrote"
+        ) from None

@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import TextIO
 
-from ..format import format_config, format_ms, format_record_key, one_line
+from ..format import format_config, format_ms, format_record_key, one_line, safe_text
 from ..kernel.occupancy import describe
 from ..options import env_print_level
 from ..record import TuningRecord
@@ -165,6 +165,10 @@ def format_trials(record: TuningRecord) -> str:
     return "\n".join(lines)
 
 
+def _escaped_lines(text: str) -> str:
+    return "\n".join(safe_text(line) for line in text.split("\n"))
+
+
 def emit(record: TuningRecord, *, cache_hit: bool, level: int | None = None, stream: TextIO | None = None) -> None:
     """Report one finished tuning: print per `AUTOTUNE_PRINT` and always log to `autotune`.
 
@@ -178,13 +182,13 @@ def emit(record: TuningRecord, *, cache_hit: bool, level: int | None = None, str
     """
     if level is None:
         level = env_print_level()
-    summary = format_summary(record, cache_hit=cache_hit)
+    summary = safe_text(format_summary(record, cache_hit=cache_hit))  # a kernel name, a dtype: read from an entry
     trials: str | None = None
     if level >= 1:
         out = stream if stream is not None else sys.stderr
         text = summary + "\n"
         if level >= 2:
-            trials = format_trials(record)
+            trials = _escaped_lines(format_trials(record))
             if trials:
                 text += trials + "\n"
         try:
@@ -195,6 +199,6 @@ def emit(record: TuningRecord, *, cache_hit: bool, level: int | None = None, str
     logger.info("%s", summary)
     if logger.isEnabledFor(logging.DEBUG):
         if trials is None:
-            trials = format_trials(record)
+            trials = _escaped_lines(format_trials(record))
         if trials:
             logger.debug("%s", trials)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..format import format_config, format_ms, format_record_key, format_table, one_line
+from ..format import format_config, format_ms, format_record_key, format_table, one_line, safe_text
 from ..kernel.occupancy import describe
 from ..record import TuningRecord
 from .export import PathLike, record_to_csv, record_to_json
@@ -50,7 +50,7 @@ def report_table(record: TuningRecord, *, name: str | None = None) -> str:
     lines = format_table(
         ["rank", "config", "median ms", "min ms", "status", "x-winner", "error"], rows, right={0, 2, 3, 5}
     )
-    return "\n".join([header, lines])
+    return "\n".join([safe_text(header), lines])  # the header's names come from the entry too
 
 
 def render_report(
