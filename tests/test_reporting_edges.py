@@ -257,7 +257,6 @@ def csv_text(**row_changes) -> str:
         ({"samples_ms": "[-0.5]"}, r"samples_ms\[0\]: Expected `float` >= 0"),
         ({"status": "great"}, "status: Invalid enum value 'great'"),
         ({"config": "[" * 30_000 + "]" * 30_000}, "RecursionError"),
-        ({"samples_ms": "[" + "0.5," * 40_000 + "0.5]"}, "field larger than field limit"),
     ],
 )
 def test_a_trial_row_that_is_not_one_is_refused_naming_its_line(tmp_path, changes, message):
