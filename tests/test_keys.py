@@ -243,21 +243,27 @@ def test_nan_key_value_is_refused_with_the_reason():
             kb({**_args(), "M": float("nan")})
 
 
-def test_an_infinite_key_value_is_refused_when_a_key_is_first_met_and_a_finite_one_is_stored_as_is():
-    """JSON has no infinity (an entry would be read back with another key and never match, so every process would
-    tune again): refused on a memory miss, naming the value; a large finite value round-trips through the disk."""
+def _keyed_by(value: list):
+    """add_kernel tuned with the key `(value[0],)`, whatever the call: the test sets the key value it wants."""
     from kernels_for_tests import add_kernel
 
     from autotune import Tuning, autotune
-    from autotune.storage import disk_entries
 
-    value = [float("inf")]
-    tuned = autotune(
+    return autotune(
         space={"BLOCK": (16, 32)},
         key=lambda **_: (value[0],),
         grid="(cdiv(n, $BLOCK),)",
         tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
     )(add_kernel)
+
+
+def test_an_infinite_key_value_is_refused_when_a_key_is_first_met_and_a_finite_one_is_stored_as_is():
+    """JSON has no infinity (an entry would be read back with another key and never match, so every process would
+    tune again): refused on a memory miss, naming the value; a large finite value round-trips through the disk."""
+    from autotune.storage import disk_entries
+
+    value = [float("inf")]
+    tuned = _keyed_by(value)
     x = torch.ones(40)
     for infinite in (math.inf, -math.inf):
         value[0] = infinite
@@ -454,7 +460,7 @@ def test_negative_zero_key_value_is_stored_as_zero_so_memory_and_disk_agree():
     the disk and clear_autotune_cache(key=) see the same single entry instead of "[-0.0]" beside "[0.0]"."""
     from kernels_for_tests import add_kernel
 
-    from autotune import Tuning, autotune, clear_autotune_cache
+    from autotune import clear_autotune_cache
     from autotune.storage import disk_entries
 
     for kb in (KeyBuilder(["M"], arg_names=ARGS), KeyBuilder(["M * 1.0"], arg_names=ARGS)):
@@ -462,12 +468,7 @@ def test_negative_zero_key_value_is_stored_as_zero_so_memory_and_disk_agree():
         assert math.copysign(1.0, value) == 1.0
     assert math.copysign(1.0, KeyBuilder(["M"], arg_names=ARGS)(_args(M=(1, -0.0)))[0][0][1]) == 1.0
     value = [-0.0]
-    tuned = autotune(
-        space={"BLOCK": (16, 32)},
-        key=lambda **_: (value[0],),
-        grid="(cdiv(n, $BLOCK),)",
-        tuning=Tuning(preset="fast", isolate="off", compile_workers=0),
-    )(add_kernel)
+    tuned = _keyed_by(value)
     x = torch.ones(40)
     tuned(x, x, torch.empty(40), 40)
     value[0] = 0.0

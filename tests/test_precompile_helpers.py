@@ -80,23 +80,29 @@ def test_a_helper_interrupted_mid_compile_is_never_asked_again(tmp_path):
     assert all("fast_kernel.cubin" in files and "slow_kernel.cubin" not in files for files in got.values()), got
 
 
-def test_a_helper_that_imported_a_kernel_before_it_was_edited_compiles_the_edited_source(tmp_path):
-    _write_kernel(tmp_path, "edited_mod", name="edited_kernel", factor="2.0")
-    got = _run(
+def _recompiled_after_edit(tmp_path, module: str, factor_text: str) -> dict:
+    """Precompile `module`'s kernel, edit `factor_text` to multiply by 7.0, reload and precompile again (workers=0,
+    so one helper serves both): whether the hash stayed the same, and whether the new binary multiplies by 7."""
+    edited = factor_text.replace("2.0", "7.0")
+    return _run(
         tmp_path,
         f"""
         from autotune import precompile
-        import edited_mod
-        before = precompile(edited_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
-        source = open(edited_mod.__file__).read().replace("* 2.0", "* 7.0")
-        open(edited_mod.__file__, "w").write(source)
-        importlib.reload(edited_mod)
-        after = precompile(edited_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        import {module}
+        before = precompile({module}.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
+        source = open({module}.__file__).read().replace("{factor_text}", "{edited}")
+        open({module}.__file__, "w").write(source)
+        importlib.reload({module})
+        after = precompile({module}.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
         ttir = open(glob.glob(os.path.join(after.path, "*.ttir"))[0]).read()
         print(json.dumps({{"same": before.hash == after.hash, "seven": "7.000000e+00" in ttir}}))
         """,
     )
-    assert got == {"same": False, "seven": True}
+
+
+def test_a_helper_that_imported_a_kernel_before_it_was_edited_compiles_the_edited_source(tmp_path):
+    _write_kernel(tmp_path, "edited_mod", name="edited_kernel", factor="2.0")
+    assert _recompiled_after_edit(tmp_path, "edited_mod", "* 2.0") == {"same": False, "seven": True}
 
 
 def test_a_compile_error_whose_text_reads_like_a_device_error_is_that_config_s_alone(tmp_path):
@@ -333,18 +339,4 @@ def test_an_edit_to_a_jit_function_the_kernel_calls_is_compiled_by_a_warm_helper
         tuned = autotune(space={"BLOCK": (64,)}, key=["n"], grid="(cdiv(n, $BLOCK),)")(dep_kernel)
         """)
     )
-    got = _run(
-        tmp_path,
-        f"""
-        from autotune import precompile
-        import dep_mod
-        before = precompile(dep_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
-        source = open(dep_mod.__file__).read().replace("v * 2.0", "v * 7.0")
-        open(dep_mod.__file__, "w").write(source)
-        importlib.reload(dep_mod)
-        after = precompile(dep_mod.tuned, signature={SIG}, targets="cuda:90", workers=0).compiled[0]
-        ttir = open(glob.glob(os.path.join(after.path, "*.ttir"))[0]).read()
-        print(json.dumps({{"same": before.hash == after.hash, "seven": "7.000000e+00" in ttir}}))
-        """,
-    )
-    assert got == {"same": False, "seven": True}
+    assert _recompiled_after_edit(tmp_path, "dep_mod", "v * 2.0") == {"same": False, "seven": True}
