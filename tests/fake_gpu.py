@@ -6,6 +6,8 @@ launch. It must run in a process without TRITON_INTERPRET=1 (where `@triton.jit`
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from triton.backends.compiler import GPUTarget
 
@@ -39,3 +41,15 @@ def activate(arch: int = 90) -> None:
     from triton.runtime import driver
 
     driver.set_active(FakeCudaDriver(arch))
+
+
+def hanging_ptxas(directory: Path, hang_if: str) -> Path:
+    """A ptxas at `directory/ptxas` that hangs (sleeps 600 s) on a compile when the shell condition `hang_if` holds,
+    and is Triton's own ptxas otherwise (`--version` always): for TRITON_PTXAS_PATH in compile-timeout tests."""
+    import triton
+
+    real = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    fake = directory / "ptxas"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" != "--version" ] && {hang_if}; then exec sleep 600; fi\nexec {real} "$@"\n')
+    fake.chmod(0o755)
+    return fake

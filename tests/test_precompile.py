@@ -1056,13 +1056,9 @@ def test_gpu_explicit_target_precompile_is_loaded_not_compiled(tmp_path, monkeyp
 def test_cli_precompile_exits_1_when_a_config_timed_out_though_another_compiled(tmp_path):
     """A deploy step checks $?: a config past --timeout is a binary missing (exit 1, it was 0 while any config of the
     target compiled). Here ptxas hangs from its second compile on, so one of the two configs times out."""
-    real = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    fake = tmp_path / "ptxas"
-    fake.write_text(
-        f'#!/bin/sh\nif [ "$1" != "--version" ] && ! mkdir {tmp_path / "first"} 2>/dev/null; then exec sleep 600; fi\n'
-        f'exec {real} "$@"\n'
-    )
-    fake.chmod(0o755)
+    from fake_gpu import hanging_ptxas
+
+    fake = hanging_ptxas(tmp_path, f"! mkdir {tmp_path / 'first'} 2>/dev/null")  # the first compile goes through
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
     env.update(
         TRITON_INTERPRET="1",

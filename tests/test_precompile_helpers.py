@@ -259,15 +259,9 @@ def test_a_helper_s_start_up_is_not_counted_against_a_compile_s_timeout(tmp_path
 def test_a_compile_past_its_timeout_has_its_ptxas_killed_too(tmp_path):
     """A timed-out compile kills the helper's whole process group: the ptxas it was waiting for (here one that
     hangs) does not run on after precompile returns. The failure names precompile's own timeout_s."""
-    import triton
+    from fake_gpu import hanging_ptxas
 
-    real = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    fake = tmp_path / "ptxas"
-    fake.write_text(
-        f'#!/bin/sh\nif [ "$1" != "--version" ]; then echo $$ > {tmp_path / "ptxas.pid"}; exec sleep 600; fi\n'
-        f'exec {real} "$@"\n'
-    )
-    fake.chmod(0o755)
+    fake = hanging_ptxas(tmp_path, f"echo $$ > {tmp_path / 'ptxas.pid'}")  # every compile hangs, noting its pid
     _write_kernel(tmp_path, "ptx_mod", name="ptx_kernel")
     got = _run(
         tmp_path,
