@@ -126,3 +126,43 @@ def test_a_setup_that_waits_for_the_gpu_is_not_held_ever_longer(host_clock):
     assert len(sim.sleeps) == 6 and sim.sleeps[::2] == [timer.delay_cycles] * 3
     assert max(sim.sleeps) < 0.01 * timing._SLEEP_HZ  # never near the cap
     assert timer.late_measurements == 3
+
+
+def test_the_reps_are_queued_with_a_short_switch_interval_and_the_callers_comes_back(host_clock):
+    """Eight threads running Python kept an H200's measuring thread ~25 ms from the GIL at each launch (5 ms
+    switch interval): 20 reps took seconds to queue, longer than any sleep. While reps are queued, a thread
+    waiting for the GIL asks for it after 50 us instead."""
+    import sys
+
+    seen: list[float] = []
+    sim = SimulatedCuda(lambda: seen.append(sys.getswitchinterval()) or 20e-6)
+    host_clock.append(sim)
+    before = sys.getswitchinterval()
+    assert before > timing._QUEUEING_SWITCH_S
+    _timer(sim).measure(sim.kernel, warmup=1, reps=5)
+    assert seen[0] == before  # the warm-up is not queued behind a sleep
+    assert seen[1:] == [pytest.approx(timing._QUEUEING_SWITCH_S, rel=0.05)] * 5
+    assert sys.getswitchinterval() == before
+
+
+def test_the_switch_interval_comes_back_after_the_last_of_two_overlapping_measurements():
+    import sys
+
+    before = sys.getswitchinterval()
+    with timing._quick_gil_handoff():
+        with timing._quick_gil_handoff():
+            assert sys.getswitchinterval() == pytest.approx(timing._QUEUEING_SWITCH_S, rel=0.05)
+        assert sys.getswitchinterval() < before  # the other is still queueing
+    assert sys.getswitchinterval() == before
+
+
+def test_a_switch_interval_set_while_reps_are_queued_is_kept():
+    import sys
+
+    before = sys.getswitchinterval()
+    try:
+        with timing._quick_gil_handoff():
+            sys.setswitchinterval(0.002)  # the program's own choice, made meanwhile
+        assert sys.getswitchinterval() == 0.002
+    finally:
+        sys.setswitchinterval(before)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import statistics
+import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..errors import OptionError
@@ -99,6 +102,34 @@ _SLEEP_HZ = 2.0e9
 _MAX_HOLD_CYCLES = int(0.25 * _SLEEP_HZ)
 _HELD_TRIES = 3
 
+# While reps are queued, a thread waiting for the GIL asks for it after this long instead of CPython's 5 ms, so
+# threads running Python beside the measuring one (a tuning's compile threads) delay the queueing ~100x less.
+_QUEUEING_SWITCH_S = 5e-5
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.0
+_switch_lowered = 0.0  # as CPython reads it back (it keeps whole microseconds)
+
+
+@contextlib.contextmanager
+def _quick_gil_handoff() -> Iterator[None]:
+    """CPython's switch interval lowered while any thread queues reps; the caller's value comes back after the
+    last one, unless someone else set another meanwhile."""
+    global _switch_users, _switch_saved, _switch_lowered
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, _QUEUEING_SWITCH_S))
+            _switch_lowered = sys.getswitchinterval()
+        _switch_users += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_users -= 1
+            if _switch_users == 0 and sys.getswitchinterval() == _switch_lowered:
+                sys.setswitchinterval(_switch_saved)
+
 
 class CudaEventTimer:
     """CUDA events around each rep on the caller's current stream.
@@ -107,7 +138,8 @@ class CudaEventTimer:
     before the timed reps, a GPU-side sleep holds the stream while the host queues every rep, so neither launch
     overhead nor a host thread kept from the GIL (compile threads of the same tuning) is what gets measured. If
     the sleep ended before the last rep was queued, the reps are run again behind a sleep sized to the host's
-    pace, which later measurements keep. With `cuda_graph`, one call is captured and replayed.
+    pace, which later measurements keep. While the reps are queued, CPython's switch interval is lowered so that
+    the measuring thread gets the GIL back quickly. With `cuda_graph`, one call is captured and replayed.
     """
 
     def __init__(self, *, flush_l2: bool = True, cuda_graph: bool = False, delay_cycles: int = 1_000_000) -> None:
@@ -174,19 +206,20 @@ class CudaEventTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         awake = torch.cuda.Event()
-        began = time.perf_counter()
-        torch.cuda._sleep(self.hold_cycles)
-        awake.record(stream)
-        for i in range(reps):
-            if before is not None:
-                before()
-            if self.flush_l2:
-                self.flush()
-            starts[i].record(stream)
-            run()
-            ends[i].record(stream)
-        ahead = not awake.query()
-        queued_s = time.perf_counter() - began
+        with _quick_gil_handoff():
+            began = time.perf_counter()
+            torch.cuda._sleep(self.hold_cycles)
+            awake.record(stream)
+            for i in range(reps):
+                if before is not None:
+                    before()
+                if self.flush_l2:
+                    self.flush()
+                starts[i].record(stream)
+                run()
+                ends[i].record(stream)
+            ahead = not awake.query()
+            queued_s = time.perf_counter() - began
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)], queued_s, ahead
 
