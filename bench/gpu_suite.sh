@@ -19,9 +19,8 @@
 # back: run(command="AUTOTUNE_BENCH_COMMIT=<git rev-parse --short HEAD> bash bench/gpu_suite.sh core",
 # carry=[".whl"], timeout_s=360), then the same with `quality` right after it (the machine stays warm 30 s), then
 # give_back; the next task with a GPU runs `search` and `compiled`, the one after `extra`. (Every phase ran once,
-# on an H200 on 2026-11-29; the next task with an H200 runs `core` and then `recheck`: the two targets missed
-# there (the pipeline's bound, selection quality) after their fixes, and the two steps that had no room, search_gpu
-# and isolation. On another GPU, which has no landscape here, `search` records one first.)
+# on an H200 on 2026-11-29, and `core` and `recheck` on 2026-11-30; the next task with an H200 runs `core` and then
+# `quality`. On another GPU, which has no landscape here, `search` records one first.)
 # Every step writes its log and its JSON (renamed after the step) into bench/results/<gpu>/, and after every step
 # that folder is packed into $OUT/<phase>.tar.gz (what comes back, even if a later step is cut off); unpack it
 # here with `tar xzf <phase>.tar.gz -C bench/results/` and commit bench/results/<gpu>/. A step gets at most its
@@ -32,12 +31,15 @@ PHASE="${1:-}"
 PY="${PYTHON:-python3}"
 PHASE_BUDGET_S="${PHASE_BUDGET_S:-320}"
 
-if [ "$PHASE" = "wheels" ]; then
-    rm -rf .whl && mkdir -p .whl
-    exec "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+if [ "$PHASE" = "wheels" ]; then   # into .whl.part first: a failed download (no index on the GPU machine) keeps .whl
+    rm -rf .whl.part && mkdir -p .whl.part
+    "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
-        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
-        "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl.part \
+        "msgspec>=0.18" "optuna>=3.4" alembic sqlalchemy mako colorlog \
+        || { rm -rf .whl.part; echo "!! downloading the wheels failed: .whl is left as it was" >&2; exit 1; }
+    rm -rf .whl && mv .whl.part .whl
+    exit 0
 fi
 PHASES="core quality search compiled extra recheck"
 XDIST=""
@@ -49,8 +51,8 @@ DETERMINISM_KEYS="512,512,512 4096,4096,4096 1000,1000,1000 16,4096,4096 256,409
 phase_steps() {   # phase_steps PHASE: its steps, most important first (`step NAME LIMIT_S COMMAND...`)
     case "$1" in
     core)
-        step gpu_tests 105 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 90 --durations=10 tests/
-        step cold_tuning 210 "$PY" bench/bench_cold_tuning.py --configs 32 64
+        step gpu_tests 130 "$PY" -m pytest -m gpu -q -p no:cacheprovider --timeout 90 --durations=10 tests/
+        step cold_tuning 185 "$PY" bench/bench_cold_tuning.py --configs 32 64
         ;;
     quality)
         step selection_quality 90 "$PY" bench/bench_selection_quality.py --rounds 3 --rep-ms 15

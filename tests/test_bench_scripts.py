@@ -178,6 +178,29 @@ def test_gpu_suite_skips_what_its_budget_has_no_room_for_and_packs_the_results(t
     assert "commit abc1234" in env_log and "autotune from" in env_log
 
 
+def test_gpu_suite_wheels_that_cannot_be_downloaded_leave_the_carried_ones(tmp_path):
+    """On the GPU machine (no package index) `wheels` fails; it used to empty `.whl` first, so the phases after it
+    ran without msgspec. A failed download now leaves `.whl` as it was."""
+    copy = tmp_path / "checkout"
+    (copy / "bench").mkdir(parents=True)
+    (copy / "bench" / "gpu_suite.sh").write_bytes((ROOT / "bench" / "gpu_suite.sh").read_bytes())
+    (copy / ".whl").mkdir()
+    (copy / ".whl" / "msgspec-0.0-py3-none-any.whl").write_bytes(b"carried")
+    no_index = tmp_path / "python-without-an-index"
+    no_index.write_text("#!/bin/sh\necho 'ERROR: No matching distribution found for msgspec' >&2\nexit 1\n")
+    no_index.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(copy / "bench" / "gpu_suite.sh"), "wheels"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHON=str(no_index)),
+    )
+    assert result.returncode == 1 and ".whl is left as it was" in result.stderr
+    assert (copy / ".whl" / "msgspec-0.0-py3-none-any.whl").read_bytes() == b"carried"
+    assert not (copy / ".whl.part").exists()
+
+
 def test_cold_tuning_times_functions_the_tuner_still_has():
     """bench_cold_tuning times the tuner's per-config measurement by wrapping its functions by name: a rename
     fails here, not as a silently missing figure after a GPU's start (the hook once named a function renamed)."""
