@@ -381,3 +381,16 @@ def test_a_record_json_nested_too_deeply_is_an_autotune_error_not_a_recursion_er
     path.write_text(json.dumps(record).replace('"NESTED"', "[" * 3000 + "]" * 3000))
     with pytest.raises(AutotuneError, match="nested too deeply"):
         record_from_json(path)
+
+
+@pytest.mark.parametrize("version", [0, 2])
+def test_a_record_json_of_another_schema_version_is_refused_by_name(tmp_path, version):
+    """The fields may still decode, but what they mean is another version's: it is not read as this one's."""
+    path = tmp_path / "record.json"
+    record_to_json(make_record([ok(Config(BLOCK=1), 1.0)]), path)
+    record = json.loads(path.read_text())
+    record["schema_version"] = version
+    path.write_text(json.dumps(record))
+    with pytest.raises(AutotuneError, match=f"schema version {version}, and this autotune reads version 1") as info:
+        record_from_json(path)
+    assert ("upgrade autotune" in str(info.value)) == (version == 2)

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, TextIO
 
 from .. import codec
 from ..errors import AutotuneError
-from ..record import Trial, TuningRecord
+from ..record import SCHEMA_VERSION, Trial, TuningRecord
 from ..storage.entries import MAX_ENTRY_BYTES, finite_float, no_constant
 from . import ranking
 from .ranking import ranked, reference_ms
@@ -193,8 +193,15 @@ def record_from_json(path_or_file: PathLike | TextIO) -> TuningRecord:
     nothing is evaluated). A file is read only when regular and at most `MAX_ENTRY_BYTES` long (AutotuneError)."""
     text = _read_text(path_or_file, "record JSON")
     try:
-        return TuningRecord.from_json(text)
+        record = TuningRecord.from_json(text)
     except RecursionError:
         raise AutotuneError(
             "not an autotune record: its JSON is nested too deeply; give a file record_to_json wrote"
         ) from None
+    if record.schema_version != SCHEMA_VERSION:
+        raise AutotuneError(
+            f"this record JSON has schema version {record.schema_version}, and this autotune reads version "
+            f"{SCHEMA_VERSION}: read it with the autotune version that wrote it"
+            + (", or upgrade autotune" if record.schema_version > SCHEMA_VERSION else "")
+        )
+    return record
