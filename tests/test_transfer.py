@@ -196,6 +196,37 @@ def test_a_search_starts_from_another_device_kind_s_record_of_the_nearest_key(mo
     assert "prior: GPU A (disk entry of key [1024]" in format_summary(record, cache_hit=False)
 
 
+@triton.jit
+def split_add_kernel(x, y, out, n, BLOCK: tl.constexpr, A: tl.constexpr, SPLIT: tl.constexpr = 1):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+UNION = CartesianSpace(BLOCK=[16, 32, 64, 128], A=range(10), SPLIT=[1, 2]) + CartesianSpace(
+    BLOCK=[16, 32, 64, 128], A=range(10)
+)
+
+
+def test_a_prior_over_a_union_whose_parts_lack_a_field_seeds_the_search(monkeypatch):
+    """Another device kind's record of a union space (one part without SPLIT) raised AttributeError, then
+    KeyError, at every new key's call: its configs differ in fields. Its seeds are now proposed first."""
+    records = []
+    for device, n in (("GPU A", 1024), ("GPU B", 1000)):
+        monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", device)
+        tuning = Tuning(compile_workers=0, warmup=0, reps=2, refine_topk=0, strategy="model", max_configs=12)
+        kernel = autotune(space=UNION, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=tuning)(split_add_kernel)
+        x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+        kernel(x, y, out, n)
+        torch.testing.assert_close(out, x + y)
+        records.append(kernel.record())
+    other, record = records
+    ranked = prior_from_record(other, "").configs_ranked
+    assert {"SPLIT" in c for c in ranked} == {True, False}  # the prior has configs of both parts
+    assert record.prior is not None and record.prior.device == "GPU A"
+    assert record.trials[0].config == ranked[0]
+
+
 def test_a_record_of_the_same_device_kind_is_a_warm_start_not_a_prior(monkeypatch):
     other_key = tune_on("GPU A", monkeypatch, n=1024)
     record = tune_on("GPU A", monkeypatch, n=1000)

@@ -78,6 +78,9 @@ class ModelSearch(SearchStrategy):
         self._optuna = optuna
         self._axes = _axes_of(space)
         self._small = _small_axes(self._axes)
+        # TPE chooses an index into each axis's values (one past the end: the field left out, for a union part that
+        # lacks it), so values optuna cannot tell apart (0 and False, tuples) stay distinct choices.
+        self._optional = _optional_fields(space, self._axes)
         self.prior = prior
         chosen = self._seeds_from(prior) if prior is not None else []
         self.prior_seeds = chosen[:_PROBE]  # the prior's seeds proposed (the first ones, and later the others)
@@ -86,9 +89,6 @@ class ModelSearch(SearchStrategy):
         self._held: dict[Config, float | None] = {}  # the prior's seeds measured, not yet told to TPE
         self._held_done = False
         self.random_start = max(4, min(64, self.budget // 4))  # TPE's random configs before it proposes: a quarter
-        # TPE chooses an index into each axis's values (one past the end: the field left out, for a union part that
-        # lacks it), so values optuna cannot tell apart (0 and False, tuples) stay distinct choices.
-        self._optional = _optional_fields(space, self._axes)
         self._dists: dict[str, optuna.distributions.BaseDistribution] = {
             name: optuna.distributions.CategoricalDistribution(tuple(range(len(values) + (name in self._optional))))
             for name, values in self._axes.items()
@@ -143,7 +143,7 @@ class ModelSearch(SearchStrategy):
                 break
             if config in self._seeds or self._params(config) is None or not self.space.contains(config):
                 continue
-            if all(sum(1 for k in config if config[k] != other[k]) >= _PRIOR_APART for other in chosen):
+            if all(_fields_apart(config, other) >= _PRIOR_APART for other in chosen):
                 chosen.append(config)
         return chosen
 
@@ -336,6 +336,11 @@ def _axes_of(space: SearchSpace) -> dict[str, tuple]:
                 if all(value_identity(v) != value_identity(k) for k in known):  # 1, 1.0 and True are three values
                     known.append(v)
     return {name: tuple(v) for name, v in values.items()}
+
+
+def _fields_apart(a: Config, b: Config) -> int:
+    """In how many fields two configs differ, a field only one of them has counting as a difference."""
+    return sum(1 for k in a.keys() | b.keys() if k not in a or k not in b or a[k] != b[k])
 
 
 def _optional_fields(space: SearchSpace, axes: dict[str, tuple]) -> frozenset[str]:
