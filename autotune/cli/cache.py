@@ -361,20 +361,11 @@ def _report_failures(failures: list[tuple[Path, OSError]], removed: int, what: s
 
 
 def _forget_crashes(kernel: str | None, key: tuple | None, cleared: list[Any]) -> int:
-    """Forget the crash journal's notes of what a clear asked for, as `clear_autotune_cache` does (everything, or
-    those of `key` of the kernels of the `cleared` entries, of a "module:qualname" `kernel`, and of every kernel
-    whose notes `cache list --kernel` shows: a crash in a key's first tuning left a note and no entry, which a short
-    name must clear too); how many notes went."""
-    from ..storage import journal
-    from ..storage.entries import is_kernel_id
+    """Forget the crash journal's notes of what a clear asked for, by the rule `clear_autotune_cache` follows
+    (`storage.clear.forget_crashes`): also the notes of the kernels of the `cleared` entries; how many went."""
+    from ..storage.clear import forget_crashes
 
-    if kernel is None:
-        return journal.forget()
-    kernel_ids = {e.record.kernel_id or e.record.kernel for e in cleared}
-    kernel_ids.update(note.kernel for note in _crash_notes(kernel))
-    if is_kernel_id(kernel):
-        kernel_ids.add(kernel)
-    return sum(journal.forget(kernel_id, key) for kernel_id in sorted(kernel_ids))
+    return forget_crashes(kernel, key, {e.record.kernel_id or e.record.kernel for e in cleared})
 
 
 def _cmd_path(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ persistent tiers, by kernel and key."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,12 +11,20 @@ from ..errors import CallError, warn_at_caller
 from ..keys import normalise_key
 from . import journal
 from .disk import DiskCache
-from .entries import as_key_tuple, base_identity, kernel_matches, kernel_suggestion, wanted_key_text
+from .entries import (
+    as_key_tuple,
+    base_identity,
+    is_kernel_id,
+    kernel_matches,
+    kernel_suggestion,
+    short_name,
+    wanted_key_text,
+)
 from .kernel_cache import KernelCache, live_caches
 from .protocol import Cache
 from .remote_config import required_remote_tier
 
-__all__ = ["clear_autotune_cache"]
+__all__ = ["clear_autotune_cache", "forget_crashes"]
 
 _REMOTE = "clear_autotune_cache(..., remote=True)"
 
@@ -119,6 +128,27 @@ def _reads_same(stored: Any, given: Any) -> bool:
     return str(stored) == str(given) or (isinstance(stored, numbers) and isinstance(given, numbers) and stored == given)
 
 
+def forget_crashes(kernel: str | None, key: Any = None, kernel_ids: Iterable[str] = ()) -> int:
+    """Forget the crash journal's notes a clear of `kernel` (a name as `entries.kernel_matches` reads it; None:
+    every kernel) and `key` (None: every key) asked for, so their configs are tried again: the notes of the
+    `kernel_ids` (the kernels whose entries it removed) and of every kernel the name matches, also one neither
+    loaded nor cached here (a crash in a key's first tuning leaves a note and no entry). The one rule of
+    `clear_autotune_cache` and `autotune cache clear`; returns how many notes went."""
+    if kernel is None:
+        return journal.forget()  # every kernel's (keys are per kernel: no key without one)
+    ids = set(kernel_ids)
+    ids.update(n.kernel for n in journal.crashes(limit=None) if kernel_matches(short_name(n.kernel), n.kernel, kernel))
+    if is_kernel_id(kernel):
+        ids.add(kernel)  # its notes that cannot be read are found by the kernel's file-name prefix
+    journal_key = None if key is None else _journal_key(key)
+    return sum(journal.forget(kernel_id, journal_key) for kernel_id in sorted(ids))
+
+
+def _journal_key(key: Any) -> tuple:
+    """The key as the journal files it: as a call normalises it (an enum as `Type.NAME`), as KernelCache.clear."""
+    return normalise_key(as_key_tuple(key), "clear_autotune_cache(key=...)")
+
+
 def _clear_in_order(
     caches: list[KernelCache], persistent: list[Cache], name: str | None, key: tuple | None
 ) -> tuple[set[tuple[str, str]], set[str]]:
@@ -174,7 +204,7 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
     if kernel is None:
         persistent = _persistent(remote)
         removed, _ = _clear_in_order(live_caches(), persistent, None, None)
-        journal.forget()  # configs that ended a process are tried again
+        forget_crashes(None)  # configs that ended a process are tried again
         return len(removed)
     target = _target(kernel)
     if target.own is not None:  # the object: that kernel alone, whatever other kernels share its short name
@@ -186,11 +216,8 @@ def clear_autotune_cache(kernel: object = None, key: Any = None, *, remote: bool
     name = target.name
     matching = [c for c in live_caches() if kernel_matches(c.kernel_name, c.identity, name)]
     removed, kernels = _clear_in_order(matching, persistent, name, key)
-    # the journal files its notes under the key as a call normalises it (an enum as `Type.NAME`), as KernelCache.clear
-    journal_key = None if key is None else normalise_key(key)
-    for kernel_id in kernels | {cache.journal_id for cache in matching}:
-        journal.forget(kernel_id, journal_key)
-    if isinstance(kernel, str) and not removed:
+    forgotten = forget_crashes(name, key, kernels | {cache.journal_id for cache in matching})
+    if isinstance(kernel, str) and not removed and not forgotten:
         _warn_if_misspelt(name)  # a name typed by hand: an object given cannot be misspelt
         if key is not None:
             _warn_if_key_length_differs(name, key)

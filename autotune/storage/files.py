@@ -387,7 +387,8 @@ def sweep_tmp(d: Path) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process `pid` exists on this machine."""
+    """Whether a process `pid` exists on this machine and has not ended: a zombie (ended, not yet reaped by its
+    parent) counts as gone, so a crash of a process nobody has reaped is still seen as one."""
     if pid == os.getpid():
         return True
     try:
@@ -396,4 +397,15 @@ def pid_alive(pid: int) -> bool:
         return False
     except OSError:
         return True
-    return True
+    return not _process_ended(pid)
+
+
+def _process_ended(pid: int) -> bool:
+    """Whether Linux's /proc/<pid>/stat says the process has ended (state Z, a zombie, or X, dead); False where
+    it cannot be read (another OS: judged by its existence alone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            text = stat_file.read(4096)
+        return text.rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False

@@ -109,9 +109,10 @@ def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
     return found
 
 
-def crashes() -> list[Note]:
-    """Every kernel's notes of dead processes: the configs the next tuning of their key records as crashed."""
-    return [note for _, note in _dead_notes(None, None) if note is not None]
+def crashes(limit: int | None = MAX_NOTES) -> list[Note]:
+    """Every kernel's notes of dead processes: the configs the next tuning of their key records as crashed (of
+    the first `limit` notes read; None: all, for a clear)."""
+    return [note for _, note in _dead_notes(None, None, limit=limit) if note is not None]
 
 
 def why_crashed(note: Note) -> str:

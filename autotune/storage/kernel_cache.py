@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import msgspec
 from msgspec import UNSET
 
-from ..errors import AutotuneError, CallError, CrashWarning, NoValidConfigError, warn_at_caller
+from ..errors import AutotuneError, CacheEntryError, CallError, CrashWarning, NoValidConfigError, warn_at_caller
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..kernel.call import Found
@@ -33,6 +33,7 @@ from . import fingerprint
 from .counters import count, count_hit, count_tuning, register
 from .disk import DiskCache
 from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
+from .files import entry_files, is_real_dir, load_record
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
@@ -45,6 +46,7 @@ _LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 _TLS = threading.local()  # .tuning: the entries this thread is tuning now (re-entrance is an error)
 _PEEK_AGAIN_S = 5.0  # a `peek` miss asks the remote tier again after this long (the disk: always)
+_OTHER_DEVICES_SCAN = 256  # entry files an offline miss's diagnosis reads at most (of its kernel's directory)
 
 
 @reset_in_forked_child
@@ -616,10 +618,37 @@ class KernelCache:
         finally:
             if stale is not None:
                 stale.extend(f"the {tier_name} entry is out of date ({reason})" for tier_name, reason in outdated)
+        if stale is not None and (key, tuple(dtypes)) not in self._offline_missed:  # an offline miss, warned once
+            stale.extend(self._other_devices(entry))
         if not skip_remote:
             with self._lock:
                 self._peek_missed[(entry.key, entry.dtypes)] = now + _PEEK_AGAIN_S
         return None
+
+    def _other_devices(self, entry: EntryRef) -> list[str]:
+        """For an offline miss's warning: the devices whose entries of `entry`'s key and dtypes this kernel's disk
+        directory holds (another GPU model, or AUTOTUNE_DEVICE_KIND set where they were tuned), said in words; []
+        for none. Reads at most `_OTHER_DEVICES_SCAN` entries, each bounded; never on a hit."""
+        disk = next((t for t in self.tiers if isinstance(t, DiskCache)), None)
+        directory = None if disk is None else disk.path(entry).parent
+        if directory is None or not is_real_dir(directory):  # a link out of the cache is never followed
+            return []
+        mine, wanted = self.device_fingerprint(), (key_text(entry.key), list(entry.dtypes))
+        devices: set[str] = set()
+        for path in entry_files(directory, lambda path, exc: None)[:_OTHER_DEVICES_SCAN]:
+            try:
+                record = load_record(path)
+            except (OSError, CacheEntryError):  # unreadable: the listing's business, not this diagnosis's
+                continue
+            if record.device != mine and record.kernel_id == self.identity:
+                if (key_text(record.key), [str(d) for d in record.dtypes]) == wanted:
+                    devices.add(record.device)
+        if not devices:
+            return []
+        return [
+            f"entries of this key exist for device {', '.join(map(repr, sorted(devices)))}, this process is "
+            f"{mine!r}: tune on this device, or set AUTOTUNE_DEVICE_KIND where that is the same kind of device"
+        ]
 
     def calls_changed(self, key: tuple, dtypes: tuple[str, ...], candidates: str | None, calls: Sequence[str]) -> bool:
         """Whether the usable entry of (key, dtypes) was tuned for a set of calls (`Tuning.objective`) other than
