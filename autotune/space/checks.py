@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean
 from ..kernel.occupancy import FIELD as OCCUPANCY
 from ..kernel.occupancy import LOWERED_KNOBS
+from .expressions import WhereString
 from .spaces import CartesianSpace, Config, SearchSpace, UnionSpace
 
 __all__ = ["validate_space", "compile_option_problem", "CHECKED_OPTIONS"]
@@ -57,29 +58,54 @@ def compile_option_problem(name: str, value: Any) -> str | None:
 
 
 def _option_values(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
-    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values, each part
-    of a lazy union so, else the sample; only the options compile_option_problem checks, each pair once (by repr:
-    1 and True are two)."""
+    """The (option, value) pairs to check: every listed config's, a lazy Cartesian space's axis values that its
+    filters do not rule out alone, each part of a lazy union so, else the sample; only the options
+    compile_option_problem checks, each pair once (by repr: 1 and True are two)."""
     pairs = [(name, value) for name, value in _option_pairs(space, configs) if name in _OPTION_RULES]
     return list({(name, repr(value)): (name, value) for name, value in pairs}.values())
 
 
 def _option_pairs(space: SearchSpace, configs: list) -> list[tuple[str, Any]]:
     pairs: list[tuple[str, Any]] = []
-    for part, listed in _parts_to_check(space, configs):
+    for part, listed, outer in _parts_to_check(space, configs):
         if part.lazy and isinstance(part, CartesianSpace):
-            pairs += [(name, value) for name, values in part.axes.items() for value in values]
+            pairs += [(name, value) for name, values in _possible_options(part, outer).items() for value in values]
         else:
             pairs += [(name, value) for config in listed for name, value in config.items()]
     return pairs
 
 
-def _parts_to_check(space: SearchSpace, configs: list) -> list[tuple[SearchSpace, list]]:
-    """(space, its configs to check): a lazy union's parts, each listed one with all its configs (a lazy one with
-    none: its axes are checked), else the space itself with `configs` (all, or a lazy space's sample)."""
+def _possible_options(space: CartesianSpace, outer: tuple) -> dict[str, tuple[Any, ...]]:
+    """Each checked option axis's values that some config may take, without listing the space: a value that a `$X`
+    clause reading that axis alone refuses (`.where("$num_warps & ($num_warps - 1) == 0")`) is dropped, as listing
+    the space would drop it; a filter that reads more axes is left to the compiles."""
+    clauses = [c for f in (*space.filters, *outer) if isinstance(f, WhereString) for c in f.clauses()]
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, values in space.axes.items():
+        if name in _OPTION_RULES:
+            alone = [c for c in clauses if c.fields_read == {name}]
+            out[name] = tuple(v for v in values if all(_keeps(c, name, v) for c in alone))
+    return out
+
+
+def _keeps(clause: WhereString, name: str, value: Any) -> bool:
+    """Whether a one-field clause keeps the value; one that raises on it keeps it (the value is then checked)."""
+    try:
+        return clause(Config({name: value}))
+    except Exception:
+        return True
+
+
+def _parts_to_check(space: SearchSpace, configs: list, outer: tuple = ()) -> list[tuple[SearchSpace, list, tuple]]:
+    """(space, its configs to check, the filters of the lazy unions around it): a lazy union's parts, each listed
+    one with all its configs (a lazy one with none: its axes are checked), else the space itself with `configs`
+    (all, or a lazy space's sample)."""
     if space.lazy and isinstance(space, UnionSpace):
-        return [leaf for part in space.parts for leaf in _parts_to_check(part, [] if part.lazy else part.configs())]
-    return [(space, configs)]
+        around = outer + space.filters
+        return [
+            leaf for part in space.parts for leaf in _parts_to_check(part, [] if part.lazy else part.configs(), around)
+        ]
+    return [(space, configs, outer)]
 
 
 def _check_option_values(space: SearchSpace, configs: list, static_options: Mapping[str, Any], kernel: str) -> None:
@@ -118,12 +144,12 @@ def _check_occupancy_knobs(space: SearchSpace, configs: list, static_options: Ma
 
 def _knob_candidates(space: SearchSpace, configs: list) -> list[tuple[Config | None, dict[str, Collection[Any]]]]:
     """(config or None, the values each field may take together): a listed config's own; an unfiltered lazy
-    Cartesian space's axes (every pair of values is a config; a filter may keep them apart, so a filtered one is
-    left to its configs' compiles); each part of a lazy union so."""
+    Cartesian space's axes (every pair of values is a config; a filter may keep them apart, so a filtered one, or
+    one in a filtered union, is left to its configs' compiles); each part of a lazy union so."""
     candidates: list[tuple[Config | None, dict[str, Collection[Any]]]] = []
-    for part, listed in _parts_to_check(space, configs):
+    for part, listed, outer in _parts_to_check(space, configs):
         if part.lazy and isinstance(part, CartesianSpace):
-            candidates += [] if part.is_filtered else [(None, dict(part.axes))]
+            candidates += [] if part.is_filtered or outer else [(None, dict(part.axes))]
         else:
             candidates += [(c, {name: (value,) for name, value in c.items()}) for c in listed]
     return candidates
@@ -157,6 +183,7 @@ def validate_space(
 def _configs_to_check(space: SearchSpace, kernel_name: str) -> list[Config]:
     # A lazy space is not listed: one sampled config shows it is not empty (sampling raises when it cannot tell).
     try:
+        _check_union_parts(space, f"the search space of {kernel_name}")
         configs = [space.sample(random.Random(0))] if space.lazy else space.configs()
     except AutotuneError:
         raise
@@ -174,10 +201,39 @@ def _configs_to_check(space: SearchSpace, kernel_name: str) -> list[Config]:
         if space.is_filtered and space.unfiltered_len() > 0:
             raise SpaceError(
                 f"the search space of {kernel_name} is empty: its where() filters removed all "
-                f"{space.unfiltered_len()} configs of {space!r}; loosen the predicates"
+                f"{space.unfiltered_len()} configs of {space.outline()}; loosen the predicates"
             )
         raise SpaceError(f"the search space of {kernel_name} is empty; give it at least one config")
     return configs
+
+
+def _union_parts(space: SearchSpace) -> list[SearchSpace]:
+    """A union's parts in order, an unfiltered union part opened (a + b + c: three parts); none for another space."""
+    if not isinstance(space, UnionSpace):
+        return []
+    opened = [_union_parts(p) if isinstance(p, UnionSpace) and not p.is_filtered else [p] for p in space.parts]
+    return [part for parts in opened for part in parts]
+
+
+def _check_union_parts(space: SearchSpace, where: str) -> None:
+    """Refuse a union part that has no config (a listed part: listed; a lazy one: sampled once), naming it by its
+    position: sampling the union would otherwise fail when it first drew that part, mid-tuning."""
+    parts = _union_parts(space)
+    for i, part in enumerate(parts, 1):
+        label = f"part {i} of {len(parts)} of the union that is {where}"
+        _check_union_parts(part, label)  # a filtered union part: its own parts first
+        try:
+            found = part.sample(random.Random(0)) if part.lazy else next(iter(part), None)
+        except SpaceError as exc:
+            raise SpaceError(f"{label}: {exc}; or remove the part") from exc
+        if found is None:
+            why = (
+                f"its where() filters keep none of its {part.unfiltered_len():,} configs; remove the part or "
+                "loosen the filters"
+                if part.is_filtered
+                else "it has no config; remove the part"
+            )
+            raise SpaceError(f"{label} ({part.outline()}): {why}")
 
 
 def _check_static_options(

@@ -7,12 +7,15 @@ import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, check_json_value, value_identity
 from ..errors import SpaceError
 from .checksum import configs_checksum, filter_identity
 from .triton_config import config_from_triton, is_triton_config
+
+if TYPE_CHECKING:
+    from .sampling import FactorizedSampler
 
 __all__ = [
     "Config",
@@ -121,7 +124,7 @@ class SearchSpace(ABC):
         """The first config; SpaceError when the space is empty."""
         for config in self:
             return config
-        raise SpaceError(f"search space {self!r} is empty; it has no first config")
+        raise SpaceError(f"search space {self.outline()} is empty; it has no first config")
 
     def fields(self) -> frozenset[str]:
         """The union of the field names over the space's configs (as declared, before `where` filtering)."""
@@ -181,6 +184,12 @@ class SearchSpace(ABC):
         """Whether `where` predicates apply to this space."""
         return bool(self._preds)
 
+    @property
+    def filters(self) -> tuple[Callable[[Config], bool], ...]:
+        """The where() filters applied to this space itself (not those of a union's parts), in order: a `$X`
+        string's is a `WhereString`, a callable's the callable."""
+        return self._preds
+
     def unfiltered_len(self) -> int:
         """The number of configs before any `where` filtering."""
         return self._len_all()
@@ -208,8 +217,12 @@ class SearchSpace(ABC):
         """A uniformly random config of the space (`rng` is a `random.Random`)."""
         configs = self._listed()
         if not configs:
-            raise SpaceError(f"search space {self!r} is empty")
+            raise SpaceError(f"search space {self.outline()} is empty")
         return configs[rng.randrange(len(configs))]
+
+    def _known_empty(self) -> bool:
+        """Whether the space is known to have no config without listing a lazy one (a lazy space: not known)."""
+        return not self.lazy and not self._listed()
 
     def neighbours(self, config: Config) -> list[Config]:
         """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
@@ -227,6 +240,11 @@ class SearchSpace(ABC):
         return self.configs()
 
     def __repr__(self) -> str:
+        return self._describe() + self._filters_text()
+
+    def outline(self) -> str:
+        """The space in a line, for an error message: a Cartesian axis shows its size and first values (repr
+        shows them all), and the filters as written."""
         return self._describe() + self._filters_text()
 
     def _filters_text(self) -> str:
@@ -352,12 +370,7 @@ class CartesianSpace(SearchSpace):
         combinations, the rest uniformly, and a draw is redrawn while a filter not covered that way (a callable)
         refuses it. Both are uniform over the configs that pass; which one a space uses depends on the space alone
         (a probe with its own seed), so a seed draws the same configs whatever the space drew before."""
-        sampler = self.__dict__.get("_sampler")
-        if sampler is None:
-            from .sampling import FactorizedSampler
-
-            sampler = FactorizedSampler.for_space(self._names, self._values, self._preds)
-            self._set(_sampler=sampler)
+        sampler = self._sampler_of()
         config = sampler.draw(rng, _SAMPLE_TRIES)
         if config is not None:
             return config
@@ -365,7 +378,7 @@ class CartesianSpace(SearchSpace):
             return super().sample(rng)
         if sampler.empty:
             raise SpaceError(
-                f"the where() filters of {self._outline()} keep none of its {self._len_all():,} configs; loosen them"
+                f"the where() filters of {self.outline()} keep none of its {self._len_all():,} configs; loosen them"
             )
         fix = (
             "split each $X filter into conditions joined by `and` that read fewer axes each (a condition's axes are "
@@ -374,12 +387,26 @@ class CartesianSpace(SearchSpace):
             else "write them as $X strings (the axes a string reads are then sampled from their valid combinations)"
         )
         raise SpaceError(
-            f"{_SAMPLE_TRIES} random configs of {self._outline()} were all refused by its filters: they "
+            f"{_SAMPLE_TRIES} random configs of {self.outline()} were all refused by its filters: they "
             f"keep too small a part of the product to sample by rejection. To sample it, {fix}, or "
             "tighten the axes instead of filtering"
         )
 
-    def _outline(self) -> str:
+    def _sampler_of(self) -> FactorizedSampler:
+        """The space's sampler, built on first use (a probe of the filters: see `sample`)."""
+        sampler = self.__dict__.get("_sampler")
+        if sampler is None:
+            from .sampling import FactorizedSampler
+
+            sampler = FactorizedSampler.for_space(self._names, self._values, self._preds)
+            self._set(_sampler=sampler)
+        return sampler
+
+    def _known_empty(self) -> bool:
+        """Whether its filters keep no config: listed, or (lazy) a `$X` clause that no combination passes."""
+        return self._sampler_of().empty if self.lazy else super()._known_empty()
+
+    def outline(self) -> str:
         """The space in a line: each axis's size and first values, and its filters (an error message's view)."""
         axes = ", ".join(
             f"{n}=({', '.join(map(repr, v[:3]))}{', ...' if len(v) > 3 else ''}: {len(v)} values)"
@@ -487,16 +514,27 @@ class UnionSpace(SearchSpace):
         return any(p.contains(config) for p in self._parts) and all(pred(config) for pred in self._preds)
 
     def sample(self, rng: Any) -> Config:
-        """A random config: a part drawn in proportion to its size, then a config of it, kept if it passes."""
+        """A random config: a part drawn in proportion to its size (never a part whose filters keep none), then a
+        config of it, kept if it passes."""
         if not self.lazy:
             return super().sample(rng)
-        sizes = [p.unfiltered_len() for p in self._parts]
+        sizes = [0 if p._known_empty() else p.unfiltered_len() for p in self._parts]
+        if not sum(sizes):
+            raise SpaceError(f"every part of {self.outline()} is empty: loosen a part's where() filters")
         for _ in range(_SAMPLE_TRIES):
             part = self._parts[0] if rng.randrange(sum(sizes)) < sizes[0] else self._parts[1]
             config = part.sample(rng)
             if all(pred(config) for pred in self._preds):
                 return config
-        raise SpaceError(f"{_SAMPLE_TRIES} random configs of {self!r} were all refused by its filters")
+        raise SpaceError(
+            f"{_SAMPLE_TRIES} random configs of {self.outline()} were all refused by its filters: they keep too "
+            "small a part of the union to sample by rejection. To sample it, apply the filter to each part "
+            "(`a.where(f) + b.where(f)`), whose `$X` clauses are then sampled from their valid combinations"
+        )
+
+    def _known_empty(self) -> bool:
+        """A listed union: whether it lists no config; a lazy one: whether each part is known empty."""
+        return super()._known_empty() if not self.lazy else all(p._known_empty() for p in self._parts)
 
     def neighbours(self, config: Config) -> list[Config]:
         """Each part's neighbours of `config` (none from a Cartesian part that lacks it), duplicates dropped,
@@ -509,6 +547,9 @@ class UnionSpace(SearchSpace):
 
     def _structure(self) -> str:
         return f"union {self._parts[0].checksum()} {self._parts[1].checksum()}"  # a part's repr misses its filters
+
+    def outline(self) -> str:
+        return f"({self._parts[0].outline()} + {self._parts[1].outline()})" + self._filters_text()
 
 
 def as_space(obj: Any) -> SearchSpace:
