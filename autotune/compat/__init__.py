@@ -26,7 +26,8 @@ How Triton's pieces map onto the native ones, and the differences kept on purpos
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ import triton
 from triton.runtime.jit import KernelInterface
 
 from ..compiled.tracing import shapes_only
-from ..decorator.autotuned import Autotuned
+from ..decorator.autotuned import Autotuned, untraced_by_dynamo
 from ..errors import CallError, UserCodeError
 from ..kernel.identity import base_kernel, heuristics_layers, is_interpreted, python_function
 from ..kernel.occupancy import FIELD as OCCUPANCY
@@ -617,6 +618,20 @@ class Autotuner(KernelInterface):
         """Triton's pruning of `configs`: early_config_prune, then the perf model's top_k (never empty)."""
         return triton_prune(self, kwargs, dict(self.nargs or {}) if nargs is None else nargs)
 
+    @contextmanager
+    def as_call(self, args: tuple, kwargs: Mapping[str, Any], grid: Any) -> Iterator[None]:
+        """The prune context `run` gives a launch, for the engine's prune run outside one (`autotune.warmup`'s):
+        early_config_prune and perf_model see the positional arguments in nargs and the call's keywords, grid and
+        warmup in kwargs, as Triton passes them."""
+        local = self._local
+        saved = (getattr(local, "nargs", None), getattr(local, "call", None), getattr(local, "pruned_as", None))
+        local.nargs = nargs = dict(zip(self.arg_names, args))
+        local.call, local.pruned_as = (nargs, {**kwargs, "grid": grid, "warmup": False}, False), None
+        try:
+            yield
+        finally:
+            local.nargs, local.call, local.pruned_as = saved
+
     # ---------------------------------------------------------------------------------------- tuner callbacks
     def _prune_for_tuner(
         self, index: ConfigIndex, configs: list[_NativeConfig], named: dict[str, Any]
@@ -726,6 +741,9 @@ class Autotuner(KernelInterface):
 
     def __repr__(self) -> str:
         return f"<autotune.compat.Autotuner {self.name}: {len(self.configs)} configs>"
+
+
+untraced_by_dynamo(Autotuner.run)
 
 
 def autotune(

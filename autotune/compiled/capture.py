@@ -68,10 +68,12 @@ class CapturedKernel(Protocol):
 
 
 class _KernelState:
-    """One kernel's choices made during capture, per (key, dtypes, candidates), and whether it warned."""
+    """One kernel's choices made during capture, per (key, dtypes, candidates), each with the count of its cache's
+    clears when it was made (a clear since, such as a key deleted from a compat kernel's `cache`, voids it), and
+    whether it warned."""
 
     def __init__(self) -> None:
-        self.chosen: dict[tuple, tuple[Config, TuningRecord | None]] = {}
+        self.chosen: dict[tuple, tuple[Config, int]] = {}
         self.warned = False
 
 
@@ -92,13 +94,14 @@ def select_in_capture(
         state = _STATES.get(kernel)
         if state is None:
             state = _STATES[kernel] = _KernelState()
-    ident = (key, tuple(dtypes), checksum)
+    ident, clears = (key, tuple(dtypes), checksum), kernel.cache.clears()
     found = state.chosen.get(ident)
-    if found is None:
+    if found is None or found[1] != clears:  # a key cleared since the choice is looked up again (DESIGN §11)
         record = kernel.cache.peek(key, dtypes, checksum)  # memory, disk, Redis: read once, no lock or lease
         if record is not None:
+            state.chosen.pop(ident, None)
             return record.winner, record, "cache"
-        found = state.chosen[ident] = (_untuned_choice(kernel, key, dtypes, kept), None)
+        found = state.chosen[ident] = (_untuned_choice(kernel, key, dtypes, kept), clears)
         _warn_once(kernel, state, key, dtypes, found[0])
     return found[0], None, "capture"
 

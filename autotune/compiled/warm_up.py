@@ -14,13 +14,16 @@ measured on every one of them (`Autotuned.tune_calls`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, TypeVar
 
+from ..compat import Autotuner as CompatAutotuner
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..engine.process_group import active_mode
@@ -50,17 +53,21 @@ class WarmedKey:
 
 @dataclasses.dataclass(frozen=True)
 class WarmupReport:
-    """What `warmup` did: the keys it tuned and those already cached (each distinct key once, in call order)."""
+    """What `warmup` did: the keys it tuned, those already cached, and those launched untuned because a single
+    config was left to them (an `autotune.compat` kernel's one config: nothing to tune, nothing stored); each
+    distinct key once, in call order."""
 
     kernel: str
     tuned: tuple[WarmedKey, ...]
     cached: tuple[WarmedKey, ...]
     seconds: float
+    untuned: tuple[WarmedKey, ...] = ()
 
     def __str__(self) -> str:
+        untuned = f", {len(self.untuned)} untuned (one config)" if self.untuned else ""
         return (
             f"{self.kernel}: {len(self.tuned)} key{'s' * (len(self.tuned) != 1)} tuned, {len(self.cached)} "
-            f"already cached ({self.seconds:.3g} s)"
+            f"already cached{untuned} ({self.seconds:.3g} s)"
         )
 
 
@@ -103,6 +110,7 @@ def warmup(
     began, seen = time.perf_counter(), set()
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
+    untuned: list[WarmedKey] = []
     for maker in calls:
         args, kwargs = made_args(maker, f"autotune.warmup({engine.name}, calls)")
         grid = kwargs.pop("grid", None)
@@ -121,7 +129,8 @@ def warmup(
         else:
             checksum = None
             if not force:
-                engine, checksum = _settled(kernel, functools.partial(_checksum_of, bound))
+                as_call = functools.partial(_as_call, launcher, args, kwargs, grid)
+                engine, checksum = _settled(kernel, functools.partial(_checksum_of, bound, as_call))
             held = engine.cache.memory.lookup(key, dtypes)
             # judge_search: an entry of a weaker search than the Tuning's is tuned again, as a first call tunes it
             stored = None if force else (judge or engine.cache).peek(key, dtypes, checksum, judge_search=True)
@@ -131,9 +140,13 @@ def warmup(
                 tune(args, kwargs, grid, key, dtypes)
             # tuned when memory holds a new record: AUTOTUNE_FORCE set after this process met the key serves its
             # winner
-            now_tuned = stored is None and engine.cache.memory.lookup(key, dtypes) is not held
+            holds = engine.cache.memory.lookup(key, dtypes)
+            now_tuned = stored is None and holds is not held
+            if stored is None and holds is None:  # launched without tuning (one config): no tier holds the key
+                untuned.append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
+                continue
         (tuned if now_tuned else cached).append(WarmedKey(key, tuple(dtypes), time.perf_counter() - start))
-    return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began)
+    return WarmupReport(engine.name, tuple(tuned), tuple(cached), time.perf_counter() - began, tuple(untuned))
 
 
 def _settled(kernel: object, step: Callable[[Autotuned], _T]) -> tuple[Autotuned, _T]:
@@ -156,12 +169,22 @@ def _settled(kernel: object, step: Callable[[Autotuned], _T]) -> tuple[Autotuned
     )
 
 
-def _checksum_of(bound: Any, engine: Autotuned) -> str | None:
-    return engine.candidates(bound)[1]
+def _as_call(launcher: Any, args: tuple, kwargs: dict[str, Any], grid: Any) -> AbstractContextManager[Any]:
+    """Where the kernel's prune runs outside a launch: an `autotune.compat` kernel's prune sees this call's
+    arguments as its `run` gives them (Triton's nargs and kwargs); a native kernel's needs nothing."""
+    return launcher.as_call(args, kwargs, grid) if isinstance(launcher, CompatAutotuner) else contextlib.nullcontext()
 
 
-def _tune_together(group: list[tuple[Any, Any]], force: bool, engine: Autotuned) -> tuple[TuningRecord, Found]:
-    return engine.tune_calls(group, force=force)
+def _checksum_of(bound: Any, as_call: Callable[[], AbstractContextManager[Any]], engine: Autotuned) -> str | None:
+    with as_call():
+        return engine.candidates(bound)[1]
+
+
+def _tune_together(
+    group: list[tuple[Any, Any]], force: bool, as_call: Callable[[], AbstractContextManager[Any]], engine: Autotuned
+) -> tuple[TuningRecord, Found]:
+    with as_call():  # prune= runs on the group's first call
+        return engine.tune_calls(group, force=force)
 
 
 def _latest_agreement(engine: Autotuned, key: tuple, dtypes: tuple) -> Agreement | None:
@@ -180,19 +203,25 @@ def _warm_up_together(
     """`Tuning.objective`: the calls grouped by key, and one config tuned for each key's calls together."""
     began = time.perf_counter()
     tuner = engine if tuning is None else _blocking_copy(engine, tuning)
+    launcher = _engine_of(kernel)[0]
     groups: dict[tuple, list[tuple[Any, Any]]] = {}
+    first_calls: dict[tuple, Callable[[], AbstractContextManager[Any]]] = {}
     for maker in calls:
         args, kwargs = made_args(maker, f"autotune.warmup({engine.name}, calls)")
         grid = kwargs.pop("grid", None)
         _need_grid(engine, grid)
-        bound = engine.bind(args, heuristic_kwargs(layers, args, kwargs))
-        groups.setdefault(engine.key_of(bound), []).append((bound, grid))
+        kwargs = heuristic_kwargs(layers, args, kwargs)
+        bound = engine.bind(args, kwargs)
+        ident = engine.key_of(bound)
+        groups.setdefault(ident, []).append((bound, grid))
+        first_calls.setdefault(ident, functools.partial(_as_call, launcher, args, kwargs, grid))
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
     for (key, dtypes), group in groups.items():
         start = time.perf_counter()
         if tuner is engine:  # a compat kernel's engine is rebuilt when its prune changed a config in place
-            engine, (record, how) = _settled(kernel, functools.partial(_tune_together, group, force))
+            step = functools.partial(_tune_together, group, force, first_calls[(key, dtypes)])
+            engine, (record, how) = _settled(kernel, step)
             tuner = engine
         else:
             record, how = tuner.tune_calls(group, force=force)
@@ -252,7 +281,7 @@ def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[Argume
     for w in waited.cached:
         cached.setdefault((w.key, w.dtypes), w)
     kept = tuple(w for key, w in cached.items() if key not in tuned)
-    return WarmupReport(name, tuple(tuned.values()), kept, time.perf_counter() - began)
+    return WarmupReport(name, tuple(tuned.values()), kept, time.perf_counter() - began, waited.untuned)
 
 
 def _wait_for_leased(kernel: object, makers: list[ArgumentMaker], tuning: Any) -> WarmupReport:

@@ -91,12 +91,27 @@ if TYPE_CHECKING:
     from ..modes.online import OnlineTuner
     from .tune_key import Select
 
-__all__ = ["Autotuned", "BoundCall", "Launch", "autotune"]
+__all__ = ["Autotuned", "BoundCall", "Launch", "autotune", "untraced_by_dynamo"]
 
 _NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
 _NO_HIT_PATH = (1, 0)  # `_hit_arity` bounds no count of arguments meets: every call takes the full path
 
 logger = logging.getLogger("autotune")
+
+
+_DYNAMO_REASON = (
+    "an autotuned kernel is launched directly inside torch.compile, whose Dynamo cannot trace its launch (tuning, "
+    "caches, locks); make the launch a torch custom op with @autotune.torch_op(...) and call that op in the "
+    "compiled code"
+)
+
+
+def untraced_by_dynamo(fn: Callable[..., Any]) -> None:
+    """Mark a launch method so that torch.compile's Dynamo refuses to trace it naming `autotune.torch_op` (as a
+    `torch.compiler.disable` reason), instead of failing deep inside it. Sets the attributes Dynamo reads on the
+    function itself, not a wrapper: the launch costs nothing more, and torch is not imported."""
+    fn._torchdynamo_disable = True  # type: ignore[attr-defined]
+    fn._torchdynamo_disable_msg = _DYNAMO_REASON  # type: ignore[attr-defined]
 
 
 def _plain_grid(grid: Any) -> bool:
@@ -862,6 +877,10 @@ class Autotuned(KernelInspection, KernelInterface):
     # ------------------------------------------------------------------------------------------ inspection
     def __repr__(self) -> str:
         return f"<autotuned {self.name}: {self.space_size} configs>"
+
+
+untraced_by_dynamo(Autotuned.__call__)
+untraced_by_dynamo(Autotuned.run)
 
 
 def autotune(
