@@ -633,3 +633,31 @@ def test_a_listing_of_stored_winners_that_fails_does_not_fail_the_keys_tuning(mo
     assert stats()["slow_add"]["failed_tunings"] == 0 and stats()["slow_add"]["tunings"] == 1
     _call_until(kernel, lambda: kernel.cache.in_memory((1024,), ("torch.float32",) * 3) is not None, n=1024)
     assert len(listings) == 1  # the next key did not list again at once
+
+
+@triton.jit
+def unmasked_double(x, out, n, BLOCK: tl.constexpr):  # right only where BLOCK divides n: what prune= keeps
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs) * 2)
+
+
+def _dividing_n(configs, named):
+    return [c for c in configs if named["n"] % c["BLOCK"] == 0]
+
+
+def test_the_first_calls_never_launch_a_fallback_that_prune_leaves_out_for_them():
+    """fallback= BLOCK=64 is wrong for n=96, where prune= keeps only BLOCK=32: every call launches the kept config
+    (the first call once launched the fallback: 32 of 96 elements wrong)."""
+    kernel = autotune(
+        space={"BLOCK": [32, 64]},
+        key=["n"],
+        grid="(n // $BLOCK,)",
+        prune=_dividing_n,
+        fallback={"BLOCK": 64},
+        tuning=Tuning(mode="online", reps=2, compile_workers=0),
+    )(unmasked_double)
+    for _ in range(4):
+        x, out = torch.rand(96), torch.zeros(96)
+        kernel(x, out, 96)
+        torch.testing.assert_close(out, x * 2)
+        assert dict(kernel.best_config) == {"BLOCK": 32}

@@ -394,3 +394,14 @@ def test_a_record_json_of_another_schema_version_is_refused_by_name(tmp_path, ve
     with pytest.raises(AutotuneError, match=f"schema version {version}, and this autotune reads version 1") as info:
         record_from_json(path)
     assert ("upgrade autotune" in str(info.value)) == (version == 2)
+
+
+def test_a_newer_record_json_with_a_field_this_version_lacks_names_the_versions(tmp_path):
+    """A newer schema adds fields: the version is read before the fields are validated."""
+    path = tmp_path / "record.json"
+    record_to_json(make_record([ok(Config(BLOCK=1), 1.0)]), path)
+    record = json.loads(path.read_text())
+    record.update(schema_version=2, a_field_of_version_2=[1, 2], key="no longer a list")
+    path.write_text(json.dumps(record))
+    with pytest.raises(AutotuneError, match="schema version 2, and this autotune reads version 1.*upgrade autotune"):
+        record_from_json(path)

@@ -166,3 +166,38 @@ def test_a_switch_interval_set_while_reps_are_queued_is_kept():
         assert sys.getswitchinterval() == 0.002
     finally:
         sys.setswitchinterval(before)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_child_forked_while_reps_are_queued_gets_the_programs_switch_interval_back():
+    """A DataLoader worker forked while a tuning thread queues reps has no thread queueing them."""
+    import os
+    import sys
+    import threading
+
+    before = sys.getswitchinterval()
+    inside, done = threading.Event(), threading.Event()
+
+    def measuring() -> None:
+        with timing._quick_gil_handoff():
+            inside.set()
+            done.wait()
+
+    thread = threading.Thread(target=measuring)
+    thread.start()
+    inside.wait()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its interval and how many it counts as queueing
+        os.write(write, f"{sys.getswitchinterval()} {timing._switch_users}".encode())
+        os._exit(0)
+    os.close(write)
+    try:
+        os.waitpid(pid, 0)
+        interval, users = os.read(read, 100).decode().split()
+    finally:
+        os.close(read)
+        done.set()
+        thread.join()
+    assert float(interval) == before and users == "0"
+    assert sys.getswitchinterval() == before

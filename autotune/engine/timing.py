@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..errors import OptionError
+from ..fork_safety import reset_in_forked_child
 
 Thunk = Callable[[], Any]
 
@@ -109,6 +110,17 @@ _switch_lock = threading.Lock()
 _switch_users = 0
 _switch_saved = 0.0
 _switch_lowered = 0.0  # as CPython reads it back (it keeps whole microseconds)
+
+
+@reset_in_forked_child
+def _after_fork_in_child() -> None:
+    """A child forked while another thread queued reps has no thread queueing them: its lock starts free, and the
+    program's switch interval comes back (unless it set its own meanwhile)."""
+    global _switch_lock, _switch_users
+    _switch_lock = threading.Lock()
+    if _switch_users and sys.getswitchinterval() == _switch_lowered:
+        sys.setswitchinterval(_switch_saved)
+    _switch_users = 0
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """Online tuning: a key with no winner never makes a call wait. Each call is a real, useful launch: the first
-ones run the best config known without measuring (the nearest tuned key's winner, else `fallback=`, else the
-space's first config) while the candidates compile in the background; later calls each launch one compiled
+ones run the best config known without measuring (the nearest tuned key's winner, else `fallback=` where prune=
+keeps it for the call, else the first config kept) while the candidates compile in the background; later calls each launch one compiled
 candidate once on the real arguments and time it; when every candidate has its samples, the winner is decided,
 stored like any winner, and launched from then on at the ordinary hot-path cost. The nearest tuned key is found
 among the records in memory and the driver thread's listing of the persistent tiers, never read on a call. When
@@ -441,10 +441,10 @@ class OnlineTuner:
         record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
+        untuned = _untuned_start(kernel.fallback, kept, checksum)
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
-        start = self._nearest_stored(key, dtypes, kept)
-        start = start or (kernel.fallback if kernel.fallback is not None else kept[0])
+        start = self._nearest_stored(key, dtypes, kept) or untuned
 
         journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
         noted = journaled if journaled is not None else lambda config: contextlib.nullcontext()
@@ -584,7 +584,10 @@ class OnlineTuner:
                 return launch(record.winner)
             with self._lock:
                 given_up = self._given_up.get((key, dtypes))
-            return launch(given_up[0] if given_up is not None else self.kernel.fallback_config())
+            if given_up is not None:
+                return launch(given_up[0])
+            kept, checksum = self.kernel.candidates(bound)
+            return launch(_untuned_start(self.kernel.fallback, kept, checksum))
 
         def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
             with noted(config):
@@ -669,3 +672,11 @@ class OnlineTuner:
 def _after_fork_in_child() -> None:
     for tuner in list(_TUNERS):
         tuner.after_fork()
+
+
+def _untuned_start(fallback: Config | None, kept: list[Config], checksum: str | None) -> Config:
+    """The config a key's calls launch before anything is measured: `fallback=`, unless prune= (`checksum` set)
+    left it out for this call (a config wrong for these arguments), else the first config kept."""
+    if fallback is not None and (checksum is None or fallback in kept):
+        return fallback
+    return kept[0]

@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+import msgspec
+
 from .. import codec
 from ..errors import AutotuneError
 from ..record import SCHEMA_VERSION, Trial, TuningRecord
@@ -193,15 +195,21 @@ def record_from_json(path_or_file: PathLike | TextIO) -> TuningRecord:
     nothing is evaluated). A file is read only when regular and at most `MAX_ENTRY_BYTES` long (AutotuneError)."""
     text = _read_text(path_or_file, "record JSON")
     try:
-        record = TuningRecord.from_json(text)
+        version = codec.from_json(text, _SchemaVersion).schema_version  # first: another version's fields differ
+        if version != SCHEMA_VERSION:
+            raise AutotuneError(
+                f"this record JSON has schema version {version}, and this autotune reads version "
+                f"{SCHEMA_VERSION}: read it with the autotune version that wrote it"
+                + (", or upgrade autotune" if version > SCHEMA_VERSION else "")
+            )
+        return TuningRecord.from_json(text)
     except RecursionError:
         raise AutotuneError(
             "not an autotune record: its JSON is nested too deeply; give a file record_to_json wrote"
         ) from None
-    if record.schema_version != SCHEMA_VERSION:
-        raise AutotuneError(
-            f"this record JSON has schema version {record.schema_version}, and this autotune reads version "
-            f"{SCHEMA_VERSION}: read it with the autotune version that wrote it"
-            + (", or upgrade autotune" if record.schema_version > SCHEMA_VERSION else "")
-        )
-    return record
+
+
+class _SchemaVersion(msgspec.Struct):
+    """The one field of a record JSON read before the rest (other fields ignored)."""
+
+    schema_version: int = SCHEMA_VERSION
