@@ -216,14 +216,14 @@ def _union_parts(space: SearchSpace) -> list[SearchSpace]:
 
 
 def _check_union_parts(space: SearchSpace, where: str) -> None:
-    """Refuse a union part that has no config (a listed part: listed; a lazy one: sampled once), naming it by its
-    position: sampling the union would otherwise fail when it first drew that part, mid-tuning."""
+    """Refuse a union part that has no config (`_a_config`), naming it by its position: sampling the union would
+    otherwise fail when it first drew that part, mid-tuning."""
     parts = _union_parts(space)
     for i, part in enumerate(parts, 1):
         label = f"part {i} of {len(parts)} of the union that is {where}"
         _check_union_parts(part, label)  # a filtered union part: its own parts first
         try:
-            found = part.sample(random.Random(0)) if part.lazy else next(iter(part), None)
+            found = _a_config(part)
         except SpaceError as exc:
             raise SpaceError(f"{label}: {exc}; or remove the part") from exc
         if found is None:
@@ -234,6 +234,19 @@ def _check_union_parts(space: SearchSpace, where: str) -> None:
                 else "it has no config; remove the part"
             )
             raise SpaceError(f"{label} ({part.outline()}): {why}")
+
+
+def _a_config(part: SearchSpace) -> Config | None:
+    """One config of a union part, or None for none: sampled (a lazy part; a Cartesian one, whose sampler the union's
+    draws reuse, and which lists a part only when its draws all fail), else its first."""
+    if part.lazy:
+        return part.sample(random.Random(0))  # raises when it finds none
+    if isinstance(part, CartesianSpace):
+        try:
+            return part.sample(random.Random(0))
+        except SpaceError:  # a listed space with no config (now listed and kept: the line below reads that)
+            pass
+    return next(iter(part), None)
 
 
 def _check_static_options(

@@ -221,8 +221,9 @@ class SearchSpace(ABC):
         return configs[rng.randrange(len(configs))]
 
     def _known_empty(self) -> bool:
-        """Whether the space is known to have no config without listing a lazy one (a lazy space: not known)."""
-        return not self.lazy and not self._listed()
+        """Whether the space is known to have no config without listing it: here, only when already listed (a
+        subclass knows more); sampling asks it of each union part, and a space is never listed to learn it."""
+        return self._cache is not None and not self._cache
 
     def neighbours(self, config: Config) -> list[Config]:
         """The configs that differ from `config` in one field only (a FixedSpace's rule; a Cartesian space's
@@ -403,8 +404,9 @@ class CartesianSpace(SearchSpace):
         return sampler
 
     def _known_empty(self) -> bool:
-        """Whether its filters keep no config: listed, or (lazy) a `$X` clause that no combination passes."""
-        return self._sampler_of().empty if self.lazy else super()._known_empty()
+        """Whether its filters keep no config, by its sampler's probe (a `$X` clause that no combination passes),
+        lazy or not: never listed for it."""
+        return self._sampler_of().empty or super()._known_empty()
 
     def outline(self) -> str:
         """The space in a line: each axis's size and first values, and its filters (an error message's view)."""
@@ -475,6 +477,10 @@ class FixedSpace(SearchSpace):
     def _structure(self) -> str:
         return "FixedSpace " + configs_checksum(self._items)  # all its configs: `_describe` shows three
 
+    def _known_empty(self) -> bool:
+        """No configs given, or listed with none (its filters are not run to find out)."""
+        return not self._items or super()._known_empty()
+
     def sample(self, rng: Any) -> Config:
         """A uniformly random config: one of the list, without copying it (a replayed landscape's recorded
         configs can be more than a space keeps listed)."""
@@ -507,8 +513,23 @@ class UnionSpace(SearchSpace):
         return self._parts[0].common_fields() & self._parts[1].common_fields()
 
     def _len_all(self) -> int:
-        """At most this many configs (duplicates across the parts counted twice): never lists the parts."""
-        return self._parts[0].unfiltered_len() + self._parts[1].unfiltered_len()
+        """At most this many configs (duplicates across the parts counted twice): never lists the parts. Counted
+        once and kept (`lazy` asks it at every level of a union of many parts)."""
+        total = self.__dict__.get("_total")
+        if total is None:
+            total = self._parts[0].unfiltered_len() + self._parts[1].unfiltered_len()
+            self._set(_total=total)
+        return total
+
+    def _draw_sizes(self) -> tuple[int, int]:
+        """Each part's weight when sampling: its unfiltered size, 0 for a part known to be empty (never listed to
+        learn it: `_known_empty`). Found on the first draw and kept: a space is immutable."""
+        sizes = self.__dict__.get("_sizes")
+        if sizes is None:
+            first, second = (0 if p._known_empty() else p.unfiltered_len() for p in self._parts)
+            sizes = (first, second)
+            self._set(_sizes=sizes)
+        return sizes
 
     def contains(self, config: Config) -> bool:
         return any(p.contains(config) for p in self._parts) and all(pred(config) for pred in self._preds)
@@ -518,11 +539,12 @@ class UnionSpace(SearchSpace):
         config of it, kept if it passes."""
         if not self.lazy:
             return super().sample(rng)
-        sizes = [0 if p._known_empty() else p.unfiltered_len() for p in self._parts]
-        if not sum(sizes):
+        sizes = self._draw_sizes()
+        total = sum(sizes)
+        if not total:
             raise SpaceError(f"every part of {self.outline()} is empty: loosen a part's where() filters")
         for _ in range(_SAMPLE_TRIES):
-            part = self._parts[0] if rng.randrange(sum(sizes)) < sizes[0] else self._parts[1]
+            part = self._parts[0] if rng.randrange(total) < sizes[0] else self._parts[1]
             config = part.sample(rng)
             if all(pred(config) for pred in self._preds):
                 return config
@@ -533,8 +555,8 @@ class UnionSpace(SearchSpace):
         )
 
     def _known_empty(self) -> bool:
-        """A listed union: whether it lists no config; a lazy one: whether each part is known empty."""
-        return super()._known_empty() if not self.lazy else all(p._known_empty() for p in self._parts)
+        """Listed with no config, or each part known to be empty (its own filters are not known without listing)."""
+        return super()._known_empty() or not any(self._draw_sizes())
 
     def neighbours(self, config: Config) -> list[Config]:
         """Each part's neighbours of `config` (none from a Cartesian part that lacks it), duplicates dropped,

@@ -10,12 +10,15 @@ others wait and take its winner.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
@@ -27,13 +30,13 @@ from ..format import plural
 from ..kernel.call import Found
 from ..options import env_offline
 from ..options import lock_timeout_s as configured_lock_timeout_s
-from ..record import PriorNote, Search, TrialStatus, TuningRecord, Where, stronger_search
+from ..record import SCHEMA_VERSION, PriorNote, Search, TrialStatus, TuningRecord, Where, stronger_search
 from ..space.spaces import Config
 from . import fingerprint
 from .counters import count, count_hit, count_tuning, register
 from .disk import DiskCache
-from .entries import as_key_tuple, kernel_dirname, key_text, wanted_key_text
-from .files import entry_files, is_real_dir, load_record
+from .entries import MAX_ENTRY_BYTES, as_key_tuple, kernel_dirname, key_text, wanted_key_text
+from .files import ENTRY_SUFFIX, is_real_dir, read_entry_bytes
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
@@ -46,7 +49,8 @@ _LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 _TLS = threading.local()  # .tuning: the entries this thread is tuning now (re-entrance is an error)
 _PEEK_AGAIN_S = 5.0  # a `peek` miss asks the remote tier again after this long (the disk: always)
-_OTHER_DEVICES_SCAN = 256  # entry files an offline miss's diagnosis reads at most (of its kernel's directory)
+_DEVICE_SCAN_FILES = 4096  # entry files an offline miss's diagnosis reads at most (of its kernel's directory)
+_DEVICE_SCAN_BYTES = 256 << 20  # and bytes, all files together
 
 
 @reset_in_forked_child
@@ -152,6 +156,7 @@ class KernelCache:
         self._lock = threading.Lock()
         self._offline_missed: set[Ident] = set()
         self._peek_missed: dict[Ident, float] = {}  # (key, dtypes) -> when peek may ask the tiers again
+        self._devices_seen: dict[tuple[str, tuple[str, ...]], set[str]] | None = None  # `_other_devices`'s scan
         self._forget_listeners: list[weakref.WeakMethod] = []
         # A clear is a barrier: what a lookup or a tuning begun before it found is not kept after it (`_keep`).
         self._store_lock = threading.Lock()  # a check of the clears and the stores it allows, against `forget`
@@ -628,25 +633,20 @@ class KernelCache:
     def _other_devices(self, entry: EntryRef) -> list[str]:
         """For an offline miss's warning: the devices whose entries of `entry`'s key and dtypes this kernel's disk
         directory holds (another GPU model, or AUTOTUNE_DEVICE_KIND set where they were tuned), said in words; []
-        for none. Reads at most `_OTHER_DEVICES_SCAN` entries, each bounded; never on a hit."""
-        disk = next((t for t in self.tiers if isinstance(t, DiskCache)), None)
-        directory = None if disk is None else disk.path(entry).parent
-        if directory is None or not is_real_dir(directory):  # a link out of the cache is never followed
-            return []
-        mine, wanted = self.device_fingerprint(), (key_text(entry.key), list(entry.dtypes))
-        devices: set[str] = set()
-        for path in entry_files(directory, lambda path, exc: None)[:_OTHER_DEVICES_SCAN]:
-            try:
-                record = load_record(path)
-            except (OSError, CacheEntryError):  # unreadable: the listing's business, not this diagnosis's
-                continue
-            if record.device != mine and record.kernel_id == self.identity:
-                if (key_text(record.key), [str(d) for d in record.dtypes]) == wanted:
-                    devices.add(record.device)
+        for none. The directory is read once per cache, on its first offline miss (`_devices_of_keys`)."""
+        with self._lock:
+            seen = self._devices_seen
+        if seen is None:
+            disk = next((t for t in self.tiers if isinstance(t, DiskCache)), None)
+            seen = {} if disk is None else _devices_of_keys(disk.path(entry).parent, self.identity)
+            with self._lock:
+                self._devices_seen = seen
+        mine = self.device_fingerprint()
+        devices = sorted(seen.get((key_text(entry.key), tuple(entry.dtypes)), set()) - {mine})
         if not devices:
             return []
         return [
-            f"entries of this key exist for device {', '.join(map(repr, sorted(devices)))}, this process is "
+            f"entries of this key exist for device {', '.join(map(repr, devices))}, this process is "
             f"{mine!r}: tune on this device, or set AUTOTUNE_DEVICE_KIND where that is the same kind of device"
         ]
 
@@ -726,6 +726,7 @@ class KernelCache:
         wanted = wanted_key_text(key)
         with self._lock:
             self._offline_missed = {i for i in self._offline_missed if wanted is not None and key_text(i[0]) != wanted}
+            self._devices_seen = None  # a clear may have removed entries: the next offline miss reads again
         with self._store_lock:  # counted before the tiers are cleared: a lookup or tuning begun earlier keeps nothing
             self._clears += 1
             if wanted is None:
@@ -781,3 +782,49 @@ class KernelCache:
         # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
         removed |= {(e.location, e.entry_id) for e in self.forget(key)}
         return len(removed)
+
+
+class _EntryOwner(msgspec.Struct):
+    """The fields of a stored entry that say whose it is; the others (trials: most of its bytes) are skipped."""
+
+    schema_version: Any = None
+    kernel_id: Any = None
+    device: Any = None
+    key: Any = None
+    dtypes: Any = None
+
+
+def _devices_of_keys(directory: Path, identity: str | None) -> dict[tuple[str, tuple[str, ...]], set[str]]:
+    """(key text, dtypes) -> the devices that `identity`'s entries in `directory` are for. Reads at most
+    `_DEVICE_SCAN_FILES` entry files and `_DEVICE_SCAN_BYTES` bytes; a link is never followed, and a file that is
+    unreadable or not an entry is skipped (the listing's business, not this diagnosis's)."""
+    out: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    if not is_real_dir(directory):
+        return out
+    budget = _DEVICE_SCAN_BYTES
+    for path in _entry_names(directory):
+        try:
+            data = read_entry_bytes(path, min(budget, MAX_ENTRY_BYTES))
+        except (OSError, CacheEntryError):
+            continue
+        budget -= len(data)
+        try:
+            owner = msgspec.json.decode(data, type=_EntryOwner)
+        except msgspec.DecodeError:
+            continue
+        usable = owner.schema_version == SCHEMA_VERSION and owner.kernel_id == identity
+        if usable and isinstance(owner.device, str) and isinstance(owner.key, list) and isinstance(owner.dtypes, list):
+            out.setdefault((key_text(owner.key), tuple(map(str, owner.dtypes))), set()).add(owner.device)
+        if budget <= 0:
+            break
+    return out
+
+
+def _entry_names(directory: Path) -> list[Path]:
+    """Up to `_DEVICE_SCAN_FILES` paths in `directory` named like an entry file (one listing, no stat per name)."""
+    try:
+        with os.scandir(directory) as it:
+            names = [e.name for e in itertools.islice(it, 4 * _DEVICE_SCAN_FILES) if e.name.endswith(ENTRY_SUFFIX)]
+    except OSError:
+        return []
+    return [directory / name for name in sorted(names)[:_DEVICE_SCAN_FILES]]
