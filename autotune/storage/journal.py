@@ -35,7 +35,18 @@ from ..space.spaces import Config
 from .entries import key_text
 from .files import is_regular_file, pid_alive, read_entry_bytes, root
 
-__all__ = ["MAX_NOTES", "MAX_NOTE_BYTES", "Note", "crashed", "crashes", "forget", "measuring", "why_crashed"]
+__all__ = [
+    "MAX_NOTES",
+    "MAX_NOTE_BYTES",
+    "Note",
+    "crashed",
+    "crashes",
+    "forget",
+    "keep_notes",
+    "measuring",
+    "notes_in",
+    "why_crashed",
+]
 
 logger = logging.getLogger("autotune")
 
@@ -179,6 +190,29 @@ def _named_process_gone(name: str) -> bool:
     """For a note that cannot be read: whether its file name says it is this host's and its pid is gone."""
     parts = name.split(".")
     return len(parts) == 5 and parts[1] == _host_tag() and parts[2].isdigit() and not pid_alive(int(parts[2]))
+
+
+def notes_in(cache_dir: str | Path, pid: int | None = None) -> list[tuple[str, bytes, Note]]:
+    """(file name, bytes, note) of each note in another cache directory's journal (a sweep worker's), of process
+    `pid` (None: every process's), read bounded: at most `MAX_NOTES` notes of `MAX_NOTE_BYTES` each."""
+    folder = Path(cache_dir) / _DIRNAME
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json"))[:MAX_NOTES]
+    except OSError:  # no journal: nothing was measured in-process
+        return []
+    found = []
+    for name in names:
+        note = _read(folder / name)  # half written as it died, or not a note: skipped
+        if note is not None and (pid is None or note.pid == pid):
+            found.append((name, msgspec.json.encode(note), note))
+    return found
+
+
+def keep_notes(notes: list[tuple[str, bytes]], cache_dir: str | Path) -> None:
+    """Write notes (file name, bytes) from another cache directory's journal into `cache_dir`'s, where a tuning
+    there records their configs `crashed` (a sweep actor inheriting its dead predecessor's). Best-effort."""
+    for name, data in notes:
+        _write(Path(cache_dir) / _DIRNAME / name, data)  # a note not written is a config measured again
 
 
 def _read(path: Path) -> Note | None:

@@ -5,7 +5,10 @@ One job is one key on one device kind; a driver thread per worker takes the next
 asks the worker for the key (`prepare`), and tunes it inside the driver's `KernelCache.get_or_tune` for that
 kind (the same single flight and tiers, disk and Redis, as a tuning in a serving process), the worker doing the
 measuring (`tune`). A key whose entry would be reused, or whose disk lease a live process holds, is skipped; a
-job whose worker died is retried once on another worker (the worker is replaced); Ctrl-C stops every worker.
+job whose worker died is retried once on another worker (the worker is replaced), and again on the slot's new
+worker each time the death names a config not seen before for the job (a local worker measuring in its own
+process, isolate="off": the new worker finds that config in the slot's crash journal and records it crashed);
+Ctrl-C stops every worker.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ logger = logging.getLogger("autotune")
 
 _KeyId = tuple[str, str, tuple[str, ...]]  # (device kind, repr(key), dtypes): one key of a sweep
 _INTERRUPTED = "the sweep was interrupted"
+_CRASH_RERUNS = 32  # at most this many reruns of one job past configs that ended its worker (each a new config)
 
 
 def sweep(
@@ -318,6 +322,8 @@ class _Run:
         self.caches = {kind: _cache_for(tuned, kind, search) for kind in kinds}
         self.key_locks: dict[_KeyId, threading.Lock] = {}  # the jobs of one key (its calls) run one at a time
         self.tuned_here: set[_KeyId] = set()  # keys a job of this sweep has tuned, or found cached
+        self.crashes: dict[tuple[int, str], list[dict[str, Any]]] = {}  # per job: configs that ended its worker
+        self.reruns: dict[tuple[int, str], int] = {}  # per job: how often it ran again past one of them
         self.queues = {
             kind: JobQueue(
                 [Job(i, m, kind) for i, m in enumerate(makers)],
@@ -374,8 +380,9 @@ class _Run:
 
     def _work(self, slot: Slot) -> None:
         queue = self.queues[slot.kind]
+        rerun: Job | None = None
         while True:
-            job = queue.take(slot.index)
+            job, rerun = rerun or queue.take(slot.index), None
             if job is None:
                 return
             job.attempts += 1
@@ -384,7 +391,9 @@ class _Run:
                 outcome = self._run(slot, job)
             except WorkerLost as exc:
                 self._busy(-1)
-                if not self._lost(slot, job, queue, exc):
+                if self._past_crash(slot, job, exc):
+                    rerun = job
+                elif not self._lost(slot, job, queue, exc):
                     return
                 continue
             self._record(job, outcome)
@@ -416,11 +425,24 @@ class _Run:
             self._busy(-len(group))
         self._record(job, outcome)
 
+    def _past_crash(self, slot: Slot, job: Job, exc: WorkerLost) -> bool:
+        """Whether `job` runs again on `slot`'s new worker (started here): its worker died measuring a config in its
+        own process that no earlier death of the job named; the new worker finds that config in the slot's crash
+        journal and records it `crashed`, so each such config costs a worker, not the key (bounded)."""
+        seen = self.crashes.setdefault((job.index, job.kind), [])
+        if exc.config is None or exc.config in seen or len(seen) >= _CRASH_RERUNS or self.stopping.is_set():
+            return False
+        seen.append(exc.config)
+        if self._replace(slot) is not None:
+            return False
+        self.reruns[(job.index, job.kind)] = self.reruns.get((job.index, job.kind), 0) + 1
+        return True
+
     def _lost(self, slot: Slot, job: Job, queue: JobQueue, exc: WorkerLost) -> bool:
-        """`slot`'s worker died under `job`: the job goes back for another worker (once), the worker is replaced.
-        False when this slot is given up (interrupted, or no new worker would start)."""
+        """`slot`'s worker died under `job`: the job goes back for another worker (once, reruns past a crashing
+        config aside), the worker is replaced. False when this slot is given up (interrupted, or no new worker)."""
         stopping = self.stopping.is_set()
-        retry = job.attempts < 2 and not stopping
+        retry = job.attempts - self.reruns.get((job.index, job.kind), 0) < 2 and not stopping
         if not retry:
             status: Status = "interrupted" if stopping else "failed"
             outcome = KeyOutcome(job=job.index, device=slot.kind, status=status, worker=slot.index, error=str(exc))
@@ -552,6 +574,7 @@ class _Run:
         with self.lock:
             if given_up is None:
                 self.stats[slot.index].restarts += 1
+                self.stats[slot.index].lost = None  # an earlier try to replace it failed; this one started
             else:
                 self.stats[slot.index].lost = given_up
         return given_up

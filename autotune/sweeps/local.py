@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..storage import journal
 from .scratch import claim_worker_dir, release_worker_dir, remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
-__all__ = ["LocalExecutor", "LocalWorker", "visible_gpus"]
+__all__ = ["LocalExecutor", "LocalWorker", "measuring_at_death", "visible_gpus"]
 
 _START_TIMEOUT_S = 300.0  # a fresh interpreter importing torch, Triton and the kernel's module
 
@@ -150,7 +151,7 @@ class LocalWorker:
             conn.send(request)
         except (OSError, EOFError) as exc:  # BrokenPipeError: the worker is gone; or our end closed by `stop`
             if process.exitcode is not None or not process.is_alive():
-                raise WorkerLost(f"sweep worker {self.index} ({self.kind}) died: {_exit_text(process)}") from None
+                raise self._died(process) from None
             raise WorkerLost(f"sweep worker {self.index} ({self.kind}) is gone ({exc})") from exc
         except Exception as exc:  # pickling the maker: the job's own problem
             raise JobFailed(
@@ -167,20 +168,34 @@ class LocalWorker:
         try:
             while not conn.poll(0.1):
                 if not process.is_alive():
-                    raise WorkerLost(
-                        f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(process)}"
-                    )
+                    raise self._died(process)
                 if deadline is not None and time.monotonic() > deadline:
                     raise WorkerLost(f"sweep worker {self.index} did not start within {timeout_s:g} s")
             status, value = conn.recv()
         except (EOFError, OSError) as exc:  # its end closed (the process is gone, or going), or ours by `stop`
-            ended = _exit_text(process)
+            process.join(1)
             if process.exitcode is not None:
-                raise WorkerLost(f"sweep worker {self.index} ({self.kind or 'starting'}) died: {ended}") from None
+                raise self._died(process) from None
             raise WorkerLost(f"sweep worker {self.index} ({self.kind}) closed its pipe ({exc!r})") from exc
         if status == "error":
             raise JobFailed(value)
         return value
+
+    def _died(self, process: Any) -> WorkerLost:
+        """The WorkerLost of this slot's ended worker `process`, naming the config it was measuring in its own
+        process (isolate="off") where its crash journal in the slot's directory has it."""
+        text = f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(process)}"
+        config = measuring_at_death(self.directory, process.pid)
+        if config is not None:
+            text += f", while measuring config {config} in its own process (not isolated)"
+        return WorkerLost(text, config)
+
+
+def measuring_at_death(directory: str, pid: int | None) -> dict[str, Any] | None:
+    """The config process `pid` was measuring in-process as it ended, as its crash journal in the cache
+    `directory` notes it (`storage.journal`); None when no note of it is there (it died between measurements)."""
+    notes = [] if pid is None or not directory else journal.notes_in(directory, pid)
+    return notes[0][2].config if notes else None
 
 
 def _exit_text(process: Any) -> str:

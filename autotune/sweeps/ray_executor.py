@@ -5,7 +5,9 @@ started with `ray.init` is used as it is (an explicit address of another cluster
 connects to `address` (or RAY_ADDRESS; a fresh local runtime when neither is given), after checking that a HOST:PORT
 head answers at all (Ray itself retries a dead address for minutes), and disconnects at the end. An actor that dies
 (killed, its node lost) raises `WorkerLost` in the driver, which replaces it with a new actor wherever Ray places
-it. Each actor removes its private cache directory as it is stopped.
+it. Each actor removes its private cache directory as it is stopped. An actor that dies measuring a config in its
+own process (isolate="off") is named with that config where the driver shares its host, and its replacement on
+that host copies the dead actor's crash-journal notes into its own journal (recording that config `crashed`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import AutotuneError, OptionError
+from ..storage import journal
+from .local import measuring_at_death
 from .scratch import release_worker_dir, remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
 __all__ = ["RayExecutor", "RayWorker"]
+
+_Home = tuple[str, str, int]  # an actor's (host, private cache directory, pid): where its crash journal is
 
 _START_TIMEOUT_S = 300.0  # placing an actor and importing torch, Triton and the kernel's module in it
 _PROBE_TIMEOUT_S = 10.0  # a head's port that does not accept a TCP connection in this long is not a Ray head
@@ -43,11 +49,17 @@ def _ray(executor: str = "ray") -> Any:
 class SweepActor:
     """The actor class (made a Ray actor by `RayWorker`): a SweepWorker answering the driver's requests."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: WorkerSpec, dead: _Home | None = None) -> None:
+        inherited = _notes_left_by(dead)  # read first: starting a worker removes the dead actor's directory
         self.worker = SweepWorker(spec)
+        journal.keep_notes(inherited, self.worker.directory)
 
     def fingerprint(self) -> str:
         return self.worker.fingerprint()
+
+    def where(self) -> _Home:
+        """Where the driver finds this actor's crash journal once it has died."""
+        return socket.gethostname(), self.worker.directory, os.getpid()
 
     def cleanup(self) -> None:
         """Remove this actor's private cache directory: it is about to be killed."""
@@ -102,6 +114,14 @@ class RayExecutor:
         if self.connected_here:
             self.ray.shutdown()
         remove_abandoned_worker_dirs()  # this host's actors' directories, of those killed before they removed theirs
+
+
+def _notes_left_by(dead: _Home | None) -> list[tuple[str, bytes]]:
+    """The crash-journal notes (file name, bytes) in a dead actor's directory, when it ran on this host: its own
+    and those it inherited from the actors it replaced (every one a dead process's)."""
+    if dead is None or dead[0] != socket.gethostname():
+        return []
+    return [(name, data) for name, data, _ in journal.notes_in(dead[1])]
 
 
 def _said(address: str | None) -> str:
@@ -165,7 +185,9 @@ class RayWorker:
         self.ray, self.index, self.spec, self.env, self.gpu = ray, index, spec, env, gpu
         self.kind = ""
         self.actor: Any = None
+        self.home: _Home | None = None  # the running actor's; its replacement inherits its crash-journal notes
         self._ready: Any = None
+        self._where: Any = None
         self._calling = False  # a request is in flight (Ctrl-C stops it): no cleanup call is queued behind it
 
     def launch(self) -> None:
@@ -173,12 +195,15 @@ class RayWorker:
         if self.env:
             options["runtime_env"] = {"env_vars": self.env}
         actor_class = self.ray.remote(max_restarts=0, max_task_retries=0)(SweepActor)
-        self.actor = actor_class.options(**options).remote(self.spec)
-        self._ready = self.actor.fingerprint.remote()
+        dead, self.home = self.home, None
+        self.actor = actor_class.options(**options).remote(self.spec, dead)
+        self._ready, self._where = self.actor.fingerprint.remote(), self.actor.where.remote()
 
     def wait_ready(self) -> None:
         try:
             self.kind = self._get(self._ready, timeout_s=_START_TIMEOUT_S)
+            host, directory, pid = self._get(self._where, timeout_s=_START_TIMEOUT_S)
+            self.home = (str(host), str(directory), int(pid))
         except self.ray.exceptions.GetTimeoutError:
             self.stop()
             resources = self.ray.available_resources()
@@ -233,6 +258,14 @@ class RayWorker:
             exceptions.NodeDiedError,
             exceptions.RaySystemError,  # Ray shut down under the call (the sweep is ending)
         ) as exc:
-            raise WorkerLost(f"sweep actor {self.index} ({self.kind or 'starting'}) was lost: {exc}") from None
+            raise self._lost(exc) from None
         finally:
             self._calling = False
+
+    def _lost(self, exc: BaseException) -> WorkerLost:
+        """The WorkerLost of this slot's dead actor, naming the config it was measuring in its own process
+        (isolate="off") where its crash journal is on this host."""
+        home = self.home
+        config = None if home is None or home[0] != socket.gethostname() else measuring_at_death(home[1], home[2])
+        measuring = "" if config is None else f" while measuring config {config} in its own process (not isolated)"
+        return WorkerLost(f"sweep actor {self.index} ({self.kind or 'starting'}) was lost{measuring}: {exc}", config)

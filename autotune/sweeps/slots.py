@@ -4,7 +4,7 @@ the two ways a request to it can fail."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import AutotuneError
 from .worker import KeyInfo, Maker, MakerSet, Share
@@ -15,7 +15,12 @@ __all__ = ["Slot", "Executor", "WorkerLost", "JobFailed", "env_of_worker", "star
 class WorkerLost(AutotuneError):
     """The worker died (killed from outside, out of memory, its node lost) or its pipe or actor is gone: the job it
     ran is retried once on another worker, and the worker replaced. A worker that hangs is waited for: a config
-    that hangs is bounded by the trial limit of isolation, the sweep's default (`trial_timeout_s`, else 30 s)."""
+    that hangs is bounded by the trial limit of isolation, the sweep's default (`trial_timeout_s`, else 30 s).
+    `config`: the config the worker was measuring in its own process as it died, where its crash journal says."""
+
+    def __init__(self, message: str, config: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.config = config
 
 
 class JobFailed(AutotuneError):
