@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from kernels_for_tests import record_launches
 
-from autotune import IsolationWarning, OptionError, Reference, Tuning, autotune, stats
+from autotune import CartesianSpace, IsolationWarning, OptionError, Reference, Tuning, autotune, stats
 from autotune.errors import NoRecordError
 from autotune.storage import disk_entries
 
@@ -661,3 +661,24 @@ def test_the_first_calls_never_launch_a_fallback_that_prune_leaves_out_for_them(
         kernel(x, out, 96)
         torch.testing.assert_close(out, x * 2)
         assert dict(kernel.best_config) == {"BLOCK": 32}
+
+
+@triton.jit
+def add_ab(x, y, out, n, BLOCK: tl.constexpr, A: tl.constexpr, B: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_a_lazy_space_without_fallback_starts_from_the_searchs_first_proposal():
+    """A space too large to list has no candidates before the search proposes them."""
+    kernel = autotune(
+        space=CartesianSpace(BLOCK=[32, 64], A=range(1000), B=range(100)),  # 200,000 configs: lazy
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", strategy="random", max_configs=4, reps=2, compile_workers=0),
+    )(add_ab)
+    for _ in range(3):
+        x, y, out = torch.randn(100), torch.randn(100), torch.empty(100)
+        kernel(x, y, out, 100)
+        torch.testing.assert_close(out, x + y)

@@ -112,3 +112,16 @@ def test_an_offline_miss_reads_the_directory_once_and_finds_an_entry_past_many_o
         (other,) = _call(kernel, n)
         assert "no cached winner" in other and "device" not in other, other
     assert reads[0] == 301, reads[0]
+
+
+def test_a_deeply_nested_file_beside_the_entries_never_fails_an_offline_call(monkeypatch):
+    """The diagnosis skips what it cannot read: a file nested past msgspec's depth raised RecursionError into the
+    kernel's call."""
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU A")
+    _call(_decorate(), 100)
+    (path,) = Path(os.environ["AUTOTUNE_CACHE_DIR"]).rglob("*.json")
+    (path.parent / ("0" * 32 + ".json")).write_text('{"trials": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU B")
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    (warning,) = _call(_decorate(), 100)
+    assert "entries of this key exist for device 'GPU A', this process is 'GPU B'" in warning, warning

@@ -441,10 +441,10 @@ class OnlineTuner:
         record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
-        untuned = _untuned_start(kernel.fallback, kept, checksum)
+        untuned = _untuned_start(kernel.fallback, kept, checksum)  # before a search replaces the candidates
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
-        start = self._nearest_stored(key, dtypes, kept) or untuned
+        start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
 
         journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
         noted = journaled if journaled is not None else lambda config: contextlib.nullcontext()
@@ -587,7 +587,7 @@ class OnlineTuner:
             if given_up is not None:
                 return launch(given_up[0])
             kept, checksum = self.kernel.candidates(bound)
-            return launch(_untuned_start(self.kernel.fallback, kept, checksum))
+            return launch(_untuned_start(self.kernel.fallback, kept, checksum) or self.kernel.fallback_config())
 
         def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
             with noted(config):
@@ -674,9 +674,10 @@ def _after_fork_in_child() -> None:
         tuner.after_fork()
 
 
-def _untuned_start(fallback: Config | None, kept: list[Config], checksum: str | None) -> Config:
+def _untuned_start(fallback: Config | None, kept: list[Config], checksum: str | None) -> Config | None:
     """The config a key's calls launch before anything is measured: `fallback=`, unless prune= (`checksum` set)
-    left it out for this call (a config wrong for these arguments), else the first config kept."""
+    left it out for this call (a config wrong for these arguments), else the first config kept; None for a lazy
+    space without `fallback=` (no configs listed: the search proposes them)."""
     if fallback is not None and (checksum is None or fallback in kept):
         return fallback
-    return kept[0]
+    return kept[0] if kept else None

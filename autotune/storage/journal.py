@@ -52,6 +52,7 @@ logger = logging.getLogger("autotune")
 
 MAX_NOTE_BYTES = 16 * 1024  # a note larger than this is not one of ours: ignored
 MAX_NOTES = 256  # notes read per key at most (a process has one in flight per thread)
+_MAX_LISTED = 64 * MAX_NOTES  # names of another directory's journal looked at, at most (`notes_in`)
 _DIRNAME = ".journal"  # hidden: the cache's listings skip it
 _HOST = socket.gethostname()
 _SEQUENCE = itertools.count()
@@ -197,15 +198,22 @@ def notes_in(cache_dir: str | Path, pid: int | None = None) -> list[tuple[str, b
     `pid` (None: every process's), read bounded: at most `MAX_NOTES` notes of `MAX_NOTE_BYTES` each."""
     folder = Path(cache_dir) / _DIRNAME
     try:
-        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json"))[:MAX_NOTES]
+        with os.scandir(folder) as listing:
+            names = [e.name for e in itertools.islice(listing, _MAX_LISTED) if _of_pid(e.name, pid)]
     except OSError:  # no journal: nothing was measured in-process
         return []
     found = []
-    for name in names:
+    for name in sorted(names)[:MAX_NOTES]:
         note = _read(folder / name)  # half written as it died, or not a note: skipped
         if note is not None and (pid is None or note.pid == pid):
             found.append((name, msgspec.json.encode(note), note))
     return found
+
+
+def _of_pid(name: str, pid: int | None) -> bool:
+    """Whether a file name is a note's (`<tags>.<host>.<pid>.<n>.json`) of process `pid` (None: of any)."""
+    parts = name.split(".")
+    return len(parts) == 5 and parts[4] == "json" and (pid is None or parts[2] == str(pid))
 
 
 def keep_notes(notes: list[tuple[str, bytes]], cache_dir: str | Path) -> None:
@@ -221,7 +229,7 @@ def _read(path: Path) -> Note | None:
     try:
         note = msgspec.json.decode(read_entry_bytes(path, MAX_NOTE_BYTES), type=Note)
         Config(note.config)  # a config no space can hold: not one of ours
-    except (OSError, CacheEntryError, msgspec.ValidationError, msgspec.DecodeError, SpaceError):
+    except (OSError, CacheEntryError, msgspec.ValidationError, msgspec.DecodeError, SpaceError, RecursionError):
         return None  # not (or no longer) a note
     return note
 

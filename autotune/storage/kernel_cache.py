@@ -810,11 +810,16 @@ def _devices_of_keys(directory: Path, identity: str | None) -> dict[tuple[str, t
         budget -= len(data)
         try:
             owner = msgspec.json.decode(data, type=_EntryOwner)
-        except msgspec.DecodeError:
+            usable = owner.schema_version == SCHEMA_VERSION and owner.kernel_id == identity
+            if (
+                usable
+                and isinstance(owner.device, str)
+                and isinstance(owner.key, list)
+                and isinstance(owner.dtypes, list)
+            ):
+                out.setdefault((key_text(owner.key), tuple(map(str, owner.dtypes))), set()).add(owner.device)
+        except (msgspec.DecodeError, RecursionError, ValueError, TypeError):  # a diagnosis never fails a call
             continue
-        usable = owner.schema_version == SCHEMA_VERSION and owner.kernel_id == identity
-        if usable and isinstance(owner.device, str) and isinstance(owner.key, list) and isinstance(owner.dtypes, list):
-            out.setdefault((key_text(owner.key), tuple(map(str, owner.dtypes))), set()).add(owner.device)
         if budget <= 0:
             break
     return out
