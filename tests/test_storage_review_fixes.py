@@ -4,6 +4,7 @@ when entries of the key exist for another device."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import triton.language as tl
 
 from autotune import CacheWarning, Config, Tuning, autotune, clear_autotune_cache
 from autotune.cli import main
-from autotune.storage import journal
+from autotune.storage import files, journal, kernel_cache
 from autotune.storage.files import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,20 +104,28 @@ def offline_add(x, y, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
 
 
-def _call_fresh_decoration(n: int) -> list[str]:
-    """A fresh decoration of `offline_add` (empty memory, the shared disk) called once for `n`: its warnings."""
-    kernel = autotune(
+def _offline_kernel():
+    """A fresh decoration of `offline_add`: empty memory, the shared disk."""
+    return autotune(
         space=[{"BLOCK": 64}, {"BLOCK": 32}],
         key=["n"],
         grid="(cdiv(n, $BLOCK),)",
         tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
     )(offline_add)
+
+
+def _warnings_of_call(kernel, n: int) -> list[str]:
+    """The CacheWarnings of one call of `kernel` for `n` (its result checked)."""
     x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         kernel(x, y, out, n)
     torch.testing.assert_close(out, x + y)
     return [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+
+
+def _call_fresh_decoration(n: int) -> list[str]:
+    return _warnings_of_call(_offline_kernel(), n)
 
 
 def test_an_offline_miss_says_that_entries_of_the_key_exist_for_another_device(monkeypatch):
@@ -130,3 +139,45 @@ def test_an_offline_miss_says_that_entries_of_the_key_exist_for_another_device(m
     assert "AUTOTUNE_DEVICE_KIND" in warning
     (other_key,) = _call_fresh_decoration(200)  # no entry of this key anywhere: nothing about devices
     assert "no cached winner" in other_key and "device" not in other_key, other_key
+
+
+def test_an_offline_miss_reads_the_directory_once_and_finds_an_entry_past_many_others(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU A")
+    _warnings_of_call(_offline_kernel(), 100)  # tuned and stored for GPU A
+    (path,) = Path(os.environ["AUTOTUNE_CACHE_DIR"]).rglob("*.json")
+    record = json.loads(path.read_text())
+    for i in range(300):  # other keys of GPU A, named to come before the key's own entry
+        other = dict(record, key=[1000 + i])
+        (path.parent / f"{i:032x}.json").write_text(json.dumps(other))
+    path.rename(path.parent / ("f" * 32 + ".json"))
+    reads = [0]
+    real = files.read_entry_bytes
+
+    def counting(*args, **kwargs):
+        reads[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_cache, "read_entry_bytes", counting, raising=False)
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU B")
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    kernel = _offline_kernel()
+    (warning,) = _warnings_of_call(kernel, 100)
+    assert "entries of this key exist for device 'GPU A', this process is 'GPU B'" in warning, warning
+    assert reads[0] == 301, reads[0]  # each entry file once
+    for n in (200, 300):  # new keys: the map built on the first miss answers them
+        (other,) = _warnings_of_call(kernel, n)
+        assert "no cached winner" in other and "device" not in other, other
+    assert reads[0] == 301, reads[0]
+
+
+def test_a_deeply_nested_file_beside_the_entries_never_fails_an_offline_warnings_of_call(monkeypatch):
+    """The diagnosis skips what it cannot read: a file nested past msgspec's depth raised RecursionError into the
+    kernel's call."""
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU A")
+    _warnings_of_call(_offline_kernel(), 100)
+    (path,) = Path(os.environ["AUTOTUNE_CACHE_DIR"]).rglob("*.json")
+    (path.parent / ("0" * 32 + ".json")).write_text('{"trials": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    monkeypatch.setenv("AUTOTUNE_DEVICE_KIND", "GPU B")
+    monkeypatch.setenv("AUTOTUNE_OFFLINE", "1")
+    (warning,) = _warnings_of_call(_offline_kernel(), 100)
+    assert "entries of this key exist for device 'GPU A', this process is 'GPU B'" in warning, warning
