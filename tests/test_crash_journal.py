@@ -435,8 +435,6 @@ def test_notes_in_finds_a_processes_note_past_hundreds_of_others(tmp_path):
     found whatever sorts before it (it once was cut at the first 256 names)."""
     import socket
 
-    import msgspec
-
     from autotune.storage import journal
 
     def note(pid: int, key: str, block: int) -> journal.Note:
@@ -452,14 +450,11 @@ def test_notes_in_finds_a_processes_note_past_hundreds_of_others(tmp_path):
             since=0.0,
         )
 
-    notes = [
-        (f"{i:032x}.host.{100000 + i}.0.json", msgspec.json.encode(note(100000 + i, f"[{i}]", 4096)))
-        for i in range(300)
-    ]
-    notes.append(("f" * 32 + ".host.4242.0.json", msgspec.json.encode(note(4242, "[999]", 64))))
+    notes = [(f"{i:032x}.host.{100000 + i}.0.json", note(100000 + i, f"[{i}]", 4096)) for i in range(300)]
+    notes.append(("f" * 32 + ".host.4242.0.json", note(4242, "[999]", 64)))
     journal.keep_notes(notes, tmp_path)
     found = journal.notes_in(tmp_path, 4242)
-    assert [n.config for _, _, n in found] == [{"BLOCK": 64}]
+    assert [n.config for _, n in found] == [{"BLOCK": 64}]
     assert len(journal.notes_in(tmp_path)) == journal.MAX_NOTES  # every process's: bounded
     (tmp_path / ".journal" / ("e" * 32 + ".host.4242.1.json")).write_text("[" * 8000 + "]" * 8000)
-    assert [n.config for _, _, n in journal.notes_in(tmp_path, 4242)] == [{"BLOCK": 64}]  # a hostile note skipped
+    assert [n.config for _, n in journal.notes_in(tmp_path, 4242)] == [{"BLOCK": 64}]  # a hostile note skipped

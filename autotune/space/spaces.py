@@ -246,7 +246,7 @@ class SearchSpace(ABC):
     def outline(self) -> str:
         """The space in a line, for an error message: a Cartesian axis shows its size and first values (repr
         shows them all), and the filters as written."""
-        return self._describe() + self._filters_text()
+        return repr(self)
 
     def _filters_text(self) -> str:
         """The `.where(...)` calls that made this space from its unfiltered one, as written."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -55,6 +56,7 @@ __all__ = [
     "disk_entries",
     "kernel_dirs",
     "entry_files",
+    "names_in",
     "remove_file",
     "sweep_tmp",
     "OnError",
@@ -286,6 +288,16 @@ def is_regular_file(p: Path) -> bool:
         return stat.S_ISREG(p.lstat().st_mode)
     except OSError:
         return False
+
+
+def names_in(d: Path, keep: Callable[[str], bool], *, listed: int | None = None) -> list[str]:
+    """The names in directory `d` that `keep` accepts, sorted, of the first `listed` it lists (None: all; no stat
+    per name); [] where it cannot be listed."""
+    try:
+        with os.scandir(d) as listing:
+            return sorted(e.name for e in itertools.islice(listing, listed) if keep(e.name))
+    except OSError:
+        return []
 
 
 def entry_files(d: Path, on_error: OnError = warn_unlistable) -> list[Path]:

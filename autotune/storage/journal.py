@@ -33,7 +33,7 @@ import msgspec
 from ..errors import CacheEntryError, DeviceError, SpaceError, device_error_text
 from ..space.spaces import Config
 from .entries import key_text
-from .files import is_regular_file, pid_alive, read_entry_bytes, root
+from .files import is_regular_file, names_in, pid_alive, read_entry_bytes, root
 
 __all__ = [
     "MAX_NOTES",
@@ -159,12 +159,10 @@ def _dead_notes(
     first `limit` (None: all, for a clear); the note None when it cannot be read (half written by a process killed
     while writing it)."""
     prefix = "" if kernel_id is None else _prefix(kernel_id, key)
-    try:
-        names = [e.name for e in os.scandir(_directory()) if e.name.startswith(prefix) and e.name.endswith(".json")]
-    except OSError:  # no journal yet, or none readable: nothing known to have crashed
-        return []
+    # no journal yet, or none readable: nothing known to have crashed
+    names = names_in(_directory(), lambda name: name.startswith(prefix) and name.endswith(".json"))
     dead: list[tuple[Path, Note | None]] = []
-    for name in sorted(names)[:limit]:
+    for name in names[:limit]:
         path = _directory() / name
         note = _read(path)
         if note is None:
@@ -189,38 +187,38 @@ def _alive(note: Note) -> bool:
 
 def _named_process_gone(name: str) -> bool:
     """For a note that cannot be read: whether its file name says it is this host's and its pid is gone."""
+    fields = _name_fields(name)
+    return fields is not None and fields[0] == _host_tag() and fields[1].isdigit() and not pid_alive(int(fields[1]))
+
+
+def _name_fields(name: str) -> tuple[str, str] | None:
+    """(host tag, pid) as a note's file name `<tags>.<host>.<pid>.<n>.json` gives them; None for another name."""
     parts = name.split(".")
-    return len(parts) == 5 and parts[1] == _host_tag() and parts[2].isdigit() and not pid_alive(int(parts[2]))
+    return (parts[1], parts[2]) if len(parts) == 5 and parts[4] == "json" else None
 
 
-def notes_in(cache_dir: str | Path, pid: int | None = None) -> list[tuple[str, bytes, Note]]:
-    """(file name, bytes, note) of each note in another cache directory's journal (a sweep worker's), of process
-    `pid` (None: every process's), read bounded: at most `MAX_NOTES` notes of `MAX_NOTE_BYTES` each."""
+def notes_in(cache_dir: str | Path, pid: int | None = None) -> list[tuple[str, Note]]:
+    """(file name, note) of each note in another cache directory's journal (a sweep worker's), of process `pid`
+    (None: every process's), read bounded: at most `MAX_NOTES` notes of `MAX_NOTE_BYTES` each."""
     folder = Path(cache_dir) / _DIRNAME
-    try:
-        with os.scandir(folder) as listing:
-            names = [e.name for e in itertools.islice(listing, _MAX_LISTED) if _of_pid(e.name, pid)]
-    except OSError:  # no journal: nothing was measured in-process
-        return []
+
+    def wanted(name: str) -> bool:
+        fields = _name_fields(name)
+        return fields is not None and (pid is None or fields[1] == str(pid))
+
     found = []
-    for name in sorted(names)[:MAX_NOTES]:
+    for name in names_in(folder, wanted, listed=_MAX_LISTED)[:MAX_NOTES]:  # no journal: nothing measured there
         note = _read(folder / name)  # half written as it died, or not a note: skipped
         if note is not None and (pid is None or note.pid == pid):
-            found.append((name, msgspec.json.encode(note), note))
+            found.append((name, note))
     return found
 
 
-def _of_pid(name: str, pid: int | None) -> bool:
-    """Whether a file name is a note's (`<tags>.<host>.<pid>.<n>.json`) of process `pid` (None: of any)."""
-    parts = name.split(".")
-    return len(parts) == 5 and parts[4] == "json" and (pid is None or parts[2] == str(pid))
-
-
-def keep_notes(notes: list[tuple[str, bytes]], cache_dir: str | Path) -> None:
-    """Write notes (file name, bytes) from another cache directory's journal into `cache_dir`'s, where a tuning
+def keep_notes(notes: list[tuple[str, Note]], cache_dir: str | Path) -> None:
+    """Write notes (file name, note) from another cache directory's journal into `cache_dir`'s, where a tuning
     there records their configs `crashed` (a sweep actor inheriting its dead predecessor's). Best-effort."""
-    for name, data in notes:
-        _write(Path(cache_dir) / _DIRNAME / name, data)  # a note not written is a config measured again
+    for name, note in notes:
+        _write(Path(cache_dir) / _DIRNAME / name, msgspec.json.encode(note))  # one not written: measured again
 
 
 def _read(path: Path) -> Note | None:

@@ -10,9 +10,7 @@ others wait and take its winner.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
-import os
 import threading
 import time
 import weakref
@@ -36,7 +34,7 @@ from . import fingerprint
 from .counters import count, count_hit, count_tuning, register
 from .disk import DiskCache
 from .entries import MAX_ENTRY_BYTES, as_key_tuple, kernel_dirname, key_text, wanted_key_text
-from .files import ENTRY_SUFFIX, is_real_dir, read_entry_bytes
+from .files import ENTRY_SUFFIX, is_real_dir, names_in, read_entry_bytes
 from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
@@ -827,9 +825,5 @@ def _devices_of_keys(directory: Path, identity: str | None) -> dict[tuple[str, t
 
 def _entry_names(directory: Path) -> list[Path]:
     """Up to `_DEVICE_SCAN_FILES` paths in `directory` named like an entry file (one listing, no stat per name)."""
-    try:
-        with os.scandir(directory) as it:
-            names = [e.name for e in itertools.islice(it, 4 * _DEVICE_SCAN_FILES) if e.name.endswith(ENTRY_SUFFIX)]
-    except OSError:
-        return []
-    return [directory / name for name in sorted(names)[:_DEVICE_SCAN_FILES]]
+    names = names_in(directory, lambda name: name.endswith(ENTRY_SUFFIX), listed=4 * _DEVICE_SCAN_FILES)
+    return [directory / name for name in names[:_DEVICE_SCAN_FILES]]

@@ -22,7 +22,7 @@ from .scratch import claim_worker_dir, release_worker_dir, remove_abandoned_work
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
 
-__all__ = ["LocalExecutor", "LocalWorker", "measuring_at_death", "visible_gpus"]
+__all__ = ["LocalExecutor", "LocalWorker", "measuring_at_death", "visible_gpus", "while_measuring"]
 
 _START_TIMEOUT_S = 300.0  # a fresh interpreter importing torch, Triton and the kernel's module
 
@@ -186,16 +186,19 @@ class LocalWorker:
         process (isolate="off") where its crash journal in the slot's directory has it."""
         text = f"sweep worker {self.index} ({self.kind or 'starting'}) died: {_exit_text(process)}"
         config = measuring_at_death(self.directory, process.pid)
-        if config is not None:
-            text += f", while measuring config {config} in its own process (not isolated)"
-        return WorkerLost(text, config)
+        return WorkerLost(text if config is None else f"{text}, {while_measuring(config)}", config)
 
 
 def measuring_at_death(directory: str, pid: int | None) -> dict[str, Any] | None:
     """The config process `pid` was measuring in-process as it ended, as its crash journal in the cache
     `directory` notes it (`storage.journal`); None when no note of it is there (it died between measurements)."""
     notes = [] if pid is None or not directory else journal.notes_in(directory, pid)
-    return notes[0][2].config if notes else None
+    return notes[0][1].config if notes else None
+
+
+def while_measuring(config: dict[str, Any]) -> str:
+    """How a lost worker's error names the config that ended it (`measuring_at_death`)."""
+    return f"while measuring config {config} in its own process (not isolated)"
 
 
 def _exit_text(process: Any) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import AutotuneError, OptionError
 from ..storage import journal
-from .local import measuring_at_death
+from .local import measuring_at_death, while_measuring
 from .scratch import release_worker_dir, remove_abandoned_worker_dirs
 from .slots import JobFailed, Slot, WorkerLost, env_of_worker, start_together
 from .worker import KeyInfo, Maker, MakerSet, Share, SweepWorker, WorkerSpec
@@ -116,12 +116,12 @@ class RayExecutor:
         remove_abandoned_worker_dirs()  # this host's actors' directories, of those killed before they removed theirs
 
 
-def _notes_left_by(dead: _Home | None) -> list[tuple[str, bytes]]:
-    """The crash-journal notes (file name, bytes) in a dead actor's directory, when it ran on this host: its own
+def _notes_left_by(dead: _Home | None) -> list[tuple[str, journal.Note]]:
+    """The crash-journal notes (file name, note) in a dead actor's directory, when it ran on this host: its own
     and those it inherited from the actors it replaced (every one a dead process's)."""
     if dead is None or dead[0] != socket.gethostname():
         return []
-    return [(name, data) for name, data, _ in journal.notes_in(dead[1])]
+    return journal.notes_in(dead[1])
 
 
 def _said(address: str | None) -> str:
@@ -267,5 +267,5 @@ class RayWorker:
         (isolate="off") where its crash journal is on this host."""
         home = self.home
         config = None if home is None or home[0] != socket.gethostname() else measuring_at_death(home[1], home[2])
-        measuring = "" if config is None else f" while measuring config {config} in its own process (not isolated)"
+        measuring = "" if config is None else f" {while_measuring(config)}"
         return WorkerLost(f"sweep actor {self.index} ({self.kind or 'starting'}) was lost{measuring}: {exc}", config)
