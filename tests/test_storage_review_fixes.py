@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import triton
-import triton.language as tl
+from kernels_for_tests import add_kernel
 
 from autotune import CacheWarning, Config, Tuning, autotune, clear_autotune_cache
 from autotune.cli import main
@@ -97,21 +96,14 @@ def test_the_cli_clear_by_short_name_forgets_the_same_notes(capsys):
     assert journal.crashed(FACTORY_VARIANT, (1,), DTYPES) == {}
 
 
-@triton.jit
-def offline_add(x, y, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-
-
 def _offline_kernel():
-    """A fresh decoration of `offline_add`: empty memory, the shared disk."""
+    """A fresh decoration of the tests' `add_kernel`: empty memory, the shared disk."""
     return autotune(
         space=[{"BLOCK": 64}, {"BLOCK": 32}],
         key=["n"],
         grid="(cdiv(n, $BLOCK),)",
         tuning=Tuning(compile_workers=0, warmup=0, reps=1, refine_topk=0),
-    )(offline_add)
+    )(add_kernel)
 
 
 def _warnings_of_call(kernel, n: int) -> list[str]:
