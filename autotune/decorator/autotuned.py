@@ -20,6 +20,7 @@ from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
 from ..engine.process_group import Mode, active_mode
 from ..engine.search import check_strategy, search_of
+from ..engine.timing import measuring_suspended
 from ..errors import (
     AutotuneError,
     CacheWarning,
@@ -579,10 +580,11 @@ class Autotuned(KernelInspection, KernelInterface):
         dist_mode = active_mode(self.tuning.distributed)
         if dist_mode is None and not force and online_mode(self.tuning):
             return self.online.select(key, dtypes, bound, grid)  # tunes across calls (online.py)
-        if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
-            record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
-        else:
-            record, how = self._get_or_tune(key, dtypes, bound, grid, baseline if force else None)
+        with measuring_suspended():  # inside a hook's measurement: another thread tuning this key waits for it
+            if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
+                record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
+            else:
+                record, how = self._get_or_tune(key, dtypes, bound, grid, baseline if force else None)
         if force:  # tuned now, or produced by another tuning while this call waited: fresh either way
             self._forced.add((key, dtypes))
         if how in ("disk", "remote"):

@@ -20,7 +20,7 @@ from ..record import Trial, TrialStatus, Where
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
 from .pipeline import Compiler
-from .timing import Timer, summarize
+from .timing import Timer, measuring, measuring_device, summarize
 
 RUN_FAILURE_STATUS = {  # a config's own failure of a run, as its trial's status (online mode too)
     FailureKind.CONFIG: TrialStatus.RUNTIME_ERROR,
@@ -115,10 +115,15 @@ class InProcessRunner:
         self.compile_timeout_s = tuning.compile_timeout_s
         self.errors: dict[Config, BaseException] = {}
         self.device_lost = False  # a DeviceError was raised: nothing more can run on the device, not even a copy
-        checked = guards.verify.outputs if isinstance(guards.verify, Reference) else ()
-        self.guard = ArgumentGuard(self.named_args, guards.restore_value, guards.reset_to_zero, checked)
+        with measuring(measuring_device()):  # the copies and the reference's kernels: GPU work, as a trial's
+            self._guard_and_reference()
+
+    def _guard_and_reference(self) -> None:
+        verify = self.guards.verify
+        checked = verify.outputs if isinstance(verify, Reference) else ()
+        self.guard = ArgumentGuard(self.named_args, self.guards.restore_value, self.guards.reset_to_zero, checked)
         try:
-            self.expected = guards.verify.expected(self.named_args) if isinstance(guards.verify, Reference) else None
+            self.expected = verify.expected(self.named_args) if isinstance(verify, Reference) else None
         except BaseException:
             self.guard.restore_all()
             raise
@@ -127,9 +132,12 @@ class InProcessRunner:
         return self._compiler
 
     def measure(self, config: Config) -> Trial:
-        self._settle_earlier_launches()
-        with self.noted(config):
-            return self._measure(config)
+        """Check and time `config`, holding the device's measuring lock (no other tuning of this process measures
+        meanwhile; the earlier holder's launches are settled first)."""
+        with measuring(measuring_device()):
+            self._settle_earlier_launches()
+            with self.noted(config):
+                return self._measure(config)
 
     def _measure(self, config: Config) -> Trial:
         trial = Trial(config=config)
@@ -156,22 +164,29 @@ class InProcessRunner:
         rounds: dict[Config, list[float]] = {c: [] for c in configs}
         for _ in range(reps):
             for config in [c for c in configs if c in rounds]:
-                run = functools.partial(self.run_config, config)
-                self._settle_earlier_launches()
-                with self.noted(config):  # a run that ends the process here is the config's crash too
-                    try:
-                        rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
-                    except Exception as exc:
-                        self._status_of(config, exc, "measure")  # raised unless the config's own failure
-                        self.errors[config] = exc
-                        del rounds[config]
+                self._refine_run(config, rounds)
         return rounds
+
+    def _refine_run(self, config: Config, rounds: dict[Config, list[float]]) -> None:
+        """One timed run of `config` in a round, holding the measuring lock for that run (another tuning's trial
+        may come between two runs, never during one); a config failing on its own leaves `rounds`."""
+        run = functools.partial(self.run_config, config)
+        with measuring(measuring_device()):
+            self._settle_earlier_launches()
+            with self.noted(config):  # a run that ends the process here is the config's crash too
+                try:
+                    rounds[config] += self.timer.measure(run, warmup=0, reps=1, before=self._before)
+                except Exception as exc:
+                    self._status_of(config, exc, "measure")  # raised unless the config's own failure
+                    self.errors[config] = exc
+                    del rounds[config]
 
     def close(self) -> None:
         """Put the guarded arguments back, unless the device was lost (the copy would raise CUDA's raw error in
         place of the DeviceError saying what to do; the arguments are unusable with the device anyway)."""
         if not self.device_lost:
-            self.guard.restore_all()
+            with measuring(measuring_device()):
+                self.guard.restore_all()
 
     def _before(self) -> None:
         self.guard.before_run()
