@@ -49,7 +49,7 @@ def to_json(obj: Any, indent: int | None = None) -> bytes:
 def from_json(data: bytes | str, kind: type[T]) -> T:
     """Decode and validate `data` as `kind`; raises `DecodeError` (not JSON) or `ValidationError` (wrong shape).
     Non-finite numbers are not JSON and are refused."""
-    return msgspec.json.decode(data, type=kind, dec_hook=_decode_hook)
+    return _checked(msgspec.json.decode(data, type=kind, dec_hook=_decode_hook))
 
 
 def to_builtins(obj: Any) -> Any:
@@ -59,7 +59,16 @@ def to_builtins(obj: Any) -> Any:
 
 def from_builtins(obj: Any, kind: type[T]) -> T:
     """Validate plain data (e.g. parsed JSON, or a worker's reply) as `kind`; raises `ValidationError`."""
-    return msgspec.convert(obj, kind, dec_hook=_decode_hook)
+    return _checked(msgspec.convert(obj, kind, dec_hook=_decode_hook))
+
+
+def _checked(value: T) -> T:
+    """`value`, once its own `check_decoded()` (what its field types cannot declare, such as an "ok" trial's
+    median) passed; that raises `ValidationError`, naming the field as msgspec does."""
+    check = getattr(value, "check_decoded", None)
+    if callable(check):
+        check()
+    return value
 
 
 def error_text(exc: Exception) -> str:

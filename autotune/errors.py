@@ -45,11 +45,13 @@ class OptionError(AutotuneError, ValueError):
 
 
 class NoValidConfigError(AutotuneError, RuntimeError):
-    """Every config of the space failed; the message lists each config's error."""
+    """Every config of the space failed; the message lists each config's error. `of_the_call`: they all failed
+    with one error when run, which the call's arguments may cause (another call of the key may succeed)."""
 
-    def __init__(self, message: str, trials: list | None = None) -> None:
+    def __init__(self, message: str, trials: list | None = None, *, of_the_call: bool = False) -> None:
         super().__init__(message)
         self.trials = list(trials or [])
+        self.of_the_call = of_the_call
 
 
 class CallError(AutotuneError, TypeError):

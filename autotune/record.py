@@ -1,7 +1,8 @@
 """What a tuning produced: one `Trial` per config and the `TuningRecord` that the cache stores.
 
 Both are `msgspec.Struct`s: typed, with their constraints declared here and checked whenever one is read back
-(`codec.from_json`, `TuningRecord.from_json`); made in this process they are trusted as built.
+(`codec.from_json`, `TuningRecord.from_json`; with `check_decoded`, what types cannot say); made in this process
+they are trusted as built.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ class Trial(Struct, kw_only=True, forbid_unknown_fields=True):
     # Under a multi-call objective (`Tuning.objective`), the config's first-pass median on each call, in the order of the
     # record's `calls`; the trial's own times are their geometric mean or max. UNSET (not written) otherwise.
     calls_ms: list[Ms] | UnsetType = UNSET
+
+    def check_decoded(self, at: str = "$") -> None:
+        """Refuse, read back (`codec`), what the field types allow but no tuning writes: an "ok" trial without its
+        median (hand-edited, another writer), which would read "ok" here and "failed" in the summaries."""
+        if self.status == TrialStatus.OK and self.median_ms is None:
+            raise codec.ValidationError(
+                f'a trial of status "ok" has no median_ms (a measured trial has one) - at `{at}`'
+            )
 
     @property
     def ok(self) -> bool:
@@ -157,6 +166,11 @@ class TuningRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     @property
     def winner_trial(self) -> Trial | None:
         return self.trial_for(self.winner)
+
+    def check_decoded(self) -> None:
+        """Each trial's `Trial.check_decoded`, naming the trial (`trials[3]`) in the ValidationError."""
+        for i, trial in enumerate(self.trials):
+            trial.check_decoded(f"$.trials[{i}]")
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data (what its JSON holds)."""

@@ -302,6 +302,9 @@ class ListingTier:
     def lock(self, entry: EntryRef, *, timeout_s: float | None):
         return HeldLock(threading.Lock())
 
+    def newer_at(self, entry: EntryRef) -> bool:
+        return False
+
     def lease_holder(self, entry: EntryRef) -> str | None:
         return None
 

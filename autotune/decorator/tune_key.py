@@ -3,7 +3,8 @@
 `KernelCache.get_or_tune` calls `tune_key` once per key, under the key's locks. It chooses what to try (every
 config prune= kept, or a search strategy seeded with the nearest keys' winners and, for `model`, another device
 kind's record as a prior), where to run the trials (`runners.runner_for`: this process or a worker), runs the
-engine's `tune()` with the crash journal's notes, and builds the record the cache stores.
+engine's `tune()` with the crash journal's notes, and builds the record the cache stores (which then drops those
+notes: `KernelCache.forget_crashes`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def tune_key(kernel: Autotuned, job: KeyTuning) -> TuningRecord:
     )
     with progress:
         outcome = tune(tune_job)
-    kernel.cache.forget_crashes(job.key, job.dtypes)  # the crashes noted are in the record now
+    # The crashes noted are in the record now: under get_or_tune, dropped once a persistent tier holds it.
+    kernel.cache.forget_crashes(job.key, job.dtypes)
     record = kernel.cache.new_record(
         job.key,
         job.dtypes,

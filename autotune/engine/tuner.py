@@ -301,7 +301,8 @@ def _raise_no_valid(job: TuneJob, trials: list[Trial]) -> NoReturn:
         or job.compile_errors.get(first)
         or AutotuneError(f"{common} (raised in a worker; its text as it came back)")
     )
-    raise NoValidConfigError(message, trials) from cause
+    compiled_none = all(t.status is TrialStatus.COMPILE_ERROR for t in failed)  # the kernel's, whatever the call
+    raise NoValidConfigError(message, trials, of_the_call=not compiled_none) from cause
 
 
 def _no_valid_message(kernel_name: str, trials: Sequence[Trial]) -> str:

@@ -1,9 +1,10 @@
 """The disk tier: one JSON file per entry under the cache directory, a file lock per entry for single
 flight across the processes sharing that directory (see `files` for the layout).
 
-Faults (a corrupt, truncated or unreadable entry, an entry of another schema version, a read-only
+Faults (a corrupt, truncated or unreadable entry, an entry of an older schema version, a read-only
 directory, a full disk) are warned about once per state of the file and answered as a miss; an entry
-written by a newer autotune is never replaced.
+written by a newer autotune is never replaced (a debug log, not a fault: this version's record of the key goes
+to another of its slots).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .files import (
     sweep_tmp,
     warn_unlistable,
 )
-from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, HeldLock, StoredEntry, warn
+from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, HeldLock, StoredEntry, every_slot_newer, warn
 
 __all__ = ["DiskCache"]
 
@@ -182,11 +183,8 @@ class DiskCache:
             return parse_record(data, path)
         except CacheEntryError as exc:
             if exc.kind == "schema" and is_newer_schema(exc.schema_version):
-                self.warn_once(
-                    path,
-                    f"autotune cache: {exc}; it was written by a newer autotune and is left in "
-                    f"place; tuning {what} with the winner kept in memory only",
-                )
+                # a newer autotune sharing the directory: not a fault; its entry stays (`slot_for` skips it)
+                logger.debug("autotune cache: %s; written by a newer autotune, left in place", exc)
             else:
                 self.warn_once(path, f"autotune cache: {exc}; ignoring it{self._then(what, True)}")
             return None
@@ -194,10 +192,14 @@ class DiskCache:
     # -- writing ------------------------------------------------------------------------------------
 
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
-        """Write `record` atomically (call it holding the entry's lease); a newer autotune's entry stays."""
+        """Write `record` atomically (call it holding the lease of the key's slot 0). A newer autotune's entry
+        stays (`slot_for` chooses another slot; here only when a newer autotune wrote every slot of the key)."""
         path, what = self.path(entry), entry.what
-        if _newer_schema_at(path) or self.linked_out(path, what):
+        if self.linked_out(path, what):
             return False  # warned when read
+        if _newer_schema_at(path):
+            self.warn_once(path, every_slot_newer(what, str(path.parent)))
+            return False
         try:
             data = entry_json(record, what)
         except CacheEntryError as exc:  # too large for any reader: not written, rather than written unreadable
@@ -223,6 +225,9 @@ class DiskCache:
             return False
         logger.debug("autotune cache: wrote %s", path)
         return True
+
+    def newer_at(self, entry: EntryRef) -> bool:
+        return _newer_schema_at(self.path(entry))
 
     def lease_holder(self, entry: EntryRef) -> str | None:
         path = self.path(entry)

@@ -9,6 +9,7 @@ others wait and take its winner.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import threading
@@ -22,7 +23,15 @@ from typing import Any, NamedTuple
 import msgspec
 from msgspec import UNSET
 
-from ..errors import AutotuneError, CacheEntryError, CallError, CrashWarning, NoValidConfigError, warn_at_caller
+from ..errors import (
+    AutotuneError,
+    CacheEntryError,
+    CallError,
+    CrashWarning,
+    DeviceError,
+    NoValidConfigError,
+    warn_at_caller,
+)
 from ..fork_safety import reset_in_forked_child
 from ..format import plural
 from ..kernel.call import Found
@@ -45,7 +54,9 @@ logger = logging.getLogger("autotune")
 
 _LIVE: weakref.WeakSet[KernelCache] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
-_TLS = threading.local()  # .tuning: the entries this thread is tuning now (re-entrance is an error)
+# .tuning: the entries this thread is tuning now (re-entrance is an error); .forget: those whose crash notes its
+# tuning asked to drop (`forget_crashes`), dropped once their record is stored
+_TLS = threading.local()
 _PEEK_AGAIN_S = 5.0  # a `peek` miss asks the remote tier again after this long (the disk: always)
 _DEVICE_SCAN_FILES = 4096  # entry files an offline miss's diagnosis reads at most (of its kernel's directory)
 _DEVICE_SCAN_BYTES = 256 << 20  # and bytes, all files together
@@ -67,6 +78,14 @@ def _keys_this_thread_tunes() -> set:
     tuning_now: set = getattr(_TLS, "tuning", None) or set()
     _TLS.tuning = tuning_now
     return tuning_now
+
+
+def _notes_to_forget() -> set:
+    """The marks of the entries whose crash notes this thread's tuning asked to drop once its record is stored."""
+    marks: set | None = getattr(_TLS, "forget", None)
+    if marks is None:
+        marks = _TLS.forget = set()
+    return marks
 
 
 def _what_a_launch_does(what: str, replaced: bool) -> str:
@@ -93,9 +112,12 @@ class ForceBaseline(NamedTuple):
 
 def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
     """Where `record` goes in `tier` among `entry`'s slots (one per kernel source and search space,
-    `EntryRef.slots`): the slot of its source and space, else an empty one, else the one with the oldest record.
+    `EntryRef.slots`): the slot of its source and space, else an empty one, else the one with the oldest record;
+    never one a newer autotune wrote (`entry` itself when it wrote every slot: its `put` refuses, warned).
     Call it holding the lease of `entry` (slot 0)."""
-    held = [(slot, tier.get(slot)) for slot in entry.slots()]
+    held = [(slot, r) for slot in entry.slots() if (r := tier.get(slot)) is not None or not tier.newer_at(slot)]
+    if not held:
+        return entry
     same = [
         slot
         for slot, r in held
@@ -260,10 +282,11 @@ class KernelCache:
         """How many clears this cache has had: the `since=` of `store_tuned` for a tuning that begins now."""
         return self._clears
 
-    def _keep(self, entry: EntryRef, record: TuningRecord, since: int, tiers: Sequence[Cache]) -> bool:
+    def _keep(self, entry: EntryRef, record: TuningRecord, since: int, tiers: Sequence[Cache]) -> int:
         """Keep `record` in memory and write it to `tiers`, unless its key was cleared after `since` (a clear is a
         barrier: a winner found or tuned by a lookup begun before it is used by that call only). Checked and
-        stored under the lock `forget` takes, so a clear that returned never sees such a record stored after it."""
+        stored under the lock `forget` takes, so a clear that returned never sees such a record stored after it.
+        Returns how many of `tiers` wrote it (0 when it was not kept)."""
         with self._store_lock:
             if max(self._cleared_all, self._cleared_keys.get(key_text(entry.key), 0)) > since:
                 logger.info(
@@ -271,11 +294,9 @@ class KernelCache:
                     "used by that call only",
                     entry.what,
                 )
-                return False
+                return 0
             self.memory.store(entry.key, entry.dtypes, record)
-            for tier in tiers:
-                tier.put(slot_for(tier, entry, record), record)
-            return True
+            return sum(bool(tier.put(slot_for(tier, entry, record), record)) for tier in tiers)
 
     def store_tuned(self, key: tuple, dtypes: tuple[str, ...], record: TuningRecord, since: int | None = None) -> None:
         """Keep a winner decided outside `get_or_tune` (online tuning, across calls): in memory and in every
@@ -436,7 +457,9 @@ class KernelCache:
         time; the others wait and use its winner. `force=True` ignores records that existed before this call
         (but takes a winner another thread or process produced while this call waited); `baseline` says what
         memory held when the call began (`force_baseline`), else it is read now. If `tune()` raises,
-        nothing is stored, the leases are released and the exception propagates.
+        nothing is stored, the leases are released and the exception propagates; when it is a verdict on the
+        configs or the device (`_tune_and_store`), the threads that waited for that tuning raise it too (a fresh
+        exception of its type, chained to it) instead of tuning again, and a call after it tunes anew.
         """
         entry = self.entry(key, dtypes)
         tiers = self.tiers  # read once: the whole call works with one list (a remote set meanwhile waits)
@@ -496,11 +519,12 @@ class KernelCache:
             found = self._lease_tiers(tiers, entry, candidates, timeout_s, seen, leases, weaker)
             if found is not None:
                 return self._found(tiers, found[0], entry, found[1], since)
+            failed = memory_lease.failure(candidates)  # a tuning this thread waited for failed: its verdict
+            if failed is not None:
+                raise _shared_verdict(failed, entry)
             if weaker and seen is None:
                 logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
-            record = self._tuned_marked(tune, tuning_now, self._marks(entry))
-            self._store(entry, record, candidates, since, [tier for tier, _ in leases])
-            return record, "tuned"
+            return self._tune_and_store(tune, tuning_now, entry, candidates, since, [t for t, _ in leases]), "tuned"
         finally:
             for _, lease in reversed(leases):
                 lease.release()
@@ -527,6 +551,36 @@ class KernelCache:
             if record is not None and (seen is None or record != seen.in_tiers.get(id(tier))):
                 return tier, record
         return None
+
+    def _tune_and_store(
+        self,
+        tune: Callable[[], TuningRecord],
+        tuning_now: set,
+        entry: EntryRef,
+        candidates: str | None,
+        since: int,
+        leased: list[Cache],
+    ) -> TuningRecord:
+        """Tune `entry` (holding its memory lock) and store the record. A verdict on the configs (every config
+        failed, not all with one run error, which the call may cause: `NoValidConfigError.of_the_call`) or on the
+        device (`DeviceError`) goes to the threads waiting for this tuning; any other error (its call's, a failed
+        agreement of ranks, Ctrl-C) is this thread's own. The crash notes the tuning asked to drop (`forget_crashes`) are dropped only once
+        a persistent tier holds the record: a store that fails, or a process that dies first, keeps them."""
+        mark = self._marks(entry)[0]
+        to_forget = _notes_to_forget()
+        try:
+            try:
+                record = self._tuned_marked(tune, tuning_now, self._marks(entry))
+            except (NoValidConfigError, DeviceError) as exc:
+                if not (isinstance(exc, NoValidConfigError) and exc.of_the_call):  # the configs' or the device's
+                    self.memory.tuning_failed(entry, candidates, exc)
+                raise
+            written = self._store(entry, record, candidates, since, leased)
+            if mark in to_forget and written:
+                self._forget_notes(entry.key, entry.dtypes)
+            return record
+        finally:
+            to_forget.discard(mark)
 
     def _tuned_marked(
         self, tune: Callable[[], TuningRecord], tuning_now: set, marks: tuple[tuple, tuple]
@@ -570,16 +624,16 @@ class KernelCache:
         candidates: str | None,
         since: int,
         leased: list[Cache],
-    ) -> None:
+    ) -> int:
         """Keep a new winner in memory and the tiers whose lease this call holds (beside an entry of another search
-        space: `slot_for`)."""
+        space: `slot_for`); how many of them wrote it."""
         mismatch = self.stale_reason(record, entry.key, entry.dtypes, candidates)
         if mismatch is not None:
             warn(
                 f"autotune cache: the record tuned for {entry.what} would not be accepted when read back "
                 f"({mismatch}); it is used now but will be tuned again by the next process"
             )
-        self._keep(entry, record, since, leased)
+        return self._keep(entry, record, since, leased)
 
     # -- offline mode, clearing ---------------------------------------------------------------------
 
@@ -696,7 +750,15 @@ class KernelCache:
         return functools.partial(journal.measuring, self.journal_id, key, dtypes), crashed
 
     def forget_crashes(self, key: tuple, dtypes: tuple[str, ...]) -> None:
-        """Drop the crash journal's notes of (key, dtypes) once a record holds them."""
+        """Drop the crash journal's notes of (key, dtypes) once a record holds them: asked by this thread's tuning
+        inside `get_or_tune`, once a persistent tier holds that record (`_tune_and_store`); otherwise now."""
+        mark = self._marks(self.entry(key, dtypes))[0]
+        if mark in _keys_this_thread_tunes():
+            _notes_to_forget().add(mark)
+            return
+        self._forget_notes(key, dtypes)
+
+    def _forget_notes(self, key: tuple, dtypes: tuple[str, ...]) -> None:
         from . import journal
 
         journal.forget(self.journal_id, key, dtypes)
@@ -780,6 +842,18 @@ class KernelCache:
         # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
         removed |= {(e.location, e.entry_id) for e in self.forget(key)}
         return len(removed)
+
+
+def _shared_verdict(error: AutotuneError, entry: EntryRef) -> AutotuneError:
+    """What a thread that waited for another's tuning of `entry` raises when that tuning failed (`error`): a fresh
+    exception of its type and text, chained to it, so each thread's traceback is its own; else `error` itself."""
+    logger.info("autotune cache: the tuning of %s this call waited for failed; raising its error", entry.what)
+    try:
+        fresh = copy.copy(error)  # its type built on its args, then its attributes (a NoValidConfigError's trials)
+    except Exception:  # a subclass whose constructor takes other arguments: the one object (as concurrent.futures)
+        return error
+    fresh.__cause__ = error
+    return fresh
 
 
 class _EntryOwner(msgspec.Struct):

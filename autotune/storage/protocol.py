@@ -47,6 +47,16 @@ def warn(message: str) -> None:
         logger.warning(message)
 
 
+def every_slot_newer(what: str, where: str) -> str:
+    """The warning of a write refused because a newer autotune wrote every slot of the key (`Cache.newer_at`)."""
+    return (
+        f"autotune cache: every entry of {what} in {where} was written by a newer autotune (a higher schema "
+        "version) and is left in place, so this autotune cannot store its record of the key there (a tuning keeps "
+        "its winner in memory only); run the newer autotune, or give this one a cache of its own "
+        "(AUTOTUNE_CACHE_DIR, or AUTOTUNE_REMOTE_PREFIX for Redis)"
+    )
+
+
 # Entries kept per (kernel, device, key, dtypes): one per kernel source and search space, so that two kernels of
 # one module:qualname with different source (two projects sharing a cache, a rolling deploy), or one kernel under
 # two spaces (a narrowed space tried for a run, a native and a compat decoration), both hit instead of evicting
@@ -143,6 +153,10 @@ class Cache(Protocol):
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         """Store `record` as `entry`, replacing an older one; False when it could not (warned). An entry of a
         newer schema than this autotune's is left in place."""
+
+    def newer_at(self, entry: EntryRef) -> bool:
+        """Whether `entry` holds an entry a newer autotune wrote (a higher schema version, sharing this tier):
+        never replaced, so `slot_for` puts this autotune's record in another slot of the key."""
 
     def lock(self, entry: EntryRef, *, timeout_s: float | None) -> Lease | None:
         """Block until this caller holds `entry`'s single-flight lease (None: no limit), or until `timeout_s`

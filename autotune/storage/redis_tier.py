@@ -43,7 +43,7 @@ from .entries import (
     parse_record,
     wanted_key_text,
 )
-from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, StoredEntry, warn
+from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, StoredEntry, every_slot_newer, warn
 
 __all__ = ["RedisCache", "RedisLease", "safe_url"]
 
@@ -295,7 +295,8 @@ class RedisCache:
             return parse_record(data, f"Redis key {key}", future_ok=future_ok)
         except CacheEntryError as exc:
             if exc.kind == "schema" and is_newer_schema(exc.schema_version):
-                self.warn_once(f"autotune cache: {exc}; written by a newer autotune, left in place")
+                # a newer autotune sharing the server: not a fault; its entry stays (`slot_for` skips it)
+                logger.debug("autotune cache: %s; written by a newer autotune, left in place", exc)
             else:
                 self.warn_once(f"autotune cache: refused a record from Redis ({exc}); ignoring it")
             return None
@@ -306,11 +307,21 @@ class RedisCache:
         except _Unavailable:
             return None
 
+    def newer_at(self, entry: EntryRef) -> bool:
+        try:
+            return self._newer_at(self.key_of(entry.location, entry.entry_id))
+        except _Unavailable:
+            return False
+
+    def _newer_at(self, key: str) -> bool:
+        head = self.call(lambda c: c.getrange(key, 0, 63))  # a record's JSON starts with its schema_version
+        return bool(head) and _newer_schema(head)
+
     def put(self, entry: EntryRef, record: TuningRecord) -> bool:
         key = self.key_of(entry.location, entry.entry_id)
         try:
-            head = self.call(lambda c: c.getrange(key, 0, 63))  # a record's JSON starts with its schema_version
-            if head and _newer_schema(head):
+            if self._newer_at(key):  # `slot_for` chose it: a newer autotune wrote every slot of the key
+                self.warn_once(every_slot_newer(entry.what, f"Redis at {self.url}"))
                 return False
             data = entry_json(record, entry.what)
             ttl_ms = int(self.ttl_s * 1000) if self.ttl_s else None
