@@ -30,6 +30,9 @@ AtLeast1 = Annotated[int, Meta(ge=1)]
 MAX_SECONDS = 86400.0
 Seconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
 DEFAULT_ISOLATE_MAX_BYTES = 1 << 30  # Tuning.isolate_max_bytes: 1 GiB of tensors
+# Tuning.compile_workers: a compile thread each, or under isolation a worker process each (a Python with torch and
+# copies of the call's arguments), started as configs are queued: 10**9 started one per config in flight.
+MAX_COMPILE_WORKERS = 256
 
 
 def _default_workers() -> int:
@@ -64,7 +67,7 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
     refine_reps: AtLeast0 = None  # type: ignore[assignment]
     seed: int | None = None
     force: bool = False
-    compile_workers: AtLeast0 = field(default_factory=_default_workers)
+    compile_workers: Annotated[int, Meta(ge=0, le=MAX_COMPILE_WORKERS)] = field(default_factory=_default_workers)
     compile_timeout_s: Seconds | None = None
     flush_l2: bool = True
     cuda_graph: bool = False
@@ -95,14 +98,25 @@ class Tuning(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, dict
         for name, value in PRESETS[self.preset].items():
             if getattr(self, name) is None:
                 structs.force_setattr(self, name, value)
+        if self.refine_topk >= 2 and self.refine_reps == 0:
+            self._refuse_empty_refinement()
+
+    def _refuse_empty_refinement(self) -> None:
+        """refine_topk >= 2 with refine_reps=0 (one of them given, the other the preset's: the presets agree) would
+        re-measure nothing without a word: an OptionError naming where each number came from."""
         explicit = self.explicit_fields()
-        if "refine_topk" in explicit and self.refine_topk >= 2 and self.refine_reps == 0:
-            source = "refine_reps=0" if "refine_reps" in explicit else f"the {self.preset} preset's refine_reps=0"
-            raise OptionError(
-                f"invalid tuning options: refine_topk={self.refine_topk} asks to re-measure the best "
-                f"{self.refine_topk} configs, but {source} re-measures none; give refine_reps >= 1 "
-                "(e.g. refine_reps=10), or refine_topk=0 for no re-measurement"
-            )
+        topk = f"refine_topk={self.refine_topk}"
+        reps = "refine_reps=0"
+        if "refine_topk" not in explicit:
+            topk, no_refinement = f"the {self.preset} preset's {topk}", "or also refine_topk=0"
+        else:
+            no_refinement = "or refine_topk=0"
+        if "refine_reps" not in explicit:
+            reps = f"the {self.preset} preset's {reps}"
+        raise OptionError(
+            f"invalid tuning options: {topk} asks to re-measure the best {self.refine_topk} configs, but {reps} "
+            f"re-measures none; give refine_reps >= 1 (e.g. refine_reps=10), {no_refinement} for no re-measurement"
+        )
 
     def explicit_fields(self) -> frozenset[str]:
         """The preset fields (warmup, reps, ...) given explicitly rather than filled from the preset."""
@@ -166,6 +180,11 @@ def _check_field(name: str, value: Any) -> None:
             hint_text = f"; use one of: {', '.join(map(repr, choices))}"
         else:
             hint_text = f" (got {value!r})"
+        if name == "compile_workers" and isinstance(value, int) and value > MAX_COMPILE_WORKERS:
+            hint_text += (
+                f"; the most is {MAX_COMPILE_WORKERS} (a compile thread each, or under isolation a worker process "
+                f"each): give at most {MAX_COMPILE_WORKERS}, or leave compile_workers unset for min(8, CPUs)"
+            )
         if Seconds in (hint, *get_args(hint)) and isinstance(value, (int, float)) and value > MAX_SECONDS:
             unset = "the default" if name == "lock_timeout_s" else "no limit"
             hint_text += (
