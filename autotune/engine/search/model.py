@@ -17,7 +17,7 @@ without it "model" is refused with that advice, and "auto" uses the local search
 
 Constraints: a config outside the space (a `.where` filter refuses it) is told as failed and redrawn; a failed
 config is told a value worse than any measured, so the model avoids its region; a config proposed twice is told
-its known result.
+its known result, once measured (a config drawn again while in flight stays an open trial until then).
 
 Every rule and number here was chosen by replaying recorded landscapes: the figures, and the variants tried and
 dropped, are in bench/README.md.
@@ -26,7 +26,9 @@ dropped, are in bench/README.md.
 from __future__ import annotations
 
 import itertools
+import logging
 import statistics
+import threading
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -47,6 +49,43 @@ _PRIOR_APART = 2  # a prior's seeds differ from each other in at least this many
 _PROBE = 2  # the prior's seeds proposed at once; the others only once one of these beats the search's own median
 _PROBE_AFTER = 4  # the search's own configs measured before the first seeds are judged
 _SMALL_COMBOS = 8  # the small axes: the fewest-valued ones, as many as make at most this many combinations
+
+
+class _QuietOptuna(logging.Filter):
+    """Drops optuna's INFO and DEBUG records logged while this thread is inside the model search's own optuna calls
+    (`with _QUIET:`), so autotune's studies print nothing; the user's own studies log as the user set optuna up,
+    whose verbosity is left alone. Added to each of optuna's loggers: a record is filtered where it is logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inside = threading.local()
+        self._lock = threading.Lock()
+        self._seen = -1  # how many loggers existed when the filter was last added to optuna's
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not getattr(self._inside, "depth", 0)
+
+    def install(self) -> None:
+        """Add the filter to every optuna logger that exists (once each); cheap when no logger was made since."""
+        loggers = logging.Logger.manager.loggerDict
+        if len(loggers) == self._seen:
+            return
+        with self._lock:
+            for name, logger in list(loggers.items()):
+                if (name == "optuna" or name.startswith("optuna.")) and isinstance(logger, logging.Logger):
+                    if self not in logger.filters:
+                        logger.addFilter(self)
+            self._seen = len(loggers)
+
+    def __enter__(self) -> None:
+        self.install()  # an optuna module imported since (its logger made at import) is covered too
+        self._inside.depth = getattr(self._inside, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._inside.depth -= 1
+
+
+_QUIET = _QuietOptuna()
 
 
 def optuna_available() -> bool:
@@ -74,7 +113,6 @@ class ModelSearch(SearchStrategy):
                 else "strategy='model' uses optuna: pip install 'autotune[search]' (or choose strategy='local' or "
                 "'random')"
             ) from None
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self._axes = _axes_of(space)
         self._small = _small_axes(self._axes)
@@ -103,8 +141,10 @@ class ModelSearch(SearchStrategy):
                 multivariate=True,
                 constant_liar=True,
             )
-        self._study = optuna.create_study(direction="minimize", sampler=sampler)
+        with _QUIET:
+            self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._pending: dict[Config, Any] = {}  # config -> its open optuna trial
+        self._redrawn: dict[Config, list[Any]] = {}  # an in-flight config -> the open trials that drew it again
         self._local = LocalSearch(
             space, seed=self.rng.randrange(2**31), budget=self.budget, start=0, restarts_early=False
         )
@@ -234,20 +274,23 @@ class ModelSearch(SearchStrategy):
         return largest
 
     def _draw(self, batch: list[Config]) -> Config | None:
-        for _ in range(_DRAWS):
-            trial = self._study.ask()
-            config = self._config_of(
-                {name: trial.suggest_categorical(name, c.choices) for name, c in self._dists.items()}
-            )
-            if not self.space.contains(config):
-                self._study.tell(trial, _FAILED)
-                continue
-            if config in self.tried or config in batch:  # batch: this proposal's draws and fallbacks so far
-                known = self.results.get(config)
-                self._study.tell(trial, known if known is not None else _FAILED)
-                continue
-            self._pending[config] = trial
-            return config
+        """TPE's next config that is in the space and new; after `_DRAWS` draws that are not, a random one."""
+        with _QUIET:
+            for _ in range(_DRAWS):
+                trial = self._study.ask()
+                config = self._config_of(
+                    {name: trial.suggest_categorical(name, c.choices) for name, c in self._dists.items()}
+                )
+                if not self.space.contains(config):
+                    self._study.tell(trial, _FAILED)
+                elif config in self.results:  # measured: told its known result
+                    known = self.results[config]
+                    self._study.tell(trial, known if known is not None else _FAILED)
+                elif config in self.tried or config in batch:  # in flight (batch: this proposal's draws so far)
+                    self._redrawn.setdefault(config, []).append(trial)  # told its result once measured
+                else:
+                    self._pending[config] = trial
+                    return config
         fallback = [c for c in self._random_untried(len(batch) + 1) if c not in batch]  # not one already in the batch
         return fallback[0] if fallback else None
 
@@ -257,17 +300,30 @@ class ModelSearch(SearchStrategy):
         if self._local_started:
             self._local.note(config, value)
         trial = self._pending.pop(config, None)
-        if self._held and not self._held_done and (trial is not None or config not in self.prior_seeds):
-            self._tell_held()
-        if self._unprobed:
-            self._judge_probe()
-        if trial is not None:
-            self._study.tell(trial, value if value is not None else _FAILED)
-        elif config in self.prior_seeds:  # one measured after the judgement (a right prior's later seed) stays untold
-            if not self._held_done:
-                self._held[config] = value
-        else:  # a warm-start seed or a local-phase config: the model learns of it
-            self._add_trial(config, value)
+        with _QUIET:
+            if self._held and not self._held_done and (trial is not None or config not in self.prior_seeds):
+                self._tell_held()
+            if self._unprobed:
+                self._judge_probe()
+            told = trial is not None or config not in self.prior_seeds
+            if trial is not None:
+                self._study.tell(trial, value if value is not None else _FAILED)
+            elif config in self.prior_seeds:  # measured after the judgement (a right prior's later seed): untold
+                if not self._held_done:
+                    self._held[config] = value
+            else:  # a warm-start seed or a local-phase config: the model learns of it
+                self._add_trial(config, value)
+            self._tell_redrawn(config, value, told)
+
+    def _tell_redrawn(self, config: Config, value: float | None, told: bool) -> None:
+        """Close the trials that drew `config` again while it was in flight: told its result where TPE learns of
+        it (a good region TPE chose is not marked bad), else (a prior's seed held back) closed as failed, which
+        TPE ignores."""
+        for trial in self._redrawn.pop(config, []):
+            if told:
+                self._study.tell(trial, value if value is not None else _FAILED)
+            else:
+                self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
 
     def _add_trial(self, config: Config, value: float | None) -> None:
         """Tell TPE of `config`, measured outside its draws (`value` None: failed); one its axes cannot describe
