@@ -72,6 +72,16 @@ def _failing_add(gate: Gate, blocks: tuple = (48, 0)):
     return autotune(space={"BLOCK": blocks}, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=gate, tuning=FAST)(add_kernel)
 
 
+def _on_threads(call) -> None:
+    """`call(i)` on THREADS threads at once, joined."""
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads)
+
+
 def _call_together(kernel, gate: Gate, n: int) -> list[BaseException | None]:
     barrier = threading.Barrier(THREADS)
     raised: list[BaseException | None] = [None] * THREADS
@@ -87,12 +97,7 @@ def _call_together(kernel, gate: Gate, n: int) -> list[BaseException | None]:
         except BaseException as exc:
             raised[i] = exc
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in threads)
+    _on_threads(call)
     return raised
 
 
@@ -151,12 +156,7 @@ def _race_on_the_cache(tune, **call_kwargs) -> tuple[list[BaseException | None],
         except BaseException as exc:
             raised[i] = exc
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in threads)
+    _on_threads(call)
     return raised, tuners
 
 
