@@ -129,13 +129,24 @@ def _waits_for_the_measuring_lock(thread: threading.Thread) -> bool:
     return False
 
 
-def test_a_hook_launching_a_kernel_another_thread_is_tuning_waits_for_it_without_deadlock() -> None:
-    """Thread A's setup= (inside A's measurement) launches K2 on the key thread B is tuning, while B waits for the
+def _tune_k2(k2, how: str) -> None:
+    """Tune `k2` for n=32: by launching it, or as a set of calls (`tune_calls`, what `autotune.warmup` runs)."""
+    if how == "launch":
+        add_and_check(k2, 32)
+        return
+    x = torch.ones(32)
+    k2.tune_calls([(k2.bind((x, x, torch.empty_like(x), 32), {}), None)])
+
+
+@pytest.mark.parametrize("how", ["launch", "tune_calls"])
+def test_a_hook_tuning_a_key_another_thread_is_tuning_waits_for_it_without_deadlock(how: str) -> None:
+    """Thread A's setup= (inside A's measurement) tunes K2's key while thread B is tuning it and waits for the
     measuring lock A holds: A's tuning of K2 lets go of that hold while it waits for B's (`measuring_suspended`)."""
-    k2 = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=TUNING)(add_kernel)
+    tuning = dict(TUNING, objective="geomean") if how == "tune_calls" else TUNING
+    key = None if how == "tune_calls" else ["n"]
+    k2 = autotune(space=SPACE, key=key, grid="(cdiv(n, $BLOCK),)", tuning=tuning)(add_kernel)
     errors: list[BaseException] = []
-    b = calling_thread(k2, 32, errors, name="B")
-    b.daemon = True  # a deadlock fails the test instead of hanging the run at exit
+    b = threading.Thread(target=_recording(errors, _tune_k2), args=(k2, how), name="B", daemon=True)
 
     def setup(**named) -> None:
         if threading.current_thread().name == "A" and b.ident is None:
@@ -144,17 +155,27 @@ def test_a_hook_launching_a_kernel_another_thread_is_tuning_waits_for_it_without
             while not _waits_for_the_measuring_lock(b) and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert _waits_for_the_measuring_lock(b)
-            add_and_check(k2, 32)  # B's key: this thread waits for B's tuning
+            _tune_k2(k2, how)  # B's key: this thread waits for B's tuning
 
     k1 = autotune(space=SPACE, key=["n"], grid="(cdiv(n, $BLOCK),)", setup=setup, tuning=TUNING)(add_kernel)
     a = calling_thread(k1, 64, errors, name="A")
-    a.daemon = True
+    a.daemon = True  # a deadlock fails the test instead of hanging the run at exit
     a.start()
     a.join(120)
     b.join(60)
     assert not a.is_alive() and not b.is_alive(), "the two tunings deadlocked on the measuring lock"
     assert errors == []
-    assert k1.record(key=(64,)) is not None and k2.record(key=(32,)) is not None
+    assert k1.record(key=(64,)) is not None and len(k2.cache.records()) == 1
+
+
+def _recording(errors: list, fn):
+    def call(*args) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # asserted by the test
+            errors.append(exc)
+
+    return call
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")

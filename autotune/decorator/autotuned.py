@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from ..engine.pipeline import Compiler
     from ..engine.tunable_kernel import TunableKernel
     from ..modes.online import OnlineTuner
-    from .tune_key import Select
+    from .tune_key import KeyTuning, Select
 
 __all__ = ["Autotuned", "BoundCall", "Launch", "autotune", "untraced_by_dynamo"]
 
@@ -685,7 +685,7 @@ class Autotuned(KernelInspection, KernelInterface):
         of the per-call medians), through the cache as any key: (the record, where it was found). Every call must
         fall in one key (key=None, or a bucket key that maps them together); prune= runs on the first."""
         from ..engine.multi_call import describe_call
-        from .tune_key import KeyTuning, tune_key
+        from .tune_key import KeyTuning
 
         objective = self.tuning.objective
         if objective is None:
@@ -698,6 +698,15 @@ class Autotuned(KernelInspection, KernelInterface):
         # from the entry's until a tuning completes would otherwise try a crashing config at every start.
         job = KeyTuning(key, dtypes, first, grid, kept, candidates, force=force, calls=calls, described=described)
         retune = force or self.cache.calls_changed(key, dtypes, candidates, described)
+        with measuring_suspended():  # called inside a hook's measurement: as `_tune_on_miss`
+            return self._tune_calls_through_cache(job, retune, candidates, described)
+
+    def _tune_calls_through_cache(
+        self, job: KeyTuning, retune: bool, candidates: str | None, described: list[str]
+    ) -> tuple[TuningRecord, Found]:
+        from .tune_key import tune_key
+
+        key, dtypes = job.key, job.dtypes
         mode = active_mode(self.tuning.distributed)
         if mode is not None:  # every rank launches the same winner, as for one call (rank 0's cache decides)
             from ..modes import distributed as _distributed
