@@ -95,3 +95,16 @@ def test_a_seed_of_any_size_is_taken_by_every_strategy(strategy):
         tuned, tried = _tune(seed=seed, strategy=strategy, max_configs=3, compile_workers=0)
         record = tuned.record()
         assert (record.strategy, len(set(tried))) == (strategy, 3) and record.winner in tried
+
+
+@pytest.mark.parametrize("workers", [-1, 257])
+def test_precompile_workers_outside_0_to_256_are_refused_before_anything_compiles(workers, tmp_path, monkeypatch):
+    """precompile(workers=) had only a lower bound: 10**9 started a compile thread (or a helper process) per config."""
+    from autotune import PrecompileError, precompile
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    tuned = autotune(space=SPACE, key=["n"], grid=GRID)(add_kernel)
+    x = torch.ones(8)
+    with pytest.raises(PrecompileError, match=rf"workers={workers}: use 0 \(serial\) to 256"):
+        precompile(tuned, x, x, x, 8, targets=["cuda:90"], workers=workers)
+    assert list(tmp_path.iterdir()) == []  # refused before any compile

@@ -343,11 +343,14 @@ def precompile(
 
 
 def _compile_workers(workers: int | None) -> int:
-    from ..options import Tuning
+    from ..options import MAX_COMPILE_WORKERS, Tuning
 
     workers = Tuning().compile_workers if workers is None else int(workers)
-    if workers < 0:
-        raise PrecompileError(f"workers={workers}: use 0 (serial) or more")
+    if not 0 <= workers <= MAX_COMPILE_WORKERS:
+        raise PrecompileError(
+            f"workers={workers}: use 0 (serial) to {MAX_COMPILE_WORKERS} (each is a compile thread, or with "
+            "processes a helper process); leave it unset for Tuning's compile_workers default"
+        )
     return workers
 
 
