@@ -64,6 +64,7 @@ LAYERS: dict[str, str] = {
             "engine.pipeline",
             "engine.thread_pool",
             "engine.timing",
+            "engine.measuring",
             "engine.tuner",
             "engine.trial_runner",
             "engine.in_process",

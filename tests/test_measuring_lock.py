@@ -122,7 +122,7 @@ def _waits_for_the_measuring_lock(thread: threading.Thread) -> bool:
     frame = sys._current_frames().get(thread.ident or -1)
     while frame is not None:
         if frame.f_code.co_name == "measuring" and frame.f_code.co_filename.endswith(
-            os.path.join("engine", "timing.py")
+            os.path.join("engine", "measuring.py")
         ):
             return True
         frame = frame.f_back

@@ -18,9 +18,9 @@ from triton.runtime.jit import KernelInterface
 
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
+from ..engine.measuring import measuring_suspended
 from ..engine.process_group import Mode, active_mode
 from ..engine.search import check_strategy, search_of
-from ..engine.timing import measuring_suspended
 from ..errors import (
     AutotuneError,
     CacheWarning,

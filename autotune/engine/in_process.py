@@ -19,8 +19,9 @@ from ..options import Tuning
 from ..record import Trial, TrialStatus, Where
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
+from .measuring import measuring, measuring_device
 from .pipeline import Compiler
-from .timing import Timer, measuring, measuring_device, summarize
+from .timing import Timer, summarize
 
 RUN_FAILURE_STATUS = {  # a config's own failure of a run, as its trial's status (online mode too)
     FailureKind.CONFIG: TrialStatus.RUNTIME_ERROR,
