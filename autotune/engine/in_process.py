@@ -19,7 +19,7 @@ from ..options import Tuning
 from ..record import Trial, TrialStatus, Where
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
-from .measuring import measuring, measuring_device
+from .measuring import measuring
 from .pipeline import Compiler
 from .timing import Timer, summarize
 
@@ -116,7 +116,7 @@ class InProcessRunner:
         self.compile_timeout_s = tuning.compile_timeout_s
         self.errors: dict[Config, BaseException] = {}
         self.device_lost = False  # a DeviceError was raised: nothing more can run on the device, not even a copy
-        with measuring(measuring_device()):  # the copies and the reference's kernels: GPU work, as a trial's
+        with measuring():  # the copies and the reference's kernels: GPU work, as a trial's
             self._guard_and_reference()
 
     def _guard_and_reference(self) -> None:
@@ -135,7 +135,7 @@ class InProcessRunner:
     def measure(self, config: Config) -> Trial:
         """Check and time `config`, holding the device's measuring lock (no other tuning of this process measures
         meanwhile; the earlier holder's launches are settled first)."""
-        with measuring(measuring_device()):
+        with measuring():
             self._settle_earlier_launches()
             with self.noted(config):
                 return self._measure(config)
@@ -172,7 +172,7 @@ class InProcessRunner:
         """One timed run of `config` in a round, holding the measuring lock for that run (another tuning's trial
         may come between two runs, never during one); a config failing on its own leaves `rounds`."""
         run = functools.partial(self.run_config, config)
-        with measuring(measuring_device()):
+        with measuring():
             self._settle_earlier_launches()
             with self.noted(config):  # a run that ends the process here is the config's crash too
                 try:
@@ -186,7 +186,7 @@ class InProcessRunner:
         """Put the guarded arguments back, unless the device was lost (the copy would raise CUDA's raw error in
         place of the DeviceError saying what to do; the arguments are unusable with the device anyway)."""
         if not self.device_lost:
-            with measuring(measuring_device()):
+            with measuring():
                 self.guard.restore_all()
 
     def _before(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..fork_safety import reset_in_forked_child
 
-__all__ = ["measuring", "measuring_device", "measuring_suspended"]
+__all__ = ["measuring", "measuring_suspended"]
 
 # Reentrant: a setup=, verify= or do_bench= hook may tune another kernel on the measuring thread, and a tuning
 # begun under a hold lets go of it while it waits or tunes (`measuring_suspended`).
@@ -32,7 +32,7 @@ def _free_measuring_locks_in_child() -> None:
     _measuring_registry, _measuring_locks = threading.Lock(), {}
 
 
-def measuring_device() -> int | None:
+def _current_device() -> int | None:
     """The CUDA device this thread measures on (its current device), None without CUDA (the interpreter, a CPU):
     read without initialising CUDA, which a GPU tuning did before its first measurement."""
     torch = sys.modules.get("torch")
@@ -49,8 +49,10 @@ def _held_depths() -> dict[Any, int]:
 
 
 @contextlib.contextmanager
-def measuring(device: int | None) -> Iterator[None]:
-    """Hold `device`'s measuring lock: no other thread of this process measures on it meanwhile."""
+def measuring() -> Iterator[None]:
+    """Hold the measuring lock of the device this thread measures on: no other thread of this process measures on
+    it meanwhile."""
+    device = _current_device()
     with _measuring_registry:
         lock = _measuring_locks.get(device)
         if lock is None:

@@ -564,23 +564,24 @@ class KernelCache:
         """Tune `entry` (holding its memory lock) and store the record. A verdict on the configs (every config
         failed, not all with one run error, which the call may cause: `NoValidConfigError.of_the_call`) or on the
         device (`DeviceError`) goes to the threads waiting for this tuning; any other error (its call's, a failed
-        agreement of ranks, Ctrl-C) is this thread's own. The crash notes the tuning asked to drop (`forget_crashes`) are dropped only once
-        a persistent tier holds the record: a store that fails, or a process that dies first, keeps them."""
-        mark = self._marks(entry)[0]
+        agreement of ranks, Ctrl-C) is this thread's own. The crash notes the tuning asked to drop
+        (`forget_crashes`) are dropped only once a persistent tier holds the record: a store that fails, or a
+        process that dies first, keeps them."""
+        marks = self._marks(entry)
         to_forget = _notes_to_forget()
         try:
             try:
-                record = self._tuned_marked(tune, tuning_now, self._marks(entry))
+                record = self._tuned_marked(tune, tuning_now, marks)
             except (NoValidConfigError, DeviceError) as exc:
                 if not (isinstance(exc, NoValidConfigError) and exc.of_the_call):  # the configs' or the device's
                     self.memory.tuning_failed(entry, candidates, exc)
                 raise
             written = self._store(entry, record, candidates, since, leased)
-            if mark in to_forget and written:
+            if marks[0] in to_forget and written:
                 self._forget_notes(entry.key, entry.dtypes)
             return record
         finally:
-            to_forget.discard(mark)
+            to_forget.discard(marks[0])
 
     def _tuned_marked(
         self, tune: Callable[[], TuningRecord], tuning_now: set, marks: tuple[tuple, tuple]
