@@ -21,16 +21,23 @@ compiled once for dynamic shapes still picks a config per shape.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import torch
 
+from ..errors import OptionError
 from .tracing import tracing_shapes
 
 __all__ = ["torch_op"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Which function each op name of this process was registered for ("module:qualname"): torch replaces an op of the
+# same name without a word, so a second function under it would make the first op object run the second's code.
+_OWNERS: dict[str, str] = {}
+_OWNERS_LOCK = threading.Lock()
 
 
 def torch_op(
@@ -51,11 +58,34 @@ def torch_op(
         raise ValueError(f"autotune.torch_op(name=...) takes 'namespace::op_name' (e.g. 'mylib::add'); got {name!r}")
 
     def register(wrapper: Callable[..., Any]) -> Any:
+        own = _claim(name, wrapper)
         op = _define(name, wrapper, mutates_args, device_types, schema)
-        op.register_fake(fake if fake is not None else _shapes_of(wrapper))
+        op.register_fake(fake if fake is not None else _shapes_of(name, wrapper))
+        own()
         return op
 
     return register if fn is None else register(fn)
+
+
+def _claim(name: str, wrapper: Callable[..., Any]) -> Callable[[], None]:
+    """Refuse `name` when another function of this process registered it (the same function again, a module
+    reloaded or a notebook cell run again, re-registers it, as torch does); returns what records `wrapper` as its
+    owner once torch has registered it."""
+    owner = f"{getattr(wrapper, '__module__', None)}:{getattr(wrapper, '__qualname__', type(wrapper).__qualname__)}"
+    with _OWNERS_LOCK:
+        taken = _OWNERS.get(name, owner)
+    if taken != owner:
+        raise OptionError(
+            f"autotune.torch_op({name!r}): that op name is already registered for {taken}, and {owner} would "
+            "replace it (torch swaps the op's code under every caller of the first); give this function an op name "
+            "of its own"
+        )
+
+    def own() -> None:
+        with _OWNERS_LOCK:
+            _OWNERS[name] = owner
+
+    return own
 
 
 def _define(
@@ -71,12 +101,23 @@ def _define(
     return torch.library.custom_op(name, wrapper, mutates_args=mutates_args, device_types=device_types, schema=schema)
 
 
-def _shapes_of(wrapper: F) -> F:
-    """The wrapper as a fake implementation: run on FakeTensors with every autotuned launch skipped."""
+def _shapes_of(name: str, wrapper: F) -> F:
+    """The wrapper as a fake implementation: run on FakeTensors with every autotuned launch skipped. A launch that
+    is not autotuned (a plain @triton.jit kernel) would read a FakeTensor's data: named, with the fix."""
 
     @functools.wraps(wrapper)
     def fake(*args: Any, **kwargs: Any) -> Any:
         with tracing_shapes():
-            return wrapper(*args, **kwargs)
+            try:
+                return wrapper(*args, **kwargs)
+            except RuntimeError as exc:
+                if "Cannot access data pointer" not in str(exc):
+                    raise
+                raise OptionError(
+                    f"autotune.torch_op({name!r}): its wrapper, run on FakeTensors to learn the output shapes, "
+                    "touched a tensor's data; only autotuned launches are skipped there, so a plain "
+                    "@triton.jit kernel (or any code that reads tensor data) in the wrapper needs fake= (a function "
+                    "that only allocates the outputs), or make that kernel @autotune"
+                ) from None
 
     return fake  # type: ignore[return-value]

@@ -274,7 +274,8 @@ def _warm_up_over_gpus(kernel: object, engine: Autotuned, calls: Iterable[Argume
         if k.status != "leased":
             key = (tuple(k.key or ()), tuple(k.dtypes or ()))
             (tuned if k.status == "tuned" else cached).setdefault(key, WarmedKey(*key, k.seconds))
-    leased = sorted({k.job for k in report.keys if k.status == "leased"})
+    # every call of a leased key: under an objective a job is a set of calls (`calls`), tuned together
+    leased = sorted({i for k in report.keys if k.status == "leased" for i in (k.calls or [k.job])})
     waited = _wait_for_leased(kernel, [makers[i] for i in leased], given)
     for w in waited.tuned:
         tuned.setdefault((w.key, w.dtypes), w)

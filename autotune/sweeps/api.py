@@ -121,6 +121,7 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
     exhaustive = strategy == "exhaustive" and tuned.configs is not None and effective.objective is None
     pool = _executor(options.executor, spec, options.workers, options.worker_env)
     started = time.perf_counter()
+    positions: list[list[int]] = []  # under an objective: each set's makers, by their position in `calls`
     try:
         try:
             slots = pool.start()
@@ -130,7 +131,8 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
         start_s = time.perf_counter() - started
         kinds = _kinds(slots, options.device_kinds)
         if together:
-            makers = list(_sets_by_key(next(s for s in slots if s.kind == kinds[0]), given, options.said(tuned.name)))
+            sets = _sets_by_key(next(s for s in slots if s.kind == kinds[0]), given, options.said(tuned.name))
+            positions, makers = [p for p, _ in sets], [m for _, m in sets]
         run = _Run(
             tuned,
             makers,
@@ -146,6 +148,8 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
     finally:
         pool.stop()
     report = run.report(tuned.name, pool.name, time.perf_counter() - started, start_s)
+    for outcome in report.keys if positions else ():
+        outcome.calls = positions[outcome.job]
     if env_print_level() >= 1:
         print(report, file=sys.stderr)
     return report
@@ -263,11 +267,11 @@ def _executor(executor: str, spec: WorkerSpec, workers: int | None, env: Sequenc
     return RayExecutor(spec, workers, env, address)
 
 
-def _sets_by_key(slot: Slot, makers: Sequence[Maker], said: str) -> list[MakerSet]:
+def _sets_by_key(slot: Slot, makers: Sequence[Maker], said: str) -> list[tuple[list[int], MakerSet]]:
     """A sweep under `Tuning.objective`: the makers grouped by the key their call falls in (as warmup groups
-    them), keyed by building each call once on `slot`. A maker that fails stops the sweep before any tuning: the
+    them), each set with its makers' positions in `makers`, keyed by building each call once on `slot`. A maker that fails stops the sweep before any tuning: the
     set it belonged to is unknown, and one tuned without it would be filed as the whole set's."""
-    groups: dict[object, list[Maker]] = {}
+    groups: dict[object, list[tuple[int, Maker]]] = {}
     for index, maker in enumerate(makers):
         try:
             info = slot.prepare(maker)
@@ -279,8 +283,8 @@ def _sets_by_key(slot: Slot, makers: Sequence[Maker], said: str) -> list[MakerSe
             ) from None
         except WorkerLost as exc:
             raise AutotuneError(f"the sweep's worker died while reading the key of each call: {exc}") from None
-        groups.setdefault((repr(info.key), info.dtypes), []).append(maker)
-    return [tuple(group) for group in groups.values()]
+        groups.setdefault((repr(info.key), info.dtypes), []).append((index, maker))
+    return [([i for i, _ in group], tuple(m for _, m in group)) for group in groups.values()]
 
 
 def _kinds(slots: Sequence[Slot], wanted: Sequence[str] | None) -> list[str]:
