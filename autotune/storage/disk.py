@@ -47,7 +47,7 @@ from .files import (
 )
 from .protocol import ANY, LOCK_TIMEOUT_ADVICE, EntryRef, HeldLock, StoredEntry, every_slot_newer, warn
 
-__all__ = ["DiskCache"]
+__all__ = ["DiskCache", "KeptEntries"]
 
 logger = logging.getLogger("autotune")
 
@@ -323,6 +323,78 @@ class DiskCache:
                     removed.append(StoredEntry(self.name, d.name, path.name[: -len(ENTRY_SUFFIX)], record))
             sweep_tmp(d)
         return removed
+
+
+_Signature = tuple[int, int, int, int]  # an entry file's (st_ino, st_size, st_mtime_ns, st_ctime_ns)
+_Kept = tuple[_Signature, StoredEntry | None]  # a file's signature when read, and its entry when kept
+_MAX_ROOTS = 8  # cache directories a KeptEntries remembers files of; past that it starts over
+
+
+class KeptEntries:
+    """The entries of one kernel in the disk tier that a filter keeps, remembered per entry file by its stat
+    signature (inode, size, mtime, ctime): a listing reads and decodes only the files that are new or changed since
+    the last one (an atomic write is a new inode), so a process pays for each file once, not at every new key's
+    warm start and prior. Only kept records are held; a removed file is dropped at the next listing."""
+
+    def __init__(self, kernel: str) -> None:
+        self.kernel = kernel
+        self._seen: dict[Path, dict[Path, _Kept]] = {}  # cache directory -> entry file -> what was kept of it
+        self._lock = threading.Lock()
+
+    def after_fork(self) -> None:
+        """In a forked child: the lock free (its holder was a parent's thread); what was read stays valid."""
+        self._lock = threading.Lock()
+
+    def entries(self, tier: DiskCache, keep: Callable[[TuningRecord], bool]) -> list[StoredEntry]:
+        """What `tier.entries(kernel)` lists, in its order, that `keep` accepts: the same filter at every call (what
+        it refused is remembered as refused). Unreadable files are left out and read again next time, as is one
+        dated ahead of this clock."""
+        base = root(tier.directory)
+        with self._lock:
+            before = self._seen.pop(base, {})
+            now: dict[Path, _Kept] = {}
+            for d in kernel_dirs(base, self.kernel):
+                for path in entry_files(d, _unlisted):
+                    signature = _signature(path)
+                    if signature is None:
+                        continue
+                    found = before.get(path)
+                    if found is None or found[0] != signature:  # new or changed since the last listing
+                        found = self._read(tier, path, signature, keep)
+                    if found is not None:
+                        now[path] = found
+            if len(self._seen) >= _MAX_ROOTS:
+                self._seen.clear()
+            self._seen[base] = now
+        return [entry for _, entry in now.values() if entry is not None]
+
+    def _read(
+        self, tier: DiskCache, path: Path, signature: _Signature, keep: Callable[[TuningRecord], bool]
+    ) -> _Kept | None:
+        """Read the file at `path` (`signature` taken before: a write meanwhile is read again next time): its entry
+        when kept, None as the entry when not; None (nothing remembered) when it cannot be read now."""
+        try:
+            record = load_record(path)
+        except OSError:
+            return None
+        except CacheEntryError as exc:  # not an entry while the file stays as it is; a date ahead may pass
+            return None if exc.kind == "future" else (signature, None)
+        if not (kernel_matches(record.kernel, record.kernel_id, self.kernel) and keep(record)):
+            return signature, None
+        return signature, StoredEntry(tier.name, path.parent.name, path.name[: -len(ENTRY_SUFFIX)], record)
+
+
+def _unlisted(path: Path, exc: OSError) -> None:
+    """A kernel directory that cannot be listed has no entries here (as in `DiskCache.entries`)."""
+
+
+def _signature(path: Path) -> _Signature | None:
+    """The stat signature of the file at `path` (not followed if a link), or None when it is gone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _newer_schema_at(path: Path) -> bool:

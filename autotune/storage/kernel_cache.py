@@ -41,7 +41,7 @@ from ..record import SCHEMA_VERSION, PriorNote, Search, TrialStatus, TuningRecor
 from ..space.spaces import Config
 from . import fingerprint
 from .counters import count, count_hit, count_tuning, register
-from .disk import DiskCache
+from .disk import DiskCache, KeptEntries
 from .entries import MAX_ENTRY_BYTES, as_key_tuple, kernel_dirname, key_text, wanted_key_text
 from .files import ENTRY_SUFFIX, is_real_dir, names_in, read_entry_bytes
 from .memory import Ident, MemoryCache
@@ -171,6 +171,7 @@ class KernelCache:
         self.memory = MemoryCache(kernel_name, identity, self.dirname)
         self._tiers: list[Cache] | None = list(tiers) if tiers is not None else None
         self._disk = DiskCache(then=_what_a_launch_does)
+        self._kept = KeptEntries(kernel_name)  # the disk's records of its source and space, read once per file
         if tiers is None:
             remote_tiers()  # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()
@@ -192,6 +193,7 @@ class KernelCache:
         """In a forked child: every lock free (their holders were the parent's other threads)."""
         self._lock, self._store_lock, self._source_hash_lock = threading.Lock(), threading.Lock(), threading.Lock()
         self.memory.after_fork()
+        self._kept.after_fork()
 
     def __repr__(self) -> str:
         return f"KernelCache({self.kernel_name!r}, entries={len(self.memory)}, tiers={[t.name for t in self.tiers]})"
@@ -315,7 +317,7 @@ class KernelCache:
         for tier in self.tiers:
             if tier.name == "remote":  # a scan of the fleet's store: never on a launch's path
                 continue
-            for e in tier.entries(self.kernel_name):
+            for e in self._entries_of(tier):
                 r = e.record
                 if self.stale_reason(r, tuple(r.key), tuple(r.dtypes), r.candidates) is None:
                     found.setdefault((key_text(r.key), tuple(r.dtypes)), r)
@@ -328,7 +330,7 @@ class KernelCache:
         device = fingerprint.device_fingerprint()
         found = []
         for tier in self.tiers:
-            for e in tier.entries(self.kernel_name):
+            for e in self._entries_of(tier):
                 r = e.record
                 if (
                     r.device != device
@@ -339,6 +341,24 @@ class KernelCache:
                 ):
                     found.append((tier.name, r))
         return found
+
+    def _entries_of(self, tier: Cache) -> list[StoredEntry]:
+        """`tier`'s entries of this kernel, at least those of its source and space: of a disk tier, only those,
+        each file read once while it is unchanged (`KeptEntries`); of another tier, all it lists (a remote tier:
+        every entry read at each call)."""
+        if isinstance(tier, DiskCache):
+            return self._kept.entries(tier, self._of_this_source)
+        return tier.entries(self.kernel_name)
+
+    def _of_this_source(self, record: TuningRecord) -> bool:
+        """Whether `record` is of this kernel, source and space (on any device): what a warm start or a prior may
+        use, all that `_entries_of` keeps of a disk tier."""
+        return (
+            record.kernel == self.kernel_name
+            and record.kernel_id == self.identity
+            and record.source_hash == self.source_hash
+            and record.space_checksum == self.space_checksum
+        )
 
     # -- validity ---------------------------------------------------------------------------------
 
