@@ -11,7 +11,6 @@ import contextlib
 import functools
 import json
 import sys
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -242,8 +241,9 @@ def _say_unreadable(command: str, unreadable: Sequence[str]) -> None:
 
 def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dict[str, int]:
     """Copy each entry under the target's lease (as a tuning writes): {"copied", "kept", "failed", "busy",
-    "unlockable"}: "busy" a lease held by another process past `lock_timeout`, "unlockable" one that could not be
-    taken at all (an error the tier warned, such as a kernel directory that is a file, or Redis unreachable)."""
+    "unlockable"}: "busy" a lease held by another process past `lock_timeout` (its holder, as the tier reports it
+    after the wait), "unlockable" one that could not be taken at all (an error the tier warned, such as a kernel
+    directory that is a file, or Redis unreachable): told by the tier, not by how long the wait took."""
     from ..storage import EntryRef
     from ..storage.kernel_cache import slot_for
 
@@ -252,10 +252,9 @@ def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dic
         entry = EntryRef.of(e.record)
         # as a tuning: written only under the target's lease, so a node tuning this entry now (or one
         # that wrote a newer winner between our read and our write) never has its entry replaced
-        started = time.monotonic()
         lease = target.lock(entry, timeout_s=lock_timeout)
-        if lease is None:  # a wait that ran out is another process's; one that ended sooner is an error
-            counts["busy" if time.monotonic() - started >= lock_timeout else "unlockable"] += 1
+        if lease is None:  # the tier says whether a holder has it: busy, else it could not be locked at all
+            counts["busy" if target.lease_holder(entry) is not None else "unlockable"] += 1
             continue
         try:
             slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
