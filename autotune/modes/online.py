@@ -449,11 +449,13 @@ class OnlineTuner:
         journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
         noted = journaled if journaled is not None else lambda config: contextlib.nullcontext()
 
+        made: list[OnlineSession] = []  # the session these callbacks belong to, once made
+
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
-            self._decided(key, dtypes, checksum, winner, trials, tuning_s, since)
+            self._decided(made[0], key, dtypes, checksum, winner, trials, tuning_s, since)
 
         def failed(best: Config, trials: list[Trial]) -> None:
-            self._gave_up(key, dtypes, best, trials, since)
+            self._gave_up(made[0], key, dtypes, best, trials, since)
 
         def prepare(config: Config) -> tuple:
             return kernel.launch_args(config, bound, grid)
@@ -477,6 +479,7 @@ class OnlineTuner:
                     key=key,
                     dtypes=dtypes,
                 )
+                made.append(session)
                 self._noted[(key, dtypes)] = noted
                 self._to_compile.append((session, kernel.compiler_for(prepare), kernel.tuning.compile_workers))
                 if self._driver is None:
@@ -614,20 +617,24 @@ class OnlineTuner:
                 self._drop(key)
             return {f"{format_key(list(k))} {format_dtypes(d)}": s.progress() for (k, d), s in self._sessions.items()}
 
-    def _gave_up(self, key: tuple, dtypes: tuple, best: Config, trials: list[Trial], since: int) -> None:
+    def _gave_up(
+        self, session: OnlineSession, key: tuple, dtypes: tuple, best: Config, trials: list[Trial], since: int
+    ) -> None:
         """Every candidate of the key failed: a failed tuning is counted, its session dropped and the reason
         warned once (each config's error, as a blocking tuning's NoValidConfigError gives it). The key's calls go
-        on launching `best`, the config they ran so far, until a clear of the cache tunes it again."""
+        on launching `best`, the config they ran so far, until a clear of the cache tunes it again. A session
+        dropped from its slot (MAX_SESSIONS) that gives up late leaves the key's newer session alone."""
         from ..format import format_dtypes, format_key
 
         failed = [t for t in trials if t.status is not TrialStatus.SKIPPED]
         count(self.kernel.name, misses=1, failed_tunings=1, failed_configs=len(failed))
         with self._lock:
-            self._drop((key, dtypes))
-            self._given_up.pop((key, dtypes), None)
-            self._given_up[(key, dtypes)] = (best, since)
-            while len(self._given_up) > self.MAX_SESSIONS:
-                del self._given_up[next(iter(self._given_up))]
+            if self._sessions.get((key, dtypes), session) is session:  # no newer session of the key goes on
+                self._drop((key, dtypes))
+                self._given_up.pop((key, dtypes), None)
+                self._given_up[(key, dtypes)] = (best, since)
+                while len(self._given_up) > self.MAX_SESSIONS:
+                    del self._given_up[next(iter(self._given_up))]
         errors = "\n".join(f"  {dict(t.config)}: {t.status.value}: {t.error}" for t in failed)
         warn_at_caller(
             f"autotune: online tuning of {self.kernel.name} key {format_key(list(key))} {format_dtypes(dtypes)} "
@@ -638,6 +645,7 @@ class OnlineTuner:
 
     def _decided(
         self,
+        session: OnlineSession,
         key: tuple,
         dtypes: tuple,
         checksum: str | None,
@@ -663,8 +671,9 @@ class OnlineTuner:
         kernel.cache.store_tuned(key, dtypes, record, since=since)
         kernel.cache.forget_crashes(key, dtypes)  # the crashes noted are in the record now
         with self._lock:
-            self._sessions.pop((key, dtypes), None)
-            self._noted.pop((key, dtypes), None)
+            if self._sessions.get((key, dtypes)) is session:  # a session dropped from its slot leaves a newer one
+                del self._sessions[(key, dtypes)]
+                self._noted.pop((key, dtypes), None)
         emit(record, cache_hit=False)
 
 
