@@ -582,7 +582,7 @@ class Autotuned(KernelInspection, KernelInterface):
             return self.online.select(key, dtypes, bound, grid)  # tunes across calls (online.py)
         with measuring_suspended():  # inside a hook's measurement: another thread tuning this key waits for it
             if dist_mode is not None:  # every rank of the job launches the same winner (modes/distributed.py)
-                record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force)
+                record, how = self._agree_across_ranks(key, dtypes, bound, grid, dist_mode, force, baseline)
             else:
                 record, how = self._get_or_tune(key, dtypes, bound, grid, baseline if force else None)
         if force:  # tuned now, or produced by another tuning while this call waited: fresh either way
@@ -640,7 +640,14 @@ class Autotuned(KernelInspection, KernelInterface):
             return list(self.configs or ()), None, exc
 
     def _agree_across_ranks(
-        self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any, dist_mode: Mode, force: bool
+        self,
+        key: tuple,
+        dtypes: tuple,
+        bound: BoundCall,
+        grid: Any,
+        dist_mode: Mode,
+        force: bool,
+        baseline: ForceBaseline | None,
     ) -> tuple[TuningRecord, Found]:
         kept, candidates, prune_error = self._candidates_for_agreement(bound)
 
@@ -661,6 +668,7 @@ class Autotuned(KernelInspection, KernelInterface):
             candidates=candidates,
             lock_timeout_s=self.tuning.lock_timeout_s,
             prune_error=prune_error,
+            baseline=baseline if force else None,  # read before prune= ran, as without a process group
         )  # raised on every rank at the handshake
 
     def _select_tuned_for_calls(

@@ -80,7 +80,7 @@ from ..record import Trial, TrialStatus, TuningRecord, Where
 from ..space.spaces import Config
 from ..storage.counters import count, count_tuning
 from ..storage.entries import key_text
-from ..storage.kernel_cache import KernelCache
+from ..storage.kernel_cache import ForceBaseline, KernelCache
 
 __all__ = [
     "DistributedTuningError",
@@ -162,6 +162,7 @@ def agree(
     lock_timeout_s: float | None = None,
     prune_error: BaseException | None = None,
     calls: list[str] | None = None,
+    baseline: ForceBaseline | None = None,
 ) -> tuple[TuningRecord, Found]:
     """The record every rank launches for (key, dtypes), and how rank 0 found it ("memory", "disk",
     "tuned"). Every rank of the group must call this for the same key (see the module docstring).
@@ -169,12 +170,17 @@ def agree(
     `prune_error`: what this rank's prune= raised; told at the handshake, so every rank raises together (this rank
     its own error, the others a DistributedTuningError naming it), in "rank0" mode as in "shard".
     `calls`: a `Tuning.objective` tuning's calls as the record lists them; the ranks must give the same set.
+    `baseline`: with `force`, what memory held when the call began (`KernelCache.force_baseline`, read before
+    prune=), else read here, before this call waits for the process's round: a winner another thread agreed on
+    meanwhile is then fresh (taken), not one to tune again, as without a group.
 
     A hit in this rank's memory returns at once without communicating (`force` skips it). Raises
     NoValidConfigError on every rank when no config ran on any rank, and DistributedTuningError when
     the ranks cannot agree.
     """
     dtypes = tuple(dtypes)
+    if force and baseline is None:
+        baseline = cache.force_baseline(key, dtypes)  # before the wait for the round (another thread's agreement)
     if not force:
         record = cache.in_memory(key, dtypes)
         if record is not None:
@@ -186,6 +192,7 @@ def agree(
             if record is not None:  # another thread of this process agreed on it meanwhile
                 count(cache.kernel_name, hits=1)
                 return record, "memory"
+        rnd.baseline = baseline
         return rnd.run(tune, force)
 
 
@@ -264,6 +271,7 @@ class _Round:
         self.candidates = candidates  # checksum of the configs prune= kept (None without prune=)
         self.prune_error: BaseException | None = None  # what this rank's prune= raised
         self.calls: list[str] | None = None  # a Tuning.objective tuning's calls (the record's `calls`)
+        self.baseline: ForceBaseline | None = None  # a forced round's: what memory held when its call began
         self.offline = False  # an AUTOTUNE_OFFLINE round (`run_offline`): read rank 0's record, never tune
         self.lock_timeout_s = lock_timeout_s
         import torch.distributed as dist
@@ -344,6 +352,7 @@ class _Round:
                 force=force,
                 candidates=self.candidates,
                 lock_timeout_s=self.lock_timeout_s,
+                baseline=self.baseline,
             )
         except BaseException as exc:
             if not told:  # the others wait for a decision: give them this failure instead of a timeout

@@ -32,6 +32,7 @@ from ...options import Objective, isolate_setting
 from ...record import Trial, TrialStatus, Where
 from ...space.spaces import Config
 from ..compilers import NoCompile
+from ..measuring import measuring
 from ..pipeline import CompileFailed, Compiler
 from ..trial_runner import TrialFailed
 from ..tunable_kernel import TunableKernel
@@ -229,6 +230,8 @@ class WorkerRunner:
     ) -> tuple | TrialFailed | None:
         """The measuring worker's reply to `message`; a `TrialFailed` when it timed out, died or lost the device
         answering (the config it was running is to blame); None when it was killed by SIGKILL for the first time.
+        The request holds this thread's measuring lock (`measuring`), released however it ends (a timeout or a
+        crash kills the worker first, Ctrl-C too), so an isolated trial never measures beside another tuning's.
         autotune sends SIGKILL only on a timeout (a `WorkerTimedOut`), so that one came from outside (the OOM
         killer, a supervisor): not the config's doing until it happens again in a new worker."""
         compiling = self._compile_limit() if message[0] == "trial" else None
@@ -236,7 +239,8 @@ class WorkerRunner:
             self.prepare(self.worker)
             self.noted = False
             try:
-                reply = self.worker.request(message, self.trial_timeout_s, on_note=on_note, until_note_s=compiling)
+                with measuring():  # as an in-process trial: no other tuning of this process measures meanwhile
+                    reply = self.worker.request(message, self.trial_timeout_s, on_note=on_note, until_note_s=compiling)
             except WorkerTimedOut as exc:
                 if compiling is not None and not self.noted:
                     return TrialFailed(
