@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ..errors import CaptureWarning, warn_at_caller
 from ..kernel.call import How
+from ..kernel.pruning import untuned_config
 from ..record import TuningRecord
 from ..space.spaces import Config
 from ..storage.kernel_cache import KernelCache
@@ -101,13 +102,16 @@ def select_in_capture(
         if record is not None:
             state.chosen.pop(ident, None)
             return record.winner, record, "cache"
-        found = state.chosen[ident] = (_untuned_choice(kernel, key, dtypes, kept), clears)
+        found = state.chosen[ident] = (_untuned_choice(kernel, key, dtypes, kept, checksum), clears)
         _warn_once(kernel, state, key, dtypes, found[0])
     return found[0], None, "capture"
 
 
-def _untuned_choice(kernel: CapturedKernel, key: tuple, dtypes: tuple, kept: list[Config]) -> Config:
-    """The nearest tuned key's winner among the kept configs, else `fallback=`, else the first kept config."""
+def _untuned_choice(
+    kernel: CapturedKernel, key: tuple, dtypes: tuple, kept: list[Config], checksum: str | None
+) -> Config:
+    """The nearest tuned key's winner among the kept configs, else `fallback=` where prune= (`checksum` set) keeps
+    it for this call, else the first kept config."""
     from ..engine.search.warm_start import nearest_winners  # not at import: a cache hit never comes here
 
     allowed = set(kept)
@@ -115,9 +119,7 @@ def _untuned_choice(kernel: CapturedKernel, key: tuple, dtypes: tuple, kept: lis
     near = next((c for c in nearest if not allowed or c in allowed), None)
     if near is not None:
         return near
-    if kernel.fallback is not None or not kept:
-        return kernel.fallback_config()
-    return kept[0]
+    return untuned_config(kernel.fallback, kept, checksum) or kernel.fallback_config()
 
 
 def _warn_once(kernel: CapturedKernel, state: _KernelState, key: tuple, dtypes: tuple, config: Config) -> None:

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from triton.runtime.jit import KernelInterface
+from triton.runtime.jit import KernelInterface, MockTensor
 
 from ..compiled.capture import capturing, select_in_capture
 from ..compiled.tracing import shapes_only
@@ -62,7 +62,7 @@ from ..kernel.option_checks import (
     check_timeouts,
     fallback_config,
 )
-from ..kernel.pruning import PruneSpec, RerunCall, as_pruner, kept_configs
+from ..kernel.pruning import PruneSpec, RerunCall, as_pruner, kept_configs, untuned_config
 from ..kernel.source import check_kernel_source, kernel_identity
 from ..keys import KeyBuilder, check_finite_key
 from ..options import (
@@ -364,6 +364,8 @@ class Autotuned(KernelInspection, KernelInterface):
             else _NO_HIT_PATH
         )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
+        # AUTOTUNE_FORCE=1 as a miss read it (`_note_env_force`): the hit path reads no environment
+        self._env_forcing = False
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Config | None = None
 
@@ -433,7 +435,9 @@ class Autotuned(KernelInspection, KernelInterface):
         elif not kwargs and not warmup and self._hit_arity[0] <= len(args) <= self._hit_arity[1]:
             try:
                 result = self._launch_hit(args, grid)
-            except TypeError:  # a grid callable of the wrong shape: said as on a miss (checked only now: hot path)
+            except Exception:
+                # A grid callable of the wrong shape, float sizes: said as on a miss (checked only now: hot path);
+                # a grid that passes re-raises the launch's own error.
                 check_launch_grid(self.name, grid)
                 raise
             if result is not _NOT_A_HIT:
@@ -445,6 +449,7 @@ class Autotuned(KernelInspection, KernelInterface):
         bound = self.bind(args, kwargs, strict=True)
         how: How
         if warmup and has_dtype_stand_ins(bound.named.values()):  # KernelInterface.warmup(dtypes): tune nothing
+            self._note_env_force()  # a winner it reads into memory is not tuned forced
             config, record, how = self._stored_winner(bound), None, "cache"
         else:
             config, record, how = self.select(bound, grid)
@@ -485,8 +490,9 @@ class Autotuned(KernelInspection, KernelInterface):
         return record.winner
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
-        """Tune (if needed) and compile the winner for these arguments without launching it."""
-        return self.run(*args, grid=grid, warmup=True, **kwargs)
+        """Tune (if needed) and compile the winner for these arguments without launching it. A torch dtype in place
+        of a tensor (Triton's `KernelInterface.warmup` form) compiles the key's stored winner, tuning nothing."""
+        return self.run(*map(MockTensor.wrap_dtype, args), grid=grid, warmup=True, **kwargs)
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, strict: bool = False) -> BoundCall:
         """Bind one call's arguments to the kernel's parameters (defaults filled in), before any tuning. `strict`
@@ -541,7 +547,7 @@ class Autotuned(KernelInspection, KernelInterface):
         ident = (key, dtypes)
         self._last_key = ident
         record = self.cache.memory.lookup(key, dtypes)  # the memory tier: one dict get
-        if record is not None and (not self.tuning.force or ident in self._forced):
+        if record is not None and (not (self.tuning.force or self._env_forcing) or ident in self._forced):
             count_hit(self.name)
             return record
         return None
@@ -553,7 +559,8 @@ class Autotuned(KernelInspection, KernelInterface):
         CUDA-graph capture, offline, a kernel tuned for sets of calls, then a tuning of the key (`_tune_on_miss`)."""
         check_finite_key(key, self.name)
         if env_disable():
-            return self.fallback_config(), None, "disabled"
+            return self.untuned_for(bound), None, "disabled"
+        self._note_env_force()
         if capturing():  # CUDA-graph capture: nothing tunes, waits or synchronizes there (capture.py)
             online = self.online_started
             in_progress = online.best_in_progress(key, dtypes) if online is not None else None
@@ -567,6 +574,13 @@ class Autotuned(KernelInspection, KernelInterface):
         if not self.interpreted and self.compiler_factory is None:
             self._refuse_without_gpu_driver()
         return self._tune_on_miss(key, dtypes, bound, grid)
+
+    def _note_env_force(self) -> None:
+        """AUTOTUNE_FORCE=1, read as this process meets a key (a miss): from then on a winner memory holds that this
+        process did not tune forced (one read in while capturing, say) is tuned again at its next call outside a
+        capture. Not under AUTOTUNE_OFFLINE, which never tunes (its calls would miss memory for good)."""
+        if not self._env_forcing and env_force() and not env_offline():
+            self._env_forcing = True
 
     def _tune_on_miss(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
@@ -677,7 +691,7 @@ class Autotuned(KernelInspection, KernelInterface):
         """The stored winner of a kernel tuned for a set of calls (`Tuning.objective`); refused when there is none:
         tuning it on this call alone would file a one-shape winner as the whole set's."""
         stale: list[str] = []  # why a stored entry was not used (one tuned for another objective, say)
-        record = self._stored_record(key, dtypes, bound, stale)
+        record = self._stored_record(key, dtypes, bound, stale)[0]
         if record is None:
             why = f" ({'; '.join(stale)})" if stale else ""
             raise AutotuneError(
@@ -756,36 +770,53 @@ class Autotuned(KernelInspection, KernelInterface):
         check_finite_key(keys[0][0], self.name)  # as a first call checks it
         return keys[0]
 
-    def _stored_record(self, key: tuple, dtypes: tuple, bound: BoundCall, stale: list[str]) -> TuningRecord | None:
+    def _stored_record(
+        self, key: tuple, dtypes: tuple, bound: BoundCall, stale: list[str]
+    ) -> tuple[TuningRecord | None, list[Config], str | None]:
         """The key's stored record, never tuned: under a process group rank 0's, sent to every rank (all launch the
-        same config, or all find none); else this process's tiers' (why an entry was not used added to `stale`)."""
+        same config, or all find none); else this process's tiers' (why an entry was not used added to `stale`).
+        With it, `candidates(bound)`, read once for the record and for what launches without one."""
         mode = active_mode(self.tuning.distributed)
         if mode is None:
-            return self.cache.peek(key, dtypes, self.candidates(bound)[1], stale)
+            kept, candidates = self.candidates(bound)
+            return self.cache.peek(key, dtypes, candidates, stale), kept, candidates
         from ..modes import distributed as _distributed
 
-        _, candidates, prune_error = self._candidates_for_agreement(bound)
-        return _distributed.agree_offline(self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error)
+        kept, candidates, prune_error = self._candidates_for_agreement(bound)
+        record = _distributed.agree_offline(
+            self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
+        )
+        return record, kept, candidates
 
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank
-        (all launch the same config, also where only some nodes hold the entry); else the fallback, warned once."""
+        (all launch the same config, also where only some nodes hold the entry); else, warned once, `fallback=`
+        where prune= keeps it for this call, else the first config it keeps (`untuned_config`)."""
         stale: list[str] = []  # why a stored entry was not used: the warning's diagnosis
-        record = self._stored_record(key, dtypes, bound, stale)
+        record, kept, candidates = self._stored_record(key, dtypes, bound, stale)
         if record is not None:
             return record.winner, record, "cache"
+        config = untuned_config(self.fallback, kept, candidates) or self.fallback_config()
         if self.cache.count_offline_miss(key, dtypes):
             why = f" ({'; '.join(stale)})" if stale else ""
             warn_at_caller(
                 f"autotune: AUTOTUNE_OFFLINE=1 and no {'usable ' if why else ''}cached winner for "
-                f"{self.name} key={key} {list(dtypes)}{why}; launching {dict(self.fallback_config())} "
-                "untuned",
+                f"{self.name} key={key} {list(dtypes)}{why}; launching {dict(config)} untuned",
                 CacheWarning,
             )
-        return self.fallback_config(), None, "offline"
+        return config, None, "offline"
+
+    def untuned_for(self, bound: BoundCall) -> Config:
+        """What this call launches untuned under AUTOTUNE_DISABLE: `fallback=` where prune= keeps it for this call,
+        else the first config it keeps (`untuned_config`). prune= runs only on such a miss, never on a hit."""
+        if self.prune is None or self.configs is None:
+            return self.fallback_config()
+        kept, checksum = self.candidates(bound)
+        return untuned_config(self.fallback, kept, checksum) or self.fallback_config()
 
     def fallback_config(self) -> Config:
-        """What launches untuned (AUTOTUNE_OFFLINE/DISABLE): `fallback=`, else the space's first config."""
+        """What launches untuned without prune=: `fallback=`, else the space's first config (`untuned_for` asks
+        prune= first)."""
         if self.fallback is not None:
             return self.fallback
         if self._first is None:  # found once: walking a huge filtered space to its first config would be slow
@@ -852,6 +883,14 @@ class Autotuned(KernelInspection, KernelInterface):
         if self._heuristics:
             named = {**named, **heuristic_kwargs(self._heuristics, args, launch_kwargs)}
         return self._grid(values, named)  # type: ignore[misc]  # only called with a grid
+
+    def grid_meta(self, launch: Launch) -> dict[str, Any]:
+        """What a callable grid was handed at `launch`, as Triton hands it: the call's arguments and the launch
+        keywords, with the values of the `triton.heuristics` layers under the decorator."""
+        named, args, launch_kwargs = launch.bound.named, launch.bound.args, launch.launch_kwargs
+        if self._heuristics:
+            launch_kwargs = heuristic_kwargs(self._heuristics, args, launch_kwargs)
+        return {**named, **launch_kwargs}
 
     # ------------------------------------------------------------------------------------------ tuning
     def tune_selected(self, bound: BoundCall, grid: Any = None, *, select: Select) -> TuningRecord:

@@ -190,8 +190,7 @@ def autotune_launch(
     launch = tuned.select_and_launch(call_args, call_kwargs, launch_grid, False)
     launched = launch.grid
     if launch_grid is not None:  # the grid as launched, as with grid= given as a string
-        meta = {**launch.bound.named, **launch.launch_kwargs}
-        launched = to_grid(launch_grid(meta), f"callable {getattr(launch_grid, '__name__', 'grid')}")
+        launched = to_grid(launch_grid(tuned.grid_meta(launch)), f"callable {getattr(launch_grid, '__name__', 'grid')}")
     return TuningResult(
         config=launch.config,
         grid=launched,

@@ -156,10 +156,13 @@ def tuned_under(obj: Any) -> tuple[Any, list[Any]] | None:
 
 
 def heuristic_kwargs(layers: list[Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keywords the `triton.heuristics` layers above an autotuner add to a call, as their `run` adds them."""
+    """The keywords the `triton.heuristics` layers above an autotuner add to a call, as their `run` adds them: one
+    rule at a time, each seeing the values of the rules before it in its layer."""
     for layer in layers:
         named = {**dict(zip(layer.arg_names, args)), **kwargs}
-        kwargs = {**kwargs, **{name: rule(named) for name, rule in layer.values.items()}}
+        kwargs = dict(kwargs)
+        for name, rule in layer.values.items():
+            kwargs[name] = named[name] = rule(named)
     return kwargs
 
 

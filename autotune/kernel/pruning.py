@@ -23,6 +23,7 @@ __all__ = [
     "fastest_by_model",
     "top_k_count",
     "kept_configs",
+    "untuned_config",
 ]
 
 # `prune=`: a callable `(configs, named_args) -> kept configs`, or a dict with triton.autotune's
@@ -189,3 +190,12 @@ def kept_configs(
     kept = list(dict.fromkeys(kept))
     kept_set = set(kept)
     return kept, configs_checksum(c for c in configs if c in kept_set)
+
+
+def untuned_config(fallback: Config | None, kept: Sequence[Config], checksum: str | None) -> Config | None:
+    """The config a call launches untuned (AUTOTUNE_OFFLINE/DISABLE, a capture, an online key before any
+    measurement): `fallback=`, unless prune= (`checksum` set) left it out for this call (a config wrong for these
+    arguments), else the first config kept; None for a lazy space without `fallback=` (no configs listed)."""
+    if fallback is not None and (checksum is None or fallback in kept):
+        return fallback
+    return kept[0] if kept else None

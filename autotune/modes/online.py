@@ -39,6 +39,7 @@ from ..engine.thread_pool import DaemonThreadPool, exiting
 from ..errors import FailureKind, NoValidConfigError, VerificationError, classify, warn_at_caller
 from ..fork_safety import reset_in_forked_child
 from ..kernel.call import How
+from ..kernel.pruning import untuned_config
 from ..record import Trial, TrialStatus, TuningRecord
 from ..reference import Reference, check_verified
 from ..space.spaces import Config
@@ -441,7 +442,7 @@ class OnlineTuner:
         record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
-        untuned = _untuned_start(kernel.fallback, kept, checksum)  # before a search replaces the candidates
+        untuned = untuned_config(kernel.fallback, kept, checksum)  # before a search replaces the candidates
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
         start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
@@ -590,7 +591,7 @@ class OnlineTuner:
             if given_up is not None:
                 return launch(given_up[0])
             kept, checksum = self.kernel.candidates(bound)
-            return launch(_untuned_start(self.kernel.fallback, kept, checksum) or self.kernel.fallback_config())
+            return launch(untuned_config(self.kernel.fallback, kept, checksum) or self.kernel.fallback_config())
 
         def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
             with noted(config):
@@ -681,12 +682,3 @@ class OnlineTuner:
 def _after_fork_in_child() -> None:
     for tuner in list(_TUNERS):
         tuner.after_fork()
-
-
-def _untuned_start(fallback: Config | None, kept: list[Config], checksum: str | None) -> Config | None:
-    """The config a key's calls launch before anything is measured: `fallback=`, unless prune= (`checksum` set)
-    left it out for this call (a config wrong for these arguments), else the first config kept; None for a lazy
-    space without `fallback=` (no configs listed: the search proposes them)."""
-    if fallback is not None and (checksum is None or fallback in kept):
-        return fallback
-    return kept[0] if kept else None
