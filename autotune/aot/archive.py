@@ -205,9 +205,10 @@ def export_archive(
     targets: Iterable[Any] | None = None,
 ) -> ArchiveManifest:
     """Write the tuned winners (and the compiled binaries) of `kernels` (names or kernels; None: every kernel of
-    the tuning cache) to the .tar.gz `path`; returns its manifest. A name is a short name (every module's kernel
-    of that name) or a "module:qualname" (that kernel alone; `storage.entries.kernel_matches`); an `@autotune`
-    kernel (or any kernel object) is that one kernel, named by its module:qualname.
+    the tuning cache, by its records' module:qualname) to the .tar.gz `path`; returns its manifest. A name is a
+    short name (every module's kernel of that name) or a "module:qualname" (that kernel alone;
+    `storage.entries.kernel_matches`); an `@autotune` kernel (or any kernel object) is that one kernel, named by
+    its module:qualname.
 
     Records come from the tuning cache (`cache_dir`, default AUTOTUNE_CACHE_DIR...); binaries are the entries
     of Triton's cache (`triton_cache_dir`, default `triton.knobs.cache.dir`), whoever compiled them (precompile,
@@ -286,15 +287,20 @@ def _chosen(
     entries = [(e.path, e.record) for e in found if e.record is not None]
     _warn_left_out([e for e in found if e.record is None], names)
     cached = [(rec.kernel, rec.kernel_id) for _, rec in entries]  # every cached kernel, for a misspelt name's hint
+    triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
     if names is not None:
         entries = [(p, rec) for p, rec in entries if any(kernel_matches(rec.kernel, rec.kernel_id, n) for n in names)]
-    kernel_names = names if names is not None else sorted({rec.kernel for _, rec in entries})
-    triton_dir = Path(triton_cache_dir) if triton_cache_dir is not None else Path(triton_compile.triton_cache_dir())
+    elif not entries:
+        raise _nothing_named(tuning_root(cache_dir), triton_dir)
+    # every tuned kernel by its module:qualname where its records have one: not every module's of its short name
+    kernel_names = names if names is not None else sorted({rec.kernel_id or rec.kernel for _, rec in entries})
     # Triton's cache names a binary by its function name alone: a module:qualname takes those of its name that
     # were compiled from its definition (`triton_cache`), a short name all of them
-    chosen = select(
-        triton_entries(triton_dir, {short_name(n) for n in kernel_names}), kernel_names, names or {}, triton_dir
-    )
+    found_binaries = triton_entries(triton_dir, {short_name(n) for n in kernel_names})
+    # a default export keeps the binaries whose module cannot be told (TRITON_DISABLE_LINE_INFO), as by short name
+    chosen = select(found_binaries, kernel_names, names or {}, triton_dir, unknown_origin=names is None)
+    if names is None:
+        _by_short_name_where_unfound(chosen, found_binaries, triton_dir)
     _check_found(names, chosen, [rec for _, rec in entries], cached, triton_dir)
     if targets is not None:
         wanted_targets = _targets_found(targets, chosen, kernel_names, triton_dir)
@@ -310,6 +316,36 @@ def _chosen(
             f"{triton_dir} no compiled kernels"
         )
     return list(kernel_names), entries, binaries
+
+
+def _nothing_named(tuning_dir: Path, triton_dir: Path) -> ArchiveError:
+    """A default export with no records names no kernel: say so, and which compiled kernels --kernel could name."""
+    compiled = collections.Counter(b.kernel for b in triton_entries(triton_dir, None))
+    if not compiled:
+        return ArchiveError(
+            f"nothing to export: the tuning cache {tuning_dir} has no records and {triton_dir} no compiled kernels"
+        )
+    listed = ", ".join(f"{name}: {n}" for name, n in sorted(compiled.items())[:8])
+    return ArchiveError(
+        f"nothing to export: the tuning cache {tuning_dir} has no records, so no kernel is named; Triton's cache "
+        f"{triton_dir} holds {compiled.total()} compiled kernels ({listed}{', ...' if len(compiled) > 8 else ''}): "
+        "pass --kernel NAME (kernels=[...] in Python; a module:qualname takes one module's) to export them"
+    )
+
+
+def _by_short_name_where_unfound(chosen: Selection, found: list[CacheEntry], triton_dir: Path) -> None:
+    """A default export's record whose module cannot be found without running it (a script's `__main__`) takes
+    every binary of its short name, as `--kernel SHORT` would, with a warning; nothing named was left out."""
+    from ..storage.entries import short_name
+
+    for name, why in list(chosen.unfound.items()):
+        del chosen.unfound[name]
+        chosen.by_name[name] = [b for b in found if b.kernel == short_name(name)]
+        warnings.warn(
+            f"autotune export: took every compiled kernel named {short_name(name)} in {triton_dir} for {name}, "
+            f"whose own cannot be told from other modules' ({why})",
+            stacklevel=4,
+        )
 
 
 def _targets_found(targets: Iterable[Any], chosen: Any, kernel_names: Iterable[str], triton_dir: Path) -> set[str]:

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, CacheEntryError
 from ..format import format_timestamp
-from ..storage.files import atomic_write
+from ..storage.files import atomic_write, read_entry_bytes
 from .archive_checks import ARTIFACT_NAME, RECORDS_PREFIX, SAFE_NAME, TRITON_PREFIX, StagedArchive
 
 if TYPE_CHECKING:  # the models live in archive.py, which imports this module
@@ -37,7 +37,6 @@ def checked_records(manifest: ArchiveManifest, staged: StagedArchive, report: Im
     """(member, record) of every record that validates (JSON only, bounded, the cache's own checks); the others
     are reported as skipped. Reads only the staged copies (a record path that is not a staged member under
     records/ refuses the archive); writes nothing."""
-    from ..errors import CacheEntryError
     from ..storage import load_record
 
     out = []
@@ -89,23 +88,33 @@ def checked_binaries(manifest: ArchiveManifest, staged: StagedArchive, report: I
 
 
 class _Written:
-    """The files and directories one import created, removed again if it fails part way."""
+    """The files and directories one import created, removed again if it fails part way, and the files it
+    replaced (a repaired group file), put back."""
 
     def __init__(self) -> None:
         self.paths: list[Path] = []
+        self.replaced: list[tuple[Path, bytes]] = []
 
     def mkdir(self, path: Path) -> None:
         missing = [p for p in (path, *path.parents) if not p.exists()]
         path.mkdir(parents=True, exist_ok=True)
         self.paths.extend(reversed(missing))  # outermost first; undone innermost first
 
-    def write(self, path: Path, data: bytes) -> None:
+    def write(self, path: Path, data: bytes, *, previous: bytes | None = None) -> None:
+        """Write `data` to `path` atomically; `previous`: what `path` held, put back by `undo`."""
         existed = path.exists()
         atomic_write(path, data)
         if not existed:
             self.paths.append(path)
+        elif previous is not None:
+            self.replaced.append((path, previous))
 
     def undo(self) -> None:
+        for path, previous in reversed(self.replaced):
+            try:
+                atomic_write(path, previous)
+            except OSError:
+                pass  # best effort, as below
         for path in reversed(self.paths):
             try:
                 path.rmdir() if path.is_dir() else path.unlink()
@@ -186,25 +195,57 @@ def install_binaries(
     for binary in binaries:
         dest = triton_dir / binary.dir
         group = dest / f"__grp__{binary.kernel}.json"
-        if group.is_file() and all((dest / f).is_file() for f in binary.files):
-            report.binaries_skipped.append(
-                (f"{binary.dir} ({binary.kernel}, {binary.target})", "already in Triton's cache")
-            )
+        # Triton's group file lists absolute paths, and its lookup misses an entry whose listed paths do not exist
+        children = {name: os.path.abspath(dest / name) for name in binary.files}
+        name = f"{binary.dir} ({binary.kernel}, {binary.target})"
+        present = all(_regular(dest / f) for f in binary.files)
+        previous = _read_group(group)  # put back if the import fails after replacing it
+        if present and previous is not None and _lists_exactly(previous, children):
+            report.binaries_skipped.append((name, "already in Triton's cache"))
             continue
-        target = dest
+        repair = present and group.exists()  # the files are there; the group file lists other paths (a moved cache)
+        target = group if repair else dest
         try:
             written.mkdir(dest)
-            for name in binary.files:
-                target = dest / name
-                written.write(target, staged.read(f"{TRITON_PREFIX}/{binary.dir}/{name}"))
-            # Triton's group file lists absolute paths: rewrite it for this machine's cache directory, last.
-            target = group
-            children = {name: str(dest / name) for name in binary.files}
-            written.write(group, json.dumps({"child_paths": children}).encode("utf-8"))
+            for file in () if repair else binary.files:
+                target = dest / file
+                written.write(target, staged.read(f"{TRITON_PREFIX}/{binary.dir}/{file}"))
+            target = group  # last: Triton's lookup finds the entry only once its files are in place
+            written.write(group, json.dumps({"child_paths": children}).encode("utf-8"), previous=previous)
         except OSError as exc:
             written.undo()
             raise _cannot_write(f"write {target} into Triton's cache directory {triton_dir}", exc) from None
-        report.binaries_imported.append(f"{binary.dir} ({binary.kernel}, {binary.target})")
+        report.binaries_imported.append(
+            f"{name}: group file repaired (it listed paths other than {dest}'s files, as a moved or copied cache "
+            "does, so Triton's lookup missed the entry)"
+            if repair
+            else name
+        )
+
+
+_MAX_GROUP_BYTES = 1 << 20  # a group file lists a handful of paths; Triton's metadata limit is far above it
+
+
+def _regular(path: Path) -> bool:
+    """Whether `path` is a regular file itself (not a link to one)."""
+    return path.is_file() and not path.is_symlink()
+
+
+def _read_group(group: Path) -> bytes | None:
+    """The bytes of a group file (a regular file, read bounded), or None when there is none to read."""
+    try:
+        return read_entry_bytes(group, _MAX_GROUP_BYTES)
+    except (OSError, CacheEntryError):
+        return None
+
+
+def _lists_exactly(group: bytes, children: dict[str, str]) -> bool:
+    """Whether a group file's bytes parse and its `child_paths` are exactly `children` (name -> absolute path)."""
+    try:
+        parsed = json.loads(group)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(parsed, dict) and parsed.get("child_paths") == children
 
 
 def install_records(
@@ -213,7 +254,6 @@ def install_records(
     """Write each record through the disk store (under the entry's lock, waited for at most `lock_timeout_s`:
     a record whose lock another process holds longer is a failure), unless the entry there is newer or was
     written by a newer autotune (a higher schema version, which this one never replaces)."""
-    from ..errors import CacheEntryError
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
     from ..storage.kernel_cache import slot_for

@@ -348,10 +348,16 @@ class Selection:
 
 
 def select(
-    entries: list[CacheEntry], names: Iterable[str], files: Mapping[str, str | None], triton_dir: Path
+    entries: list[CacheEntry],
+    names: Iterable[str],
+    files: Mapping[str, str | None],
+    triton_dir: Path,
+    *,
+    unknown_origin: bool = False,
 ) -> Selection:
     """The entries each name takes: a short name every entry of that function name, a "module:qualname" those
-    compiled from its definition (`files[name]` is a kernel object's source file, if it was given as one)."""
+    compiled from its definition (`files[name]` is a kernel object's source file, if it was given as one), and
+    with `unknown_origin` those whose origin cannot be told too (a default export, which took them by short name)."""
     out = Selection()
     for name in names:
         candidates = [e for e in entries if e.kernel == short_name(name)]
@@ -364,10 +370,10 @@ def select(
             out.by_name[name], out.unfound[name] = [], str(exc)
             continue
         origins = [(e, compiled_from(e)) for e in candidates]
-        out.by_name[name] = [e for e, origin in origins if where.matches(origin)]
+        out.by_name[name] = [e for e, origin in origins if where.matches(origin) or (unknown_origin and origin is None)]
         notes = out.notes.setdefault(name, [])
         unknown = [e for e, origin in origins if origin is None]
-        if unknown:
+        if unknown and not unknown_origin:
             stripped = sum(
                 1
                 for e in unknown
