@@ -76,14 +76,30 @@ def reads(monkeypatch):
 
 
 def full_read(cache) -> list:
-    """What prior_records listed before: every disk entry decoded, then filtered."""
-    return [
+    """What prior_records listed before: every disk entry decoded, then filtered (as `view` sees them)."""
+    return view(
         ("disk", e.record)
         for e in DiskCache().entries(cache.kernel_name)
         if e.record.device != "GPU B"
         and (e.record.kernel_id, e.record.source_hash, e.record.space_checksum)
         == (cache.identity, cache.source_hash, cache.space_checksum)
-    ]
+    )
+
+
+def view(pairs) -> list:
+    """What a prior is built from: each record's tier, key, device, winner and its trials that ran with their medians
+    (the records kept hold only those, without samples)."""
+    return [(tier, r.key, r.device, r.winner, [(t.config, t.median_ms) for t in r.trials if t.ok]) for tier, r in pairs]
+
+
+def test_kept_records_are_small_and_share_their_configs(other_kind):
+    """A kept record holds its trials that ran, without samples, and every record's trials share one object per
+    config: thousands of entries of hundreds of trials stay a few MB for the life of the kernel."""
+    records, _ = other_kind
+    found = decorate().cache.prior_records()
+    assert all(t.ok and t.samples_ms == [] for _, r in found for t in r.trials)
+    configs = {id(t.config) for _, r in found for t in r.trials}
+    assert len(configs) == len({t.config for t in records[1000].trials if t.ok})
 
 
 def test_a_later_new_key_reads_no_unchanged_entry_file_again(other_kind, reads):
@@ -104,7 +120,7 @@ def test_a_rewritten_added_or_removed_entry_file_is_seen_at_the_next_read(other_
     records, stranger = other_kind
     cache = decorate().cache
     before = cache.prior_records()
-    assert before == full_read(cache) and sorted(r.key[0] for _, r in before) == sorted(records)
+    assert view(before) == full_read(cache) and sorted(r.key[0] for _, r in before) == sorted(records)
     reads.clear()
     assert cache.prior_records() == before and not reads  # nothing changed: nothing read
     rewritten = msgspec.structs.replace(records[1200], trials=records[1200].trials[:2])
@@ -115,10 +131,10 @@ def test_a_rewritten_added_or_removed_entry_file_is_seen_at_the_next_read(other_
     reads.clear()
     after = cache.prior_records()
     assert sorted(reads) == sorted([files.record_path(rewritten), files.record_path(added)])
-    assert after == full_read(cache)
+    assert view(after) == full_read(cache)
     by_key = {r.key[0]: r for _, r in after}
     assert sorted(by_key) == [1000, 1100, 1200, 1300, 1500, 1700]
-    assert by_key[1200] == rewritten and by_key[1700] == added
+    assert view([("disk", by_key[1200]), ("disk", by_key[1700])]) == view([("disk", rewritten), ("disk", added)])
     clear_autotune_cache()
     assert cache.prior_records() == [] == full_read(cache)
 
@@ -132,4 +148,5 @@ def test_an_entry_of_another_source_rewritten_as_this_one_s_becomes_a_prior(othe
     assert DiskCache().put(EntryRef.of(mine), mine)
     reads.clear()
     found = cache.prior_records()
-    assert reads == [stranger] and found == full_read(cache) and len(found) == 7
+    assert reads == [stranger] and len(found) == 7
+    assert view(found) == full_read(cache)

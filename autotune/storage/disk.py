@@ -331,10 +331,11 @@ _MAX_ROOTS = 8  # cache directories a KeptEntries remembers files of; past that 
 
 
 class KeptEntries:
-    """The entries of one kernel in the disk tier that a filter keeps, remembered per entry file by its stat
-    signature (inode, size, mtime, ctime): a listing reads and decodes only the files that are new or changed since
-    the last one (an atomic write is a new inode), so a process pays for each file once, not at every new key's
-    warm start and prior. Only kept records are held; a removed file is dropped at the next listing."""
+    """The entries of one kernel in the disk tier that a filter keeps (in the form it gives them), remembered per
+    entry file by its stat signature (inode, size, mtime, ctime): a listing reads and decodes only the files that
+    are new or changed since the last one (an atomic write is a new inode), so a process pays for each file once,
+    not at every new key's warm start and prior. Only kept records are held; a removed file is dropped at the next
+    listing."""
 
     def __init__(self, kernel: str) -> None:
         self.kernel = kernel
@@ -345,9 +346,9 @@ class KeptEntries:
         """In a forked child: the lock free (its holder was a parent's thread); what was read stays valid."""
         self._lock = threading.Lock()
 
-    def entries(self, tier: DiskCache, keep: Callable[[TuningRecord], bool]) -> list[StoredEntry]:
-        """What `tier.entries(kernel)` lists, in its order, that `keep` accepts: the same filter at every call (what
-        it refused is remembered as refused). Unreadable files are left out and read again next time, as is one
+    def entries(self, tier: DiskCache, keep: Callable[[TuningRecord], TuningRecord | None]) -> list[StoredEntry]:
+        """What `tier.entries(kernel)` lists, in its order, as `keep` gives each record back (None: not kept): the
+        same filter at every call (what it refused is remembered as refused). Unreadable files are left out and read again next time, as is one
         dated ahead of this clock."""
         base = root(tier.directory)
         with self._lock:
@@ -369,7 +370,7 @@ class KeptEntries:
         return [entry for _, entry in now.values() if entry is not None]
 
     def _read(
-        self, tier: DiskCache, path: Path, signature: _Signature, keep: Callable[[TuningRecord], bool]
+        self, tier: DiskCache, path: Path, signature: _Signature, keep: Callable[[TuningRecord], TuningRecord | None]
     ) -> _Kept | None:
         """Read the file at `path` (`signature` taken before: a write meanwhile is read again next time): its entry
         when kept, None as the entry when not; None (nothing remembered) when it cannot be read now."""
@@ -379,9 +380,10 @@ class KeptEntries:
             return None
         except CacheEntryError as exc:  # not an entry while the file stays as it is; a date ahead may pass
             return None if exc.kind == "future" else (signature, None)
-        if not (kernel_matches(record.kernel, record.kernel_id, self.kernel) and keep(record)):
+        kept = keep(record) if kernel_matches(record.kernel, record.kernel_id, self.kernel) else None
+        if kept is None:
             return signature, None
-        return signature, StoredEntry(tier.name, path.parent.name, path.name[: -len(ENTRY_SUFFIX)], record)
+        return signature, StoredEntry(tier.name, path.parent.name, path.name[: -len(ENTRY_SUFFIX)], kept)
 
 
 def _unlisted(path: Path, exc: OSError) -> None:

@@ -172,6 +172,7 @@ class KernelCache:
         self._tiers: list[Cache] | None = list(tiers) if tiers is not None else None
         self._disk = DiskCache(then=_what_a_launch_does)
         self._kept = KeptEntries(kernel_name)  # the disk's records of its source and space, read once per file
+        self._shared_configs: dict[Config, Config] = {}  # the one object of each config the kept records hold
         if tiers is None:
             remote_tiers()  # a wrong AUTOTUNE_REMOTE_CACHE is an OptionError now, at decoration, not at a launch
         self._lock = threading.Lock()
@@ -347,18 +348,28 @@ class KernelCache:
         each file read once while it is unchanged (`KeptEntries`); of another tier, all it lists (a remote tier:
         every entry read at each call)."""
         if isinstance(tier, DiskCache):
-            return self._kept.entries(tier, self._of_this_source)
+            return self._kept.entries(tier, self._kept_form)
         return tier.entries(self.kernel_name)
 
-    def _of_this_source(self, record: TuningRecord) -> bool:
-        """Whether `record` is of this kernel, source and space (on any device): what a warm start or a prior may
-        use, all that `_entries_of` keeps of a disk tier."""
-        return (
+    def _kept_form(self, record: TuningRecord) -> TuningRecord | None:
+        """What a warm start or a prior may use of `record`, kept for the life of the cache: None unless it is of
+        this kernel, source and space (on any device); else the record with only its trials that ran, without their
+        samples, each config one shared object (every key's trials repeat the space's configs), so that thousands of
+        entries of hundreds of trials stay a few MB."""
+        if not (
             record.kernel == self.kernel_name
             and record.kernel_id == self.identity
             and record.source_hash == self.source_hash
             and record.space_checksum == self.space_checksum
-        )
+        ):
+            return None
+        shared = self._shared_configs
+        trials = [
+            msgspec.structs.replace(t, config=shared.setdefault(t.config, t.config), samples_ms=[])
+            for t in record.trials
+            if t.ok
+        ]
+        return msgspec.structs.replace(record, trials=trials)
 
     # -- validity ---------------------------------------------------------------------------------
 
