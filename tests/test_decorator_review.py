@@ -144,30 +144,28 @@ def test_a_capture_launches_a_config_prune_keeps():
     assert kernel.best_config == Config(BLOCK=32) and torch.equal(out, x + 1)
 
 
+@pytest.mark.parametrize("switch", ["AUTOTUNE_OFFLINE", "AUTOTUNE_DISABLE"])
+def test_an_untuned_launch_keeps_a_fallback_outside_the_space(monkeypatch, switch):
+    """A fallback= outside the space (BLOCK=16) is never shown to prune=, so prune= did not reject it: it launches."""
+    monkeypatch.setenv(switch, "1")
+    kernel = unmasked(fallback={"BLOCK": 16})
+    x, out = torch.arange(128, dtype=torch.float32), torch.zeros(128)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)  # AUTOTUNE_OFFLINE's: no cached winner
+        kernel(x, out, 128)
+    assert kernel.best_config == Config(BLOCK=16) and torch.equal(out, x + 1)
+
+
 def test_untuned_config_keeps_fallback_only_where_prune_keeps_it():
     a, b = Config(BLOCK=64), Config(BLOCK=32)
-    assert untuned_config(a, [b], "checksum") == b  # pruned away for this call
-    assert untuned_config(a, [b, a], "checksum") == a
-    assert untuned_config(a, [b], None) == a  # no prune=: fallback= as given (it may lie outside the space)
-    assert untuned_config(None, [b, a], None) == b
-    assert untuned_config(None, [], None) is None  # a lazy space: the caller samples one
-
-
-def test_autotune_force_retunes_a_winner_read_in_while_capturing(monkeypatch):
-    """AUTOTUNE_FORCE=1: a stored winner first met during a capture launches there, and the key is tuned again at
-    its next uncaptured call (once), as for a key met outside a capture."""
-    x, out = torch.arange(128, dtype=torch.float32), torch.zeros(128)
-    masked()(x, out, 100)  # a winner on disk
-    monkeypatch.setenv("AUTOTUNE_FORCE", "1")
-    kernel = masked()  # as a new process: its memory is empty
-    with assume_capturing():
-        kernel(x, out, 100)
-    assert kernel.cache_info()["tunings"] == 1  # read from disk, not tuned, while capturing
-    for _ in range(2):
-        out.zero_()
-        kernel(x, out, 100)
-        assert torch.equal(out[:100], x[:100] + 1)
-    assert kernel.cache_info()["tunings"] == 2  # tuned again once, then hits
+    in_space = {a, b}.__contains__
+    assert untuned_config(a, [b], "checksum", in_space) == b  # pruned away for this call
+    assert untuned_config(a, [b, a], "checksum", in_space) == a
+    assert untuned_config(a, [b], None, in_space) == a  # no prune=: fallback= as given
+    outside = Config({"BLOCK": 999})
+    assert untuned_config(outside, [b], "checksum", in_space) == outside  # prune= never saw it: not rejected
+    assert untuned_config(None, [b, a], None, in_space) == b
+    assert untuned_config(None, [], None, in_space) is None  # a lazy space: the caller samples one
 
 
 def test_warmup_with_dtypes_compiles_the_stored_winner():

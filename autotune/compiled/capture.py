@@ -26,7 +26,7 @@ from ..errors import CaptureWarning, warn_at_caller
 from ..kernel.call import How
 from ..kernel.pruning import untuned_config
 from ..record import TuningRecord
-from ..space.spaces import Config
+from ..space.spaces import Config, SearchSpace
 from ..storage.kernel_cache import KernelCache
 
 __all__ = ["CapturedKernel", "assume_capturing", "capturing", "select_in_capture"]
@@ -62,6 +62,7 @@ class CapturedKernel(Protocol):
     name: str
     fallback: Config | None
     cache: KernelCache
+    space: SearchSpace
 
     def candidates(self, bound: Any) -> tuple[list[Config], str | None]: ...
 
@@ -119,7 +120,7 @@ def _untuned_choice(
     near = next((c for c in nearest if not allowed or c in allowed), None)
     if near is not None:
         return near
-    return untuned_config(kernel.fallback, kept, checksum) or kernel.fallback_config()
+    return untuned_config(kernel.fallback, kept, checksum, kernel.space.contains) or kernel.fallback_config()
 
 
 def _warn_once(kernel: CapturedKernel, state: _KernelState, key: tuple, dtypes: tuple, config: Config) -> None:

@@ -364,8 +364,6 @@ class Autotuned(KernelInspection, KernelInterface):
             else _NO_HIT_PATH
         )
         self._forced: set = set()  # set.add and `in` are atomic: no lock a fork could catch held
-        # AUTOTUNE_FORCE=1 as a miss read it (`_note_env_force`): the hit path reads no environment
-        self._env_forcing = False
         # self.__dict__["_online"]: an OnlineTuner, made on first use (online.py; not on a hit)
         self._first: Config | None = None
 
@@ -449,7 +447,6 @@ class Autotuned(KernelInspection, KernelInterface):
         bound = self.bind(args, kwargs, strict=True)
         how: How
         if warmup and has_dtype_stand_ins(bound.named.values()):  # KernelInterface.warmup(dtypes): tune nothing
-            self._note_env_force()  # a winner it reads into memory is not tuned forced
             config, record, how = self._stored_winner(bound), None, "cache"
         else:
             config, record, how = self.select(bound, grid)
@@ -547,7 +544,7 @@ class Autotuned(KernelInspection, KernelInterface):
         ident = (key, dtypes)
         self._last_key = ident
         record = self.cache.memory.lookup(key, dtypes)  # the memory tier: one dict get
-        if record is not None and (not (self.tuning.force or self._env_forcing) or ident in self._forced):
+        if record is not None and (not self.tuning.force or ident in self._forced):
             count_hit(self.name)
             return record
         return None
@@ -560,7 +557,6 @@ class Autotuned(KernelInspection, KernelInterface):
         check_finite_key(key, self.name)
         if env_disable():
             return self.untuned_for(bound), None, "disabled"
-        self._note_env_force()
         if capturing():  # CUDA-graph capture: nothing tunes, waits or synchronizes there (capture.py)
             online = self.online_started
             in_progress = online.best_in_progress(key, dtypes) if online is not None else None
@@ -574,13 +570,6 @@ class Autotuned(KernelInspection, KernelInterface):
         if not self.interpreted and self.compiler_factory is None:
             self._refuse_without_gpu_driver()
         return self._tune_on_miss(key, dtypes, bound, grid)
-
-    def _note_env_force(self) -> None:
-        """AUTOTUNE_FORCE=1, read as this process meets a key (a miss): from then on a winner memory holds that this
-        process did not tune forced (one read in while capturing, say) is tuned again at its next call outside a
-        capture. Not under AUTOTUNE_OFFLINE, which never tunes (its calls would miss memory for good)."""
-        if not self._env_forcing and env_force() and not env_offline():
-            self._env_forcing = True
 
     def _tune_on_miss(
         self, key: tuple, dtypes: tuple, bound: BoundCall, grid: Any
@@ -796,7 +785,7 @@ class Autotuned(KernelInspection, KernelInterface):
         record, kept, candidates = self._stored_record(key, dtypes, bound, stale)
         if record is not None:
             return record.winner, record, "cache"
-        config = untuned_config(self.fallback, kept, candidates) or self.fallback_config()
+        config = untuned_config(self.fallback, kept, candidates, self.space.contains) or self.fallback_config()
         if self.cache.count_offline_miss(key, dtypes):
             why = f" ({'; '.join(stale)})" if stale else ""
             warn_at_caller(
@@ -812,7 +801,7 @@ class Autotuned(KernelInspection, KernelInterface):
         if self.prune is None or self.configs is None:
             return self.fallback_config()
         kept, checksum = self.candidates(bound)
-        return untuned_config(self.fallback, kept, checksum) or self.fallback_config()
+        return untuned_config(self.fallback, kept, checksum, self.space.contains) or self.fallback_config()
 
     def fallback_config(self) -> Config:
         """What launches untuned without prune=: `fallback=`, else the space's first config (`untuned_for` asks

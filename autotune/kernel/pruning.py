@@ -192,10 +192,13 @@ def kept_configs(
     return kept, configs_checksum(c for c in configs if c in kept_set)
 
 
-def untuned_config(fallback: Config | None, kept: Sequence[Config], checksum: str | None) -> Config | None:
+def untuned_config(
+    fallback: Config | None, kept: Sequence[Config], checksum: str | None, in_space: Callable[[Config], bool]
+) -> Config | None:
     """The config a call launches untuned (AUTOTUNE_OFFLINE/DISABLE, a capture, an online key before any
     measurement): `fallback=`, unless prune= (`checksum` set) left it out for this call (a config wrong for these
-    arguments), else the first config kept; None for a lazy space without `fallback=` (no configs listed)."""
-    if fallback is not None and (checksum is None or fallback in kept):
+    arguments; a `fallback=` outside the space, `in_space` false, prune= never saw), else the first config kept;
+    None for a lazy space without `fallback=` (no configs listed)."""
+    if fallback is not None and (checksum is None or fallback in kept or not in_space(fallback)):
         return fallback
     return kept[0] if kept else None
