@@ -93,6 +93,21 @@ def test_an_op_name_another_function_registered_is_refused_and_the_first_op_keep
     assert again(torch.ones(2)).tolist() == [2.0, 2.0]
 
 
+def _scaled_by(scale: float):
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * scale
+
+    return scaled
+
+
+def test_two_closures_of_one_factory_are_two_functions_to_an_op_name():
+    first = torch_op("autotune_review::scaled", _scaled_by(2.0), mutates_args=())
+    with pytest.raises(OptionError, match=r"already registered for .*scaled#"):
+        torch_op("autotune_review::scaled", _scaled_by(3.0), mutates_args=())
+    assert first(torch.ones(2)).tolist() == [2.0, 2.0]
+    torch_op("autotune_review::scaled", _scaled_by(2.0), mutates_args=())  # the same values: the same function
+
+
 @triton.jit
 def _negate(x, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -20,24 +20,27 @@ compiled once for dynamic shapes still picks a config per shape.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
 
 from ..errors import OptionError
+from ..kernel.source import kernel_identity
 from .tracing import tracing_shapes
 
 __all__ = ["torch_op"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Which function each op name of this process was registered for ("module:qualname"): torch replaces an op of the
+# Which function each op name of this process was registered for (its "module:qualname", with a closure's tag as a
+# kernel's identity has it): torch replaces an op of the
 # same name without a word, so a second function under it would make the first op object run the second's code.
 _OWNERS: dict[str, str] = {}
-_OWNERS_LOCK = threading.Lock()
+_OWNERS_LOCK = threading.Lock()  # held while torch registers an op: a check and its record are one step
 
 
 def torch_op(
@@ -58,34 +61,30 @@ def torch_op(
         raise ValueError(f"autotune.torch_op(name=...) takes 'namespace::op_name' (e.g. 'mylib::add'); got {name!r}")
 
     def register(wrapper: Callable[..., Any]) -> Any:
-        own = _claim(name, wrapper)
-        op = _define(name, wrapper, mutates_args, device_types, schema)
-        op.register_fake(fake if fake is not None else _shapes_of(name, wrapper))
-        own()
+        with _claim(name, wrapper):
+            op = _define(name, wrapper, mutates_args, device_types, schema)
+            op.register_fake(fake if fake is not None else _shapes_of(name, wrapper))
         return op
 
     return register if fn is None else register(fn)
 
 
-def _claim(name: str, wrapper: Callable[..., Any]) -> Callable[[], None]:
-    """Refuse `name` when another function of this process registered it (the same function again, a module
-    reloaded or a notebook cell run again, re-registers it, as torch does); returns what records `wrapper` as its
-    owner once torch has registered it."""
-    owner = f"{getattr(wrapper, '__module__', None)}:{getattr(wrapper, '__qualname__', type(wrapper).__qualname__)}"
+@contextlib.contextmanager
+def _claim(name: str, wrapper: Callable[..., Any]) -> Iterator[None]:
+    """Hold `name` while torch registers `wrapper` under it, refused when another function of this process
+    registered it: another module:qualname, or another closure of one factory (its values differ). The same
+    function again (a module reloaded, a notebook cell run again) re-registers it, as torch does."""
+    owner = kernel_identity(wrapper)
     with _OWNERS_LOCK:
         taken = _OWNERS.get(name, owner)
-    if taken != owner:
-        raise OptionError(
-            f"autotune.torch_op({name!r}): that op name is already registered for {taken}, and {owner} would "
-            "replace it (torch swaps the op's code under every caller of the first); give this function an op name "
-            "of its own"
-        )
-
-    def own() -> None:
-        with _OWNERS_LOCK:
-            _OWNERS[name] = owner
-
-    return own
+        if taken != owner:
+            raise OptionError(
+                f"autotune.torch_op({name!r}): that op name is already registered for {taken}, and {owner} would "
+                "replace it (torch swaps the op's code under every caller of the first); give this function an op "
+                "name of its own"
+            )
+        yield
+        _OWNERS[name] = owner
 
 
 def _define(
