@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cache_files import write_record
-from test_archive_export import SIGNATURE, _binary_hashes, _tune, twins  # noqa: F401  (twins: two modules' add_kernel)
+from test_archive_export import SIGNATURE, _binary_hashes, _dirs_of, _tune, twins  # noqa: F401  (twins: two modules' add_kernel)
 from test_cli import record
 from test_precompile import exported  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
 from triton.runtime.cache import FileCacheManager
@@ -89,6 +89,19 @@ def test_a_default_export_of_a_record_whose_module_cannot_be_found_takes_its_nam
         manifest = export_archive(tmp_path / "a.tar.gz", triton_cache_dir=twins.triton_dir)
     assert manifest.kernels == ["__main__:add_kernel"] and len(manifest.records) == 1
     assert _binary_hashes(twins.triton_dir, manifest) == set().union(*twins.hashes.values())
+
+
+def test_a_default_export_whose_module_resolves_to_another_file_takes_its_name_s_binaries_and_says_so(twins, tmp_path):
+    """A record of twin_pkg.twin_kernels:add_kernel where only twin_kernels' add_kernel was compiled (the module
+    resolves here to a file none of them came from, as beside a checkout of an installed package): the default
+    export takes the binaries of its name, with a warning, rather than ship the record without any."""
+    only_mine = tmp_path / "only-mine"
+    for name in _dirs_of(twins.triton_dir, twins.hashes["mine"]):
+        shutil.copytree(twins.triton_dir / name, only_mine / name)
+    write_record(record("add_kernel", [1000], kernel_id="twin_pkg.twin_kernels:add_kernel"))
+    with pytest.warns(UserWarning, match=r"took every compiled kernel named add_kernel .*\(none of the compiled"):
+        manifest = export_archive(tmp_path / "a.tar.gz", triton_cache_dir=only_mine)
+    assert _binary_hashes(only_mine, manifest) == twins.hashes["mine"]
 
 
 def test_a_default_export_with_no_records_names_the_compiled_kernels_and_says_to_pass_kernel(twins, tmp_path):

@@ -334,13 +334,20 @@ def _nothing_named(tuning_dir: Path, triton_dir: Path) -> ArchiveError:
 
 
 def _by_short_name_where_unfound(chosen: Selection, found: list[CacheEntry], triton_dir: Path) -> None:
-    """A default export's record whose module cannot be found without running it (a script's `__main__`) takes
-    every binary of its short name, as `--kernel SHORT` would, with a warning; nothing named was left out."""
+    """A default export's record whose own binaries cannot be told (its module cannot be found without running it,
+    a script's `__main__`; or none of its name was compiled from the file its module resolves to here, as when the
+    export runs beside a checkout of an installed package) takes every binary of its short name, as `--kernel
+    SHORT` would, with a warning: a binary too many is never launched, a missing one compiles at launch."""
     from ..storage.entries import short_name
 
-    for name, why in list(chosen.unfound.items()):
-        del chosen.unfound[name]
-        chosen.by_name[name] = [b for b in found if b.kernel == short_name(name)]
+    for name, taken in list(chosen.by_name.items()):
+        others = [b for b in found if b.kernel == short_name(name)]
+        if not others:  # nothing of its name compiled: its records go alone, as they did by short name
+            chosen.unfound.pop(name, None)
+        if taken or not others:
+            continue
+        why = chosen.unfound.pop(name, None) or "; ".join(chosen.notes.pop(name, [])) or "none matched its module"
+        chosen.by_name[name] = others
         warnings.warn(
             f"autotune export: took every compiled kernel named {short_name(name)} in {triton_dir} for {name}, "
             f"whose own cannot be told from other modules' ({why})",
