@@ -7,9 +7,27 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import OptionError, VerificationError
+from .errors import AutotuneError, FailureKind, OptionError, VerificationError, classify
 
 __all__ = ["Reference", "check_verified"]
+
+
+def run_hook(
+    what: str, hook: Callable[..., Any], named_args: Mapping[str, Any], keep: tuple[type[BaseException], ...] = ()
+) -> Any:
+    """Call a user's `setup=` or `verify=` hook on the call's arguments. Its own error (a bug in the hook, not a
+    config's failure: it runs around every config) is an AutotuneError naming it; the errors in `keep`, an
+    interrupt, a device's error (poisoned by the config before it) or an error of autotune's own pass as they are."""
+    try:
+        return hook(**named_args)
+    except Exception as exc:
+        if isinstance(exc, (AutotuneError, *keep)) or classify(exc, "run") is not FailureKind.CONFIG:
+            raise
+        name = getattr(hook, "__name__", type(hook).__name__)
+        raise AutotuneError(
+            f"{what} ({name}) raised {type(exc).__name__}: {exc}; it runs around every config's trial, so no config "
+            f"can be tuned past it: fix {what}"
+        ) from exc
 
 
 def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = None) -> None:
@@ -19,7 +37,10 @@ def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = N
     if isinstance(verify, Reference):
         verify.check(named_args, expected)
         return
-    result = verify(**named_args)
+    try:
+        result = run_hook("verify=", verify, named_args, keep=(AssertionError,))
+    except AssertionError as exc:  # a predicate that asserts: its config's outputs are wrong
+        raise VerificationError(f"verify(...) raised AssertionError: {exc}") from exc
     if result is None:
         name = getattr(verify, "__name__", "verify")
         raise OptionError(

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import DeviceError, FailureKind, VerificationError, classify, warn_verification_failed
 from ..options import Tuning
 from ..record import Trial, TrialStatus, Where
-from ..reference import Reference, check_verified
+from ..reference import Reference, check_verified, run_hook
 from ..space.spaces import Config
 from .measuring import measuring
 from .pipeline import Compiler
@@ -192,14 +192,16 @@ class InProcessRunner:
     def _before(self) -> None:
         self.guard.before_run()
         if self.guards.setup is not None:
-            self.guards.setup(**self.named_args)
+            run_hook("setup=", self.guards.setup, self.named_args)
 
     def _checked_run(self, config: Config) -> None:
-        """One run whose output is as one untuned launch would leave it, checked by verify= when given."""
-        self._before()
+        """One run whose output is as one untuned launch would leave it, checked by verify= when given. The checked
+        outputs are filled before setup= runs, so what setup= writes to them (a zeroed accumulator) is what the
+        kernel sees."""
         verify = self.guards.verify
         if verify is not None:
             self.guard.poison_outputs()
+        self._before()
         self.run_config(config)
         if verify is not None:
             self.synchronize()

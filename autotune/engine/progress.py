@@ -10,8 +10,8 @@ Bar text, e.g.::
 
     autotune add key=(1024,):  40%|████      | 8/20 [00:01<00:01, 6.1cfg/s, compiled 12 | measured 7 | failed 1 | best 0.01200 ms BLOCK=64,num_warps=4]
 
-The bar advances when a config is finished (measured or failed); re-measuring a config during
-refinement updates "best" but does not advance it. Counts come first in the postfix so that a
+The bar advances when a config is finished (measured or failed); its "best" is the first pass's fastest
+(refinement's re-measurement, which picks the winner, is not shown: the record and `AUTOTUNE_PRINT` name it). Counts come first in the postfix so that a
 narrow terminal trims the config, not the numbers.
 """
 
@@ -118,7 +118,7 @@ class TuningProgress:
             self._update(0)
 
     def measured(self, config: Any, median_ms: float) -> None:
-        """A config was measured (again, during refinement); tracks the best median so far."""
+        """A config was measured; tracks the best median so far."""
         self._finish(config, median_ms)
 
     def failed(self, config: Any, status: Any) -> None:
