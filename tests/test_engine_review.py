@@ -40,23 +40,25 @@ def test_a_setup_that_zeroes_a_checked_output_is_what_each_config_runs_on():
     assert all(t.ok for t in kernel.record().trials)
 
 
-def test_a_setup_that_raises_is_named_not_blamed_on_each_config():
-    def broken_setup(x, y, out, n):
-        raise KeyError("no such buffer")
+def broken_setup(x, y, out, n):
+    raise KeyError("no such buffer")
 
-    kernel = tuned(add_kernel, setup=broken_setup)
+
+def broken_verify(x, y, out, n):
+    return out.allclose(x + undefined)  # noqa: F821  (the user's bug)
+
+
+@pytest.mark.parametrize(
+    ("hook", "said"),
+    [
+        ({"setup": broken_setup}, r"setup= \(broken_setup\) raised KeyError: 'no such buffer'.*fix setup="),
+        ({"verify": broken_verify}, r"verify= \(broken_verify\) raised NameError.*fix verify="),
+    ],
+)
+def test_a_hook_that_raises_is_named_not_blamed_on_each_config(hook, said):
+    kernel = tuned(add_kernel, **hook)
     x, y, out = torch.rand(256), torch.rand(256), torch.empty(256)
-    with pytest.raises(AutotuneError, match=r"setup= \(broken_setup\) raised KeyError: 'no such buffer'.*fix setup="):
-        kernel(x, y, out, 256)
-
-
-def test_a_verify_that_raises_is_named_not_blamed_on_each_config():
-    def broken_verify(x, y, out, n):
-        return out.allclose(x + undefined)  # noqa: F821  (the user's bug)
-
-    kernel = tuned(add_kernel, verify=broken_verify)
-    x, y, out = torch.rand(256), torch.rand(256), torch.empty(256)
-    with pytest.raises(AutotuneError, match=r"verify= \(broken_verify\) raised NameError"):
+    with pytest.raises(AutotuneError, match=said):
         kernel(x, y, out, 256)
 
 
