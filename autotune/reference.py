@@ -12,50 +12,58 @@ from .errors import AutotuneError, FailureKind, OptionError, VerificationError, 
 __all__ = ["Reference", "check_verified"]
 
 
-def run_hook(
-    what: str, hook: Callable[..., Any], named_args: Mapping[str, Any], keep: tuple[type[BaseException], ...] = ()
-) -> Any:
-    """Call a user's `setup=` or `verify=` hook on the call's arguments. Its own error (a bug in the hook, not a
-    config's failure: it runs around every config) is an AutotuneError naming it; the errors in `keep`, an
-    interrupt, a device's error (poisoned by the config before it) or an error of autotune's own pass as they are."""
+def run_hook(what: str, hook: Callable[..., Any], named_args: Mapping[str, Any]) -> Any:
+    """Call a user's `setup=` on the call's arguments, before a config's run. Its own error (a bug in the hook,
+    not a config's failure: it runs before every config) is an AutotuneError naming it; an interrupt, a device's
+    error (poisoned by the config before it), memory running out or an error of autotune's own passes as it is."""
     try:
         return hook(**named_args)
     except Exception as exc:
-        if isinstance(exc, (AutotuneError, *keep)) or classify(exc, "run") is not FailureKind.CONFIG:
+        if (
+            isinstance(exc, AutotuneError)
+            or classify(exc, "run") is not FailureKind.CONFIG
+            or "out of memory" in str(exc).lower()
+        ):
             raise
-        name = getattr(hook, "__name__", type(hook).__name__)
         raise AutotuneError(
-            f"{what} ({name}) raised {type(exc).__name__}: {exc}; it runs around every config's trial, so no config "
-            f"can be tuned past it: fix {what}"
+            f"{what} ({_name(hook)}) raised {type(exc).__name__}: {exc}; it runs before every config's trial, so no "
+            f"config can be tuned past it: fix {what}"
         ) from exc
 
 
 def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = None) -> None:
     """Run `verify=` on a config's outputs: a `Reference` compares them with `expected`, a predicate must return
-    true. VerificationError when the config is wrong; OptionError when the predicate returned None (a `verify=`
-    that forgot its `return` would otherwise reject every config as "returned False")."""
+    true. VerificationError when the config is wrong, named as the predicate's when it raised (an assert, or an
+    error the config's outputs caused: an index past a table); OptionError when the predicate returned None (a
+    `verify=` that forgot its `return` would otherwise reject every config as "returned False")."""
     if isinstance(verify, Reference):
         verify.check(named_args, expected)
         return
     try:
-        result = run_hook("verify=", verify, named_args, keep=(AssertionError,))
-    except AssertionError as exc:  # a predicate that asserts: its config's outputs are wrong
-        raise VerificationError(f"verify(...) raised AssertionError: {exc}") from exc
+        result = verify(**named_args)
+    except Exception as exc:
+        if isinstance(exc, AutotuneError) or classify(exc, "run") is not FailureKind.CONFIG:
+            raise
+        said = f": {exc}" if str(exc) else ""
+        reason = f"rejected the outputs (assert failed{said})" if isinstance(exc, AssertionError) else None
+        raise VerificationError(f"verify= ({_name(verify)}) {reason or f'raised {type(exc).__name__}{said}'}") from exc
     if result is None:
-        name = getattr(verify, "__name__", "verify")
         raise OptionError(
-            f"verify= ({name}) returned None instead of True or False: return whether the outputs "
+            f"verify= ({_name(verify)}) returned None instead of True or False: return whether the outputs "
             "are right (a missing `return`?)"
         )
     numel = getattr(result, "numel", None)
     if callable(numel) and numel() != 1:
-        name = getattr(verify, "__name__", "verify")
         raise OptionError(
-            f"verify= ({name}) returned a tensor of {numel()} elements instead of True or False: "
+            f"verify= ({_name(verify)}) returned a tensor of {numel()} elements instead of True or False: "
             "reduce it to one answer, e.g. `(out == x + y).all()` or `torch.allclose(out, x + y)`"
         )
     if not result:
         raise VerificationError(f"verify(...) returned {result!r}")
+
+
+def _name(hook: Any) -> str:
+    return getattr(hook, "__name__", type(hook).__name__)
 
 
 class Reference:

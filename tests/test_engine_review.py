@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from kernels_for_tests import add_kernel, add_wrong_when_64_kernel
 
-from autotune import AutotuneError, Reference, Tuning, VerificationWarning, autotune
+from autotune import AutotuneError, NoValidConfigError, Reference, Tuning, VerificationWarning, autotune
 
 FAST = Tuning(preset="fast", compile_workers=0)
 
@@ -40,32 +40,42 @@ def test_a_setup_that_zeroes_a_checked_output_is_what_each_config_runs_on():
     assert all(t.ok for t in kernel.record().trials)
 
 
-def broken_setup(x, y, out, n):
-    raise KeyError("no such buffer")
+def test_a_setup_that_raises_is_named_not_blamed_on_each_config():
+    def broken_setup(x, y, out, n):
+        raise KeyError("no such buffer")
 
-
-def broken_verify(x, y, out, n):
-    return out.allclose(x + undefined)  # noqa: F821  (the user's bug)
-
-
-@pytest.mark.parametrize(
-    ("hook", "said"),
-    [
-        ({"setup": broken_setup}, r"setup= \(broken_setup\) raised KeyError: 'no such buffer'.*fix setup="),
-        ({"verify": broken_verify}, r"verify= \(broken_verify\) raised NameError.*fix verify="),
-    ],
-)
-def test_a_hook_that_raises_is_named_not_blamed_on_each_config(hook, said):
-    kernel = tuned(add_kernel, **hook)
+    kernel = tuned(add_kernel, setup=broken_setup)
     x, y, out = torch.rand(256), torch.rand(256), torch.empty(256)
-    with pytest.raises(AutotuneError, match=said):
+    with pytest.raises(AutotuneError, match=r"setup= \(broken_setup\) raised KeyError: 'no such buffer'.*fix setup="):
         kernel(x, y, out, 256)
 
 
-def test_a_verify_that_asserts_rejects_its_config_as_wrong_with_a_warning():
-    def sums(x, y, out, n):
-        assert torch.allclose(out, x + y), "wrong sum"
-        return True
+def test_a_verify_that_raises_on_every_config_is_named_in_the_error():
+    def broken_verify(x, y, out, n):
+        return out.allclose(x + undefined)  # noqa: F821  (the user's bug)
+
+    kernel = tuned(add_kernel, verify=broken_verify)
+    x, y, out = torch.rand(256), torch.rand(256), torch.empty(256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", VerificationWarning)
+        with pytest.raises(NoValidConfigError, match=r"verify= \(broken_verify\) raised NameError"):
+            kernel(x, y, out, 256)
+
+
+def _asserts(x, y, out, n):
+    assert torch.allclose(out, x + y), "wrong sum"
+    return True
+
+
+def _indexes(x, y, out, n):  # raises on a wrong config's output (an index past the table), as the config's failure
+    table = torch.arange(n)
+    return bool(table[(out - x - y).abs().gt(1e-6).long() * n].numel() > 0)
+
+
+@pytest.mark.parametrize(
+    ("sums", "said"), [(_asserts, "rejected the outputs (assert failed: wrong sum"), (_indexes, "raised IndexError")]
+)
+def test_a_verify_that_raises_on_a_wrong_config_rejects_it_with_a_warning(sums, said):
 
     kernel = tuned(add_wrong_when_64_kernel, verify=sums)
     x, y, out = torch.rand(256), torch.rand(256), torch.empty(256)
@@ -74,4 +84,6 @@ def test_a_verify_that_asserts_rejects_its_config_as_wrong_with_a_warning():
         kernel(x, y, out, 256)
     statuses = {t.config["BLOCK"]: t.status.value for t in kernel.record().trials}
     assert statuses == {32: "ok", 64: "verify_failed", 128: "ok"}
-    assert any(issubclass(w.category, VerificationWarning) and "wrong sum" in str(w.message) for w in caught)
+    assert any(issubclass(w.category, VerificationWarning) and said in str(w.message) for w in caught), [
+        str(w.message) for w in caught
+    ]
