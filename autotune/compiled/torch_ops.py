@@ -39,7 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Which function each op name of this process was registered for (its "module:qualname", with a closure's tag as a
 # kernel's identity has it): torch replaces an op of the
 # same name without a word, so a second function under it would make the first op object run the second's code.
-_OWNERS: dict[str, tuple[str, tuple]] = {}  # and its closure's values
+_OWNERS: dict[str, str] = {}
 _OWNERS_LOCK = threading.Lock()  # held while torch registers an op: a check and its record are one step
 
 
@@ -72,35 +72,20 @@ def torch_op(
 @contextlib.contextmanager
 def _claim(name: str, wrapper: Callable[..., Any]) -> Iterator[None]:
     """Hold `name` while torch registers `wrapper` under it, refused when another function of this process
-    registered it: another module:qualname, or another closure of one factory (a captured value neither the same
-    object nor equal). The same function again (a module reloaded, a notebook cell run again) re-registers it, as
-    torch does."""
-    owner = (kernel_identity(wrapper), _captured(wrapper))
+    registered it: another module:qualname, or another closure of one factory whose captured values differ (as a
+    kernel's identity tells them: by their stable text, a value without one, a tensor or an object, by its type).
+    The same function again (a module reloaded, a notebook cell run again) re-registers it, as torch does."""
+    owner = kernel_identity(wrapper)
     with _OWNERS_LOCK:
         taken = _OWNERS.get(name, owner)
-        if not _same_function(taken, owner):
+        if taken != owner:
             raise OptionError(
-                f"autotune.torch_op({name!r}): that op name is already registered for {taken[0]}, and "
-                f"{owner[0]}{' (another closure)' if taken[0] == owner[0] else ''} would replace it (torch swaps "
-                "the op's code under every caller of the first); give this function an op name of its own"
+                f"autotune.torch_op({name!r}): that op name is already registered for {taken}, and {owner} would "
+                "replace it (torch swaps the op's code under every caller of the first); give this function an op "
+                "name of its own"
             )
         yield
         _OWNERS[name] = owner
-
-
-def _captured(wrapper: Callable[..., Any]) -> tuple:
-    return tuple(cell.cell_contents for cell in getattr(wrapper, "__closure__", None) or ())
-
-
-def _same_function(a: tuple[str, tuple], b: tuple[str, tuple]) -> bool:
-    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x is y or _equal(x, y) for x, y in zip(a[1], b[1]))
-
-
-def _equal(x: Any, y: Any) -> bool:
-    try:
-        return type(x) is type(y) and bool(x == y)
-    except Exception:  # a tensor of several elements, an object whose == raises: not known to be equal
-        return False
 
 
 def _define(
