@@ -113,6 +113,19 @@ def test_two_closures_of_one_factory_are_two_functions_to_an_op_name():
     assert again(torch.ones(2)).tolist() == [1.0, 1.0]
 
 
+def test_a_wrapper_whose_closure_cell_is_not_filled_yet_registers():
+    def make():
+        def doubled(x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if helper is not None else x
+
+        op = torch_op("autotune_review::doubled", doubled, mutates_args=())  # `helper` is assigned after this line
+        helper = object()
+        return op, helper
+
+    op, _ = make()
+    assert op(torch.ones(2)).tolist() == [2.0, 2.0]
+
+
 @triton.jit
 def _negate(x, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
