@@ -18,7 +18,8 @@ SKIPPED: tuple[Status, ...] = ("cached", "leased")
 
 class KeyOutcome(msgspec.Struct, kw_only=True):
     """One key on one device kind: `tuned` here, skipped (`cached`: an entry this Tuning reuses; `leased`: a live
-    process holds its lease and is tuning it), `failed` (`error` says why) or `interrupted` (Ctrl-C)."""
+    process holds its lease and is tuning it), `failed` (`error` says why) or `interrupted` (stopped with the sweep: Ctrl-C, which `sweep()` re-raises
+    without a report)."""
 
     job: int  # the maker's position in `calls`; under `Tuning.objective`, the set's (one per key, in order)
     calls: list[int] | None = None  # under `Tuning.objective`: the positions in `calls` of the set's makers

@@ -113,6 +113,10 @@ class SweepWorker:
         self.kernel, self.layers = _import_kernel(spec.module, spec.qualname, spec.file)
         if spec.tuning is not None:
             _retune(self.kernel, spec.tuning)
+        # The driver forces (its `get_or_tune(force=...)`); this worker's cache is its slot's own, so a forced tuning
+        # here would only skip the slot's crash journal, and a config that killed the worker would kill each
+        # replacement too.
+        self.kernel.tuning = self.kernel.tuning.replace(force=False)
         _no_remote_tier()
         self._bound: Any = None
 
