@@ -233,11 +233,15 @@ class RayWorker:
         return actor
 
     def stop(self) -> None:
-        if self.actor is not None and not self._calling:  # an idle actor removes its directory first (a busy or
-            try:  # dead one's is removed by the next worker on its host, or the driver's `stop` on this one)
-                self.ray.get(self.actor.cleanup.remote(), timeout=_CLEANUP_TIMEOUT_S)
-            except Exception:
-                pass
+        """Kill the actor, busy or idle (Ctrl-C: a busy one would go on tuning on its GPU, holding its resources).
+        An idle actor removes its directory first; a busy or dead one's is removed by the next worker on its host,
+        or the driver's `stop` on this one."""
+        if self.actor is not None:
+            if not self._calling:
+                try:
+                    self.ray.get(self.actor.cleanup.remote(), timeout=_CLEANUP_TIMEOUT_S)
+                except Exception:
+                    pass
             try:
                 self.ray.kill(self.actor, no_restart=True)
             except Exception:  # already gone with its node
