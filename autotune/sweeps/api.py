@@ -418,16 +418,26 @@ class _Run:
                 outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=f"{exc}; {given_up}")
                 outcome.attempts = job.attempts
             else:
-                job.attempts += 1
-                try:
-                    outcome = self._run(group[0], job)
-                except WorkerLost as again:
-                    status = "interrupted" if self.stopping.is_set() else "failed"
-                    outcome = KeyOutcome(job=job.index, device=job.kind, status=status, error=str(again))
-                    outcome.attempts = job.attempts
+                outcome = self._unsplit(group[0], job)
         finally:
             self._busy(-len(group))
         self._record(job, outcome)
+
+    def _unsplit(self, slot: Slot, job: Job) -> KeyOutcome:
+        """A split key tuned once more on `slot` alone, past each config that ends its worker as `_work` tunes a key
+        (the config that ended a worker of the split is in that worker's journal, not this slot's: it costs this
+        worker once more, then its replacement records it crashed)."""
+        while True:
+            job.attempts += 1
+            try:
+                return self._run(slot, job)
+            except WorkerLost as again:
+                if self._past_crash(slot, job, again):
+                    continue
+                status: Status = "interrupted" if self.stopping.is_set() else "failed"
+                return KeyOutcome(
+                    job=job.index, device=job.kind, status=status, error=str(again), attempts=job.attempts
+                )
 
     def _past_crash(self, slot: Slot, job: Job, exc: WorkerLost) -> bool:
         """Whether `job` runs again on `slot`'s new worker (started here): its worker died measuring a config in its
