@@ -24,9 +24,8 @@ from typing import Any, Protocol
 
 from ..errors import CaptureWarning, warn_at_caller
 from ..kernel.call import How
-from ..kernel.pruning import untuned_config
 from ..record import TuningRecord
-from ..space.spaces import Config, SearchSpace
+from ..space.spaces import Config
 from ..storage.kernel_cache import KernelCache
 
 __all__ = ["CapturedKernel", "assume_capturing", "capturing", "select_in_capture"]
@@ -60,13 +59,11 @@ class CapturedKernel(Protocol):
     """What `select_in_capture` reads of a decorated kernel (`Autotuned` and compat's engine)."""
 
     name: str
-    fallback: Config | None
     cache: KernelCache
-    space: SearchSpace
 
     def candidates(self, bound: Any) -> tuple[list[Config], str | None]: ...
 
-    def fallback_config(self) -> Config: ...
+    def untuned_among(self, kept: list[Config], checksum: str | None) -> Config: ...
 
 
 class _KernelState:
@@ -120,7 +117,7 @@ def _untuned_choice(
     near = next((c for c in nearest if not allowed or c in allowed), None)
     if near is not None:
         return near
-    return untuned_config(kernel.fallback, kept, checksum, kernel.space.contains) or kernel.fallback_config()
+    return kernel.untuned_among(kept, checksum)
 
 
 def _warn_once(kernel: CapturedKernel, state: _KernelState, key: tuple, dtypes: tuple, config: Config) -> None:

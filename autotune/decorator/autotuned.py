@@ -785,7 +785,7 @@ class Autotuned(KernelInspection, KernelInterface):
         record, kept, candidates = self._stored_record(key, dtypes, bound, stale)
         if record is not None:
             return record.winner, record, "cache"
-        config = untuned_config(self.fallback, kept, candidates, self.space.contains) or self.fallback_config()
+        config = self.untuned_among(kept, candidates)
         if self.cache.count_offline_miss(key, dtypes):
             why = f" ({'; '.join(stale)})" if stale else ""
             warn_at_caller(
@@ -800,7 +800,11 @@ class Autotuned(KernelInspection, KernelInterface):
         else the first config it keeps (`untuned_config`). prune= runs only on such a miss, never on a hit."""
         if self.prune is None or self.configs is None:
             return self.fallback_config()
-        kept, checksum = self.candidates(bound)
+        return self.untuned_among(*self.candidates(bound))
+
+    def untuned_among(self, kept: Sequence[Config], checksum: str | None) -> Config:
+        """What a call whose prune= kept `kept` (`checksum`: None without prune=) launches untuned (offline,
+        disabled, captured, online before a measurement): `untuned_config`, else `fallback_config`."""
         return untuned_config(self.fallback, kept, checksum, self.space.contains) or self.fallback_config()
 
     def fallback_config(self) -> Config:

@@ -442,9 +442,8 @@ class OnlineTuner:
         record = kernel.cache.peek(key, dtypes, checksum, judge_search=True)
         if record is not None:
             return record.winner, record, "cache"
-        untuned = untuned_config(
-            kernel.fallback, kept, checksum, kernel.space.contains
-        )  # before a search replaces the candidates
+        # before a search replaces the candidates; None for a lazy space without fallback=
+        untuned = untuned_config(kernel.fallback, kept, checksum, kernel.space.contains)
         if kernel.strategy != "exhaustive":  # a searched space: the strategy's first proposals are the candidates
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
         start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
@@ -593,10 +592,7 @@ class OnlineTuner:
             if given_up is not None:
                 return launch(given_up[0])
             kept, checksum = self.kernel.candidates(bound)
-            return launch(
-                untuned_config(self.kernel.fallback, kept, checksum, self.kernel.space.contains)
-                or self.kernel.fallback_config()
-            )
+            return launch(self.kernel.untuned_among(kept, checksum))
 
         def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
             with noted(config):
