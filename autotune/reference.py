@@ -19,11 +19,7 @@ def run_hook(what: str, hook: Callable[..., Any], named_args: Mapping[str, Any])
     try:
         return hook(**named_args)
     except Exception as exc:
-        if (
-            isinstance(exc, AutotuneError)
-            or classify(exc, "run") is not FailureKind.CONFIG
-            or "out of memory" in str(exc).lower()
-        ):
+        if not _the_hooks_own(exc) or "out of memory" in str(exc).lower():
             raise
         raise AutotuneError(
             f"{what} ({_name(hook)}) raised {type(exc).__name__}: {exc}; it runs before every config's trial, so no "
@@ -42,7 +38,7 @@ def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = N
     try:
         result = verify(**named_args)
     except Exception as exc:
-        if isinstance(exc, AutotuneError) or classify(exc, "run") is not FailureKind.CONFIG:
+        if not _the_hooks_own(exc):
             raise
         said = f": {exc}" if str(exc) else ""
         reason = f"rejected the outputs (assert failed{said})" if isinstance(exc, AssertionError) else None
@@ -60,6 +56,11 @@ def check_verified(verify: Any, named_args: Mapping[str, Any], expected: Any = N
         )
     if not result:
         raise VerificationError(f"verify(...) returned {result!r}")
+
+
+def _the_hooks_own(exc: Exception) -> bool:
+    """Whether a hook's exception is its own (a bug, or its verdict), not a device's or one of autotune's."""
+    return not isinstance(exc, AutotuneError) and classify(exc, "run") is FailureKind.CONFIG
 
 
 def _name(hook: Any) -> str:

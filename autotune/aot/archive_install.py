@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ArchiveError, CacheEntryError
 from ..format import format_timestamp
-from ..storage.files import atomic_write, read_entry_bytes
+from ..storage.files import atomic_write, is_regular_file, read_entry_bytes
 from .archive_checks import ARTIFACT_NAME, RECORDS_PREFIX, SAFE_NAME, TRITON_PREFIX, StagedArchive
 
 if TYPE_CHECKING:  # the models live in archive.py, which imports this module
@@ -198,7 +198,7 @@ def install_binaries(
         # Triton's group file lists absolute paths, and its lookup misses an entry whose listed paths do not exist
         children = {name: os.path.abspath(dest / name) for name in binary.files}
         name = f"{binary.dir} ({binary.kernel}, {binary.target})"
-        present = all(_regular(dest / f) for f in binary.files)
+        present = all(is_regular_file(dest / f) for f in binary.files)
         previous = _read_group(group)  # put back if the import fails after replacing it
         if present and previous is not None and _lists_exactly(previous, children):
             report.binaries_skipped.append((name, "already in Triton's cache"))
@@ -224,11 +224,6 @@ def install_binaries(
 
 
 _MAX_GROUP_BYTES = 1 << 20  # a group file lists a handful of paths; Triton's metadata limit is far above it
-
-
-def _regular(path: Path) -> bool:
-    """Whether `path` is a regular file itself (not a link to one)."""
-    return path.is_file() and not path.is_symlink()
 
 
 def _read_group(group: Path) -> bytes | None:

@@ -332,15 +332,8 @@ class KernelCache:
         found = []
         for tier in self.tiers:
             for e in self._entries_of(tier):
-                r = e.record
-                if (
-                    r.device != device
-                    and r.kernel == self.kernel_name
-                    and r.kernel_id == self.identity
-                    and r.source_hash == self.source_hash
-                    and r.space_checksum == self.space_checksum
-                ):
-                    found.append((tier.name, r))
+                if e.record.device != device and self._of_this_source(e.record):
+                    found.append((tier.name, e.record))
         return found
 
     def _entries_of(self, tier: Cache) -> list[StoredEntry]:
@@ -356,12 +349,7 @@ class KernelCache:
         this kernel, source and space (on any device); else the record with only its trials that ran, without their
         samples, each config one shared object (every key's trials repeat the space's configs), so that thousands of
         entries of hundreds of trials stay a few MB."""
-        if not (
-            record.kernel == self.kernel_name
-            and record.kernel_id == self.identity
-            and record.source_hash == self.source_hash
-            and record.space_checksum == self.space_checksum
-        ):
+        if not self._of_this_source(record):
             return None
         shared = self._shared_configs
         trials = [
@@ -370,6 +358,15 @@ class KernelCache:
             if t.ok
         ]
         return msgspec.structs.replace(record, trials=trials)
+
+    def _of_this_source(self, record: TuningRecord) -> bool:
+        """Whether `record` is of this kernel (name and identity), source and space, on any device."""
+        return (
+            record.kernel == self.kernel_name
+            and record.kernel_id == self.identity
+            and record.source_hash == self.source_hash
+            and record.space_checksum == self.space_checksum
+        )
 
     # -- validity ---------------------------------------------------------------------------------
 
