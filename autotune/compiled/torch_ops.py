@@ -37,8 +37,8 @@ __all__ = ["torch_op"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Which function each op name of this process was registered for (its "module:qualname", with a closure's tag as a
-# kernel's identity has it): torch replaces an op of the
-# same name without a word, so a second function under it would make the first op object run the second's code.
+# kernel's identity has it): torch replaces an op of the same name without a word, so a second function under it
+# would make the first op object run the second's code.
 _OWNERS: dict[str, str] = {}
 _OWNERS_LOCK = threading.Lock()  # held while torch registers an op: a check and its record are one step
 

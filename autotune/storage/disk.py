@@ -348,8 +348,8 @@ class KeptEntries:
 
     def entries(self, tier: DiskCache, keep: Callable[[TuningRecord], TuningRecord | None]) -> list[StoredEntry]:
         """What `tier.entries(kernel)` lists, in its order, as `keep` gives each record back (None: not kept): the
-        same filter at every call (what it refused is remembered as refused). Unreadable files are left out and read again next time, as is one
-        dated ahead of this clock."""
+        same filter at every call (what it refused is remembered as refused). Unreadable files are left out and read
+        again next time, as is one dated ahead of this clock."""
         base = root(tier.directory)
         with self._lock:
             before = self._seen.pop(base, {})
