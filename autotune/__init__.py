@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # what mypy sees; at run time `__getattr__` imports them on f
     from .compiled.warm_up import WarmupReport, warmup
     from .decorator.functional import TuningResult, autotune_launch
     from .storage.clear import clear_autotune_cache
-    from .sweeps import SweepReport, sweep
+    from .sweeps import SweepInterrupted, SweepReport, sweep
 
 __version__ = "0.1.0"
 
@@ -69,6 +69,7 @@ _LAZY = {
     "isolation": ("autotune.engine.isolation", None),
     "sweep": ("autotune.sweeps", "sweep"),
     "SweepReport": ("autotune.sweeps", "SweepReport"),
+    "SweepInterrupted": ("autotune.sweeps", "SweepInterrupted"),
 }
 
 
@@ -94,6 +95,7 @@ __all__ = [
     "sweep",
     "warmup",
     "SweepReport",
+    "SweepInterrupted",
     "AutotuneError",
     "NoValidConfigError",
     "VerificationError",

@@ -228,3 +228,8 @@ def sweep_memory_only(x, y, out, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def cli_gated_pick_calls() -> list:
+    """Key 32, then key 64 held at the gate SWEEP_GATE names (a test interrupts `autotune sweep` while it waits)."""
+    return [functools.partial(pick_call, 32), functools.partial(gated_pick, 64, os.environ["SWEEP_GATE"])]

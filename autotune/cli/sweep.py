@@ -81,7 +81,7 @@ def _cmd_sweep(args: Any) -> int:
     ok, secret = _checked_options(args)
     if not ok:
         return 2
-    from ..sweeps import sweep
+    from ..sweeps import SweepInterrupted, sweep
 
     try:
         kernel = _kernel(args.kernel)
@@ -91,19 +91,36 @@ def _cmd_sweep(args: Any) -> int:
     except AutotuneError as exc:
         print(f"autotune sweep: {_in_cli_words(str(exc), args)}", file=sys.stderr)
         return 2
+    except SweepInterrupted as stopped:
+        return _interrupted(stopped.report, args)
     print(report)
     written = _write_json(args.json, report) if args.json else True
     exported = _export(args.export, kernel, secret) if args.export else True
     return 1 if report.failed or not (written and exported) else 0
 
 
-def _write_json(path: str, report: Any) -> bool:
+def _interrupted(report: Any, args: Any) -> int:
+    """Ctrl-C: the summary of what finished, and --json of it; no --export (it would miss the keys left)."""
+    print(report)
+    if args.json:
+        _write_json(args.json, report, "was interrupted")
+    done = len(report.tuned) + len(report.skipped)
+    left = "; --export was not written" if args.export else ""
+    print(
+        f"autotune sweep: interrupted: {done} of {len(report.keys)} keys are in the tuning cache{left}; "
+        "run the same command again to tune the rest",
+        file=sys.stderr,
+    )
+    return 130
+
+
+def _write_json(path: str, report: Any, ended: str = "finished") -> bool:
     """Write the summary to --json's `path`; False after saying why it could not be (the sweep's work is cached)."""
     try:
         Path(path).write_bytes(report.to_json())
     except OSError as exc:
         print(
-            f"autotune sweep: the sweep finished, but --json {path} could not be written: {exc.strerror or exc}; "
+            f"autotune sweep: the sweep {ended}, but --json {path} could not be written: {exc.strerror or exc}; "
             "its winners are in the tuning cache",
             file=sys.stderr,
         )
@@ -180,7 +197,8 @@ def register(subparsers: Any) -> None:
             "Tune every key FUNCTION's argument makers produce (FUNCTION returns or yields picklable callables, "
             "each returning (args, kwargs) for one shape), once per device kind of the pool, writing each "
             "winner to the cache (and Redis with AUTOTUNE_REMOTE_CACHE). Keys already cached, or being tuned "
-            "by a live process, are skipped, so an interrupted sweep resumes. Exit status 1 when a key failed."
+            "by a live process, are skipped, so an interrupted sweep resumes. Exit status 1 when a key failed; "
+            "130 on Ctrl-C, after the summary (and --json) of what finished."
         ),
     )
     parser.add_argument("kernel", metavar="MODULE:KERNEL", help="the @autotune kernel")

@@ -9,6 +9,6 @@ Modules: `api` (`sweep`, the driver), `worker` (a worker's side), `local` and `r
 from __future__ import annotations
 
 from .api import sweep
-from .report import KeyOutcome, SweepReport, WorkerStats
+from .report import KeyOutcome, SweepInterrupted, SweepReport, WorkerStats
 
-__all__ = ["sweep", "SweepReport", "KeyOutcome", "WorkerStats"]
+__all__ = ["sweep", "SweepReport", "SweepInterrupted", "KeyOutcome", "WorkerStats"]

@@ -31,7 +31,7 @@ from ..options import Tuning, env_force, env_print_level, env_progress, online_m
 from ..record import Search, TrialStatus, TuningRecord
 from ..storage.kernel_cache import KernelCache
 from .jobs import Job, JobQueue
-from .report import KeyOutcome, Status, SweepReport, WorkerStats
+from .report import KeyOutcome, Status, SweepInterrupted, SweepReport, WorkerStats
 from .slots import Executor, JobFailed, Slot, WorkerLost
 from .split import SplitTuning, groups, split_tune
 from .worker import Maker, MakerSet, WorkerSpec, tuned_search
@@ -71,7 +71,8 @@ def sweep(
     `progress`: a tqdm bar on stderr (default: when stderr is a terminal). A kernel tuned with
     `Tuning(objective=...)` gets one job per key: the makers grouped by the key their call falls in (one job for
     all of them with key=None), one config measured on every call of the key. AUTOTUNE_FORCE=1 (or
-    `Tuning(force=True)`) tunes keys already cached again.
+    `Tuning(force=True)`) tunes keys already cached again. Ctrl-C stops every worker and raises `SweepInterrupted`,
+    a KeyboardInterrupt whose `report` says what finished.
     """
     kinds = _checked_device_kinds(device_kinds)
     options = _Options(executor, workers, tuning, kinds, _checked_worker_env(worker_env), progress)
@@ -144,7 +145,7 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
             search=search,
             keep=tuned.cache if options.warming else None,
         )
-        run.drive()
+        interrupted = run.drive()
     finally:
         pool.stop()
     report = run.report(tuned.name, pool.name, time.perf_counter() - started, start_s)
@@ -152,6 +153,8 @@ def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepRe
         outcome.calls = positions[outcome.job]
     if env_print_level() >= 1:
         print(report, file=sys.stderr)
+    if interrupted:
+        raise SweepInterrupted(report)
     return report
 
 
@@ -339,7 +342,8 @@ class _Run:
         self.bar = _progress_bar(len(makers) * len(kinds), progress)
         self.busy = 0
 
-    def drive(self) -> None:
+    def drive(self) -> bool:
+        """Run every job on the workers; True when Ctrl-C stopped it (every worker stopped, what finished stored)."""
         threads = []
         for kind, queue in self.queues.items():
             slots = [s for s in self.slots if s.kind == kind]
@@ -361,10 +365,11 @@ class _Run:
             deadline = time.monotonic() + 10  # for all of them: a thread may be waiting on another process's lease
             for thread in threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
-            raise
+            return True
         finally:
             if self.bar is not None:
                 self.bar.close()
+        return False
 
     def report(self, kernel: str, executor: str, wall_s: float, start_s: float) -> SweepReport:
         for kind, queue in self.queues.items():  # never run: interrupted, or no worker of the kind left

@@ -10,7 +10,7 @@ import msgspec
 
 from ..format import format_table, one_line
 
-__all__ = ["KeyOutcome", "WorkerStats", "SweepReport", "Status"]
+__all__ = ["KeyOutcome", "WorkerStats", "SweepReport", "SweepInterrupted", "Status"]
 
 Status = Literal["tuned", "cached", "leased", "failed", "interrupted"]
 SKIPPED: tuple[Status, ...] = ("cached", "leased")
@@ -18,8 +18,8 @@ SKIPPED: tuple[Status, ...] = ("cached", "leased")
 
 class KeyOutcome(msgspec.Struct, kw_only=True):
     """One key on one device kind: `tuned` here, skipped (`cached`: an entry this Tuning reuses; `leased`: a live
-    process holds its lease and is tuning it), `failed` (`error` says why) or `interrupted` (stopped with the sweep: Ctrl-C, which `sweep()` re-raises
-    without a report)."""
+    process holds its lease and is tuning it), `failed` (`error` says why) or `interrupted` (stopped with the sweep
+    by Ctrl-C, or never started)."""
 
     job: int  # the maker's position in `calls`; under `Tuning.objective`, the set's (one per key, in order)
     calls: list[int] | None = None  # under `Tuning.objective`: the positions in `calls` of the set's makers
@@ -138,3 +138,12 @@ class SweepReport(msgspec.Struct, kw_only=True):
                 why = f": {one_line(outcome.error, 160)}" if outcome.error else ""
                 lines.append(f"  {what} on {outcome.device}: {outcome.status}{why}")
         return "\n".join(lines)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep. A `KeyboardInterrupt` that carries the `report` of what it did: the keys tuned or
+    found cached are stored, the others are `interrupted`; running the sweep again resumes where it stopped."""
+
+    def __init__(self, report: SweepReport) -> None:
+        super().__init__("the sweep was interrupted: report.keys say which keys were tuned and which were not")
+        self.report = report
