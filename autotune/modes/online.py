@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -53,6 +54,14 @@ __all__ = ["OnlineSession", "OnlineTuner"]
 logger = logging.getLogger("autotune")
 
 Launch = Callable[[Config], Any]  # launches one config once on the call's arguments, returns Triton's result
+Note = Callable[[Config], AbstractContextManager[Any]]  # the crash journal's note around a config's launch
+
+
+def no_note(config: Config) -> AbstractContextManager[Any]:
+    """No crash journal (a cache without tiers): nothing noted."""
+    return contextlib.nullcontext()
+
+
 _TUNERS: weakref.WeakSet[OnlineTuner] = weakref.WeakSet()
 
 
@@ -176,20 +185,22 @@ class OnlineSession:
 
     # -- a call ---------------------------------------------------------------------------------------
 
-    def launch(self, named: dict, launch: Launch, capturing: bool) -> Any:
-        """Run this call: a candidate that still needs samples (timed), else the best known config."""
+    def launch(self, named: dict, launch: Launch, capturing: bool, noted: Note = no_note) -> Any:
+        """Run this call: a candidate that still needs samples (timed), else the best known config. Each launch
+        is inside the crash journal's note `noted(config)`, taken outside the timed region."""
         if capturing:  # CUDA-graph capture: the best known, untimed, and no event is queried
-            return launch(self.best)
+            with noted(self.best):
+                return launch(self.best)
         self._read_events()
         with self._lock:
             first, self._first = self._first, False
         if first:  # the call that met the key: the best known, untimed (checked first under verify=)
-            return self._trusted(self.best, named, launch, timed=False)
+            return self._trusted(self.best, named, launch, noted, timed=False)
         config = self._next()
         if config is None:
             self._maybe_decide()
-            return self._trusted(self.best, named, launch, timed=False)
-        return self._trusted(config, named, launch, timed=True)
+            return self._trusted(self.best, named, launch, noted, timed=False)
+        return self._trusted(config, named, launch, noted, timed=True)
 
     def _next(self) -> Config | None:
         with self._lock:
@@ -206,12 +217,12 @@ class OnlineSession:
     def _in_flight(self, config: Config) -> int:
         return sum(1 for c, _, _ in self._pending if c == config)
 
-    def _trusted(self, config: Config, named: dict, launch: Launch, *, timed: bool) -> Any:
+    def _trusted(self, config: Config, named: dict, launch: Launch, noted: Note, *, timed: bool) -> Any:
         """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), put
-        the arguments back and run the call with the next config, so the caller only ever gets a correct result.
-        A config is blamed for its failure only once another config has run this call: when none can, the first
-        error is the call's (a tensor on the wrong device) and is raised, blaming none. Errors of the call itself,
-        and of verify='s reference, are raised."""
+        the arguments back and run the call once more with one other config (`_replacement`), so the caller only
+        ever gets a correct result. A config is blamed for its failure only once another config has run this call:
+        when none does, the first error is the call's (a tensor on the wrong device) and is raised, blaming none.
+        Errors of the call itself, and of verify='s reference, are raised."""
         failures: dict[Config, tuple[TrialStatus, str]] = {}
         first_error: Exception | None = None
         expected: Any = _UNSET
@@ -226,11 +237,12 @@ class OnlineSession:
                 expected = self.verify.expected(named) if isinstance(self.verify, Reference) else None
             try:
                 if needs_check:
-                    result = self._checked_launch(config, named, launch, expected)
+                    result = self._checked_launch(config, named, launch, noted, expected)
                 elif timed:
-                    result = self._timed(config, launch)
+                    result = self._timed(config, launch, noted)
                 else:
-                    result = launch(config)
+                    with noted(config):
+                        result = launch(config)
             except Exception as exc:
                 kind = classify(exc, "run")
                 if kind is FailureKind.CALL or kind is FailureKind.STICKY_DEVICE:
@@ -240,7 +252,7 @@ class OnlineSession:
                 first_error = first_error or exc
                 for name, value in snapshot.items():
                     named[name].copy_(value)
-                replacement = self._replacement(set(failures))
+                replacement = None if len(failures) > 1 else self._replacement(config)
                 if replacement is None:
                     raise first_error from None  # no config ran this call: its problem, not theirs
                 config, timed = replacement, False
@@ -266,45 +278,49 @@ class OnlineSession:
                 dict(config),
             )
 
-    def _replacement(self, tried: set[Config]) -> Config | None:
-        """The config a failed launch is re-run with: the best known that works, else the next candidate; None
-        when every one has failed (before, or on this call)."""
+    def _replacement(self, failed: Config) -> Config | None:
+        """The one config a failed launch of `failed` is re-run with: the best known that works, else one already
+        compiled (no compile on the caller's thread). Only a config that never ran on this key may be at fault
+        itself, so only then is the next candidate taken when none is compiled. None: the error is the call's."""
         with self._lock:
-            if self.best not in self._failed and self.best not in tried:
+            usable = [c for c in self.candidates if c not in self._failed and c != failed]
+            if self.best not in self._failed and self.best != failed:
                 return self.best
-            for config in self.candidates:
-                if config in self._checked and config not in self._failed and config not in tried:
-                    return config
-            for config in self.candidates:
-                if config not in self._failed and config not in tried:
-                    return config
-        return None
+            compiled = [c for c in usable if c in self._checked] + [c for c in usable if c in self._ready]
+            if compiled:
+                return compiled[0]
+            return usable[0] if usable and failed not in self._checked else None
 
-    def _timed(self, config: Config, launch: Launch) -> Any:
+    def _timed(self, config: Config, launch: Launch, noted: Note) -> Any:
+        """Launch `config` once, timed; the crash journal's note is written and removed outside the timing."""
         if self.on_gpu:
             import torch
 
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            result = launch(config)
-            end.record()
+            with noted(config):
+                start.record()
+                result = launch(config)
+                end.record()
             with self._lock:
                 self._pending.append((config, start, end))
                 self.launches += 1
             return result
-        began = time.perf_counter()
-        result = launch(config)
-        self._sample(config, (time.perf_counter() - began) * 1e3)
+        with noted(config):
+            began = time.perf_counter()
+            result = launch(config)
+            elapsed_ms = (time.perf_counter() - began) * 1e3
+        self._sample(config, elapsed_ms)
         return result
 
-    def _checked_launch(self, config: Config, named: dict, launch: Launch, expected: Any) -> Any:
+    def _checked_launch(self, config: Config, named: dict, launch: Launch, noted: Note, expected: Any) -> Any:
         """The first launch of a config under verify=: its output is checked before the caller gets it; raises
         VerificationError when it is wrong."""
-        result = launch(config)
-        if self.on_gpu:
-            import torch
+        with noted(config):  # the synchronize too: a config that ends the process there is known to the next one
+            result = launch(config)
+            if self.on_gpu:
+                import torch
 
-            torch.cuda.synchronize()
+                torch.cuda.synchronize()
         check_verified(self.verify, named, expected)
         return result
 
@@ -408,7 +424,7 @@ class OnlineTuner:
         self._given_up: dict[tuple, tuple[Config, int]] = {}
         self._listing: list[TuningRecord] = []  # the kernel's stored records, as the driver last listed them
         self._listed_at: float | None = None
-        self._noted: dict[tuple, Callable[[Config], Any]] = {}  # (key, dtypes) -> the crash journal's note
+        self._noted: dict[tuple, Note] = {}  # (key, dtypes) -> the crash journal's note
         self._lock = threading.Lock()
         self._to_compile: collections.deque[tuple[OnlineSession, Any, int]] = collections.deque()
         self._driver: threading.Thread | None = None
@@ -449,7 +465,7 @@ class OnlineTuner:
         start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
 
         journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
-        noted = journaled if journaled is not None else lambda config: contextlib.nullcontext()
+        noted = journaled if journaled is not None else no_note
 
         made: list[OnlineSession] = []  # the session these callbacks belong to, once made
 
@@ -593,12 +609,8 @@ class OnlineTuner:
                 return launch(given_up[0])
             kept, checksum = self.kernel.candidates(bound)
             return launch(self.kernel.untuned_among(kept, checksum))
-
-        def launch_noted(config: Config) -> Any:  # a config that ends the process is known to the next one
-            with noted(config):
-                return launch(config)
-
-        return session.launch(bound.named, launch_noted, capturing=capturing())
+        # each launch is noted, so a config that ends the process is known to the next one
+        return session.launch(bound.named, launch, capturing=capturing(), noted=noted)
 
     def best_in_progress(self, key: tuple, dtypes: tuple) -> Config | None:
         """The best config known of the key's session, None when no session is in progress."""

@@ -1,0 +1,112 @@
+"""Online tuning (DESIGN 2c): the crash journal's note is taken outside a candidate's timing, and one bad call (the
+caller's mistake) launches at most one other, already compiled, config before its own error is raised."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from kernels_for_tests import record_launches
+
+from autotune import Tuning, autotune
+from autotune.engine.compilers import FunctionCompiler
+from autotune.storage import journal
+
+
+@triton.jit
+def add(x, y, out, n, BLOCK: tl.constexpr, SLOW: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    acc = tl.load(x + offs, mask=mask)
+    for _ in range(SLOW):
+        acc = acc * 1.0
+    tl.store(out + offs, acc + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def online(space, **options):
+    return autotune(space=space, key=["n"], grid="(cdiv(n, $BLOCK),)", tuning=Tuning(mode="online", **options))(add)
+
+
+def call(kernel, out=None, n=512):
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty(n) if out is None else out
+    kernel(x, y, out, n)
+    if out.device.type != "meta":
+        torch.testing.assert_close(out, x + y)
+
+
+def decide(kernel, limit=200):
+    """Good calls until the key is decided; its record."""
+    for _ in range(limit):
+        if kernel.cache.in_memory((512,), ("torch.float32",) * 3) is not None:
+            return kernel.record()
+        call(kernel)
+        time.sleep(0.005)
+    raise AssertionError(f"not decided after {limit} calls: {kernel.cache_info()}")
+
+
+def test_the_crash_journals_note_is_not_in_an_online_sample(monkeypatch):
+    """A slow journal write (0.5 s per note, a slow shared file system) is paid by the call, never by a candidate's
+    timing: every sample stays far below it (an interpreted launch here takes milliseconds)."""
+    real_write = journal._write
+    notes = []
+
+    def slow_write(path, data):
+        notes.append(path)
+        time.sleep(0.5)
+        return real_write(path, data)
+
+    monkeypatch.setattr(journal, "_write", slow_write)
+    kernel = online({"BLOCK": [64, 128], "SLOW": [0]}, reps=2, compile_workers=0)
+    record = decide(kernel)
+    assert len(notes) >= 5  # the first call's note and each timed launch's: the journal was written
+    samples = [s for t in record.trials for s in t.samples_ms]
+    assert len(samples) == 4 and max(samples) < 400, samples
+
+
+def test_a_bad_call_launches_the_best_known_only_and_blames_none(caplog):
+    """The candidates are not compiled yet (held): a call whose output is on the meta device fails with the best
+    known config, which ran before, so that error is the call's. It is raised without launching (and compiling on
+    the caller's thread) any other candidate, no config is blamed, and the key decides as usual later."""
+    kernel = online({"BLOCK": [32, 64, 128], "SLOW": [0, 1]}, reps=2, compile_workers=1)
+    held = threading.Event()
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: held.wait(60))
+    runs = record_launches(kernel, "BLOCK", "SLOW")
+    try:
+        call(kernel)
+        del runs[:]
+        with caplog.at_level("WARNING", logger="autotune"):
+            with pytest.raises(NotImplementedError, match="meta"):
+                call(kernel, torch.empty(512, device="meta"))
+        assert runs == [(32, 0)], runs
+    finally:
+        held.set()
+    assert "failed during online tuning" not in caplog.text
+    assert {t.status.value for t in decide(kernel).trials} == {"ok"}
+
+
+def test_a_bad_call_on_a_timed_candidate_tries_one_other_config(caplog):
+    """Once the candidates are compiled, a bad call timing one of them re-runs with one other config (the best
+    known) and, that failing too, raises its error: two launches, not one per candidate, and none blamed."""
+    kernel = online({"BLOCK": [32, 64, 128], "SLOW": [0, 1]}, reps=3, compile_workers=0)
+    runs = record_launches(kernel, "BLOCK", "SLOW")
+    call(kernel)
+    for _ in range(200):  # until a call times a candidate other than the start: the candidates are compiled
+        del runs[:]
+        call(kernel)
+        if runs != [(32, 0)]:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("no candidate compiled after 200 calls")
+    del runs[:]
+    with caplog.at_level("WARNING", logger="autotune"):
+        with pytest.raises(NotImplementedError, match="meta"):
+            call(kernel, torch.empty(512, device="meta"))
+    assert len(runs) == 2, runs
+    assert "failed during online tuning" not in caplog.text
+    assert {t.status.value for t in decide(kernel).trials} == {"ok"}
