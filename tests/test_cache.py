@@ -348,14 +348,19 @@ def test_entry_claiming_another_device_at_our_path_is_not_used():
     assert how == "tuned" and load_record(path).device == "interpreter"
 
 
-def test_another_triton_version_retunes(monkeypatch):
+def test_another_triton_version_retunes_into_its_own_slot(monkeypatch):
+    """A rolling Triton upgrade: the new version tunes the key once and keeps its entry beside the old one's, so
+    neither version tunes it again (they replaced each other's entry before)."""
     key = (512,)
     new_cache().get_or_tune(key, DT, Tuner(key))
     real = runtime_versions()
     monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: ("9.9.9", real[1]))
     tuner = Tuner(key)  # builds its record with the faked version too
     assert new_cache().get_or_tune(key, DT, tuner)[1] == "tuned" and tuner.calls == 1
-    assert load_record(path_of(key)).triton_version == "9.9.9"
+    assert load_record(path_of(key)).triton_version == real[0]  # slot 0: the old version's, kept
+    assert new_cache().get_or_tune(key, DT, Tuner(key))[1] == "disk"
+    monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: real)
+    assert new_cache().get_or_tune(key, DT, Tuner(key))[1] == "disk"
 
 
 def test_record_that_would_not_validate_warns():

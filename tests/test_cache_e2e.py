@@ -338,13 +338,16 @@ def test_another_device_retunes(tmp_path, monkeypatch):
     assert sorted(e.record.device for e in disk_entries("vadd")) == ["NVIDIA H100 80GB HBM3 sm90", "interpreter"]
 
 
-def test_another_triton_version_retunes(tmp_path, monkeypatch):
+def test_another_triton_version_retunes_and_keeps_its_own_entry(tmp_path, monkeypatch):
     call(load_kernel(tmp_path))
     real = fingerprint_mod.runtime_versions()
     monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: ("3.0.0", real[1]))
     call(load_kernel(tmp_path))
     assert stats()["vadd"]["tunings"] == 2
-    assert only_entry().triton_version == "3.0.0"
+    assert sorted(e.record.triton_version for e in disk_entries("vadd")) == sorted([real[0], "3.0.0"])
+    monkeypatch.setattr(fingerprint_mod, "runtime_versions", lambda: real)
+    call(load_kernel(tmp_path))  # the first version's entry is still there: read, not tuned again
+    assert stats()["vadd"]["tunings"] == 2
 
 
 def test_corrupt_entry_warns_and_the_launch_is_right(tmp_path):

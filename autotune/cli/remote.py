@@ -145,7 +145,11 @@ def _clear(args: argparse.Namespace, key: tuple | None) -> int:
     tier = remote_or_exit(args, "clear")
     if tier is None:
         return 2
-    removed, problem = tier.remove_now(args.kernel, key)
+    others = 0  # keys under the prefix that were not readable entries, deleted by a clear of everything
+    if args.kernel is None and key is None:
+        removed, others, problem = tier.clear_all_now()
+    else:
+        removed, problem = tier.remove_now(args.kernel, key)
     if problem is not None:
         print(
             f"autotune cache clear: the Redis cache at {tier.url} failed during the clear ({safe_text(problem)}); "
@@ -165,7 +169,12 @@ def _clear(args: argparse.Namespace, key: tuple | None) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"removed {plural(len(removed), 'entry', 'entries')} ({safe_text(what)}) from {tier.url}")
+    stray = (
+        f" and {plural(others, 'other key', 'other keys')} under its prefix (unreadable, or not autotune's)"
+        if others
+        else ""
+    )
+    print(f"removed {plural(len(removed), 'entry', 'entries')} ({safe_text(what)}){stray} from {tier.url}")
     return 0
 
 
@@ -245,7 +254,7 @@ def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dic
     after the wait), "unlockable" one that could not be taken at all (an error the tier warned, such as a kernel
     directory that is a file, or Redis unreachable): told by the tier, not by how long the wait took."""
     from ..storage import EntryRef
-    from ..storage.kernel_cache import slot_for
+    from ..storage.kernel_cache import same_slot, slot_for
 
     counts = dict.fromkeys(("copied", "kept", "failed", "busy", "unlockable"), 0)
     for e in found:
@@ -257,9 +266,9 @@ def _copy_entries(found: Sequence[Any], target: Any, lock_timeout: float) -> dic
             counts["busy" if target.lease_holder(entry) is not None else "unlockable"] += 1
             continue
         try:
-            slot = slot_for(target, entry, e.record)  # its kernel source's entry there: another source's stays
-            there = target.get(slot)
-            if there is not None and there.timestamp >= e.record.timestamp:
+            slot = slot_for(target, entry, e.record)  # its kernel version's entry there: another version's stays
+            there = target.get(slot)  # another version's (the oldest, evicted as a tuning would) is no newer copy
+            if there is not None and same_slot(there, e.record) and there.timestamp >= e.record.timestamp:
                 counts["kept"] += 1
             elif target.put(slot, e.record):
                 counts["copied"] += 1

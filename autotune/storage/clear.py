@@ -20,7 +20,7 @@ from .entries import (
     short_name,
     wanted_key_text,
 )
-from .kernel_cache import KernelCache, live_caches
+from .kernel_cache import KernelCache, counted_as, live_caches
 from .protocol import Cache
 from .remote_config import required_remote_tier
 
@@ -151,25 +151,25 @@ def _journal_key(key: Any) -> tuple:
 
 def _clear_in_order(
     caches: list[KernelCache], persistent: list[Cache], name: str | None, key: tuple | None
-) -> tuple[set[tuple[str, str]], set[str]]:
+) -> tuple[set[tuple], set[str]]:
     """Clear `caches`' memory and the `persistent` tiers (of kernel `name` and `key`; None: all) in the order
     `KernelCache.clear` keeps: memory forgotten before the tiers and again after (a lookup begun while they were
     being cleared keeps nothing), the remote tier before the disk (a lookup copies a remote hit to the disk, never
-    back). Returns the (location, entry id) pairs removed and the kernel ids they belonged to."""
-    removed: set[tuple[str, str]] = set()
+    back). Returns the entries removed, each once (`counted_as`), and the kernel ids they belonged to."""
+    removed: set[tuple] = set()
     kernels: set[str] = set()
 
     def forget_all() -> None:
         for cache in caches:
             dropped = cache.forget(key)
-            removed.update((e.location, e.entry_id) for e in dropped)
+            removed.update(counted_as(e) for e in dropped)
             if dropped:
                 kernels.add(cache.identity or cache.kernel_name)
 
     forget_all()
     for tier in reversed(persistent):
         for e in tier.remove(name, key):
-            removed.add((e.location, e.entry_id))
+            removed.add(counted_as(e))
             kernels.add(e.record.kernel_id or e.record.kernel)
     forget_all()  # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
     return removed, kernels

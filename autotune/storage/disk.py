@@ -39,6 +39,7 @@ from .files import (
     load_record,
     lock_holder,
     lock_path,
+    lock_taken,
     read_entry_bytes,
     remove_file,
     root,
@@ -234,13 +235,10 @@ class DiskCache:
         if self.linked_out(path, entry.what):
             return None
         try:
-            held = acquire_entry_lock(path, "", 0.0)
+            taken = lock_taken(path)
         except OSError:
             return None  # a tuning's own lock attempt warns of it
-        if held is None:
-            return lock_holder(path) or "another process"
-        held.release()  # free: a killed holder's lock was released by the OS
-        return None
+        return (lock_holder(path) or "another process") if taken else None
 
     def lock(self, entry: EntryRef, *, timeout_s: float | None) -> HeldLock | None:
         path, what = self.path(entry), entry.what

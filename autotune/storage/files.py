@@ -9,6 +9,7 @@ Layout (under `options.cache_dir()`: AUTOTUNE_CACHE_DIR, else $XDG_CACHE_HOME/au
         <entry id>.json.holder      who holds that lock (pid, host, since), for waiters' messages
         .<entry id>.json.<host>.<pid>.<rand>.tmp   a write in progress (then os.replace'd onto the .json)
         .<entry id>.json.holder.<host>.<pid>.<rand>.tmp   the same for the .holder file
+                                    (<host>: `HOST_TAG`, a hash of the host name and the pid namespace)
 
 Reads never follow a link, read only regular files and at most `MAX_ENTRY_BYTES`; writes go to a temporary
 file that is `os.replace`d onto the entry once fully written, so a good entry is never half-overwritten.
@@ -53,6 +54,7 @@ __all__ = [
     "atomic_write",
     "acquire_entry_lock",
     "lock_holder",
+    "lock_taken",
     "disk_entries",
     "kernel_dirs",
     "entry_files",
@@ -71,7 +73,25 @@ _ENTRY_NAME = r"^[0-9a-f]{32}\.json$"  # only files named like ours are ever lis
 # `.<entry>[.holder].<host tag>.<pid>.<random>.tmp` (an entry's write, or its holder file's); names without the host tag
 # (older writers) are swept by age only
 _TMP_NAME = r"^\.[0-9a-f]{32}\.json(?:\.holder)?\.(?:(?P<host>[0-9a-f]{8})\.)?(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$"
-HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _pid_namespace() -> int | None:
+    """This process's pid namespace (Linux: the inode of /proc/self/ns/pid); None where there is none to read."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+PID_NAMESPACE = _pid_namespace()
+# A pid means something only within its host and pid namespace: containers sharing the host name (host
+# networking) and a cache directory each have their own pids, so the namespace is part of the host tag.
+LEGACY_HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]  # the tag before namespaces counted
+HOST_TAG = (
+    LEGACY_HOST_TAG
+    if PID_NAMESPACE is None
+    else hashlib.sha256(f"{socket.gethostname()}\0pidns:{PID_NAMESPACE}".encode()).hexdigest()[:8]
+)
 _STALE_TMP_S = 600.0  # temporary files older than this are debris of a killed writer
 _LOCK_NOTICE_S = 2.0  # after this long waiting for a key's lock, say so in the log
 SWEEP_INTERVAL_S = 60.0  # a write sweeps its directory's stale temporary files at most this often (per process)
@@ -232,6 +252,21 @@ def acquire_entry_lock(path: Path, what: str, timeout_s: float | None = None) ->
     return lock
 
 
+def lock_taken(path: Path) -> bool:
+    """Whether another process (or another lock object of this one) holds the entry's lock now: one try, no
+    wait, no notice, the holder file untouched (a sweep asking, not a tuning). Raises OSError when the lock file
+    cannot be opened."""
+    import filelock
+
+    lock = filelock.FileLock(str(lock_path(path)))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        return True
+    lock.release()  # free: a killed holder's lock was released by the OS
+    return False
+
+
 def holder_path(path: Path) -> Path:
     """The file naming who holds the lock of the entry at `path`."""
     return path.with_name(path.name + ".holder")
@@ -242,9 +277,12 @@ def lock_holder(path: Path) -> str | None:
     try:
         info = json.loads(read_entry_bytes(holder_path(path), limit=4096), parse_constant=no_constant)
         pid, host, since = int(info["pid"]), str(info["host"])[:255], float(info["since"])
-    except Exception:  # absent, unreadable or not ours: the message says "unknown"
+        if not 0 <= since < float("inf"):
+            return None  # not a time: not ours
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
+    except Exception:  # absent, unreadable, not ours, or a time the platform cannot show: "unknown"
         return None
-    return f"pid {pid} on host {host} since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+    return f"pid {pid} on host {host} since {when}"
 
 
 @dataclass(frozen=True)
@@ -390,8 +428,8 @@ def sweep_tmp(d: Path) -> None:
         match = re.match(_TMP_NAME, p.name)
         if match is None or not is_regular_file(p):
             continue
-        try:  # left by a writer of this host that is gone, or old enough that no writer anywhere still owns it
-            mine = match.group("host") == HOST_TAG
+        try:  # left by a writer of this host and pid namespace that is gone, or old enough that no writer owns it
+            mine = match.group("host") == HOST_TAG  # an older writer's tag names no namespace: swept by age only
             if (mine and not pid_alive(int(match.group("pid")))) or now - p.lstat().st_mtime > _STALE_TMP_S:
                 p.unlink()
         except OSError:

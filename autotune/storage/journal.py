@@ -8,8 +8,8 @@ whose process no longer exists is a config that ended its process (a segfault, a
 after a hang): the next tuning of that key records it as `crashed` instead of trying it again, so a restarting
 service does not crash-loop.
 
-A live process's notes are never crashes; a note of another host is never one (the cache directory may be
-shared); a pid counts as alive only while its start time (Linux: /proc/<pid>/stat) and the boot match the
+A live process's notes are never crashes; a note of another host or pid namespace is never one (the cache
+directory may be shared, by containers with the host's name too); a pid counts as alive only while its start time (Linux: /proc/<pid>/stat) and the boot match the
 note's, since pids are reused. Notes are JSON (msgspec), each read at most `MAX_NOTE_BYTES`, at most
 `MAX_NOTES` per key; nothing is unpickled. Writing a note is best-effort: a cache directory that cannot be
 written loses crash memory, not the tuning.
@@ -30,10 +30,24 @@ from typing import Any
 
 import msgspec
 
+try:
+    import fcntl
+except ImportError:  # Windows: no pid namespaces either
+    fcntl = None  # type: ignore[assignment]
+
 from ..errors import CacheEntryError, DeviceError, SpaceError, device_error_text
 from ..space.spaces import Config
 from .entries import key_text
-from .files import is_regular_file, names_in, pid_alive, read_entry_bytes, root
+from .files import (
+    HOST_TAG,
+    LEGACY_HOST_TAG,
+    PID_NAMESPACE,
+    is_regular_file,
+    names_in,
+    pid_alive,
+    read_entry_bytes,
+    root,
+)
 
 __all__ = [
     "MAX_NOTES",
@@ -71,6 +85,7 @@ class Note(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     host: str
     since: float  # time.time() when the measurement began
     error: str | None = None  # the error that left the device unusable, when the measurement raised one
+    pidns: int | None = None  # the process's pid namespace (Linux); None in notes written before it was noted
 
 
 def measuring(
@@ -95,20 +110,23 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
         boot=_boot_id(),
         host=_HOST,
         since=time.time(),
+        pidns=PID_NAMESPACE,
     )
-    path = _directory() / f"{_prefix(kernel_id, key)}{_host_tag()}.{pid}.{next(_SEQUENCE)}.json"
-    written = _write(path, msgspec.json.encode(note))
+    path = _directory() / f"{_prefix(kernel_id, key)}{HOST_TAG}.{pid}.{next(_SEQUENCE)}.json"
+    held = _write(path, msgspec.json.encode(note))  # locked while this process measures: its proof of life
     try:
         yield
     except DeviceError as exc:  # the measurement's own verdict (InProcessRunner), after earlier launches settled
-        if written:
+        if held is not None:
             _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300])))
-            written = False  # kept: once this process ends, the next one records the config as crashed
+            os.close(held)  # the replacement holds the lock now, for the rest of this process
+            held = None  # kept: once this process ends, the next one records the config as crashed
         raise
     finally:
-        if written:
+        if held is not None:
             with contextlib.suppress(OSError):
                 path.unlink()
+            os.close(held)
 
 
 def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
@@ -168,17 +186,19 @@ def _dead_notes(
         if note is None:
             if _named_process_gone(name):
                 dead.append((path, None))
-        elif not _alive(note):
+        elif not _alive(note, path):
             dead.append((path, note))
     return dead
 
 
-def _alive(note: Note) -> bool:
+def _alive(note: Note, path: Path) -> bool:
     """Whether the note's process may still be running (its measurement still in progress)."""
     if note.host != _HOST:
         return True  # another machine's process: never judged from here
     if note.boot is not None and _boot_id() not in (None, note.boot):
         return False  # noted before this machine restarted
+    if note.pidns is not None and note.pidns != PID_NAMESPACE:
+        return _locked(path)  # another pid namespace's (a container sharing the host name): its pids are not ours
     if not pid_alive(note.pid):
         return False
     start = _process_start(note.pid)
@@ -186,9 +206,12 @@ def _alive(note: Note) -> bool:
 
 
 def _named_process_gone(name: str) -> bool:
-    """For a note that cannot be read: whether its file name says it is this host's and its pid is gone."""
+    """For a note that cannot be read: whether its file name says it is this host's (and pid namespace's, or of
+    no namespace: an older autotune's) and its pid is gone."""
     fields = _name_fields(name)
-    return fields is not None and fields[0] == _host_tag() and fields[1].isdigit() and not pid_alive(int(fields[1]))
+    if fields is None or fields[0] not in (HOST_TAG, LEGACY_HOST_TAG):
+        return False
+    return fields[1].isdigit() and not pid_alive(int(fields[1]))
 
 
 def _name_fields(name: str) -> tuple[str, str] | None:
@@ -218,7 +241,9 @@ def keep_notes(notes: list[tuple[str, Note]], cache_dir: str | Path) -> None:
     """Write notes (file name, note) from another cache directory's journal into `cache_dir`'s, where a tuning
     there records their configs `crashed` (a sweep actor inheriting its dead predecessor's). Best-effort."""
     for name, note in notes:
-        _write(Path(cache_dir) / _DIRNAME / name, msgspec.json.encode(note))  # one not written: measured again
+        fd = _write(Path(cache_dir) / _DIRNAME / name, msgspec.json.encode(note), lock=False)
+        if fd is not None:  # a dead process's note: unlocked; one not written is measured again
+            os.close(fd)
 
 
 def _read(path: Path) -> Note | None:
@@ -232,19 +257,56 @@ def _read(path: Path) -> Note | None:
     return note
 
 
-def _write(path: Path, data: bytes) -> bool:
-    """Write a note; False (logged) when the journal cannot be written."""
+def _write(path: Path, data: bytes, *, lock: bool = True) -> int | None:
+    """Write a note, locked before it is written (`_locked`); its descriptor, which holds the lock until closed, or
+    None (logged) when the journal cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
+            if lock:
+                _lock(fd)
             os.write(fd, data)
-        finally:
+        except OSError:
             os.close(fd)
-        return True
+            with contextlib.suppress(OSError):
+                path.unlink()  # no empty note left behind
+            raise
+        return fd
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
-        return False
+        return None
+
+
+def _lock(fd: int) -> None:
+    """Best-effort: a file system without flock (Lustre's noflock, some FUSE or network mounts) still gets the
+    note, which another pid namespace then never judges dead (`_locked`)."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _locked(path: Path) -> bool:
+    """Whether a process holds the lock of the note at `path`: the kernel lets go of it when the process ends,
+    whatever its pid namespace, so another namespace's note is judged by it (a container restarted with the host
+    name of the one that crashed finds that note unlocked: a crash). True where it cannot be told."""
+    if fcntl is None:
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return True  # gone meanwhile (its measurement ended), or unreadable: not judged
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        # taken: its writer ended, unless it removed or replaced the note as this opened it (a measurement ending)
+        return os.fstat(fd).st_nlink == 0 or os.fstat(fd).st_ino != os.stat(path).st_ino
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+_KEPT_LOCKED: list[int] = []
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -253,12 +315,16 @@ def _replace(path: Path, data: bytes) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()  # a link left there is removed, never written through
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(temporary, flags, 0o666)
         try:
+            _lock(fd)
             os.write(fd, data)
-        finally:
+            os.replace(temporary, path)
+        except OSError:
             os.close(fd)
-        os.replace(temporary, path)
+            raise
+        _KEPT_LOCKED.append(fd)  # a note kept for after this process: locked while it lives
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
         with contextlib.suppress(OSError):
@@ -275,10 +341,6 @@ def _prefix(kernel_id: str, key: tuple | None) -> str:
     if key is None:
         return kernel_tag
     return f"{kernel_tag}{hashlib.sha256(key_text(key).encode()).hexdigest()[:16]}."
-
-
-def _host_tag() -> str:
-    return hashlib.sha256(_HOST.encode()).hexdigest()[:8]
 
 
 def _process_start(pid: int) -> str | None:

@@ -48,7 +48,7 @@ from .memory import Ident, MemoryCache
 from .protocol import Cache, EntryRef, Lease, StoredEntry, warn
 from .remote_config import remote_tiers, required_remote_tier
 
-__all__ = ["ForceBaseline", "KernelCache", "live_caches", "slot_for"]
+__all__ = ["ForceBaseline", "KernelCache", "counted_as", "live_caches", "same_slot", "slot_for"]
 
 logger = logging.getLogger("autotune")
 
@@ -110,23 +110,49 @@ class ForceBaseline(NamedTuple):
     in_memory: TuningRecord | None
 
 
+def same_slot(a: TuningRecord, b: TuningRecord) -> bool:
+    """Whether records `a` and `b` of one key belong in one slot: tuned by the same version of the kernel (what
+    `stale_reason` compares apart from the key and the winner: source, space, Triton, objective, prune='s
+    candidates; the device is in the entry's name), so that two versions sharing a cache (a rolling deploy) each
+    keep their own entry. A `Tuning.objective` entry's candidates are its set's: a new set replaces the key's
+    entry (one set per key, the last tuned), as a launch may use any of them (`stale_reason`'s `winner_among`)."""
+    return _version_of(a) == _version_of(b)
+
+
+def _version_of(r: TuningRecord) -> tuple:
+    candidates = None if r.objective else r.candidates
+    return (r.kernel_id, r.source_hash, r.space_checksum, r.triton_version, r.objective or None, candidates)
+
+
+def counted_as(e: StoredEntry) -> tuple:
+    """What makes a removed entry one entry wherever it was (memory, disk, Redis): its kernel's place, device, key,
+    dtypes and version (`same_slot`), not its file name: memory knows neither the slot nor the file's device name,
+    and one in memory and on disk counts once."""
+    record = e.record
+    return (e.location, str(record.device), key_text(record.key), tuple(map(str, record.dtypes)), _version_of(record))
+
+
 def slot_for(tier: Cache, entry: EntryRef, record: TuningRecord) -> EntryRef:
-    """Where `record` goes in `tier` among `entry`'s slots (one per kernel source and search space,
-    `EntryRef.slots`): the slot of its source and space, else an empty one, else the one with the oldest record;
+    """Where `record` goes in `tier` among `entry`'s slots (one per version of the kernel, `same_slot`;
+    `EntryRef.slots`): the slot of its version, else an empty one, else the one with the oldest record (of its
+    source and space first);
     never one a newer autotune wrote (`entry` itself when it wrote every slot: its `put` refuses, warned).
     Call it holding the lease of `entry` (slot 0)."""
     held = [(slot, r) for slot in entry.slots() if (r := tier.get(slot)) is not None or not tier.newer_at(slot)]
     if not held:
         return entry
-    same = [
-        slot
-        for slot, r in held
-        if r is not None and (r.source_hash, r.space_checksum) == (record.source_hash, record.space_checksum)
-    ]
+    same = [slot for slot, r in held if r is not None and same_slot(r, record)]
     empty = [slot for slot, r in held if r is None]
     if same or empty:
         return (same or empty)[0]
-    return min(held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
+    # every slot holds another version: the oldest of this source and space (another Triton, objective or prune=
+    # result) goes before another source's or space's (the other half of a rolling deploy)
+    ours = [(slot, r) for slot, r in held if r is not None and _source_of(r) == _source_of(record)]
+    return min(ours or held, key=lambda pair: pair[1].timestamp if pair[1] is not None else 0.0)[0]
+
+
+def _source_of(r: TuningRecord) -> tuple:
+    return (r.kernel_id, r.source_hash, r.space_checksum)
 
 
 def live_caches() -> list[KernelCache]:
@@ -859,7 +885,7 @@ class KernelCache:
         tiers = [tier for tier in self.tiers if remote or tier.name != "remote"]
         if remote and not any(tier.name == "remote" for tier in tiers):
             tiers.append(required_remote_tier("clear_autotune_cache(..., remote=True)"))
-        removed = {(e.location, e.entry_id) for e in self.forget(key)}
+        removed = {counted_as(e) for e in self.forget(key)}
         from ..keys import normalise_key
         from . import journal
 
@@ -867,9 +893,9 @@ class KernelCache:
         journal.forget(self.journal_id, None if key is None else normalise_key(key))
         # the remote tier first: a lookup copies what it finds into the tiers before it (remote to disk), never after
         for tier in reversed(tiers):
-            removed |= {(e.location, e.entry_id) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
+            removed |= {counted_as(e) for e in tier.remove(self.kernel_name, key, identity=self.identity)}
         # a barrier: what a lookup begun while the tiers were being cleared kept in memory goes too
-        removed |= {(e.location, e.entry_id) for e in self.forget(key)}
+        removed |= {counted_as(e) for e in self.forget(key)}
         return len(removed)
 
 

@@ -276,18 +276,21 @@ class RedisCache:
         return f"{self.prefix}:{kind}:{location}:{entry_id}"
 
     def _read(
-        self, key: str, *, always: bool = False, report: bool = True, future_ok: bool = False
+        self, key: str, *, always: bool = False, report: bool = True, future_ok: bool = False, quiet: bool = False
     ) -> TuningRecord | None:
-        """The record at `key`, or None (warned when refused); `future_ok`: one dated ahead too (a clear's read)."""
+        """The record at `key`, or None (warned when refused, unless `quiet`: a clear of everything deletes it);
+        `future_ok`: one dated ahead too (a clear's read)."""
         size = self.call(lambda c: c.strlen(key), always=always, report=report)  # never download an oversized value
         data = b""
         if 0 < size <= MAX_ENTRY_BYTES:  # bounded: a value grown since STRLEN reads one byte over the limit
             data = self.call(lambda c: c.getrange(key, 0, MAX_ENTRY_BYTES), always=always, report=report) or b""
         if size > MAX_ENTRY_BYTES or len(data) > MAX_ENTRY_BYTES:
             what = f"{size} bytes" if size > MAX_ENTRY_BYTES else "it grew past it while being read"
-            self.warn_once(
-                f"autotune cache: refused Redis key {key}: over the {MAX_ENTRY_BYTES}-byte limit of an entry ({what})"
-            )
+            if not quiet:
+                self.warn_once(
+                    f"autotune cache: refused Redis key {key}: over the {MAX_ENTRY_BYTES}-byte limit of an entry "
+                    f"({what})"
+                )
             return None
         if not data:
             return None
@@ -297,7 +300,7 @@ class RedisCache:
             if exc.kind == "schema" and is_newer_schema(exc.schema_version):
                 # a newer autotune sharing the server: not a fault; its entry stays (`slot_for` skips it)
                 logger.debug("autotune cache: %s; written by a newer autotune, left in place", exc)
-            else:
+            elif not quiet:
                 self.warn_once(f"autotune cache: refused a record from Redis ({exc}); ignoring it")
             return None
 
@@ -411,18 +414,27 @@ class RedisCache:
         return sorted(out)
 
     def _listing(
-        self, kernel: str | None, *, always: bool = False, report: bool = True, future_ok: bool = False
+        self,
+        kernel: str | None,
+        *,
+        always: bool = False,
+        report: bool = True,
+        future_ok: bool = False,
+        quiet: bool = False,
     ) -> tuple[list[StoredEntry], _Unavailable | None]:
         """(every readable entry, of `kernel` (`entries.kernel_matches`) or all; why the listing stopped early, or
         None). A key Redis will not read as a string (a hash someone stored under the prefix: WRONGTYPE) is skipped
         with a warning naming it: one stray key must not hide the entries after it. Only Redis going away stops it.
-        `future_ok`: entries dated ahead are listed too (a clear's listing)."""
+        `future_ok`: entries dated ahead are listed too (a clear's listing); `quiet`: keys not read are not warned
+        about (a clear of everything, which deletes them)."""
         out: list[StoredEntry] = []
         try:
             for key, location, entry_id in self._scan(kernel, always=always, report=report):
                 try:
-                    record = self._read(key, always=always, report=False, future_ok=future_ok)
+                    record = self._read(key, always=always, report=False, future_ok=future_ok, quiet=quiet)
                 except _Refused as exc:
+                    if quiet:
+                        continue
                     self.warn_once(
                         f"autotune cache: skipped Redis key {key}: {exc.reason}; it is not an entry "
                         "autotune wrote (delete it, or clear everything with `autotune cache clear "
@@ -469,18 +481,43 @@ class RedisCache:
         self, kernel: str | None = None, key: tuple | None = None, identity: object = ANY
     ) -> tuple[list[StoredEntry], str | None]:
         """An explicit clear: remove entries (of `kernel`, a short name or a "module:qualname"; of one kernel by
-        `identity`; of one key; or all, with every unreadable key under the prefix) trying Redis now, whatever the
-        back-off after an earlier failure. Returns (what was removed, why the rest could not be, or None); it warns
-        nothing itself."""
+        `identity`; of one key; or all, with every unreadable key under the prefix: `clear_all_now`) trying Redis
+        now, whatever the back-off after an earlier failure. Returns (what was removed, why the rest could not be,
+        or None); it warns nothing itself."""
+        if kernel is None and key is None and identity is ANY:
+            removed, _, problem = self.clear_all_now()
+            return removed, problem
         wanted = wanted_key_text(key)
         entries, stopped = self._listing(kernel, always=True, report=False, future_ok=True)
-        problem = stopped.reason if stopped is not None else None
-        removed = []
+        chosen = [
+            e
+            for e in entries
+            if (identity is ANY or e.record.kernel_id == identity)
+            and (wanted is None or key_text(as_key_tuple(e.record.key)) == wanted)
+        ]
+        removed, problem = self._delete(chosen)
+        return removed, problem or (stopped.reason if stopped is not None else None)
+
+    def clear_all_now(self) -> tuple[list[StoredEntry], int, str | None]:
+        """An explicit clear of everything under the prefix, trying Redis now: (the entries removed, how many other
+        keys under it were deleted (unreadable, or not entries autotune wrote), why the rest could not be, or None).
+        Warns nothing: a key it cannot read is deleted, not skipped."""
+        entries, stopped = self._listing(None, always=True, report=False, future_ok=True, quiet=True)
+        removed, problem = self._delete(entries)
+        problem = problem or (stopped.reason if stopped is not None else None)
+        others = 0
+        if problem is None:
+            try:
+                for stale, _, _ in self._scan(None, always=True, report=False):
+                    others += int(self.call(lambda c: c.delete(stale), always=True, report=False) or 0)  # noqa: B023 (called at once)
+            except _Unavailable as exc:
+                problem = exc.reason
+        return removed, others, problem
+
+    def _delete(self, entries: list[StoredEntry]) -> tuple[list[StoredEntry], str | None]:
+        """Delete `entries` now: (those deleted, why one could not be, or None); Redis going away stops it."""
+        removed, problem = [], None
         for e in entries:
-            if identity is not ANY and e.record.kernel_id != identity:
-                continue
-            if wanted is not None and key_text(as_key_tuple(e.record.key)) != wanted:
-                continue
             try:
                 if self.call(lambda c: c.delete(self.key_of(e.location, e.entry_id)), always=True, report=False):  # noqa: B023 (called at once)
                     removed.append(e)
@@ -488,12 +525,6 @@ class RedisCache:
                 problem = exc.reason
             except _Unavailable as exc:
                 return removed, exc.reason
-        if problem is None and kernel is None and key is None and identity is ANY:  # everything: unreadable too
-            try:
-                for stale, _, _ in self._scan(None, always=True, report=False):
-                    self.call(lambda c: c.delete(stale), always=True, report=False)  # noqa: B023 (called at once)
-            except _Unavailable as exc:
-                problem = exc.reason
         return removed, problem
 
 
