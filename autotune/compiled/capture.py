@@ -65,6 +65,10 @@ class CapturedKernel(Protocol):
 
     def untuned_among(self, kept: list[Config], checksum: str | None) -> Config: ...
 
+    def peek_stored(
+        self, key: tuple, dtypes: tuple, kept: list[Config], candidates: str | None
+    ) -> TuningRecord | None: ...
+
 
 class _KernelState:
     """One kernel's choices made during capture, per (key, dtypes, candidates), each with the count of its cache's
@@ -96,7 +100,7 @@ def select_in_capture(
     ident, clears = (key, tuple(dtypes), checksum), kernel.cache.clears()
     found = state.chosen.get(ident)
     if found is None or found[1] != clears:  # a key cleared since the choice is looked up again (DESIGN §11)
-        record = kernel.cache.peek(key, dtypes, checksum)  # memory, disk, Redis: read once, no lock or lease
+        record = kernel.peek_stored(key, dtypes, kept, checksum)  # memory, disk, Redis: read once, no lock or lease
         if record is not None:
             state.chosen.pop(ident, None)
             return record.winner, record, "cache"

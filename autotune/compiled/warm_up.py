@@ -181,10 +181,16 @@ def _checksum_of(bound: Any, as_call: Callable[[], AbstractContextManager[Any]],
 
 
 def _tune_together(
-    group: list[tuple[Any, Any]], force: bool, as_call: Callable[[], AbstractContextManager[Any]], engine: Autotuned
+    group: list[tuple[Any, Any]],
+    force: bool,
+    as_calls: list[Callable[[], AbstractContextManager[Any]]],
+    engine: Autotuned,
 ) -> tuple[TuningRecord, Found]:
-    with as_call():  # prune= runs on the group's first call
-        return engine.tune_calls(group, force=force)
+    """Tune one key's calls together, in the first call's context (an autotune.compat kernel's configs copied by its
+    prune keep their pre_hook in the trials, as before); prune= runs on each call in that call's (`as_calls`)."""
+    with as_calls[0]():
+        pruning_as = [contextlib.nullcontext, *as_calls[1:]]  # the first call's prune sets what its context holds
+        return engine.tune_calls(group, force=force, pruning_as=pruning_as)
 
 
 def _latest_agreement(engine: Autotuned, key: tuple, dtypes: tuple) -> Agreement | None:
@@ -205,7 +211,7 @@ def _warm_up_together(
     tuner = engine if tuning is None else _blocking_copy(engine, tuning)
     launcher = _engine_of(kernel)[0]
     groups: dict[tuple, list[tuple[Any, Any]]] = {}
-    first_calls: dict[tuple, Callable[[], AbstractContextManager[Any]]] = {}
+    as_calls: dict[tuple, list[Callable[[], AbstractContextManager[Any]]]] = {}
     for maker in calls:
         args, kwargs = made_args(maker, f"autotune.warmup({engine.name}, calls)")
         grid = kwargs.pop("grid", None)
@@ -214,13 +220,13 @@ def _warm_up_together(
         bound = engine.bind(args, kwargs)
         ident = engine.key_of(bound)
         groups.setdefault(ident, []).append((bound, grid))
-        first_calls.setdefault(ident, functools.partial(_as_call, launcher, args, kwargs, grid))
+        as_calls.setdefault(ident, []).append(functools.partial(_as_call, launcher, args, kwargs, grid))
     tuned: list[WarmedKey] = []
     cached: list[WarmedKey] = []
     for (key, dtypes), group in groups.items():
         start = time.perf_counter()
         if tuner is engine:  # a compat kernel's engine is rebuilt when its prune changed a config in place
-            step = functools.partial(_tune_together, group, force, first_calls[(key, dtypes)])
+            step = functools.partial(_tune_together, group, force, as_calls[(key, dtypes)])
             engine, (record, how) = _settled(kernel, step)
             tuner = engine
         else:

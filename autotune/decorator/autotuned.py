@@ -6,12 +6,14 @@ once, whatever the number of threads and processes asking) and launches it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from triton.runtime.jit import KernelInterface, MockTensor
@@ -476,7 +478,7 @@ class Autotuned(KernelInspection, KernelInterface):
     def _stored_winner(self, bound: BoundCall) -> Config:
         """The cached winner of a call made of dtypes (Triton's warmup), which cannot be tuned on: no tensors."""
         key, dtypes = self._key(bound.named)
-        record = self.cache.peek(key, dtypes, self.candidates(bound)[1])
+        record = self.peek_stored(key, dtypes, *self.candidates(bound))
         if record is None:
             raise AutotuneError(
                 f"{self.name}: a warmup with dtypes instead of tensors (Triton's KernelInterface.warmup, "
@@ -691,26 +693,58 @@ class Autotuned(KernelInspection, KernelInterface):
             )
         return record.winner, record, "cache"
 
-    def tune_calls(self, calls: Sequence[tuple[BoundCall, Any]], *, force: bool = False) -> tuple[TuningRecord, Found]:
+    def tune_calls(
+        self,
+        calls: Sequence[tuple[BoundCall, Any]],
+        *,
+        force: bool = False,
+        pruning_as: Sequence[Callable[[], AbstractContextManager[Any]]] | None = None,
+    ) -> tuple[TuningRecord, Found]:
         """One config for every (bound call, grid) of `calls`, scored by `Tuning.objective` (geometric mean or max
         of the per-call medians), through the cache as any key: (the record, where it was found). Every call must
-        fall in one key (key=None, or a bucket key that maps them together); prune= runs on the first."""
-        from ..engine.multi_call import describe_call
+        fall in one key (key=None, or a bucket key that maps them together). The candidates are the configs prune=
+        keeps for all of them (`candidates_of_calls`; `pruning_as`: per call, the context its prune= runs in), the
+        same for the set in any order; under a process group the calls are taken in their canonical order
+        (`in_call_order`), so every rank's per-call times line up."""
+        from ..engine.multi_call import describe_call, in_call_order
         from .tune_key import KeyTuning
 
         objective = self.tuning.objective
         if objective is None:
             raise OptionError(f"{self.name}.tune_calls(...) needs a Tuning with objective='geomean' or 'max'")
-        key, dtypes = self.key_of_calls([bound for bound, _ in calls])
-        first, grid = calls[0]
-        kept, candidates = self.candidates(first)
         described = [describe_call(bound.named) for bound, _ in calls]
+        agreed = active_mode(self.tuning.distributed) is not None
+        order = in_call_order(described) if agreed else list(range(len(calls)))
+        calls, described = [calls[i] for i in order], [described[i] for i in order]
+        key, dtypes = self.key_of_calls([bound for bound, _ in calls])
+        contexts = None if pruning_as is None else [pruning_as[i] for i in order]
+        kept, candidates = self.candidates_of_calls([bound for bound, _ in calls], contexts)
+        first, grid = calls[0]
         # Tuned again for a changed set of calls, but the crash journal's notes stay: a restart whose calls differ
         # from the entry's until a tuning completes would otherwise try a crashing config at every start.
         job = KeyTuning(key, dtypes, first, grid, kept, candidates, force=force, calls=calls, described=described)
         retune = force or self.cache.calls_changed(key, dtypes, candidates, described)
         with measuring_suspended():  # called inside a hook's measurement: as `_tune_on_miss`
             return self._tune_calls_through_cache(job, retune, candidates, described)
+
+    def candidates_of_calls(
+        self,
+        calls: Sequence[BoundCall],
+        pruning_as: Sequence[Callable[[], AbstractContextManager[Any]]] | None = None,
+    ) -> tuple[list[Config], str | None]:
+        """`candidates` of a set of calls (`Tuning.objective`): the configs prune= keeps for every call, and their
+        checksum, the same for the set in any order (`common_candidates`); an OptionError when none is kept for
+        all. `pruning_as`: per call, the context its prune= runs in (an autotune.compat kernel's arguments)."""
+        from ..engine.multi_call import common_candidates, describe_call
+
+        if self.prune is None or self.configs is None or not calls:
+            return list(self.configs or ()), None
+        kept = []
+        for index, bound in enumerate(calls):
+            with pruning_as[index]() if pruning_as is not None else contextlib.nullcontext():
+                kept.append(self.candidates(bound)[0])
+        described = [describe_call(bound.named) for bound in calls]
+        return common_candidates(self.name, self.configs, kept, described)
 
     def _tune_calls_through_cache(
         self, job: KeyTuning, retune: bool, candidates: str | None, described: list[str]
@@ -768,14 +802,32 @@ class Autotuned(KernelInspection, KernelInterface):
         mode = active_mode(self.tuning.distributed)
         if mode is None:
             kept, candidates = self.candidates(bound)
-            return self.cache.peek(key, dtypes, candidates, stale), kept, candidates
+            return self.peek_stored(key, dtypes, kept, candidates, stale), kept, candidates
         from ..modes import distributed as _distributed
 
         kept, candidates, prune_error = self._candidates_for_agreement(bound)
         record = _distributed.agree_offline(
-            self.cache, key, dtypes, mode, candidates=candidates, prune_error=prune_error
+            self.cache,
+            key,
+            dtypes,
+            mode,
+            candidates=candidates,
+            prune_error=prune_error,
+            winner_among=self._winner_among(kept, candidates),
         )
         return record, kept, candidates
+
+    def _winner_among(self, kept: list[Config], candidates: str | None) -> list[Config] | None:
+        """What a stored entry's winner must be among for this call to launch it: a `Tuning.objective` kernel's entry
+        was tuned among the configs prune= keeps for every call of its set, never this call's own, so it counts
+        when prune= keeps its winner for this call (`kept`); None (the candidates checksum must match) otherwise."""
+        return kept if self.tuning.objective is not None and candidates is not None else None
+
+    def peek_stored(
+        self, key: tuple, dtypes: tuple, kept: list[Config], candidates: str | None, stale: list[str] | None = None
+    ) -> TuningRecord | None:
+        """The stored record a call whose prune= kept `kept` (`candidates`: its checksum) may launch; never tunes."""
+        return self.cache.peek(key, dtypes, candidates, stale, winner_among=self._winner_among(kept, candidates))
 
     def _select_offline(self, key: tuple, dtypes: tuple, bound: BoundCall) -> tuple[Config, TuningRecord | None, How]:
         """AUTOTUNE_OFFLINE=1: the stored winner, never a tuning; under a process group rank 0's, sent to every rank

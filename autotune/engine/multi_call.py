@@ -20,13 +20,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import OptionError
 from ..options import Objective
 from ..record import Trial, TrialStatus, Where
-from ..space.spaces import Config
+from ..space.spaces import Config, configs_checksum
 
 if TYPE_CHECKING:  # not at import: warmup and sweep import check_objective, and a cache hit loads no pipeline
     from .pipeline import Compiler
     from .trial_runner import TrialRunner
 
-__all__ = ["MultiCallRunner", "check_objective", "combine", "describe_call", "runners_for_calls"]
+__all__ = [
+    "MultiCallRunner",
+    "check_objective",
+    "combine",
+    "common_candidates",
+    "describe_call",
+    "in_call_order",
+    "runners_for_calls",
+]
 
 _Call = TypeVar("_Call")
 
@@ -53,6 +61,31 @@ def describe_call(named: Mapping[str, Any]) -> str:
         elif isinstance(value, int) and not isinstance(value, bool):
             parts.append(f"{name}={value}")
     return ", ".join(parts)
+
+
+def in_call_order(described: Sequence[str]) -> list[int]:
+    """The canonical order of a set's calls (indices into `described`, each call's `describe_call`): by their
+    shapes, ties in the given order. Ranks that give the same set in other orders then tune it alike: one
+    `record.calls`, and each rank's trials' `calls_ms` filed under the same calls."""
+    return sorted(range(len(described)), key=described.__getitem__)
+
+
+def common_candidates(
+    kernel_name: str, configs: Sequence[Config], kept: Sequence[Sequence[Config]], described: Sequence[str]
+) -> tuple[list[Config], str]:
+    """The candidates of a set of calls: the configs prune= kept (`kept`, per call) for every call, in the order it
+    kept them for the first, and their checksum in the space's (`configs`) order, whatever the calls' order. Each
+    candidate is measured on every call and the winner launches for each: one left out for any call is none."""
+    common = set(kept[0]).intersection(*kept[1:])
+    if not common:
+        shown = "; ".join(f"{d or 'call ' + str(i)}: {len(k)}" for i, (d, k) in enumerate(zip(described, kept)))
+        raise OptionError(
+            f"prune= on {kernel_name} keeps no config for every call of this set (configs kept per call: "
+            f"{shown[:400]}), and Tuning(objective=...) tunes one config that every call launches: make prune= "
+            "keep at least one config that fits all of them, or tune these calls apart (a key= that puts them in "
+            "different keys)"
+        )
+    return [c for c in kept[0] if c in common], configs_checksum(c for c in configs if c in common)
 
 
 # The least time a call counts for in a geometric mean: a call too quick for the timer (0 ms: a clock's resolution,

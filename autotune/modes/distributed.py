@@ -204,17 +204,19 @@ def agree_offline(
     *,
     candidates: str | None = None,
     prune_error: BaseException | None = None,
+    winner_among: Sequence[Config] | None = None,
 ) -> TuningRecord | None:
     """Under AUTOTUNE_OFFLINE=1 (never tune): rank 0's stored record for (key, dtypes), sent to every rank, or None
     on every rank when rank 0 has none, so all launch the same config (the winner, else the same fallback) even
     when only some nodes hold the entry. Every rank of the group must call this for the same key. `prune_error`:
-    as `agree`'s, told at the handshake."""
+    as `agree`'s, told at the handshake. `winner_among`: rank 0's, as `KernelCache.peek`'s (a `Tuning.objective`
+    kernel's launch: rank 0's prune= must keep the entry's winner)."""
     dtypes = tuple(dtypes)
     record = cache.in_memory(key, dtypes)
     if record is not None:
         return record
     with _one_round(cache, key, dtypes, mode, candidates, prune_error=prune_error) as rnd:
-        return rnd.run_offline()
+        return rnd.run_offline(winner_among)
 
 
 @contextmanager
@@ -307,12 +309,12 @@ class _Round:
         self._note(record, how, measured_by)
         return record, how
 
-    def run_offline(self) -> TuningRecord | None:
+    def run_offline(self, winner_among: Sequence[Config] | None = None) -> TuningRecord | None:
         """`agree_offline`'s round: rank 0 reads its tiers without tuning and sends what it found, or a miss."""
         self.offline = True
         self._meet()
         if self.rank == 0:
-            record = self.cache.peek(self.key, self.dtypes, self.candidates)
+            record = self.cache.peek(self.key, self.dtypes, self.candidates, winner_among=winner_among)
             self._broadcast(
                 {"kind": "record", "record": record, "how": "cache"} if record is not None else {"kind": "offline-miss"}
             )

@@ -397,11 +397,21 @@ class KernelCache:
     # -- validity ---------------------------------------------------------------------------------
 
     def stale_reason(
-        self, record: TuningRecord, key: tuple, dtypes: tuple[str, ...], candidates: str | None = None
+        self,
+        record: TuningRecord,
+        key: tuple,
+        dtypes: tuple[str, ...],
+        candidates: str | None = None,
+        winner_among: Sequence[Config] | None = None,
     ) -> str | None:
         """Why `record` may not be used for `key` here, or None when it may. `candidates` is the checksum of
-        the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner."""
-        if record.candidates != candidates:
+        the configs this call's prune= kept: an entry tuned among other candidates is not this call's winner.
+        `winner_among` (a launch of a `Tuning.objective` kernel, whose entry was tuned among the configs prune=
+        keeps for every call of a set): the configs prune= kept for this call, which must hold the winner instead."""
+        if winner_among is not None:
+            if record.winner not in winner_among:
+                return f"prune= leaves its winner {dict(record.winner)} out for this call"
+        elif record.candidates != candidates:
             return "prune= kept other configs for it"
         if (record.objective or None) != self.objective:
             tuned_for = f"objective={record.objective!r}" if record.objective else "each call (no objective)"
@@ -437,17 +447,18 @@ class KernelCache:
         candidates: str | None,
         stale: list[tuple[str, str]] | None = None,
         weaker: list[str] | None = None,
+        winner_among: Sequence[Config] | None = None,
     ) -> TuningRecord | None:
         """`tier`'s record of `entry` when it may be used here (in any of the key's slots, one per source and space),
         else None (and, when there is one, the tier's name and why its record is not usable appended to `stale`).
         With `weaker`, a record found by a weaker search than this kernel's is not used either (it is tuned again),
-        and why is appended there."""
+        and why is appended there. `winner_among`: as `stale_reason`'s."""
         reasons: list[str] = []
         for slot in entry.slots():
             record = tier.get(slot)
             if record is None:
                 continue
-            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates)
+            reason = self.stale_reason(record, entry.key, entry.dtypes, candidates, winner_among)
             if reason is not None:  # another source's or space's slot, or out of date: never this kernel's winner
                 if reason not in reasons:
                     reasons.append(reason)
@@ -700,12 +711,14 @@ class KernelCache:
         stale: list[str] | None = None,
         *,
         judge_search: bool = False,
+        winner_among: Sequence[Config] | None = None,
     ) -> TuningRecord | None:
         """The record in memory, else a usable one of a persistent tier (then kept in memory), else None;
         never tunes. Counts hits. For AUTOTUNE_OFFLINE, whose warning says why a stored entry was not used: each
         tier's reason is appended to `stale` ("the disk entry is out of date (the kernel source changed)").
         `judge_search` (online tuning, which tunes on a None): an entry found by a weaker search than this
-        kernel's is not used either, as in `get_or_tune`."""
+        kernel's is not used either, as in `get_or_tune`. `winner_among`: as `stale_reason`'s (then `candidates`
+        is not compared)."""
         record = self.memory.lookup(key, tuple(dtypes))
         if record is not None:
             count_hit(self.kernel_name)
@@ -722,7 +735,7 @@ class KernelCache:
                 if skip_remote and tier.name == "remote":
                     continue
                 weaker: list[str] | None = [] if judge_search else None
-                record = self._usable(tier, entry, candidates, outdated, weaker)
+                record = self._usable(tier, entry, candidates, outdated, weaker, winner_among)
                 if weaker:
                     logger.info("autotune cache: tuning %s again: %s", entry.what, weaker[0])
                 if record is not None:

@@ -128,21 +128,22 @@ class SweepWorker:
 
     def prepare(self, maker: Maker | MakerSet) -> KeyInfo:
         """Build one call's arguments from `maker` (every call's, for a set) on this worker's device; the key,
-        dtypes and candidates (of the first call of a set, which must all fall in that key)."""
+        dtypes and candidates (a set's: the configs prune= keeps for every call, which must all fall in one key)."""
         from ..engine.multi_call import describe_call
 
         if isinstance(maker, tuple):
             calls = [self._bind(m) for m in maker]
             bounds = [bound for bound, _ in calls]
             key, dtypes = self.kernel.key_of_calls(bounds)  # one key, or a CallError before the driver's lease
-            self._bound, first = calls, bounds[0]
+            self._bound = calls
             described: tuple[str, ...] | None = tuple(describe_call(bound.named) for bound in bounds)
+            candidates = self.kernel.candidates_of_calls(bounds)[1]
         else:
             self._bound = self._bind(maker)
-            first = self._bound[0]
-            key, dtypes = self.kernel.key_of(first)
+            key, dtypes = self.kernel.key_of(self._bound[0])
             described = None
-        return KeyInfo(tuple(key), tuple(dtypes), self.kernel.candidates(first)[1], described)
+            candidates = self.kernel.candidates(self._bound[0])[1]
+        return KeyInfo(tuple(key), tuple(dtypes), candidates, described)
 
     def _bind(self, maker: Maker) -> tuple[Any, Any]:
         """(the bound call, its grid): a maker may return the launch grid in its kwargs (`grid=`), as for a kernel
