@@ -177,7 +177,7 @@ def _shown(value: Any) -> str:
 def _builtin(value: Any) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
-    return int(value) if isinstance(value, int) else float(value)
+    return int(value) if isinstance(value, int) else float(value) + 0.0  # np.float64(-0.0) as 0.0, as -0.0 is
 
 
 def _dtype_str(dtype: Any) -> str:

@@ -23,13 +23,14 @@ def normalise(value: Any) -> Any:
 def key_matches(record: TuningRecord, text: str) -> bool:
     """Does `--key TEXT` select this record? TEXT is read by `autotune.keyspec.parse_key`, as by every
     subcommand; the printed key (`(1024,) float32`, spaces ignored) matches too. Every dtype variant matches."""
+    from ..keys import normalise_key
     from ..keyspec import parse_key
     from ..storage.entries import key_text
 
-    try:
-        if key_text(parse_key(text)) == key_text(record.key):
+    try:  # normalised as a call's key is stored (-0.0 as 0.0), as `autotune cache clear --key` reads it
+        if key_text(normalise_key(parse_key(text), "--key")) == key_text(record.key):
             return True
-    except ValueError:
+    except ValueError:  # a KeyValueError too (NaN)
         return False
     printed = format_record_key(record).removeprefix("key=")
     squeeze = lambda s: "".join(s.split())  # noqa: E731

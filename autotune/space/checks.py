@@ -143,16 +143,24 @@ def _check_occupancy_knobs(space: SearchSpace, configs: list, static_options: Ma
 
 
 def _knob_candidates(space: SearchSpace, configs: list) -> list[tuple[Config | None, dict[str, Collection[Any]]]]:
-    """(config or None, the values each field may take together): a listed config's own; an unfiltered lazy
-    Cartesian space's axes (every pair of values is a config; a filter may keep them apart, so a filtered one, or
-    one in a filtered union, is left to its configs' compiles); each part of a lazy union so."""
+    """(config or None, the values each field may take together): a listed config's own; a lazy Cartesian space's
+    axes (every pair of values is a config) unless a filter on it, or on a union around it, may keep them apart (a
+    callable, or a `$X` string reading occupancy or a knob: then left to its configs' compiles); each part of a lazy
+    union so."""
     candidates: list[tuple[Config | None, dict[str, Collection[Any]]]] = []
     for part, listed, outer in _parts_to_check(space, configs):
         if part.lazy and isinstance(part, CartesianSpace):
-            candidates += [] if part.is_filtered or outer else [(None, dict(part.axes))]
+            candidates += [] if _may_part_knobs((*part.filters, *outer)) else [(None, dict(part.axes))]
         else:
             candidates += [(c, {name: (value,) for name, value in c.items()}) for c in listed]
     return candidates
+
+
+def _may_part_knobs(filters: tuple) -> bool:
+    """Whether one of these filters may remove the configs that set both occupancy and a knob it is lowered to: a
+    callable (what it reads is not known), or a `$X` string that reads one of them (`$BLOCK >= 16` cannot)."""
+    watched = {OCCUPANCY, *LOWERED_KNOBS}
+    return any(not isinstance(f, WhereString) or f.fields_read & watched for f in filters)
 
 
 def validate_space(

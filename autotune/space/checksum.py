@@ -5,6 +5,7 @@ of a checksum only through a text that every process writes the same (no address
 
 from __future__ import annotations
 
+import dis
 import enum
 import functools
 import hashlib
@@ -187,7 +188,8 @@ class _FilterWalk:
         raise self.fail(f"a callable of type {type(fn).__module__}.{type(fn).__qualname__} with no Python code")
 
     def attributes(self, obj: Any, depth: int) -> str:
-        names = sorted(getattr(obj, "__dict__", {}))
+        """Its attributes, in `__dict__` and in `__slots__` (a slots class, a `slots=True` dataclass, has no dict)."""
+        names = sorted(_own_attributes(obj))
         return ", ".join(f"{n}={self.value(getattr(obj, n), f'attribute {n}', depth)}" for n in names)
 
     def function(self, fn: Any, depth: int) -> str:
@@ -213,10 +215,12 @@ class _FilterWalk:
                     continue
                 parts.append(f"closure {name}={self.value(captured, f'captured {name}', depth)}")
             scope = getattr(fn, "__globals__", {})
-            for name in sorted(_global_names(code)):
+            names = _global_names(code)  # a generator expression's or comprehension's names too
+            read = names - _stored_attributes(code)  # never what it assigns (a counter)
+            for name in sorted(names):
                 if name in scope:
                     parts.append(f"global {name}={self.global_value(scope[name], depth)}")
-                    parts += _module_constants_read(name, scope[name], code)
+                    parts += self.read_through(name, scope[name], read, 0)
             return "\n".join(parts)
         finally:
             self.path.discard(id(fn))
@@ -224,9 +228,7 @@ class _FilterWalk:
     def global_value(self, value: Any, depth: int) -> str:
         """A global's stable text (a dict of stable items included: a table the filter looks up); a function by its
         identity; anything else (a module, a class) by its type, as the kernel identity does."""
-        text = stable_text(value)
-        if text is None and isinstance(value, dict):
-            text = _stable_dict_text(value)
+        text = _table_text(value)
         if text is not None:
             return text
         if _plain_function(value) is not None:
@@ -237,25 +239,70 @@ class _FilterWalk:
             return f"class {value.__module__}.{value.__qualname__}"
         return f"{type(value).__module__}.{type(value).__qualname__} object"
 
+    def read_through(self, prefix: str, owner: Any, names: set[str], level: int) -> list[str]:
+        """Lines for what a filter may read through a global module, class or object (`settings.LIMIT`,
+        `CFG.limit`, `CFG.sub.limit`): each name its code uses, and does not assign, that is an attribute of it with
+        a stable value (not a dict: a memo the filter fills would change the checksum as it runs); of an object,
+        its public ones. What a method it calls reads is not followed. A change to one is a change of the filter."""
+        if inspect.ismodule(owner) or inspect.isclass(owner):
+            attrs = {a: getattr(owner, a) for a in sorted(names) if hasattr(owner, a)}
+        elif _is_object(owner):
+            public = {a for a in names & _own_attributes(owner) if not a.startswith("_")}  # never its own state
+            attrs = {a: getattr(owner, a) for a in sorted(public)}
+        else:
+            return []
+        lines = []
+        for attr, value in attrs.items():
+            text = stable_text(value)
+            if text is not None:
+                lines.append(f"global {prefix}.{attr}={text}")
+            elif _is_object(value) and level < 3:  # an object held by one: CFG.sub.limit
+                lines += self.read_through(f"{prefix}.{attr}", value, names, level + 1)
+        return lines
 
-def _stable_dict_text(value: dict) -> str | None:
-    pairs = [(stable_text(k), stable_text(v)) for k, v in value.items()]
-    if any(k is None or v is None for k, v in pairs):
-        return None
-    return "dict(" + ", ".join(sorted(f"{k}: {v}" for k, v in pairs)) + ")"
+
+def _table_text(value: Any, depth: int = 0, path: frozenset[int] = frozenset()) -> str | None:
+    """`stable_text`, and for a dict (keys sorted) or a list of stable values, dicts and lists nested to
+    `_MAX_DEPTH`: a table a filter looks up (`TABLE["A"]["max"]`). None when a value in it has no stable text, or
+    the table holds itself (a cycle)."""
+    if isinstance(value, dict):
+        if depth > _MAX_DEPTH or id(value) in path:
+            return None
+        inner = path | {id(value)}
+        pairs = [(stable_text(k), _table_text(v, depth + 1, inner)) for k, v in value.items()]
+        if any(k is None or v is None for k, v in pairs):
+            return None
+        return "dict(" + ", ".join(sorted(f"{k}: {v}" for k, v in pairs)) + ")"
+    if isinstance(value, list):
+        if depth > _MAX_DEPTH or id(value) in path:
+            return None
+        items = [_table_text(item, depth + 1, path | {id(value)}) for item in value]
+        return None if None in items else f"list({', '.join(items)})"  # type: ignore[arg-type]
+    return stable_text(value)
 
 
-def _module_constants_read(name: str, module: Any, code: Any) -> list[str]:
-    """Lines for the constants a filter may read through a module or class global (`settings.LIMIT`): each name
-    the code uses that is a stable-valued attribute of it. A change to one is a change of the filter."""
-    if not (inspect.ismodule(module) or inspect.isclass(module)):
-        return []
-    lines = []
-    for attr in sorted(set(code.co_names)):
-        text = stable_text(getattr(module, attr, None)) if hasattr(module, attr) else None
-        if text is not None:
-            lines.append(f"global {name}.{attr}={text}")
-    return lines
+def _own_attributes(obj: Any) -> set[str]:
+    """The names of an object's own attributes: its `__dict__`'s and its set `__slots__` (of every class in its
+    MRO; a private slot by its mangled name)."""
+    names = set(getattr(obj, "__dict__", None) or {})
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            name = f"_{cls.__name__.lstrip('_')}{slot}" if slot.startswith("__") and not slot.endswith("__") else slot
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                names.add(name)
+    return names
+
+
+def _is_object(value: Any) -> bool:
+    """An instance of a user's class that holds attributes (a settings object): not a module, class, function or
+    builtin value."""
+    if inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value):
+        return False
+    cls = type(value)
+    return cls.__module__ != "builtins" and (
+        hasattr(value, "__dict__") or any("__slots__" in c.__dict__ for c in cls.__mro__)
+    )
 
 
 def _function_text(fn: Any) -> str:
@@ -311,6 +358,15 @@ def _plain_function(value: Any) -> Callable[..., Any] | None:
         inner = python_function(value)
         return inner if inspect.isfunction(inner) else None
     return None
+
+
+def _stored_attributes(code: Any) -> set[str]:
+    """The attribute names a code object (and the code nested in it) assigns or deletes (`STATS.refused += 1`)."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_ATTR", "DELETE_ATTR")}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _stored_attributes(const)
+    return names
 
 
 def _global_names(code: Any) -> set[str]:

@@ -41,7 +41,9 @@ class SearchSpace(ABC):
 
     _preds: tuple[Callable[[Config], bool], ...] = ()
     _pred_sources: tuple[str, ...] = ()
-    _pred_ids: tuple[str | None, ...] = ()  # each filter's text in a lazy space's checksum (None: an eager space's)
+    # each filter in a lazy space's checksum: a $X string's text, or the callable (its identity is taken at the first
+    # checksum(), so a global set after where(), e.g. from a command-line flag, is hashed as the filter reads it)
+    _pred_ids: tuple[str | Callable[..., Any] | None, ...] = ()  # None: an eager space's
     _exact_len = True  # whether `_len_all` counts the configs exactly (a union's is a bound)
     _cache: list[Config] | None = None
     _checksum: str | None = None
@@ -141,11 +143,15 @@ class SearchSpace(ABC):
 
         fn = compile_predicate(pred, config_fields=self._declared_fields())
         source = pred if isinstance(pred, str) else getattr(pred, "__name__", None) or repr(pred)
-        ident = None
+        ident: str | Callable[..., Any] | None = None
         if self.lazy:  # its checksum hashes the filter: one with no stable identity fails here, not at tuning
             # A $X string is what it computes (the expression language has no free names): its text, the same under
             # every Python version (bytecode is not), so a fleet or a deployment on another Python finds its entries.
-            ident = f"string {pred}" if isinstance(pred, str) else f"callable {filter_identity(pred)}"
+            if isinstance(pred, str):
+                ident = f"string {pred}"
+            else:
+                filter_identity(pred)  # raises now for a filter with no stable text; hashed at the first checksum()
+                ident = pred
         return self._derived(
             _preds=self._preds + (fn,),
             _pred_sources=self._pred_sources + (source,),
@@ -176,7 +182,8 @@ class SearchSpace(ABC):
     def _structural_checksum(self) -> str:
         h = hashlib.sha256(self._structure().encode())
         for ident in self._pred_ids:
-            h.update(b"\nwhere " + str(ident).encode())
+            text = ident if ident is None or isinstance(ident, str) else f"callable {filter_identity(ident)}"
+            h.update(b"\nwhere " + str(text).encode())
         return h.hexdigest()
 
     @property
@@ -483,10 +490,51 @@ class FixedSpace(SearchSpace):
 
     def sample(self, rng: Any) -> Config:
         """A uniformly random config: one of the list, without copying it (a replayed landscape's recorded
-        configs can be more than a space keeps listed)."""
-        if self._preds or not self._items:
+        configs can be more than a space keeps listed). A lazy filtered one draws items until one passes the
+        filters (uniform over those that do), and lists itself only after `_SAMPLE_TRIES` refused draws: a list
+        of its size is never kept, so listing it at every draw would run its filters over all its items each time."""
+        if not self._items or (self._preds and (self._cache is not None or not self.lazy)):
             return super().sample(rng)
-        return self._items[rng.randrange(len(self._items))]
+        if not self._preds:
+            return self._items[rng.randrange(len(self._items))]
+        for _ in range(_SAMPLE_TRIES):
+            config = self._items[rng.randrange(len(self._items))]
+            if self._passes(config):
+                return config
+        return super().sample(rng)  # filters that keep few items: listed (and kept, being few)
+
+    def _passes(self, config: Config) -> bool:
+        return all(p(config) for p in self._preds)
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """The configs that differ from `config` in one field only, in the list's order, that pass the filters. A
+        lazy one looks them up in an index built on first use (the items by field and the other fields' values),
+        instead of listing itself at each call."""
+        if not self.lazy or self._cache is not None:
+            return super().neighbours(config)
+        index = self._neighbour_index()
+        mine = {k: value_identity(v) for k, v in config.items()}
+        found = sorted({i for k in mine for i in index.get(_others(k, mine), ())})
+        out = [self._items[i] for i in found if self._items[i] != config]
+        return [c for c in out if self._passes(c)]
+
+    def _neighbour_index(self) -> dict[tuple[str, frozenset], list[int]]:
+        """(a field, the identities of the other fields' values) -> the positions of the items so: two items under
+        one entry differ in that field alone. Built once (a space is immutable)."""
+        index = self.__dict__.get("_neighbour_index_of")
+        if index is None:
+            index = {}
+            for i, item in enumerate(self._items):
+                ids = {k: value_identity(v) for k, v in item.items()}
+                for k in ids:
+                    index.setdefault(_others(k, ids), []).append(i)
+            self._set(_neighbour_index_of=index)
+        return index
+
+
+def _others(field: str, identities: dict[str, Any]) -> tuple[str, frozenset]:
+    """A `FixedSpace` neighbour index's key: the field, and the identities of the other fields' values."""
+    return field, frozenset((k, v) for k, v in identities.items() if k != field)
 
 
 class UnionSpace(SearchSpace):
