@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
+    "CANNOT_RUN_MS",
     "format_ms",
     "format_config",
     "format_key",
@@ -26,10 +27,17 @@ __all__ = [
 ]
 
 
+# a time no real run reaches, standing for "cannot run" (autotune.compat's do_bench= returning inf, as Triton's does)
+CANNOT_RUN_MS = 1e30
+
+
 def format_ms(value: float | None) -> str:
-    """Milliseconds with 4 significant digits (never exponent notation below 10 s); '-' for None."""
+    """Milliseconds with 4 significant digits (never exponent notation below 10 s); '-' for None, 'inf' for
+    `CANNOT_RUN_MS`."""
     if value is None or not math.isfinite(value):
         return "-"
+    if value >= CANNOT_RUN_MS:
+        return "inf"
     if abs(value) >= 1000:
         return f"{value:.0f}"
     if value != 0 and abs(value) < 1e-4:

@@ -52,6 +52,7 @@ from .options import (
     ConfigsChanged,
     PruneFunction,
     check_callables,
+    check_finite_key_args,
     checked_prune_options,
     passed_key,
     shape_key,
@@ -374,16 +375,16 @@ class Autotuner(KernelInterface):
                 self.configs = self._configs
 
     def _refuse_config_options(self, call_kwargs: dict[str, Any]) -> None:
-        """A launch option every config sets (`triton.Config`'s num_warps, num_stages, num_ctas; maxnreg where one
-        sets it) passed to the call: Triton's `fn.run(**kwargs, **config.all_kwargs())` raises TypeError, so does
-        this (a CallError)."""
-        some_maxnreg = any(getattr(c, "maxnreg", None) is not None for c in self._configs)
-        set_by_configs = _CONFIG_OPTIONS if some_maxnreg else _CONFIG_OPTIONS - {"maxnreg"}
-        given = sorted(name for name in call_kwargs.keys() & set_by_configs if call_kwargs[name] is not None)
+        """A launch option (num_warps, num_stages, num_ctas, maxnreg) passed to the call that a config sets (not
+        None): Triton's `fn.run(**kwargs, **config.all_kwargs())` raises TypeError, so does this (a CallError).
+        One no config sets (all None: left out of `all_kwargs()`) is the caller's, as in Triton."""
+        passed = [name for name in sorted(call_kwargs.keys() & _CONFIG_OPTIONS) if call_kwargs[name] is not None]
+        given = [name for name in passed if any(getattr(c, name, None) is not None for c in self._configs)]
         if given:
             raise CallError(
-                f"{self.base_fn.__name__}() got multiple values for keyword argument {given[0]!r}: every "
-                f"triton.Config sets it; give it in the configs (triton.Config({{...}}, {given[0]}=...)), not the launch"
+                f"{self.base_fn.__name__}() got multiple values for keyword argument {given[0]!r}: a "
+                f"triton.Config sets it; give it in the configs (triton.Config({{...}}, {given[0]}=...)), not the "
+                "launch, or set it to None in every config to take the launch's"
             )
 
     def _run(self, nargs: dict[str, Any], args: tuple, kwargs: dict[str, Any], changed: bool = False) -> Any:
@@ -442,6 +443,7 @@ class Autotuner(KernelInterface):
         keys = tuner.keys_of_shape.get(shape) if shape is not None else None
         if keys is None:
             bound = tuner.bind(args, call_kwargs)
+            check_finite_key_args(self.base_fn.__name__, tuner.key_names, bound.named)
             key_values, dtypes = ident = tuner.key_of(bound)
             passed = tuple(bound.named[name] for name in tuner.key_names)  # as called (a tl.dtype as itself)
             key = passed_key(tuner.key_names, passed, dtypes, tuner.key_positions, len(args), call_kwargs)
@@ -479,7 +481,7 @@ class Autotuner(KernelInterface):
         # filed; by a call whose engine another thread replaced meanwhile, only where no newer entry is
         if record is not None and (tuner is self.tuner or self.cache.setdefault(key, config) is config):
             self.cache[key], tuner.filed[key] = config, (config, native, (key_values, dtypes))
-        benchmarked = record is not None and how != "memory" and self._absorb(index, record, how)
+        benchmarked = record is not None and how != "memory" and self._absorb(index, record, how, pruned)
         return _Picked(config, native, bound, how, benchmarked, key, pruned)
 
     def _pruned_copies(
@@ -703,9 +705,11 @@ class Autotuner(KernelInterface):
         if raw is not None and current is not None:
             raw[current] = list(result) if isinstance(result, tuple) else result
 
-    def _absorb(self, index: ConfigIndex, record: TuningRecord, how: str) -> bool:
-        """Take Triton's view of a record just tuned or loaded from disk; True when configs were benchmarked."""
-        timings = timings_of(record, index.triton_of, getattr(self._local, "raw", None) or {})
+    def _absorb(self, index: ConfigIndex, record: TuningRecord, how: str, pruned: Mapping[_NativeConfig, Any]) -> bool:
+        """Take Triton's view of a record just tuned or loaded from disk, keyed by the call's triton.Configs (the
+        copies its early_config_prune returned, as Triton times those); True when configs were benchmarked."""
+        triton_of = {**index.triton_of, **pruned} if pruned else index.triton_of
+        timings = timings_of(record, triton_of, getattr(self._local, "raw", None) or {})
         benchmarked = how == "tuned" and bool(timings)
         if timings:
             self.configs_timings = timings

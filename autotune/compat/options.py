@@ -6,6 +6,7 @@ pruning of them."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import triton
 from triton.runtime.errors import AutotunerError
 
-from ..errors import AutotuneError, OptionError, SpaceError, did_you_mean, warn_at_caller
+from ..errors import AutotuneError, KeyValueError, OptionError, SpaceError, did_you_mean, warn_at_caller
 from ..kernel.pruning import RerunCall, check_top_k, fastest_by_model
 from ..keys import DTYPE_TEXTS  # the dtype texts KeyBuilder.dtypes already made
 from ..space.spaces import Config as NativeConfig
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigsChanged",
     "PruneFunction",
     "check_callables",
+    "check_finite_key_args",
     "checked_prune_options",
     "listener_warned",
     "passed_key",
@@ -207,6 +209,25 @@ def passed_key(
     by keyword; one left to its default is not in it), then the tensor dtypes. `values` are the engine's, for
     `names`, defaults filled in."""
     return (*(v for name, v in zip(names, values) if positions[name] < n_args or name in kwargs), *dtypes)
+
+
+def check_finite_key_args(kernel: str, key_names: Sequence[str], named: Mapping[str, Any]) -> None:
+    """A key argument that is an infinite or NaN float is refused (KeyValueError) before the engine keys the call,
+    with advice that works in the drop-in (whose key= names arguments only): triton.autotune takes it."""
+    for name in key_names:
+        value = named.get(name)
+        if isinstance(value, float) and not math.isfinite(value):
+            why = (
+                "NaN never equals itself, so its cache entry would never match again"
+                if value != value
+                else "cache entries are stored as JSON, which has no infinity, so its entry would never match again"
+            )
+            raise KeyValueError(
+                f"{kernel}: key argument {name}={value} is not a finite number: {why}; pass a finite {name}, or "
+                f"take {name!r} out of key= (autotune.compat's key= names arguments only: to bucket or clean a "
+                "value first, decorate with autotune.autotune and a key= expression or function). triton.autotune "
+                "accepts it: see docs/DESIGN.md section 11"
+            )
 
 
 _KEY_SCALARS = frozenset({int, str, type(None)})  # two equal values of these are of one type: no 1 == True == 1.0

@@ -5,14 +5,16 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import AutotuneError, UserCodeError
+from ..format import CANNOT_RUN_MS
 from ..record import TrialStatus, TuningRecord
 
-__all__ = ["QUANTILES", "QuantileBench", "choose_do_bench", "timing_from_samples", "timings_of"]
+__all__ = ["CANNOT_RUN_MS", "QUANTILES", "QuantileBench", "choose_do_bench", "timing_from_samples", "timings_of"]
 
 QUANTILES = (0.5, 0.2, 0.8)  # what Triton's Autotuner asks do_bench for
 TimingValue = float | list[float]
@@ -68,6 +70,8 @@ class QuantileBench:
 
     Called once per config; returns the median (the first quantile Triton asks for) as the config's one
     sample, and hands the raw return value to `record` so `configs_timings` shows what do_bench returned.
+    A median of +inf (Triton's time for a config that cannot run) is `CANNOT_RUN_MS`: ranked last, as Triton
+    ranks inf, and launched when every config has it (the first, as in Triton), not a failed config.
     An exception of the kernel's run (`kernel_failed(exc)`) is the config's failure; any other that do_bench
     raises, or a result that is not a time, is the user's (a UserCodeError), as in triton.autotune.
     """
@@ -103,7 +107,7 @@ class QuantileBench:
             problem.__cause__ = exc
             raise UserCodeError(str(problem), problem) from exc
         self.record(result)
-        return [median]
+        return [CANNOT_RUN_MS if median == math.inf else median]
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -119,7 +123,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
 def timing_from_samples(samples: Sequence[float]) -> list[float]:
     """[median, p20, p80] in ms, the shape of a `configs_timings` value under Triton's default benchmarker."""
     ordered = sorted(samples)
-    return [_quantile(ordered, q) for q in QUANTILES]
+    return [math.inf if value >= CANNOT_RUN_MS else value for value in (_quantile(ordered, q) for q in QUANTILES)]
 
 
 def timings_of(record: TuningRecord, triton_of: Mapping[Any, Any], raw: Mapping[Any, Any]) -> dict[Any, TimingValue]:

@@ -88,6 +88,12 @@ def as_derive(kernel: str, derive: Any) -> dict[str, Any]:
     return dict(derive)
 
 
+_GUARD_ACTIONS = {  # what the tuner does with the arguments each list names (a Reference's outputs: compared)
+    "restore_value": "snapshotted and restored around each trial",
+    "reset_to_zero": "zeroed before each trial",
+}
+
+
 def check_guarded_values(kernel: str, named_args: Mapping[str, Any], lists: Mapping[str, Sequence[str]]) -> None:
     """At a call, before tuning: each argument that `restore_value=`, `reset_to_zero=` or a Reference's `outputs`
     names is a tensor (or None, skipped), else the tuner's snapshot would fail on it with an AttributeError."""
@@ -98,8 +104,8 @@ def check_guarded_values(kernel: str, named_args: Mapping[str, Any], lists: Mapp
                 raise OptionError(
                     f"{what}={list(names)} on {kernel}: the call passed {name} as "
                     f"{type(value).__name__} {value!r:.60}, not a tensor; these arguments are "
-                    f"snapshotted and restored around each trial, so only tensors belong there: "
-                    f"drop {name!r} from {what}="
+                    f"{_GUARD_ACTIONS.get(what, 'compared with the reference after each trial')}, so only "
+                    f"tensors belong there: drop {name!r} from {what}="
                 )
 
 
