@@ -110,3 +110,39 @@ def test_a_bad_call_on_a_timed_candidate_tries_one_other_config(caplog):
     assert len(runs) == 2, runs
     assert "failed during online tuning" not in caplog.text
     assert {t.status.value for t in decide(kernel).trials} == {"ok"}
+
+
+@triton.jit
+def add_s(x, y, out, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+def test_a_config_that_ran_the_key_and_fails_on_another_specialisation_is_replaced_and_blamed(caplog):
+    """BLOCK=128 runs the key's first calls, then fails on calls Triton specialises anew (s == 1; simulated): each
+    such call runs with a compiled config and gets a right result, and 128 is blamed, never raised to the caller."""
+    kernel = autotune(
+        space={"BLOCK": [128, 64, 32]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", reps=2, compile_workers=1),
+    )(add_s)
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(lambda config: None)
+    real = kernel.fn.run
+
+    def run(*args, **kwargs):
+        if kwargs.get("BLOCK") == 128 and args[4] == 1:
+            raise RuntimeError("CompilationError: static_assert failed for this specialization")
+        return real(*args, **kwargs)
+
+    kernel.fn.run = run
+    n = 512
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    for _ in range(3):
+        kernel(x, y, out, n, 2)
+    for _ in range(10):
+        out.zero_()
+        kernel(x, y, out, n, 1)
+        torch.testing.assert_close(out, x + y)
+    assert "config {'BLOCK': 128} failed during online tuning" in caplog.text

@@ -219,12 +219,15 @@ class OnlineSession:
 
     def _trusted(self, config: Config, named: dict, launch: Launch, noted: Note, *, timed: bool) -> Any:
         """Launch `config` for this call; if it fails (an error of its own, or verify= on its first launch), put
-        the arguments back and run the call once more with one other config (`_replacement`), so the caller only
-        ever gets a correct result. A config is blamed for its failure only once another config has run this call:
-        when none does, the first error is the call's (a tensor on the wrong device) and is raised, blaming none.
-        Errors of the call itself, and of verify='s reference, are raised."""
+        the arguments back and run the call with another config (`_replacement`), so the caller only ever gets a
+        correct result. A config is blamed for its failure only once another config has run this call. A run error
+        of a second config is the call's (a tensor on the wrong device): the first such error is raised, blaming
+        none; after a run error of a config that ran this key before only a compiled config is tried, so a bad call
+        compiles at most one config on the caller's thread. Errors of the call itself, and of verify='s reference,
+        are raised."""
         failures: dict[Config, tuple[TrialStatus, str]] = {}
         first_error: Exception | None = None
+        ambiguous = 0  # failures that may be the call's (an error of the run, not out of resources nor verify=)
         expected: Any = _UNSET
         while True:
             needs_check = self.verify is not None and config not in self._checked
@@ -249,12 +252,17 @@ class OnlineSession:
                     raise
                 status = TrialStatus.VERIFY_FAILED if isinstance(exc, VerificationError) else RUN_FAILURE_STATUS[kind]
                 failures[config] = (status, f"{type(exc).__name__}: {exc}")
-                first_error = first_error or exc
                 for name, value in snapshot.items():
                     named[name].copy_(value)
-                replacement = None if len(failures) > 1 else self._replacement(config)
+                if status is TrialStatus.RUNTIME_ERROR:
+                    ambiguous += 1
+                    first_error = first_error if ambiguous > 1 else exc
+                # a second config failing so: the call's error, not theirs; after a config that ran this key before
+                # failed so, only one already compiled is tried (a bad call compiles nothing)
+                compile_ok = not (status is TrialStatus.RUNTIME_ERROR and config in self._checked)
+                replacement = None if ambiguous > 1 else self._replacement(set(failures), compile_ok)
                 if replacement is None:
-                    raise first_error from None  # no config ran this call: its problem, not theirs
+                    raise (first_error or exc) from None
                 config, timed = replacement, False
                 continue
             self._ran(config, failures)
@@ -278,18 +286,15 @@ class OnlineSession:
                 dict(config),
             )
 
-    def _replacement(self, failed: Config) -> Config | None:
-        """The one config a failed launch of `failed` is re-run with: the best known that works, else one already
-        compiled (no compile on the caller's thread). Only a config that never ran on this key may be at fault
-        itself, so only then is the next candidate taken when none is compiled. None: the error is the call's."""
+    def _replacement(self, tried: set[Config], compile_ok: bool) -> Config | None:
+        """The config a failed launch is re-run with: the best known that works, else one already compiled (no
+        compile on the caller's thread), else (`compile_ok`) the next candidate; None when there is none."""
         with self._lock:
-            usable = [c for c in self.candidates if c not in self._failed and c != failed]
-            if self.best not in self._failed and self.best != failed:
+            usable = [c for c in self.candidates if c not in self._failed and c not in tried]
+            if self.best not in self._failed and self.best not in tried:
                 return self.best
             compiled = [c for c in usable if c in self._checked] + [c for c in usable if c in self._ready]
-            if compiled:
-                return compiled[0]
-            return usable[0] if usable and failed not in self._checked else None
+            return next(iter(compiled or (usable if compile_ok else [])), None)
 
     def _timed(self, config: Config, launch: Launch, noted: Note) -> Any:
         """Launch `config` once, timed; the crash journal's note is written and removed outside the timing."""
