@@ -119,7 +119,10 @@ def _print_runs(result: dict[str, Any], args: argparse.Namespace, budget: int, p
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give one of 1 or more") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
@@ -133,7 +136,10 @@ def _workers(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction in (0, 1], e.g. 0.02") from None
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text} is not a fraction in (0, 1]")
     return value

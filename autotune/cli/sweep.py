@@ -145,6 +145,11 @@ def _in_cli_words(message: str, args: Any) -> str:
     """An error of the `sweep` API in the words of the command line: the options typed, not the keyword arguments
     they became (`sweep(executor='ray')` is `--ray`)."""
     words = [("or use executor='local'", "or drop --ray to tune on worker processes here")]
+    if args.workers is not None:
+        words += [
+            (f"sweep(workers={args.workers})", f"--workers {args.workers}"),
+            ("or None for", "or leave it out for"),
+        ]
     if args.ray is not None:
         words.append((f"sweep(executor={args.ray!r})", "--ray" if args.ray == "ray" else f"--ray {args.ray}"))
     if args.device_kinds:
@@ -175,13 +180,16 @@ def _checked_options(args: Any) -> tuple[bool, bytes | None]:
 
 def _workers(text: str) -> int:
     """`--workers`'s value: a positive number of worker processes (or Ray actors)."""
+    from ..sweeps.api import MAX_LOCAL_WORKERS, MAX_RAY_WORKERS
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
-    if value < 1:
+    if not 1 <= value <= MAX_RAY_WORKERS:
         raise argparse.ArgumentTypeError(
-            f"{text} must be a positive number of workers; leave --workers out for the default"
+            f"{text} is not a number of workers from 1 to {MAX_RAY_WORKERS} (at most {MAX_LOCAL_WORKERS} without "
+            "--ray); leave --workers out for one per GPU"
         )
     return value
 

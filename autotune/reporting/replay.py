@@ -384,6 +384,7 @@ def replay(
         },
         "strategy": strategy,
         "budget": budget,
+        "workers": workers,  # simulated compile workers: each run's tuning_s depends on them
         "runs": runs,
         "median_ratio": statistics.median(ratios) if ratios else None,
         "worst_ratio": max(ratios) if ratios else None,

@@ -45,6 +45,8 @@ logger = logging.getLogger("autotune")
 
 _KeyId = tuple[str, str, tuple[str, ...]]  # (device kind, repr(key), dtypes): one key of a sweep
 _INTERRUPTED = "the sweep was interrupted"
+MAX_LOCAL_WORKERS = 256  # worker processes of a local sweep, each an interpreter importing torch
+MAX_RAY_WORKERS = 4096  # Ray actors, one per GPU of a cluster
 _CRASH_RERUNS = 32  # at most this many reruns of one job past configs that ended its worker (each a new config)
 
 
@@ -104,7 +106,7 @@ class _Options:
 
 def _sweep(kernel: object, calls: Iterable[Maker], options: _Options) -> SweepReport:
     _check_executor(options.executor)
-    _check_workers(options.workers)
+    _check_workers(options.workers, options.executor)
     tuned = _autotuned(kernel)
     own = None if options.tuning is None else Tuning.coerce(options.tuning)  # the sweep's own Tuning, if given
     effective = tuned.tuning if own is None else own
@@ -168,9 +170,15 @@ def _autotuned(kernel: object) -> Any:
     return found[0]
 
 
-def _check_workers(workers: object) -> None:
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
+def _check_workers(workers: object, executor: str) -> None:
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise OptionError(f"sweep(workers={workers!r}): give a positive number of workers, or None for the default")
+    most = MAX_LOCAL_WORKERS if executor == "local" else MAX_RAY_WORKERS
+    if workers is not None and workers > most:
+        where = "worker processes on this machine" if executor == "local" else "Ray actors"
+        raise OptionError(
+            f"sweep(workers={workers}): at most {most} {where}; give a number from 1 to {most}, or None for one per GPU"
+        )
 
 
 def _checked_worker_env(worker_env: object) -> tuple[Mapping[str, str], ...]:

@@ -54,11 +54,14 @@ class LocalExecutor:
         self.slots: list[LocalWorker] = []
 
     def start(self) -> list[Slot]:
+        remove_abandoned_worker_dirs()
         for i in range(self.count):
             env = env_of_worker(self.worker_env, i)
             worker = LocalWorker(i, self.spec, env, i % self.gpus if self.gpus else None)
             self.slots.append(worker)
-            worker.directory = claim_worker_dir()  # the slot's, kept for its replacement workers (crash journal)
+            worker.directory = claim_worker_dir(
+                tidy=False
+            )  # the slot's, kept for its replacement workers (crash journal)
         start_together(self.slots)
         return list(self.slots)
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..format import format_table, one_line
+from ..format import format_table, one_line, safe_text
 
 __all__ = ["KeyOutcome", "WorkerStats", "SweepReport", "SweepInterrupted", "Status"]
 
@@ -95,7 +95,8 @@ class SweepReport(msgspec.Struct, kw_only=True):
 
     def __str__(self) -> str:
         lines = [
-            f"autotune sweep {self.kernel} ({self.executor}, {len(self.workers)} workers): {self.wall_s:.1f} s "
+            f"autotune sweep {safe_text(self.kernel)} ({safe_text(self.executor)}, {len(self.workers)} workers): "
+            f"{self.wall_s:.1f} s "
             f"(workers started in {self.start_s:.1f} s)"
         ]
         devices = self.by_device()
@@ -126,17 +127,18 @@ class SweepReport(msgspec.Struct, kw_only=True):
         )
         for w in self.workers:
             if w.lost is not None:
-                lines.append(f"  worker {w.index} on {w.device}: given up: {one_line(w.lost, 160)}")
+                lines.append(
+                    f"  worker {w.index} on {safe_text(w.device)}: given up: {safe_text(one_line(w.lost, 160))}"
+                )
         for outcome in self.keys:
-            what = f"key {outcome.key}" if outcome.key is not None else f"call {outcome.job}"
+            what = f"key {safe_text(outcome.key)}" if outcome.key is not None else f"call {outcome.job}"
+            device = safe_text(outcome.device)
             if outcome.split_over:
                 workers = ", ".join(map(str, outcome.split_over))
-                lines.append(
-                    f"  {what} on {outcome.device}: split over workers {workers}, refined on {outcome.refined_on}"
-                )
+                lines.append(f"  {what} on {device}: split over workers {workers}, refined on {outcome.refined_on}")
             elif outcome.status != "tuned":
-                why = f": {one_line(outcome.error, 160)}" if outcome.error else ""
-                lines.append(f"  {what} on {outcome.device}: {outcome.status}{why}")
+                why = f": {safe_text(one_line(outcome.error, 160))}" if outcome.error else ""
+                lines.append(f"  {what} on {device}: {outcome.status}{why}")
         return "\n".join(lines)
 
 

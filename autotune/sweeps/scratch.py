@@ -27,10 +27,12 @@ _YOUNG_S = 60.0  # a directory this new without a lock file may be a worker's of
 _held: dict[str, filelock.BaseFileLock] = {}  # this process's locks by directory: held until it exits or releases
 
 
-def claim_worker_dir() -> str:
+def claim_worker_dir(*, tidy: bool = True) -> str:
     """A new private directory for this worker process, locked for its life. It is locked under another name
-    and then renamed, so no one can find it unlocked."""
-    remove_abandoned_worker_dirs()
+    and then renamed, so no one can find it unlocked. `tidy`: first remove the abandoned ones (a driver claiming
+    many at once does that once, not at each)."""
+    if tidy:
+        remove_abandoned_worker_dirs()
     starting = tempfile.mkdtemp(prefix=_STARTING_PREFIX)
     lock = filelock.FileLock(os.path.join(starting, _ALIVE))
     lock.acquire()
