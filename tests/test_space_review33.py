@@ -333,3 +333,29 @@ def test_a_lazy_filtered_fixed_space_samples_and_finds_neighbours_without_listin
     assert counting.calls <= 2 * (400 + 251)
     assert Config(A=3, B=6) in around and Config(A=4, B=5) in around and Config(A=7, B=5) not in around
     assert all((c["A"] == 3) != (c["B"] == 5) for c in around) and len(around) == 400 - 58 - 1 + 250
+
+
+class Sizes(list):
+    pass
+
+
+SIZES = Sizes([16, 32, 64])
+
+
+def by_list_subclass(c: Config) -> bool:
+    return c["A"] in SIZES
+
+
+def test_a_list_subclass_global_keeps_the_text_it_had_before_tables_were_walked():
+    """Walking nested tables must not change what was hashed before (existing entries stay valid): a list
+    subclass of scalars is named by its own class, as `stable_text` names it."""
+    global SIZES
+    from autotune.space.checksum import filter_identity
+
+    named = filter_identity(by_list_subclass)
+    saved, SIZES = SIZES, [16, 32, 64]  # type: ignore[assignment]
+    try:
+        assert filter_identity(by_list_subclass) != named  # "Sizes(16, 32, 64)" against "list(16, 32, 64)"
+    finally:
+        SIZES = saved
+    assert filter_identity(by_list_subclass) == named

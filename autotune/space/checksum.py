@@ -265,6 +265,9 @@ def _table_text(value: Any, depth: int = 0, path: frozenset[int] = frozenset()) 
     """`stable_text`, and for a dict (keys sorted) or a list of stable values, dicts and lists nested to
     `_MAX_DEPTH`: a table a filter looks up (`TABLE["A"]["max"]`). None when a value in it has no stable text, or
     the table holds itself (a cycle)."""
+    text = stable_text(value)  # a list of scalars (a list subclass by its own name), as before tables were walked
+    if text is not None:
+        return text
     if isinstance(value, dict):
         if depth > _MAX_DEPTH or id(value) in path:
             return None
@@ -277,8 +280,8 @@ def _table_text(value: Any, depth: int = 0, path: frozenset[int] = frozenset()) 
         if depth > _MAX_DEPTH or id(value) in path:
             return None
         items = [_table_text(item, depth + 1, path | {id(value)}) for item in value]
-        return None if None in items else f"list({', '.join(items)})"  # type: ignore[arg-type]
-    return stable_text(value)
+        return None if None in items else f"{type(value).__name__}({', '.join(items)})"  # type: ignore[arg-type]
+    return None
 
 
 def _own_attributes(obj: Any) -> set[str]:
