@@ -146,3 +146,52 @@ def test_a_config_that_ran_the_key_and_fails_on_another_specialisation_is_replac
         kernel(x, y, out, n, 1)
         torch.testing.assert_close(out, x + y)
     assert "config {'BLOCK': 128} failed during online tuning" in caplog.text
+
+
+def test_a_bad_call_after_configs_out_of_resources_stops_and_blames_only_them(caplog):
+    """A call every config fails (a run error: the call's), where compiled configs are also out of resources: it
+    raises the run error after at most one launch past it, never compiles on the caller's thread, and blames the
+    out-of-resources configs (never launched again), not the config whose run error was the call's."""
+    from triton.runtime.errors import OutOfResources
+
+    kernel = autotune(
+        space={"BLOCK": [128, 96, 64, 48, 32]},
+        key=["n"],
+        grid="(cdiv(n, $BLOCK),)",
+        tuning=Tuning(mode="online", reps=2, compile_workers=1),
+    )(add_s)
+    held = threading.Event()
+    kernel.compiler_factory = lambda tuned, prepare: FunctionCompiler(
+        lambda config: held.wait(60) if config["BLOCK"] == 32 else None
+    )
+    real, launched, bad = kernel.fn.run, [], []
+
+    def run(*args, **kwargs):
+        launched.append(kwargs["BLOCK"])
+        if bad and kwargs["BLOCK"] in (96, 64, 48):
+            raise OutOfResources(kwargs["BLOCK"] * 1024, 65536, "shared memory")
+        if bad:
+            raise RuntimeError("Pointer argument (at 2) cannot be accessed from Triton (cpu tensor?)")
+        return real(*args, **kwargs)
+
+    kernel.fn.run = run
+    n = 512
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    try:
+        kernel(x, y, out, n, 2)  # the start config, 128, runs the key
+        bad.append(True)
+        deadline = time.monotonic() + 120  # until the background compiles of 96, 64 and 48 are in
+        while caplog.text.count("(out_of_resources); not launched again") < 3:
+            assert time.monotonic() < deadline, caplog.text
+            launched.clear()
+            with pytest.raises(RuntimeError, match="Pointer argument"):
+                kernel(x, y, out, n, 2)
+            assert 32 not in launched and len(launched) <= 3  # nothing compiled on the call; two past the run error
+            time.sleep(0.05)
+        launched.clear()
+        with pytest.raises(RuntimeError, match="Pointer argument"):
+            kernel(x, y, out, n, 2)
+        assert launched == [128]  # the out-of-resources ones are blamed: never launched again
+    finally:
+        held.set()
+    assert "config {'BLOCK': 128} failed" not in caplog.text  # its run error was the call's

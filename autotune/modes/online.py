@@ -226,8 +226,10 @@ class OnlineSession:
         compiles at most one config on the caller's thread. Errors of the call itself, and of verify='s reference,
         are raised."""
         failures: dict[Config, tuple[TrialStatus, str]] = {}
-        first_error: Exception | None = None
-        ambiguous = 0  # failures that may be the call's (an error of the run, not out of resources nor verify=)
+        first_error: Exception | None = None  # the first run error (not out of resources nor verify=): maybe the call's
+        first_failure: Exception | None = None
+        ambiguous = 0  # run errors, and failures after one
+        no_compile = False  # a config that ran the key failed so: only compiled configs are tried
         expected: Any = _UNSET
         while True:
             needs_check = self.verify is not None and config not in self._checked
@@ -254,15 +256,16 @@ class OnlineSession:
                 failures[config] = (status, f"{type(exc).__name__}: {exc}")
                 for name, value in snapshot.items():
                     named[name].copy_(value)
+                first_failure = first_failure or exc
+                if status is TrialStatus.RUNTIME_ERROR or first_error is not None:
+                    ambiguous += 1  # a run error then any failure: the call's error (a bad call launches two configs)
                 if status is TrialStatus.RUNTIME_ERROR:
-                    ambiguous += 1
-                    first_error = first_error if ambiguous > 1 else exc
-                # a second config failing so: the call's error, not theirs; after a config that ran this key before
-                # failed so, only one already compiled is tried (a bad call compiles nothing)
-                compile_ok = not (status is TrialStatus.RUNTIME_ERROR and config in self._checked)
-                replacement = None if ambiguous > 1 else self._replacement(set(failures), compile_ok)
+                    first_error = first_error or exc
+                    no_compile |= config in self._checked
+                replacement = None if ambiguous > 1 else self._replacement(set(failures), not no_compile)
                 if replacement is None:
-                    raise (first_error or exc) from None
+                    self._blame_own(failures)
+                    raise (first_error or first_failure) from None
                 config, timed = replacement, False
                 continue
             self._ran(config, failures)
@@ -286,14 +289,30 @@ class OnlineSession:
                 dict(config),
             )
 
+    def _blame_own(self, failures: dict[Config, tuple[TrialStatus, str]]) -> None:
+        """A call that raises still blames the failures that are a config's whatever the call: out of resources,
+        `verify=` (a run error may be the call's: not blamed)."""
+        own = {c: f for c, f in failures.items() if f[0] is not TrialStatus.RUNTIME_ERROR}
+        with self._lock:
+            self._failed.update(own)
+        for failed, (status, _) in own.items():
+            logger.warning(
+                "autotune: %s config %s failed during online tuning (%s); not launched again",
+                self.kernel_name,
+                dict(failed),
+                status.value,
+            )
+
     def _replacement(self, tried: set[Config], compile_ok: bool) -> Config | None:
         """The config a failed launch is re-run with: the best known that works, else one already compiled (no
         compile on the caller's thread), else (`compile_ok`) the next candidate; None when there is none."""
         with self._lock:
             usable = [c for c in self.candidates if c not in self._failed and c not in tried]
-            if self.best not in self._failed and self.best not in tried:
-                return self.best
             compiled = [c for c in usable if c in self._checked] + [c for c in usable if c in self._ready]
+            best = self.best  # the start config may be a fallback= outside the candidates
+            compiled_best = best in self._checked or best in self._ready
+            if best not in self._failed and best not in tried and (compile_ok or compiled_best):
+                return best
             return next(iter(compiled or (usable if compile_ok else [])), None)
 
     def _timed(self, config: Config, launch: Launch, noted: Note) -> Any:
