@@ -376,7 +376,7 @@ def test_autotune_replay_end_to_end(tmp_path, landscape):
     )
     assert res.returncode == 0, res.stderr
     doc = json.loads(out.read_text())
-    assert set(doc) == {"landscape", "strategy", "budget", "runs", "median_ratio", "worst_ratio"}
+    assert set(doc) == {"landscape", "strategy", "budget", "workers", "runs", "median_ratio", "worst_ratio"}
     assert doc["landscape"] == {
         "path": str(LANDSCAPE),
         "device": "NVIDIA GeForce RTX 3090",

@@ -139,7 +139,7 @@ def test_replay_json_with_a_prior_adds_it_and_keeps_every_field(tmp_path, landsc
     assert res.returncode == 0, res.stderr
     assert "PRIOR_RANK" in res.stdout and f"prior {LANDSCAPE}" in res.stdout
     doc = json.loads(out.read_text())
-    assert set(doc) == {"landscape", "strategy", "budget", "runs", "median_ratio", "worst_ratio", "prior"}
+    assert set(doc) == {"landscape", "strategy", "budget", "workers", "runs", "median_ratio", "worst_ratio", "prior"}
     assert doc["prior"] == {"path": str(LANDSCAPE), "device": "NVIDIA GeForce RTX 3090"}
     prior = landscape_prior(landscape)
     for run in doc["runs"]:
