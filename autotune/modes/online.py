@@ -280,14 +280,7 @@ class OnlineSession:
             self._failed.update(failures)
             if self.best in self._failed:
                 self.best = config
-        for failed, (status, _) in failures.items():
-            logger.warning(
-                "autotune: %s config %s failed during online tuning (%s); the call is run with %s",
-                self.kernel_name,
-                dict(failed),
-                status.value,
-                dict(config),
-            )
+        self._warn_blamed(failures, f"the call is run with {dict(config)}")
 
     def _blame_own(self, failures: dict[Config, tuple[TrialStatus, str]]) -> None:
         """A call that raises still blames the failures that are a config's whatever the call: out of resources,
@@ -295,24 +288,28 @@ class OnlineSession:
         own = {c: f for c, f in failures.items() if f[0] is not TrialStatus.RUNTIME_ERROR}
         with self._lock:
             self._failed.update(own)
-        for failed, (status, _) in own.items():
+        self._warn_blamed(own, "not launched again")
+
+    def _warn_blamed(self, failures: dict[Config, tuple[TrialStatus, str]], then: str) -> None:
+        for failed, (status, _) in failures.items():
             logger.warning(
-                "autotune: %s config %s failed during online tuning (%s); not launched again",
+                "autotune: %s config %s failed during online tuning (%s); %s",
                 self.kernel_name,
                 dict(failed),
                 status.value,
+                then,
             )
 
     def _replacement(self, tried: set[Config], compile_ok: bool) -> Config | None:
         """The config a failed launch is re-run with: the best known that works, else one already compiled (no
         compile on the caller's thread), else (`compile_ok`) the next candidate; None when there is none."""
         with self._lock:
-            usable = [c for c in self.candidates if c not in self._failed and c not in tried]
-            compiled = [c for c in usable if c in self._checked] + [c for c in usable if c in self._ready]
             best = self.best  # the start config may be a fallback= outside the candidates
             compiled_best = best in self._checked or best in self._ready
             if best not in self._failed and best not in tried and (compile_ok or compiled_best):
                 return best
+            usable = [c for c in self.candidates if c not in self._failed and c not in tried]
+            compiled = [c for c in usable if c in self._checked] + [c for c in usable if c in self._ready]
             return next(iter(compiled or (usable if compile_ok else [])), None)
 
     def _timed(self, config: Config, launch: Launch, noted: Note) -> Any:

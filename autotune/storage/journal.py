@@ -8,9 +8,10 @@ whose process no longer exists is a config that ended its process (a segfault, a
 after a hang): the next tuning of that key records it as `crashed` instead of trying it again, so a restarting
 service does not crash-loop.
 
-A live process's notes are never crashes; a note of another host or pid namespace is never one (the cache
-directory may be shared, by containers with the host's name too); a pid counts as alive only while its start time (Linux: /proc/<pid>/stat) and the boot match the
-note's, since pids are reused. Notes are JSON (msgspec), each read at most `MAX_NOTE_BYTES`, at most
+A live process's notes are never crashes; a note of another host is never one (the cache directory may be
+shared); a note of another pid namespace of this host (a container with the host's name) is judged by the flock
+its writer holds on it while measuring; a pid counts as alive only while its start time (Linux: /proc/<pid>/stat)
+and the boot match the note's, since pids are reused. Notes are JSON (msgspec), each read at most `MAX_NOTE_BYTES`, at most
 `MAX_NOTES` per key; nothing is unpickled. Writing a note is best-effort: a cache directory that cannot be
 written loses crash memory, not the tuning.
 """
