@@ -11,7 +11,7 @@ import functools
 import hashlib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import SpaceError
@@ -365,17 +365,18 @@ def _plain_function(value: Any) -> Callable[..., Any] | None:
 
 def _stored_attributes(code: Any) -> set[str]:
     """The attribute names a code object (and the code nested in it) assigns or deletes (`STATS.refused += 1`)."""
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_ATTR", "DELETE_ATTR")}
-    for const in code.co_consts:
-        if hasattr(const, "co_code"):
-            names |= _stored_attributes(const)
-    return names
+    stores = ("STORE_ATTR", "DELETE_ATTR")
+    return {i.argval for c in _nested_codes(code) for i in dis.get_instructions(c) if i.opname in stores}
 
 
 def _global_names(code: Any) -> set[str]:
     """The global names a code object (and the code nested in it) may read."""
-    names = set(code.co_names)
+    return {name for c in _nested_codes(code) for name in c.co_names}
+
+
+def _nested_codes(code: Any) -> Iterator[Any]:
+    """`code` and the code objects nested in it (its generator expressions, comprehensions, inner functions)."""
+    yield code
     for const in code.co_consts:
         if hasattr(const, "co_code"):
-            names |= _global_names(const)
-    return names
+            yield from _nested_codes(const)
