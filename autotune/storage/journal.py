@@ -37,6 +37,7 @@ except ImportError:  # Windows: no pid namespaces either
     fcntl = None  # type: ignore[assignment]
 
 from ..errors import CacheEntryError, DeviceError, SpaceError, device_error_text
+from ..fork_safety import reset_in_forked_child
 from ..space.spaces import Config
 from .entries import key_text
 from .files import (
@@ -115,19 +116,21 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
     )
     path = _directory() / f"{_prefix(kernel_id, key)}{HOST_TAG}.{pid}.{next(_SEQUENCE)}.json"
     held = _write(path, msgspec.json.encode(note))  # locked while this process measures: its proof of life
+    if held is not None:
+        _HELD.add(held)
     try:
         yield
     except DeviceError as exc:  # the measurement's own verdict (InProcessRunner), after earlier launches settled
-        if held is not None:
-            _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300])))
-            os.close(held)  # the replacement holds the lock now, for the rest of this process
-            held = None  # kept: once this process ends, the next one records the config as crashed
+        if held is not None and os.getpid() == pid:
+            if _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300]))):
+                _release(held)  # the replacement holds the lock now, for the rest of this process
+            held = None  # kept (locked while this process lives): once it ends, the config is recorded as crashed
         raise
     finally:
-        if held is not None:
+        if held is not None and os.getpid() == pid:  # a child forked meanwhile leaves its parent's note alone
             with contextlib.suppress(OSError):
                 path.unlink()
-            os.close(held)
+            _release(held)
 
 
 def crashed(kernel_id: str, key: tuple, dtypes: tuple) -> dict[Config, str]:
@@ -307,11 +310,26 @@ def _locked(path: Path) -> bool:
         os.close(fd)
 
 
-_KEPT_LOCKED: list[int] = []
+_HELD: set[int] = set()  # the descriptors holding this process's notes' locks
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write a note over an earlier one atomically; best-effort, as `_write` (the earlier note stays then)."""
+def _release(fd: int) -> None:
+    _HELD.discard(fd)
+    os.close(fd)
+
+
+@reset_in_forked_child
+def _drop_inherited_locks() -> None:
+    """A forked child is not the process its parent's notes speak for: its copies of their descriptors would hold
+    their locks after the parent ended (a crash read as a live measurement by another pid namespace)."""
+    for fd in _HELD:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+def _replace(path: Path, data: bytes) -> bool:
+    """Write a note over an earlier one atomically; best-effort, as `_write` (False: the earlier note stays)."""
     temporary = path.with_name(f".{path.name}.tmp")
     try:
         with contextlib.suppress(FileNotFoundError):
@@ -325,11 +343,13 @@ def _replace(path: Path, data: bytes) -> None:
         except OSError:
             os.close(fd)
             raise
-        _KEPT_LOCKED.append(fd)  # a note kept for after this process: locked while it lives
+        _HELD.add(fd)  # a note kept for after this process: locked while it lives
+        return True
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
         with contextlib.suppress(OSError):
             temporary.unlink()
+        return False
 
 
 def _directory() -> Path:
