@@ -18,7 +18,7 @@ from msgspec import structs
 from ..engine.search import make_strategy, nearest_prior, nearest_winners, prior_note
 from ..kernel.call import BoundCall
 from ..kernel.occupancy import FIELD as OCCUPANCY
-from ..record import Trial, TuningRecord
+from ..record import Trial, TrialStatus, TuningRecord
 from ..space.spaces import Config, as_space
 
 if TYPE_CHECKING:
@@ -58,9 +58,16 @@ def tune_key(kernel: Autotuned, job: KeyTuning) -> TuningRecord:
     strategy = search_strategy(kernel, job.key, job.kept, job.dtypes) if kernel.strategy != "exhaustive" else None
     configs, skip = _configs_and_skipped(kernel, job, searched=strategy is not None)
     searched = _searched_size(kernel, job.kept)
-    total = len(configs) - len(skip) if strategy is None else min(kernel.tuning.max_configs, searched)
-    noted, crashed = kernel.cache.crash_journal(job.key, job.dtypes, force=job.force)
+    noted, noted_crashed = kernel.cache.crash_journal(job.key, job.dtypes, force=job.force, warn=False)
     runner = _trial_runner(kernel, job, noted)  # a shard too: its subset is `skip`
+    in_process = runner.where == "in-process"
+    crashed = noted_crashed if in_process else {}  # a worker may try them: a crash costs only itself
+    kernel.cache.warn_crashes(
+        job.key, job.dtypes, _candidates(kernel, job.kept, noted_crashed), isolated=not in_process
+    )
+    total = len(configs) - len(skip) if strategy is None else min(kernel.tuning.max_configs, searched)
+    if strategy is not None:  # the crashed candidates are recorded besides the budget
+        total = min(total + sum(1 for c in crashed if strategy.space.contains(c)), searched)
     progress = _progress(kernel, job.key, total, None if strategy is None else searched)
     tune_job = TuneJob(
         configs=configs,
@@ -73,12 +80,13 @@ def tune_key(kernel: Autotuned, job: KeyTuning) -> TuningRecord:
         progress=progress,
         measure_single=job.select is not None or kernel.verify is not None,
         whole_space=job.select is None,
-        crashed=crashed if runner.where == "in-process" else {},  # a worker may try them: a crash costs only itself
+        crashed=crashed,
     )
     with progress:
         outcome = tune(tune_job)
-    # The crashes noted are in the record now: under get_or_tune, dropped once a persistent tier holds it.
-    kernel.cache.forget_crashes(job.key, job.dtypes)
+    if job.select is not None or not _unrecorded(kernel, noted_crashed, outcome.trials):
+        # The crashes noted are in the record now: under get_or_tune, dropped once a persistent tier holds it.
+        kernel.cache.forget_crashes(job.key, job.dtypes)
     record = kernel.cache.new_record(
         job.key,
         job.dtypes,
@@ -116,6 +124,22 @@ def with_lowering(kernel: Autotuned, trials: list[Trial]) -> list[Trial]:
         return trials
     lowered = [kernel.lowered(t.config) for t in trials]
     return [t if lw is None else structs.replace(t, lowered=lw) for t, lw in zip(trials, lowered)]
+
+
+def _candidates(kernel: Autotuned, kept: Sequence[Config], crashed: dict[Config, str]) -> dict[Config, str]:
+    """The configs of `crashed` this call could try (prune= kept them): those worth a warning."""
+    if not _pruned(kernel, kept):
+        return {c: why for c, why in crashed.items() if kernel.space.contains(c)}
+    kept_set = set(kept)
+    return {c: why for c, why in crashed.items() if c in kept_set}
+
+
+def _unrecorded(kernel: Autotuned, crashed: dict[Config, str], trials: Sequence[Trial]) -> list[Config]:
+    """The configs of `crashed` (noted as having ended a process) of the kernel's space that `trials` do not hold
+    as tried: a search that never proposed one, prune= that did not keep it. Their notes must stay, or the crash
+    is lost and a later tuning of the key runs the config in-process again."""
+    held = {t.config for t in trials if t.status is not TrialStatus.SKIPPED}
+    return [c for c in crashed if c not in held and kernel.space.contains(c)]
 
 
 def _pruned(kernel: Autotuned, kept: Sequence[Config]) -> bool:

@@ -117,6 +117,8 @@ def _exhaustive_order(job: TuneJob) -> list[Config]:
 
 def _try_every_config(job: TuneJob, order: Sequence[Config]) -> dict[Config, Trial]:
     trials = {c: Trial(config=c) for c in job.configs}
+    _record_crashed(job, trials, [c for c in order if c in job.crashed])
+    order = [c for c in order if c not in job.crashed]  # neither compiled nor counted against max_seconds
     if job.tuning.max_seconds is not None:
         _run_within(job, order, trials)
     else:
@@ -221,9 +223,6 @@ def _settle(job: TuneJob, trials: dict[Config, Trial], outcome: CompileOutcome) 
         trial.compile_s = outcome.compile_s
         if outcome.error is not None:
             job.compile_errors[config] = outcome.error
-    elif config in job.crashed:  # it ended a process that measured it: not run again
-        trial = trials[config] = Trial(config=config, status=TrialStatus.CRASHED, error=job.crashed[config])
-        trial.compile_s = outcome.compile_s
     else:
         job.progress.compiled(config)
         trial = trials[config] = job.runner.measure(config)
@@ -253,9 +252,22 @@ def _search(job: TuneJob) -> dict[Config, Trial]:
     """Run what the strategy proposes until the budget (configs, seconds) is spent or it has nothing left; each
     result, failures included, is told back, so no config is tried twice."""
     trials: dict[Config, Trial] = {}
-    assert job.strategy is not None  # tune() searches only a job with a strategy
-    _measure_as_proposed(job, trials, job.strategy.ask, limit=job.tuning.max_configs, tell=job.strategy.tell)
+    strategy = job.strategy
+    assert strategy is not None  # tune() searches only a job with a strategy
+    crashed = [c for c in job.crashed if strategy.space.contains(c)]  # a note of a config not searched: not ours
+    _record_crashed(job, trials, crashed)
+    for config in crashed:  # told as failed before the search starts: never proposed, not counted in max_configs
+        strategy.tell(config, None)
+    _measure_as_proposed(job, trials, strategy.ask, limit=job.tuning.max_configs, tell=strategy.tell)
     return trials
+
+
+def _record_crashed(job: TuneJob, trials: dict[Config, Trial], configs: Sequence[Config]) -> None:
+    """Record `configs`, which the crash journal says ended a process measuring them, as crashed without running
+    them: in the record, so the crash is not lost, and outside the budget (no other config loses its turn)."""
+    for config in configs:
+        trials[config] = Trial(config=config, status=TrialStatus.CRASHED, error=job.crashed[config])
+        _report(job, trials[config])
 
 
 def _refine(job: TuneJob, top: list[Trial]) -> list[Trial]:

@@ -54,6 +54,7 @@ from .files import (
 __all__ = [
     "MAX_NOTES",
     "MAX_NOTE_BYTES",
+    "NOT_TRIED_AGAIN",
     "Note",
     "crashed",
     "crashes",
@@ -67,6 +68,8 @@ __all__ = [
 logger = logging.getLogger("autotune")
 
 MAX_NOTE_BYTES = 16 * 1024  # a note larger than this is not one of ours: ignored
+# How a reason (`why_crashed`) ends: true of an in-process tuning, whose trials are not run again
+NOT_TRIED_AGAIN = "not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or `autotune cache clear`"
 MAX_NOTES = 256  # notes read per key at most (a process has one in flight per thread)
 _MAX_LISTED = 64 * MAX_NOTES  # names of another directory's journal looked at, at most (`notes_in`)
 _DIRNAME = ".journal"  # hidden: the cache's listings skip it
@@ -158,7 +161,7 @@ def why_crashed(note: Note) -> str:
     else:
         what = f"it left the GPU unusable in the process measuring it (pid {note.pid} on {note.host}, at {when}:"
         what += f" {note.error})"
-    return f"{what}; not tried again until AUTOTUNE_FORCE=1, clear_autotune_cache() or `autotune cache clear`"
+    return f"{what}; {NOT_TRIED_AGAIN}"
 
 
 def forget(kernel_id: str | None = None, key: tuple | None = None, dtypes: tuple | None = None) -> int:

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -794,12 +794,12 @@ class KernelCache:
         return self.identity or self.kernel_name
 
     def crash_journal(
-        self, key: tuple, dtypes: tuple[str, ...], *, force: bool
+        self, key: tuple, dtypes: tuple[str, ...], *, force: bool, warn: bool = True
     ) -> tuple[Callable[[Config], AbstractContextManager[Any]] | None, dict[Config, str]]:
         """The crash journal's note around each in-process measurement of (key, dtypes), and the configs noted as
-        having ended a process, each warned of once; under `force` none (the notes are dropped: they are tried
-        again). A cache without tiers (compat's cache_results=False) writes nothing to a directory: no journal
-        (None, {})."""
+        having ended a process, each warned of once unless `warn` is False (the caller warns: `warn_crashes`);
+        under `force` none (the notes are dropped: they are tried again). A cache without tiers (compat's
+        cache_results=False) writes nothing to a directory: no journal (None, {})."""
         if not self.tiers:
             return None, {}
         from . import journal  # not at import: only a tuning (or a clear) reads or writes the crash journal
@@ -807,15 +807,33 @@ class KernelCache:
         if force:
             journal.forget(self.journal_id, key, dtypes)
         crashed = {} if force else journal.crashed(self.journal_id, key, dtypes)
-        for config, why in crashed.items():
-            if (key, dtypes, config) not in self._crash_warned:
-                self._crash_warned.add((key, dtypes, config))
-                warn_at_caller(
-                    f"autotune: {self.kernel_name} config {dict(config)} for key={key}: {why}. It is recorded as "
-                    "crashed and the other configs are tuned",
-                    CrashWarning,
-                )
+        if warn:
+            self.warn_crashes(key, dtypes, crashed, isolated=False)
         return functools.partial(journal.measuring, self.journal_id, key, dtypes), crashed
+
+    def warn_crashes(
+        self, key: tuple, dtypes: tuple[str, ...], crashed: Mapping[Config, str], *, isolated: bool
+    ) -> None:
+        """Warn once per process of each config of `crashed` (noted as having ended a process), saying what this
+        tuning does with it: recorded as crashed without a run, or (`isolated`: trials run in a worker process)
+        tried again there, where a crash ends only the worker."""
+        for config, why in crashed.items():
+            if (key, dtypes, config) in self._crash_warned:
+                continue
+            self._crash_warned.add((key, dtypes, config))
+            if isolated:  # the note's "not tried again until ..." is said of in-process tunings
+                from . import journal
+
+                what = why.removesuffix(f"; {journal.NOT_TRIED_AGAIN}")
+                then = (
+                    "Trials run in a worker process here: it is tried again there like any other config, where a "
+                    "crash ends only the worker"
+                )
+            else:
+                what, then = why, "It is recorded as crashed and the other configs are tuned"
+            warn_at_caller(
+                f"autotune: {self.kernel_name} config {dict(config)} for key={key}: {what}. {then}", CrashWarning
+            )
 
     def forget_crashes(self, key: tuple, dtypes: tuple[str, ...]) -> None:
         """Drop the crash journal's notes of (key, dtypes) once a record holds them: asked by this thread's tuning
