@@ -358,8 +358,9 @@ def _refuse_jit_when_interpreted(interpreted: bool) -> None:
     if interpreted:
         raise PrecompileError(
             "targets=None compiles for the active GPU through Triton's JIT, but this process "
-            "runs Triton's interpreter (TRITON_INTERPRET=1): give explicit targets, e.g. "
-            "targets=['cuda:90']"
+            "runs Triton's interpreter (TRITON_INTERPRET=1): name the targets instead, e.g. "
+            "precompile(..., targets=['cuda:90']) or `autotune precompile ... --target cuda:90` "
+            "(several: --target cuda:90 --target cuda:80); no GPU is needed for that"
         )
 
 
@@ -416,22 +417,29 @@ def _jobs(
     jobs: list[_Job] = []
     for target in targets:
         if winners_only:
-            configs, note = _winner_configs(tuned, target)
-            if note:
-                report.notes.append(note)
-            if space is not None:  # the winners of that space only
-                within = as_space(space)
-                outside = [c for c in configs if not within.contains(c)]
-                configs = [c for c in configs if within.contains(c)]
-                if outside:
-                    report.notes.append(
-                        f"note: {len(outside)} winner(s) for {target} left out, not in space=: "
-                        + ", ".join(str(dict(c)) for c in outside[:5])
-                    )
+            configs, notes = _winners_within(tuned, target, space)
+            report.notes.extend(notes)
         else:
             configs = _listed_configs(tuned, space)
         jobs.extend(_Job(c, target) for c in configs)
     return jobs
+
+
+def _winners_within(tuned: Autotuned, target: Target, space: Any) -> tuple[list[Config], list[str]]:
+    """The cached winners to compile for `target`, only those within `space=` when one is given; and the notes
+    on them (none tuned on `target`; winners left out as outside `space=`). Used for explicit targets and the JIT."""
+    configs, note = _winner_configs(tuned, target)
+    notes = [note] if note else []
+    if space is not None:  # the winners of that space only
+        within = as_space(space)
+        outside = [c for c in configs if not within.contains(c)]
+        configs = [c for c in configs if within.contains(c)]
+        if outside:
+            notes.append(
+                f"note: {len(outside)} winner(s) for {target} left out, not in space=: "
+                + ", ".join(str(dict(c)) for c in outside[:5])
+            )
+    return configs, notes
 
 
 def _compile_jobs(
@@ -479,15 +487,15 @@ def _precompile_jit(
     target = active_target()
     bound = tuned.bind(args, kwargs)
     if winners_only:
-        configs, note = _winner_configs(tuned, target)
+        configs, notes = _winners_within(tuned, target, space)
     else:
-        configs, note = _listed_configs(tuned, space), None
+        configs, notes = _listed_configs(tuned, space), []
     report = PrecompileReport(
         kernel=tuned.name,
         targets=[str(target)],
         workers=workers,
         triton_cache_dir=triton_cache_dir(),
-        notes=[note] if note else [],
+        notes=notes,
     )
     _note_standins(report, standin_notes(tuned, kwargs, scalars, configs))
 

@@ -12,25 +12,27 @@ before anything is written, and records are validated JSON.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import inspect
 import io
 import os
 import re
+import stat
 import sys
 import tarfile
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from msgspec import Struct
 from msgspec import field as struct_field
 
 from .. import codec
-from ..errors import ArchiveError, CacheEntryError
+from ..errors import ArchiveError
 from ..format import safe_text
 from ..kernel.identity import kernel_ref, python_function
 from ..kernel.source import kernel_identity
@@ -47,7 +49,7 @@ from .archive_checks import (
     stage,
 )
 from .archive_install import checked_binaries, checked_records, install_binaries, install_records
-from .triton_cache import CacheEntry, Selection, read_artifact, select, triton_entries
+from .triton_cache import CacheEntry, Selection, select, triton_entries
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -64,6 +66,7 @@ __all__ = [
 
 ARCHIVE_FORMAT = "autotune-archive"
 ARCHIVE_FORMAT_VERSION = 1
+_CHUNK = 1 << 20  # a binary is read, hashed and written this much at a time
 
 
 class ArchiveFile(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -228,35 +231,124 @@ def export_archive(
     secret = read_key(sign_key) if sign_key is not None else None  # a wrong key file before any work
     kernel_names, entries, binaries = _chosen(kernels, cache_dir, triton_cache_dir, targets)
     manifest, members = _manifest(kernel_names, entries, binaries)
-    _check_importable(manifest, members)
+    _check_importable(manifest)  # from the files' sizes, before any binary is read
+    _hash_binaries(manifest, members)
     _write_archive(out, manifest, members, secret)
     return manifest
 
 
-def _binary_bytes(entry: CacheEntry, name: str) -> bytes:
-    """A file of a Triton cache entry as the scan took it: a regular file in the entry (not a link, which may have
-    replaced it since the scan), at most import's member cap."""
+@dataclass(frozen=True)
+class _BinaryFile:
+    """A file of a Triton cache entry to export, streamed from disk (never held whole in memory)."""
+
+    entry: CacheEntry
+    name: str
+
+    @property
+    def path(self) -> Path:
+        return self.entry.dir / self.name
+
+
+def _unexportable(entry: CacheEntry, problem: str) -> ArchiveError:
+    return ArchiveError(
+        f"autotune export: the Triton cache entry {entry.dir} cannot be exported ({problem}); export without that "
+        "kernel's binaries, or precompile it again into a fresh TRITON_CACHE_DIR"
+    )
+
+
+def _binary_size(binary: _BinaryFile) -> int:
+    """The size of a binary's file, from lstat (nothing read): a regular file of the entry, not a link."""
     try:
-        return read_artifact(entry, name, ArchiveLimits().max_member_bytes)
-    except CacheEntryError as exc:
-        raise ArchiveError(
-            f"autotune export: the Triton cache entry {entry.dir} cannot be exported ({exc}); export without that "
-            "kernel's binaries, or precompile it again into a fresh TRITON_CACHE_DIR"
-        ) from None
+        st = os.lstat(binary.path)
+    except OSError as exc:
+        raise _unexportable(binary.entry, f"{binary.name}: {exc.strerror or exc}") from None
+    if binary.name not in binary.entry.files or not stat.S_ISREG(st.st_mode):
+        raise _unexportable(binary.entry, f"{binary.name} is no longer a regular file of the entry")
+    return st.st_size
 
 
-def _check_importable(manifest: ArchiveManifest, members: dict[str, bytes]) -> None:
-    """An archive that `import_archive`'s default caps would refuse is refused here, before it is shipped."""
+@contextlib.contextmanager
+def _open_binary(binary: _BinaryFile, size: int) -> Iterator[IO[bytes]]:
+    """The binary's file opened as the scan took it: a regular file, a link not followed, a FIFO not waited on,
+    still `size` bytes (the size the manifest and the cap check took)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(binary.path, flags)
+    except OSError as exc:
+        raise _unexportable(binary.entry, f"{binary.name}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            raise _unexportable(binary.entry, f"{binary.name} changed while being exported; export again")
+        yield fh
+
+
+def _read_chunk(binary: _BinaryFile, fh: IO[bytes], size: int) -> bytes:
+    try:
+        return fh.read(min(_CHUNK, size))
+    except OSError as exc:  # the cache's file, not the archive being written
+        raise _unexportable(binary.entry, f"{binary.name}: {exc.strerror or exc}") from None
+
+
+def _digest(binary: _BinaryFile, size: int) -> str:
+    """The sha256 of the binary's `size` bytes, read in bounded chunks; a file that changed size is refused."""
+    digest = hashlib.sha256()
+    with _open_binary(binary, size) as fh:
+        remaining = size
+        while remaining > 0:
+            chunk = _read_chunk(binary, fh, remaining)
+            if not chunk:
+                raise _unexportable(binary.entry, f"{binary.name} changed while being exported; export again")
+            digest.update(chunk)
+            remaining -= len(chunk)
+    return digest.hexdigest()
+
+
+def _hash_binaries(manifest: ArchiveManifest, members: dict[str, bytes | _BinaryFile]) -> None:
+    """Fill in the manifest's sha256 of each binary file (the sizes are there already)."""
+    for listed in manifest.files:
+        member = members[listed.path]
+        if isinstance(member, _BinaryFile):
+            listed.sha256 = _digest(member, listed.size)
+
+
+class _CheckedReader(io.RawIOBase):
+    """A binary's file as tarfile reads it into the archive: hashed as read, so what is written is checked
+    against the manifest's size and sha256 (a file changed since it was hashed fails the export)."""
+
+    def __init__(self, binary: _BinaryFile, fh: IO[bytes]) -> None:
+        self.binary, self.fh, self.digest = binary, fh, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = _read_chunk(self.binary, self.fh, size if size >= 0 else _CHUNK)
+        if size and not chunk:  # shorter than its size: truncated since it was hashed
+            raise _unexportable(self.binary.entry, f"{self.binary.name} changed while being exported; export again")
+        self.digest.update(chunk)
+        return chunk
+
+    def check(self, listed: ArchiveFile) -> None:
+        if self.fh.read(1) or self.digest.hexdigest() != listed.sha256:
+            raise _unexportable(self.binary.entry, f"{self.binary.name} changed while being exported; export again")
+
+
+def _check_importable(manifest: ArchiveManifest) -> None:
+    """An archive that `import_archive`'s default caps would refuse is refused here, before it is shipped: from
+    the manifest's sizes alone (its sha256s have a fixed length), before any binary is read."""
     limits = ArchiveLimits()
     manifest_bytes = len(codec.to_json(manifest, indent=1))
-    total = sum(len(data) for data in members.values())
+    sizes = [f.size for f in manifest.files]
+    count = len(sizes) + 2  # with the manifest and its signature
+    total = sum(sizes)
     listed = len(manifest.records) + len(manifest.binaries)
-    largest = max((len(data) for data in members.values()), default=0)
+    largest = max(sizes, default=0)
     over = [
         f"{text} (import's cap: {cap:,})"
         for text, value, cap in (
             (f"a manifest of {manifest_bytes:,} bytes", manifest_bytes, MAX_MANIFEST_BYTES),
-            (f"{len(members) + 2:,} members", len(members) + 2, limits.max_members),
+            (f"{count:,} members", count, limits.max_members),
             (f"{listed:,} records and compiled kernels", listed, limits.max_members),
             (f"{total:,} bytes", total, limits.max_total_bytes),
             (f"a member of {largest:,} bytes", largest, limits.max_member_bytes),
@@ -374,15 +466,16 @@ def _targets_found(targets: Iterable[Any], chosen: Any, kernel_names: Iterable[s
 
 def _manifest(
     kernel_names: list[str], entries: list[tuple[Path, Any]], binaries: list[Any]
-) -> tuple[ArchiveManifest, dict[str, bytes]]:
-    """The manifest and the members (archive path -> bytes) of the records and binaries chosen."""
+) -> tuple[ArchiveManifest, dict[str, bytes | _BinaryFile]]:
+    """The manifest and the members (archive path -> a record's bytes, or a binary's file) of the records and
+    binaries chosen. A binary's size is its file's (lstat), its sha256 a placeholder `_hash_binaries` fills in."""
     import torch
     import triton
 
     from .. import __version__ as autotune_version
     from ..storage.entries import kernel_dirname, record_json
 
-    members: dict[str, bytes] = {}
+    members: dict[str, bytes | _BinaryFile] = {}
     manifest = ArchiveManifest(
         autotune_version=str(autotune_version),
         triton_version=str(triton.__version__),
@@ -408,7 +501,7 @@ def _manifest(
         )
     for b in binaries:
         for f in b.files:
-            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = _binary_bytes(b, f)
+            members[f"{TRITON_PREFIX}/{b.dir.name}/{f}"] = _BinaryFile(b, f)
         manifest.binaries.append(
             ArchiveBinary(
                 kernel=b.kernel,
@@ -419,11 +512,30 @@ def _manifest(
             )
         )
     manifest.targets = sorted({b.target for b in manifest.binaries})
-    manifest.files = [ArchiveFile(path=p, sha256=_sha256(data), size=len(data)) for p, data in sorted(members.items())]
+    manifest.files = [_listed(p, member) for p, member in sorted(members.items())]
     return manifest, members
 
 
-def _write_archive(out: Path, manifest: ArchiveManifest, members: dict[str, bytes], secret: bytes | None) -> None:
+def _listed(path: str, member: bytes | _BinaryFile) -> ArchiveFile:
+    if isinstance(member, bytes):
+        return ArchiveFile(path=path, sha256=_sha256(member), size=len(member))
+    return ArchiveFile(path=path, sha256="0" * 64, size=_binary_size(member))  # hashed once the caps are checked
+
+
+def _add_member(tar: tarfile.TarFile, info: tarfile.TarInfo, member: bytes | _BinaryFile, listed: ArchiveFile) -> None:
+    """Add one member: a record's bytes, or a binary streamed from its file and checked against the manifest."""
+    if isinstance(member, bytes):
+        tar.addfile(info, io.BytesIO(member))
+        return
+    with _open_binary(member, listed.size) as fh:
+        reader = _CheckedReader(member, fh)
+        tar.addfile(info, reader)
+        reader.check(listed)
+
+
+def _write_archive(
+    out: Path, manifest: ArchiveManifest, members: dict[str, bytes | _BinaryFile], secret: bytes | None
+) -> None:
     """The .tar.gz, manifest (and its signature) first, written to a temporary file and renamed into place."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     now = time.time()
@@ -434,10 +546,14 @@ def _write_archive(out: Path, manifest: ArchiveManifest, members: dict[str, byte
             first = [(MANIFEST, manifest_json)]  # the manifest first: an import reads it before the rest
             if secret is not None:
                 first.append((SIGNATURE, sign(manifest_json, secret)))
-            for name, data in first + sorted(members.items()):
+            for name, data in first:
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), now, 0o644
                 tar.addfile(info, io.BytesIO(data))
+            for listed in manifest.files:
+                info = tarfile.TarInfo(listed.path)
+                info.size, info.mtime, info.mode = listed.size, now, 0o644
+                _add_member(tar, info, members[listed.path], listed)
         os.replace(tmp, out)
     except OSError as exc:
         raise ArchiveError(

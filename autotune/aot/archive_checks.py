@@ -12,6 +12,7 @@ HMAC-SHA256 signature (`manifest.sig`), so a deployment can trust what it instal
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
@@ -231,7 +232,10 @@ def stage(
     """Stream the archive at `path` into a staging directory, checking everything; return (the manifest as
     `parse_manifest(bytes)` returns it, the staged members). Raises ArchiveError, with nothing staged left
     behind, at the first problem. The manifest must be the first member (as `export_archive` writes it)."""
-    staging = Path(tempfile.mkdtemp(prefix="autotune-import-"))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix="autotune-import-"))
+    except OSError as exc:
+        raise _staging_failed(Path(tempfile.gettempdir()), exc) from None
     staged = StagedArchive(b"", staging)
     try:
         manifest = _stream(Path(path), staged, limits, verify_key, parse_manifest)
@@ -335,6 +339,16 @@ def _stage_listed_member(
     return total
 
 
+def _staging_failed(directory: Path, exc: OSError) -> ArchiveError:
+    """A local write failure while staging (a full disk, a file-size limit): the staging directory's, not the
+    archive's fault."""
+    return ArchiveError(
+        f"cannot stage the archive's members in the staging directory {directory} ({exc.strerror or exc}): a "
+        "local write failure, not a problem of the archive; free space there or set TMPDIR to a directory with "
+        "room; nothing was imported"
+    )
+
+
 def _unsigned(path: Path) -> ArchiveError:
     return ArchiveError(
         f"{path} is not signed, and a key was given to verify it: refusing it (sign archives "
@@ -359,18 +373,37 @@ def _reader(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
 
 
 def _copy_checked(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, sha256: str, path: Path) -> None:
-    """Copy one member to `dest` in bounded chunks, checking its sha256 against the manifest."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    """Copy one member to `dest` in bounded chunks, checking its sha256 against the manifest. A write error is
+    the staging directory's (said so, naming it); a read error stays the archive's."""
     source = _reader(tar, member)
     digest = hashlib.sha256()
-    with open(dest, "wb") as out:
+    staging = dest.parents[len(PurePosixPath(member.name).parts) - 1]  # the import's own, under $TMPDIR
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        out = open(dest, "wb", buffering=0)  # unbuffered: every write error surfaces at its write, none at close
+    except OSError as exc:
+        raise _staging_failed(staging, exc) from None
+    with out:
         remaining = member.size
         while remaining > 0:
-            chunk = source.read(min(_CHUNK, remaining))
+            chunk = source.read(min(_CHUNK, remaining))  # a read error here is the archive's
             if not chunk:
                 break
             digest.update(chunk)
-            out.write(chunk)
+            _write_all(out, chunk, staging)
             remaining -= len(chunk)
     if remaining or digest.hexdigest() != sha256:
         raise ArchiveError(f"{path}: member {member.name!r} does not match its checksum; the archive is corrupt")
+
+
+def _write_all(out: IO[bytes], chunk: bytes, staging: Path) -> None:
+    """Write all of `chunk` to the unbuffered `out`; a write error is the staging directory's."""
+    view = memoryview(chunk)
+    try:
+        while view:
+            written = out.write(view)
+            if not written:  # a regular file takes at least a byte, or raises
+                raise OSError(errno.EIO, "the write made no progress")
+            view = view[written:]
+    except OSError as exc:
+        raise _staging_failed(staging, exc) from None

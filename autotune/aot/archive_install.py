@@ -9,7 +9,7 @@ removes the files this import wrote and raises `ArchiveError` naming the path, b
 The tuning cache directory is probed the same way before any binary is written, so a read-only one changes
 nothing either. A record that is invalid, or that the tuning cache still cannot take (no lock, a full disk), is
 a reported failure (`ImportReport.records_failed`, and `autotune import` exits 1); a record the cache already
-holds, or holds something newer than, is a skip.
+holds, or holds something newer than for the same version of the kernel (`kernel_cache.same_slot`), is a skip.
 """
 
 from __future__ import annotations
@@ -247,11 +247,12 @@ def install_records(
     records: list[tuple[str, Any]], root: Path | None, report: ImportReport, *, lock_timeout_s: float
 ) -> None:
     """Write each record through the disk store (under the entry's lock, waited for at most `lock_timeout_s`:
-    a record whose lock another process holds longer is a failure), unless the entry there is newer or was
-    written by a newer autotune (a higher schema version, which this one never replaces)."""
+    a record whose lock another process holds longer is a failure), into its version's slot of the key
+    (`slot_for`), unless the entry there is of its version and newer, or was written by a newer autotune (a
+    higher schema version, which this one never replaces). Another version's entry is never compared by date."""
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
-    from ..storage.kernel_cache import slot_for
+    from ..storage.kernel_cache import same_slot, slot_for
 
     faults: list[str] = []
     store = DiskCache(root, on_fault=faults.append)
@@ -282,24 +283,27 @@ def install_records(
             if stale:
                 report.records_skipped.append((member, f"kept the entry at {dest}: {stale}"))
                 continue
-            if existing is not None and existing.timestamp > record.timestamp:
+            # dates are compared within one version of the kernel only: another version's entry in the slot
+            # `slot_for` chose (every slot of the key taken) is replaced, as a launch's `put` replaces it
+            ours = existing if existing is not None and same_slot(existing, record) else None
+            if ours is not None and ours.timestamp > record.timestamp:
                 report.records_skipped.append(
                     (
                         member,
                         f"the entry at {dest} is newer "
-                        f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}); kept it",
+                        f"({format_timestamp(ours.timestamp)} > {format_timestamp(record.timestamp)}); kept it",
                     )
                 )
                 continue
-            if existing is not None and existing.timestamp == record.timestamp and existing.winner == record.winner:
+            if ours is not None and ours.timestamp == record.timestamp and ours.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
                 continue
             faults.clear()
             if store.put(entry, record):
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
-                if differs:  # newer wins, but say so: the older entry may be the one the code here matches
-                    report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
+                if differs:  # say so: the replaced entry may be the one the code here matches
+                    report.records_replaced.append((str(dest), _replaced_text(existing, record, differs)))
             else:
                 report.records_failed.append((member, _fault_reason(faults, f"could not write {dest}")))
         finally:
@@ -332,6 +336,16 @@ def _staler_triton(existing: Any, record: Any) -> str:
     if existing is None or existing.triton_version != local or record.triton_version == local:
         return ""
     return f"tuned under this Triton ({local}); the archive's record was tuned under Triton {record.triton_version}"
+
+
+def _replaced_text(existing: Any, record: Any, differs: str) -> str:
+    """What the report says of an entry of another version that the record replaced."""
+    if existing.timestamp <= record.timestamp:
+        return f"the older entry there was tuned for {differs}"
+    return (
+        f"the entry there was tuned for {differs} (every slot of the key held another version: the oldest one, "
+        "tuned later than the archive's record, was replaced, as a launch's write would)"
+    )
 
 
 def _made_for_another(existing: Any, record: Any) -> str:

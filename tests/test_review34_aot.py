@@ -1,0 +1,171 @@
+"""Review 34, archives and precompile: a full staging directory is named as a local write failure (not a broken
+archive); precompile for the active GPU keeps winners_only=True within space=; export checks import's caps from the
+files' sizes before reading any binary; the CLI's "no GPU under the interpreter" error names --target; an import
+whose key has every slot taken by other kernel sources still installs the archive's record. Real archives from a
+real precompile (the `exported` fixture of test_precompile), real processes for the CLI and the stub GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from test_archive_import import ROOT, _cli
+from test_archive_security import _dirs, _snapshot
+from test_precompile import (
+    STUB_GPU,
+    _tune_add,
+    exported,  # noqa: F401  (the fixture: a tuned, precompiled, exported vector add)
+    tuned_add,
+)
+
+import autotune.aot.archive as archive_module
+from autotune.aot import export_archive, import_archive
+from autotune.aot.archive_checks import ArchiveLimits
+from autotune.errors import ArchiveError
+
+FILE_LIMIT = 4096  # bytes any one file of the import process may grow to (RLIMIT_FSIZE): as a full $TMPDIR
+
+
+def test_a_staging_directory_that_cannot_be_written_is_named_not_the_archive(exported, tmp_path):
+    """`autotune import` whose staging directory cannot take a member (EFBIG here, ENOSPC on a full /tmp) says it is
+    a local write failure in that directory and how to fix it; it does not call the archive unreadable."""
+    archive, manifest, _ = exported
+    assert max(f.size for f in manifest.files) > FILE_LIMIT  # a member the limit stops (the cubin)
+    stage_dir = tmp_path / "stage"
+    stage_dir.mkdir()
+    dest, triton_dest = _dirs(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+    env.update(
+        TRITON_INTERPRET="1",
+        AUTOTUNE_PROGRESS="0",
+        TMPDIR=str(stage_dir),
+        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
+    )
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "import", str(archive), "--cache-dir", str(dest)]
+        + ["--triton-cache-dir", str(triton_dest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit_files,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "not a readable" not in out.stderr
+    assert f"cannot stage the archive's members in the staging directory {stage_dir}" in out.stderr
+    assert "local write failure, not a problem of the archive" in out.stderr and "TMPDIR" in out.stderr
+    assert _snapshot(dest, triton_dest) == {} and list(stage_dir.iterdir()) == []  # nothing imported or left
+
+
+def test_precompile_for_the_active_gpu_keeps_only_the_winners_within_space(tmp_path):
+    """targets=None, winners_only=True, space=: only the cached winners inside space= go through the JIT (on a stub
+    sm_80 GPU, as test_precompile's targets=None test), with the note saying which were left out."""
+    winner = _tune_add()
+    other = {"BLOCK": 64 if winner["BLOCK"] == 128 else 128}
+    script = (
+        STUB_GPU
+        + f"""
+from autotune.aot import precompile
+from test_precompile import tuned_add, ADD_SIGNATURE
+result = {{}}
+for name, space in (("outside", {{"BLOCK": ({other["BLOCK"]},)}}), ("inside", {{"BLOCK": ({winner["BLOCK"]},)}})):
+    report = precompile(tuned_add, signature=ADD_SIGNATURE, targets=None, winners_only=True, space=space, workers=0)
+    result[name] = {{"compiled": [dict(c.config) for c in report.compiled],
+                    "failed": [dict(f.config) for f in report.failed], "notes": report.notes}}
+print(json.dumps(result))
+"""
+    )
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "0",
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["outside"]["compiled"] == [] and result["outside"]["failed"] == []
+    assert any(f"left out, not in space=: {winner}" in note for note in result["outside"]["notes"])
+    assert [c["BLOCK"] for c in result["inside"]["compiled"]] == [winner["BLOCK"]]
+
+
+def test_export_over_the_import_caps_is_refused_before_any_binary_is_read(exported, tmp_path, monkeypatch):
+    """The caps are checked from the files' sizes: an archive over the total cap (made small here, as a
+    many-target precompile over 2 GiB) is refused without opening one binary, never read into memory first."""
+    monkeypatch.setattr(archive_module, "ArchiveLimits", lambda: ArchiveLimits(max_total_bytes=1000))
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    with pytest.raises(ArchiveError, match=r"would hold [\d,]+ bytes \(import's cap: 1,000\)"):
+        export_archive(tmp_path / "big.tar.gz", kernels=[tuned_add])
+    assert [p for p in opened if p.endswith((".cubin", ".ptx", ".llir", ".ttgir", ".ttir"))] == []
+    assert not (tmp_path / "big.tar.gz").exists()
+
+
+def test_an_exported_binary_streamed_into_the_archive_imports_with_its_bytes(exported, tmp_path):
+    """The binaries streamed (and hashed as written) into the archive arrive byte for byte."""
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert report.complete and len(report.binaries_imported) == len(manifest.binaries)
+    source = Path(os.environ["TRITON_CACHE_DIR"])
+    for binary in manifest.binaries:
+        for name in binary.files:
+            assert (triton_dest / binary.dir / name).read_bytes() == (source / binary.dir / name).read_bytes()
+
+
+def test_the_cli_without_target_under_the_interpreter_names_the_target_option():
+    out = _cli("precompile", "test_precompile:tuned_add", "--signature", "x=*fp32,y=*fp32,out=*fp32,n=i32:16")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "TRITON_INTERPRET=1" in out.stderr and "--target cuda:90" in out.stderr
+
+
+def test_an_import_into_a_key_whose_slots_hold_other_sources_installs_the_archives_record(exported, tmp_path):
+    """Every slot of the key holds another kernel source's record, tuned after the archive's: dates are not
+    compared across versions, so the archive's record takes the oldest slot (as a launch's write does) and the
+    report says what it replaced, rather than skipping it as "newer" and leaving its source untuned."""
+    from autotune.storage import DiskCache, EntryRef, load_record
+    from autotune.storage.kernel_cache import slot_for
+    from autotune.storage.protocol import SOURCES_PER_KEY
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
+    store = DiskCache(dest)
+    for i in range(SOURCES_PER_KEY):  # the other halves of rolling deploys, each tuned later
+        other = msgspec.structs.replace(ours, source_hash=f"{i:064x}", timestamp=ours.timestamp + 100 + i)
+        entry = EntryRef.of(other)
+        lease = store.lock(entry, timeout_s=5)
+        try:
+            assert store.put(slot_for(store, entry, other), other)
+        finally:
+            lease.release()
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert report.complete and report.records_skipped == []
+    held = [load_record(p) for p in dest.glob("*/*.json")]
+    assert ours.source_hash in {r.source_hash for r in held} and len(held) == SOURCES_PER_KEY
+    assert [why for _, why in report.records_replaced] == [
+        "the entry there was tuned for another kernel source (every slot of the key held another version: the "
+        "oldest one, tuned later than the archive's record, was replaced, as a launch's write would)"
+    ]
+
+
+def _record_file(manifest) -> str:
+    """The path of the exported record under the tuning cache (records/<kernel dir>/<entry>.json in the archive)."""
+    (record,) = manifest.records
+    return record.path.removeprefix("records/")
