@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
+from triton.runtime.jit import KernelInterface
 
 from ..errors import OptionError
+from ..kernel.identity import wrapper_layers
 from ..kernel.source import kernel_identity
 from .tracing import tracing_shapes
 
@@ -61,12 +63,26 @@ def torch_op(
         raise ValueError(f"autotune.torch_op(name=...) takes 'namespace::op_name' (e.g. 'mylib::add'); got {name!r}")
 
     def register(wrapper: Callable[..., Any]) -> Any:
+        _refuse_kernel(name, wrapper)
         with _claim(name, wrapper):
             op = _define(name, wrapper, mutates_args, device_types, schema)
             op.register_fake(fake if fake is not None else _shapes_of(name, wrapper))
         return op
 
     return register if fn is None else register(fn)
+
+
+def _refuse_kernel(name: str, wrapper: Any) -> None:
+    """A kernel given in place of the torch-level wrapper (an @autotune, autotune.compat or @triton.jit kernel)
+    has no tensor annotations for torch to read a schema from: named now, with the fix, not torch's own error."""
+    if isinstance(wrapper, KernelInterface):
+        kernel = getattr(wrapper_layers(wrapper)[-1], "__name__", None) or repr(wrapper)
+        raise OptionError(
+            f"autotune.torch_op({name!r}) was given the kernel {kernel} itself; it takes a torch-level wrapper "
+            "function that launches the kernel: its annotations (x: torch.Tensor, ...) are the op's schema and its "
+            "own allocations the output shapes, e.g. `def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: "
+            f"out = torch.empty_like(x); {kernel}(x, y, out, x.numel()); return out`"
+        )
 
 
 @contextlib.contextmanager

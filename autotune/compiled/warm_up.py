@@ -82,8 +82,8 @@ def warmup(
     skipping keys already cached; `tuning=` tunes under other settings than the kernel's (native kernels), always
     on the blocking path. Where GPUs are visible, the keys are tuned by `autotune.sweep` with the local executor,
     one worker process per GPU; `in_process=True` tunes them in this process instead (no second CUDA context, no
-    copies: the choice for a serving process short of memory), as on a machine without a GPU. Returns a
-    `WarmupReport`."""
+    copies: the choice for a serving process short of memory), as on a machine without a GPU; an autotune.compat
+    kernel of one config is always launched here, untuned. Returns a `WarmupReport`."""
     launcher, engine, layers = _engine_of(kernel)
     if env_offline() or env_disable():
         switch = "AUTOTUNE_OFFLINE" if env_offline() else "AUTOTUNE_DISABLE"
@@ -96,7 +96,7 @@ def warmup(
     calls = argument_makers(calls, f"autotune.warmup({engine.name}, calls)")
     if type(engine) is not Autotuned and (tuning is not None or online_mode(engine.tuning)):
         raise _compat_refusal(engine)  # on every route: a warm-up refused without a GPU is refused with one
-    if not (in_process if in_process is not None else visible_gpus() == 0):
+    if not (in_process if in_process is not None else visible_gpus() == 0) and not _one_config(launcher):
         return _warm_up_over_gpus(kernel, engine, calls, tuning)
     force = env_force() or (tuning is not None and Tuning.coerce(tuning).force) or engine.tuning.force
     given = Tuning.coerce(tuning).objective if tuning is not None else engine.tuning.objective
@@ -245,6 +245,16 @@ def _blocking_copy(engine: Autotuned, tuning: Tuning | str | dict) -> Autotuned:
             "Tuning; give tuning= to autotune.compat.autotune(...)"
         )
     return Autotuned(engine.fn, **{**engine.recipe, "tuning": Tuning.coerce(tuning).replace(mode="blocking")})
+
+
+def _one_config(launcher: Any) -> bool:
+    """Whether `launcher` is an `autotune.compat` kernel whose list holds one config, which its `run` launches
+    without tuning or storing anything: warmed up in this process whatever the GPUs (a sweep worker would tune and
+    file it), so both routes report its keys `untuned`."""
+    if not isinstance(launcher, CompatAutotuner):
+        return False
+    index = launcher.tuner.index
+    return len(index.natives) == 1 and not index.list_changed()
 
 
 def visible_gpus() -> int:

@@ -190,6 +190,8 @@ class CudaEventTimer:
             side = torch.cuda.Stream()
             side.wait_stream(stream)
             with torch.cuda.stream(side):
+                if before is not None:  # setup= / restore_value / reset_to_zero before every run (DESIGN section 6)
+                    before()
                 fn()  # Triton needs one eager launch on the capture stream before capture
                 side.synchronize()
                 with torch.cuda.graph(graph, stream=side):
