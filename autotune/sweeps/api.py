@@ -480,6 +480,8 @@ class _Run:
         given_up: str | None = "no job was left for a new worker"
         if not retry and not stopping and not queue.pending():  # none is started (the kind's other workers take
             slot.stop()  # what their own lost workers hand back)
+            with self.lock:
+                self.stats[slot.index].lost = f"{exc}; {given_up}"
         else:
             given_up = _INTERRUPTED if stopping else self._replace(slot)
             if given_up is None:
