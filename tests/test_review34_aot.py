@@ -135,34 +135,57 @@ def test_the_cli_without_target_under_the_interpreter_names_the_target_option():
     assert "TRITON_INTERPRET=1" in out.stderr and "--target cuda:90" in out.stderr
 
 
-def test_an_import_into_a_key_whose_slots_hold_other_sources_installs_the_archives_record(exported, tmp_path):
-    """Every slot of the key holds another kernel source's record, tuned after the archive's: dates are not
-    compared across versions, so the archive's record takes the oldest slot (as a launch's write does) and the
-    report says what it replaced, rather than skipping it as "newer" and leaving its source untuned."""
-    from autotune.storage import DiskCache, EntryRef, load_record
+def _fill_slots_with_other_sources(ours, dest: Path, offsets: list[float]) -> None:
+    from autotune.storage import DiskCache, EntryRef
     from autotune.storage.kernel_cache import slot_for
-    from autotune.storage.protocol import SOURCES_PER_KEY
 
-    archive, manifest, _ = exported
-    dest, triton_dest = _dirs(tmp_path)
-    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
     store = DiskCache(dest)
-    for i in range(SOURCES_PER_KEY):  # the other halves of rolling deploys, each tuned later
-        other = msgspec.structs.replace(ours, source_hash=f"{i:064x}", timestamp=ours.timestamp + 100 + i)
+    for i, offset in enumerate(offsets):  # the other halves of rolling deploys
+        other = msgspec.structs.replace(ours, source_hash=f"{i:064x}", timestamp=ours.timestamp + offset)
         entry = EntryRef.of(other)
         lease = store.lock(entry, timeout_s=5)
         try:
             assert store.put(slot_for(store, entry, other), other)
         finally:
             lease.release()
+
+
+def test_an_import_into_a_key_whose_slots_hold_older_other_sources_installs_the_archives_record(exported, tmp_path):
+    """Every slot of the key holds another kernel source's record, the oldest tuned before the archive's: the
+    archive's record takes that slot (as a launch's write would) and the report says what it replaced."""
+    from autotune.storage import load_record
+    from autotune.storage.protocol import SOURCES_PER_KEY
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
+    _fill_slots_with_other_sources(ours, dest, [-100.0] + [100.0 + i for i in range(SOURCES_PER_KEY - 1)])
     report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
     assert report.complete and report.records_skipped == []
     held = [load_record(p) for p in dest.glob("*/*.json")]
     assert ours.source_hash in {r.source_hash for r in held} and len(held) == SOURCES_PER_KEY
-    assert [why for _, why in report.records_replaced] == [
-        "the entry there was tuned for another kernel source (every slot of the key held another version: the "
-        "oldest one, tuned later than the archive's record, was replaced, as a launch's write would)"
-    ]
+    assert [why for _, why in report.records_replaced] == ["the older entry there was tuned for another kernel source"]
+
+
+def test_an_import_into_a_key_whose_slots_hold_newer_other_sources_keeps_them_saying_so(exported, tmp_path):
+    """Every slot holds another kernel source's record, each tuned after the archive's: replacing the oldest would
+    put the oldest record of the key in its place (the first a launch's write evicts), so the import keeps them
+    and says why, naming the other source, not "the entry is newer" as if it were the archive's own version."""
+    from autotune.storage import load_record
+    from autotune.storage.protocol import SOURCES_PER_KEY
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
+    _fill_slots_with_other_sources(ours, dest, [100.0 + i for i in range(SOURCES_PER_KEY)])
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    held = [load_record(p) for p in dest.glob("*/*.json")]
+    assert ours.source_hash not in {r.source_hash for r in held} and len(held) == SOURCES_PER_KEY
+    ((_, why),) = report.records_skipped
+    assert (
+        why.startswith("every slot of this key holds another version of the kernel") and "another kernel source" in why
+    )
+    assert "autotune cache clear --kernel" in why and report.records_replaced == []
 
 
 def _record_file(manifest) -> str:

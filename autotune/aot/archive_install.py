@@ -9,7 +9,7 @@ removes the files this import wrote and raises `ArchiveError` naming the path, b
 The tuning cache directory is probed the same way before any binary is written, so a read-only one changes
 nothing either. A record that is invalid, or that the tuning cache still cannot take (no lock, a full disk), is
 a reported failure (`ImportReport.records_failed`, and `autotune import` exits 1); a record the cache already
-holds, or holds something newer than for the same version of the kernel (`kernel_cache.same_slot`), is a skip.
+holds, or holds something newer than in the slot it would take (`kernel_cache.slot_for`), is a skip.
 """
 
 from __future__ import annotations
@@ -248,8 +248,8 @@ def install_records(
 ) -> None:
     """Write each record through the disk store (under the entry's lock, waited for at most `lock_timeout_s`:
     a record whose lock another process holds longer is a failure), into its version's slot of the key
-    (`slot_for`), unless the entry there is of its version and newer, or was written by a newer autotune (a
-    higher schema version, which this one never replaces). Another version's entry is never compared by date."""
+    (`slot_for`), unless the entry there is newer (of any version: another version's sits there only when every
+    slot is taken), or was written by a newer autotune (a higher schema version, which this one never replaces)."""
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
     from ..storage.kernel_cache import same_slot, slot_for
@@ -283,17 +283,12 @@ def install_records(
             if stale:
                 report.records_skipped.append((member, f"kept the entry at {dest}: {stale}"))
                 continue
-            # dates are compared within one version of the kernel only: another version's entry in the slot
-            # `slot_for` chose (every slot of the key taken) is replaced, as a launch's `put` replaces it
+            # another version's entry sits in the slot `slot_for` chose only when every slot of the key is taken:
+            # it is replaced when older, as a launch's write replaces the oldest (a newer one would evict the
+            # archive's record at the next launch's write)
             ours = existing if existing is not None and same_slot(existing, record) else None
-            if ours is not None and ours.timestamp > record.timestamp:
-                report.records_skipped.append(
-                    (
-                        member,
-                        f"the entry at {dest} is newer "
-                        f"({format_timestamp(ours.timestamp)} > {format_timestamp(record.timestamp)}); kept it",
-                    )
-                )
+            if existing is not None and existing.timestamp > record.timestamp:
+                report.records_skipped.append((member, _newer_text(dest, existing, record, same=ours is not None)))
                 continue
             if ours is not None and ours.timestamp == record.timestamp and ours.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
@@ -303,7 +298,7 @@ def install_records(
                 report.records_imported.append(str(dest))
                 differs = _made_for_another(existing, record)
                 if differs:  # say so: the replaced entry may be the one the code here matches
-                    report.records_replaced.append((str(dest), _replaced_text(existing, record, differs)))
+                    report.records_replaced.append((str(dest), f"the older entry there was tuned for {differs}"))
             else:
                 report.records_failed.append((member, _fault_reason(faults, f"could not write {dest}")))
         finally:
@@ -338,13 +333,17 @@ def _staler_triton(existing: Any, record: Any) -> str:
     return f"tuned under this Triton ({local}); the archive's record was tuned under Triton {record.triton_version}"
 
 
-def _replaced_text(existing: Any, record: Any, differs: str) -> str:
-    """What the report says of an entry of another version that the record replaced."""
-    if existing.timestamp <= record.timestamp:
-        return f"the older entry there was tuned for {differs}"
+def _newer_text(dest: Path, existing: Any, record: Any, *, same: bool) -> str:
+    """Why a record is skipped for the newer entry at `dest`: of its own version, or (`same` False) of another,
+    every slot of the key holding one."""
+    dates = f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)})"
+    if same:
+        return f"the entry at {dest} is newer {dates}; kept it"
     return (
-        f"the entry there was tuned for {differs} (every slot of the key held another version: the oldest one, "
-        "tuned later than the archive's record, was replaced, as a launch's write would)"
+        f"every slot of this key holds another version of the kernel, each tuned after the archive's record; the "
+        f"oldest, at {dest}, was tuned for {_made_for_another(existing, record)} {dates}: kept them (a launch's write "
+        "would evict the archive's record first); to install it, clear the kernel's entries (`autotune cache clear "
+        "--kernel NAME`) and import again"
     )
 
 
