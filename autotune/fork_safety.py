@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["reset_in_forked_child"]
+__all__ = ["hold_across_fork", "reset_in_forked_child"]
 
 
 def reset_in_forked_child(reset: Callable[[], None]) -> Callable[[], None]:
@@ -16,3 +17,10 @@ def reset_in_forked_child(reset: Callable[[], None]) -> Callable[[], None]:
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=reset)
     return reset
+
+
+def hold_across_fork(lock: Any) -> None:
+    """Take `lock` before every fork and release it after, in the parent and the child: what it guards is never
+    copied into a child half-done. A no-op where there is no fork."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=lock.acquire, after_in_parent=lock.release, after_in_child=lock.release)

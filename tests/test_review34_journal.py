@@ -120,3 +120,30 @@ def test_the_crash_warning_under_isolation_says_the_config_is_tried_again_in_a_w
     assert "recorded as crashed" not in message and "not tried again" not in message, message
     assert plain_mul.record(key).where != "in-process"
     assert plain_mul.record(key).trial_for(Config(BLOCK=32)).status is TrialStatus.OK  # run again in the worker
+
+
+ONLINE_KEEP = {"blocks": (32, 64)}
+online_add = autotune(
+    space=SPACE[:3],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    prune=lambda configs, named: [c for c in configs if c["BLOCK"] in ONLINE_KEEP["blocks"]],
+    tuning=Tuning(mode="online", reps=2, compile_workers=0, warmup=0),
+)(triton.jit(_add))
+
+
+def test_online_keeps_the_note_of_a_crashed_config_prune_did_not_keep_and_does_not_warn_of_it():
+    """Online mode as tune_key: a noted config that prune= left out of this call's candidates is neither warned of
+    as "recorded as crashed" nor forgotten when the session decides (a later tuning that keeps it must know)."""
+    args, key, dtypes = _call(online_add, 512)
+    _note_of_a_dead_process(online_add.identity, key, dtypes, {"BLOCK": 16})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(1000):
+            online_add(*_call(online_add, 512)[0])
+            if online_add.cache.in_memory(key, dtypes) is not None:
+                break
+    record = online_add.record(key)
+    assert record is not None and Config(BLOCK=16) not in {t.config for t in record.trials}
+    assert not [w for w in caught if issubclass(w.category, CrashWarning)]
+    assert list(journal.crashed(online_add.identity, key, dtypes)) == [Config(BLOCK=16)]

@@ -9,7 +9,7 @@ notes: `KernelCache.forget_crashes`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..engine.trial_runner import TrialRunner
     from .autotuned import Autotuned
 
-__all__ = ["KeyTuning", "Select", "search_strategy", "tune_key", "with_lowering"]
+__all__ = ["KeyTuning", "Select", "search_strategy", "tune_key", "unrecorded_crashes", "with_lowering"]
 
 Select = Callable[[list[Config]], Sequence[Config]]
 
@@ -84,7 +84,7 @@ def tune_key(kernel: Autotuned, job: KeyTuning) -> TuningRecord:
     )
     with progress:
         outcome = tune(tune_job)
-    if job.select is not None or not _unrecorded(kernel, noted_crashed, outcome.trials):
+    if job.select is not None or not unrecorded_crashes(kernel, noted_crashed, outcome.trials):
         # The crashes noted are in the record now: under get_or_tune, dropped once a persistent tier holds it.
         kernel.cache.forget_crashes(job.key, job.dtypes)
     record = kernel.cache.new_record(
@@ -134,7 +134,7 @@ def _candidates(kernel: Autotuned, kept: Sequence[Config], crashed: dict[Config,
     return {c: why for c, why in crashed.items() if c in kept_set}
 
 
-def _unrecorded(kernel: Autotuned, crashed: dict[Config, str], trials: Sequence[Trial]) -> list[Config]:
+def unrecorded_crashes(kernel: Autotuned, crashed: Mapping[Config, str], trials: Sequence[Trial]) -> list[Config]:
     """The configs of `crashed` (noted as having ended a process) of the kernel's space that `trials` do not hold
     as tried: a search that never proposed one, prune= that did not keep it. Their notes must stay, or the crash
     is lost and a later tuning of the key runs the config in-process again."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..compiled.capture import capturing
-from ..decorator.tune_key import search_strategy, with_lowering
+from ..decorator.tune_key import search_strategy, unrecorded_crashes, with_lowering
 from ..engine.in_process import RUN_FAILURE_STATUS
 from ..engine.pipeline import compile_in_order_of_completion
 from ..engine.thread_pool import DaemonThreadPool, exiting
@@ -485,13 +485,15 @@ class OnlineTuner:
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
         start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
 
-        journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
+        journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False, warn=False)  # never forced online
+        candidates = {start, *kept}  # only these are recorded crashed: the warning is of them
+        kernel.cache.warn_crashes(key, dtypes, {c: w for c, w in crashed.items() if c in candidates}, isolated=False)
         noted = journaled if journaled is not None else no_note
 
         made: list[OnlineSession] = []  # the session these callbacks belong to, once made
 
         def decide(winner: Config, trials: list[Trial], tuning_s: float) -> None:
-            self._decided(made[0], key, dtypes, checksum, winner, trials, tuning_s, since)
+            self._decided(made[0], key, dtypes, checksum, winner, trials, tuning_s, since, crashed)
 
         def failed(best: Config, trials: list[Trial]) -> None:
             self._gave_up(made[0], key, dtypes, best, trials, since)
@@ -688,6 +690,7 @@ class OnlineTuner:
         trials: list[Trial],
         tuning_s: float,
         since: int,
+        crashed: Mapping[Config, str],
     ) -> None:
         from ..reporting.lines import emit
 
@@ -704,7 +707,8 @@ class OnlineTuner:
             where="in-process",
         )
         kernel.cache.store_tuned(key, dtypes, record, since=since)
-        kernel.cache.forget_crashes(key, dtypes)  # the crashes noted are in the record now
+        if not unrecorded_crashes(kernel, crashed, trials):  # a crash noted of a config not tried stays noted
+            kernel.cache.forget_crashes(key, dtypes)
         with self._lock:
             if self._sessions.get((key, dtypes)) is session:  # a session dropped from its slot leaves a newer one
                 del self._sessions[(key, dtypes)]

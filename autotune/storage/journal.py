@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -37,7 +38,7 @@ except ImportError:  # Windows: no pid namespaces either
     fcntl = None  # type: ignore[assignment]
 
 from ..errors import CacheEntryError, DeviceError, SpaceError, device_error_text
-from ..fork_safety import reset_in_forked_child
+from ..fork_safety import hold_across_fork, reset_in_forked_child
 from ..space.spaces import Config
 from .entries import key_text
 from .files import (
@@ -118,14 +119,16 @@ def _noted(kernel_id: str, key: tuple, dtypes: tuple, config: Mapping[str, Any])
         pidns=PID_NAMESPACE,
     )
     path = _directory() / f"{_prefix(kernel_id, key)}{HOST_TAG}.{pid}.{next(_SEQUENCE)}.json"
-    held = _write(path, msgspec.json.encode(note))  # locked while this process measures: its proof of life
-    if held is not None:
-        _HELD.add(held)
+    with _HOLDING:
+        held = _write(path, msgspec.json.encode(note))  # locked while this process measures: its proof of life
+        if held is not None:
+            _HELD.add(held)
     try:
         yield
     except DeviceError as exc:  # the measurement's own verdict (InProcessRunner), after earlier launches settled
         if held is not None and os.getpid() == pid:
-            if _replace(path, msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300]))):
+            data = msgspec.json.encode(msgspec.structs.replace(note, error=device_error_text(exc)[:300]))
+            if _replace(path, data):
                 _release(held)  # the replacement holds the lock now, for the rest of this process
             held = None  # kept (locked while this process lives): once it ends, the config is recorded as crashed
         raise
@@ -314,6 +317,8 @@ def _locked(path: Path) -> bool:
 
 
 _HELD: set[int] = set()  # the descriptors holding this process's notes' locks
+_HOLDING = threading.Lock()  # held from a note's open to its descriptor in _HELD: a fork waits, so its child has all
+hold_across_fork(_HOLDING)
 
 
 def _release(fd: int) -> None:
@@ -338,15 +343,16 @@ def _replace(path: Path, data: bytes) -> bool:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()  # a link left there is removed, never written through
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(temporary, flags, 0o666)
-        try:
-            _lock(fd)
-            os.write(fd, data)
-            os.replace(temporary, path)
-        except OSError:
-            os.close(fd)
-            raise
-        _HELD.add(fd)  # a note kept for after this process: locked while it lives
+        with _HOLDING:
+            fd = os.open(temporary, flags, 0o666)
+            try:
+                _lock(fd)
+                os.write(fd, data)
+                os.replace(temporary, path)
+            except OSError:
+                os.close(fd)
+                raise
+            _HELD.add(fd)  # a note kept for after this process: locked while it lives
         return True
     except OSError as exc:
         logger.debug("autotune: the crash journal %s cannot be written (%s)", path, exc)
