@@ -66,7 +66,7 @@ _LAZY = {
     "clear_autotune_cache": ("autotune.storage.clear", "clear_autotune_cache"),
     # modules documented at their old top-level path (`from autotune import distributed`)
     "distributed": ("autotune.modes.distributed", None),
-    "isolation": ("autotune.engine.isolation", None),
+    "isolation": ("autotune.isolation", None),
     "sweep": ("autotune.sweeps", "sweep"),
     "SweepReport": ("autotune.sweeps", "SweepReport"),
     "SweepInterrupted": ("autotune.sweeps", "SweepInterrupted"),

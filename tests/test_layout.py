@@ -79,6 +79,7 @@ LAYERS: dict[str, str] = {
             "engine.search.model",
             "engine.search.warm_start",
             "engine.search.prior",
+            "isolation",
             "engine.isolation",
             "engine.isolation.pool",
             "engine.isolation.runner",

@@ -1,6 +1,7 @@
 """Isolation: untried configs are compiled and measured in worker processes, so a config that segfaults, kills its
 process or hangs costs that config (`crashed`, `timeout`), never the tuning or the caller's process.
-`trial_timeout_s` bounds one config's compile and measurement.
+`trial_timeout_s` bounds one config's compile and measurement together (with compile workers, the compile in one
+and the measurement in the measuring worker, each within it).
 
 `isolate="off"` (the default, as `triton.autotune`) never isolates; `"auto"` isolates when a worker can import
 the kernel (by module and qualified name) and the launch grid can be sent to it, and otherwise tunes in-process

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
@@ -109,25 +110,32 @@ class Worker:
         until_note_s: float | None = None,
     ) -> Any:
         """Send `message` and wait for the answer, at most `timeout_s` (None: as long as it takes). With `on_note`,
-        the worker's ("note", what) messages before the answer are handed to it, each starting a new `timeout_s`
-        (a trial on a set of calls: one note per call, each call timed as one trial is); `until_note_s`, when
-        given, is the limit before the first note instead (a trial's compile in the worker). The worker must be
-        running (`load` starts it): one started here would hold no kernel and no call."""
+        the worker's ("note", what) messages before the answer are handed to it. The first note leaves what is left
+        of `timeout_s` since the request (a trial's compile and its measurement are one trial); each later note
+        starts a new `timeout_s` (a trial on a set of calls: each call timed as one trial is; a re-measurement: each
+        run). `until_note_s`, when given, is the limit before the first note instead (a trial's compile in the
+        worker). The worker must be running (`load` starts it): one started here would hold no kernel and no call."""
         if self.stopped:
             raise WorkerShutdownError(STOPPED)
         if not self.alive or self.conn is None:
             raise WorkerCrashed("the worker is not running (it died before the request)")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s  # the first note's part ends then
         limit = until_note_s if until_note_s is not None and on_note is not None else timeout_s
+        said, noted = f"{limit or 0:g} s", False  # the limit now, as a timeout says it (never None when it passes)
         try:
             self.conn.send(message)
             while True:
                 if not self.conn.poll(limit):
                     self.kill()
-                    raise WorkerTimedOut(f"no answer in {limit:g} s; the worker was killed")
+                    raise WorkerTimedOut(f"no answer in {said}; the worker was killed")
                 reply = self.conn.recv()
                 if on_note is None or not (isinstance(reply, tuple) and reply[:1] == ("note",)):
                     return reply
-                limit = timeout_s
+                if not noted and deadline is not None:
+                    limit, said = max(0.0, deadline - time.monotonic()), f"{timeout_s:g} s since the request"
+                else:
+                    limit, said = timeout_s, f"{timeout_s:g} s"
+                noted = True
                 on_note(reply[1])
         except (EOFError, ConnectionError, OSError) as exc:
             proc = self.proc  # read once: shutdown() on another thread may kill() it and set None meanwhile
@@ -154,10 +162,13 @@ class Worker:
             raise ImportError(f"the worker cannot import {ref[0]}:{ref[1]}: {reply[1]}")
         self.loaded.add(ref)
 
-    def send_call(self, token: str, encoded: list, cuda_device: int | None, timeout_s: float | None) -> None:
+    def send_call(
+        self, token: str, encoded: list, cuda_device: int | None, timeout_s: float | None, grids: list | None = None
+    ) -> None:
         """Give the worker a tuning's arguments once (`encoded`: each call's, one call or a set) and the caller's
         current GPU; requests then name them by `token`. The worker keeps the calls of the last few tunings that
-        fit in HELD_CALLS_MAX_BYTES (the newest always), so tunings taking turns in it do not re-send theirs."""
+        fit in HELD_CALLS_MAX_BYTES (the newest always), so tunings taking turns in it do not re-send theirs.
+        `grids` (the calls' launch grids) travel along so that one the worker cannot load fails here, not a trial."""
         if token in self.held and self.alive:
             self.held.move_to_end(token)
             return
@@ -165,10 +176,10 @@ class Worker:
         keep = list(self.held)
         while keep and (len(keep) >= HELD_CALLS_MAX or size + sum(self.held[t] for t in keep) > HELD_CALLS_MAX_BYTES):
             keep.pop(0)  # the least recently used goes first
-        reply = self.request(("call", token, encoded, cuda_device, keep), timeout_s)
+        reply = self.request(("call", token, encoded, cuda_device, keep, grids or []), timeout_s)
         self.held = collections.OrderedDict((t, self.held[t]) for t in keep)  # the worker dropped the others
         if reply[0] != "ok":
-            raise RuntimeError(f"the worker could not rebuild the call's arguments: {reply[1]}")
+            raise RuntimeError(f"the worker could not rebuild the call's arguments or its launch grid: {reply[1]}")
         self.held[token] = size
 
     def drop_call(self, token: str, timeout_s: float | None) -> None:

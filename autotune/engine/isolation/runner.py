@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import logging
 import pickle
+import pickletools
 import signal
 import sys
 import threading
@@ -159,9 +160,9 @@ class WorkerRunner:
         try:
             worker.load(self.ref, self.recipe, _LOAD_TIMEOUT_S)
             if measuring:
-                worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S)
+                worker.send_call(self.token, self.encoded, self.cuda_device, _LOAD_TIMEOUT_S, self.grids)
             else:
-                worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S)
+                worker.send_call(self.token + "-shapes", self.shapes, self.cuda_device, _LOAD_TIMEOUT_S, self.grids[:1])
         except WorkerShutdownError:
             raise
         except (ImportError, RuntimeError, OSError, WorkerCrashed, WorkerTimedOut) as exc:  # OSError: no start
@@ -491,17 +492,51 @@ def isolation_for(
 
 
 def _unsendable_grid(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[str, str] | None:
-    """(why, fix) when a call's launch grid cannot be sent to a worker (a lambda), else None."""
+    """(why, fix) when a call's launch grid cannot be sent to a worker: a lambda does not pickle, and a function
+    (or anything) of the caller's script pickles as a reference to `__main__`, which in a worker is not the
+    script. A grid from a module the worker cannot import fails when the worker gets the call (`prepare`)."""
     for index, (_, grid) in enumerate(calls):
+        where = f" (call {index} of the set)" if len(calls) > 1 else ""
         try:
-            pickle.dumps(grid)
+            modules = _pickled_modules(pickle.dumps(grid))
         except Exception:
-            where = f" (call {index} of the set)" if len(calls) > 1 else ""
             return f"its launch grid {grid!r}{where} cannot be sent to a worker", (
                 "To isolate it, launch it with a tuple or a module-level function as the grid (a lambda cannot be "
                 "sent), or give the decorator a $X grid= string"
             )
+        if "__main__" in modules:
+            return (
+                f"its launch grid {grid!r}{where} is defined in __main__ (a script or a notebook cell), which a "
+                "worker cannot import",
+                "To isolate it, define the grid function in an importable module, launch it with a tuple, or give "
+                "the decorator a $X grid= string",
+            )
     return None
+
+
+_STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING", "SHORT_BINSTRING")
+
+
+def _pickled_modules(data: bytes) -> set[str]:
+    """The modules whose names a pickle's globals refer to, read from its opcodes (nothing is unpickled):
+    GLOBAL carries "module name"; STACK_GLOBAL takes the two strings pushed (or fetched from the memo) before it."""
+    modules: set[str] = set()
+    memo: dict[int, object] = {}
+    pushed: list[object] = []  # what each opcode pushed: a string, else None
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in ("GLOBAL", "INST"):
+            modules.add(str(arg).split(" ", 1)[0])
+        elif op.name == "STACK_GLOBAL" and len(pushed) >= 2 and isinstance(pushed[-2], str):
+            modules.add(pushed[-2])
+        if op.name == "MEMOIZE":
+            memo[len(memo)] = pushed[-1] if pushed else None
+        elif op.name in ("PUT", "BINPUT", "LONG_BINPUT") and isinstance(arg, int):
+            memo[arg] = pushed[-1] if pushed else None
+        elif op.name in ("GET", "BINGET", "LONG_BINGET") and isinstance(arg, int):
+            pushed.append(memo.get(arg))
+        else:
+            pushed.append(arg if op.name in _STRINGS else None)
+    return modules
 
 
 def _encoded_calls(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[list, str | None]:

@@ -1,8 +1,9 @@
 """The worker process of `Tuning(isolate="process")`: runs untried configs so that a crash or a hang costs that
 config, never the caller's process.
 
-Started as `python -m autotune.engine.isolation FD PARENT_PID` (a fresh interpreter, as `spawn` gives, without
-re-running the caller's `__main__`) with one end of a socket pair. It puts itself in a process group of its own
+Started as `python -m autotune.engine.isolation FD PARENT_PID MAIN_THREAD` (a fresh interpreter, as `spawn` gives,
+without re-running the caller's `__main__`; MAIN_THREAD is 1 when the parent's main thread started it, the only case
+where PR_SET_PDEATHSIG is asked for) with one end of a socket pair. It puts itself in a process group of its own
 (so that a timeout kills it and anything it started), and exits when its parent is gone (PR_SET_PDEATHSIG on
 Linux, and a watchdog thread everywhere). Messages are pickled tuples over the private socket pair between a
 process and the worker it started; tensors travel as (shape, dtype, strides, the bytes of the storage span the
@@ -11,12 +12,13 @@ view covers) and are rebuilt as copies, so the caller's tensors are never writte
 Requests name a kernel by `ref` = (module, qualname, recipe digest, source file: a script's, imported from it).
 ("load", ref, recipe, sys_path) imports it with the parent's sys.path as it is then: the decorated object the module's name holds, or, with a recipe (the pickled arguments of `@autotune`, for a
 kernel autotuned away from its definition), the `@triton.jit` kernel there decorated anew. ("call", token,
-[args of each call], cuda_device, keep) makes the caller's GPU current and rebuilds a tuning's arguments once: one
-call's, or every call's of a set (`Tuning.objective`), kept together under the token (later requests name them
-by token, so they are copied once per worker and tuning, not per config), after freeing those of every token
-not in `keep` (the parent chooses which tunings' calls stay: the last few within a byte budget); ("keep", tokens)
-only frees the others. ("trial", ref, config, token, grids,
-tuning, precompiled, objective) compiles (unless a compile worker already did), checks (verify=) and measures
+[args of each call], cuda_device, keep, grids) makes the caller's GPU current and rebuilds a tuning's arguments
+once: one call's, or every call's of a set (`Tuning.objective`), kept together under the token (later requests
+name them by token, so they are copied once per worker and tuning, not per config), after freeing those of every
+token not in `keep` (the parent chooses which tunings' calls stay: the last few within a byte budget); the grids
+come along only so that one this worker cannot load fails there, not a trial. ("keep", tokens) only frees the
+others. A request this worker cannot read at all is answered with an error, never died of. ("trial", ref, config,
+token, grids, tuning, precompiled, objective) compiles (unless a compile worker already did), checks (verify=) and measures
 one config, on every call of a set (saying ("note", index) before each call, so that the parent can tell which
 call a crash or a hang was on), and answers with the trial (samples, or the failure's status and text);
 ("compile", ref, config, token, grid) only compiles it, with the first call's shapes (a compile
@@ -96,15 +98,37 @@ def serve(conn: Any) -> None:
     calls: dict[str, tuple[int | None, list]] = {}
     while True:
         try:
-            request = conn.recv()
+            data = conn.recv_bytes()
         except (EOFError, OSError):
             return
+        request = _decode(data)
+        if request[0] == "undecodable":  # answered, not died of: the parent blames no config for it
+            conn.send(request[1])
+            continue
         if request[0] == "exit":
             return
         try:
             conn.send(_answer(conn, request, kernels, calls))
         except Exception as exc:  # a request that failed as a whole (an import, a refine): say why, go on
             conn.send(_request_failed(exc))
+
+
+def _decode(data: bytes) -> tuple:
+    """A request from the parent (pickled by it over the private socket), or ("undecodable", the error answer) when
+    this worker cannot rebuild it: an object in it, such as a launch grid, names a module or attribute the worker
+    cannot import."""
+    import pickle
+
+    try:
+        request = pickle.loads(data)
+        if not isinstance(request, tuple) or not request:
+            raise TypeError(f"a request is a non-empty tuple, not {type(request).__name__}")
+        return request
+    except Exception as exc:
+        text = f"the worker could not read the request ({type(exc).__name__}: {exc})"
+        if isinstance(exc, (AttributeError, ImportError)):
+            text += "; an object in it (a launch grid?) is not importable in the worker"
+        return ("undecodable", ("error", text))
 
 
 def _answer(conn: Any, request: tuple, kernels: dict[tuple, TunableKernel], calls: dict[str, tuple]) -> tuple:
@@ -149,8 +173,10 @@ def _load(request: tuple, kernels: dict[tuple, TunableKernel]) -> tuple:
 
 
 def _keep_call(request: tuple, calls: dict[str, tuple]) -> tuple:
-    """("call", token, encoded calls, cuda device, tokens to keep): rebuild a tuning's arguments, first freeing
-    those of the tunings the parent no longer has this worker keep."""
+    """("call", token, encoded calls, cuda device, tokens to keep, launch grids): rebuild a tuning's arguments,
+    first freeing those of the tunings the parent no longer has this worker keep. The grids come again with each
+    trial; they come here only so that one this worker cannot load fails the request (`_decode`): the tuning's
+    start, not a config."""
     _keep_only(request[4] if len(request) > 4 else [], calls)
     _make_current(request[3])
     calls[request[1]] = (request[3], [decode_call(encoded) for encoded in request[2]])
