@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 import random
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
     from ..modes.online import OnlineTuner
     from .tune_key import KeyTuning, Select
 
-__all__ = ["Autotuned", "BoundCall", "Launch", "autotune", "untraced_by_dynamo"]
+__all__ = ["Autotuned", "BoundCall", "Launch", "autotune", "untrace_launches", "untraced_by_dynamo"]
 
 _NOT_A_HIT = object()  # `_launch_hit`'s answer when a call must take the full path
 _NO_HIT_PATH = (1, 0)  # `_hit_arity` bounds no count of arguments meets: every call takes the full path
@@ -109,18 +110,51 @@ _DYNAMO_REASON = (
 )
 
 
-def untraced_by_dynamo(fn: Callable[..., Any]) -> None:
-    """Mark a launch method so that torch.compile's Dynamo refuses to trace it naming `autotune.torch_op` (as a
-    `torch.compiler.disable` reason), instead of failing deep inside it. Sets the attributes Dynamo reads on the
-    function itself, not a wrapper: the launch costs nothing more, and torch is not imported."""
+# Functions `untraced_by_dynamo` marked whose code Dynamo has not been told to skip yet (torch not imported then).
+_PENDING: list[Callable[..., Any]] = []
+
+
+def untraced_by_dynamo(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a launch function so that torch.compile's Dynamo never traces it: a graph break (under fullgraph=True
+    an error naming `autotune.torch_op`) and an eager launch. Sets the attributes `torch.compiler.disable(reason=)`
+    sets, on the function itself (no wrapper: no cost, no extra frame), and `untrace_launches` does the rest."""
     fn._torchdynamo_disable = True  # type: ignore[attr-defined]
     fn._torchdynamo_disable_msg = _DYNAMO_REASON  # type: ignore[attr-defined]
+    _PENDING.append(fn)
+    untrace_launches()
+    return fn
+
+
+def untrace_launches() -> None:
+    """Once torch is imported (never imported here), have Dynamo skip the marked functions' frames and every frame
+    they call: the attributes alone make it break the graph at the call but then compile each frame the launch
+    runs (and fail on FakeTensors at a hit). Per code object, through torch's own C hook: the public
+    `torch.compiler.disable` wrapper would import torch._dynamo with autotune (seconds) and add a frame to every
+    launch (a warning's stacklevel would name torch's file). Called at each decoration; idempotent."""
+    if not _PENDING or "torch" not in sys.modules:
+        return
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+    except ImportError:  # a torch without the hook: the attributes alone (a graph break, the launch traced)
+        return
+    skip = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)
+    while _PENDING:
+        try:
+            set_code_exec_strategy(_PENDING.pop().__code__, skip)
+        except IndexError:  # another thread took the last one
+            return
 
 
 def _plain_grid(grid: Any) -> bool:
-    """A grid the hit path may hand to Triton as is (a tuple of 1-3 sizes, or a callable); any other takes the full
-    path, whose `check_launch_grid` says what is wrong with it, as on a miss."""
-    return (type(grid) is tuple and 0 < len(grid) <= 3) or (grid is not None and callable(grid))
+    """A grid the hit path may hand to Triton as is (a tuple of 1-3 ints >= 0, or a callable); any other (a negative
+    size launches nothing, a bool passes for an int) takes the full path, whose `check_launch_grid` says what is
+    wrong with it, as on a miss."""
+    if type(grid) is not tuple:
+        return grid is not None and callable(grid)
+    for size in grid:
+        if type(size) is not int or size < 0:
+            return False
+    return 0 < len(grid) <= 3
 
 
 def _say_cache_hit(record: TuningRecord) -> None:
@@ -154,6 +188,7 @@ class Autotuned(KernelInspection, KernelInterface):
         fallback: Mapping[str, Any] | None = None,
         **static_options: Any,
     ) -> None:
+        untrace_launches()  # torch imported since the last decoration: launches from compiled code run eagerly
         self.fn = fn
         # The arguments it was decorated with: a worker decorates the kernel anew from them (isolation/) when no
         # module-level name holds this object (a kernel autotuned away from its definition, autotune_launch).

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ..compiled.tracing import shapes_only
 from ..errors import CallError, OptionError
 from ..kernel.identity import base_kernel, python_function
 from ..record import TuningRecord
 from ..space.checksum import code_identity
 from ..space.expressions import to_grid
 from ..space.spaces import Config, SearchSpace
-from .autotuned import Autotuned
+from .autotuned import Autotuned, untraced_by_dynamo
 
 __all__ = ["autotune_launch", "TuningResult"]
 
@@ -169,6 +170,12 @@ def autotune_launch(
     callable `grid=` (Triton's `meta -> tuple`) is not part of the wrapper: it is this launch's grid, as in
     `kernel[grid](...)`, so a lambda written at the call site costs nothing.
     """
+    if shapes_only():  # torch_op's fake implementation, on FakeTensors: nothing to tune, and no result to give
+        raise OptionError(
+            "autotune_launch(...) ran inside an autotune.torch_op wrapper while torch traced its shapes on "
+            "FakeTensors; it returns a TuningResult, so it cannot be skipped there as a kernel's launch is: give "
+            "that torch_op fake= (a function that only allocates the outputs)"
+        )
     if not hasattr(base_kernel(kernel), "arg_names"):
         raise CallError(
             f"autotune_launch(kernel, ...) takes a @triton.jit kernel (or one wrapped by triton.heuristics); "
@@ -197,3 +204,6 @@ def autotune_launch(
         record=launch.record,
         cache_hit=launch.how in ("memory", "disk", "remote", "cache"),
     )
+
+
+untraced_by_dynamo(autotune_launch)  # Dynamo refuses it naming torch_op, and never traces its work

@@ -7,10 +7,12 @@ a `perf_model` estimate of which `top_k` configs to keep (triton.autotune's sema
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from ..errors import AutotuneError, OptionError
+from ..errors import AutotuneError, OptionError, UserCodeError
 from ..space.spaces import Config, configs_checksum
 from .option_checks import unfit_signature
 
@@ -156,6 +158,46 @@ def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) 
         )
 
 
+_RUNNING = threading.local()  # `running`: the (prune, kernel name) pairs whose prune= this thread is inside
+
+
+@contextmanager
+def _pruning(prune: Callable[..., Any], kernel_name: str) -> Iterator[None]:
+    """Mark `prune` running for `kernel_name` in this thread. A launch of that kernel from its own prune= (a new key
+    runs prune= again, which launches it again: a RecursionError) is refused with the fix."""
+    running: set[tuple[int, str]] = _RUNNING.__dict__.setdefault("running", set())
+    mark = (id(prune), kernel_name)
+    if mark in running:
+        raise AutotuneError(
+            f"{kernel_name} is already being pruned by this thread: its own prune= launched the autotuned kernel "
+            "(at a new key, which runs prune= again, without end); launch the plain @triton.jit kernel there "
+            "(kernel.fn) or decide from the arguments without launching"
+        )
+    running.add(mark)
+    try:
+        yield
+    finally:
+        running.discard(mark)
+
+
+def _called(
+    prune: Callable[..., Any], configs: Sequence[Config], named_args: Mapping[str, Any], kernel_name: str
+) -> Any:
+    """`prune`'s answer. Its own error (a bug in it: it runs at each new key, before any config) is a
+    UserCodeError naming it, which autotune.compat raises as the original, as triton.autotune does; an error of
+    autotune's own, memory running out and interrupts pass as they are."""
+    try:
+        return prune(list(configs), dict(named_args))
+    except (AutotuneError, MemoryError):  # RerunCall is an AutotuneError: a request, passed on
+        raise
+    except Exception as exc:
+        raise UserCodeError(
+            f"prune= ({getattr(prune, '__name__', type(prune).__name__)}) on {kernel_name} raised "
+            f"{type(exc).__name__}: {exc}; it runs at each new key before any config: fix prune=",
+            exc,
+        ) from exc
+
+
 def kept_configs(
     prune: Callable[[list[Config], dict], Sequence[Any]],
     configs: Sequence[Config],
@@ -164,7 +206,8 @@ def kept_configs(
 ) -> tuple[list[Config], str]:
     """(the configs `prune` keeps for this call, in its order, without repeats; the checksum of the kept ones, in
     the space's order). What it returns is checked: not None, not empty, only configs of the space."""
-    returned = prune(list(configs), dict(named_args))
+    with _pruning(prune, kernel_name):
+        returned = _called(prune, configs, named_args, kernel_name)
     if returned is None:
         raise OptionError(
             f"prune= on {kernel_name} returned None; return the configs to keep (a list, a subset of those it receives)"
