@@ -135,13 +135,15 @@ def test_the_cli_without_target_under_the_interpreter_names_the_target_option():
     assert "TRITON_INTERPRET=1" in out.stderr and "--target cuda:90" in out.stderr
 
 
-def _fill_slots_with_other_sources(ours, dest: Path, offsets: list[float]) -> None:
+def _fill_slots_with_other_sources(ours, dest: Path, offsets: list[float], same_source_first: bool = False) -> None:
     from autotune.storage import DiskCache, EntryRef
     from autotune.storage.kernel_cache import slot_for
 
     store = DiskCache(dest)
     for i, offset in enumerate(offsets):  # the other halves of rolling deploys
         other = msgspec.structs.replace(ours, source_hash=f"{i:064x}", timestamp=ours.timestamp + offset)
+        if same_source_first and i == 0:  # the archive's kernel source, tuned under another Triton
+            other = msgspec.structs.replace(ours, triton_version="0.0.1", timestamp=ours.timestamp + offset)
         entry = EntryRef.of(other)
         lease = store.lock(entry, timeout_s=5)
         try:
@@ -192,3 +194,18 @@ def _record_file(manifest) -> str:
     """The path of the exported record under the tuning cache (records/<kernel dir>/<entry>.json in the archive)."""
     (record,) = manifest.records
     return record.path.removeprefix("records/")
+
+
+def test_an_import_whose_version_slot_is_newer_but_another_slot_older_installs_the_record(exported, tmp_path):
+    """The slot `slot_for` picks (the archive's source under another Triton) is newer than the archive's record,
+    but another slot is older: the record is not the key's oldest, so it goes in, as a launch's write would."""
+    from autotune.storage import load_record
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
+    _fill_slots_with_other_sources(ours, dest, [100.0, -1000.0, 200.0, 300.0], same_source_first=True)
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert report.complete and report.records_skipped == [], report.records_skipped
+    held = [load_record(p) for p in dest.glob("*/*.json")]
+    assert ours.timestamp in {r.timestamp for r in held} and len(held) == 4

@@ -143,3 +143,37 @@ def test_cuda_graph_timing_runs_before_ahead_of_the_eager_launch_preceding_captu
     samples = timer.measure(sim.launch, warmup=1, reps=3, before=reset_to_zero)
     assert samples == [1.0, 1.0, 1.0] and len(sim.captured) == 1
     assert stale == []
+
+
+def _early_raising(configs, nargs, **kwargs):
+    raise ValueError("bad early")
+
+
+def _grid_of(n, meta):
+    return (triton.cdiv(n, meta["BLOCK"]),)
+
+
+def _compat_args(n: int) -> tuple[tuple, dict]:
+    return (torch.randn(n), torch.randn(n), torch.empty(n), n), {"grid": functools.partial(_grid_of, n)}
+
+
+def test_warmup_of_a_compat_kernel_raises_its_early_config_prune_error_as_itself():
+    """As a launch does (and triton.autotune): the user's own ValueError, not an error naming a prune= option
+    they never set."""
+    configs = [triton.Config({"BLOCK": b}) for b in (32, 64)]
+    kernel = compat_autotune(
+        configs=configs, key=["n"], prune_configs_by={"early_config_prune": _early_raising}, tuning=FAST
+    )(add_kernel)
+    with pytest.raises(ValueError, match="bad early"):
+        autotune.warmup(kernel, [functools.partial(_compat_args, 60)], in_process=True)
+
+
+def test_torch_op_given_a_partial_names_the_plain_function_torch_needs():
+    """torch reads the schema from a function's annotations and globals: a functools.partial (or a callable object)
+    is named with the fix, not torch's AttributeError about '__globals__'."""
+
+    def scaled(x: torch.Tensor, scale: float) -> torch.Tensor:
+        return x * scale
+
+    with pytest.raises(OptionError, match=r"partial.*wrap it in a `def` with annotated tensor arguments"):
+        autotune.torch_op("review34::scaled", functools.partial(scaled, scale=2.0), mutates_args=())

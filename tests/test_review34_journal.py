@@ -147,3 +147,28 @@ def test_online_keeps_the_note_of_a_crashed_config_prune_did_not_keep_and_does_n
     assert record is not None and Config(BLOCK=16) not in {t.config for t in record.trials}
     assert not [w for w in caught if issubclass(w.category, CrashWarning)]
     assert list(journal.crashed(online_add.identity, key, dtypes)) == [Config(BLOCK=16)]
+
+
+fallback_add = autotune(
+    space=SPACE[:3],
+    key=["n"],
+    grid="(cdiv(n, $BLOCK),)",
+    fallback={"BLOCK": 256},
+    tuning=Tuning(mode="online", reps=2, compile_workers=0, warmup=0),
+)(triton.jit(_add))
+
+
+def test_online_does_not_say_a_crashed_fallback_outside_the_space_is_recorded():
+    """A noted `fallback=` outside the space is never launched and never in the record: no warning claims it is
+    "recorded as crashed"."""
+    args, key, dtypes = _call(fallback_add, 512)
+    _note_of_a_dead_process(fallback_add.identity, key, dtypes, {"BLOCK": 256})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(1000):
+            fallback_add(*_call(fallback_add, 512)[0])
+            if fallback_add.cache.in_memory(key, dtypes) is not None:
+                break
+    record = fallback_add.record(key)
+    assert record is not None and Config(BLOCK=256) not in {t.config for t in record.trials}
+    assert not [w for w in caught if issubclass(w.category, CrashWarning)]

@@ -109,8 +109,22 @@ def test_a_prune_that_launches_its_own_kernel_is_named_not_a_recursion_error():
 
     kernel = autotune.autotune(space={"BLOCK": (16, 32)}, key=["n"], grid=GRID, prune=prune, tuning=FAST)(add_kernel)
     x, y = torch.randn(50), torch.randn(50)
-    with pytest.raises(AutotuneError, match=r"already being pruned by this thread.*kernel\.fn"):
+    with pytest.raises(AutotuneError, match=r"prune= launched add_kernel 8 times nested.*never ends.*kernel\.fn"):
         kernel(x, y, torch.empty(50), 50)
+
+
+def test_a_prune_that_launches_its_own_kernel_once_at_a_key_whose_prune_launches_nothing_works():
+    """Nesting that ends (prune= launches the kernel at n=8, whose prune= launches nothing) is not refused."""
+
+    def prune(configs, named):
+        if named["n"] != 8:
+            kernel(torch.randn(8), torch.randn(8), torch.empty(8), 8)
+        return configs
+
+    kernel = autotune.autotune(space={"BLOCK": (16, 32)}, key=["n"], grid=GRID, prune=prune, tuning=FAST)(add_kernel)
+    x, y, out = torch.randn(50), torch.randn(50), torch.empty(50)
+    kernel(x, y, out, 50)
+    assert torch.equal(out, x + y)
 
 
 def test_an_error_of_prune_is_named_with_its_cause():

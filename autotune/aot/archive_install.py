@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ArchiveError, CacheEntryError
 from ..format import format_timestamp
+from ..storage.entries import key_text
 from ..storage.files import atomic_write, is_regular_file, read_entry_bytes
 from .archive_checks import ARTIFACT_NAME, RECORDS_PREFIX, SAFE_NAME, TRITON_PREFIX, StagedArchive
 
@@ -248,8 +249,8 @@ def install_records(
 ) -> None:
     """Write each record through the disk store (under the entry's lock, waited for at most `lock_timeout_s`:
     a record whose lock another process holds longer is a failure), into its version's slot of the key
-    (`slot_for`), unless the entry there is newer (of any version: another version's sits there only when every
-    slot is taken), or was written by a newer autotune (a higher schema version, which this one never replaces)."""
+    (`slot_for`), unless the entry there is of its version and newer, or every slot holds another version tuned
+    after it (it would be the first evicted), or a newer autotune wrote it (a higher schema, never replaced)."""
     from ..storage import DiskCache, EntryRef, load_record
     from ..storage.entries import is_newer_schema
     from ..storage.kernel_cache import same_slot, slot_for
@@ -287,8 +288,11 @@ def install_records(
             # it is replaced when older, as a launch's write replaces the oldest (a newer one would evict the
             # archive's record at the next launch's write)
             ours = existing if existing is not None and same_slot(existing, record) else None
-            if existing is not None and existing.timestamp > record.timestamp:
-                report.records_skipped.append((member, _newer_text(dest, existing, record, same=ours is not None)))
+            if ours is not None and ours.timestamp > record.timestamp:
+                report.records_skipped.append((member, _newer_text(dest, ours, record)))
+                continue
+            if existing is not None and ours is None and _older_than_every_slot(store, entry, record):
+                report.records_skipped.append((member, _every_slot_newer_text(existing, record)))
                 continue
             if ours is not None and ours.timestamp == record.timestamp and ours.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
@@ -333,17 +337,25 @@ def _staler_triton(existing: Any, record: Any) -> str:
     return f"tuned under this Triton ({local}); the archive's record was tuned under Triton {record.triton_version}"
 
 
-def _newer_text(dest: Path, existing: Any, record: Any, *, same: bool) -> str:
-    """Why a record is skipped for the newer entry at `dest`: of its own version, or (`same` False) of another,
-    every slot of the key holding one."""
+def _newer_text(dest: Path, existing: Any, record: Any) -> str:
     dates = f"({format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)})"
-    if same:
-        return f"the entry at {dest} is newer {dates}; kept it"
+    return f"the entry at {dest} is newer {dates}; kept it"
+
+
+def _older_than_every_slot(store: Any, entry: Any, record: Any) -> bool:
+    """Whether every slot of the key holds an entry tuned after `record`: it would be the first a launch's write
+    evicts (the oldest), so installing it would only cost another version its entry."""
+    held = [r for slot in entry.slots() if (r := store.get(slot)) is not None]
+    return len(held) == len(entry.slots()) and all(r.timestamp > record.timestamp for r in held)
+
+
+def _every_slot_newer_text(existing: Any, record: Any) -> str:
     return (
-        f"every slot of this key holds another version of the kernel, each tuned after the archive's record; the "
-        f"oldest, at {dest}, was tuned for {_made_for_another(existing, record)} {dates}: kept them (a launch's write "
-        "would evict the archive's record first); to install it, clear the kernel's entries (`autotune cache clear "
-        "--kernel NAME`) and import again"
+        f"every slot of this key holds another version of the kernel tuned after the archive's record (the one it "
+        f"would replace was tuned for {_made_for_another(existing, record)}, "
+        f"{format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}): kept them (a launch's "
+        "write would evict the archive's record first); to install it, clear the key's entries (`autotune cache "
+        f"clear --kernel {record.kernel} --key '{key_text(tuple(record.key))}'`) and import again"
     )
 
 

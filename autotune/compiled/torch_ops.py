@@ -64,6 +64,12 @@ def torch_op(
 
     def register(wrapper: Callable[..., Any]) -> Any:
         _refuse_kernel(name, wrapper)
+        if schema is None and not hasattr(wrapper, "__globals__"):  # torch's infer_schema reads it
+            raise OptionError(
+                f"autotune.torch_op({name!r}) was given {type(wrapper).__name__} {wrapper!r:.80}; torch reads the op's "
+                "schema from a plain function's annotations: wrap it in a `def` with annotated tensor arguments (or "
+                "give schema=)"
+            )
         with _claim(name, wrapper):
             op = _define(name, wrapper, mutates_args, device_types, schema)
             op.register_fake(fake if fake is not None else _shapes_of(name, wrapper))

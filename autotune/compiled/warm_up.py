@@ -27,7 +27,7 @@ from ..compat import Autotuner as CompatAutotuner
 from ..decorator.autotuned import Autotuned
 from ..engine.multi_call import check_objective
 from ..engine.process_group import active_mode
-from ..errors import CallError, OptionError
+from ..errors import CallError, OptionError, UserCodeError
 from ..kernel.call import Found, argument_makers, made_args, need_grid
 from ..kernel.identity import heuristic_kwargs, wrapper_layers
 from ..kernel.pruning import MAX_RERUNS, RerunCall
@@ -162,6 +162,10 @@ def _settled(kernel: object, step: Callable[[Autotuned], _T]) -> tuple[Autotuned
             if type(engine) is Autotuned:  # asked only by compat's prune, whose kernel re-indexes
                 raise
             launcher.reindex()  # compat's: the configs indexed anew and its engine rebuilt over them
+        except UserCodeError as exc:  # compat's hooks raise their own error, as triton.autotune does
+            if type(engine) is Autotuned:
+                raise
+            raise exc.original from None
     raise OptionError(
         f"autotune.warmup({engine.name}, ...): early_config_prune changed the configs in place on each of "
         f"{MAX_RERUNS} runs, so they never settle; return a subset of the configs unchanged, and set the values "

@@ -158,26 +158,30 @@ def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) 
         )
 
 
-_RUNNING = threading.local()  # `running`: the (prune, kernel name) pairs whose prune= this thread is inside
+_RUNNING = threading.local()  # `depth`: (prune, kernel name) -> how deep this thread is inside that prune=
+_MAX_DEPTH = 8  # a prune= launching its own kernel at new keys this deep never ends (RecursionError further on)
 
 
 @contextmanager
 def _pruning(prune: Callable[..., Any], kernel_name: str) -> Iterator[None]:
-    """Mark `prune` running for `kernel_name` in this thread. A launch of that kernel from its own prune= (a new key
-    runs prune= again, which launches it again: a RecursionError) is refused with the fix."""
-    running: set[tuple[int, str]] = _RUNNING.__dict__.setdefault("running", set())
+    """Count `prune` running for `kernel_name` in this thread. A prune= may launch its own kernel (at a key whose
+    prune= launches nothing, or that is tuned); one that does so at every new key never ends, and is refused with
+    the fix before Python's recursion limit."""
+    depth: dict[tuple[int, str], int] = _RUNNING.__dict__.setdefault("depth", {})
     mark = (id(prune), kernel_name)
-    if mark in running:
+    if depth.get(mark, 0) >= _MAX_DEPTH:
         raise AutotuneError(
-            f"{kernel_name} is already being pruned by this thread: its own prune= launched the autotuned kernel "
-            "(at a new key, which runs prune= again, without end); launch the plain @triton.jit kernel there "
-            "(kernel.fn) or decide from the arguments without launching"
+            f"{kernel_name}'s prune= launched {kernel_name} {_MAX_DEPTH} times nested in this thread, each at a key "
+            "whose prune= launches it again: it never ends; launch the plain @triton.jit kernel there (kernel.fn) "
+            "or decide from the arguments without launching"
         )
-    running.add(mark)
+    depth[mark] = depth.get(mark, 0) + 1
     try:
         yield
     finally:
-        running.discard(mark)
+        depth[mark] -= 1
+        if not depth[mark]:
+            del depth[mark]
 
 
 def _called(

@@ -448,6 +448,8 @@ class _Run:
                 if self._past_crash(slot, job, again):
                     continue
                 status: Status = "interrupted" if self.stopping.is_set() else "failed"
+                with self.lock:  # cleared if a later job of this slot starts a new worker (`_replace`)
+                    self.stats[slot.index].lost = f"{again}; not replaced: the split key it was tuning failed"
                 return KeyOutcome(
                     job=job.index, device=job.kind, status=status, error=str(again), attempts=job.attempts
                 )
