@@ -757,31 +757,35 @@ def test_ranks_sharing_a_cache_directory_write_one_entry_and_reuse_it(runs):
         assert shared["second"]["winner"] == shared["first"]["winner"] == results[0]["shared_cache"]["first"]["winner"]
 
 
+# a prune= error is a UserCodeError naming prune= and what it raised (kernel/pruning.py)
+_PRUNE_RAISED = "prune= (prune) on add_kernel raised RuntimeError: prune exploded on rank 1"
+
+
 def test_an_error_on_one_rank_is_raised_on_every_rank_naming_it(runs):
     results = runs(2)
     failing = results[1]["prune_raises"]
-    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"]
+    assert failing["error"] == "UserCodeError" and _PRUNE_RAISED in failing["message"]
     other = results[0]["prune_raises"]
     assert other["error"] == "DistributedTuningError"
-    assert "rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+    assert f"rank 1: UserCodeError: {_PRUNE_RAISED}" in other["message"]
 
 
 def test_a_prune_error_on_a_follower_in_rank0_mode_is_raised_on_every_rank_and_nothing_is_tuned(runs):
     results = runs(2)
     failing = results[1]["prune_raises_rank0"]
-    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"], failing
+    assert failing["error"] == "UserCodeError" and _PRUNE_RAISED in failing["message"], failing
     other = results[0]["prune_raises_rank0"]
     assert other["error"] == "DistributedTuningError", other
-    assert "prune= raised on another rank: rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+    assert f"prune= raised on another rank: rank 1: UserCodeError: {_PRUNE_RAISED}" in other["message"]
     assert other["compiled"] == [] and failing["compiled"] == []
 
 
 def test_a_prune_error_under_autotune_offline_is_raised_on_every_rank_together(runs):
     results = runs(2)
     failing, other = results[1]["prune_raises_offline"], results[0]["prune_raises_offline"]
-    assert failing["error"] == "RuntimeError" and "prune exploded on rank 1" in failing["message"], failing
+    assert failing["error"] == "UserCodeError" and _PRUNE_RAISED in failing["message"], failing
     assert other["error"] == "DistributedTuningError", other
-    assert "prune= raised on another rank: rank 1: RuntimeError: prune exploded on rank 1" in other["message"]
+    assert f"prune= raised on another rank: rank 1: UserCodeError: {_PRUNE_RAISED}" in other["message"]
 
 
 def test_a_prune_that_differs_between_ranks_still_agrees_and_warns(runs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -187,7 +188,34 @@ def test_an_import_into_a_key_whose_slots_hold_newer_other_sources_keeps_them_sa
     assert (
         why.startswith("every slot of this key holds another version of the kernel") and "another kernel source" in why
     )
-    assert "autotune cache clear --kernel" in why and report.records_replaced == []
+    assert report.records_replaced == []
+    clear = why.split("`")[1]  # the command the skip gives, pasted as a user would: it clears that key, in `dest`
+    assert clear.startswith("autotune cache clear --cache-dir "), clear
+    done = _cli(*shlex.split(clear)[1:])
+    assert done.returncode == 0, done.stderr
+    again = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert again.records_skipped == [] and len(again.records_imported) == 1
+
+
+def test_an_import_does_not_count_a_newer_autotune_s_slot_as_room_for_an_older_record(exported, tmp_path):
+    """A slot a newer autotune wrote is never written here: with the other three holding versions tuned after the
+    archive's record, the record would be the first evicted, so it is skipped (not installed over a newer entry)."""
+    from autotune.storage import load_record
+    from autotune.storage.protocol import SOURCES_PER_KEY
+
+    archive, manifest, _ = exported
+    dest, triton_dest = _dirs(tmp_path)
+    ours = load_record(Path(os.environ["AUTOTUNE_CACHE_DIR"]) / _record_file(manifest))
+    _fill_slots_with_other_sources(ours, dest, [100.0 + i for i in range(SOURCES_PER_KEY)])
+    (first,) = [p for p in dest.glob("*/*.json") if load_record(p).source_hash == f"{0:064x}"]
+    data = json.loads(first.read_text())
+    data["schema_version"] = 10_000  # written by a newer autotune
+    first.write_text(json.dumps(data))
+    report = import_archive(archive, cache_dir=dest, triton_cache_dir=triton_dest)
+    assert [why.split(" (")[0] for _, why in report.records_skipped] == [
+        "every slot of this key holds another version of the kernel tuned after the archive's record"
+    ]
+    assert report.records_imported == []
 
 
 def _record_file(manifest) -> str:

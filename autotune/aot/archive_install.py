@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import tempfile
 import time
 from collections.abc import Callable
@@ -292,7 +293,7 @@ def install_records(
                 report.records_skipped.append((member, _newer_text(dest, ours, record)))
                 continue
             if existing is not None and ours is None and _older_than_every_slot(store, entry, record):
-                report.records_skipped.append((member, _every_slot_newer_text(existing, record)))
+                report.records_skipped.append((member, _every_slot_newer_text(existing, record, root)))
                 continue
             if ours is not None and ours.timestamp == record.timestamp and ours.winner == record.winner:
                 report.records_skipped.append((member, f"already present at {dest}"))
@@ -345,17 +346,23 @@ def _newer_text(dest: Path, existing: Any, record: Any) -> str:
 def _older_than_every_slot(store: Any, entry: Any, record: Any) -> bool:
     """Whether every slot of the key holds an entry tuned after `record`: it would be the first a launch's write
     evicts (the oldest), so installing it would only cost another version its entry."""
-    held = [r for slot in entry.slots() if (r := store.get(slot)) is not None]
-    return len(held) == len(entry.slots()) and all(r.timestamp > record.timestamp for r in held)
+    writable = [slot for slot in entry.slots() if not store.newer_at(slot)]  # a newer autotune's: never written
+    held = [r for slot in writable if (r := store.get(slot)) is not None]
+    return len(held) == len(writable) and all(r.timestamp > record.timestamp for r in held)
 
 
-def _every_slot_newer_text(existing: Any, record: Any) -> str:
+def _every_slot_newer_text(existing: Any, record: Any, root: Path | None) -> str:
+    where = "" if root is None else f" --cache-dir {shlex.quote(str(root))}"
+    clear = (
+        f"autotune cache clear{where} --kernel {shlex.quote(record.kernel_id)} "
+        f"--key {shlex.quote(key_text(tuple(record.key)))}"
+    )
     return (
         f"every slot of this key holds another version of the kernel tuned after the archive's record (the one it "
         f"would replace was tuned for {_made_for_another(existing, record)}, "
         f"{format_timestamp(existing.timestamp)} > {format_timestamp(record.timestamp)}): kept them (a launch's "
-        "write would evict the archive's record first); to install it, clear the key's entries (`autotune cache "
-        f"clear --kernel {record.kernel} --key '{key_text(tuple(record.key))}'`) and import again"
+        f"write would evict the archive's record first); to install it, clear that key's entries (`{clear}`: every "
+        "version and dtype of the key) and import again"
     )
 
 

@@ -82,7 +82,7 @@ from ..record import TuningRecord
 from ..reference import Reference
 from ..space.checks import check_required_fields, validate_space
 from ..space.checksum import launch_text, tuned_under
-from ..space.expressions import compile_derive, compile_grid
+from ..space.expressions import compile_derive, compile_grid, to_grid
 from ..space.spaces import Config, SearchSpace, as_space
 from ..storage.counters import count_hit
 from ..storage.fingerprint import source_hash
@@ -155,6 +155,13 @@ def _plain_grid(grid: Any) -> bool:
         if type(size) is not int or size < 0:
             return False
     return 0 < len(grid) <= 3
+
+
+def _checked_grid(kernel: str, grid: Callable[[dict], Any]) -> Callable[[dict], tuple[int, ...]]:
+    """A callable `kernel[grid]` whose result is checked as a tuple grid is (`to_grid`): a negative size would
+    launch nothing, silently, and a bool pass for an int."""
+    source = f"{kernel}[{getattr(grid, '__name__', type(grid).__name__)}]"
+    return lambda meta: to_grid(grid(meta), source)
 
 
 def _say_cache_hit(record: TuningRecord) -> None:
@@ -955,6 +962,8 @@ class Autotuned(KernelInspection, KernelInterface):
                 given_how = "give @autotune(grid=...) or " if getattr(self, "takes_grid_option", True) else ""
                 raise AutotuneError(f"{self.name} needs a grid: {given_how}launch {self.name}[grid](...)")
             grid = self._own_grid(values, named, args, launch_kwargs)
+        elif callable(grid) and getattr(self, "takes_grid_option", True):  # the drop-in hands Triton the caller's
+            grid = _checked_grid(self.name, grid)
         return args, launch_kwargs, grid
 
     def _own_grid(self, values: Mapping[str, Any], named: Mapping[str, Any], args: tuple, launch_kwargs: dict) -> Any:

@@ -159,7 +159,7 @@ def _check_prune_signature(fn: Callable[..., Any], what: str, kernel_name: str) 
 
 
 _RUNNING = threading.local()  # `depth`: (prune, kernel name) -> how deep this thread is inside that prune=
-_MAX_DEPTH = 8  # a prune= launching its own kernel at new keys this deep never ends (RecursionError further on)
+_MAX_DEPTH = 32  # prune= launching its own kernel nested this deep: stopped before Python's recursion limit
 
 
 @contextmanager
@@ -171,9 +171,9 @@ def _pruning(prune: Callable[..., Any], kernel_name: str) -> Iterator[None]:
     mark = (id(prune), kernel_name)
     if depth.get(mark, 0) >= _MAX_DEPTH:
         raise AutotuneError(
-            f"{kernel_name}'s prune= launched {kernel_name} {_MAX_DEPTH} times nested in this thread, each at a key "
-            "whose prune= launches it again: it never ends; launch the plain @triton.jit kernel there (kernel.fn) "
-            "or decide from the arguments without launching"
+            f"{kernel_name}'s prune= launched {kernel_name} nested {_MAX_DEPTH} deep in this thread (each launch at a "
+            "key whose prune= launches it again); autotune stops there, before Python's recursion limit: launch the "
+            "plain @triton.jit kernel there (kernel.fn), or decide from the arguments without launching"
         )
     depth[mark] = depth.get(mark, 0) + 1
     try:

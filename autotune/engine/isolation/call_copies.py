@@ -7,7 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["encode_call", "decode_call", "encode_args", "decode_args", "span_of", "copies_bytes"]
+__all__ = [
+    "UNREADABLE_REQUEST",
+    "encode_call",
+    "decode_call",
+    "encode_args",
+    "decode_args",
+    "span_of",
+    "copies_bytes",
+]
+
+# How a worker answers a request it cannot decode (its grid names a module it cannot import): the parent reads it
+UNREADABLE_REQUEST = "the worker could not read the request"
 
 
 def encode_call(args: tuple, kwargs: dict, data: bool = True) -> tuple[dict, dict]:

@@ -37,7 +37,7 @@ from ..measuring import measuring
 from ..pipeline import CompileFailed, Compiler
 from ..trial_runner import TrialFailed
 from ..tunable_kernel import TunableKernel
-from .call_copies import encode_call, span_of
+from .call_copies import UNREADABLE_REQUEST, encode_call, span_of
 from .pool import Worker, WorkerCrashed, WorkerTimedOut, compile_workers, shared_worker
 
 __all__ = ["WorkerRunner", "WorkerCompiler", "isolation_for", "check_isolation", "worker_error"]
@@ -166,6 +166,7 @@ class WorkerRunner:
         except WorkerShutdownError:
             raise
         except (ImportError, RuntimeError, OSError, WorkerCrashed, WorkerTimedOut) as exc:  # OSError: no start
+            _raise_if_grid_unloadable(self.kernel_name, self.grids, exc)
             raise AutotuneError(
                 f"the tuning worker could not load {self.ref[0]}:{self.ref[1]} and the call's arguments: {exc}"
             ) from None
@@ -472,6 +473,8 @@ def isolation_for(
             return WorkerRunner(kernel, calls, recipe, encoded, objective)
         except WorkerShutdownError:  # not a reason to tune in-process: the process is stopping its workers
             raise
+        except _GridUnloadable as exc:
+            reason, fix = str(exc), _GRID_FIX
         except AutotuneError as exc:
             reason, fix = str(exc), "To isolate it, fix what kept the worker from loading it"
     if mode == "process":
@@ -489,6 +492,35 @@ def isolation_for(
             IsolationWarning,
         )
     return None
+
+
+class _GridUnloadable(AutotuneError):
+    """The worker could not rebuild a call's launch grid (its module is not importable there)."""
+
+
+_GRID_FIX = (
+    "To isolate it, make the grid's module importable in the worker (on sys.path or PYTHONPATH as the worker "
+    "starts), launch it with a tuple, or give the decorator a $X grid= string"
+)
+
+
+def _raise_if_grid_unloadable(kernel: str, grids: Sequence[Any], exc: BaseException) -> None:
+    """A call request the worker could not read names a module only through a grid (the arguments travel as
+    plain values): blame the grid, naming it and its modules, not the loading of the kernel."""
+    if not isinstance(exc, RuntimeError) or UNREADABLE_REQUEST not in str(exc):
+        return
+    for grid in grids:
+        if grid is None or isinstance(grid, (tuple, list)):
+            continue
+        try:
+            modules = sorted(_pickled_modules(pickle.dumps(grid)) - {"builtins", "functools"})
+        except Exception:
+            continue
+        name = getattr(grid, "__qualname__", type(grid).__name__)
+        raise _GridUnloadable(
+            f"the tuning worker could not import {kernel}'s launch grid {name!r} (it refers to module "
+            f"{', '.join(modules) or '?'}): {exc}"
+        ) from None
 
 
 def _unsendable_grid(calls: Sequence[tuple[BoundCall, Any]]) -> tuple[str, str] | None:

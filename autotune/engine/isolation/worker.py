@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..tunable_kernel import TunableKernel
-from .call_copies import decode_call
+from .call_copies import UNREADABLE_REQUEST, decode_call
 
 
 def _die_with_parent(parent: int, pdeathsig: bool) -> None:
@@ -125,7 +125,7 @@ def _decode(data: bytes) -> tuple:
             raise TypeError(f"a request is a non-empty tuple, not {type(request).__name__}")
         return request
     except Exception as exc:
-        text = f"the worker could not read the request ({type(exc).__name__}: {exc})"
+        text = f"{UNREADABLE_REQUEST} ({type(exc).__name__}: {exc})"
         if isinstance(exc, (AttributeError, ImportError)):
             text += "; an object in it (a launch grid?) is not importable in the worker"
         return ("undecodable", ("error", text))
