@@ -122,18 +122,22 @@ def test_a_grid_defined_in_the_script_is_tuned_in_process_under_auto_and_refused
     assert "its launch grid <function grid" in out["process"][1] and "importable module" in out["process"][1]
 
 
-@pytest.fixture
-def hidden_grid(tmp_path, monkeypatch):
-    """A grid function of a module this process loaded from a file off sys.path: it pickles by reference, and a
-    worker cannot import that module."""
-    path = tmp_path / "fz_hidden_grids.py"
+def hidden_grid_of(module_name: str, tmp_path, monkeypatch):
+    """A grid function of a module (`module_name`) this process loaded from a file off sys.path: it pickles by
+    reference, and a worker cannot import that module."""
+    path = tmp_path / f"{module_name}.py"
     path.write_text("import triton\n\ndef grid(meta):\n    return (triton.cdiv(meta['n'], meta['BLOCK']),)\n")
-    spec = importlib.util.spec_from_file_location("fz_hidden_grids", path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "fz_hidden_grids", module)
+    monkeypatch.setitem(sys.modules, module_name, module)
     spec.loader.exec_module(module)
     return module.grid
+
+
+@pytest.fixture
+def hidden_grid(tmp_path, monkeypatch):
+    return hidden_grid_of("fz_hidden_grids", tmp_path, monkeypatch)
 
 
 def test_a_grid_the_worker_cannot_import_fails_the_worker_s_start_not_the_configs(hidden_grid):

@@ -122,6 +122,20 @@ def test_the_crash_warning_under_isolation_says_the_config_is_tried_again_in_a_w
     assert plain_mul.record(key).trial_for(Config(BLOCK=32)).status is TrialStatus.OK  # run again in the worker
 
 
+def _decided_online_after_a_crash_of(kernel, config: dict):
+    """Note `config` as having crashed a process at n=512, then call `kernel` (online) until the key is decided:
+    (its record, the CrashWarnings given, (key, dtypes))."""
+    _, key, dtypes = _call(kernel, 512)
+    _note_of_a_dead_process(kernel.identity, key, dtypes, config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(1000):
+            kernel(*_call(kernel, 512)[0])
+            if kernel.cache.in_memory(key, dtypes) is not None:
+                break
+    return kernel.record(key), [w for w in caught if issubclass(w.category, CrashWarning)], (key, dtypes)
+
+
 ONLINE_KEEP = {"blocks": (32, 64)}
 online_add = autotune(
     space=SPACE[:3],
@@ -135,17 +149,9 @@ online_add = autotune(
 def test_online_keeps_the_note_of_a_crashed_config_prune_did_not_keep_and_does_not_warn_of_it():
     """Online mode as tune_key: a noted config that prune= left out of this call's candidates is neither warned of
     as "recorded as crashed" nor forgotten when the session decides (a later tuning that keeps it must know)."""
-    args, key, dtypes = _call(online_add, 512)
-    _note_of_a_dead_process(online_add.identity, key, dtypes, {"BLOCK": 16})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(1000):
-            online_add(*_call(online_add, 512)[0])
-            if online_add.cache.in_memory(key, dtypes) is not None:
-                break
-    record = online_add.record(key)
+    record, crash_warnings, (key, dtypes) = _decided_online_after_a_crash_of(online_add, {"BLOCK": 16})
     assert record is not None and Config(BLOCK=16) not in {t.config for t in record.trials}
-    assert not [w for w in caught if issubclass(w.category, CrashWarning)]
+    assert not crash_warnings
     assert list(journal.crashed(online_add.identity, key, dtypes)) == [Config(BLOCK=16)]
 
 
@@ -161,14 +167,6 @@ fallback_add = autotune(
 def test_online_does_not_say_a_crashed_fallback_outside_the_space_is_recorded():
     """A noted `fallback=` outside the space is never launched and never in the record: no warning claims it is
     "recorded as crashed"."""
-    args, key, dtypes = _call(fallback_add, 512)
-    _note_of_a_dead_process(fallback_add.identity, key, dtypes, {"BLOCK": 256})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(1000):
-            fallback_add(*_call(fallback_add, 512)[0])
-            if fallback_add.cache.in_memory(key, dtypes) is not None:
-                break
-    record = fallback_add.record(key)
+    record, crash_warnings, _ = _decided_online_after_a_crash_of(fallback_add, {"BLOCK": 256})
     assert record is not None and Config(BLOCK=256) not in {t.config for t in record.trials}
-    assert not [w for w in caught if issubclass(w.category, CrashWarning)]
+    assert not crash_warnings

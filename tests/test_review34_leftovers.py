@@ -4,13 +4,11 @@ interpreter, a real worker process."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 import torch
 import triton
 from kernels_for_tests import add_kernel
+from test_review34_isolation import hidden_grid_of
 
 from autotune import OptionError, Tuning, autotune
 from autotune.errors import ExpressionError, NoRecordError
@@ -20,15 +18,7 @@ FAST = Tuning(warmup=0, reps=1, compile_workers=0, isolate="off", refine_topk=0)
 
 @pytest.fixture
 def hidden_grid(tmp_path, monkeypatch):
-    """A grid function of a module loaded from a file off sys.path: it pickles by reference, no worker imports it."""
-    path = tmp_path / "lo34_hidden_grids.py"
-    path.write_text("import triton\n\ndef grid(meta):\n    return (triton.cdiv(meta['n'], meta['BLOCK']),)\n")
-    spec = importlib.util.spec_from_file_location("lo34_hidden_grids", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "lo34_hidden_grids", module)
-    spec.loader.exec_module(module)
-    return module.grid
+    return hidden_grid_of("lo34_hidden_grids", tmp_path, monkeypatch)
 
 
 def test_a_grid_the_worker_cannot_import_is_named_with_the_grid_s_fixes(hidden_grid):

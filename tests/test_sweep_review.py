@@ -121,7 +121,9 @@ def test_no_worker_is_started_after_the_last_jobs_final_failure(monkeypatch):
     report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=1)
     assert [(k.status, k.attempts) for k in report.keys] == [("failed", 2)], report.keys
     assert len(killed) == 2 and report.workers[0].restarts == 1
-    assert "no job was left for a new worker" in str(report.workers[0].lost)  # given up, saying why
+    lost = str(report.workers[0].lost)  # given up, saying why, in its stats and the summary
+    assert "killed by SIGKILL" in lost and "no job was left for a new worker" in lost
+    assert "worker 0 on interpreter: given up:" in str(report)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Review 34 of sweeps: a worker given up after its job's second loss says why in the report."""
+"""Review 34 of sweeps: a split key's worker given up after the key's unsplit retry says why in the report (the
+unsplit case of test_sweep_review's test_no_worker_is_started_after_the_last_jobs_final_failure)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,15 @@ import sweep_kernels as sk
 import autotune
 
 
-def test_a_worker_that_dies_under_its_job_s_retry_is_reported_given_up(monkeypatch):
-    """Every `tune` request finds its worker killed (as by the OOM killer): the job is retried once on a new
-    worker, then failed; that worker is not replaced (no job is left), and its stats and the summary say it was
-    given up, and why, instead of showing a healthy worker."""
-    import autotune.sweeps.local as local
+def _killing(real):
+    """`real` (a LocalWorker request) made to find its worker killed first, as by the OOM killer."""
 
-    real = local.LocalWorker.tune
-
-    def tune(self):
+    def request(self, *args):
         self.process.kill()
         self.process.join()
-        return real(self)
+        return real(self, *args)
 
-    monkeypatch.setattr(local.LocalWorker, "tune", tune)
-    report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=1)
-    assert [(k.status, k.attempts) for k in report.keys] == [("failed", 2)], report.keys
-    (worker,) = report.workers
-    assert worker.restarts == 1
-    assert worker.lost is not None and "killed by SIGKILL" in worker.lost and "no job was left" in worker.lost
-    assert "worker 0 on interpreter: given up:" in str(report)
+    return request
 
 
 def test_a_split_key_s_worker_that_dies_again_unsplit_is_reported_given_up(monkeypatch):
@@ -34,20 +24,8 @@ def test_a_split_key_s_worker_that_dies_again_unsplit_is_reported_given_up(monke
     more unsplit on the first worker, which dies again: the key is failed and that worker says it was given up."""
     import autotune.sweeps.local as local
 
-    real_tune, real_share = local.LocalWorker.tune, local.LocalWorker.tune_share
-
-    def tune(self):
-        self.process.kill()
-        self.process.join()
-        return real_tune(self)
-
-    def tune_share(self, share):
-        self.process.kill()
-        self.process.join()
-        return real_share(self, share)
-
-    monkeypatch.setattr(local.LocalWorker, "tune", tune)
-    monkeypatch.setattr(local.LocalWorker, "tune_share", tune_share)
+    monkeypatch.setattr(local.LocalWorker, "tune", _killing(local.LocalWorker.tune))
+    monkeypatch.setattr(local.LocalWorker, "tune_share", _killing(local.LocalWorker.tune_share))
     report = autotune.sweep(sk.sweep_pick, sk.pick_calls([32]), workers=2)
     assert [k.status for k in report.keys] == ["failed"], report.keys
     lost = [w.lost for w in report.workers if w.lost is not None]
