@@ -54,8 +54,8 @@ def test_a_session_evicted_then_deciding_late_leaves_the_keys_new_session(monkey
     entered, release, held, failed = threading.Event(), threading.Event(), [], []
     real_journal, real_run = kernel.cache.crash_journal, kernel.fn.run
 
-    def crash_journal(key, dtypes, *, force, warn=True):
-        note, crashed = real_journal(key, dtypes, force=force, warn=warn)
+    def crash_journal(key, dtypes, *, force):
+        note, crashed = real_journal(key, dtypes, force=force)
 
         @contextlib.contextmanager
         def held_note(config):  # ends after the launch (the launch lock let go), before its sample is taken

@@ -58,7 +58,7 @@ def tune_key(kernel: Autotuned, job: KeyTuning) -> TuningRecord:
     strategy = search_strategy(kernel, job.key, job.kept, job.dtypes) if kernel.strategy != "exhaustive" else None
     configs, skip = _configs_and_skipped(kernel, job, searched=strategy is not None)
     searched = _searched_size(kernel, job.kept)
-    noted, noted_crashed = kernel.cache.crash_journal(job.key, job.dtypes, force=job.force, warn=False)
+    noted, noted_crashed = kernel.cache.crash_journal(job.key, job.dtypes, force=job.force)
     runner = _trial_runner(kernel, job, noted)  # a shard too: its subset is `skip`
     in_process = runner.where == "in-process"
     crashed = noted_crashed if in_process else {}  # a worker may try them: a crash costs only itself

@@ -485,7 +485,7 @@ class OnlineTuner:
             kept = search_strategy(kernel, key, kept, dtypes).ask(kernel.tuning.max_configs)
         start = self._nearest_stored(key, dtypes, kept) or untuned or kept[0]
 
-        journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False, warn=False)  # never forced online
+        journaled, crashed = kernel.cache.crash_journal(key, dtypes, force=False)  # forced tunings never come online
         candidates = set(kept)  # only these are recorded crashed (a fallback outside them is never launched)
         kernel.cache.warn_crashes(key, dtypes, {c: w for c, w in crashed.items() if c in candidates}, isolated=False)
         noted = journaled if journaled is not None else no_note

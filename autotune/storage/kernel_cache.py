@@ -794,11 +794,10 @@ class KernelCache:
         return self.identity or self.kernel_name
 
     def crash_journal(
-        self, key: tuple, dtypes: tuple[str, ...], *, force: bool, warn: bool = True
+        self, key: tuple, dtypes: tuple[str, ...], *, force: bool
     ) -> tuple[Callable[[Config], AbstractContextManager[Any]] | None, dict[Config, str]]:
         """The crash journal's note around each in-process measurement of (key, dtypes), and the configs noted as
-        having ended a process, each warned of once unless `warn` is False (the caller warns: `warn_crashes`);
-        under `force` none (the notes are dropped: they are tried again). A cache without tiers (compat's
+        having ended a process (the caller warns of those it may try: `warn_crashes`); under `force` none (the notes are dropped: they are tried again). A cache without tiers (compat's
         cache_results=False) writes nothing to a directory: no journal (None, {})."""
         if not self.tiers:
             return None, {}
@@ -807,8 +806,6 @@ class KernelCache:
         if force:
             journal.forget(self.journal_id, key, dtypes)
         crashed = {} if force else journal.crashed(self.journal_id, key, dtypes)
-        if warn:
-            self.warn_crashes(key, dtypes, crashed, isolated=False)
         return functools.partial(journal.measuring, self.journal_id, key, dtypes), crashed
 
     def warn_crashes(
